@@ -1,0 +1,34 @@
+/*
+ * le.h - decode little- and big-endian integers at named offsets of a byte
+ * buffer (never by casting a struct over it: no alignment or padding traps).
+ */
+#ifndef PT_UTIL_LE_H
+#define PT_UTIL_LE_H
+
+#include <stdint.h>
+
+static inline uint16_t le16(const unsigned char *p)
+{
+	return (uint16_t)(p[0] | (unsigned)p[1] << 8);
+}
+
+static inline uint32_t le32(const unsigned char *p)
+{
+	return (uint32_t)le16(p) | (uint32_t)le16(p + 2) << 16;
+}
+
+static inline uint64_t le64(const unsigned char *p)
+{
+	return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+static inline uint64_t be64(const unsigned char *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+#endif
