@@ -1,0 +1,105 @@
+/*
+ * ptz.h - the zip index of a checkpoint: a small, bounds-checked reader for
+ * the ZIP64 archives torch.save writes and for what other zip tools write
+ * (APPNOTE 6.3.x subset: stored and deflated entries, classic and ZIP64 end
+ * records, ZIP64 extra fields, data descriptors, archive comments).
+ *
+ * Opening reads only the end records and the central directory.  The data
+ * offset of a record needs its local header; ptz_entry_locate() reads that
+ * lazily, so listing 100k records costs no I/O per record.
+ */
+#ifndef PT_ZIP_PTZ_H
+#define PT_ZIP_PTZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct diag;
+
+/* Hard limits on what an archive may claim. */
+#define PTZ_MAX_ENTRIES	(1u << 24)	/* 16M records */
+#define PTZ_MAX_CDIR	(1ull << 31)	/* central directory bytes */
+
+enum ptz_method {
+	PTZ_STORED = 0,
+	PTZ_DEFLATED = 8,
+};
+
+struct ptz_entry {
+	char *name;		/* full name, NUL-terminated, owned by reader */
+	uint16_t name_len;
+	uint16_t method;	/* PTZ_STORED or PTZ_DEFLATED */
+	uint16_t flags;		/* general purpose bit flag */
+	uint32_t crc32;		/* from the central directory */
+	uint64_t csize;		/* compressed size */
+	uint64_t usize;		/* uncompressed size */
+	uint64_t header_off;	/* offset of the local file header */
+	uint64_t limit;		/* end of the space this record may use:
+				   the next local header or the central dir */
+	uint64_t data_off;	/* offset of the data; 0 until located */
+	uint32_t cd_index;	/* position in the central directory */
+};
+
+struct ptz_reader {
+	int fd;			/* borrowed; not closed by the reader */
+	const char *path;	/* borrowed; for diagnostics */
+	uint64_t file_size;
+	uint64_t cdir_off;	/* start of the central directory */
+	uint64_t cdir_size;
+	uint64_t eocd_off;	/* offset of the classic end record */
+	int zip64;		/* the ZIP64 end record was used */
+	uint32_t nentries;
+	struct ptz_entry *entries;	/* in central directory order */
+	struct ptz_entry **by_name;	/* sorted, case-insensitive */
+	char *prefix;		/* the common top folder, without '/';
+				   NULL when the first name has no '/' */
+	size_t prefix_len;
+	char *names;		/* one block holding every name */
+};
+
+/*
+ * Read the end records and central directory of the zip archive in @fd
+ * (@path for messages).  Checks: signatures, counts, every record and the
+ * central directory inside the file, records not overlapping one another or
+ * the central directory, names unique ignoring ASCII case (torch looks names
+ * up that way), stored records with csize == usize, no encryption.
+ * Returns 0, or -errno with @d set.  Release with ptz_reader_release().
+ */
+int ptz_reader_open(struct ptz_reader *z, int fd, const char *path,
+		    struct diag *d);
+
+/* Free what the reader holds (not @fd).  A zeroed reader is safe. */
+void ptz_reader_release(struct ptz_reader *z);
+
+/*
+ * Find the record called @name exactly (full name, prefix included),
+ * falling back to a case-insensitive match as torch's miniz does.
+ * Returns a borrowed entry (valid until release) or NULL; it is writable
+ * only so that ptz_entry_locate() can note its data offset.
+ */
+struct ptz_entry *ptz_find(const struct ptz_reader *z, const char *name);
+
+/*
+ * Like ptz_find() for "<prefix>/<rel>", the way torch names its records
+ * ("data.pkl", "data/0", "version").
+ */
+struct ptz_entry *ptz_find_rel(const struct ptz_reader *z, const char *rel);
+
+/*
+ * Read the local header of @e, check it (signature, name length inside the
+ * record's space, data + csize not past e->limit) and set e->data_off.
+ * Idempotent.  Returns 0 or -errno with @d set.
+ */
+int ptz_entry_locate(const struct ptz_reader *z, struct ptz_entry *e,
+		     struct diag *d);
+
+/*
+ * Read the whole record @e into a malloc'd buffer (inflating a deflated
+ * one), NUL-terminated for convenience; *@len gets its size.  Refuses
+ * records larger than @max bytes.  Caller owns *@out (free()).
+ */
+int ptz_entry_read(const struct ptz_reader *z, struct ptz_entry *e,
+		   uint64_t max, unsigned char **out, size_t *len,
+		   struct diag *d);
+
+#endif

@@ -1,0 +1,384 @@
+/*
+ * ptz_cdir.c - read the central directory (APPNOTE 4.3.12) in one pread and
+ * turn it into the reader's index: one ptz_entry per record with its sizes
+ * and local header offset (ZIP64 extra field, 4.5.3, where the 32-bit
+ * fields say 0xffffffff), every name in one block, the records' spaces
+ * checked not to overlap, and the names sorted ignoring ASCII case, the
+ * order torch's miniz looks names up in.
+ */
+#define PTZ_BUILD 1
+#include "zip/ptz_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag/diag.h"
+#include "util/le.h"
+
+/*
+ * Central directory entry:
+ *
+ * OFFSET | SIZE | FIELD
+ * -------+------+---------------------------------------------------
+ *      0 |    4 | signature 0x02014b50 ("PK\1\2")
+ *      4 |    2 | version made by
+ *      6 |    2 | version needed to extract
+ *      8 |    2 | general purpose flags (bit 0, bit 6: encryption)
+ *     10 |    2 | compression method (0 stored, 8 deflated)
+ *     12 |    2 | modification time
+ *     14 |    2 | modification date
+ *     16 |    4 | CRC-32
+ *     20 |    4 | compressed size (0xffffffff: in the ZIP64 extra)
+ *     24 |    4 | uncompressed size (0xffffffff: in the ZIP64 extra)
+ *     28 |    2 | name length n
+ *     30 |    2 | extra field length m
+ *     32 |    2 | comment length k
+ *     34 |    2 | disk where the record starts
+ *     36 |    2 | internal attributes
+ *     38 |    4 | external attributes
+ *     42 |    4 | local header offset (0xffffffff: in the ZIP64 extra)
+ *     46 |    n | name (not NUL-terminated)
+ *   46+n |    m | extra fields
+ * 46+n+m |    k | comment
+ */
+#define CD_FLAGS	8
+#define CD_METHOD	10
+#define CD_CRC		16
+#define CD_CSIZE	20
+#define CD_USIZE	24
+#define CD_NAME_LEN	28
+#define CD_EXTRA_LEN	30
+#define CD_COMMENT_LEN	32
+#define CD_HEADER_OFF	42
+
+/*
+ * Extra field (a list of these fills the m bytes):
+ *
+ * OFFSET | SIZE | FIELD
+ * -------+------+---------------------------------------------------
+ *      0 |    2 | header id (0x0001: ZIP64 extended information)
+ *      2 |    2 | body size s
+ *      4 |    s | body
+ *
+ * ZIP64 body: only the fields whose 32-bit value is 0xffffffff, in this
+ * order: uncompressed size (8), compressed size (8), local header offset
+ * (8), then the disk number (4, not used here).
+ */
+#define EXTRA_HDR	4
+
+#define SENTINEL32	0xffffffffu
+
+/* One central directory entry while it is parsed. */
+struct cd_rec {
+	const unsigned char *p;	/* the entry in the buffer */
+	uint64_t off;		/* its file offset */
+	uint16_t name_len;
+	uint16_t extra_len;
+	uint16_t comment_len;
+};
+
+/*
+ * Replace the 0xffffffff fields of @e from the ZIP64 extra field of @r.
+ * Other extra fields are skipped; like miniz, the list is only walked
+ * when a value is needed from it, and then it must be well formed.
+ */
+static int read_zip64_extra(const struct cd_rec *r, struct ptz_entry *e,
+			    const char *name, struct diag *d)
+{
+	const unsigned char *x = r->p + PTZ_CDIR_LEN + r->name_len;
+	uint64_t xoff = r->off + PTZ_CDIR_LEN + r->name_len;
+	size_t left = r->extra_len;
+	unsigned need = 0;
+
+	need += e->usize == SENTINEL32 ? 8 : 0;
+	need += e->csize == SENTINEL32 ? 8 : 0;
+	need += e->header_off == SENTINEL32 ? 8 : 0;
+	while (left >= EXTRA_HDR) {
+		uint16_t id = le16(x);
+		uint16_t size = le16(x + 2);
+		const unsigned char *b = x + EXTRA_HDR;
+
+		if (size > left - EXTRA_HDR)
+			return diag_corrupt(d, xoff, "extra field 0x%04x of '%s' (%u bytes) runs past its extra area (%zu bytes left)",
+					    id, name, size, left - EXTRA_HDR);
+		if (id != PTZ_EXTRA_ZIP64) {
+			x += EXTRA_HDR + size;
+			xoff += EXTRA_HDR + size;
+			left -= EXTRA_HDR + size;
+			continue;
+		}
+		if (size < need)
+			return diag_corrupt(d, xoff, "zip64 extra field of '%s' too short (%u bytes, %u needed)",
+					    name, size, need);
+		if (e->usize == SENTINEL32) {
+			e->usize = le64(b);
+			b += 8;
+		}
+		if (e->csize == SENTINEL32) {
+			e->csize = le64(b);
+			b += 8;
+		}
+		if (e->header_off == SENTINEL32)
+			e->header_off = le64(b);
+		return 0;
+	}
+	return diag_corrupt(d, r->off, "record '%s' has a size or offset of 0xffffffff but no zip64 extra field",
+			    name);
+}
+
+/*
+ * Decode the entry @r into @e (name already set) and check what can be
+ * checked of one record alone.
+ */
+static int read_entry(const struct ptz_reader *z, const struct cd_rec *r,
+		      struct ptz_entry *e, struct diag *d)
+{
+	const unsigned char *p = r->p;
+	uint64_t room;
+	int rc;
+
+	e->flags = le16(p + CD_FLAGS);
+	e->method = le16(p + CD_METHOD);
+	e->crc32 = le32(p + CD_CRC);
+	e->csize = le32(p + CD_CSIZE);
+	e->usize = le32(p + CD_USIZE);
+	e->header_off = le32(p + CD_HEADER_OFF);
+	if (e->flags & (PTZ_FLAG_ENCRYPTED | PTZ_FLAG_STRONG))
+		return diag_unsupported(d, r->off + CD_FLAGS, "record '%s' is encrypted (flags 0x%04x)",
+					e->name, e->flags);
+	if (e->method != PTZ_STORED && e->method != PTZ_DEFLATED)
+		return diag_unsupported(d, r->off + CD_METHOD, "record '%s' uses compression method %u (only 0, stored, and 8, deflate, are supported)",
+					e->name, e->method);
+	if (e->usize == SENTINEL32 || e->csize == SENTINEL32 ||
+	    e->header_off == SENTINEL32) {
+		rc = read_zip64_extra(r, e, e->name, d);
+		if (rc < 0)
+			return rc;
+	}
+	if (e->method == PTZ_STORED && e->csize != e->usize)
+		return diag_corrupt(d, r->off + CD_CSIZE, "stored record '%s' has compressed size %" PRIu64 " but size %" PRIu64,
+				    e->name, e->csize, e->usize);
+	/*
+	 * The local header, a name as long as this one and the data must
+	 * fit before the central directory; ptz_entry_locate() checks the
+	 * real local name and extra lengths later.
+	 */
+	room = z->cdir_off;
+	if (e->header_off > room ||
+	    room - e->header_off < PTZ_LOCAL_LEN + (uint64_t)e->name_len ||
+	    room - e->header_off - PTZ_LOCAL_LEN - e->name_len < e->csize)
+		return diag_corrupt(d, r->off + CD_HEADER_OFF, "record '%s' (local header at 0x%" PRIx64 ", %" PRIu64 " bytes of data) runs past the central directory at 0x%" PRIx64,
+				    e->name, e->header_off, e->csize, room);
+	return 0;
+}
+
+/*
+ * Split the entry at @pos of @buf into @r, checking that its fixed part,
+ * name, extra and comment are all inside the buffer.
+ */
+static int split_entry(const struct ptz_reader *z, const unsigned char *buf,
+		       size_t pos, struct cd_rec *r, struct diag *d)
+{
+	size_t left = (size_t)z->cdir_size - pos;
+	uint32_t sig;
+
+	r->p = buf + pos;
+	r->off = z->cdir_off + pos;
+	if (left < PTZ_CDIR_LEN)
+		return diag_corrupt(d, r->off, "central directory ends inside a record (%zu of 46 bytes left)",
+				    left);
+	sig = le32(r->p);
+	if (sig != PTZ_SIG_CDIR)
+		return diag_corrupt(d, r->off, "bad central directory signature 0x%08" PRIx32,
+				    sig);
+	r->name_len = le16(r->p + CD_NAME_LEN);
+	r->extra_len = le16(r->p + CD_EXTRA_LEN);
+	r->comment_len = le16(r->p + CD_COMMENT_LEN);
+	if ((size_t)r->name_len + r->extra_len + r->comment_len >
+	    left - PTZ_CDIR_LEN)
+		return diag_corrupt(d, r->off + CD_NAME_LEN, "central directory record runs past the central directory (name %u, extra %u, comment %u bytes, %zu left)",
+				    r->name_len, r->extra_len, r->comment_len,
+				    left - PTZ_CDIR_LEN);
+	if (r->name_len == 0)
+		return diag_corrupt(d, r->off + CD_NAME_LEN, "record with an empty name");
+	if (memchr(r->p + PTZ_CDIR_LEN, 0, r->name_len))
+		return diag_corrupt(d, r->off + PTZ_CDIR_LEN, "record name contains a NUL byte");
+	return 0;
+}
+
+/* Parse every entry of the central directory held in @buf. */
+static int parse_all(struct ptz_reader *z, const unsigned char *buf,
+		     uint32_t *cd_pos, struct diag *d)
+{
+	char *names = z->names;
+	size_t pos = 0;
+	int rc;
+
+	for (uint32_t i = 0; i < z->nentries; i++) {
+		struct ptz_entry *e = &z->entries[i];
+		struct cd_rec r = { 0 };
+
+		rc = split_entry(z, buf, pos, &r, d);
+		if (rc < 0)
+			return rc;
+		/* Each entry takes >= name_len + 1 bytes: names fit. */
+		memcpy(names, r.p + PTZ_CDIR_LEN, r.name_len);
+		names[r.name_len] = '\0';
+		e->name = names;
+		e->name_len = r.name_len;
+		e->cd_index = i;
+		names += r.name_len + 1;
+		rc = read_entry(z, &r, e, d);
+		if (rc < 0)
+			return rc;
+		cd_pos[i] = (uint32_t)pos;
+		pos += PTZ_CDIR_LEN + r.name_len + r.extra_len + r.comment_len;
+	}
+	if (pos != z->cdir_size)
+		return diag_corrupt(d, z->cdir_off + pos, "central directory has %" PRIu64 " bytes after its %" PRIu32 " records (the end record's count is wrong)",
+				    z->cdir_size - pos, z->nentries);
+	return 0;
+}
+
+static int cmp_offset(const void *a, const void *b)
+{
+	const struct ptz_entry *x = *(struct ptz_entry *const *)a;
+	const struct ptz_entry *y = *(struct ptz_entry *const *)b;
+
+	if (x->header_off != y->header_off)
+		return x->header_off < y->header_off ? -1 : 1;
+	return x->cd_index < y->cd_index ? -1 : x->cd_index > y->cd_index;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	const struct ptz_entry *x = *(struct ptz_entry *const *)a;
+	const struct ptz_entry *y = *(struct ptz_entry *const *)b;
+	int c = ptz_name_cmp(x->name, y->name);
+
+	if (c)
+		return c;
+	return x->cd_index < y->cd_index ? -1 : x->cd_index > y->cd_index;
+}
+
+/*
+ * Give each record the space up to the next local header (or the central
+ * directory) and check that it needs no more than that.  @v holds every
+ * entry; it is left sorted by offset.
+ */
+static int check_overlaps(struct ptz_reader *z, struct ptz_entry **v,
+			  struct diag *d)
+{
+	uint32_t n = z->nentries;
+
+	qsort(v, n, sizeof(*v), cmp_offset);
+	for (uint32_t i = 0; i < n; i++) {
+		struct ptz_entry *e = v[i];
+		/*
+		 * read_entry() checked header_off + need <= cdir_off, so the
+		 * sum cannot overflow and only a next record can be hit.
+		 */
+		uint64_t need = PTZ_LOCAL_LEN + (uint64_t)e->name_len +
+				e->csize;
+
+		e->limit = z->cdir_off;
+		if (i + 1 == n)
+			break;
+		e->limit = v[i + 1]->header_off;
+		if (e->limit - e->header_off < need)
+			return diag_corrupt(d, e->header_off, "record '%s' overlaps '%s'",
+					    e->name, v[i + 1]->name);
+	}
+	return 0;
+}
+
+/* Sort @v by name ignoring case and refuse names that are then equal. */
+static int check_names(struct ptz_reader *z, struct ptz_entry **v,
+		       const uint32_t *cd_pos, struct diag *d)
+{
+	uint32_t n = z->nentries;
+
+	qsort(v, n, sizeof(*v), cmp_name);
+	for (uint32_t i = 1; i < n; i++) {
+		const struct ptz_entry *e = v[i];
+
+		if (!ptz_name_cmp(v[i - 1]->name, e->name))
+			return diag_corrupt(d, z->cdir_off + cd_pos[e->cd_index], "duplicate record name '%s' (names are compared ignoring case)",
+					    e->name);
+	}
+	return 0;
+}
+
+/* The folder of the first record's name; torch names every record in it. */
+static int set_prefix(struct ptz_reader *z, struct diag *d)
+{
+	const char *name;
+	const char *slash;
+	size_t len;
+
+	if (!z->nentries)
+		return 0;
+	name = z->entries[0].name;
+	slash = strchr(name, '/');
+	if (!slash)
+		return 0;
+	len = (size_t)(slash - name);
+	z->prefix = malloc(len + 1);
+	if (!z->prefix)
+		return diag_nomem(d);
+	memcpy(z->prefix, name, len);
+	z->prefix[len] = '\0';
+	z->prefix_len = len;
+	return 0;
+}
+
+int ptz_cdir_read(struct ptz_reader *z, struct diag *d)
+{
+	size_t n = z->nentries;
+	size_t size = (size_t)z->cdir_size;
+	unsigned char *buf;
+	uint32_t *cd_pos;
+	int rc;
+
+	if (!n)
+		return size ? diag_corrupt(d, z->cdir_off, "central directory has %zu bytes but no records",
+					   size) : 0;
+	/* ptz_eocd_read() checked n * 46 <= size <= PTZ_MAX_CDIR. */
+	buf = malloc(size);
+	if (!buf)
+		return diag_nomem(d);
+	rc = ptz_pread(z, buf, size, z->cdir_off, d);
+	if (rc < 0)
+		goto out_free_buf;
+	cd_pos = malloc(n * sizeof(*cd_pos));
+	if (!cd_pos) {
+		rc = diag_nomem(d);
+		goto out_free_buf;
+	}
+	z->entries = calloc(n, sizeof(*z->entries));
+	z->by_name = malloc(n * sizeof(*z->by_name));
+	z->names = malloc(size);
+	if (!z->entries || !z->by_name || !z->names) {
+		rc = diag_nomem(d);
+		goto out_free_cd_pos;
+	}
+	rc = parse_all(z, buf, cd_pos, d);
+	if (rc < 0)
+		goto out_free_cd_pos;
+	for (size_t i = 0; i < n; i++)
+		z->by_name[i] = &z->entries[i];
+	rc = check_overlaps(z, z->by_name, d);
+	if (rc < 0)
+		goto out_free_cd_pos;
+	rc = check_names(z, z->by_name, cd_pos, d);
+	if (rc < 0)
+		goto out_free_cd_pos;
+	rc = set_prefix(z, d);
+out_free_cd_pos:
+	free(cd_pos);
+out_free_buf:
+	free(buf);
+	return rc;
+}

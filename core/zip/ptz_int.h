@@ -1,0 +1,84 @@
+/*
+ * ptz_int.h - what the three parts of the zip reader share: record sizes and
+ * signatures (APPNOTE 6.3.x sections 4.3.7, 4.3.12, 4.3.14-16), the ASCII
+ * case fold torch's miniz uses for names, and the one pread helper.
+ *
+ * Internal: the files of core/zip define PTZ_BUILD before including it, and
+ * tests define PT_INTERNAL (like libarchive's *_private.h headers).
+ */
+#ifndef PT_ZIP_PTZ_INT_H
+#define PT_ZIP_PTZ_INT_H
+
+#if !defined(PT_INTERNAL) && !defined(PTZ_BUILD)
+#error "ptz_int.h is internal to core/zip and its tests"
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zip/ptz.h"
+
+struct diag;
+
+#define PTZ_SIG_LOCAL	0x04034b50u	/* "PK\3\4" local file header */
+#define PTZ_SIG_CDIR	0x02014b50u	/* "PK\1\2" central directory entry */
+#define PTZ_SIG_EOCD	0x06054b50u	/* "PK\5\6" end of central directory */
+#define PTZ_SIG_EOCD64	0x06064b50u	/* "PK\6\6" ZIP64 end record */
+#define PTZ_SIG_LOC64	0x07064b50u	/* "PK\6\7" ZIP64 end locator */
+
+#define PTZ_LOCAL_LEN	30u	/* fixed part of a local file header */
+#define PTZ_CDIR_LEN	46u	/* fixed part of a central directory entry */
+#define PTZ_EOCD_LEN	22u	/* classic end record without its comment */
+#define PTZ_EOCD64_LEN	56u	/* ZIP64 end record without extensible data */
+#define PTZ_LOC64_LEN	20u	/* ZIP64 end locator */
+#define PTZ_COMMENT_MAX	0xffffu	/* archive comment: a u16 length */
+
+#define PTZ_EXTRA_ZIP64	0x0001u	/* ZIP64 extended information extra field */
+
+#define PTZ_FLAG_ENCRYPTED	0x0001u	/* bit 0: traditional encryption */
+#define PTZ_FLAG_STRONG		0x0040u	/* bit 6: strong encryption */
+
+/*
+ * Fold ASCII upper case to lower case and nothing else: miniz's MZ_TOLOWER,
+ * independent of the locale.
+ */
+static inline int ptz_fold(unsigned char c)
+{
+	return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
+}
+
+/* strcasecmp() over ASCII only: the order of z->by_name. */
+static inline int ptz_name_cmp(const char *a, const char *b)
+{
+	const unsigned char *p = (const unsigned char *)a;
+	const unsigned char *q = (const unsigned char *)b;
+
+	while (*p && ptz_fold(*p) == ptz_fold(*q)) {
+		p++;
+		q++;
+	}
+	return ptz_fold(*p) - ptz_fold(*q);
+}
+
+/*
+ * Read exactly @len bytes at @off of z->fd, retrying short reads and EINTR.
+ * End of file before @len bytes is corrupt input (the file shrank under us
+ * or a size lied).  Returns 0 or -errno with @d set.
+ */
+int ptz_pread(const struct ptz_reader *z, void *buf, size_t len, uint64_t off,
+	      struct diag *d);
+
+/*
+ * Find the end records: sets z->eocd_off, z->zip64, z->nentries,
+ * z->cdir_off and z->cdir_size, all checked against z->file_size.
+ */
+int ptz_eocd_read(struct ptz_reader *z, struct diag *d);
+
+/*
+ * Read and check the central directory located by ptz_eocd_read(): fills
+ * z->entries, z->names, z->by_name, z->prefix.  On failure the caller
+ * releases what was filled in.
+ */
+int ptz_cdir_read(struct ptz_reader *z, struct diag *d);
+
+#endif
