@@ -1,0 +1,139 @@
+/*
+ * pkl.h - a restricted pickle parser: every opcode of protocols 0 to 5
+ * decodes into a value graph, and nothing is ever executed.  Globals stay
+ * symbolic (module + name), calls stay symbolic (callable + arguments, plus
+ * the state BUILD gave them and the items SETITEM(S)/APPEND(S) added).
+ *
+ * Memo references keep identity: BINGET returns the very node BINPUT stored,
+ * so two dict entries can be one tensor and a list can contain itself.  The
+ * result is therefore a graph, not a tree; all nodes live in one document and
+ * are freed together (pkl_doc_free()).  Walkers must bound their depth and
+ * guard against cycles.
+ *
+ * Reference: Python's Lib/pickletools.py (opcode table), Lib/pickle.py.
+ */
+#ifndef PT_PICKLE_PKL_H
+#define PT_PICKLE_PKL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct diag;
+
+/* Hard limits; exceeding any is a corrupt-input error with its offset. */
+#define PKL_MAX_STACK	(1u << 22)	/* values on the stack */
+#define PKL_MAX_MARKS	4096u		/* nested MARKs */
+#define PKL_MAX_MEMO	(1u << 22)	/* memo entries */
+#define PKL_MAX_ITEMS	(1u << 26)	/* elements of one container */
+#define PKL_MAX_NODES	(1u << 26)	/* nodes in one document */
+#define PKL_MAX_LONG	(1u << 16)	/* bytes of one LONG1/LONG4/LONG */
+
+enum pkl_kind {
+	PKL_NONE,
+	PKL_BOOL,	/* .i is 0 or 1 */
+	PKL_INT,	/* .i, fits int64 */
+	PKL_BIGINT,	/* .s: little-endian two's complement bytes */
+	PKL_FLOAT,	/* .f */
+	PKL_STR,	/* .s: UTF-8 (unicode opcodes) */
+	PKL_BYTES,	/* .s: BINBYTES, SHORT_BINBYTES, BYTEARRAY8 */
+	PKL_STRING,	/* .s: protocol 0-2 STRING/BINSTRING (py2 str) */
+	PKL_TUPLE,	/* .items */
+	PKL_LIST,	/* .items */
+	PKL_DICT,	/* .items holds key, value, key, value, ... */
+	PKL_SET,	/* .items */
+	PKL_FROZENSET,	/* .items */
+	PKL_GLOBAL,	/* .global: GLOBAL / STACK_GLOBAL / INST's class */
+	PKL_CALL,	/* .call: REDUCE, NEWOBJ, NEWOBJ_EX, OBJ, INST */
+	PKL_PERSID,	/* .call.args: the persistent id (BINPERSID/PERSID) */
+	PKL_EXT,	/* .i: EXT1/2/4 extension code (registry unknown) */
+	PKL_BUFFER,	/* NEXT_BUFFER: out-of-band buffer, no data here */
+};
+
+/* How a PKL_CALL came about (the argument layout differs). */
+enum pkl_call_how {
+	PKL_REDUCE,	/* func(*args) */
+	PKL_NEWOBJ,	/* cls.__new__(cls, *args) */
+	PKL_NEWOBJ_EX,	/* cls.__new__(cls, *args, **kwargs) */
+	PKL_OBJ,	/* OBJ / INST: cls(*args) */
+};
+
+struct pkl_value {
+	uint8_t kind;		/* enum pkl_kind */
+	uint8_t how;		/* enum pkl_call_how, for PKL_CALL */
+	uint32_t id;		/* creation order, unique within the doc */
+	uint64_t off;		/* pickle offset of the opcode that made it */
+	union {
+		int64_t i;
+		double f;
+		struct {
+			char *p;	/* NUL-terminated (may hold NULs) */
+			size_t n;
+		} s;
+		struct {
+			struct pkl_value **v;
+			size_t n, cap;
+		} items;
+		struct {
+			char *module;	/* NUL-terminated */
+			char *name;
+		} global;
+		struct {
+			struct pkl_value *func;	/* callable or class */
+			struct pkl_value *args;	/* a PKL_TUPLE (or any for PERSID) */
+			struct pkl_value *kwargs; /* NEWOBJ_EX, else NULL */
+			struct pkl_value *state;  /* BUILD's argument, or NULL */
+			/* APPEND(S)/SETITEM(S)/ADDITEMS applied to the object */
+			struct pkl_value **list;  /* list items */
+			size_t nlist, caplist;
+			struct pkl_value **dict;  /* key, value, key, value ... */
+			size_t ndict, capdict;
+		} call;
+	} u;
+};
+
+struct pkl_doc {
+	struct pkl_value *root;	/* what STOP returned */
+	uint64_t end;		/* offset just past STOP */
+	int proto;		/* PROTO's argument, 0 if none */
+	/* internal: node chunks */
+	struct pkl_chunk *chunks;
+	uint32_t nnodes;
+};
+
+/*
+ * Parse one pickle from @buf[0..@len) (offsets in diagnostics are
+ * @base_off + position, so a pickle inside a larger file reports file
+ * offsets).  Parsing stops at STOP; doc->end says where, so several pickles
+ * in a row (the legacy format) can be read one after another.
+ * On success *@out is set; caller owns it (pkl_doc_free()).
+ * Returns 0 or -errno (-EILSEQ for malformed input) with @d set.
+ */
+int pkl_parse(const unsigned char *buf, size_t len, uint64_t base_off,
+	      struct pkl_doc **out, struct diag *d);
+
+/* Free a document and all its nodes.  NULL is fine. */
+void pkl_doc_free(struct pkl_doc *doc);
+
+/*
+ * Call @fn for every PKL_GLOBAL node of @doc (GLOBAL, STACK_GLOBAL, INST
+ * classes), reachable from the root or not, in the order they were made.
+ */
+void pkl_doc_each_global(const struct pkl_doc *doc,
+			 void (*fn)(const struct pkl_value *g, void *arg),
+			 void *arg);
+
+/* True if @v is PKL_GLOBAL module.name (e.g. "torch._utils", "..."). */
+bool pkl_is_global(const struct pkl_value *v, const char *module,
+		   const char *name);
+
+/* Number of elements of a TUPLE/LIST/SET/FROZENSET (pairs for DICT). */
+size_t pkl_len(const struct pkl_value *v);
+
+/* Element @i of a tuple/list, NULL when out of range or not a sequence. */
+struct pkl_value *pkl_item(const struct pkl_value *v, size_t i);
+
+/* Short name of a kind, for messages: "int", "tuple", ... */
+const char *pkl_kind_name(int kind);
+
+#endif

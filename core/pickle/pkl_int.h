@@ -1,0 +1,196 @@
+/*
+ * pkl_int.h - internals of the pickle module, shared by the parser
+ * (pkl_parse.c, pkl_object.c, pkl_text.c), the memo (pkl_memo.c) and the
+ * value code (pkl_value.c): node chunks owned by a document, growable
+ * pointer arrays, the memo table, the parser state and its helpers.
+ */
+#ifndef PT_PICKLE_PKL_INT_H
+#define PT_PICKLE_PKL_INT_H
+
+#ifndef PT_INTERNAL
+#error "pkl_int.h is internal to core/pickle; define PT_INTERNAL"
+#endif
+
+#include "pkl.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct diag;
+
+/*
+ * Nodes are carved from chunks so that a document is freed by walking the
+ * chunks, never the value graph (which may be cyclic or a million deep).
+ * doc->chunks is the newest chunk; ->next leads to older ones.
+ */
+struct pkl_chunk {
+	struct pkl_chunk *next;
+	uint32_t n, cap;
+	struct pkl_value v[];
+};
+
+/* A zeroed node of @kind made by the opcode at @off; NULL: out of memory. */
+struct pkl_value *pkl_node_new(struct pkl_doc *doc, int kind, uint64_t off);
+
+/*
+ * Make room for @need pointers in *@v (capacity *@cap), growing
+ * geometrically.  Returns 0 or -ENOMEM (then *@v is unchanged).
+ */
+int pkl_vec_grow(struct pkl_value ***v, size_t *cap, size_t need);
+
+/*
+ * The memo: 32-bit key -> node.  Keys below @dcap sit in a dense array (how
+ * Python numbers them: 0, 1, 2 ...); the dense array only grows while it
+ * stays proportional to the number of entries, so a hostile key such as
+ * 0xffffffff goes to a small open-addressing table instead.
+ */
+struct pkl_memo {
+	struct pkl_value **dense;	/* [dcap], NULL = unset */
+	uint32_t dcap;
+	uint32_t *keys;			/* sparse table, [hcap] */
+	struct pkl_value **vals;	/* NULL = empty slot */
+	uint32_t hcap, hcount;
+	uint32_t seed;
+	uint32_t count;			/* entries in both */
+};
+
+/* The node stored under @key, or NULL. */
+struct pkl_value *pkl_memo_get(const struct pkl_memo *m, uint32_t key);
+
+/*
+ * Store @v under @key (replacing any earlier node).  Returns 0, -ENOMEM, or
+ * -E2BIG when a new key would exceed PKL_MAX_MEMO entries.
+ */
+int pkl_memo_put(struct pkl_memo *m, uint32_t key, struct pkl_value *v);
+
+/* Free the tables (not the nodes); a zeroed memo is fine. */
+void pkl_memo_release(struct pkl_memo *m);
+
+/* Opcodes (Lib/pickletools.py), by protocol. */
+enum {
+	OP_MARK = '(', OP_STOP = '.', OP_POP = '0', OP_POP_MARK = '1',
+	OP_DUP = '2', OP_FLOAT = 'F', OP_INT = 'I', OP_BININT = 'J',
+	OP_BININT1 = 'K', OP_LONG = 'L', OP_BININT2 = 'M', OP_NONE = 'N',
+	OP_PERSID = 'P', OP_BINPERSID = 'Q', OP_REDUCE = 'R',
+	OP_STRING = 'S', OP_BINSTRING = 'T', OP_SHORT_BINSTRING = 'U',
+	OP_UNICODE = 'V', OP_BINUNICODE = 'X', OP_APPEND = 'a',
+	OP_BUILD = 'b', OP_GLOBAL = 'c', OP_DICT = 'd', OP_EMPTY_DICT = '}',
+	OP_APPENDS = 'e', OP_GET = 'g', OP_BINGET = 'h', OP_INST = 'i',
+	OP_LONG_BINGET = 'j', OP_LIST = 'l', OP_EMPTY_LIST = ']', OP_OBJ = 'o',
+	OP_PUT = 'p', OP_BINPUT = 'q', OP_LONG_BINPUT = 'r', OP_SETITEM = 's',
+	OP_TUPLE = 't', OP_EMPTY_TUPLE = ')', OP_SETITEMS = 'u',
+	OP_BINFLOAT = 'G',
+	/* protocol 2 */
+	OP_PROTO = 0x80, OP_NEWOBJ = 0x81, OP_EXT1 = 0x82, OP_EXT2 = 0x83,
+	OP_EXT4 = 0x84, OP_TUPLE1 = 0x85, OP_TUPLE2 = 0x86, OP_TUPLE3 = 0x87,
+	OP_NEWTRUE = 0x88, OP_NEWFALSE = 0x89, OP_LONG1 = 0x8a, OP_LONG4 = 0x8b,
+	/* protocol 3 */
+	OP_BINBYTES = 'B', OP_SHORT_BINBYTES = 'C',
+	/* protocol 4 */
+	OP_SHORT_BINUNICODE = 0x8c, OP_BINUNICODE8 = 0x8d, OP_BINBYTES8 = 0x8e,
+	OP_EMPTY_SET = 0x8f, OP_ADDITEMS = 0x90, OP_FROZENSET = 0x91,
+	OP_NEWOBJ_EX = 0x92, OP_STACK_GLOBAL = 0x93, OP_MEMOIZE = 0x94,
+	OP_FRAME = 0x95,
+	/* protocol 5 */
+	OP_BYTEARRAY8 = 0x96, OP_NEXT_BUFFER = 0x97, OP_READONLY_BUFFER = 0x98,
+};
+
+/*
+ * The parser's state.  A MARK opens a frame, as in Lib/pickle.py's
+ * metastack: values below the last mark are out of reach of plain pops.
+ * Helpers that return a pointer give NULL on failure with ->rc set; the
+ * others return 0 or the -errno the diag got.
+ */
+struct pkl_parser {
+	const unsigned char *buf;
+	size_t len, pos;		/* pos: next byte to consume */
+	uint64_t base;			/* file offset of buf[0] */
+	uint64_t off;			/* file offset of this opcode */
+	unsigned char op;		/* the current opcode */
+	const char *name;		/* and its name */
+	struct diag *d;
+	struct pkl_doc *doc;
+	struct pkl_value **stack;
+	size_t n, cap;
+	size_t *marks;			/* stack heights at each MARK */
+	size_t nmarks, capmarks;
+	struct pkl_memo memo;
+	int rc;
+};
+
+/* Bottom of the current frame. */
+static inline size_t pkl_frame_base(const struct pkl_parser *p)
+{
+	return p->nmarks ? p->marks[p->nmarks - 1] : 0;
+}
+
+/* The value @i below the top of the stack (0: the top). */
+#define PKL_TOP(p, i) ((p)->stack[(p)->n - 1 - (i)])
+
+/* pkl_parse.c: the machine */
+int pkl_want(struct pkl_parser *p, size_t k);	/* frame holds @k values */
+int pkl_push(struct pkl_parser *p, struct pkl_value *v);
+int pkl_pop_mark(struct pkl_parser *p, size_t *base);
+struct pkl_value *pkl_mk(struct pkl_parser *p, int kind);
+struct pkl_value *pkl_mkpush(struct pkl_parser *p, int kind);
+int pkl_push_scalar(struct pkl_parser *p, int kind, int64_t i);
+int pkl_push_owned(struct pkl_parser *p, int kind, char *s, size_t n);
+int pkl_push_copy(struct pkl_parser *p, int kind, const unsigned char *s,
+		  size_t n);
+int pkl_line(struct pkl_parser *p, const unsigned char **s, size_t *n);
+char *pkl_dup0(const unsigned char *s, size_t n);
+int pkl_op_put(struct pkl_parser *p, uint64_t key);
+int pkl_op_get(struct pkl_parser *p, uint64_t key);
+
+/* pkl_object.c: opcodes that build containers, globals and calls */
+int pkl_op_global(struct pkl_parser *p);
+int pkl_op_stack_global(struct pkl_parser *p);
+int pkl_op_collect(struct pkl_parser *p, int kind);
+int pkl_op_tuple_n(struct pkl_parser *p, size_t k);
+int pkl_op_add_top(struct pkl_parser *p, size_t k);
+int pkl_op_add_marked(struct pkl_parser *p, bool pairs);
+int pkl_op_call(struct pkl_parser *p, int how, size_t k);
+int pkl_op_obj(struct pkl_parser *p, bool inst);
+int pkl_op_build(struct pkl_parser *p);
+int pkl_op_persid(struct pkl_parser *p, bool text);
+
+/* pkl_text.c: protocol 0 text opcodes */
+int pkl_op_text_int(struct pkl_parser *p, bool is_long);
+int pkl_op_float(struct pkl_parser *p);
+int pkl_op_text_str(struct pkl_parser *p, bool is_unicode);
+int pkl_op_text_memo(struct pkl_parser *p, bool put);
+
+/*
+ * Protocol 0 text arguments.  Each returns 0, -EILSEQ with *@why set to a
+ * short reason, or -ENOMEM.  Out buffers are malloc'd, NUL-terminated, and
+ * owned by the caller.
+ */
+
+/*
+ * A decimal integer (INT, LONG, GET, PUT): *@big is NULL and *@i the value
+ * when it fits int64, else *@big holds minimal little-endian two's
+ * complement bytes (*@nbig of them).  Python's limit of 4300 digits holds.
+ */
+int pkl_text_int(const unsigned char *s, size_t n, int64_t *i,
+		 unsigned char **big, size_t *nbig, const char **why);
+
+/* FLOAT's argument, a Python float repr. */
+int pkl_text_float(const unsigned char *s, size_t n, double *f,
+		   const char **why);
+
+/* STRING's argument: a quoted Python bytes repr with backslash escapes. */
+int pkl_text_string(const unsigned char *s, size_t n, char **out,
+		    size_t *nout, const char **why);
+
+/* UNICODE's argument: raw-unicode-escape (latin-1, \uXXXX, \UXXXXXXXX). */
+int pkl_text_unicode(const unsigned char *s, size_t n, char **out,
+		     size_t *nout, const char **why);
+
+/*
+ * True if @s[0..@n) is UTF-8; encoded lone surrogates are allowed, as
+ * Python's "surrogatepass" does for pickled str.
+ */
+bool pkl_utf8_valid(const unsigned char *s, size_t n);
+
+#endif

@@ -1,0 +1,190 @@
+/*
+ * pkl_value.c - the value graph a pickle decodes into: node allocation in
+ * chunks owned by the document, growable item arrays, freeing (a walk over
+ * the chunks, never over the graph, which may be cyclic), and the small
+ * accessors consumers use.  See pkl.h for the node layout.
+ */
+#ifndef PT_INTERNAL
+#define PT_INTERNAL 1
+#endif
+#include "pkl_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHUNK_FIRST	32u
+#define CHUNK_MAX	65536u
+
+struct pkl_value *pkl_node_new(struct pkl_doc *doc, int kind, uint64_t off)
+{
+	struct pkl_chunk *c = doc->chunks;
+	struct pkl_value *v;
+
+	if (!c || c->n == c->cap) {
+		uint32_t cap = c ? c->cap * 2 : CHUNK_FIRST;
+
+		if (cap > CHUNK_MAX)
+			cap = CHUNK_MAX;
+		/* Zeroing in bulk (or fresh pages) beats a memset per node. */
+		c = calloc(1, sizeof(*c) + (size_t)cap * sizeof(c->v[0]));
+		if (!c)
+			return NULL;
+		c->n = 0;
+		c->cap = cap;
+		c->next = doc->chunks;
+		doc->chunks = c;
+	}
+	v = &c->v[c->n++];
+	v->kind = (uint8_t)kind;
+	v->id = doc->nnodes++;
+	v->off = off;
+	return v;
+}
+
+int pkl_vec_grow(struct pkl_value ***v, size_t *cap, size_t need)
+{
+	struct pkl_value **nv;
+	size_t ncap;
+
+	if (need <= *cap)
+		return 0;
+	ncap = *cap ? *cap : 4;
+	while (ncap < need)
+		ncap *= 2;
+	nv = realloc(*v, ncap * sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = ncap;
+	return 0;
+}
+
+/* Free what @v owns besides itself (the node lives in a chunk). */
+static void node_release(struct pkl_value *v)
+{
+	switch (v->kind) {
+	case PKL_BIGINT:
+	case PKL_STR:
+	case PKL_BYTES:
+	case PKL_STRING:
+		free(v->u.s.p);
+		break;
+	case PKL_TUPLE:
+	case PKL_LIST:
+	case PKL_DICT:
+	case PKL_SET:
+	case PKL_FROZENSET:
+		free(v->u.items.v);
+		break;
+	case PKL_GLOBAL:
+		free(v->u.global.module);
+		free(v->u.global.name);
+		break;
+	case PKL_CALL:
+	case PKL_PERSID:
+		free(v->u.call.list);
+		free(v->u.call.dict);
+		break;
+	default:
+		break;
+	}
+}
+
+void pkl_doc_free(struct pkl_doc *doc)
+{
+	struct pkl_chunk *c, *next;
+
+	if (!doc)
+		return;
+	for (c = doc->chunks; c; c = next) {
+		next = c->next;
+		for (uint32_t i = 0; i < c->n; i++)
+			node_release(&c->v[i]);
+		free(c);
+	}
+	free(doc);
+}
+
+bool pkl_is_global(const struct pkl_value *v, const char *module,
+		   const char *name)
+{
+	return v && v->kind == PKL_GLOBAL &&
+	       strcmp(v->u.global.module, module) == 0 &&
+	       strcmp(v->u.global.name, name) == 0;
+}
+
+size_t pkl_len(const struct pkl_value *v)
+{
+	if (!v)
+		return 0;
+	switch (v->kind) {
+	case PKL_TUPLE:
+	case PKL_LIST:
+	case PKL_SET:
+	case PKL_FROZENSET:
+		return v->u.items.n;
+	case PKL_DICT:
+		return v->u.items.n / 2;
+	default:
+		return 0;
+	}
+}
+
+struct pkl_value *pkl_item(const struct pkl_value *v, size_t i)
+{
+	if (!v || (v->kind != PKL_TUPLE && v->kind != PKL_LIST) ||
+	    i >= v->u.items.n)
+		return NULL;
+	return v->u.items.v[i];
+}
+
+const char *pkl_kind_name(int kind)
+{
+	static const char *const names[] = {
+		[PKL_NONE] = "None",
+		[PKL_BOOL] = "bool",
+		[PKL_INT] = "int",
+		[PKL_BIGINT] = "big int",
+		[PKL_FLOAT] = "float",
+		[PKL_STR] = "str",
+		[PKL_BYTES] = "bytes",
+		[PKL_STRING] = "string",
+		[PKL_TUPLE] = "tuple",
+		[PKL_LIST] = "list",
+		[PKL_DICT] = "dict",
+		[PKL_SET] = "set",
+		[PKL_FROZENSET] = "frozenset",
+		[PKL_GLOBAL] = "global",
+		[PKL_CALL] = "call",
+		[PKL_PERSID] = "persistent id",
+		[PKL_EXT] = "extension",
+		[PKL_BUFFER] = "buffer",
+	};
+
+	if (kind < 0 || (size_t)kind >= sizeof(names) / sizeof(names[0]) ||
+	    !names[kind])
+		return "unknown";
+	return names[kind];
+}
+
+void pkl_doc_each_global(const struct pkl_doc *doc,
+			 void (*fn)(const struct pkl_value *g, void *arg),
+			 void *arg)
+{
+	const struct pkl_chunk *c, *prev = NULL;
+
+	/* chunks are newest first: visit the oldest chunk, then the next */
+	for (;;) {
+		for (c = doc->chunks; c && c->next != prev; c = c->next)
+			;
+		if (!c)
+			return;
+		for (uint32_t i = 0; i < c->n; i++)
+			if (c->v[i].kind == PKL_GLOBAL)
+				fn(&c->v[i], arg);
+		if (c == doc->chunks)
+			return;
+		prev = c;
+	}
+}
