@@ -1,0 +1,238 @@
+/*
+ * ckpt.h - the checkpoint model: what a torch.save file holds, built from its
+ * zip index (or legacy stream) and its pickle without running anything.
+ *
+ *   storages  one per storage record ("data/<key>"): dtype, numel, location
+ *   tensors   views into a storage: dtype, offset, shape, stride (elements)
+ *   nodes     the object tree as a file system sees it: dicts, lists and
+ *             objects are directories, tensors and python values are files
+ *
+ * Every tensor is checked against its storage and every storage against its
+ * record, so a consumer may read any tensor byte without further checks.
+ */
+#ifndef PT_CKPT_CKPT_H
+#define PT_CKPT_CKPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zip/ptz.h"
+
+struct diag;
+struct pkl_doc;
+struct pkl_value;
+
+#define CKPT_MAX_DIMS	64	/* torch's own limit is 64 too */
+#define CKPT_MAX_DEPTH	256	/* nesting of the object tree */
+#define CKPT_MAX_NODES	(1u << 25)
+
+/* ---- dtypes (ckpt_dtype.c) ---- */
+
+enum ckpt_dtype_class {
+	CKPT_DT_FLOAT, CKPT_DT_INT, CKPT_DT_UINT, CKPT_DT_BOOL,
+	CKPT_DT_COMPLEX, CKPT_DT_QUANT, CKPT_DT_BITS,
+};
+
+struct ckpt_dtype {
+	const char *name;	/* torch's name: "float32", "bfloat16" */
+	const char *storage;	/* legacy storage class or NULL: "FloatStorage" */
+	uint8_t size;		/* bytes per element */
+	uint8_t cls;		/* enum ckpt_dtype_class */
+	const char *npy;	/* numpy descr without byte order ("f4") or NULL */
+};
+
+/* Look up by torch name ("float32"); NULL if unknown. */
+const struct ckpt_dtype *ckpt_dtype_by_name(const char *name);
+/* Look up by storage class name ("FloatStorage"); NULL if unknown. */
+const struct ckpt_dtype *ckpt_dtype_by_storage(const char *cls);
+/* The raw byte type UntypedStorage uses. */
+const struct ckpt_dtype *ckpt_dtype_bytes(void);
+
+/* ---- storages and tensors ---- */
+
+struct ckpt_storage {
+	char *key;		/* "0", "1", ... (legacy: pointer digits) */
+	const struct ckpt_dtype *dtype;	/* element type of the storage */
+	bool untyped;		/* UntypedStorage: numel counts bytes */
+	char *location;		/* "cpu", "cuda:0", "mps", ... */
+	uint64_t numel;		/* in storage elements */
+	uint64_t nbytes;	/* numel * dtype->size */
+	struct ptz_entry *rec;	/* zip record; NULL for legacy files */
+	uint64_t data_off;	/* absolute offset of byte 0 (after locate) */
+	uint64_t pkl_off;	/* file offset of its first persistent id */
+	uint32_t index;		/* position in ckpt->storages */
+	uint32_t ntensors;	/* tensors viewing it */
+};
+
+enum ckpt_tensor_kind {
+	CKPT_T_STRIDED,		/* plain tensor over a storage */
+	CKPT_T_QUANTIZED,	/* _rebuild_qtensor: integer representation */
+	CKPT_T_META,		/* no data at all */
+	CKPT_T_STORAGE,		/* a storage saved directly (1-d, whole) */
+	CKPT_T_INLINE,		/* data inside the pickle (numpy path) */
+};
+
+struct ckpt_tensor {
+	uint8_t kind;		/* enum ckpt_tensor_kind */
+	bool requires_grad;
+	bool parameter;		/* nn.Parameter */
+	bool conj, neg;		/* 2.x metadata bits */
+	bool contiguous;	/* row-major dense over [offset, offset+numel) */
+	bool shown;		/* some tree node shows it */
+	const struct ckpt_dtype *dtype;
+	struct ckpt_storage *storage;	/* NULL for META and INLINE */
+	const char *device;	/* borrowed: storage location or given */
+	uint64_t offset;	/* storage offset, in elements of dtype */
+	int ndim;
+	int64_t *shape;		/* ndim entries */
+	int64_t *stride;	/* ndim entries, in elements */
+	uint64_t numel;
+	uint64_t nbytes;	/* numel * dtype->size: the file's size */
+	const char *cls;	/* tensor subclass "module.Name" or NULL */
+	/* quantized */
+	const char *qscheme;	/* "per_tensor_affine", ... or NULL */
+	double scale;
+	int64_t zero_point;
+	int64_t axis;
+	struct ckpt_tensor *qscales, *qzeros;	/* per-channel, else NULL */
+	/* inline data (CKPT_T_INLINE) */
+	unsigned char *inline_data;
+	uint32_t index;		/* position in ckpt->tensors */
+	uint64_t pkl_off;	/* file offset of its rebuild call */
+};
+
+/* ---- the object tree ---- */
+
+enum ckpt_node_kind {
+	CKPT_N_DIR,		/* dict, OrderedDict, object state: named keys */
+	CKPT_N_SEQ,		/* list, tuple, set: keys are indices */
+	CKPT_N_TENSOR,
+	CKPT_N_VALUE,		/* python scalar or str/bytes: .text */
+	CKPT_N_OPAQUE,		/* something we show but do not model: .text */
+	CKPT_N_LINK,		/* a container already shown elsewhere */
+};
+
+/* How a child is reached from its parent (for tools that navigate). */
+enum ckpt_step {
+	CKPT_S_KEY,		/* dict key: .key */
+	CKPT_S_INDEX,		/* list/tuple/set position: .index */
+	CKPT_S_ATTR,		/* object attribute (BUILD state): .key */
+	CKPT_S_PART,		/* component of a composite (sparse): .key */
+};
+
+struct ckpt_node {
+	uint8_t kind;		/* enum ckpt_node_kind */
+	uint8_t step;		/* enum ckpt_step */
+	char *name;		/* escaped file name; "" for the root */
+	struct ckpt_node *parent;
+	struct ckpt_node **kids;	/* in container order */
+	struct ckpt_node **sorted;	/* kids sorted by name (strcmp) */
+	uint32_t nkids;
+	uint32_t index;		/* position in parent */
+	const struct pkl_value *key;	/* dict key / attr name, or NULL */
+	const struct pkl_value *val;	/* the pickle value shown here */
+	const char *type;	/* "dict", "OrderedDict", "list", "int", class */
+	struct ckpt_tensor *tensor;	/* CKPT_N_TENSOR */
+	struct ckpt_node *target;	/* CKPT_N_LINK */
+	char *text;		/* VALUE/OPAQUE: the file's content */
+	size_t textlen;
+	uint32_t id;		/* position in ckpt->nodes */
+};
+
+/* A global the pickle imports that torch's weights-only loader refuses. */
+struct ckpt_global {
+	const char *module, *name;	/* borrowed from the pickle */
+	uint64_t off;		/* offset of the GLOBAL opcode in data.pkl */
+};
+
+enum ckpt_format {
+	CKPT_ZIP,		/* torch.save since 1.6 */
+	CKPT_LEGACY,		/* pickle stream with raw storages (< 1.6) */
+};
+
+struct ckpt {
+	const char *path;	/* borrowed */
+	int fd;			/* owned */
+	uint64_t file_size;
+	uint8_t format;		/* enum ckpt_format */
+	struct ptz_reader zip;	/* CKPT_ZIP */
+	char *byteorder;	/* "little"/"big" record, or NULL */
+	int version;		/* the version record (zip) */
+	struct ptz_entry *pkl_rec;	/* data.pkl */
+	uint64_t pkl_off;	/* file offset of the main pickle */
+	unsigned char *pkl;	/* the main pickle's bytes */
+	size_t pkl_len;
+	struct pkl_doc *doc;
+	struct ckpt_storage **storages;
+	uint32_t nstorages;
+	struct ckpt_tensor **tensors;	/* all, including inner tensors of
+					   Parameters and quantizer params */
+	uint32_t ntensors;
+	uint32_t nshown;	/* distinct tensors the tree shows */
+	struct ckpt_node *root;
+	struct ckpt_node **nodes;
+	uint32_t nnodes;
+	struct ckpt_global *globals;	/* outside the weights-only allowlist */
+	uint32_t nglobals;
+	/* internal */
+	struct ckpt_build *b;
+};
+
+/*
+ * Open the checkpoint at @path and build its model.  Names what it is given
+ * when it is not a checkpoint (Git LFS pointer, HTML page, truncated zip,
+ * TorchScript, tar-era file, empty file).  On success *@out is set; caller
+ * owns it (ckpt_close()).  Returns 0 or -errno with @d set.
+ */
+int ckpt_open(const char *path, struct ckpt **out, struct diag *d);
+
+/* Close and free everything.  NULL is fine. */
+void ckpt_close(struct ckpt *c);
+
+/*
+ * Make sure @s->data_off is known (reads the record's local header).
+ * Returns 0 or -errno with @d set.
+ */
+int ckpt_storage_locate(struct ckpt *c, struct ckpt_storage *s,
+			struct diag *d);
+
+
+/* ---- names (ckpt_names.c) ---- */
+
+/*
+ * Escape one dict key / index into a file name (caller frees).  Rules
+ * (reversible; see docs/names.md): str keys as themselves with '%', '/'
+ * and NUL as %25 %2F %00 and a leading '.' as %2E; the empty string as
+ * "%"; ints in decimal; True/False/None as such; floats as repr; other
+ * keys as "%?" + a short description.  Returns NULL on ENOMEM.
+ */
+char *ckpt_name_escape(const struct pkl_value *key);
+
+/* Undo ckpt_name_escape() for a str key into @out (size >= strlen+1).
+ * Returns the key's length, or -EINVAL if @name is not a valid escape. */
+long ckpt_name_unescape(const char *name, char *out);
+
+/* Path of @n from the root, names joined by '/' (caller frees). */
+char *ckpt_node_path(const struct ckpt_node *n);
+
+/* Child of @dir called @name, or NULL. */
+struct ckpt_node *ckpt_node_child(const struct ckpt_node *dir,
+				  const char *name);
+
+/* Render a python scalar the way Python's repr() does (caller frees). */
+char *ckpt_value_text(const struct pkl_value *v, size_t *len);
+
+/* A short Python-like repr() of any value: "torch.device('cpu')",
+ * "(1, 2)"; at most about @max bytes (caller frees). */
+char *ckpt_repr(const struct pkl_value *v, size_t max, size_t *len);
+
+/* Python's repr() of a float into @buf (>= 32 bytes). */
+const char *ckpt_float_repr(double f, char *buf, size_t size);
+
+/* ---- globals (ckpt_globals.c) ---- */
+
+/* True if torch's weights-only loader (2.x default) allows module.name. */
+bool ckpt_global_allowed(const char *module, const char *name);
+
+#endif

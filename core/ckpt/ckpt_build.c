@@ -1,0 +1,601 @@
+/*
+ * ckpt_build.c - interpret the pickle graph as a checkpoint: known torch
+ * rebuild calls become tensors (torch-format.md 4.3), persistent ids become
+ * storages (4.2), dicts/lists/objects become directories, everything else
+ * stays visible as an opaque entry.  Nothing is imported or called.
+ *
+ * A container reached a second time (memo sharing, or a cycle) is shown
+ * once and linked from the other places; a tensor reached twice (tied
+ * weights) is one ckpt_tensor shown under both names.
+ */
+#include "ckpt_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ckpt_push(void ***arr, uint32_t *n, uint32_t *cap, void *p)
+{
+	if (*n == *cap) {
+		uint32_t ncap = *cap ? *cap * 2 : 16;
+		void **a = realloc(*arr, (size_t)ncap * sizeof(*a));
+
+		if (!a)
+			return -ENOMEM;
+		*arr = a;
+		*cap = ncap;
+	}
+	(*arr)[(*n)++] = p;
+	return 0;
+}
+
+/* ---- small accessors over pickle values ---- */
+
+static const struct pkl_value *arg(const struct pkl_value *t, size_t i)
+{
+	return t && t->kind == PKL_TUPLE ? pkl_item(t, i) : NULL;
+}
+
+static const char *as_str(const struct pkl_value *v)
+{
+	if (v && (v->kind == PKL_STR || v->kind == PKL_STRING))
+		return v->u.s.p;
+	return NULL;
+}
+
+static bool as_int(const struct pkl_value *v, int64_t *out)
+{
+	if (!v || (v->kind != PKL_INT && v->kind != PKL_BOOL))
+		return false;
+	*out = v->u.i;
+	return true;
+}
+
+static bool is_func(const struct pkl_value *v, const char *module,
+		    const char *name)
+{
+	return v && v->kind == PKL_CALL &&
+	       pkl_is_global(v->u.call.func, module, name);
+}
+
+/* A tuple of ints, or torch.Size((...)); NULL if neither. */
+static const struct pkl_value *int_seq(const struct pkl_value *v)
+{
+	if (is_func(v, "torch", "Size"))
+		v = arg(v->u.call.args, 0);
+	if (v && (v->kind == PKL_TUPLE || v->kind == PKL_LIST))
+		return v;
+	return NULL;
+}
+
+/* ---- storages ---- */
+
+static uint32_t hash_str(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 16777619u;
+	return h;
+}
+
+static struct ckpt_storage **storage_slot(struct ckpt_build *b, const char *key)
+{
+	uint32_t i = hash_str(key) & (b->scap - 1);
+
+	while (b->stab[i] && strcmp(b->stab[i]->key, key))
+		i = (i + 1) & (b->scap - 1);
+	return &b->stab[i];
+}
+
+struct ckpt_storage *ckpt_storage_find(struct ckpt_build *b, const char *key)
+{
+	return b->scap ? *storage_slot(b, key) : NULL;
+}
+
+static int storage_grow(struct ckpt_build *b)
+{
+	struct ckpt_storage **old = b->stab;
+	uint32_t ocap = b->scap;
+
+	b->scap = ocap ? ocap * 2 : 64;
+	b->stab = calloc(b->scap, sizeof(*b->stab));
+	if (!b->stab) {
+		b->stab = old;
+		b->scap = ocap;
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < ocap; i++)
+		if (old[i])
+			*storage_slot(b, old[i]->key) = old[i];
+	free(old);
+	return 0;
+}
+
+static int storage_new(struct ckpt_build *b, const char *key,
+		       const struct ckpt_dtype *dt, bool untyped,
+		       const char *loc, uint64_t numel, uint64_t off,
+		       struct ckpt_storage **out)
+{
+	struct ckpt *c = b->c;
+	struct ckpt_storage *s;
+	uint64_t nbytes;
+
+	if (__builtin_mul_overflow(numel, (uint64_t)dt->size, &nbytes) ||
+	    nbytes > (UINT64_C(1) << 62))
+		return diag_corrupt(b->d, off, "storage '%s' claims %llu "
+				    "elements", key, (unsigned long long)numel);
+	if ((c->nstorages + 1) * 2 > b->scap && storage_grow(b))
+		return diag_nomem(b->d);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return diag_nomem(b->d);
+	s->key = strdup(key);
+	s->location = strdup(loc);
+	if (!s->key || !s->location ||
+	    ckpt_push((void ***)&c->storages, &c->nstorages,
+		      &b->storages_cap, s)) {
+		free(s->key);
+		free(s->location);
+		free(s);
+		return diag_nomem(b->d);
+	}
+	s->dtype = dt;
+	s->untyped = untyped;
+	s->numel = numel;
+	s->nbytes = nbytes;
+	s->index = c->nstorages - 1;
+	s->pkl_off = off;
+	*storage_slot(b, key) = s;
+	*out = s;
+	return 0;
+}
+
+int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
+		     struct ckpt_storage **out, uint64_t *view_off)
+{
+	const struct pkl_value *t = pid->u.call.args, *cls, *view;
+	const struct ckpt_dtype *dt;
+	const char *tag, *key, *loc;
+	char keybuf[32];
+	int64_t numel, key_int;
+	bool untyped = false;
+	struct ckpt_storage *s;
+	uint64_t off = pid->off;
+	int rc;
+
+	tag = as_str(arg(t, 0));
+	if (!tag || strcmp(tag, "storage"))
+		return diag_corrupt(b->d, off, "persistent id is not a "
+				    "('storage', ...) tuple");
+	if (pkl_len(t) != 5 && pkl_len(t) != 6)
+		return diag_corrupt(b->d, off, "storage persistent id has %zu "
+				    "items, expected 5 or 6", pkl_len(t));
+	cls = arg(t, 1);
+	key = as_str(arg(t, 2));
+	if (!key && as_int(arg(t, 2), &key_int)) {
+		snprintf(keybuf, sizeof(keybuf), "%lld", (long long)key_int);
+		key = keybuf;
+	}
+	loc = as_str(arg(t, 3));
+	if (!cls || cls->kind != PKL_GLOBAL || !key || !loc ||
+	    !as_int(arg(t, 4), &numel) || numel < 0)
+		return diag_corrupt(b->d, off, "malformed storage persistent id");
+	if (!strcmp(cls->u.global.name, "UntypedStorage")) {
+		dt = ckpt_dtype_bytes();
+		untyped = true;
+	} else if (!(dt = ckpt_dtype_by_storage(cls->u.global.name))) {
+		return diag_unsupported(b->d, off, "unknown storage class %s.%s",
+					cls->u.global.module,
+					cls->u.global.name);
+	}
+	s = b->scap ? *storage_slot(b, key) : NULL;
+	if (s) {
+		if (s->dtype != dt || s->untyped != untyped)
+			return diag_corrupt(b->d, off, "storage '%s' used as "
+					    "%s and as %s", key, s->dtype->name,
+					    dt->name);
+		if (s->numel != (uint64_t)numel)
+			return diag_corrupt(b->d, off, "storage '%s' given "
+					    "%llu and %lld elements", key,
+					    (unsigned long long)s->numel,
+					    (long long)numel);
+	} else {
+		rc = storage_new(b, key, dt, untyped, loc, numel, off, &s);
+		if (rc)
+			return rc;
+	}
+	*view_off = 0;
+	view = arg(t, 5);
+	if (view && view->kind != PKL_NONE) {
+		/* legacy: (view_key, offset, size) inside the root storage */
+		int64_t voff, vsize;
+
+		if (!as_int(arg(view, 1), &voff) ||
+		    !as_int(arg(view, 2), &vsize) || voff < 0 || vsize < 0 ||
+		    (uint64_t)voff > s->numel ||
+		    (uint64_t)vsize > s->numel - (uint64_t)voff)
+			return diag_corrupt(b->d, off, "storage view outside "
+					    "storage '%s'", key);
+		*view_off = voff;
+	}
+	*out = s;
+	return 0;
+}
+
+/* ---- tensors ---- */
+
+enum rebuild {
+	R_NONE, R_V1, R_V2, R_V3, R_QTENSOR, R_PARAM, R_PARAM_STATE,
+	R_FROM_TYPE, R_META, R_DEV_CPU, R_PARAM_CLASS,
+};
+
+static enum rebuild rebuild_kind(const struct pkl_value *f)
+{
+	static const struct {
+		const char *name;
+		enum rebuild r;
+	} utils[] = {
+		{ "_rebuild_tensor", R_V1 },
+		{ "_rebuild_tensor_v2", R_V2 },
+		{ "_rebuild_tensor_v3", R_V3 },
+		{ "_rebuild_qtensor", R_QTENSOR },
+		{ "_rebuild_parameter", R_PARAM },
+		{ "_rebuild_parameter_with_state", R_PARAM_STATE },
+		{ "_rebuild_meta_tensor_no_storage", R_META },
+		{ "_rebuild_device_tensor_from_cpu_tensor", R_DEV_CPU },
+	};
+
+	if (!f || f->kind != PKL_GLOBAL)
+		return R_NONE;
+	if (!strcmp(f->u.global.module, "torch._utils"))
+		for (size_t i = 0; i < sizeof(utils) / sizeof(utils[0]); i++)
+			if (!strcmp(f->u.global.name, utils[i].name))
+				return utils[i].r;
+	if (pkl_is_global(f, "torch._tensor", "_rebuild_from_type_v2"))
+		return R_FROM_TYPE;
+	if (pkl_is_global(f, "torch.nn.parameter", "Parameter"))
+		return R_PARAM_CLASS;
+	return R_NONE;
+}
+
+static struct ckpt_tensor *tensor_alloc(struct ckpt_build *b, int ndim)
+{
+	struct ckpt_tensor *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->shape = calloc(2 * (size_t)ndim + 1, sizeof(int64_t));
+	if (!t->shape ||
+	    ckpt_push((void ***)&b->c->tensors, &b->c->ntensors,
+		      &b->tensors_cap, t)) {
+		free(t->shape);
+		free(t);
+		return NULL;
+	}
+	t->stride = t->shape + ndim;
+	t->ndim = ndim;
+	t->index = b->c->ntensors - 1;
+	return t;
+}
+
+/* A new tensor with the same view as @src (for Parameter and friends). */
+static struct ckpt_tensor *tensor_copy(struct ckpt_build *b,
+				       const struct ckpt_tensor *src)
+{
+	struct ckpt_tensor *t = tensor_alloc(b, src->ndim);
+	int64_t *shape;
+
+	if (!t)
+		return NULL;
+	shape = t->shape;
+	memcpy(shape, src->shape, 2 * (size_t)src->ndim * sizeof(int64_t));
+	*t = *src;
+	t->shape = shape;
+	t->stride = shape + src->ndim;
+	t->index = b->c->ntensors - 1;
+	return t;
+}
+
+static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
+		     struct ckpt_tensor **out);
+
+/* shape and stride from two int tuples (stride may be NULL: row-major) */
+static int set_view(struct ckpt_build *b, const struct pkl_value *size,
+		    const struct pkl_value *stride, uint64_t off,
+		    struct ckpt_tensor **out)
+{
+	const struct pkl_value *sz = int_seq(size), *st = int_seq(stride);
+	struct ckpt_tensor *t;
+	size_t n;
+
+	if (!sz || (stride && !st))
+		return diag_corrupt(b->d, off, "tensor size or stride is not "
+				    "a tuple of ints");
+	n = pkl_len(sz);
+	if (n > CKPT_MAX_DIMS)
+		return diag_corrupt(b->d, off, "tensor has %zu dimensions", n);
+	if (st && pkl_len(st) != n)
+		return diag_corrupt(b->d, off, "tensor has %zu sizes but %zu "
+				    "strides", n, pkl_len(st));
+	t = tensor_alloc(b, (int)n);
+	if (!t)
+		return diag_nomem(b->d);
+	for (size_t i = 0; i < n; i++) {
+		if (!as_int(pkl_item(sz, i), &t->shape[i]) ||
+		    (st && !as_int(pkl_item(st, i), &t->stride[i])))
+			return diag_corrupt(b->d, off, "tensor size or stride "
+					    "is not a tuple of ints");
+	}
+	if (!st) {
+		int64_t acc = 1;
+
+		for (size_t i = n; i-- > 0;) {
+			t->stride[i] = acc;
+			if (t->shape[i] > 0 &&
+			    __builtin_mul_overflow(acc, t->shape[i], &acc))
+				return diag_corrupt(b->d, off, "tensor size "
+						    "overflows");
+		}
+	}
+	t->pkl_off = off;
+	*out = t;
+	return 0;
+}
+
+/* (persistent id, offset, size, stride): the strided part every kind has */
+static int strided(struct ckpt_build *b, const struct pkl_value *args,
+		   uint64_t off, struct ckpt_tensor **out)
+{
+	const struct pkl_value *pid = arg(args, 0);
+	struct ckpt_storage *s;
+	struct ckpt_tensor *t;
+	uint64_t voff;
+	int64_t soff;
+	int rc;
+
+	if (!pid || pid->kind != PKL_PERSID)
+		return diag_corrupt(b->d, off, "tensor without a storage "
+				    "persistent id");
+	rc = ckpt_storage_ref(b, pid, &s, &voff);
+	if (rc)
+		return rc;
+	if (!as_int(arg(args, 1), &soff) || soff < 0)
+		return diag_corrupt(b->d, off, "bad tensor storage offset");
+	rc = set_view(b, arg(args, 2), arg(args, 3), off, &t);
+	if (rc)
+		return rc;
+	t->kind = CKPT_T_STRIDED;
+	t->storage = s;
+	t->dtype = s->dtype;
+	t->device = s->location;
+	t->offset = (uint64_t)soff + voff;
+	s->ntensors++;
+	*out = t;
+	return 0;
+}
+
+static const struct ckpt_dtype *dtype_global(const struct pkl_value *g)
+{
+	if (!g || g->kind != PKL_GLOBAL || strcmp(g->u.global.module, "torch"))
+		return NULL;
+	return ckpt_dtype_by_name(g->u.global.name);
+}
+
+/* {'conj': True, 'neg': True} of _rebuild_tensor_v2/v3 (2.x) */
+static void tensor_metadata(struct ckpt_tensor *t, const struct pkl_value *m)
+{
+	if (!m || m->kind != PKL_DICT)
+		return;
+	for (size_t i = 0; i + 1 < m->u.items.n; i += 2) {
+		const char *k = as_str(m->u.items.v[i]);
+		int64_t on;
+
+		if (!k || !as_int(m->u.items.v[i + 1], &on))
+			continue;
+		if (!strcmp(k, "conj"))
+			t->conj = on;
+		else if (!strcmp(k, "neg"))
+			t->neg = on;
+	}
+}
+
+static int qparams(struct ckpt_build *b, struct ckpt_tensor *t,
+		   const struct pkl_value *q, uint64_t off)
+{
+	const struct pkl_value *scheme = arg(q, 0), *sc = arg(q, 1);
+	int rc;
+
+	if (!scheme || scheme->kind != PKL_GLOBAL)
+		return diag_corrupt(b->d, off, "bad quantizer parameters");
+	t->qscheme = scheme->u.global.name;
+	if (strstr(t->qscheme, "per_tensor")) {
+		if (sc && sc->kind == PKL_FLOAT)
+			t->scale = sc->u.f;
+		else if (sc && sc->kind == PKL_INT)
+			t->scale = (double)sc->u.i;
+		else
+			return diag_corrupt(b->d, off, "bad quantizer scale");
+		if (!as_int(arg(q, 2), &t->zero_point))
+			return diag_corrupt(b->d, off, "bad quantizer zero point");
+		return 0;
+	}
+	rc = tensor_of(b, sc, &t->qscales);
+	if (!rc)
+		rc = tensor_of(b, arg(q, 2), &t->qzeros);
+	if (!rc && !as_int(arg(q, 3), &t->axis))
+		rc = diag_corrupt(b->d, off, "bad quantizer axis");
+	return rc;
+}
+
+static int rebuild(struct ckpt_build *b, enum rebuild r,
+		   const struct pkl_value *args, uint64_t off,
+		   struct ckpt_tensor **out)
+{
+	struct ckpt_tensor *t = NULL, *inner;
+	int64_t flag = 0;
+	int rc = 0;
+
+	switch (r) {
+	case R_V1:
+	case R_V2:
+	case R_V3:
+	case R_QTENSOR:
+		rc = strided(b, args, off, &t);
+		if (rc)
+			return rc;
+		if (r == R_V2 || r == R_V3)
+			rc = !as_int(arg(args, 4), &flag);
+		t->requires_grad = flag;
+		if (r == R_V2)
+			tensor_metadata(t, arg(args, 6));
+		if (r == R_V3) {
+			tensor_metadata(t, arg(args, 7));
+			t->dtype = dtype_global(arg(args, 6));
+			if (!t->dtype)
+				return diag_unsupported(b->d, off, "unknown "
+							"tensor dtype");
+		}
+		if (r == R_QTENSOR) {
+			t->kind = CKPT_T_QUANTIZED;
+			rc = !as_int(arg(args, 5), &flag);
+			t->requires_grad = flag;
+			if (!rc)
+				rc = qparams(b, t, arg(args, 4), off);
+			if (rc < 0)
+				return rc;
+		}
+		if (rc)
+			return diag_corrupt(b->d, off, "bad requires_grad");
+		break;
+	case R_META:
+		rc = set_view(b, arg(args, 1), arg(args, 2), off, &t);
+		if (rc)
+			return rc;
+		t->kind = CKPT_T_META;
+		t->device = "meta";
+		t->dtype = dtype_global(arg(args, 0));
+		if (!t->dtype)
+			return diag_unsupported(b->d, off, "unknown tensor dtype");
+		as_int(arg(args, 3), &flag);
+		t->requires_grad = flag;
+		break;
+	case R_PARAM:
+	case R_PARAM_STATE:
+	case R_PARAM_CLASS:
+	case R_DEV_CPU:
+		rc = tensor_of(b, arg(args, 0), &inner);
+		if (rc)
+			return rc;
+		t = tensor_copy(b, inner);
+		if (!t)
+			return diag_nomem(b->d);
+		t->pkl_off = off;
+		if (r == R_DEV_CPU) {
+			const char *dev = as_str(arg(args, 2));
+
+			if (dev)
+				t->device = dev;
+			as_int(arg(args, 3), &flag);
+		} else {
+			t->parameter = true;
+			flag = 1;
+			as_int(arg(args, 1), &flag);
+		}
+		t->requires_grad = flag;
+		if (t->storage)
+			t->storage->ntensors++;
+		*out = t;	/* the inner tensor was checked already */
+		return 0;
+	case R_FROM_TYPE: {
+		const struct pkl_value *f = arg(args, 0), *cls = arg(args, 1);
+		enum rebuild ir = rebuild_kind(f);
+
+		if (ir == R_NONE || ir == R_FROM_TYPE)
+			return diag_unsupported(b->d, off, "unknown tensor "
+						"rebuild function");
+		rc = rebuild(b, ir, arg(args, 2), off, &t);
+		if (rc)
+			return rc;
+		if (pkl_is_global(cls, "torch.nn.parameter", "Parameter"))
+			t->parameter = true;
+		else if (cls && cls->kind == PKL_GLOBAL &&
+			 !pkl_is_global(cls, "torch", "Tensor"))
+			t->cls = cls->u.global.name;
+		*out = t;
+		return 0;
+	}
+	case R_NONE:
+		return diag_unsupported(b->d, off, "not a tensor");
+	}
+	rc = ckpt_tensor_check(b->c, t, b->d);
+	if (rc)
+		return rc;
+	*out = t;
+	return 0;
+}
+
+/* The tensor a rebuild call (or persistent id) makes; shared via memo. */
+static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
+		     struct ckpt_tensor **out)
+{
+	enum rebuild r;
+	int rc;
+
+	if (!v)
+		return diag_corrupt(b->d, DIAG_NO_OFFSET, "missing tensor");
+	if (b->memo[v->id]) {
+		*out = b->memo[v->id];
+		return 0;
+	}
+	if (v->kind == PKL_PERSID) {
+		/* a storage saved on its own: its bytes as a 1-d tensor */
+		struct ckpt_storage *s;
+		struct ckpt_tensor *t;
+		uint64_t voff;
+
+		rc = ckpt_storage_ref(b, v, &s, &voff);
+		if (rc)
+			return rc;
+		t = tensor_alloc(b, 1);
+		if (!t)
+			return diag_nomem(b->d);
+		t->kind = CKPT_T_STORAGE;
+		t->storage = s;
+		t->dtype = s->dtype;
+		t->device = s->location;
+		t->offset = voff;
+		t->shape[0] = s->numel - voff;
+		t->stride[0] = 1;
+		t->pkl_off = v->off;
+		s->ntensors++;
+		rc = ckpt_tensor_check(b->c, t, b->d);
+		if (rc)
+			return rc;
+		*out = b->memo[v->id] = t;
+		return 0;
+	}
+	r = v->kind == PKL_CALL ? rebuild_kind(v->u.call.func) : R_NONE;
+	if (r == R_NONE)
+		return diag_corrupt(b->d, v->off, "expected a tensor, found %s",
+				    pkl_kind_name(v->kind));
+	rc = rebuild(b, r, v->u.call.args, v->off, out);
+	if (rc)
+		return rc;
+	b->memo[v->id] = *out;
+	return 0;
+}
+
+bool ckpt_is_tensor_value(const struct pkl_value *v)
+{
+	if (v->kind == PKL_PERSID)
+		return true;
+	return v->kind == PKL_CALL && rebuild_kind(v->u.call.func) != R_NONE;
+}
+
+int ckpt_tensor_value(struct ckpt_build *b, const struct pkl_value *v,
+		      struct ckpt_tensor **out)
+{
+	return tensor_of(b, v, out);
+}

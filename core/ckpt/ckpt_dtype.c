@@ -1,0 +1,99 @@
+/*
+ * ckpt_dtype.c - torch's dtypes: names, legacy storage classes, element
+ * sizes and numpy descriptors (torch-format.md section 4.2).  Storage
+ * classes decide the dtype of _rebuild_tensor_v2 tensors; the 2.x "new
+ * dtypes" have no storage class and come through _rebuild_tensor_v3.
+ */
+#include "ckpt.h"
+
+#include <string.h>
+
+static const struct ckpt_dtype dtypes[] = {
+	{ "float64", "DoubleStorage", 8, CKPT_DT_FLOAT, "f8" },
+	{ "float32", "FloatStorage", 4, CKPT_DT_FLOAT, "f4" },
+	{ "float16", "HalfStorage", 2, CKPT_DT_FLOAT, "f2" },
+	{ "bfloat16", "BFloat16Storage", 2, CKPT_DT_FLOAT, NULL },
+	{ "int64", "LongStorage", 8, CKPT_DT_INT, "i8" },
+	{ "int32", "IntStorage", 4, CKPT_DT_INT, "i4" },
+	{ "int16", "ShortStorage", 2, CKPT_DT_INT, "i2" },
+	{ "int8", "CharStorage", 1, CKPT_DT_INT, "i1" },
+	{ "uint8", "ByteStorage", 1, CKPT_DT_UINT, "u1" },
+	{ "bool", "BoolStorage", 1, CKPT_DT_BOOL, "b1" },
+	{ "complex128", "ComplexDoubleStorage", 16, CKPT_DT_COMPLEX, "c16" },
+	{ "complex64", "ComplexFloatStorage", 8, CKPT_DT_COMPLEX, "c8" },
+	{ "qint8", "QInt8Storage", 1, CKPT_DT_QUANT, "i1" },
+	{ "qint32", "QInt32Storage", 4, CKPT_DT_QUANT, "i4" },
+	{ "quint8", "QUInt8Storage", 1, CKPT_DT_QUANT, "u1" },
+	{ "quint4x2", "QUInt4x2Storage", 1, CKPT_DT_QUANT, "u1" },
+	{ "quint2x4", "QUInt2x4Storage", 1, CKPT_DT_QUANT, "u1" },
+	/* torch 2.x dtypes without a storage class (_rebuild_tensor_v3) */
+	{ "complex32", NULL, 4, CKPT_DT_COMPLEX, NULL },
+	{ "uint16", NULL, 2, CKPT_DT_UINT, "u2" },
+	{ "uint32", NULL, 4, CKPT_DT_UINT, "u4" },
+	{ "uint64", NULL, 8, CKPT_DT_UINT, "u8" },
+	{ "float8_e5m2", NULL, 1, CKPT_DT_FLOAT, NULL },
+	{ "float8_e4m3fn", NULL, 1, CKPT_DT_FLOAT, NULL },
+	{ "float8_e5m2fnuz", NULL, 1, CKPT_DT_FLOAT, NULL },
+	{ "float8_e4m3fnuz", NULL, 1, CKPT_DT_FLOAT, NULL },
+	{ "float8_e8m0fnu", NULL, 1, CKPT_DT_FLOAT, NULL },
+	{ "float4_e2m1fn_x2", NULL, 1, CKPT_DT_FLOAT, NULL },
+	{ "bits8", NULL, 1, CKPT_DT_BITS, NULL },
+	{ "bits1x8", NULL, 1, CKPT_DT_BITS, NULL },
+	{ "bits2x4", NULL, 1, CKPT_DT_BITS, NULL },
+	{ "bits4x2", NULL, 1, CKPT_DT_BITS, NULL },
+	{ "bits16", NULL, 2, CKPT_DT_BITS, NULL },
+	{ "uint1", NULL, 1, CKPT_DT_UINT, NULL },
+	{ "uint2", NULL, 1, CKPT_DT_UINT, NULL },
+	{ "uint3", NULL, 1, CKPT_DT_UINT, NULL },
+	{ "uint4", NULL, 1, CKPT_DT_UINT, NULL },
+	{ "uint5", NULL, 1, CKPT_DT_UINT, NULL },
+	{ "uint6", NULL, 1, CKPT_DT_UINT, NULL },
+	{ "uint7", NULL, 1, CKPT_DT_UINT, NULL },
+	{ "int1", NULL, 1, CKPT_DT_INT, NULL },
+	{ "int2", NULL, 1, CKPT_DT_INT, NULL },
+	{ "int3", NULL, 1, CKPT_DT_INT, NULL },
+	{ "int4", NULL, 1, CKPT_DT_INT, NULL },
+	{ "int5", NULL, 1, CKPT_DT_INT, NULL },
+	{ "int6", NULL, 1, CKPT_DT_INT, NULL },
+	{ "int7", NULL, 1, CKPT_DT_INT, NULL },
+};
+
+/* torch's aliases for the same dtypes (torch.float is float32 ...). */
+static const struct {
+	const char *alias, *name;
+} aliases[] = {
+	{ "float", "float32" }, { "double", "float64" }, { "half", "float16" },
+	{ "long", "int64" }, { "int", "int32" }, { "short", "int16" },
+	{ "cfloat", "complex64" }, { "cdouble", "complex128" },
+	{ "chalf", "complex32" },
+};
+
+static const struct ckpt_dtype untyped = {
+	"uint8", "UntypedStorage", 1, CKPT_DT_UINT, "u1"
+};
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+const struct ckpt_dtype *ckpt_dtype_by_name(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(aliases); i++)
+		if (!strcmp(name, aliases[i].alias))
+			name = aliases[i].name;
+	for (size_t i = 0; i < ARRAY_SIZE(dtypes); i++)
+		if (!strcmp(name, dtypes[i].name))
+			return &dtypes[i];
+	return NULL;
+}
+
+const struct ckpt_dtype *ckpt_dtype_by_storage(const char *cls)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(dtypes); i++)
+		if (dtypes[i].storage && !strcmp(cls, dtypes[i].storage))
+			return &dtypes[i];
+	return NULL;
+}
+
+const struct ckpt_dtype *ckpt_dtype_bytes(void)
+{
+	return &untyped;
+}

@@ -1,0 +1,76 @@
+/*
+ * ckpt_globals.c - torch's weights-only allowlist (torch 2.x default;
+ * torch-format.md section 6).  A global outside it is what a plain
+ * torch.load would import and run, so ptls reports each one.  Python 2 names
+ * (__builtin__) map to Python 3 ones as pickle's fix_imports does.
+ */
+#include "ckpt.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char *const allowed[] = {
+	"collections.OrderedDict",
+	"collections.Counter",
+	"torch.nn.parameter.Parameter",
+	"torch.serialization._get_layout",
+	"torch.Size",
+	"torch.Tensor",
+	"torch.device",
+	"_codecs.encode",
+	"builtins.bytearray",
+	"builtins.set",
+	"builtins.complex",
+	"torch._utils._rebuild_parameter",
+	"torch._utils._rebuild_parameter_with_state",
+	"torch._utils._rebuild_tensor",
+	"torch._utils._rebuild_tensor_v2",
+	"torch._utils._rebuild_tensor_v3",
+	"torch._utils._rebuild_sparse_tensor",
+	"torch._utils._rebuild_meta_tensor_no_storage",
+	"torch._utils._rebuild_qtensor",
+	"torch._utils._rebuild_nested_tensor",
+	"torch._utils._rebuild_wrapper_subclass",
+	"torch._utils._rebuild_device_tensor_from_numpy",
+	"torch._utils._rebuild_device_tensor_from_cpu_tensor",
+	"torch._tensor._rebuild_from_type_v2",
+	"torch.per_tensor_affine",
+	"torch.per_tensor_symmetric",
+	"torch.per_channel_affine",
+	"torch.per_channel_symmetric",
+	"torch.per_channel_affine_float_qparams",
+	"torch.storage.UntypedStorage",
+};
+
+/* Legacy tensor type classes: torch.FloatTensor, torch.cuda.HalfTensor ... */
+static bool legacy_class(const char *module, const char *name, const char *sfx)
+{
+	size_t n = strlen(name), m = strlen(sfx);
+
+	if (strcmp(module, "torch") && strcmp(module, "torch.cuda") &&
+	    strcmp(module, "torch.sparse") && strcmp(module, "torch.cuda.sparse"))
+		return false;
+	return n > m && !strcmp(name + n - m, sfx);
+}
+
+bool ckpt_global_allowed(const char *module, const char *name)
+{
+	char full[256];
+
+	if (!strcmp(module, "__builtin__"))
+		module = "builtins";
+	if (!strcmp(module, "torch") && ckpt_dtype_by_name(name))
+		return true;
+	if (legacy_class(module, name, "Storage") ||
+	    legacy_class(module, name, "Tensor"))
+		return true;
+	if ((size_t)snprintf(full, sizeof(full), "%s.%s", module, name) >=
+	    sizeof(full))
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(allowed); i++)
+		if (!strcmp(full, allowed[i]))
+			return true;
+	return false;
+}

@@ -1,0 +1,52 @@
+/*
+ * ckpt_int.h - what the checkpoint model's files share among themselves:
+ * the builder state and the steps ckpt_open() runs.  Not for callers.
+ */
+#ifndef PT_CKPT_CKPT_INT_H
+#define PT_CKPT_CKPT_INT_H
+
+#include "ckpt.h"
+#include "diag/diag.h"
+#include "pickle/pkl.h"
+
+struct ckpt_build {
+	struct ckpt *c;
+	struct diag *d;
+	/* storage key -> storage, open addressing */
+	struct ckpt_storage **stab;
+	uint32_t scap;
+	uint32_t storages_cap, tensors_cap, nodes_cap;
+	/* pickle node id -> the tensor or node made from it */
+	void **memo;
+	uint32_t nmemo;
+	/* legacy view storages: extra element offset of a persistent id */
+	uint64_t view_off;
+};
+
+/* ckpt_build.c: turn c->doc into storages, tensors and the tree. */
+int ckpt_build_model(struct ckpt *c, struct diag *d);
+
+/* ckpt_tensor.c: check a tensor against its storage, set numel etc. */
+int ckpt_tensor_check(struct ckpt *c, struct ckpt_tensor *t, struct diag *d);
+
+/* ckpt_legacy.c: read the legacy (< 1.6) stream into c. */
+int ckpt_legacy_open(struct ckpt *c, struct diag *d);
+
+/* ckpt_build.c: storage of a persistent id (registered on first use). */
+int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
+		     struct ckpt_storage **out, uint64_t *view_off);
+
+/* ckpt_build.c: the storage called @key, or NULL. */
+struct ckpt_storage *ckpt_storage_find(struct ckpt_build *b, const char *key);
+
+/* ckpt_build.c: is @v a tensor (rebuild call or persistent id)? */
+bool ckpt_is_tensor_value(const struct pkl_value *v);
+
+/* ckpt_build.c: the tensor @v makes (memoized by pickle node). */
+int ckpt_tensor_value(struct ckpt_build *b, const struct pkl_value *v,
+		      struct ckpt_tensor **out);
+
+/* Append to a growable pointer array; -ENOMEM on failure. */
+int ckpt_push(void ***arr, uint32_t *n, uint32_t *cap, void *p);
+
+#endif

@@ -1,0 +1,442 @@
+/*
+ * ckpt_names.c - file names for dict keys, and Python's repr() of scalars.
+ *
+ * A name must be reversible (a tool can find the key again) and never
+ * collide.  str keys appear as themselves except for the few bytes a file
+ * name cannot hold or that would hide or misplace it:
+ *
+ *	'%' -> %25   '/' -> %2F   NUL -> %00   leading '.' -> %2E   "" -> %
+ *
+ * Other keys: ints in decimal, True/False/None, floats as repr(), bytes as
+ * "b'..'" (escaped as above), anything else "%?<type>".  When two keys of a
+ * container still print alike (the int 0 and the str "0"), the later one
+ * gets "%#<position>" appended; '%' never starts a valid escape with '#',
+ * so that is unambiguous too.  docs/names.md is the user-facing version.
+ */
+#include "ckpt_int.h"
+#include "pickle/pkl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sbuf {
+	char *p;
+	size_t n, cap;
+	bool oom;
+};
+
+static void sb_add(struct sbuf *b, const void *s, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->n + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 32;
+		char *p;
+
+		while (cap < b->n + n + 1)
+			cap *= 2;
+		p = realloc(b->p, cap);
+		if (!p) {
+			b->oom = true;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	b->p[b->n] = 0;
+}
+
+static void sb_str(struct sbuf *b, const char *s)
+{
+	sb_add(b, s, strlen(s));
+}
+
+static char *sb_detach(struct sbuf *b, size_t *len)
+{
+	if (b->oom || !b->p) {
+		if (!b->oom)
+			return strdup("");
+		free(b->p);
+		return NULL;
+	}
+	if (len)
+		*len = b->n;
+	return b->p;
+}
+
+static void escape_bytes(struct sbuf *b, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (c == '%')
+			sb_str(b, "%25");
+		else if (c == '/')
+			sb_str(b, "%2F");
+		else if (c == 0)
+			sb_str(b, "%00");
+		else if (c == '.' && i == 0)
+			sb_str(b, "%2E");
+		else
+			sb_add(b, &c, 1);
+	}
+}
+
+const char *ckpt_float_repr(double f, char *buf, size_t size)
+{
+	char e[40], digits[20];
+	int exp, nd = 0, p;
+
+	if (isnan(f))
+		return snprintf(buf, size, "nan"), buf;
+	if (isinf(f))
+		return snprintf(buf, size, f < 0 ? "-inf" : "inf"), buf;
+	/* shortest %.Ne that reads back as the same double */
+	for (p = 1; p <= 17; p++) {
+		snprintf(e, sizeof(e), "%.*e", p - 1, f);
+		if (strtod(e, NULL) == f)
+			break;
+	}
+	{
+		const char *s = e + (e[0] == '-');
+
+		for (; *s && *s != 'e'; s++)
+			if (*s != '.')
+				digits[nd++] = *s;
+		digits[nd] = 0;
+		exp = atoi(s + 1);
+	}
+	while (nd > 1 && digits[nd - 1] == '0')
+		digits[--nd] = 0;
+	{
+		struct sbuf b = { 0 };
+		char tmp[16];
+
+		if (signbit(f))
+			sb_str(&b, "-");
+		if (exp < -4 || exp >= 16) {
+			sb_add(&b, digits, 1);
+			if (nd > 1) {
+				sb_str(&b, ".");
+				sb_add(&b, digits + 1, nd - 1);
+			}
+			snprintf(tmp, sizeof(tmp), "e%c%02d", exp < 0 ? '-' : '+',
+				 abs(exp));
+			sb_str(&b, tmp);
+		} else if (exp < 0) {
+			sb_str(&b, "0.");
+			for (int i = 0; i < -exp - 1; i++)
+				sb_str(&b, "0");
+			sb_add(&b, digits, nd);
+		} else {
+			for (int i = 0; i <= exp; i++)
+				sb_add(&b, i < nd ? &digits[i] : "0", 1);
+			sb_str(&b, ".");
+			if (nd > exp + 1)
+				sb_add(&b, digits + exp + 1, nd - exp - 1);
+			else
+				sb_str(&b, "0");
+		}
+		snprintf(buf, size, "%s", b.oom ? "?" : b.p);
+		free(b.p);
+	}
+	return buf;
+}
+
+/* Decimal text of a little-endian two's complement integer. */
+static void bigint_text(struct sbuf *b, const unsigned char *p, size_t n)
+{
+	unsigned char *mag;
+	char *dig;
+	size_t nd = 0;
+	bool neg = n && (p[n - 1] & 0x80);
+
+	if (!n) {
+		sb_str(b, "0");
+		return;
+	}
+	mag = malloc(n);
+	dig = malloc(n * 3 + 2);
+	if (!mag || !dig) {
+		b->oom = true;
+		goto out;
+	}
+	memcpy(mag, p, n);
+	if (neg) {		/* magnitude = ~x + 1 */
+		unsigned carry = 1;
+
+		for (size_t i = 0; i < n; i++) {
+			unsigned v = (unsigned char)~mag[i] + carry;
+
+			mag[i] = v;
+			carry = v >> 8;
+		}
+	}
+	for (;;) {		/* repeated division by 10, most significant first */
+		unsigned rem = 0;
+		bool zero = true;
+
+		for (size_t i = n; i-- > 0;) {
+			unsigned cur = rem << 8 | mag[i];
+
+			mag[i] = cur / 10;
+			rem = cur % 10;
+			if (mag[i])
+				zero = false;
+		}
+		dig[nd++] = '0' + rem;
+		if (zero)
+			break;
+	}
+	if (neg)
+		sb_str(b, "-");
+	while (nd-- > 0)
+		sb_add(b, &dig[nd], 1);
+out:
+	free(mag);
+	free(dig);
+}
+
+static void value_text(struct sbuf *b, const struct pkl_value *v, bool quote)
+{
+	char tmp[40];
+
+	switch (v->kind) {
+	case PKL_NONE:
+		sb_str(b, "None");
+		break;
+	case PKL_BOOL:
+		sb_str(b, v->u.i ? "True" : "False");
+		break;
+	case PKL_INT:
+		snprintf(tmp, sizeof(tmp), "%" PRId64, v->u.i);
+		sb_str(b, tmp);
+		break;
+	case PKL_BIGINT:
+		bigint_text(b, (const unsigned char *)v->u.s.p, v->u.s.n);
+		break;
+	case PKL_FLOAT:
+		sb_str(b, ckpt_float_repr(v->u.f, tmp, sizeof(tmp)));
+		break;
+	case PKL_STR:
+	case PKL_STRING:
+	case PKL_BYTES:
+		if (quote)
+			sb_str(b, v->kind == PKL_BYTES ? "b'" : "'");
+		sb_add(b, v->u.s.p, v->u.s.n);
+		if (quote)
+			sb_str(b, "'");
+		break;
+	default:
+		sb_str(b, "%?");
+		sb_str(b, pkl_kind_name(v->kind));
+		break;
+	}
+}
+
+char *ckpt_value_text(const struct pkl_value *v, size_t *len)
+{
+	struct sbuf b = { 0 };
+
+	value_text(&b, v, false);
+	return sb_detach(&b, len);
+}
+
+/* repr() of containers, globals and calls, bounded in depth and length */
+static void repr(struct sbuf *b, const struct pkl_value *v, int depth,
+		 size_t max, bool call_args)
+{
+	const struct pkl_value *const *it = NULL;
+	size_t n = 0;
+	const char *open = "(", *close = ")";
+
+	if (b->n > max)
+		return;
+	switch (v->kind) {
+	case PKL_TUPLE: case PKL_LIST: case PKL_SET: case PKL_FROZENSET:
+	case PKL_DICT:
+		it = (const struct pkl_value *const *)v->u.items.v;
+		n = v->u.items.n;
+		if (v->kind == PKL_LIST)
+			open = "[", close = "]";
+		else if (v->kind != PKL_TUPLE)
+			open = "{", close = "}";
+		break;
+	case PKL_GLOBAL:
+		sb_str(b, v->u.global.module);
+		sb_str(b, ".");
+		sb_str(b, v->u.global.name);
+		return;
+	case PKL_CALL:
+		repr(b, v->u.call.func, depth, max, false);
+		if (v->u.call.args && v->u.call.args->kind == PKL_TUPLE) {
+			repr(b, v->u.call.args, depth, max, true);
+			return;
+		}
+		sb_str(b, "(");
+		if (v->u.call.args)
+			repr(b, v->u.call.args, depth + 1, max, false);
+		sb_str(b, ")");
+		return;
+	case PKL_PERSID:
+		sb_str(b, "persistent_id(");
+		repr(b, v->u.call.args, depth + 1, max, false);
+		sb_str(b, ")");
+		return;
+	default:
+		value_text(b, v, true);
+		return;
+	}
+	sb_str(b, open);
+	if (depth >= 3 && n) {
+		sb_str(b, "...");
+		n = 0;
+	}
+	for (size_t i = 0; i < n && b->n <= max; i++) {
+		if (i)
+			sb_str(b, v->kind == PKL_DICT && i % 2 ? ": " : ", ");
+		repr(b, it[i], depth + 1, max, false);
+	}
+	if (v->kind == PKL_TUPLE && n == 1 && !call_args)
+		sb_str(b, ",");
+	sb_str(b, close);
+}
+
+char *ckpt_repr(const struct pkl_value *v, size_t max, size_t *len)
+{
+	struct sbuf b = { 0 };
+
+	repr(&b, v, 0, max, false);
+	if (!b.oom && b.n > max) {
+		b.n = max;
+		sb_str(&b, "...");
+	}
+	return sb_detach(&b, len);
+}
+
+char *ckpt_name_escape(const struct pkl_value *key)
+{
+	struct sbuf b = { 0 };
+
+	switch (key->kind) {
+	case PKL_STR:
+	case PKL_STRING:
+		if (!key->u.s.n)
+			sb_str(&b, "%");
+		escape_bytes(&b, key->u.s.p, key->u.s.n);
+		break;
+	case PKL_BYTES: {
+		struct sbuf raw = { 0 };
+
+		value_text(&raw, key, true);
+		if (raw.oom)
+			b.oom = true;
+		else
+			escape_bytes(&b, raw.p, raw.n);
+		free(raw.p);
+		break;
+	}
+	case PKL_NONE: case PKL_BOOL: case PKL_INT: case PKL_BIGINT:
+	case PKL_FLOAT: {
+		size_t n;
+		char *t = ckpt_value_text(key, &n);
+
+		if (!t)
+			return NULL;
+		escape_bytes(&b, t, n);
+		free(t);
+		break;
+	}
+	default:
+		sb_str(&b, "%?");
+		sb_str(&b, pkl_kind_name(key->kind));
+		break;
+	}
+	return sb_detach(&b, NULL);
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+long ckpt_name_unescape(const char *name, char *out)
+{
+	long n = 0;
+
+	if (!strcmp(name, "%")) {
+		out[0] = 0;
+		return 0;
+	}
+	for (const char *s = name; *s; s++) {
+		if (*s != '%') {
+			out[n++] = *s;
+			continue;
+		}
+		if (hexval(s[1]) < 0 || hexval(s[2]) < 0)
+			return -EINVAL;
+		out[n++] = (char)(hexval(s[1]) << 4 | hexval(s[2]));
+		s += 2;
+	}
+	out[n] = 0;
+	return n;
+}
+
+char *ckpt_node_path(const struct ckpt_node *n)
+{
+	size_t len = 0, pos;
+	const struct ckpt_node *p;
+	char *s;
+
+	for (p = n; p && p->parent; p = p->parent)
+		len += strlen(p->name) + 1;
+	s = malloc(len + 1);
+	if (!s)
+		return NULL;
+	pos = len ? len - 1 : 0;
+	s[pos] = 0;
+	for (p = n; p && p->parent; p = p->parent) {
+		size_t k = strlen(p->name);
+
+		pos -= k;
+		memcpy(s + pos, p->name, k);
+		if (pos)
+			s[--pos] = '/';
+	}
+	if (!len)
+		s[0] = 0;
+	return s;
+}
+
+struct ckpt_node *ckpt_node_child(const struct ckpt_node *dir,
+				  const char *name)
+{
+	size_t lo = 0, hi = dir->nkids;
+
+	if (!dir->sorted)
+		return NULL;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int r = strcmp(name, dir->sorted[mid]->name);
+
+		if (!r)
+			return dir->sorted[mid];
+		if (r < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}

@@ -1,0 +1,299 @@
+/*
+ * ckpt_open.c - open a checkpoint: tell what the file is (torch zip, legacy
+ * stream, or one of the things people mistake for a checkpoint), read the
+ * zip's data.pkl, version and byteorder records (torch-format.md 3), parse
+ * the pickle, build the model and tie each storage to its record.
+ */
+#include "ckpt_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PKL_MAX_BYTES	(UINT64_C(1) << 32)	/* data.pkl; offsets are u32 */
+#define SMALL_RECORD	4096			/* version, byteorder */
+
+static bool starts(const unsigned char *p, size_t n, const char *s)
+{
+	size_t k = strlen(s);
+
+	return n >= k && !memcmp(p, s, k);
+}
+
+static bool has_ci(const unsigned char *p, size_t n, const char *s)
+{
+	size_t k = strlen(s);
+
+	for (size_t i = 0; i + k <= n; i++)
+		if (!strncasecmp((const char *)p + i, s, k))
+			return true;
+	return false;
+}
+
+/*
+ * What is this file?  Returns 1 for zip, 2 for legacy pickle stream, or
+ * -errno with a message naming what it is instead.
+ */
+static int sniff(struct ckpt *c, struct diag *d)
+{
+	unsigned char h[512];
+	ssize_t n = pread(c->fd, h, sizeof(h), 0);
+
+	if (n < 0)
+		return diag_errno(d, -errno, "cannot read: %s", strerror(errno));
+	if (n == 0)
+		return diag_corrupt(d, 0, "empty file, not a checkpoint");
+	if (starts(h, n, "PK\3\4"))
+		return 1;
+	if (starts(h, n, "PK\5\6"))
+		return diag_corrupt(d, 0, "empty zip archive, not a checkpoint");
+	if (starts(h, n, "version https://git-lfs"))
+		return diag_corrupt(d, 0, "Git LFS pointer file, not the "
+				    "checkpoint itself (run 'git lfs pull')");
+	if (has_ci(h, n, "<!doctype html") || has_ci(h, n, "<html"))
+		return diag_corrupt(d, 0, "HTML page, not a checkpoint (a "
+				    "download that saved an error or login "
+				    "page?)");
+	if (starts(h, n, "PYTORCH1"))
+		return diag_unsupported(d, 0, "pre-1.0 PYTORCH1 container, "
+					"which torch no longer reads either");
+	if (n >= 262 && !memcmp(h + 257, "ustar", 5))
+		return diag_unsupported(d, 0, "tar-era checkpoint (torch < "
+					"0.4): not supported yet");
+	/* legacy: a pickle of the magic number (protocol 2, or 0/1 text) */
+	if (h[0] == 0x80 || h[0] == 'L' || h[0] == 0x8a)
+		return 2;
+	return diag_corrupt(d, 0, "not a PyTorch checkpoint (starts with "
+			    "%02x %02x %02x %02x)", h[0], n > 1 ? h[1] : 0,
+			    n > 2 ? h[2] : 0, n > 3 ? h[3] : 0);
+}
+
+/* Read a small record (version, byteorder) as a string. */
+static int small_record(struct ckpt *c, const char *rel, char **out,
+			struct diag *d)
+{
+	struct ptz_entry *e = ptz_find_rel(&c->zip, rel);
+	size_t len;
+
+	*out = NULL;
+	if (!e)
+		return 0;
+	return ptz_entry_read(&c->zip, e, SMALL_RECORD,
+			      (unsigned char **)out, &len, d);
+}
+
+static int zip_records(struct ckpt *c, struct diag *d)
+{
+	struct ptz_reader *z = &c->zip;
+	const struct ptz_entry *ts;
+	char *ver = NULL, *dver = NULL, *end;
+	unsigned long long v;
+	int rc;
+
+	if (!z->prefix)
+		return diag_corrupt(d, z->entries[0].header_off, "record '%s' "
+				    "is not in a folder (torch needs one top "
+				    "folder)", z->entries[0].name);
+	for (uint32_t i = 0; i < z->nentries; i++) {
+		const struct ptz_entry *e = &z->entries[i];
+
+		if (e->name_len <= z->prefix_len ||
+		    memcmp(e->name, z->prefix, z->prefix_len) ||
+		    e->name[z->prefix_len] != '/')
+			return diag_corrupt(d, e->header_off, "record '%s' is "
+					    "outside the top folder '%s'",
+					    e->name, z->prefix);
+	}
+	ts = ptz_find_rel(z, "constants.pkl");
+	if (!ts)
+		ts = ptz_find_rel(z, "model.json");
+	if (ts)
+		return diag_unsupported(d, ts->header_off, "TorchScript "
+					"archive (torch.jit.save), not a "
+					"torch.save checkpoint: not supported "
+					"yet");
+	c->pkl_rec = ptz_find_rel(z, "data.pkl");
+	if (!c->pkl_rec)
+		return diag_corrupt(d, z->cdir_off, "no data.pkl record: "
+				    "not a torch.save checkpoint (an aborted "
+				    "save?)");
+	rc = small_record(c, ".data/version", &dver, d);
+	if (!rc && !dver)
+		rc = small_record(c, "version", &ver, d);
+	if (rc)
+		goto out;
+	if (!dver && !ver) {
+		rc = diag_corrupt(d, z->cdir_off, "no version record");
+		goto out;
+	}
+	errno = 0;
+	v = strtoull(dver ? dver : ver, &end, 10);
+	if (end == (dver ? dver : ver) || errno || v < 1 || v > 10) {
+		const struct ptz_entry *e = ptz_find_rel(z, dver ? ".data/version"
+							 : "version");
+
+		rc = diag_corrupt(d, e->header_off, "version record '%.16s' is "
+				  "not a number from 1 to 10", dver ? dver : ver);
+		goto out;
+	}
+	c->version = (int)v;
+	rc = small_record(c, "byteorder", &c->byteorder, d);
+	if (!rc && c->byteorder && strcmp(c->byteorder, "little") &&
+	    strcmp(c->byteorder, "big"))
+		rc = diag_corrupt(d, ptz_find_rel(z, "byteorder")->header_off,
+				  "byteorder record '%.16s' is neither 'little' "
+				  "nor 'big'", c->byteorder);
+out:
+	free(ver);
+	free(dver);
+	return rc;
+}
+
+/* Tie every storage to its data/<key> record and check its size. */
+static int zip_storages(struct ckpt *c, struct diag *d)
+{
+	char name[4096];
+
+	for (uint32_t i = 0; i < c->nstorages; i++) {
+		struct ckpt_storage *s = c->storages[i];
+		struct ptz_entry *e;
+
+		if (!strcmp(s->location, "meta") && !s->nbytes)
+			continue;
+		if ((size_t)snprintf(name, sizeof(name), "data/%s", s->key) >=
+		    sizeof(name))
+			return diag_corrupt(d, s->pkl_off, "storage key too "
+					    "long");
+		e = ptz_find_rel(&c->zip, name);
+		if (!e)
+			return diag_corrupt(d, s->pkl_off, "storage '%s' has "
+					    "no record %s/%s", s->key,
+					    c->zip.prefix, name);
+		if (e->usize != s->nbytes)
+			return diag_corrupt(d, e->header_off, "record %s has "
+					    "%llu bytes, but storage '%s' is "
+					    "%llu x %s = %llu bytes", e->name,
+					    (unsigned long long)e->usize,
+					    s->key,
+					    (unsigned long long)s->numel,
+					    s->dtype->name,
+					    (unsigned long long)s->nbytes);
+		s->rec = e;
+	}
+	return 0;
+}
+
+static int open_zip(struct ckpt *c, struct diag *d)
+{
+	size_t len;
+	int rc;
+
+	rc = ptz_reader_open(&c->zip, c->fd, c->path, d);
+	if (!rc)
+		rc = zip_records(c, d);
+	if (!rc)
+		rc = ptz_entry_read(&c->zip, c->pkl_rec, PKL_MAX_BYTES - 1,
+				    &c->pkl, &len, d);
+	if (rc)
+		return rc;
+	c->pkl_len = len;
+	c->pkl_off = c->pkl_rec->data_off;
+	rc = pkl_parse(c->pkl, c->pkl_len, c->pkl_off, &c->doc, d);
+	if (!rc)
+		rc = ckpt_build_model(c, d);
+	if (!rc)
+		rc = zip_storages(c, d);
+	return rc;
+}
+
+int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
+{
+	struct ckpt *c;
+	struct stat st;
+	int rc;
+
+	*out = NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return diag_nomem(d);
+	c->path = path;
+	c->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (c->fd < 0) {
+		rc = diag_errno(d, -errno, "%s", strerror(errno));
+		goto fail;
+	}
+	if (fstat(c->fd, &st)) {
+		rc = diag_errno(d, -errno, "%s", strerror(errno));
+		goto fail;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		rc = diag_set(d, -EISDIR, DIAG_NO_OFFSET, "is a directory");
+		goto fail;
+	}
+	c->file_size = st.st_size;
+	rc = sniff(c, d);
+	if (rc == 1) {
+		c->format = CKPT_ZIP;
+		rc = open_zip(c, d);
+	} else if (rc == 2) {
+		c->format = CKPT_LEGACY;
+		rc = ckpt_legacy_open(c, d);
+	}
+	if (rc)
+		goto fail;
+	if (c->b) {
+		free(c->b->memo);
+		free(c->b->stab);
+		free(c->b);
+		c->b = NULL;
+	}
+	*out = c;
+	return 0;
+fail:
+	ckpt_close(c);
+	return rc;
+}
+
+void ckpt_close(struct ckpt *c)
+{
+	if (!c)
+		return;
+	for (uint32_t i = 0; i < c->nnodes; i++) {
+		free(c->nodes[i]->name);
+		free(c->nodes[i]->text);
+		free(c->nodes[i]->kids);
+		free(c->nodes[i]->sorted);
+		free(c->nodes[i]);
+	}
+	free(c->nodes);
+	for (uint32_t i = 0; i < c->ntensors; i++) {
+		free(c->tensors[i]->shape);
+		free(c->tensors[i]->inline_data);
+		free(c->tensors[i]);
+	}
+	free(c->tensors);
+	for (uint32_t i = 0; i < c->nstorages; i++) {
+		free(c->storages[i]->key);
+		free(c->storages[i]->location);
+		free(c->storages[i]);
+	}
+	free(c->storages);
+	free(c->globals);
+	if (c->b) {
+		free(c->b->memo);
+		free(c->b->stab);
+		free(c->b);
+	}
+	pkl_doc_free(c->doc);
+	free(c->pkl);
+	free(c->byteorder);
+	ptz_reader_release(&c->zip);
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c);
+}

@@ -1,0 +1,533 @@
+/*
+ * ckpt_tree.c - the object tree a file system shows: dicts, lists, tuples,
+ * sets and objects with state become directories, tensors and python
+ * scalars become files, anything else an opaque file holding its repr().
+ * Names follow ckpt_names.c; each directory keeps its children sorted by
+ * name for lookups, and in container order for listings.
+ */
+#include "ckpt_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct kids {
+	struct ckpt_node **v;
+	uint32_t n, cap;
+};
+
+static int build(struct ckpt_build *b, struct ckpt_node *parent,
+		 const struct pkl_value *v, int depth, struct ckpt_node **out);
+
+static struct ckpt_node *node_new(struct ckpt_build *b, int kind,
+				  const struct pkl_value *v, const char *type)
+{
+	struct ckpt *c = b->c;
+	struct ckpt_node *n;
+
+	if (c->nnodes >= CKPT_MAX_NODES)
+		return NULL;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	if (ckpt_push((void ***)&c->nodes, &c->nnodes, &b->nodes_cap, n)) {
+		free(n);
+		return NULL;
+	}
+	n->kind = kind;
+	n->val = v;
+	n->type = type;
+	n->id = c->nnodes - 1;
+	return n;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	const struct ckpt_node *x = *(struct ckpt_node *const *)a;
+	const struct ckpt_node *y = *(struct ckpt_node *const *)b;
+	int r = strcmp(x->name, y->name);
+
+	return r ? r : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Give the children their order, sorted index and collision-free names. */
+static int finish_dir(struct ckpt_build *b, struct ckpt_node *dir,
+		      struct kids *k)
+{
+	bool again = false;
+
+	dir->kids = k->v;
+	dir->nkids = k->n;
+	k->v = NULL;
+	if (!dir->nkids)
+		return 0;
+	dir->sorted = malloc(dir->nkids * sizeof(*dir->sorted));
+	if (!dir->sorted)
+		return diag_nomem(b->d);
+	memcpy(dir->sorted, dir->kids, dir->nkids * sizeof(*dir->sorted));
+	qsort(dir->sorted, dir->nkids, sizeof(*dir->sorted), cmp_name);
+	for (uint32_t i = 1; i < dir->nkids; i++) {
+		struct ckpt_node *n = dir->sorted[i];
+		char *name;
+		size_t len;
+
+		if (strcmp(n->name, dir->sorted[i - 1]->name))
+			continue;
+		/* sorted by (name, index): the earlier sibling keeps it */
+		len = strlen(n->name) + 16;
+		name = malloc(len);
+		if (!name)
+			return diag_nomem(b->d);
+		snprintf(name, len, "%s%%#%u", n->name, n->index);
+		free(n->name);
+		n->name = name;
+		again = true;
+	}
+	if (again)
+		qsort(dir->sorted, dir->nkids, sizeof(*dir->sorted), cmp_name);
+	return 0;
+}
+
+/* Build @v as a child of @dir reached by @step (@key or its position). */
+static int add_kid(struct ckpt_build *b, struct ckpt_node *dir,
+		   struct kids *k, int step, const struct pkl_value *key,
+		   const char *part, const struct pkl_value *v, int depth)
+{
+	struct ckpt_node *n;
+	char buf[16];
+	int rc;
+
+	rc = build(b, dir, v, depth + 1, &n);
+	if (rc)
+		return rc;
+	n->step = step;
+	n->key = key;
+	n->index = k->n;
+	if (key) {
+		n->name = ckpt_name_escape(key);
+	} else if (part) {
+		n->name = strdup(part);
+	} else {
+		snprintf(buf, sizeof(buf), "%u", k->n);
+		n->name = strdup(buf);
+	}
+	if (!n->name || ckpt_push((void ***)&k->v, &k->n, &k->cap, n))
+		return diag_nomem(b->d);
+	return 0;
+}
+
+static int add_items(struct ckpt_build *b, struct ckpt_node *dir,
+		     struct kids *k, int step, struct pkl_value *const *it,
+		     size_t n, bool pairs, int depth)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < n && !rc; i += pairs ? 2 : 1) {
+		if (pairs && i + 1 >= n)
+			break;
+		rc = add_kid(b, dir, k, step, pairs ? it[i] : NULL, NULL,
+			     pairs ? it[i + 1] : it[i], depth);
+	}
+	return rc;
+}
+
+/* Start a directory for container @v, or a link if it was shown before. */
+static int container(struct ckpt_build *b, const struct pkl_value *v,
+		     int kind, const char *type, struct ckpt_node **out)
+{
+	struct ckpt_node *n, *seen = b->memo[v->id];
+
+	n = node_new(b, seen ? CKPT_N_LINK : kind, v, type);
+	if (!n)
+		return diag_nomem(b->d);
+	n->target = seen;
+	if (!seen)
+		b->memo[v->id] = n;
+	*out = n;
+	return 0;
+}
+
+static int value_node(struct ckpt_build *b, const struct pkl_value *v,
+		      int kind, const char *type, char *text, size_t len,
+		      struct ckpt_node **out)
+{
+	struct ckpt_node *n;
+
+	if (!text)
+		return diag_nomem(b->d);
+	n = node_new(b, kind, v, type);
+	if (!n) {
+		free(text);
+		return diag_nomem(b->d);
+	}
+	n->text = text;
+	n->textlen = len;
+	*out = n;
+	return 0;
+}
+
+static int opaque(struct ckpt_build *b, const struct pkl_value *v,
+		  struct ckpt_node **out)
+{
+	size_t len = 0;
+	char *text = ckpt_repr(v, 4096, &len);
+
+	return value_node(b, v, CKPT_N_OPAQUE, "object", text, len, out);
+}
+
+/* bytes from _codecs.encode(str, 'latin1'): the str's code points < 256 */
+static char *latin1(const struct pkl_value *s, size_t *len)
+{
+	const unsigned char *p = (const unsigned char *)s->u.s.p;
+	char *out = malloc(s->u.s.n + 1);
+	size_t n = 0;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < s->u.s.n; i++, n++) {
+		if (p[i] < 0x80) {
+			out[n] = p[i];
+		} else if ((p[i] & 0xfe) == 0xc2 && i + 1 < s->u.s.n) {
+			out[n] = (char)((p[i] & 0x1f) << 6 | (p[i + 1] & 0x3f));
+			i++;
+		} else {
+			free(out);
+			return NULL;
+		}
+	}
+	out[n] = 0;
+	*len = n;
+	return out;
+}
+
+static const char *global_name(const struct pkl_value *f)
+{
+	if (!f || f->kind != PKL_GLOBAL)
+		return NULL;
+	if (!strcmp(f->u.global.module, "builtins") ||
+	    !strcmp(f->u.global.module, "__builtin__") ||
+	    !strcmp(f->u.global.module, "collections") ||
+	    !strcmp(f->u.global.module, "_codecs") ||
+	    !strcmp(f->u.global.module, "torch") ||
+	    !strcmp(f->u.global.module, "torch.serialization") ||
+	    !strcmp(f->u.global.module, "torch._utils"))
+		return f->u.global.name;
+	return NULL;
+}
+
+static int sparse(struct ckpt_build *b, const struct pkl_value *v,
+		  int depth, struct ckpt_node **out)
+{
+	static const char *const coo[] = { "indices", "values", "size" };
+	static const char *const csr[] = { "crow_indices", "col_indices",
+					   "values", "size" };
+	static const char *const csc[] = { "ccol_indices", "row_indices",
+					   "values", "size" };
+	const struct pkl_value *args = v->u.call.args;
+	const struct pkl_value *layout = pkl_item(args, 0);
+	const struct pkl_value *data = pkl_item(args, 1);
+	const char *const *parts = coo, *type = "sparse_coo";
+	size_t nparts = 3;
+	struct kids k = { 0 };
+	int rc;
+
+	if (layout && layout->kind == PKL_CALL)
+		layout = pkl_item(layout->u.call.args, 0);
+	if (layout && layout->kind == PKL_STR &&
+	    strcmp(layout->u.s.p, "torch.sparse_coo")) {
+		bool by_col = strstr(layout->u.s.p, "sc");
+
+		parts = by_col ? csc : csr;
+		nparts = 4;
+		type = layout->u.s.p + (strncmp(layout->u.s.p, "torch.", 6)
+					? 0 : 6);
+	} else if (pkl_is_global(v->u.call.func, "torch._utils",
+				 "_rebuild_sparse_csr_tensor")) {
+		parts = csr;
+		nparts = 4;
+		type = "sparse_csr";
+	}
+	if (!data || data->kind != PKL_TUPLE || pkl_len(data) < nparts)
+		return opaque(b, v, out);
+	rc = container(b, v, CKPT_N_DIR, type, out);
+	if (rc || (*out)->kind == CKPT_N_LINK)
+		return rc;
+	for (size_t i = 0; i < nparts && !rc; i++)
+		rc = add_kid(b, *out, &k, CKPT_S_PART, NULL, parts[i],
+			     pkl_item(data, i), depth);
+	if (!rc)
+		rc = finish_dir(b, *out, &k);
+	free(k.v);
+	return rc;
+}
+
+/* An object with a state dict, dict items or list items: a directory. */
+static int object(struct ckpt_build *b, const struct pkl_value *v,
+		  const char *type, int depth, struct ckpt_node **out)
+{
+	const struct pkl_value *st = v->u.call.state;
+	const struct pkl_value *dicts[2] = { NULL, NULL };
+	struct kids k = { 0 };
+	int rc = 0;
+
+	if (st && st->kind == PKL_DICT) {
+		dicts[0] = st;
+	} else if (st && st->kind == PKL_TUPLE && pkl_len(st) == 2) {
+		for (int i = 0; i < 2; i++) {
+			const struct pkl_value *s = pkl_item(st, i);
+
+			if (s && s->kind == PKL_DICT)
+				dicts[i] = s;
+			else if (s && s->kind != PKL_NONE)
+				return opaque(b, v, out);
+		}
+	} else if (st) {
+		return opaque(b, v, out);
+	}
+	if (!st && !v->u.call.ndict && !v->u.call.nlist)
+		return opaque(b, v, out);
+	rc = container(b, v, CKPT_N_DIR, type, out);
+	if (rc || (*out)->kind == CKPT_N_LINK)
+		return rc;
+	for (int i = 0; i < 2 && !rc; i++)
+		if (dicts[i])
+			rc = add_items(b, *out, &k, CKPT_S_ATTR,
+				       dicts[i]->u.items.v, dicts[i]->u.items.n,
+				       true, depth);
+	if (!rc)
+		rc = add_items(b, *out, &k, CKPT_S_KEY, v->u.call.dict,
+			       v->u.call.ndict, true, depth);
+	if (!rc)
+		rc = add_items(b, *out, &k, CKPT_S_INDEX, v->u.call.list,
+			       v->u.call.nlist, false, depth);
+	if (!rc)
+		rc = finish_dir(b, *out, &k);
+	free(k.v);
+	return rc;
+}
+
+static int seq(struct ckpt_build *b, const struct pkl_value *v,
+	       const struct pkl_value *items, int kind, const char *type,
+	       int depth, struct ckpt_node **out)
+{
+	struct kids k = { 0 };
+	int rc = container(b, v, kind, type, out);
+
+	if (rc || (*out)->kind == CKPT_N_LINK)
+		return rc;
+	rc = add_items(b, *out, &k, kind == CKPT_N_DIR ? CKPT_S_KEY :
+		       CKPT_S_INDEX, items->u.items.v, items->u.items.n,
+		       kind == CKPT_N_DIR, depth);
+	if (!rc)
+		rc = finish_dir(b, *out, &k);
+	free(k.v);
+	return rc;
+}
+
+/* dict subclasses: OrderedDict, defaultdict, Counter, dict(...) */
+static int dict_call(struct ckpt_build *b, const struct pkl_value *v,
+		     const char *type, int depth, struct ckpt_node **out)
+{
+	const struct pkl_value *a0 = pkl_item(v->u.call.args, 0);
+	struct kids k = { 0 };
+	int rc = container(b, v, CKPT_N_DIR, type, out);
+
+	if (rc || (*out)->kind == CKPT_N_LINK)
+		return rc;
+	/* OrderedDict([(k, v), ...]) from protocol 0/1 pickles */
+	if (a0 && a0->kind == PKL_LIST && strcmp(type, "defaultdict"))
+		for (size_t i = 0; i < pkl_len(a0) && !rc; i++) {
+			const struct pkl_value *p = pkl_item(a0, i);
+
+			if (p && (p->kind == PKL_TUPLE || p->kind == PKL_LIST) &&
+			    pkl_len(p) == 2)
+				rc = add_kid(b, *out, &k, CKPT_S_KEY,
+					     pkl_item(p, 0), NULL,
+					     pkl_item(p, 1), depth);
+		}
+	if (a0 && a0->kind == PKL_DICT && !rc)
+		rc = add_items(b, *out, &k, CKPT_S_KEY, a0->u.items.v,
+			       a0->u.items.n, true, depth);
+	if (!rc)
+		rc = add_items(b, *out, &k, CKPT_S_KEY, v->u.call.dict,
+			       v->u.call.ndict, true, depth);
+	if (!rc)
+		rc = finish_dir(b, *out, &k);
+	free(k.v);
+	return rc;
+}
+
+static int call(struct ckpt_build *b, const struct pkl_value *v, int depth,
+		struct ckpt_node **out)
+{
+	const struct pkl_value *f = v->u.call.func, *a0;
+	const char *g = global_name(f);
+	char *text;
+	size_t len;
+
+	a0 = pkl_item(v->u.call.args, 0);
+	if (!g)
+		goto generic;
+	if (!strcmp(g, "_rebuild_sparse_tensor") ||
+	    !strcmp(g, "_rebuild_sparse_csr_tensor"))
+		return sparse(b, v, depth, out);
+	if (!strcmp(g, "OrderedDict") || !strcmp(g, "defaultdict") ||
+	    !strcmp(g, "Counter") || !strcmp(g, "dict"))
+		return dict_call(b, v, g, depth, out);
+	if ((!strcmp(g, "Size") || !strcmp(g, "set") ||
+	     !strcmp(g, "frozenset")) && a0 &&
+	    (a0->kind == PKL_TUPLE || a0->kind == PKL_LIST))
+		return seq(b, v, a0, CKPT_N_SEQ, strcmp(g, "Size") ? g :
+			   "torch.Size", depth, out);
+	if ((!strcmp(g, "encode") || !strcmp(g, "bytearray")) && a0 &&
+	    a0->kind == PKL_STR) {
+		text = latin1(a0, &len);
+		if (text)
+			return value_node(b, v, CKPT_N_VALUE, "bytes", text,
+					  len, out);
+	}
+	if ((!strcmp(g, "device") || !strcmp(g, "_get_layout")) && a0 &&
+	    a0->kind == PKL_STR) {
+		const struct pkl_value *idx = pkl_item(v->u.call.args, 1);
+
+		len = a0->u.s.n + 24;
+		text = malloc(len);
+		if (text && idx && idx->kind == PKL_INT)
+			snprintf(text, len, "%s:%lld", a0->u.s.p,
+				 (long long)idx->u.i);
+		else if (text)
+			snprintf(text, len, "%s", a0->u.s.p);
+		return value_node(b, v, CKPT_N_VALUE, g[0] == 'd' ?
+				  "torch.device" : "torch.layout", text,
+				  text ? strlen(text) : 0, out);
+	}
+generic:
+	if (f && f->kind == PKL_GLOBAL)
+		return object(b, v, f->u.global.name, depth, out);
+	return opaque(b, v, out);
+}
+
+static int build(struct ckpt_build *b, struct ckpt_node *parent,
+		 const struct pkl_value *v, int depth, struct ckpt_node **out)
+{
+	struct ckpt_node *n;
+	const char *type;
+	char *text;
+	size_t len = 0;
+	int rc;
+
+	if (depth > CKPT_MAX_DEPTH)
+		return diag_corrupt(b->d, v->off, "objects nested deeper than "
+				    "%d levels", CKPT_MAX_DEPTH);
+	if (ckpt_is_tensor_value(v)) {
+		struct ckpt_tensor *t;
+
+		rc = ckpt_tensor_value(b, v, &t);
+		if (rc)
+			return rc;
+		n = node_new(b, CKPT_N_TENSOR, v, t->parameter ? "Parameter" :
+			     "Tensor");
+		if (!n)
+			return diag_nomem(b->d);
+		n->tensor = t;
+		if (!t->shown) {
+			t->shown = true;
+			b->c->nshown++;
+		}
+		*out = n;
+		goto done;
+	}
+	switch (v->kind) {
+	case PKL_NONE: type = "NoneType"; goto scalar;
+	case PKL_BOOL: type = "bool"; goto scalar;
+	case PKL_INT: case PKL_BIGINT: type = "int"; goto scalar;
+	case PKL_FLOAT: type = "float"; goto scalar;
+	case PKL_STR: type = "str"; goto scalar;
+	case PKL_STRING: type = "str"; goto scalar;
+	case PKL_BYTES: type = "bytes";
+scalar:
+		text = ckpt_value_text(v, &len);
+		rc = value_node(b, v, CKPT_N_VALUE, type, text, len, out);
+		break;
+	case PKL_GLOBAL:
+		text = ckpt_repr(v, 4096, &len);
+		rc = value_node(b, v, CKPT_N_VALUE, "global", text, len, out);
+		break;
+	case PKL_TUPLE:
+		rc = seq(b, v, v, CKPT_N_SEQ, "tuple", depth, out);
+		break;
+	case PKL_LIST:
+		rc = seq(b, v, v, CKPT_N_SEQ, "list", depth, out);
+		break;
+	case PKL_SET:
+	case PKL_FROZENSET:
+		rc = seq(b, v, v, CKPT_N_SEQ, "set", depth, out);
+		break;
+	case PKL_DICT:
+		rc = seq(b, v, v, CKPT_N_DIR, "dict", depth, out);
+		break;
+	case PKL_CALL:
+		rc = call(b, v, depth, out);
+		break;
+	default:
+		rc = opaque(b, v, out);
+		break;
+	}
+	if (rc)
+		return rc;
+done:
+	(*out)->parent = parent;
+	return 0;
+}
+
+static void note_global(const struct pkl_value *g, void *arg)
+{
+	struct ckpt_build *b = arg;
+	struct ckpt *c = b->c;
+	struct ckpt_global *ng;
+
+	if (diag_failed(b->d) ||
+	    ckpt_global_allowed(g->u.global.module, g->u.global.name))
+		return;
+	for (uint32_t i = 0; i < c->nglobals; i++)
+		if (!strcmp(c->globals[i].module, g->u.global.module) &&
+		    !strcmp(c->globals[i].name, g->u.global.name))
+			return;
+	ng = realloc(c->globals, (c->nglobals + 1) * sizeof(*ng));
+	if (!ng) {
+		diag_nomem(b->d);
+		return;
+	}
+	c->globals = ng;
+	ng[c->nglobals].module = g->u.global.module;
+	ng[c->nglobals].name = g->u.global.name;
+	ng[c->nglobals].off = g->off;
+	c->nglobals++;
+}
+
+int ckpt_build_model(struct ckpt *c, struct diag *d)
+{
+	struct ckpt_build *b = calloc(1, sizeof(*b));
+	int rc;
+
+	if (!b)
+		return diag_nomem(d);
+	c->b = b;
+	b->c = c;
+	b->d = d;
+	b->nmemo = c->doc->nnodes;
+	b->memo = calloc(b->nmemo + 1, sizeof(*b->memo));
+	if (!b->memo)
+		return diag_nomem(d);
+	pkl_doc_each_global(c->doc, note_global, b);
+	if (diag_failed(d))
+		return d->err;
+	rc = build(b, NULL, c->doc->root, 0, &c->root);
+	if (rc)
+		return rc;
+	c->root->name = strdup("");
+	if (!c->root->name)
+		return diag_nomem(d);
+	return 0;
+}

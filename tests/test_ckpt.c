@@ -1,0 +1,692 @@
+/*
+ * test_ckpt.c - the checkpoint model: the bundled sample and the shared
+ * fixtures open with the right tensors, names escape reversibly, floats
+ * print like Python, and broken or hostile checkpoints (built here with a
+ * small pickle assembler and the test zip builder) fail with one clean
+ * error naming the offset, never a crash.
+ */
+#include "test_util.h"
+#include "zip_builder.h"
+
+#include "ckpt/ckpt.h"
+#include "diag/diag.h"
+#include "pickle/pkl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SAMPLE PT_TEST_DATA "/sample.pt"
+
+/* ---- a tiny pickle assembler (protocol 2 opcodes) ---- */
+
+static void op(struct buf *b, unsigned char c)
+{
+	zb_put_bytes(b, &c, 1);
+}
+
+static void pk_str(struct buf *b, const char *s)
+{
+	op(b, 'X');
+	put_le32(zb_put(b, 4), strlen(s));
+	zb_put_bytes(b, s, strlen(s));
+}
+
+static void pk_int(struct buf *b, int32_t v)
+{
+	op(b, 'J');
+	put_le32(zb_put(b, 4), (uint32_t)v);
+}
+
+static void pk_global(struct buf *b, const char *mod, const char *name)
+{
+	op(b, 'c');
+	zb_put_bytes(b, mod, strlen(mod));
+	op(b, '\n');
+	zb_put_bytes(b, name, strlen(name));
+	op(b, '\n');
+}
+
+static void pk_ints(struct buf *b, const int32_t *v, int n)
+{
+	op(b, '(');
+	for (int i = 0; i < n; i++)
+		pk_int(b, v[i]);
+	op(b, 't');
+}
+
+/* _rebuild_tensor_v2(('storage', cls, key, 'cpu', numel), off, size, ...) */
+static void pk_tensor(struct buf *b, const char *cls, const char *key,
+		      int32_t numel, int32_t off, const int32_t *size,
+		      const int32_t *stride, int ndim)
+{
+	pk_global(b, "torch._utils", "_rebuild_tensor_v2");
+	op(b, '(');
+	op(b, '(');
+	pk_str(b, "storage");
+	pk_global(b, "torch", cls);
+	pk_str(b, key);
+	pk_str(b, "cpu");
+	pk_int(b, numel);
+	op(b, 't');
+	op(b, 'Q');
+	pk_int(b, off);
+	pk_ints(b, size, ndim);
+	pk_ints(b, stride, ndim);
+	op(b, 0x89);
+	pk_global(b, "collections", "OrderedDict");
+	op(b, ')');
+	op(b, 'R');
+	op(b, 't');
+	op(b, 'R');
+}
+
+/* ---- writing checkpoints to temp files ---- */
+
+static char tmp_path[64];
+
+static const char *write_tmp(const void *p, size_t n)
+{
+	int fd;
+
+	strcpy(tmp_path, "/tmp/ptfs-ckpt-XXXXXX");
+	fd = mkstemp(tmp_path);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, p, n), (ssize_t)n);
+	close(fd);
+	return tmp_path;
+}
+
+/* A torch-layout archive "m/..." of data.pkl, version and storages. */
+static const char *write_ckpt(const struct buf *pkl, const char *version,
+			      const struct zent *extra, size_t nextra)
+{
+	struct zent ents[ZMAX];
+	struct zopt o = { .torch = true };
+	struct zinfo info;
+	struct buf out;
+	size_t n = 0;
+	const char *path;
+
+	ents[n++] = (struct zent){ "m/data.pkl", pkl->p, pkl->len, false };
+	for (size_t i = 0; i < nextra; i++)
+		ents[n++] = extra[i];
+	if (version)
+		ents[n++] = (struct zent){ "m/version", version,
+					   strlen(version), false };
+	zb_build(&out, ents, n, &o, &info);
+	path = write_tmp(out.p, out.len);
+	free(out.p);
+	return path;
+}
+
+/* Open @path expecting failure @err with @what in the message. */
+static void open_fails(const char *path, int err, const char *what)
+{
+	struct ckpt *c = (struct ckpt *)1;
+	struct diag d;
+	char line[512];
+
+	diag_init(&d, path);
+	cr_assert_eq(ckpt_open(path, &c, &d), err, "%s: got %d (%s)", what,
+		     d.err, diag_line(&d, line, sizeof(line)));
+	cr_assert_null(c);
+	cr_assert(strstr(d.msg, what), "message '%s' lacks '%s'", d.msg, what);
+}
+
+static struct ckpt *open_ok(const char *path)
+{
+	struct ckpt *c;
+	struct diag d;
+	char line[512];
+
+	diag_init(&d, path);
+	cr_assert_eq(ckpt_open(path, &c, &d), 0, "%s",
+		     diag_line(&d, line, sizeof(line)));
+	return c;
+}
+
+static const struct ckpt_node *at(const struct ckpt *c, const char *path)
+{
+	const struct ckpt_node *n = c->root;
+	char buf[256], *save = NULL, *part;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (part = strtok_r(buf, "/", &save); part && n;
+	     part = strtok_r(NULL, "/", &save)) {
+		if (n->kind == CKPT_N_LINK)
+			n = n->target;
+		n = ckpt_node_child(n, part);
+	}
+	cr_assert_not_null(n, "no node %s", path);
+	return n;
+}
+
+/* One float32 tensor "w" of @size/@stride over storage "0" of @numel. */
+static const char *one_tensor(int32_t numel, int32_t off, const int32_t *size,
+			      const int32_t *stride, int ndim, size_t rec_len)
+{
+	static float data[64];
+	struct buf b = { 0 };
+	struct zent st = { "m/data/0", data, rec_len, false };
+	const char *path;
+
+	op(&b, 0x80);
+	op(&b, 2);
+	op(&b, '}');
+	pk_str(&b, "w");
+	pk_tensor(&b, "FloatStorage", "0", numel, off, size, stride, ndim);
+	op(&b, 's');
+	op(&b, '.');
+	path = write_ckpt(&b, "3\n", &st, 1);
+	free(b.p);
+	return path;
+}
+
+/* ---- the bundled sample ---- */
+
+Test(ckpt_open, lists_the_sample_training_checkpoint)
+{
+	struct ckpt *c = open_ok(SAMPLE);
+	const struct ckpt_node *w = at(c, "model/embed.weight");
+	const struct ckpt_node *h = at(c, "model/head.weight");
+
+	cr_assert_eq(c->format, CKPT_ZIP);
+	cr_assert_str_eq(c->zip.prefix, "sample");
+	cr_assert_eq(c->version, 3);
+	cr_assert_str_eq(c->root->type, "dict");
+	cr_assert_str_eq(at(c, "model")->type, "OrderedDict");
+	cr_assert_eq(w->kind, CKPT_N_TENSOR);
+	cr_assert_str_eq(w->tensor->dtype->name, "float32");
+	cr_assert_eq(w->tensor->ndim, 2);
+	cr_assert_eq(w->tensor->shape[0], 16);
+	cr_assert_eq(w->tensor->shape[1], 8);
+	cr_assert_eq(w->tensor->nbytes, 16 * 8 * 4);
+	cr_assert(w->tensor->contiguous);
+	/* tied weights: two tensors, one storage */
+	cr_assert_eq(h->tensor->storage, w->tensor->storage);
+	cr_assert_str_eq(at(c, "epoch")->text, "12");
+	cr_assert_str_eq(at(c, "loss")->text, "0.4375");
+	cr_assert_str_eq(at(c, "config/dropout")->text, "None");
+	cr_assert_str_eq(at(c, "config/dims/1")->text, "8");
+	/* optimizer state has int keys */
+	cr_assert_eq(at(c, "optimizer/state/0/exp_avg")->kind, CKPT_N_TENSOR);
+	cr_assert_str_eq(at(c, "optimizer/param_groups/0/betas/1")->text,
+			 "0.999");
+	cr_assert_eq(at(c, "optimizer/param_groups/0/eps")->kind,
+		     CKPT_N_VALUE);
+	cr_assert_str_eq(at(c, "optimizer/param_groups/0/eps")->text, "1e-08");
+	cr_assert_eq(c->nglobals, 0);
+	for (uint32_t i = 0; i < c->nstorages; i++)
+		cr_assert_not_null(c->storages[i]->rec);
+	ckpt_close(c);
+	assert_no_leaks();
+}
+
+Test(ckpt_open, every_truncation_of_the_sample_fails_cleanly)
+{
+	FILE *f = fopen(SAMPLE, "rb");
+	unsigned char buf[16384];
+	size_t n;
+
+	cr_assert_not_null(f);
+	n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	for (size_t len = 0; len < n; len += 3) {
+		struct ckpt *c;
+		struct diag d;
+
+		diag_init(&d, "cut");
+		write_tmp(buf, len);
+		cr_assert_lt(ckpt_open(tmp_path, &c, &d), 0, "len %zu", len);
+		unlink(tmp_path);
+	}
+	assert_no_leaks();
+}
+
+Test(ckpt_open, flipped_pickle_bytes_never_crash)
+{
+	FILE *f = fopen(SAMPLE, "rb");
+	unsigned char buf[16384];
+	size_t n;
+	int opened = 0;
+
+	cr_assert_not_null(f);
+	n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	/* data.pkl starts at 64 in torch's layout */
+	for (size_t i = 64; i < n && i < 64 + 2200; i++) {
+		static const unsigned char masks[] = { 0x01, 0x80, 0xff };
+
+		for (size_t m = 0; m < sizeof(masks); m++) {
+			struct ckpt *c;
+			struct diag d;
+
+			buf[i] ^= masks[m];
+			write_tmp(buf, n);
+			diag_init(&d, "flip");
+			if (!ckpt_open(tmp_path, &c, &d)) {
+				opened++;
+				ckpt_close(c);
+			} else {
+				cr_assert(d.err == -EILSEQ || d.err == -ENOTSUP,
+					  "byte %zu: %d %s", i, d.err, d.msg);
+			}
+			unlink(tmp_path);
+			buf[i] ^= masks[m];
+		}
+	}
+	cr_assert_gt(opened, 0);
+	assert_no_leaks();
+}
+
+/* ---- what people mistake for checkpoints ---- */
+
+Test(ckpt_open, names_what_is_not_a_checkpoint)
+{
+	static const char lfs[] = "version https://git-lfs.github.com/spec/"
+				  "v1\noid sha256:abc\nsize 1234\n";
+	static const char html[] = "\n<!DOCTYPE html><html><body>Not found"
+				   "</body></html>";
+	static const char zeros[64];
+
+	write_tmp("", 0);
+	open_fails(tmp_path, -EILSEQ, "empty file");
+	write_tmp(lfs, sizeof(lfs) - 1);
+	open_fails(tmp_path, -EILSEQ, "Git LFS pointer");
+	write_tmp(html, sizeof(html) - 1);
+	open_fails(tmp_path, -EILSEQ, "HTML page");
+	write_tmp(zeros, sizeof(zeros));
+	open_fails(tmp_path, -EILSEQ, "not a PyTorch checkpoint");
+	write_tmp("PK\3\4truncated", 13);
+	open_fails(tmp_path, -EILSEQ, "truncated");
+	unlink(tmp_path);
+	open_fails("/nonexistent/x.pt", -ENOENT, "No such file");
+	assert_no_leaks();
+}
+
+Test(ckpt_open, names_torchscript_and_missing_records)
+{
+	struct buf b = { 0 };
+	struct zent cst = { "m/constants.pkl", "\x80\x02).", 4, false };
+
+	op(&b, 0x80);
+	op(&b, 2);
+	op(&b, '}');
+	op(&b, '.');
+	open_fails(write_ckpt(&b, "3\n", &cst, 1), -ENOTSUP, "TorchScript");
+	open_fails(write_ckpt(&b, NULL, NULL, 0), -EILSEQ, "no version record");
+	open_fails(write_ckpt(&b, "0\n", NULL, 0), -EILSEQ, "version record");
+	open_fails(write_ckpt(&b, "11", NULL, 0), -EILSEQ, "version record");
+	open_fails(write_ckpt(&b, "abc", NULL, 0), -EILSEQ, "version record");
+	{
+		struct zent bo = { "m/byteorder", "middle", 6, false };
+
+		open_fails(write_ckpt(&b, "3\n", &bo, 1), -EILSEQ, "byteorder");
+	}
+	unlink(tmp_path);
+	free(b.p);
+	assert_no_leaks();
+}
+
+Test(ckpt_open, refuses_records_outside_the_top_folder)
+{
+	struct buf b = { 0 };
+	struct zent other = { "n/data/0", "abcd", 4, false };
+
+	op(&b, 0x80);
+	op(&b, 2);
+	op(&b, ')');
+	op(&b, '.');
+	open_fails(write_ckpt(&b, "3\n", &other, 1), -EILSEQ,
+		   "outside the top folder");
+	unlink(tmp_path);
+	free(b.p);
+	assert_no_leaks();
+}
+
+/* ---- tensors against storages ---- */
+
+Test(ckpt_tensor, accepts_views_inside_the_storage)
+{
+	static const int32_t size[] = { 3, 2 }, stride[] = { 1, 3 };
+	struct ckpt *c = open_ok(one_tensor(6, 0, size, stride, 2, 24));
+	const struct ckpt_tensor *t = at(c, "w")->tensor;
+
+	cr_assert_not(t->contiguous);
+	cr_assert_eq(t->numel, 6);
+	cr_assert_eq(t->nbytes, 24);
+	ckpt_close(c);
+	unlink(tmp_path);
+	assert_no_leaks();
+}
+
+Test(ckpt_tensor, refuses_views_past_the_storage)
+{
+	static const int32_t size[] = { 3, 2 }, stride[] = { 2, 1 };
+	static const int32_t neg[] = { -1 }, one[] = { 1 }, big[] = { 1 << 30 };
+
+	open_fails(one_tensor(6, 1, size, stride, 2, 24), -EILSEQ,
+		   "reaches element 6 of storage '0', which has 6");
+	open_fails(one_tensor(6, 0, neg, one, 1, 24), -EILSEQ, "tensor size");
+	open_fails(one_tensor(6, 0, one, neg, 1, 24), -ENOTSUP,
+		   "negative stride");
+	open_fails(one_tensor(6, 0, big, one, 1, 24), -EILSEQ, "reaches");
+	unlink(tmp_path);
+	assert_no_leaks();
+}
+
+Test(ckpt_tensor, refuses_records_of_the_wrong_size)
+{
+	static const int32_t size[] = { 6 }, stride[] = { 1 };
+
+	open_fails(one_tensor(6, 0, size, stride, 1, 20), -EILSEQ,
+		   "has 20 bytes, but storage '0' is 6 x float32 = 24 bytes");
+	open_fails(one_tensor(6, 0, size, stride, 1, 28), -EILSEQ, "has 28");
+	unlink(tmp_path);
+	assert_no_leaks();
+}
+
+Test(ckpt_tensor, refuses_a_missing_storage_record)
+{
+	static const int32_t size[] = { 2 }, stride[] = { 1 };
+	struct buf b = { 0 };
+
+	op(&b, 0x80);
+	op(&b, 2);
+	pk_tensor(&b, "FloatStorage", "7", 2, 0, size, stride, 1);
+	op(&b, '.');
+	open_fails(write_ckpt(&b, "3\n", NULL, 0), -EILSEQ,
+		   "storage '7' has no record m/data/7");
+	unlink(tmp_path);
+	free(b.p);
+	assert_no_leaks();
+}
+
+Test(ckpt_tensor, refuses_one_storage_with_two_dtypes)
+{
+	static const int32_t size[] = { 2 }, stride[] = { 1 };
+	static const char data[8];
+	struct zent st = { "m/data/0", data, 8, false };
+	struct buf b = { 0 };
+
+	op(&b, 0x80);
+	op(&b, 2);
+	op(&b, '(');
+	pk_tensor(&b, "FloatStorage", "0", 2, 0, size, stride, 1);
+	pk_tensor(&b, "IntStorage", "0", 2, 0, size, stride, 1);
+	op(&b, 'l');
+	op(&b, '.');
+	open_fails(write_ckpt(&b, "3\n", &st, 1), -EILSEQ,
+		   "used as float32 and as int32");
+	unlink(tmp_path);
+	free(b.p);
+	assert_no_leaks();
+}
+
+Test(ckpt_tensor, refuses_malformed_persistent_ids)
+{
+	struct buf b = { 0 };
+
+	op(&b, 0x80);
+	op(&b, 2);
+	op(&b, '(');
+	pk_str(&b, "storage");
+	pk_global(&b, "torch", "FloatStorage");
+	op(&b, 't');
+	op(&b, 'Q');
+	op(&b, '.');
+	open_fails(write_ckpt(&b, "3\n", NULL, 0), -EILSEQ, "persistent id");
+	free(b.p);
+	memset(&b, 0, sizeof(b));
+	op(&b, 0x80);
+	op(&b, 2);
+	op(&b, '(');
+	pk_str(&b, "storage");
+	pk_global(&b, "torch", "EvilStorage");
+	pk_str(&b, "0");
+	pk_str(&b, "cpu");
+	pk_int(&b, 1);
+	op(&b, 't');
+	op(&b, 'Q');
+	op(&b, '.');
+	open_fails(write_ckpt(&b, "3\n", NULL, 0), -ENOTSUP,
+		   "unknown storage class torch.EvilStorage");
+	unlink(tmp_path);
+	free(b.p);
+	assert_no_leaks();
+}
+
+/* ---- the object tree ---- */
+
+Test(ckpt_tree, int_and_str_keys_that_print_alike_both_stay_reachable)
+{
+	struct buf b = { 0 };
+	struct ckpt *c;
+
+	op(&b, 0x80);
+	op(&b, 2);
+	op(&b, '}');
+	op(&b, '(');
+	pk_int(&b, 0);
+	pk_str(&b, "int");
+	pk_str(&b, "0");
+	pk_str(&b, "str");
+	pk_str(&b, "a/b");
+	op(&b, 'N');
+	pk_str(&b, ".hidden");
+	op(&b, 'N');
+	pk_str(&b, "");
+	op(&b, 'N');
+	pk_str(&b, "50%");
+	op(&b, 'N');
+	op(&b, 'u');
+	op(&b, '.');
+	c = open_ok(write_ckpt(&b, "3\n", NULL, 0));
+	cr_assert_str_eq(at(c, "0")->text, "int");
+	cr_assert_str_eq(at(c, "0%#1")->text, "str");
+	cr_assert_not_null(ckpt_node_child(c->root, "a%2Fb"));
+	cr_assert_not_null(ckpt_node_child(c->root, "%2Ehidden"));
+	cr_assert_not_null(ckpt_node_child(c->root, "%"));
+	cr_assert_not_null(ckpt_node_child(c->root, "50%25"));
+	ckpt_close(c);
+	unlink(tmp_path);
+	free(b.p);
+	assert_no_leaks();
+}
+
+Test(ckpt_tree, shared_and_self_containing_lists_become_links)
+{
+	struct buf b = { 0 };
+	struct ckpt *c;
+
+	/* x = [1]; root = [x, x, root] */
+	op(&b, 0x80);
+	op(&b, 2);
+	op(&b, ']');
+	op(&b, 'q');
+	op(&b, 0);
+	op(&b, ']');
+	op(&b, 'q');
+	op(&b, 1);
+	pk_int(&b, 1);
+	op(&b, 'a');
+	op(&b, 'a');
+	op(&b, 'h');
+	op(&b, 1);
+	op(&b, 'a');
+	op(&b, 'h');
+	op(&b, 0);
+	op(&b, 'a');
+	op(&b, '.');
+	c = open_ok(write_ckpt(&b, "3\n", NULL, 0));
+	cr_assert_eq(at(c, "0")->kind, CKPT_N_SEQ);
+	cr_assert_eq(at(c, "1")->kind, CKPT_N_LINK);
+	cr_assert_eq(at(c, "1")->target, at(c, "0"));
+	cr_assert_eq(at(c, "2")->kind, CKPT_N_LINK);
+	cr_assert_eq(at(c, "2")->target, c->root);
+	ckpt_close(c);
+	unlink(tmp_path);
+	free(b.p);
+	assert_no_leaks();
+}
+
+Test(ckpt_tree, refuses_nesting_deeper_than_the_limit)
+{
+	struct buf b = { 0 };
+
+	op(&b, 0x80);
+	op(&b, 2);
+	for (int i = 0; i < CKPT_MAX_DEPTH + 10; i++)
+		op(&b, ']');
+	for (int i = 0; i < CKPT_MAX_DEPTH + 9; i++)
+		op(&b, 'a');
+	op(&b, '.');
+	open_fails(write_ckpt(&b, "3\n", NULL, 0), -EILSEQ, "nested deeper");
+	unlink(tmp_path);
+	free(b.p);
+	assert_no_leaks();
+}
+
+Test(ckpt_tree, reports_globals_outside_the_allowlist)
+{
+	struct buf b = { 0 };
+	struct ckpt *c;
+
+	op(&b, 0x80);
+	op(&b, 2);
+	pk_global(&b, "os", "system");
+	op(&b, '(');
+	pk_str(&b, "echo pwned");
+	op(&b, 't');
+	op(&b, 'R');
+	op(&b, '.');
+	c = open_ok(write_ckpt(&b, "3\n", NULL, 0));
+	cr_assert_eq(c->nglobals, 1);
+	cr_assert_str_eq(c->globals[0].module, "os");
+	cr_assert_str_eq(c->globals[0].name, "system");
+	cr_assert_eq(c->globals[0].off, 64 + 2);
+	cr_assert_eq(c->root->kind, CKPT_N_OPAQUE);
+	cr_assert_str_eq(c->root->text, "os.system('echo pwned')");
+	ckpt_close(c);
+	unlink(tmp_path);
+	free(b.p);
+	assert_no_leaks();
+}
+
+/* ---- names and values ---- */
+
+Test(ckpt_names, float_repr_matches_python)
+{
+	static const struct {
+		double v;
+		const char *s;
+	} cases[] = {
+		{ 0.1, "0.1" }, { 1e-05, "1e-05" }, { 1e16, "1e+16" },
+		{ 1e15, "1000000000000000.0" }, { 1.5, "1.5" },
+		{ -0.0, "-0.0" }, { 100.0, "100.0" }, { 0.0001, "0.0001" },
+		{ 123456789012345678.0, "1.2345678901234568e+17" },
+		{ 0.999, "0.999" }, { 1e-08, "1e-08" }, { 2.5e-300, "2.5e-300" },
+	};
+	char buf[40];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		cr_assert_str_eq(ckpt_float_repr(cases[i].v, buf, sizeof(buf)),
+				 cases[i].s);
+	assert_no_leaks();
+}
+
+Test(ckpt_names, unescape_reverses_escape)
+{
+	static const char *const keys[] = { "a/b", "%", "", ".x", "x.", "é" };
+	char out[64];
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		struct pkl_value v = { .kind = PKL_STR };
+		char key[16], *name;
+
+		snprintf(key, sizeof(key), "%s", keys[i]);
+		v.u.s.p = key;
+		v.u.s.n = strlen(keys[i]);
+		name = ckpt_name_escape(&v);
+		cr_assert_not_null(name);
+		cr_assert_null(strchr(name, '/'));
+		cr_assert_neq(name[0], '.');
+		cr_assert_eq(ckpt_name_unescape(name, out),
+			     (long)strlen(keys[i]));
+		cr_assert_str_eq(out, keys[i]);
+		free(name);
+	}
+	cr_assert_eq(ckpt_name_unescape("%zz", out), -EINVAL);
+	assert_no_leaks();
+}
+
+/* ---- the shared fixtures: everything opens or fails cleanly ---- */
+
+static void open_dir(const char *dir, int *opened, int *failed)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+
+	if (!dp) {
+		cr_log_info("%s not found: skipping", dir);
+		return;
+	}
+	while ((de = readdir(dp))) {
+		char path[1024];
+		struct ckpt *c;
+		struct diag d;
+
+		if (de->d_name[0] == '.' || strstr(de->d_name, ".md") ||
+		    strstr(de->d_name, ".py"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		diag_init(&d, path);
+		if (!ckpt_open(path, &c, &d)) {
+			(*opened)++;
+			ckpt_close(c);
+		} else {
+			cr_assert(d.err == -EILSEQ || d.err == -ENOTSUP,
+				  "%s: %d %s", path, d.err, d.msg);
+			(*failed)++;
+		}
+	}
+	closedir(dp);
+}
+
+Test(ckpt_open, every_shared_fixture_opens_or_fails_cleanly)
+{
+	int opened = 0, failed = 0;
+
+	open_dir(PT_SHARED_DIR "/fixtures/torch-1.13", &opened, &failed);
+	open_dir(PT_SHARED_DIR "/fixtures/torch-2.14", &opened, &failed);
+	open_dir(PT_SHARED_DIR "/fixtures/real", &opened, &failed);
+	cr_log_info("%d opened, %d refused", opened, failed);
+	assert_no_leaks();
+}
+
+Test(ckpt_legacy, reads_the_legacy_stream)
+{
+	const char *path = PT_SHARED_DIR "/fixtures/torch-1.13/legacy.pt";
+	struct ckpt *c;
+	const struct ckpt_tensor *base, *evens;
+
+	if (access(path, R_OK)) {
+		cr_log_info("%s not found: skipping", path);
+		return;
+	}
+	c = open_ok(path);
+	cr_assert_eq(c->format, CKPT_LEGACY);
+	base = at(c, "base")->tensor;
+	evens = at(c, "evens")->tensor;
+	cr_assert_eq(base->storage, evens->storage);
+	cr_assert_eq(evens->offset, 1);
+	cr_assert_eq(evens->stride[0], 2);
+	cr_assert_eq(evens->shape[0], 6);
+	cr_assert_neq(base->storage->data_off, 0);
+	ckpt_close(c);
+	assert_no_leaks();
+}
