@@ -1,0 +1,110 @@
+#!/bin/sh
+# ptls_cli.sh PTLS [SHARED_DIR] - ptls's output, messages and exit codes on
+# good, broken and hostile files.  Prints "N passed, N failed".
+set -u
+ptls=$1
+here=$(cd "$(dirname "$0")" && pwd)
+sample=$here/../data/sample.pt
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# expect STATUS PATTERN-ON-STDERR-OR-STDOUT -- ARGS...
+expect() {
+	want=$1 pat=$2; shift 3
+	"$ptls" "$@" >"$tmp/out" 2>"$tmp/err"
+	got=$?
+	if [ "$got" != "$want" ]; then
+		bad "ptls $*: exit $got, want $want: $(head -c 300 "$tmp/err")"
+	elif [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/out" "$tmp/err"; then
+		bad "ptls $*: no '$pat' in output: $(head -c 300 "$tmp/out" "$tmp/err")"
+	else
+		ok
+	fi
+}
+
+# stderr of a failure is exactly one line naming the file
+one_line() {
+	"$ptls" "$1" >/dev/null 2>"$tmp/err"
+	if [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "^ptls: $1: " "$tmp/err"; then
+		ok
+	else
+		bad "error for $1 is not one line naming the file: $(cat "$tmp/err")"
+	fi
+}
+
+expect 0 "model/embed.weight" -- "$sample"
+expect 0 "(16, 8)" -- "$sample"
+expect 0 "epoch  *int  *= 12" -- "$sample"
+expect 0 "21 tensors, 20 storages" -- "$sample"
+expect 0 "" -- --help
+expect 0 "ptls 0" -- --version
+expect 2 "usage" -- --bogus
+expect 2 "usage" --
+expect 2 "No such file" -- "$tmp/missing.pt"
+
+"$ptls" --json "$sample" >"$tmp/j" && python3 -m json.tool "$tmp/j" >/dev/null &&
+	ok || bad "--json output is not valid JSON"
+grep -q '"keys":\["optimizer","state",0,"exp_avg"\]' "$tmp/j" && ok ||
+	bad "--json keys do not carry int keys"
+"$ptls" --tensors "$sample" | grep -q "epoch" && bad "--tensors lists values" || ok
+
+# things people mistake for checkpoints
+printf 'version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 9\n' >"$tmp/lfs.pt"
+printf '<!DOCTYPE html>\n<html><body>404</body></html>\n' >"$tmp/page.pt"
+: >"$tmp/empty.pt"
+head -c 3000 "$sample" >"$tmp/cut.pt"
+printf 'hello world\n' >"$tmp/text.pt"
+expect 2 "Git LFS pointer" -- "$tmp/lfs.pt"
+expect 2 "HTML page" -- "$tmp/page.pt"
+expect 2 "empty file" -- "$tmp/empty.pt"
+expect 2 "truncated download" -- "$tmp/cut.pt"
+expect 2 "not a PyTorch checkpoint" -- "$tmp/text.pt"
+for f in lfs page empty cut text; do one_line "$tmp/$f.pt"; done
+expect 2 "is a directory" -- "$tmp"
+
+# several files: the good one is listed, the status says one failed
+expect 2 "model/embed.weight" -- "$sample" "$tmp/lfs.pt"
+
+# hostile and awkward pickles (plain python3 builds them; no torch needed)
+if command -v python3 >/dev/null; then
+	python3 "$here/mkzip.py" evil "$tmp/evil.pt"
+	python3 "$here/mkzip.py" keys "$tmp/keys.pt"
+	python3 "$here/mkzip.py" noprefix "$tmp/noprefix.pt"
+	expect 0 "unsafe global posix.system" -- "$tmp/evil.pt"
+	expect 1 "unsafe global posix.system" -- --check "$tmp/evil.pt"
+	expect 0 "" -- --check "$sample"
+	[ ! -e pwned ] && ok || bad "something ran"
+	"$ptls" --json "$tmp/evil.pt" | grep -q '"module":"posix","name":"system"' &&
+		ok || bad "--json lacks unsafe_globals"
+	expect 0 "a%2Fb  *int  *= 1" -- "$tmp/keys.pt"
+	expect 0 "^%  *int  *= 2" -- "$tmp/keys.pt"
+	expect 0 "%2Ex  *int  *= 3" -- "$tmp/keys.pt"
+	expect 0 "^0  *int  *= 4" -- "$tmp/keys.pt"
+	expect 0 "^0%#4  *int  *= 5" -- "$tmp/keys.pt"
+	expect 0 "50%25  *int  *= 6" -- "$tmp/keys.pt"
+	expect 2 "not in a folder" -- "$tmp/noprefix.pt"
+fi
+
+# every shared fixture: listed, or refused in one line
+shared=${2:-}
+if [ -n "$shared" ] && [ -d "$shared/fixtures" ]; then
+	for f in "$shared"/fixtures/torch-1.13/* "$shared"/fixtures/torch-2.14/* \
+		 "$shared"/fixtures/real/*.p* "$shared"/fixtures/real/*.bin; do
+		"$ptls" "$f" >/dev/null 2>"$tmp/err"
+		st=$?
+		if [ $st = 0 ] || { [ $st = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ]; }; then
+			ok
+		else
+			bad "$f: exit $st: $(cat "$tmp/err")"
+		fi
+	done
+else
+	echo "shared fixtures not found: skipping the fixture sweep"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

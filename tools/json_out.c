@@ -1,0 +1,72 @@
+/*
+ * json_out.c - JSON string output for the tools (RFC 8259 escapes; bytes
+ * that are not valid UTF-8 are written as \u00XX, i.e. read as Latin-1).
+ */
+#include "json_out.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* Length of the valid UTF-8 sequence at @p (at most @n bytes), or 0. */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+	size_t len;
+	uint32_t cp;
+
+	if (p[0] < 0x80)
+		return 1;
+	if ((p[0] & 0xe0) == 0xc0)
+		len = 2, cp = p[0] & 0x1f;
+	else if ((p[0] & 0xf0) == 0xe0)
+		len = 3, cp = p[0] & 0x0f;
+	else if ((p[0] & 0xf8) == 0xf0)
+		len = 4, cp = p[0] & 0x07;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+void json_str(FILE *f, const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	putc('"', f);
+	for (size_t i = 0; i < n;) {
+		size_t k;
+
+		if (p[i] == '"' || p[i] == '\\') {
+			putc('\\', f);
+			putc(p[i++], f);
+		} else if (p[i] == '\n') {
+			fputs("\\n", f);
+			i++;
+		} else if (p[i] < 0x20 || p[i] == 0x7f) {
+			fprintf(f, "\\u%04x", p[i++]);
+		} else if ((k = utf8_len(p + i, n - i))) {
+			fwrite(p + i, 1, k, f);
+			i += k;
+		} else {
+			fprintf(f, "\\u%04x", p[i++]);
+		}
+	}
+	putc('"', f);
+}
+
+void json_cstr(FILE *f, const char *s)
+{
+	if (s)
+		json_str(f, s, strlen(s));
+	else
+		fputs("null", f);
+}

@@ -1,0 +1,424 @@
+/*
+ * ptls - list a PyTorch checkpoint without loading it, in the spirit of
+ * h5ls: every tensor with its dtype, shape, stride, storage offset, storage
+ * key, size, device and flags, every python value, and the globals the
+ * pickle would import that torch's weights-only loader refuses.  Reads only
+ * the zip index and data.pkl (never tensor data), runs nothing.
+ *
+ * Exit status: 0 listed, 1 listed but --check found unsafe globals,
+ * 2 the file could not be read (one line on stderr says why).
+ */
+#include "ckpt/ckpt.h"
+#include "diag/diag.h"
+#include "json_out.h"
+#include "pickle/pkl.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+
+struct opts {
+	bool json;
+	bool check;
+	bool values;
+};
+
+static void usage(FILE *f)
+{
+	fputs("usage: ptls [OPTIONS] CHECKPOINT...\n"
+	      "List the tensors and values of PyTorch checkpoints without "
+	      "loading them.\n\n"
+	      "  -j, --json       machine-readable output (see ptls(1))\n"
+	      "  -t, --tensors    tensors only, no python values\n"
+	      "  -c, --check      exit 1 if the pickle imports globals outside"
+	      " torch's\n"
+	      "                   weights-only allowlist\n"
+	      "  -h, --help       this text\n"
+	      "  -V, --version    print the version\n\n"
+	      "Exit status: 0 ok, 1 --check found unsafe globals, 2 error.\n",
+	      f);
+}
+
+static void dims(char *buf, size_t size, const int64_t *v, int n)
+{
+	size_t k = snprintf(buf, size, "(");
+
+	for (int i = 0; i < n && k < size; i++)
+		k += snprintf(buf + k, size - k, "%s%" PRId64, i ? ", " : "",
+			      v[i]);
+	if (k < size)
+		snprintf(buf + k, size - k, n == 1 ? ",)" : ")");
+}
+
+static const char *flags(const struct ckpt_tensor *t, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s%s%s%s%s%s", t->parameter ? " param" : "",
+		 t->requires_grad ? " grad" : "",
+		 t->contiguous ? "" : " strided",
+		 t->kind == CKPT_T_QUANTIZED ? " quantized" :
+		 t->kind == CKPT_T_META ? " meta" :
+		 t->kind == CKPT_T_STORAGE ? " storage" : "",
+		 t->conj ? " conj" : "", t->neg ? " neg" : "");
+	return buf[0] ? buf + 1 : "-";
+}
+
+/* ---- text output ---- */
+
+/* Column widths, measured in a first pass over the tree. */
+struct widths {
+	int path, type, shape, stride, key;
+};
+
+static int text_node(const struct ckpt_node *n, const struct opts *o,
+		     struct widths *w, bool print);
+
+static int text_leaf(const struct ckpt_node *n, const char *path,
+		     const struct opts *o, struct widths *w, bool print)
+{
+	char shape[1024], stride[1024], fl[80];
+	const struct ckpt_tensor *t = n->tensor;
+	const char *key;
+
+	if (n->kind == CKPT_N_TENSOR) {
+		dims(shape, sizeof(shape), t->shape, t->ndim);
+		dims(stride, sizeof(stride), t->stride, t->ndim);
+		key = t->storage ? t->storage->key : "-";
+		if (!print) {
+			w->path = MAX(w->path, (int)strlen(path));
+			w->type = MAX(w->type, (int)strlen(t->dtype->name));
+			w->shape = MAX(w->shape, (int)strlen(shape));
+			w->stride = MAX(w->stride, (int)strlen(stride));
+			w->key = MAX(w->key, (int)strlen(key));
+			return 0;
+		}
+		return printf("%-*s  %-*s  %-*s  stride %-*s  offset %-4" PRIu64
+			      "  storage %-*s  %10" PRIu64 " B  %-5s  %s\n",
+			      w->path, path, w->type, t->dtype->name, w->shape,
+			      shape, w->stride, stride, t->offset, w->key, key,
+			      t->nbytes, t->device ? t->device : "-",
+			      flags(t, fl, sizeof(fl)));
+	}
+	if (!o->values)
+		return 0;
+	if (!print) {
+		w->path = MAX(w->path, (int)strlen(path));
+		w->type = MAX(w->type, (int)strlen(n->type));
+		return 0;
+	}
+	if (n->kind == CKPT_N_LINK) {
+		char *to = ckpt_node_path(n->target);
+		int r = printf("%-*s  %-*s  -> %s\n", w->path, path, w->type,
+			       n->type, to ? (to[0] ? to : ".") : "?");
+
+		free(to);
+		return r;
+	}
+	if (n->kind == CKPT_N_VALUE || n->kind == CKPT_N_OPAQUE)
+		return printf("%-*s  %-*s  = %.*s%s\n", w->path, path, w->type,
+			      n->type, (int)MIN(n->textlen, 72), n->text,
+			      n->textlen > 72 ? "..." : "");
+	return printf("%-*s  %-*s  (empty)\n", w->path, path, w->type, n->type);
+}
+
+static int text_node(const struct ckpt_node *n, const struct opts *o,
+		     struct widths *w, bool print)
+{
+	char *path;
+	int rc = 0;
+
+	if ((n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ) && n->nkids) {
+		for (uint32_t i = 0; i < n->nkids && rc >= 0; i++)
+			rc = text_node(n->kids[i], o, w, print);
+		return rc;
+	}
+	path = ckpt_node_path(n);
+	if (!path)
+		return -1;
+	rc = text_leaf(n, path[0] ? path : ".", o, w, print);
+	free(path);
+	return rc;
+}
+
+static void text_list(const struct ckpt *c, const struct opts *o)
+{
+	struct widths w = { 0 };
+	uint64_t bytes = 0;
+
+	text_node(c->root, o, &w, false);
+	text_node(c->root, o, &w, true);
+	for (uint32_t i = 0; i < c->nstorages; i++)
+		bytes += c->storages[i]->nbytes;
+	printf("# %u tensors, %u storages, %" PRIu64 " bytes of data; "
+	       "%s format%s%s\n", c->nshown, c->nstorages, bytes,
+	       c->format == CKPT_ZIP ? "zip" : "legacy",
+	       c->byteorder ? ", byteorder " : "",
+	       c->byteorder ? c->byteorder : "");
+	for (uint32_t i = 0; i < c->nglobals; i++)
+		printf("# unsafe global %s.%s (offset 0x%" PRIx64
+		       "): torch.load would import it\n", c->globals[i].module,
+		       c->globals[i].name, c->globals[i].off);
+}
+
+/* ---- JSON output ---- */
+
+static void json_key(FILE *f, const struct ckpt_node *n)
+{
+	const struct pkl_value *k = n->key;
+	size_t len;
+	char *text;
+
+	if (n->step == CKPT_S_INDEX) {
+		fprintf(f, "%u", n->index);
+		return;
+	}
+	if (n->step == CKPT_S_PART) {
+		fputs("{\"part\":", f);
+		json_cstr(f, n->name);
+		fputs("}", f);
+		return;
+	}
+	if (n->step == CKPT_S_ATTR)
+		fputs("{\"attr\":", f);
+	if (k->kind == PKL_STR || k->kind == PKL_STRING) {
+		json_str(f, k->u.s.p, k->u.s.n);
+	} else if (k->kind == PKL_INT) {
+		fprintf(f, "%" PRId64, k->u.i);
+	} else {
+		text = ckpt_repr(k, 256, &len);
+		fputs("{\"repr\":", f);
+		json_str(f, text ? text : "?", text ? len : 1);
+		fputs("}", f);
+		free(text);
+	}
+	if (n->step == CKPT_S_ATTR)
+		fputs("}", f);
+}
+
+static void json_keys(FILE *f, const struct ckpt_node *n)
+{
+	if (!n->parent)
+		return;
+	if (n->parent->parent) {
+		json_keys(f, n->parent);
+		fputs(",", f);
+	}
+	json_key(f, n);
+}
+
+static void json_dims(FILE *f, const int64_t *v, int n)
+{
+	putc('[', f);
+	for (int i = 0; i < n; i++)
+		fprintf(f, "%s%" PRId64, i ? "," : "", v[i]);
+	putc(']', f);
+}
+
+static void json_value(FILE *f, const struct ckpt_node *n)
+{
+	const struct pkl_value *v = n->val;
+
+	if (v->kind == PKL_INT || v->kind == PKL_BIGINT) {
+		fwrite(n->text, 1, n->textlen, f);
+	} else if (v->kind == PKL_FLOAT) {
+		if (strchr(n->text, 'n'))	/* nan, inf */
+			json_cstr(f, n->text);
+		else
+			fputs(n->text, f);
+	} else if (v->kind == PKL_BOOL) {
+		fputs(v->u.i ? "true" : "false", f);
+	} else if (v->kind == PKL_NONE) {
+		fputs("null", f);
+	} else {
+		json_str(f, n->text, n->textlen);
+	}
+}
+
+static void json_tensor(FILE *f, const struct ckpt_tensor *t)
+{
+	fprintf(f, ",\"tensor\":%u,\"dtype\":\"%s\",\"shape\":", t->index,
+		t->dtype->name);
+	json_dims(f, t->shape, t->ndim);
+	fputs(",\"stride\":", f);
+	json_dims(f, t->stride, t->ndim);
+	fprintf(f, ",\"offset\":%" PRIu64 ",\"storage\":", t->offset);
+	json_cstr(f, t->storage ? t->storage->key : NULL);
+	fprintf(f, ",\"nbytes\":%" PRIu64 ",\"device\":", t->nbytes);
+	json_cstr(f, t->device);
+	fprintf(f, ",\"requires_grad\":%s,\"parameter\":%s,\"contiguous\":%s"
+		",\"layout\":\"%s\"", t->requires_grad ? "true" : "false",
+		t->parameter ? "true" : "false",
+		t->contiguous ? "true" : "false",
+		t->kind == CKPT_T_QUANTIZED ? "quantized" :
+		t->kind == CKPT_T_META ? "meta" :
+		t->kind == CKPT_T_STORAGE ? "storage" : "strided");
+	if (t->conj || t->neg)
+		fprintf(f, ",\"conj\":%s,\"neg\":%s", t->conj ? "true" : "false",
+			t->neg ? "true" : "false");
+	if (t->cls) {
+		fputs(",\"class\":", f);
+		json_cstr(f, t->cls);
+	}
+	if (t->qscheme) {
+		char sc[40];
+
+		fputs(",\"qscheme\":", f);
+		json_cstr(f, t->qscheme);
+		if (t->qscales)
+			fprintf(f, ",\"q_scales\":%u,\"q_zero_points\":%u,"
+				"\"q_axis\":%" PRId64, t->qscales->index,
+				t->qzeros->index, t->axis);
+		else
+			fprintf(f, ",\"q_scale\":%s,\"q_zero_point\":%" PRId64,
+				ckpt_float_repr(t->scale, sc, sizeof(sc)),
+				t->zero_point);
+	}
+}
+
+static void json_node(FILE *f, const struct ckpt_node *n, bool *first,
+		      const struct opts *o)
+{
+	char *path;
+
+	if ((n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ) && n->nkids) {
+		for (uint32_t i = 0; i < n->nkids; i++)
+			json_node(f, n->kids[i], first, o);
+		return;
+	}
+	if (n->kind != CKPT_N_TENSOR && !o->values)
+		return;
+	path = ckpt_node_path(n);
+	fputs(*first ? "\n  {\"path\":" : ",\n  {\"path\":", f);
+	*first = false;
+	json_cstr(f, path ? path : "?");
+	fputs(",\"keys\":[", f);
+	json_keys(f, n);
+	fputs("],\"kind\":", f);
+	json_cstr(f, n->kind == CKPT_N_TENSOR ? "tensor" :
+		  n->kind == CKPT_N_VALUE ? "value" :
+		  n->kind == CKPT_N_OPAQUE ? "object" :
+		  n->kind == CKPT_N_LINK ? "link" : "empty");
+	fputs(",\"type\":", f);
+	json_cstr(f, n->type);
+	if (n->kind == CKPT_N_TENSOR) {
+		json_tensor(f, n->tensor);
+	} else if (n->kind == CKPT_N_VALUE) {
+		fputs(",\"value\":", f);
+		json_value(f, n);
+	} else if (n->kind == CKPT_N_OPAQUE) {
+		fputs(",\"repr\":", f);
+		json_str(f, n->text, n->textlen);
+	} else if (n->kind == CKPT_N_LINK) {
+		char *to = ckpt_node_path(n->target);
+
+		fputs(",\"target\":", f);
+		json_cstr(f, to ? to : "?");
+		free(to);
+	}
+	fputs("}", f);
+	free(path);
+}
+
+static void json_list(const struct ckpt *c, const struct opts *o)
+{
+	FILE *f = stdout;
+	bool first = true;
+
+	fputs("{\"file\":", f);
+	json_cstr(f, c->path);
+	fprintf(f, ",\"format\":\"%s\",\"prefix\":",
+		c->format == CKPT_ZIP ? "zip" : "legacy");
+	json_cstr(f, c->format == CKPT_ZIP ? c->zip.prefix : NULL);
+	fprintf(f, ",\"version\":%d,\"byteorder\":", c->version);
+	json_cstr(f, c->byteorder);
+	fprintf(f, ",\"pickle_protocol\":%d,\"root_type\":", c->doc->proto);
+	json_cstr(f, c->root->type);
+	fputs(",\"entries\":[", f);
+	json_node(f, c->root, &first, o);
+	fputs("\n ],\"storages\":[", f);
+	for (uint32_t i = 0; i < c->nstorages; i++) {
+		const struct ckpt_storage *s = c->storages[i];
+
+		fputs(i ? ",\n  {\"key\":" : "\n  {\"key\":", f);
+		json_cstr(f, s->key);
+		fprintf(f, ",\"dtype\":\"%s\",\"untyped\":%s,\"numel\":%" PRIu64
+			",\"nbytes\":%" PRIu64 ",\"device\":", s->dtype->name,
+			s->untyped ? "true" : "false", s->numel, s->nbytes);
+		json_cstr(f, s->location);
+		fputs(",\"record\":", f);
+		json_cstr(f, s->rec ? s->rec->name : NULL);
+		fputs("}", f);
+	}
+	fputs("\n ],\"unsafe_globals\":[", f);
+	for (uint32_t i = 0; i < c->nglobals; i++) {
+		fputs(i ? ",\n  {\"module\":" : "\n  {\"module\":", f);
+		json_cstr(f, c->globals[i].module);
+		fputs(",\"name\":", f);
+		json_cstr(f, c->globals[i].name);
+		fprintf(f, ",\"offset\":%" PRIu64 "}", c->globals[i].off);
+	}
+	fprintf(f, "\n ],\"tensors\":%u}\n", c->nshown);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "tensors", no_argument, NULL, 't' },
+		{ "check", no_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct opts o = { .values = true };
+	static char outbuf[1 << 20];
+	int opt, status = 0;
+
+	while ((opt = getopt_long(argc, argv, "jtchV", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'j': o.json = true; break;
+		case 't': o.values = false; break;
+		case 'c': o.check = true; break;
+		case 'h': usage(stdout); return 0;
+		case 'V': puts("ptls " PT_VERSION); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
+	for (int i = optind; i < argc; i++) {
+		struct ckpt *c;
+		struct diag d;
+		char line[512];
+
+		diag_init(&d, argv[i]);
+		if (ckpt_open(argv[i], &c, &d)) {
+			fflush(stdout);
+			fprintf(stderr, "ptls: %s\n",
+				diag_line(&d, line, sizeof(line)));
+			status = 2;
+			continue;
+		}
+		if (argc - optind > 1 && !o.json)
+			printf("%s%s:\n", i > optind ? "\n" : "", argv[i]);
+		if (o.json)
+			json_list(c, &o);
+		else
+			text_list(c, &o);
+		if (o.check && c->nglobals && !status)
+			status = 1;
+		ckpt_close(c);
+	}
+	if (fflush(stdout) || ferror(stdout)) {
+		perror("ptls: write");
+		return 2;
+	}
+	return status;
+}
