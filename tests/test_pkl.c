@@ -167,8 +167,8 @@ Test(pkl_parse, keeps_protocol0_calls_symbolic)
 	cr_assert_eq(c->how, PKL_REDUCE);
 	cr_assert(pkl_is_global(c->u.call.func, "mod", "fn"));
 	assert_int(item(c->u.call.args, 0), 1);
-	assert_int(dict_get(c->u.call.state, "x"), 2);
-	cr_assert_null(c->u.call.kwargs);
+	assert_int(dict_get(c->u.call.x->state, "x"), 2);
+	cr_assert_null(c->u.call.x->kwargs);
 	c = item(t, 1);
 	cr_assert_eq(c->kind, PKL_CALL);
 	cr_assert_eq(c->how, PKL_OBJ);
@@ -256,7 +256,7 @@ Test(pkl_parse, reads_protocol2_opcodes)
 	cr_assert_eq(c->how, PKL_NEWOBJ);
 	cr_assert(pkl_is_global(c->u.call.func, "mod", "Cls"));
 	cr_assert_eq(c->u.call.args->kind, PKL_TUPLE);
-	cr_assert_eq(pkl_len(c->u.call.state), 1);
+	cr_assert_eq(pkl_len(c->u.call.x->state), 1);
 	cr_assert_eq(item(t, 1)->kind, PKL_EXT);
 	cr_assert_eq(item(t, 1)->u.i, 1);
 	cr_assert_eq(item(t, 2)->u.i, 0x201);
@@ -330,7 +330,7 @@ Test(pkl_parse, reads_protocol4_opcodes)
 	cr_assert_eq(call->how, PKL_NEWOBJ_EX);
 	cr_assert_eq(call->u.call.func, item(t, 0), "MEMOIZE identity");
 	cr_assert_eq(pkl_len(call->u.call.args), 0);
-	assert_int(dict_get(call->u.call.kwargs, "k"), 7);
+	assert_int(dict_get(call->u.call.x->kwargs, "k"), 7);
 	assert_str(item(t, 2), "hi");
 	assert_bytes(item(t, 3), PKL_BYTES, "z", 1);
 	cr_assert_eq(item(t, 4)->kind, PKL_SET);
@@ -392,12 +392,12 @@ Test(pkl_parse, call_collects_items_and_state)
 	struct pkl_value *c = doc->root;
 
 	cr_assert_eq(c->kind, PKL_CALL);
-	cr_assert_eq(c->u.call.nlist, 3);
-	assert_int(c->u.call.list[2], 3);
-	cr_assert_eq(c->u.call.ndict, 4);
-	assert_int(c->u.call.dict[0], 4);
-	assert_int(c->u.call.dict[3], 7);
-	cr_assert_eq(c->u.call.state->kind, PKL_DICT);
+	cr_assert_eq(c->u.call.x->nlist, 3);
+	assert_int(c->u.call.x->list[2], 3);
+	cr_assert_eq(c->u.call.x->ndict, 4);
+	assert_int(c->u.call.x->dict[0], 4);
+	assert_int(c->u.call.x->dict[3], 7);
+	cr_assert_eq(c->u.call.x->state->kind, PKL_DICT);
 	pkl_doc_free(doc);
 	assert_no_leaks();
 }
@@ -520,7 +520,7 @@ static void check_values(const struct pkl_value *r, int proto)
 	assert_str(item(dict_get(r, "a"), 0), "shared");
 	v = dict_get(r, "point");
 	cr_assert_eq(v->kind, PKL_CALL);
-	assert_int(dict_get(v->u.call.state, "x"), 1);
+	assert_int(dict_get(v->u.call.x->state, "x"), 1);
 	if (proto >= 2) {
 		cr_assert_eq(v->how, PKL_NEWOBJ);
 		cr_assert(pkl_is_global(v->u.call.func, "__main__", "Point"));
@@ -572,10 +572,10 @@ Test(pkl_parse, reads_torch_state_dict)
 	cr_assert_eq(r->kind, PKL_CALL);
 	cr_assert_eq(r->off, off + 30);
 	cr_assert(pkl_is_global(r->u.call.func, "collections", "OrderedDict"));
-	cr_assert_eq(r->u.call.ndict, 14);
+	cr_assert_eq(r->u.call.x->ndict, 14);
 	for (size_t i = 0; i < 7; i++) {
-		struct pkl_value *k = r->u.call.dict[2 * i];
-		struct pkl_value *t = r->u.call.dict[2 * i + 1];
+		struct pkl_value *k = r->u.call.x->dict[2 * i];
+		struct pkl_value *t = r->u.call.x->dict[2 * i + 1];
 		struct pkl_value *args = t->u.call.args, *pid;
 		char key[4];
 
@@ -600,10 +600,10 @@ Test(pkl_parse, reads_torch_state_dict)
 		/* backward hooks: OrderedDict() via BINGET 0 */
 		cr_assert_eq(item(args, 5)->u.call.func, r->u.call.func);
 	}
-	meta = dict_get(r->u.call.state, "_metadata");
+	meta = dict_get(r->u.call.x->state, "_metadata");
 	cr_assert_not_null(meta);
-	cr_assert_eq(meta->u.call.ndict, 6);
-	assert_int(dict_get(meta->u.call.dict[5], "version"), 2);
+	cr_assert_eq(meta->u.call.x->ndict, 6);
+	assert_int(dict_get(meta->u.call.x->dict[5], "version"), 2);
 	pkl_doc_free(doc);
 	free(p);
 	assert_no_leaks();

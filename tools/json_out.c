@@ -40,26 +40,30 @@ static size_t utf8_len(const unsigned char *p, size_t n)
 void json_str(FILE *f, const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
+	size_t run = 0;		/* start of the bytes not yet written */
 
 	putc('"', f);
 	for (size_t i = 0; i < n;) {
 		size_t k;
 
-		if (p[i] == '"' || p[i] == '\\') {
-			putc('\\', f);
-			putc(p[i++], f);
-		} else if (p[i] == '\n') {
-			fputs("\\n", f);
-			i++;
-		} else if (p[i] < 0x20 || p[i] == 0x7f) {
-			fprintf(f, "\\u%04x", p[i++]);
-		} else if ((k = utf8_len(p + i, n - i))) {
-			fwrite(p + i, 1, k, f);
-			i += k;
-		} else {
-			fprintf(f, "\\u%04x", p[i++]);
+		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '"' && p[i] != '\\') {
+			i++;	/* plain ASCII: written later as one run */
+			continue;
 		}
+		if (p[i] >= 0x80 && (k = utf8_len(p + i, n - i))) {
+			i += k;
+			continue;
+		}
+		fwrite(p + run, 1, i - run, f);
+		if (p[i] == '"' || p[i] == '\\')
+			fprintf(f, "\\%c", p[i]);
+		else if (p[i] == '\n')
+			fputs("\\n", f);
+		else
+			fprintf(f, "\\u%04x", p[i]);
+		run = ++i;
 	}
+	fwrite(p + run, 1, n - run, f);
 	putc('"', f);
 }
 

@@ -238,24 +238,20 @@ static void json_value(FILE *f, const struct ckpt_node *n)
 	}
 }
 
-static void json_tensor(FILE *f, const struct ckpt_tensor *t)
+/* The view of @t: dtype, shape, stride, offset, storage, size. */
+static void json_view(FILE *f, const struct ckpt_tensor *t)
 {
-	fprintf(f, ",\"tensor\":%u,\"dtype\":\"%s\",\"shape\":", t->index,
-		t->dtype->name);
+	fprintf(f, "\"dtype\":\"%s\",\"shape\":", t->dtype->name);
 	json_dims(f, t->shape, t->ndim);
 	fputs(",\"stride\":", f);
 	json_dims(f, t->stride, t->ndim);
 	fprintf(f, ",\"offset\":%" PRIu64 ",\"storage\":", t->offset);
 	json_cstr(f, t->storage ? t->storage->key : NULL);
-	fprintf(f, ",\"nbytes\":%" PRIu64 ",\"device\":", t->nbytes);
-	json_cstr(f, t->device);
-	fprintf(f, ",\"requires_grad\":%s,\"parameter\":%s,\"contiguous\":%s"
-		",\"layout\":\"%s\"", t->requires_grad ? "true" : "false",
-		t->parameter ? "true" : "false",
-		t->contiguous ? "true" : "false",
-		t->kind == CKPT_T_QUANTIZED ? "quantized" :
-		t->kind == CKPT_T_META ? "meta" :
-		t->kind == CKPT_T_STORAGE ? "storage" : "strided");
+	fprintf(f, ",\"nbytes\":%" PRIu64, t->nbytes);
+}
+
+static void json_tensor_extra(FILE *f, const struct ckpt_tensor *t)
+{
 	if (t->conj || t->neg)
 		fprintf(f, ",\"conj\":%s,\"neg\":%s", t->conj ? "true" : "false",
 			t->neg ? "true" : "false");
@@ -268,16 +264,35 @@ static void json_tensor(FILE *f, const struct ckpt_tensor *t)
 
 		fputs(",\"qscheme\":", f);
 		json_cstr(f, t->qscheme);
-		if (t->qscales)
-			fprintf(f, ",\"q_scales\":%u,\"q_zero_points\":%u,"
-				"\"q_axis\":%" PRId64, t->qscales->index,
-				t->qzeros->index, t->axis);
-		else
+		if (t->qscales) {
+			fputs(",\"q_scales\":{", f);
+			json_view(f, t->qscales);
+			fputs("},\"q_zero_points\":{", f);
+			json_view(f, t->qzeros);
+			fprintf(f, "},\"q_axis\":%" PRId64, t->axis);
+		} else
 			fprintf(f, ",\"q_scale\":%s,\"q_zero_point\":%" PRId64,
 				ckpt_float_repr(t->scale, sc, sizeof(sc)),
 				t->zero_point);
 	}
 }
+
+static void json_tensor(FILE *f, const struct ckpt_tensor *t)
+{
+	fprintf(f, ",\"tensor\":%u,", t->index);
+	json_view(f, t);
+	fputs(",\"device\":", f);
+	json_cstr(f, t->device);
+	fprintf(f, ",\"requires_grad\":%s,\"parameter\":%s,\"contiguous\":%s"
+		",\"layout\":\"%s\"", t->requires_grad ? "true" : "false",
+		t->parameter ? "true" : "false",
+		t->contiguous ? "true" : "false",
+		t->kind == CKPT_T_QUANTIZED ? "quantized" :
+		t->kind == CKPT_T_META ? "meta" :
+		t->kind == CKPT_T_STORAGE ? "storage" : "strided");
+	json_tensor_extra(f, t);
+}
+
 
 static void json_node(FILE *f, const struct ckpt_node *n, bool *first,
 		      const struct opts *o)

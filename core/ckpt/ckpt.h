@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/arena.h"
 #include "zip/ptz.h"
 
 struct diag;
@@ -52,10 +53,10 @@ const struct ckpt_dtype *ckpt_dtype_bytes(void);
 /* ---- storages and tensors ---- */
 
 struct ckpt_storage {
-	char *key;		/* "0", "1", ... (legacy: pointer digits) */
+	const char *key;	/* "0", "1", ... (legacy: pointer digits) */
 	const struct ckpt_dtype *dtype;	/* element type of the storage */
 	bool untyped;		/* UntypedStorage: numel counts bytes */
-	char *location;		/* "cpu", "cuda:0", "mps", ... */
+	const char *location;	/* "cpu", "cuda:0", "mps", ... */
 	uint64_t numel;		/* in storage elements */
 	uint64_t nbytes;	/* numel * dtype->size */
 	struct ptz_entry *rec;	/* zip record; NULL for legacy files */
@@ -127,8 +128,9 @@ struct ckpt_node {
 	char *name;		/* escaped file name; "" for the root */
 	struct ckpt_node *parent;
 	struct ckpt_node **kids;	/* in container order */
-	struct ckpt_node **sorted;	/* kids sorted by name (strcmp) */
+	struct ckpt_node **hash;	/* kids by name, open addressing */
 	uint32_t nkids;
+	uint32_t hash_mask;		/* slots - 1 */
 	uint32_t index;		/* position in parent */
 	const struct pkl_value *key;	/* dict key / attr name, or NULL */
 	const struct pkl_value *val;	/* the pickle value shown here */
@@ -176,6 +178,7 @@ struct ckpt {
 	struct ckpt_global *globals;	/* outside the weights-only allowlist */
 	uint32_t nglobals;
 	/* internal */
+	struct arena arena;	/* nodes, tensors, storages, names */
 	struct ckpt_build *b;
 };
 

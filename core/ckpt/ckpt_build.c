@@ -77,7 +77,12 @@ static uint32_t hash_str(const char *s)
 
 	while (*s)
 		h = (h ^ (unsigned char)*s++) * 16777619u;
-	return h;
+	/* FNV's low bits cluster for "0".."99999": mix (murmur3 fmix32) */
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	return h ^ (h >> 16);
 }
 
 static struct ckpt_storage **storage_slot(struct ckpt_build *b, const char *key)
@@ -113,10 +118,11 @@ static int storage_grow(struct ckpt_build *b)
 	return 0;
 }
 
-static int storage_new(struct ckpt_build *b, const char *key,
-		       const struct ckpt_dtype *dt, bool untyped,
-		       const char *loc, uint64_t numel, uint64_t off,
-		       struct ckpt_storage **out)
+/* A new storage for @key, whose empty table slot is *@slot (or NULL). */
+static int storage_new(struct ckpt_build *b, struct ckpt_storage **slot,
+		       const char *key, const struct ckpt_dtype *dt,
+		       bool untyped, const char *loc, uint64_t numel,
+		       uint64_t off, struct ckpt_storage **out)
 {
 	struct ckpt *c = b->c;
 	struct ckpt_storage *s;
@@ -126,28 +132,24 @@ static int storage_new(struct ckpt_build *b, const char *key,
 	    nbytes > (UINT64_C(1) << 62))
 		return diag_corrupt(b->d, off, "storage '%s' claims %llu "
 				    "elements", key, (unsigned long long)numel);
-	if ((c->nstorages + 1) * 2 > b->scap && storage_grow(b))
-		return diag_nomem(b->d);
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		return diag_nomem(b->d);
-	s->key = strdup(key);
-	s->location = strdup(loc);
-	if (!s->key || !s->location ||
-	    ckpt_push((void ***)&c->storages, &c->nstorages,
-		      &b->storages_cap, s)) {
-		free(s->key);
-		free(s->location);
-		free(s);
-		return diag_nomem(b->d);
+	if ((c->nstorages + 1) * 2 > b->scap) {
+		if (storage_grow(b))
+			return diag_nomem(b->d);
+		slot = storage_slot(b, key);
 	}
+	s = arena_alloc(&c->arena, sizeof(*s));
+	if (!s || ckpt_push((void ***)&c->storages, &c->nstorages,
+			    &b->storages_cap, s))
+		return diag_nomem(b->d);
+	s->key = key;		/* borrowed from the pickle, or the arena */
+	s->location = loc;
 	s->dtype = dt;
 	s->untyped = untyped;
 	s->numel = numel;
 	s->nbytes = nbytes;
 	s->index = c->nstorages - 1;
 	s->pkl_off = off;
-	*storage_slot(b, key) = s;
+	*slot = s;
 	*out = s;
 	return 0;
 }
@@ -161,7 +163,7 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 	char keybuf[32];
 	int64_t numel, key_int;
 	bool untyped = false;
-	struct ckpt_storage *s;
+	struct ckpt_storage *s, **slot;
 	uint64_t off = pid->off;
 	int rc;
 
@@ -176,7 +178,9 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 	key = as_str(arg(t, 2));
 	if (!key && as_int(arg(t, 2), &key_int)) {
 		snprintf(keybuf, sizeof(keybuf), "%lld", (long long)key_int);
-		key = keybuf;
+		key = arena_strndup(&b->c->arena, keybuf, strlen(keybuf));
+		if (!key)
+			return diag_nomem(b->d);
 	}
 	loc = as_str(arg(t, 3));
 	if (!cls || cls->kind != PKL_GLOBAL || !key || !loc ||
@@ -190,7 +194,8 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 					cls->u.global.module,
 					cls->u.global.name);
 	}
-	s = b->scap ? *storage_slot(b, key) : NULL;
+	slot = b->scap ? storage_slot(b, key) : NULL;
+	s = slot ? *slot : NULL;
 	if (s) {
 		if (s->dtype != dt || s->untyped != untyped)
 			return diag_corrupt(b->d, off, "storage '%s' used as "
@@ -202,7 +207,8 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 					    (unsigned long long)s->numel,
 					    (long long)numel);
 	} else {
-		rc = storage_new(b, key, dt, untyped, loc, numel, off, &s);
+		rc = storage_new(b, slot, key, dt, untyped, loc, numel, off,
+				 &s);
 		if (rc)
 			return rc;
 	}
@@ -262,18 +268,13 @@ static enum rebuild rebuild_kind(const struct pkl_value *f)
 
 static struct ckpt_tensor *tensor_alloc(struct ckpt_build *b, int ndim)
 {
-	struct ckpt_tensor *t = calloc(1, sizeof(*t));
+	struct ckpt_tensor *t = arena_alloc(&b->c->arena, sizeof(*t) +
+					    2 * (size_t)ndim * sizeof(int64_t));
 
-	if (!t)
+	if (!t || ckpt_push((void ***)&b->c->tensors, &b->c->ntensors,
+			    &b->tensors_cap, t))
 		return NULL;
-	t->shape = calloc(2 * (size_t)ndim + 1, sizeof(int64_t));
-	if (!t->shape ||
-	    ckpt_push((void ***)&b->c->tensors, &b->c->ntensors,
-		      &b->tensors_cap, t)) {
-		free(t->shape);
-		free(t);
-		return NULL;
-	}
+	t->shape = (int64_t *)(t + 1);
 	t->stride = t->shape + ndim;
 	t->ndim = ndim;
 	t->index = b->c->ntensors - 1;

@@ -46,6 +46,9 @@ bool ckpt_is_tensor_value(const struct pkl_value *v);
 int ckpt_tensor_value(struct ckpt_build *b, const struct pkl_value *v,
 		      struct ckpt_tensor **out);
 
+/* ckpt_tree.c: hash of a file name for the directory index. */
+uint32_t ckpt_name_hash(const char *s);
+
 /* Append to a growable pointer array; -ENOMEM on failure. */
 int ckpt_push(void ***arr, uint32_t *n, uint32_t *cap, void *p);
 

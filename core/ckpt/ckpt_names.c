@@ -423,20 +423,15 @@ char *ckpt_node_path(const struct ckpt_node *n)
 struct ckpt_node *ckpt_node_child(const struct ckpt_node *dir,
 				  const char *name)
 {
-	size_t lo = 0, hi = dir->nkids;
+	uint32_t i;
 
-	if (!dir->sorted)
+	if (!dir->hash)
 		return NULL;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int r = strcmp(name, dir->sorted[mid]->name);
-
-		if (!r)
-			return dir->sorted[mid];
-		if (r < 0)
-			hi = mid;
-		else
-			lo = mid + 1;
+	i = ckpt_name_hash(name) & dir->hash_mask;
+	while (dir->hash[i]) {
+		if (!strcmp(dir->hash[i]->name, name))
+			return dir->hash[i];
+		i = (i + 1) & dir->hash_mask;
 	}
 	return NULL;
 }

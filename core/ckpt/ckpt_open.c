@@ -154,26 +154,37 @@ out:
 	return rc;
 }
 
-/* Tie every storage to its data/<key> record and check its size. */
+/*
+ * Tie every storage to its data/<key> record and check its size: one pass
+ * over the records with the builder's key table (a name lookup per storage
+ * would be a binary search each).
+ */
 static int zip_storages(struct ckpt *c, struct diag *d)
 {
-	char name[4096];
+	struct ptz_reader *z = &c->zip;
+	size_t skip = z->prefix_len + 1 + 5;	/* "<prefix>/data/" */
 
+	for (uint32_t i = 0; i < z->nentries; i++) {
+		struct ptz_entry *e = &z->entries[i];
+		struct ckpt_storage *s;
+
+		if (e->name_len <= skip ||
+		    strncasecmp(e->name + z->prefix_len + 1, "data/", 5))
+			continue;
+		s = ckpt_storage_find(c->b, e->name + skip);
+		if (s)
+			s->rec = e;
+	}
 	for (uint32_t i = 0; i < c->nstorages; i++) {
 		struct ckpt_storage *s = c->storages[i];
-		struct ptz_entry *e;
+		struct ptz_entry *e = s->rec;
 
 		if (!strcmp(s->location, "meta") && !s->nbytes)
 			continue;
-		if ((size_t)snprintf(name, sizeof(name), "data/%s", s->key) >=
-		    sizeof(name))
-			return diag_corrupt(d, s->pkl_off, "storage key too "
-					    "long");
-		e = ptz_find_rel(&c->zip, name);
 		if (!e)
 			return diag_corrupt(d, s->pkl_off, "storage '%s' has "
-					    "no record %s/%s", s->key,
-					    c->zip.prefix, name);
+					    "no record %s/data/%s", s->key,
+					    c->zip.prefix, s->key);
 		if (e->usize != s->nbytes)
 			return diag_corrupt(d, e->header_off, "record %s has "
 					    "%llu bytes, but storage '%s' is "
@@ -183,7 +194,6 @@ static int zip_storages(struct ckpt *c, struct diag *d)
 					    (unsigned long long)s->numel,
 					    s->dtype->name,
 					    (unsigned long long)s->nbytes);
-		s->rec = e;
 	}
 	return 0;
 }
@@ -263,26 +273,14 @@ void ckpt_close(struct ckpt *c)
 {
 	if (!c)
 		return;
-	for (uint32_t i = 0; i < c->nnodes; i++) {
-		free(c->nodes[i]->name);
+	for (uint32_t i = 0; i < c->nnodes; i++)
 		free(c->nodes[i]->text);
-		free(c->nodes[i]->kids);
-		free(c->nodes[i]->sorted);
-		free(c->nodes[i]);
-	}
 	free(c->nodes);
-	for (uint32_t i = 0; i < c->ntensors; i++) {
-		free(c->tensors[i]->shape);
+	for (uint32_t i = 0; i < c->ntensors; i++)
 		free(c->tensors[i]->inline_data);
-		free(c->tensors[i]);
-	}
 	free(c->tensors);
-	for (uint32_t i = 0; i < c->nstorages; i++) {
-		free(c->storages[i]->key);
-		free(c->storages[i]->location);
-		free(c->storages[i]);
-	}
 	free(c->storages);
+	arena_release(&c->arena);
 	free(c->globals);
 	if (c->b) {
 		free(c->b->memo);

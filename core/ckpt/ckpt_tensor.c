@@ -35,6 +35,8 @@ int ckpt_tensor_check(struct ckpt *c, struct ckpt_tensor *t, struct diag *d)
 			expect = INT64_MAX;
 	}
 	t->numel = numel;
+	if (!numel)
+		t->contiguous = true;	/* as torch says for empty tensors */
 	if (__builtin_mul_overflow(numel, (uint64_t)t->dtype->size, &t->nbytes)
 	    || t->nbytes > (UINT64_C(1) << 62))
 		return diag_corrupt(d, off, "tensor byte size overflows");

@@ -28,13 +28,9 @@ static struct ckpt_node *node_new(struct ckpt_build *b, int kind,
 
 	if (c->nnodes >= CKPT_MAX_NODES)
 		return NULL;
-	n = calloc(1, sizeof(*n));
-	if (!n)
+	n = arena_alloc(&c->arena, sizeof(*n));
+	if (!n || ckpt_push((void ***)&c->nodes, &c->nnodes, &b->nodes_cap, n))
 		return NULL;
-	if (ckpt_push((void ***)&c->nodes, &c->nnodes, &b->nodes_cap, n)) {
-		free(n);
-		return NULL;
-	}
 	n->kind = kind;
 	n->val = v;
 	n->type = type;
@@ -42,51 +38,85 @@ static struct ckpt_node *node_new(struct ckpt_build *b, int kind,
 	return n;
 }
 
-static int cmp_name(const void *a, const void *b)
+/* FNV-1a of a name, mixed so that the low bits spread. */
+uint32_t ckpt_name_hash(const char *s)
 {
-	const struct ckpt_node *x = *(struct ckpt_node *const *)a;
-	const struct ckpt_node *y = *(struct ckpt_node *const *)b;
-	int r = strcmp(x->name, y->name);
+	uint32_t h = 2166136261u;
 
-	return r ? r : (x->index > y->index) - (x->index < y->index);
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 16777619u;
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	return h;
 }
 
-/* Give the children their order, sorted index and collision-free names. */
+/* The slot for @name in @dir's index: its node, or an empty slot. */
+static struct ckpt_node **slot(const struct ckpt_node *dir, const char *name)
+{
+	uint32_t i = ckpt_name_hash(name) & dir->hash_mask;
+
+	while (dir->hash[i] && strcmp(dir->hash[i]->name, name))
+		i = (i + 1) & dir->hash_mask;
+	return &dir->hash[i];
+}
+
+/*
+ * Give the children their order and a name index.  Children come in
+ * container order, so when two names collide the earlier sibling keeps its
+ * name and the later one gets "%#<position>" (unique: see ckpt_names.c).
+ */
 static int finish_dir(struct ckpt_build *b, struct ckpt_node *dir,
 		      struct kids *k)
 {
-	bool again = false;
+	struct arena *a = &b->c->arena;
+	uint32_t cap = 8;
 
-	dir->kids = k->v;
 	dir->nkids = k->n;
-	k->v = NULL;
-	if (!dir->nkids)
+	if (!k->n)
 		return 0;
-	dir->sorted = malloc(dir->nkids * sizeof(*dir->sorted));
-	if (!dir->sorted)
+	while (cap < 2 * k->n)
+		cap *= 2;
+	dir->kids = arena_alloc(a, k->n * sizeof(*dir->kids));
+	dir->hash = arena_alloc(a, cap * sizeof(*dir->hash));
+	if (!dir->kids || !dir->hash)
 		return diag_nomem(b->d);
-	memcpy(dir->sorted, dir->kids, dir->nkids * sizeof(*dir->sorted));
-	qsort(dir->sorted, dir->nkids, sizeof(*dir->sorted), cmp_name);
-	for (uint32_t i = 1; i < dir->nkids; i++) {
-		struct ckpt_node *n = dir->sorted[i];
-		char *name;
-		size_t len;
+	memcpy(dir->kids, k->v, k->n * sizeof(*dir->kids));
+	dir->hash_mask = cap - 1;
+	for (uint32_t i = 0; i < k->n; i++) {
+		struct ckpt_node *n = dir->kids[i], **s = slot(dir, n->name);
 
-		if (strcmp(n->name, dir->sorted[i - 1]->name))
-			continue;
-		/* sorted by (name, index): the earlier sibling keeps it */
-		len = strlen(n->name) + 16;
-		name = malloc(len);
-		if (!name)
-			return diag_nomem(b->d);
-		snprintf(name, len, "%s%%#%u", n->name, n->index);
-		free(n->name);
-		n->name = name;
-		again = true;
+		if (*s) {
+			size_t len = strlen(n->name) + 16;
+			char *name = arena_alloc(a, len);
+
+			if (!name)
+				return diag_nomem(b->d);
+			snprintf(name, len, "%s%%#%u", n->name, n->index);
+			n->name = name;
+			s = slot(dir, name);
+		}
+		*s = n;
 	}
-	if (again)
-		qsort(dir->sorted, dir->nkids, sizeof(*dir->sorted), cmp_name);
 	return 0;
+}
+
+/* The file name of @key, in the arena (a plain str key is copied as is). */
+static char *name_of(struct ckpt_build *b, const struct pkl_value *key)
+{
+	const char *s = key->u.s.p;
+	size_t n = key->u.s.n;
+	char *name, *tmp;
+
+	if (key->kind == PKL_STR && n && s[0] != '.' && !memchr(s, '/', n) &&
+	    !memchr(s, '%', n) && strlen(s) == n)
+		return arena_strndup(&b->c->arena, s, n);
+	tmp = ckpt_name_escape(key);
+	if (!tmp)
+		return NULL;
+	name = arena_strndup(&b->c->arena, tmp, strlen(tmp));
+	free(tmp);
+	return name;
 }
 
 /* Build @v as a child of @dir reached by @step (@key or its position). */
@@ -104,14 +134,9 @@ static int add_kid(struct ckpt_build *b, struct ckpt_node *dir,
 	n->step = step;
 	n->key = key;
 	n->index = k->n;
-	if (key) {
-		n->name = ckpt_name_escape(key);
-	} else if (part) {
-		n->name = strdup(part);
-	} else {
-		snprintf(buf, sizeof(buf), "%u", k->n);
-		n->name = strdup(buf);
-	}
+	n->name = key ? name_of(b, key) : arena_strndup(&b->c->arena,
+			part ? part : buf, part ? strlen(part) :
+			(size_t)snprintf(buf, sizeof(buf), "%u", k->n));
 	if (!n->name || ckpt_push((void ***)&k->v, &k->n, &k->cap, n))
 		return diag_nomem(b->d);
 	return 0;
@@ -137,6 +162,13 @@ static int container(struct ckpt_build *b, const struct pkl_value *v,
 		     int kind, const char *type, struct ckpt_node **out)
 {
 	struct ckpt_node *n, *seen = b->memo[v->id];
+
+	/* an empty container cannot blow up or loop: show it everywhere */
+	if ((v->kind != PKL_CALL && !pkl_len(v)) ||
+	    (v->kind == PKL_CALL && !v->u.call.x->ndict &&
+	     !v->u.call.x->nlist && !v->u.call.x->state && !pkl_len(
+		     pkl_item(v->u.call.args, 0))))
+		seen = NULL;
 
 	n = node_new(b, seen ? CKPT_N_LINK : kind, v, type);
 	if (!n)
@@ -266,7 +298,7 @@ static int sparse(struct ckpt_build *b, const struct pkl_value *v,
 static int object(struct ckpt_build *b, const struct pkl_value *v,
 		  const char *type, int depth, struct ckpt_node **out)
 {
-	const struct pkl_value *st = v->u.call.state;
+	const struct pkl_value *st = v->u.call.x->state;
 	const struct pkl_value *dicts[2] = { NULL, NULL };
 	struct kids k = { 0 };
 	int rc = 0;
@@ -285,7 +317,7 @@ static int object(struct ckpt_build *b, const struct pkl_value *v,
 	} else if (st) {
 		return opaque(b, v, out);
 	}
-	if (!st && !v->u.call.ndict && !v->u.call.nlist)
+	if (!st && !v->u.call.x->ndict && !v->u.call.x->nlist)
 		return opaque(b, v, out);
 	rc = container(b, v, CKPT_N_DIR, type, out);
 	if (rc || (*out)->kind == CKPT_N_LINK)
@@ -296,11 +328,11 @@ static int object(struct ckpt_build *b, const struct pkl_value *v,
 				       dicts[i]->u.items.v, dicts[i]->u.items.n,
 				       true, depth);
 	if (!rc)
-		rc = add_items(b, *out, &k, CKPT_S_KEY, v->u.call.dict,
-			       v->u.call.ndict, true, depth);
+		rc = add_items(b, *out, &k, CKPT_S_KEY, v->u.call.x->dict,
+			       v->u.call.x->ndict, true, depth);
 	if (!rc)
-		rc = add_items(b, *out, &k, CKPT_S_INDEX, v->u.call.list,
-			       v->u.call.nlist, false, depth);
+		rc = add_items(b, *out, &k, CKPT_S_INDEX, v->u.call.x->list,
+			       v->u.call.x->nlist, false, depth);
 	if (!rc)
 		rc = finish_dir(b, *out, &k);
 	free(k.v);
@@ -350,8 +382,8 @@ static int dict_call(struct ckpt_build *b, const struct pkl_value *v,
 		rc = add_items(b, *out, &k, CKPT_S_KEY, a0->u.items.v,
 			       a0->u.items.n, true, depth);
 	if (!rc)
-		rc = add_items(b, *out, &k, CKPT_S_KEY, v->u.call.dict,
-			       v->u.call.ndict, true, depth);
+		rc = add_items(b, *out, &k, CKPT_S_KEY, v->u.call.x->dict,
+			       v->u.call.x->ndict, true, depth);
 	if (!rc)
 		rc = finish_dir(b, *out, &k);
 	free(k.v);
@@ -526,7 +558,7 @@ int ckpt_build_model(struct ckpt *c, struct diag *d)
 	rc = build(b, NULL, c->doc->root, 0, &c->root);
 	if (rc)
 		return rc;
-	c->root->name = strdup("");
+	c->root->name = arena_strndup(&c->arena, "", 0);
 	if (!c->root->name)
 		return diag_nomem(d);
 	return 0;

@@ -58,6 +58,23 @@ enum pkl_call_how {
 	PKL_OBJ,	/* OBJ / INST: cls(*args) */
 };
 
+/*
+ * What a PKL_CALL gathers after it is made: BUILD's state, the items that
+ * APPEND(S)/SETITEM(S)/ADDITEMS added, NEWOBJ_EX's kwargs.  Few calls get
+ * any, so a node points at the shared, empty, never written pkl_no_ext
+ * until the parser gives it its own (that keeps a node at 40 bytes).
+ */
+struct pkl_call_ext {
+	struct pkl_value *kwargs;	/* NEWOBJ_EX, else NULL */
+	struct pkl_value *state;	/* BUILD's argument, or NULL */
+	struct pkl_value **list;	/* list items */
+	size_t nlist, caplist;
+	struct pkl_value **dict;	/* key, value, key, value ... */
+	size_t ndict, capdict;
+};
+
+extern struct pkl_call_ext pkl_no_ext;
+
 struct pkl_value {
 	uint8_t kind;		/* enum pkl_kind */
 	uint8_t how;		/* enum pkl_call_how, for PKL_CALL */
@@ -81,13 +98,7 @@ struct pkl_value {
 		struct {
 			struct pkl_value *func;	/* callable or class */
 			struct pkl_value *args;	/* a PKL_TUPLE (or any for PERSID) */
-			struct pkl_value *kwargs; /* NEWOBJ_EX, else NULL */
-			struct pkl_value *state;  /* BUILD's argument, or NULL */
-			/* APPEND(S)/SETITEM(S)/ADDITEMS applied to the object */
-			struct pkl_value **list;  /* list items */
-			size_t nlist, caplist;
-			struct pkl_value **dict;  /* key, value, key, value ... */
-			size_t ndict, capdict;
+			struct pkl_call_ext *x;	/* never NULL; see below */
 		} call;
 	} u;
 };

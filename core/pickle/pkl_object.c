@@ -165,12 +165,14 @@ static int add_to(struct pkl_parser *p, struct pkl_value *t, bool pairs,
 {
 	bool sets = p->op == OP_ADDITEMS;
 
+	if (t->kind == PKL_CALL && pkl_call_own(t) < 0)
+		return diag_nomem(p->d);
 	if (t->kind == PKL_CALL && pairs)
-		return extend(p, &t->u.call.dict, &t->u.call.ndict,
-			      &t->u.call.capdict, src, k);
+		return extend(p, &t->u.call.x->dict, &t->u.call.x->ndict,
+			      &t->u.call.x->capdict, src, k);
 	if (t->kind == PKL_CALL)
-		return extend(p, &t->u.call.list, &t->u.call.nlist,
-			      &t->u.call.caplist, src, k);
+		return extend(p, &t->u.call.x->list, &t->u.call.x->nlist,
+			      &t->u.call.x->caplist, src, k);
 	if ((pairs && t->kind == PKL_DICT) ||
 	    (!pairs && !sets && t->kind == PKL_LIST) ||
 	    (sets && t->kind == PKL_SET))
@@ -234,7 +236,13 @@ static struct pkl_value *mk_call(struct pkl_parser *p, int how,
 	v->how = (uint8_t)how;
 	v->u.call.func = func;
 	v->u.call.args = args;
-	v->u.call.kwargs = kwargs;
+	if (kwargs) {
+		if (pkl_call_own(v) < 0) {
+			p->rc = diag_nomem(p->d);
+			return NULL;
+		}
+		v->u.call.x->kwargs = kwargs;
+	}
 	return v;
 }
 
@@ -299,7 +307,9 @@ int pkl_op_build(struct pkl_parser *p)
 	if (t->kind != PKL_CALL)
 		return diag_corrupt(p->d, p->off, "BUILD on a %s",
 				    pkl_kind_name(t->kind));
-	t->u.call.state = PKL_TOP(p, 0);
+	if (pkl_call_own(t) < 0)
+		return diag_nomem(p->d);
+	t->u.call.x->state = PKL_TOP(p, 0);
 	p->n--;
 	return 0;
 }

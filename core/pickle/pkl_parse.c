@@ -196,6 +196,22 @@ int pkl_push_copy(struct pkl_parser *p, int kind, const unsigned char *s,
 	return pkl_push_owned(p, kind, c, n);
 }
 
+/* Push the document's one node for an immutable value (see shared[]). */
+static int push_shared(struct pkl_parser *p, unsigned idx, int kind,
+		       int64_t i)
+{
+	struct pkl_value *v = p->shared[idx];
+
+	if (v)
+		return pkl_push(p, v);
+	v = pkl_mkpush(p, kind);
+	if (!v)
+		return p->rc;
+	v->u.i = i;
+	p->shared[idx] = v;
+	return 0;
+}
+
 int pkl_push_scalar(struct pkl_parser *p, int kind, int64_t i)
 {
 	struct pkl_value *v = pkl_mkpush(p, kind);
@@ -377,7 +393,7 @@ static int op_binint(struct pkl_parser *p, size_t lb)
 	if (!a)
 		return p->rc;
 	if (lb == 1)
-		return pkl_push_scalar(p, PKL_INT, a[0]);
+		return push_shared(p, a[0], PKL_INT, a[0]);
 	if (lb == 2)
 		return pkl_push_scalar(p, PKL_INT, le16(a));
 	return pkl_push_scalar(p, PKL_INT, (int32_t)le32(a));
@@ -463,9 +479,9 @@ static int step(struct pkl_parser *p)
 	case OP_BININT: return op_binint(p, 4);
 	case OP_BININT1: return op_binint(p, 1);
 	case OP_BININT2: return op_binint(p, 2);
-	case OP_NONE: return pkl_mkpush(p, PKL_NONE) ? 0 : p->rc;
-	case OP_NEWTRUE: return pkl_push_scalar(p, PKL_BOOL, 1);
-	case OP_NEWFALSE: return pkl_push_scalar(p, PKL_BOOL, 0);
+	case OP_NONE: return push_shared(p, PKL_SHARED_NONE, PKL_NONE, 0);
+	case OP_NEWTRUE: return push_shared(p, PKL_SHARED_TRUE, PKL_BOOL, 1);
+	case OP_NEWFALSE: return push_shared(p, PKL_SHARED_FALSE, PKL_BOOL, 0);
 	case OP_PERSID: return pkl_op_persid(p, true);
 	case OP_BINPERSID: return pkl_op_persid(p, false);
 	case OP_REDUCE: return pkl_op_call(p, PKL_REDUCE, 2);
@@ -490,7 +506,8 @@ static int step(struct pkl_parser *p)
 	case OP_LONG4: return op_long4(p);
 	case OP_GLOBAL: return pkl_op_global(p);
 	case OP_STACK_GLOBAL: return pkl_op_stack_global(p);
-	case OP_EMPTY_TUPLE: return pkl_mkpush(p, PKL_TUPLE) ? 0 : p->rc;
+	case OP_EMPTY_TUPLE:
+		return push_shared(p, PKL_SHARED_TUPLE, PKL_TUPLE, 0);
 	case OP_EMPTY_LIST: return pkl_mkpush(p, PKL_LIST) ? 0 : p->rc;
 	case OP_EMPTY_DICT: return pkl_mkpush(p, PKL_DICT) ? 0 : p->rc;
 	case OP_EMPTY_SET: return pkl_mkpush(p, PKL_SET) ? 0 : p->rc;

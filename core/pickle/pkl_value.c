@@ -16,6 +16,21 @@
 #define CHUNK_FIRST	32u
 #define CHUNK_MAX	65536u
 
+struct pkl_call_ext pkl_no_ext;
+
+int pkl_call_own(struct pkl_value *v)
+{
+	struct pkl_call_ext *x;
+
+	if (v->u.call.x != &pkl_no_ext)
+		return 0;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	v->u.call.x = x;
+	return 0;
+}
+
 struct pkl_value *pkl_node_new(struct pkl_doc *doc, int kind, uint64_t off)
 {
 	struct pkl_chunk *c = doc->chunks;
@@ -37,6 +52,8 @@ struct pkl_value *pkl_node_new(struct pkl_doc *doc, int kind, uint64_t off)
 	}
 	v = &c->v[c->n++];
 	v->kind = (uint8_t)kind;
+	if (kind == PKL_CALL || kind == PKL_PERSID)
+		v->u.call.x = &pkl_no_ext;
 	v->id = doc->nnodes++;
 	v->off = off;
 	return v;
@@ -83,8 +100,11 @@ static void node_release(struct pkl_value *v)
 		break;
 	case PKL_CALL:
 	case PKL_PERSID:
-		free(v->u.call.list);
-		free(v->u.call.dict);
+		if (v->u.call.x != &pkl_no_ext) {
+			free(v->u.call.x->list);
+			free(v->u.call.x->dict);
+			free(v->u.call.x);
+		}
 		break;
 	default:
 		break;

@@ -1,0 +1,48 @@
+"""gen_edge.py OUTDIR - edge-case checkpoints written by the torch under
+test (run by run.sh under torch 1.13 and again under torch 2.x), for what
+the shared fixtures do not cover: per-channel quantization, keys that
+print alike, empty views, slices of shared storages, awkward key text.
+"""
+import collections
+import os
+import sys
+
+import torch
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+torch.manual_seed(1)
+
+
+def save(name, obj):
+    torch.save(obj, os.path.join(out, name))
+
+
+q = torch.quantize_per_channel(torch.randn(3, 4), torch.tensor([0.1, 0.2, 0.3]),
+                               torch.tensor([0, 1, 2]), 0, torch.qint8)
+save("per_channel.pt", {"q": q})
+
+t = torch.arange(4.0)
+save("alike_keys.pt", {(1,): t, (2,): t, (3,): t, 0: t[:2], "0": t[2:],
+                       "a/b": t, "": t, ".hidden": t, "50%": t, "ü": t})
+
+big = torch.arange(24.0).view(2, 3, 4)
+save("views.pt", collections.OrderedDict([
+    ("empty3", torch.empty(2, 0, 3)), ("empty_t", torch.empty(3, 0).t()),
+    ("slice", big[1:, 1:, ::2]), ("perm", big.permute(2, 0, 1)),
+    ("row", big[1, 2]), ("elem", big[0, 0, 3]), ("big", big),
+    ("expand", torch.tensor([5.0]).expand(3)),
+]))
+
+save("training.pt", {
+    "model": collections.OrderedDict([("w", torch.randn(2, 2)),
+                                      ("b", torch.zeros(2))]),
+    "optim": {"state": {0: {"step": 3, "m": torch.ones(2, 2)}},
+              "param_groups": [{"lr": 1e-3, "params": [0, 1],
+                                "betas": (0.9, 0.999)}]},
+    "epoch": 7, "best": float("inf"), "nan": float("nan"), "name": "run/1",
+    "flags": [True, False, None], "big": 2 ** 70, "neg": -5,
+    "dtypes": [torch.zeros(2, dtype=d) for d in (
+        torch.float16, torch.bfloat16, torch.complex64, torch.bool,
+        torch.int8, torch.uint8, torch.int16, torch.float64)],
+})
