@@ -67,6 +67,23 @@ void json_str(FILE *f, const char *s, size_t n)
 	putc('"', f);
 }
 
+void json_u64(FILE *f, uint64_t v)
+{
+	char buf[24], *p = buf + sizeof(buf);
+
+	do
+		*--p = '0' + v % 10;
+	while (v /= 10);
+	fwrite(p, 1, buf + sizeof(buf) - p, f);
+}
+
+void json_i64(FILE *f, int64_t v)
+{
+	if (v < 0)
+		putc('-', f);
+	json_u64(f, v < 0 ? -(uint64_t)v : (uint64_t)v);
+}
+
 void json_cstr(FILE *f, const char *s)
 {
 	if (s)

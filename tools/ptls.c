@@ -55,6 +55,32 @@ static void dims(char *buf, size_t size, const int64_t *v, int n)
 		snprintf(buf + k, size - k, n == 1 ? ",)" : ")");
 }
 
+/* strlen of what dims() prints, without printing it */
+static int dims_len(const int64_t *v, int n)
+{
+	int len = n == 1 ? 3 : 2;	/* "(" ")" and the 1-tuple's "," */
+
+	for (int i = 0; i < n; i++) {
+		uint64_t u = v[i] < 0 ? -(uint64_t)v[i] : (uint64_t)v[i];
+
+		len += (i ? 2 : 0) + (v[i] < 0);
+		do
+			len++;
+		while (u /= 10);
+	}
+	return len;
+}
+
+/* strlen of ckpt_node_path(@n), without building it */
+static int path_len(const struct ckpt_node *n)
+{
+	int len = -1;
+
+	for (; n && n->parent; n = n->parent)
+		len += strlen(n->name) + 1;
+	return len < 0 ? 1 : len;	/* the root prints as "." */
+}
+
 static const char *flags(const struct ckpt_tensor *t, char *buf, size_t n)
 {
 	snprintf(buf, n, "%s%s%s%s%s%s", t->parameter ? " param" : "",
@@ -77,8 +103,27 @@ struct widths {
 static int text_node(const struct ckpt_node *n, const struct opts *o,
 		     struct widths *w, bool print);
 
+/* First pass: widen the columns for leaf @n. */
+static void measure_leaf(const struct ckpt_node *n, const struct opts *o,
+			 struct widths *w)
+{
+	const struct ckpt_tensor *t = n->tensor;
+
+	if (n->kind != CKPT_N_TENSOR && !o->values)
+		return;
+	w->path = MAX(w->path, path_len(n));
+	if (n->kind != CKPT_N_TENSOR) {
+		w->type = MAX(w->type, (int)strlen(n->type));
+		return;
+	}
+	w->type = MAX(w->type, (int)strlen(t->dtype->name));
+	w->shape = MAX(w->shape, dims_len(t->shape, t->ndim));
+	w->stride = MAX(w->stride, dims_len(t->stride, t->ndim));
+	w->key = MAX(w->key, t->storage ? (int)strlen(t->storage->key) : 1);
+}
+
 static int text_leaf(const struct ckpt_node *n, const char *path,
-		     const struct opts *o, struct widths *w, bool print)
+		     const struct opts *o, struct widths *w)
 {
 	char shape[1024], stride[1024], fl[80];
 	const struct ckpt_tensor *t = n->tensor;
@@ -88,14 +133,6 @@ static int text_leaf(const struct ckpt_node *n, const char *path,
 		dims(shape, sizeof(shape), t->shape, t->ndim);
 		dims(stride, sizeof(stride), t->stride, t->ndim);
 		key = t->storage ? t->storage->key : "-";
-		if (!print) {
-			w->path = MAX(w->path, (int)strlen(path));
-			w->type = MAX(w->type, (int)strlen(t->dtype->name));
-			w->shape = MAX(w->shape, (int)strlen(shape));
-			w->stride = MAX(w->stride, (int)strlen(stride));
-			w->key = MAX(w->key, (int)strlen(key));
-			return 0;
-		}
 		return printf("%-*s  %-*s  %-*s  stride %-*s  offset %-4" PRIu64
 			      "  storage %-*s  %10" PRIu64 " B  %-5s  %s\n",
 			      w->path, path, w->type, t->dtype->name, w->shape,
@@ -105,11 +142,6 @@ static int text_leaf(const struct ckpt_node *n, const char *path,
 	}
 	if (!o->values)
 		return 0;
-	if (!print) {
-		w->path = MAX(w->path, (int)strlen(path));
-		w->type = MAX(w->type, (int)strlen(n->type));
-		return 0;
-	}
 	if (n->kind == CKPT_N_LINK) {
 		char *to = ckpt_node_path(n->target);
 		int r = printf("%-*s  %-*s  -> %s\n", w->path, path, w->type,
@@ -136,10 +168,14 @@ static int text_node(const struct ckpt_node *n, const struct opts *o,
 			rc = text_node(n->kids[i], o, w, print);
 		return rc;
 	}
+	if (!print) {
+		measure_leaf(n, o, w);
+		return 0;
+	}
 	path = ckpt_node_path(n);
 	if (!path)
 		return -1;
-	rc = text_leaf(n, path[0] ? path : ".", o, w, print);
+	rc = text_leaf(n, path[0] ? path : ".", o, w);
 	free(path);
 	return rc;
 }
@@ -173,7 +209,7 @@ static void json_key(FILE *f, const struct ckpt_node *n)
 	char *text;
 
 	if (n->step == CKPT_S_INDEX) {
-		fprintf(f, "%u", n->index);
+		json_u64(f, n->index);
 		return;
 	}
 	if (n->step == CKPT_S_PART) {
@@ -187,7 +223,7 @@ static void json_key(FILE *f, const struct ckpt_node *n)
 	if (k->kind == PKL_STR || k->kind == PKL_STRING) {
 		json_str(f, k->u.s.p, k->u.s.n);
 	} else if (k->kind == PKL_INT) {
-		fprintf(f, "%" PRId64, k->u.i);
+		json_i64(f, k->u.i);
 	} else {
 		text = ckpt_repr(k, 256, &len);
 		fputs("{\"repr\":", f);
@@ -213,9 +249,17 @@ static void json_keys(FILE *f, const struct ckpt_node *n)
 static void json_dims(FILE *f, const int64_t *v, int n)
 {
 	putc('[', f);
-	for (int i = 0; i < n; i++)
-		fprintf(f, "%s%" PRId64, i ? "," : "", v[i]);
+	for (int i = 0; i < n; i++) {
+		if (i)
+			putc(',', f);
+		json_i64(f, v[i]);
+	}
 	putc(']', f);
+}
+
+static const char *tf(bool b)
+{
+	return b ? "true" : "false";
 }
 
 static void json_value(FILE *f, const struct ckpt_node *n)
@@ -241,13 +285,18 @@ static void json_value(FILE *f, const struct ckpt_node *n)
 /* The view of @t: dtype, shape, stride, offset, storage, size. */
 static void json_view(FILE *f, const struct ckpt_tensor *t)
 {
-	fprintf(f, "\"dtype\":\"%s\",\"shape\":", t->dtype->name);
+	fputs("\"dtype\":\"", f);
+	fputs(t->dtype->name, f);
+	fputs("\",\"shape\":", f);
 	json_dims(f, t->shape, t->ndim);
 	fputs(",\"stride\":", f);
 	json_dims(f, t->stride, t->ndim);
-	fprintf(f, ",\"offset\":%" PRIu64 ",\"storage\":", t->offset);
+	fputs(",\"offset\":", f);
+	json_u64(f, t->offset);
+	fputs(",\"storage\":", f);
 	json_cstr(f, t->storage ? t->storage->key : NULL);
-	fprintf(f, ",\"nbytes\":%" PRIu64, t->nbytes);
+	fputs(",\"nbytes\":", f);
+	json_u64(f, t->nbytes);
 }
 
 static void json_tensor_extra(FILE *f, const struct ckpt_tensor *t)
@@ -279,17 +328,23 @@ static void json_tensor_extra(FILE *f, const struct ckpt_tensor *t)
 
 static void json_tensor(FILE *f, const struct ckpt_tensor *t)
 {
-	fprintf(f, ",\"tensor\":%u,", t->index);
+	fputs(",\"tensor\":", f);
+	json_u64(f, t->index);
+	putc(',', f);
 	json_view(f, t);
 	fputs(",\"device\":", f);
 	json_cstr(f, t->device);
-	fprintf(f, ",\"requires_grad\":%s,\"parameter\":%s,\"contiguous\":%s"
-		",\"layout\":\"%s\"", t->requires_grad ? "true" : "false",
-		t->parameter ? "true" : "false",
-		t->contiguous ? "true" : "false",
-		t->kind == CKPT_T_QUANTIZED ? "quantized" :
-		t->kind == CKPT_T_META ? "meta" :
-		t->kind == CKPT_T_STORAGE ? "storage" : "strided");
+	fputs(",\"requires_grad\":", f);
+	fputs(tf(t->requires_grad), f);
+	fputs(",\"parameter\":", f);
+	fputs(tf(t->parameter), f);
+	fputs(",\"contiguous\":", f);
+	fputs(tf(t->contiguous), f);
+	fputs(",\"layout\":\"", f);
+	fputs(t->kind == CKPT_T_QUANTIZED ? "quantized" :
+	      t->kind == CKPT_T_META ? "meta" :
+	      t->kind == CKPT_T_STORAGE ? "storage" : "strided", f);
+	putc('"', f);
 	json_tensor_extra(f, t);
 }
 

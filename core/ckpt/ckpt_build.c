@@ -85,7 +85,20 @@ static uint32_t hash_str(const char *s)
 	return h ^ (h >> 16);
 }
 
-static struct ckpt_storage **storage_slot(struct ckpt_build *b, const char *key)
+/* @key as a number if it is canonical decimal below 2^31 ("0", "17"). */
+static long dense_index(const char *key)
+{
+	long k = 0;
+	int n = 0;
+
+	if (key[0] == '0')
+		return key[1] ? -1 : 0;
+	for (; key[n] >= '0' && key[n] <= '9' && n < 10; n++)
+		k = k * 10 + (key[n] - '0');
+	return n && !key[n] && k < (1L << 31) ? k : -1;
+}
+
+static struct ckpt_storage **hash_slot(struct ckpt_build *b, const char *key)
 {
 	uint32_t i = hash_str(key) & (b->scap - 1);
 
@@ -94,9 +107,40 @@ static struct ckpt_storage **storage_slot(struct ckpt_build *b, const char *key)
 	return &b->stab[i];
 }
 
+/*
+ * The table slot for @key.  torch numbers storages 0, 1, 2 ..., so those
+ * keys index a dense array (sequential, no string compares: with 100k
+ * storages a hash probe is a cache miss each); other keys (legacy pointer
+ * values, hostile huge numbers) go to the hash table.  With @grow the
+ * dense array may grow to hold @key; NULL only when that fails.
+ */
+static struct ckpt_storage **storage_slot(struct ckpt_build *b,
+					  const char *key, bool grow)
+{
+	long k = dense_index(key);
+
+	if (k >= 0 && (uint64_t)k >= b->ndense && grow &&
+	    (uint64_t)k < 2 * ((uint64_t)b->c->nstorages + 1024)) {
+		uint32_t n = b->ndense ? b->ndense : 1024;
+		struct ckpt_storage **d;
+
+		while (n <= (uint64_t)k)
+			n *= 2;
+		d = realloc(b->dense, n * sizeof(*d));
+		if (!d)
+			return NULL;
+		memset(d + b->ndense, 0, (n - b->ndense) * sizeof(*d));
+		b->dense = d;
+		b->ndense = n;
+	}
+	if (k >= 0 && (uint64_t)k < b->ndense)
+		return &b->dense[k];
+	return hash_slot(b, key);
+}
+
 struct ckpt_storage *ckpt_storage_find(struct ckpt_build *b, const char *key)
 {
-	return b->scap ? *storage_slot(b, key) : NULL;
+	return *storage_slot(b, key, false);
 }
 
 static int storage_grow(struct ckpt_build *b)
@@ -113,12 +157,12 @@ static int storage_grow(struct ckpt_build *b)
 	}
 	for (uint32_t i = 0; i < ocap; i++)
 		if (old[i])
-			*storage_slot(b, old[i]->key) = old[i];
+			*hash_slot(b, old[i]->key) = old[i];
 	free(old);
 	return 0;
 }
 
-/* A new storage for @key, whose empty table slot is *@slot (or NULL). */
+/* A new storage for @key, whose empty table slot is *@slot. */
 static int storage_new(struct ckpt_build *b, struct ckpt_storage **slot,
 		       const char *key, const struct ckpt_dtype *dt,
 		       bool untyped, const char *loc, uint64_t numel,
@@ -132,11 +176,14 @@ static int storage_new(struct ckpt_build *b, struct ckpt_storage **slot,
 	    nbytes > (UINT64_C(1) << 62))
 		return diag_corrupt(b->d, off, "storage '%s' claims %llu "
 				    "elements", key, (unsigned long long)numel);
-	if ((c->nstorages + 1) * 2 > b->scap) {
+	if (slot >= b->stab && slot < b->stab + b->scap &&
+	    (b->nhashed + 1) * 2 > b->scap) {
 		if (storage_grow(b))
 			return diag_nomem(b->d);
-		slot = storage_slot(b, key);
+		slot = hash_slot(b, key);
 	}
+	if (slot >= b->stab && slot < b->stab + b->scap)
+		b->nhashed++;
 	s = arena_alloc(&c->arena, sizeof(*s));
 	if (!s || ckpt_push((void ***)&c->storages, &c->nstorages,
 			    &b->storages_cap, s))
@@ -194,8 +241,10 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 					cls->u.global.module,
 					cls->u.global.name);
 	}
-	slot = b->scap ? storage_slot(b, key) : NULL;
-	s = slot ? *slot : NULL;
+	slot = storage_slot(b, key, true);
+	if (!slot)
+		return diag_nomem(b->d);
+	s = *slot;
 	if (s) {
 		if (s->dtype != dt || s->untyped != untyped)
 			return diag_corrupt(b->d, off, "storage '%s' used as "

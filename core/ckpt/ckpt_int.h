@@ -12,9 +12,11 @@
 struct ckpt_build {
 	struct ckpt *c;
 	struct diag *d;
-	/* storage key -> storage, open addressing */
-	struct ckpt_storage **stab;
-	uint32_t scap;
+	/* storage key -> storage: dense for "0", "1", ..., else hashed */
+	struct ckpt_storage **dense;
+	uint32_t ndense;
+	struct ckpt_storage **stab;	/* open addressing, power of 2 */
+	uint32_t scap, nhashed;
 	uint32_t storages_cap, tensors_cap, nodes_cap;
 	/* pickle node id -> the tensor or node made from it */
 	void **memo;

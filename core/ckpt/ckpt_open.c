@@ -259,6 +259,7 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
 	if (c->b) {
 		free(c->b->memo);
 		free(c->b->stab);
+		free(c->b->dense);
 		free(c->b);
 		c->b = NULL;
 	}
@@ -285,6 +286,7 @@ void ckpt_close(struct ckpt *c)
 	if (c->b) {
 		free(c->b->memo);
 		free(c->b->stab);
+		free(c->b->dense);
 		free(c->b);
 	}
 	pkl_doc_free(c->doc);

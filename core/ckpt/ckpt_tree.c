@@ -550,7 +550,9 @@ int ckpt_build_model(struct ckpt *c, struct diag *d)
 	b->d = d;
 	b->nmemo = c->doc->nnodes;
 	b->memo = calloc(b->nmemo + 1, sizeof(*b->memo));
-	if (!b->memo)
+	b->scap = 64;
+	b->stab = calloc(b->scap, sizeof(*b->stab));
+	if (!b->memo || !b->stab)
 		return diag_nomem(d);
 	pkl_doc_each_global(c->doc, note_global, b);
 	if (diag_failed(d))

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/arena.h"
+
 struct diag;
 
 /* Hard limits; exceeding any is a corrupt-input error with its offset. */
@@ -107,9 +109,10 @@ struct pkl_doc {
 	struct pkl_value *root;	/* what STOP returned */
 	uint64_t end;		/* offset just past STOP */
 	int proto;		/* PROTO's argument, 0 if none */
-	/* internal: node chunks */
+	/* internal: node chunks, and the arena holding strings and tuples */
 	struct pkl_chunk *chunks;
 	uint32_t nnodes;
+	struct arena arena;
 };
 
 /*

@@ -153,7 +153,7 @@ int pkl_push_owned(struct pkl_parser *p, int kind, char *s, size_t n);
 int pkl_push_copy(struct pkl_parser *p, int kind, const unsigned char *s,
 		  size_t n);
 int pkl_line(struct pkl_parser *p, const unsigned char **s, size_t *n);
-char *pkl_dup0(const unsigned char *s, size_t n);
+char *pkl_dup0(struct pkl_parser *p, const unsigned char *s, size_t n);
 int pkl_op_put(struct pkl_parser *p, uint64_t key);
 int pkl_op_get(struct pkl_parser *p, uint64_t key);
 

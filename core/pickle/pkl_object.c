@@ -16,17 +16,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Set a fresh container's items to a copy of @src[0..@k). */
+/*
+ * Set a fresh container's items to a copy of @src[0..@k).  Tuples and
+ * frozensets never change, so theirs live in the document's arena (cap 0:
+ * not owned); lists, dicts and sets may grow and get a malloc'd array.
+ */
 static int fill(struct pkl_parser *p, struct pkl_value *v,
 		struct pkl_value *const *src, size_t k)
 {
+	bool fixed = v->kind == PKL_TUPLE || v->kind == PKL_FROZENSET;
+
 	if (!k)
 		return 0;
-	v->u.items.v = malloc(k * sizeof(*src));
+	v->u.items.v = fixed ? arena_alloc(&p->doc->arena, k * sizeof(*src))
+			     : malloc(k * sizeof(*src));
 	if (!v->u.items.v)
 		return diag_nomem(p->d);
 	memcpy(v->u.items.v, src, k * sizeof(*src));
-	v->u.items.n = v->u.items.cap = k;
+	v->u.items.n = k;
+	v->u.items.cap = fixed ? 0 : k;
 	return 0;
 }
 
@@ -67,8 +75,8 @@ static struct pkl_value *mk_global(struct pkl_parser *p, const unsigned char *m,
 	v = pkl_mk(p, PKL_GLOBAL);
 	if (!v)
 		return NULL;
-	v->u.global.module = pkl_dup0(m, nm);
-	v->u.global.name = pkl_dup0(s, n);
+	v->u.global.module = pkl_dup0(p, m, nm);
+	v->u.global.name = pkl_dup0(p, s, n);
 	if (!v->u.global.module || !v->u.global.name) {
 		p->rc = diag_nomem(p->d);
 		return NULL;

@@ -161,39 +161,35 @@ int pkl_line(struct pkl_parser *p, const unsigned char **s, size_t *n)
 	return 0;
 }
 
-char *pkl_dup0(const unsigned char *s, size_t n)
+char *pkl_dup0(struct pkl_parser *p, const unsigned char *s, size_t n)
 {
-	char *c = malloc(n + 1);
-
-	if (c) {
-		memcpy(c, s, n);
-		c[n] = 0;
-	}
-	return c;
+	return arena_strndup(&p->doc->arena, (const char *)s, n);
 }
 
-/* Push a str/bytes-like node that takes over @s (malloc'd, NUL-ended). */
+/* Push a str/bytes-like node of @s (malloc'd, NUL-ended; freed here). */
 int pkl_push_owned(struct pkl_parser *p, int kind, char *s, size_t n)
 {
-	struct pkl_value *v = pkl_mkpush(p, kind);
+	int rc = pkl_push_copy(p, kind, (const unsigned char *)s, n);
 
-	if (!v) {
-		free(s);
-		return p->rc;
-	}
-	v->u.s.p = s;
-	v->u.s.n = n;
-	return 0;
+	free(s);
+	return rc;
 }
 
+/* Push a str/bytes-like node holding a copy of @s[0..@n) (in the arena). */
 int pkl_push_copy(struct pkl_parser *p, int kind, const unsigned char *s,
 		  size_t n)
 {
-	char *c = pkl_dup0(s, n);
+	char *c = pkl_dup0(p, s, n);
+	struct pkl_value *v;
 
 	if (!c)
 		return diag_nomem(p->d);
-	return pkl_push_owned(p, kind, c, n);
+	v = pkl_mkpush(p, kind);
+	if (!v)
+		return p->rc;
+	v->u.s.p = c;
+	v->u.s.n = n;
+	return 0;
 }
 
 /* Push the document's one node for an immutable value (see shared[]). */

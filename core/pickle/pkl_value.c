@@ -77,26 +77,21 @@ int pkl_vec_grow(struct pkl_value ***v, size_t *cap, size_t need)
 	return 0;
 }
 
-/* Free what @v owns besides itself (the node lives in a chunk). */
+/*
+ * Free what @v owns besides itself (the node lives in a chunk).  Strings,
+ * globals' names and tuples' items live in the document's arena; only
+ * growable arrays (cap != 0) are malloc'd.
+ */
 static void node_release(struct pkl_value *v)
 {
 	switch (v->kind) {
-	case PKL_BIGINT:
-	case PKL_STR:
-	case PKL_BYTES:
-	case PKL_STRING:
-		free(v->u.s.p);
-		break;
 	case PKL_TUPLE:
 	case PKL_LIST:
 	case PKL_DICT:
 	case PKL_SET:
 	case PKL_FROZENSET:
-		free(v->u.items.v);
-		break;
-	case PKL_GLOBAL:
-		free(v->u.global.module);
-		free(v->u.global.name);
+		if (v->u.items.cap)
+			free(v->u.items.v);
 		break;
 	case PKL_CALL:
 	case PKL_PERSID:
@@ -123,6 +118,7 @@ void pkl_doc_free(struct pkl_doc *doc)
 			node_release(&c->v[i]);
 		free(c);
 	}
+	arena_release(&doc->arena);
 	free(doc);
 }
 

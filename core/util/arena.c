@@ -1,7 +1,14 @@
 /*
- * arena.c - bump allocation in blocks that double up to 1 MiB; see arena.h.
+ * arena.c - bump allocation in blocks that double up to 4 MiB; see arena.h.
+ *
+ * Blocks are mapped with MAP_POPULATE: in a VM a page fault costs
+ * microseconds, and a 100,000-tensor model touches tens of thousands of
+ * pages; one populating mmap per block replaces hundreds of faults.
  */
+#define _DEFAULT_SOURCE		/* MAP_ANONYMOUS, MAP_POPULATE */
 #include "arena.h"
+
+#include <sys/mman.h>
 
 #include <stdalign.h>
 #include <stdint.h>
@@ -9,7 +16,7 @@
 #include <string.h>
 
 #define ARENA_MIN	(64u << 10)
-#define ARENA_MAX	(1u << 20)
+#define ARENA_MAX	(4u << 20)
 
 struct arena_block {
 	struct arena_block *next;
@@ -33,8 +40,9 @@ void *arena_alloc(struct arena *a, size_t n)
 			size = ARENA_MAX;
 		if (size < n)
 			size = n;
-		b = calloc(1, sizeof(*b) + size);
-		if (!b)
+		b = mmap(NULL, sizeof(*b) + size, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (b == MAP_FAILED)
 			return NULL;
 		b->size = size;
 		b->next = a->head;
@@ -44,7 +52,7 @@ void *arena_alloc(struct arena *a, size_t n)
 	}
 	p = a->next;
 	a->next += n;
-	return p;	/* calloc'd and never reused: already zero */
+	return p;	/* fresh anonymous pages, never reused: zero */
 }
 
 char *arena_strndup(struct arena *a, const char *s, size_t n)
@@ -62,7 +70,7 @@ void arena_release(struct arena *a)
 
 	for (b = a->head; b; b = next) {
 		next = b->next;
-		free(b);
+		munmap(b, sizeof(*b) + b->size);
 	}
 	memset(a, 0, sizeof(*a));
 }
