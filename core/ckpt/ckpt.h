@@ -13,6 +13,7 @@
 #ifndef PT_CKPT_CKPT_H
 #define PT_CKPT_CKPT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -178,6 +179,7 @@ struct ckpt {
 	struct ckpt_global *globals;	/* outside the weights-only allowlist */
 	uint32_t nglobals;
 	/* internal */
+	pthread_mutex_t locate_lock;	/* ckpt_storage_locate() */
 	struct arena arena;	/* nodes, tensors, storages, names */
 	struct ckpt_build *b;
 };
@@ -194,11 +196,27 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d);
 void ckpt_close(struct ckpt *c);
 
 /*
- * Make sure @s->data_off is known (reads the record's local header).
- * Returns 0 or -errno with @d set.
+ * Make sure @s->data_off is known (reads the record's local header once).
+ * Safe to call from many threads.  Returns 0 or -errno with @d set.
  */
 int ckpt_storage_locate(struct ckpt *c, struct ckpt_storage *s,
 			struct diag *d);
+
+/* Make sure zip record @e's data offset is known; thread-safe. */
+int ckpt_record_locate(struct ckpt *c, struct ptz_entry *e, struct diag *d);
+
+/* Bytes a tensor's file holds: numel * itemsize, 0 for meta tensors. */
+uint64_t ckpt_tensor_size(const struct ckpt_tensor *t);
+
+/*
+ * Copy bytes [@pos, @pos + @len) of @t's row-major contents (what
+ * t.contiguous() holds) into @buf, gathering strided views; @len is
+ * clipped at the end.  Only pread is used: any number of threads may read
+ * at once.  Returns the byte count or -errno with @d set.
+ */
+long long ckpt_tensor_read(struct ckpt *c, const struct ckpt_tensor *t,
+			   void *buf, uint64_t len, uint64_t pos,
+			   struct diag *d);
 
 
 /* ---- names (ckpt_names.c) ---- */

@@ -232,6 +232,7 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
 	if (!c)
 		return diag_nomem(d);
 	c->path = path;
+	pthread_mutex_init(&c->locate_lock, NULL);
 	c->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (c->fd < 0) {
 		rc = diag_errno(d, -errno, "%s", strerror(errno));
@@ -295,5 +296,6 @@ void ckpt_close(struct ckpt *c)
 	ptz_reader_release(&c->zip);
 	if (c->fd >= 0)
 		close(c->fd);
+	pthread_mutex_destroy(&c->locate_lock);
 	free(c);
 }

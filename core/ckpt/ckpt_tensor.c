@@ -65,16 +65,37 @@ int ckpt_tensor_check(struct ckpt *c, struct ckpt_tensor *t, struct diag *d)
 	return 0;
 }
 
+int ckpt_record_locate(struct ckpt *c, struct ptz_entry *e, struct diag *d)
+{
+	int rc = 0;
+
+	/* once located, data_off never changes: an acquire load suffices */
+	if (__atomic_load_n(&e->data_off, __ATOMIC_ACQUIRE))
+		return 0;
+	pthread_mutex_lock(&c->locate_lock);
+	if (!__atomic_load_n(&e->data_off, __ATOMIC_RELAXED)) {
+		struct ptz_entry tmp = *e;	/* readers load e->data_off
+						   without the lock */
+
+		rc = ptz_entry_locate(&c->zip, &tmp, d);
+		if (!rc)
+			__atomic_store_n(&e->data_off, tmp.data_off,
+					 __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&c->locate_lock);
+	return rc;
+}
+
 int ckpt_storage_locate(struct ckpt *c, struct ckpt_storage *s,
 			struct diag *d)
 {
 	int rc;
 
-	if (s->data_off || !s->rec)
+	if (__atomic_load_n(&s->data_off, __ATOMIC_ACQUIRE) || !s->rec)
 		return 0;
-	rc = ptz_entry_locate(&c->zip, s->rec, d);
-	if (rc)
-		return rc;
-	s->data_off = s->rec->data_off;
-	return 0;
+	rc = ckpt_record_locate(c, s->rec, d);
+	if (!rc)
+		__atomic_store_n(&s->data_off, s->rec->data_off,
+				 __ATOMIC_RELEASE);
+	return rc;
 }

@@ -1,0 +1,195 @@
+/*
+ * ckpt_read.c - the bytes of a tensor in row-major order, exactly what
+ * t.contiguous() holds, read with pread only (so any number of threads may
+ * read at once).  A view is a set of runs: the trailing dimensions that
+ * are laid out densely form one run of R elements, and the leading ones
+ * are walked like an odometer.  When the runs for one request lie within
+ * GATHER_SPAN bytes of storage, that span is read once and gathered in
+ * memory; otherwise each run (coalesced with its neighbours) is one pread.
+ */
+#include "ckpt_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define GATHER_SPAN	(8u << 20)
+
+struct runs {
+	const struct ckpt_tensor *t;
+	int k;			/* dims [k, ndim) form one dense run */
+	uint64_t len;		/* elements per run */
+	uint64_t within;	/* position inside the current run */
+	int64_t idx[CKPT_MAX_DIMS];	/* odometer over dims [0, k) */
+	uint64_t base;		/* storage element of the run's start */
+};
+
+static void runs_start(struct runs *r, const struct ckpt_tensor *t,
+		       uint64_t e0)
+{
+	int64_t expect = 1;
+	uint64_t run;
+
+	r->t = t;
+	r->k = t->ndim;
+	for (int j = t->ndim - 1; j >= 0; j--) {
+		if (t->shape[j] != 1 && t->stride[j] != expect)
+			break;
+		expect *= t->shape[j];
+		r->k = j;
+	}
+	r->len = 1;
+	for (int j = r->k; j < t->ndim; j++)
+		r->len *= t->shape[j];
+	run = e0 / r->len;
+	r->within = e0 % r->len;
+	r->base = t->offset;
+	for (int j = r->k - 1; j >= 0; j--) {
+		r->idx[j] = run % t->shape[j];
+		run /= t->shape[j];
+		r->base += r->idx[j] * t->stride[j];
+	}
+}
+
+/* The next run of at most @n elements: storage element *@at, *@cnt long. */
+static void runs_next(struct runs *r, uint64_t n, uint64_t *at, uint64_t *cnt)
+{
+	const struct ckpt_tensor *t = r->t;
+
+	*at = r->base + r->within;
+	*cnt = r->len - r->within < n ? r->len - r->within : n;
+	r->within += *cnt;
+	if (r->within < r->len)
+		return;
+	r->within = 0;
+	for (int j = r->k - 1; j >= 0; j--) {
+		r->base += t->stride[j];
+		if (++r->idx[j] < t->shape[j])
+			return;
+		r->base -= t->stride[j] * t->shape[j];
+		r->idx[j] = 0;
+	}
+}
+
+static int pread_all(int fd, void *buf, size_t len, uint64_t off,
+		     struct diag *d)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, off + done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return diag_errno(d, -errno, "read at offset %llu: %s",
+					  (unsigned long long)(off + done),
+					  strerror(errno));
+		if (n == 0)
+			return diag_corrupt(d, off + done, "file ends inside "
+					    "tensor data (was it truncated?)");
+		done += n;
+	}
+	return 0;
+}
+
+/* Gather elements [e0, e0 + n) of @t into @out (n * itemsize bytes). */
+static int gather(struct ckpt *c, const struct ckpt_tensor *t, uint64_t e0,
+		  uint64_t n, unsigned char *out, struct diag *d)
+{
+	uint64_t isz = t->dtype->size, lo = UINT64_MAX, hi = 0, at, cnt, left;
+	uint64_t base = t->storage->data_off;
+	struct runs r;
+	unsigned char *span;
+	int rc = 0;
+
+	runs_start(&r, t, e0);
+	for (left = n; left; left -= cnt) {
+		runs_next(&r, left, &at, &cnt);
+		lo = at < lo ? at : lo;
+		hi = at + cnt > hi ? at + cnt : hi;
+	}
+	if ((hi - lo) * isz <= GATHER_SPAN && (span = malloc((hi - lo) * isz))) {
+		rc = pread_all(c->fd, span, (hi - lo) * isz, base + lo * isz, d);
+		runs_start(&r, t, e0);
+		for (left = n; left && !rc; left -= cnt, out += cnt * isz) {
+			runs_next(&r, left, &at, &cnt);
+			memcpy(out, span + (at - lo) * isz, cnt * isz);
+		}
+		free(span);
+		return rc;
+	}
+	/* NEEDSWORK: a huge transposed view reads one element per pread */
+	runs_start(&r, t, e0);
+	for (left = n; left && !rc;) {
+		uint64_t start, total = 0;
+
+		runs_next(&r, left, &start, &cnt);
+		total = cnt;
+		left -= cnt;
+		while (left) {	/* coalesce runs that follow each other */
+			struct runs save = r;
+
+			runs_next(&r, left, &at, &cnt);
+			if (at != start + total) {
+				r = save;
+				break;
+			}
+			total += cnt;
+			left -= cnt;
+		}
+		rc = pread_all(c->fd, out, total * isz, base + start * isz, d);
+		out += total * isz;
+	}
+	return rc;
+}
+
+long long ckpt_tensor_read(struct ckpt *c, const struct ckpt_tensor *t,
+			   void *buf, uint64_t len, uint64_t pos,
+			   struct diag *d)
+{
+	uint64_t isz = t->dtype->size, size = ckpt_tensor_size(t), e0, e1;
+	unsigned char *tmp;
+	int rc;
+
+	if (pos >= size)
+		return 0;
+	if (len > size - pos)
+		len = size - pos;
+	if (t->kind == CKPT_T_INLINE) {
+		memcpy(buf, t->inline_data + pos, len);
+		return len;
+	}
+	if (t->storage->rec && t->storage->rec->method != PTZ_STORED)
+		return diag_unsupported(d, t->storage->rec->header_off,
+					"compressed storage record %s: not "
+					"supported yet", t->storage->rec->name);
+	rc = ckpt_storage_locate(c, t->storage, d);
+	if (rc)
+		return rc;
+	if (t->contiguous) {
+		rc = pread_all(c->fd, buf, len, t->storage->data_off +
+			       t->offset * isz + pos, d);
+		return rc ? rc : (long long)len;
+	}
+	e0 = pos / isz;
+	e1 = (pos + len + isz - 1) / isz;
+	if (pos % isz == 0 && len % isz == 0) {
+		rc = gather(c, t, e0, e1 - e0, buf, d);
+		return rc ? rc : (long long)len;
+	}
+	tmp = malloc((e1 - e0) * isz);	/* an unaligned read: dd bs=3 */
+	if (!tmp)
+		return diag_nomem(d);
+	rc = gather(c, t, e0, e1 - e0, tmp, d);
+	if (!rc)
+		memcpy(buf, tmp + pos % isz, len);
+	free(tmp);
+	return rc ? rc : (long long)len;
+}
+
+uint64_t ckpt_tensor_size(const struct ckpt_tensor *t)
+{
+	return t->kind == CKPT_T_META ? 0 : t->nbytes;
+}

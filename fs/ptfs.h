@@ -1,0 +1,101 @@
+/*
+ * ptfs.h - what the FUSE driver's files share: the mounted checkpoint and
+ * its inode table (ptfs_ino.c), the operations (ptfs_ops.c) and main
+ * (ptfs_main.c).  Only fs/ includes FUSE headers.
+ */
+#ifndef PT_FS_PTFS_H
+#define PT_FS_PTFS_H
+
+#define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 14)
+
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "ckpt/ckpt.h"
+
+/* What an inode number stands for (see ptfs_ino.c for the numbering). */
+enum ptfs_kind {
+	PTFS_ROOT,		/* the mount's root directory */
+	PTFS_NODE,		/* a node of the object tree */
+	PTFS_PLUMB,		/* .ptfs/ */
+	PTFS_STORAGES,		/* .ptfs/storages/ */
+	PTFS_STORAGE,		/* .ptfs/storages/<key>: a raw storage */
+	PTFS_RECORD,		/* .ptfs/<record>: another archive record */
+};
+
+struct ptfs_ino {
+	int kind;		/* enum ptfs_kind */
+	struct ckpt_node *node;		/* PTFS_NODE */
+	struct ckpt_storage *storage;	/* PTFS_STORAGE */
+	struct ptz_entry *rec;		/* PTFS_RECORD (zip) */
+	uint32_t index;		/* storage or record number */
+};
+
+/* A record shown under .ptfs/ (everything but the storages). */
+struct ptfs_rec {
+	char *name;		/* escaped file name */
+	uint64_t off, size;	/* where its bytes are (legacy: data.pkl) */
+	struct ptz_entry *e;	/* zip record, or NULL */
+};
+
+struct ptfs {
+	struct ckpt *c;
+	struct stat st;		/* the checkpoint file's, for times */
+	uid_t uid;
+	gid_t gid;
+	double timeout;		/* entry and attribute cache, seconds */
+	const char *byteorder;	/* "little" or "big" */
+	const char *root_name;	/* entry name when the root is not a dir */
+	fuse_ino_t plumb;	/* ino of .ptfs/ (see ptfs_ino.c) */
+	struct ptfs_rec *recs;
+	uint32_t nrecs;
+};
+
+/* ---- ptfs_ino.c ---- */
+
+/* Set up the inode table for an open checkpoint.  0 or -ENOMEM. */
+int ptfs_ino_init(struct ptfs *fs);
+void ptfs_ino_release(struct ptfs *fs);
+
+/* What @ino stands for; 0 or -ENOENT. */
+int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out);
+
+/* The inode number of a tree node. */
+fuse_ino_t ptfs_ino_of(const struct ptfs *fs, const struct ckpt_node *n);
+
+/* Attributes of @ino into @st.  0 or -ENOENT. */
+int ptfs_stat(const struct ptfs *fs, fuse_ino_t ino, struct stat *st);
+
+/* Child @name of directory @parent: its inode number, or 0. */
+fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
+		       const char *name);
+
+/*
+ * Entry @i of directory @dir (after "." and ".."): its name and inode.
+ * Returns false past the last entry.  The name is borrowed.
+ */
+bool ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
+		 const char **name, fuse_ino_t *ino);
+
+/* Bytes of a value / opaque node's file: "12\n" (bytes: no newline). */
+uint64_t ptfs_text_size(const struct ckpt_node *n);
+
+/* A link node's symlink text: the relative path to its target (free). */
+char *ptfs_link_target(const struct ckpt_node *n);
+
+/* ---- ptfs_xattr.c ---- */
+
+/*
+ * The extended attributes of @ino as "name\0value\0..." pairs, written to
+ * @buf (at most @size bytes).  Returns the length used, or -ERANGE.
+ */
+long ptfs_xattrs(const struct ptfs *fs, fuse_ino_t ino, char *buf,
+		 size_t size);
+
+/* ---- ptfs_ops.c ---- */
+
+extern const struct fuse_lowlevel_ops ptfs_ops;
+
+#endif

@@ -1,0 +1,372 @@
+/*
+ * ptfs_ino.c - how checkpoint entries map to fuse_ino_t.
+ *
+ * The table is implicit, computed from positions, so that inode numbers
+ * are stable across mounts of the same file and cost no memory:
+ *
+ *   1                        the mount's root directory
+ *   2 + node->id             a node of the object tree (ckpt->nodes[id]);
+ *                            when the root object is a dict/list, node 0
+ *                            is shown as ino 1 and 2 is never handed out
+ *   P = 2 + nnodes           .ptfs/
+ *   P + 1                    .ptfs/storages/
+ *   P + 2 + i                .ptfs/storages/<key of storage i>
+ *   P + 2 + nstorages + j    .ptfs/<record j> (data.pkl, version, ...)
+ *
+ * Everything is read-only and lives as long as the mount, so lookup counts
+ * need no bookkeeping: forget has nothing to free.  (Writes will add
+ * inodes after these ranges.)
+ */
+#include "ptfs.h"
+
+#include "pickle/pkl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PLUMB_NAME ".ptfs"
+
+static bool root_is_dir(const struct ptfs *fs)
+{
+	int k = fs->c->root->kind;
+
+	return k == CKPT_N_DIR || k == CKPT_N_SEQ;
+}
+
+fuse_ino_t ptfs_ino_of(const struct ptfs *fs, const struct ckpt_node *n)
+{
+	if (n == fs->c->root && root_is_dir(fs))
+		return FUSE_ROOT_ID;
+	return 2 + (fuse_ino_t)n->id;
+}
+
+static char *escape_record(const char *s)
+{
+	struct pkl_value v = { .kind = PKL_STR };
+	char *copy = strdup(s), *name;
+
+	if (!copy)
+		return NULL;
+	v.u.s.p = copy;
+	v.u.s.n = strlen(s);
+	name = ckpt_name_escape(&v);
+	free(copy);
+	return name;
+}
+
+static int add_rec(struct ptfs *fs, const char *name, uint64_t off,
+		   uint64_t size, struct ptz_entry *e)
+{
+	struct ptfs_rec *r = realloc(fs->recs, (fs->nrecs + 1) * sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	fs->recs = r;
+	r += fs->nrecs;
+	r->name = escape_record(name);
+	if (!r->name)
+		return -ENOMEM;
+	r->off = off;
+	r->size = size;
+	r->e = e;
+	fs->nrecs++;
+	return 0;
+}
+
+int ptfs_ino_init(struct ptfs *fs)
+{
+	struct ckpt *c = fs->c;
+	unsigned char *is_storage;
+	int rc = 0;
+
+	fs->plumb = 2 + (fuse_ino_t)c->nnodes;
+	fs->byteorder = c->byteorder ? c->byteorder : "little";
+	switch (c->root->kind) {
+	case CKPT_N_TENSOR: fs->root_name = "tensor"; break;
+	case CKPT_N_VALUE: fs->root_name = "value"; break;
+	default: fs->root_name = "object"; break;
+	}
+	if (c->format == CKPT_LEGACY)
+		return add_rec(fs, "data.pkl", c->pkl_off,
+			       c->doc->end - c->pkl_off, NULL);
+	is_storage = calloc(c->zip.nentries + 1, 1);
+	if (!is_storage)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < c->nstorages; k++)
+		if (c->storages[k]->rec)
+			is_storage[c->storages[k]->rec - c->zip.entries] = 1;
+	for (uint32_t i = 0; i < c->zip.nentries && !rc; i++) {
+		struct ptz_entry *e = &c->zip.entries[i];
+
+		if (!is_storage[i])
+			rc = add_rec(fs, e->name + c->zip.prefix_len + 1, 0,
+				     e->usize, e);
+	}
+	free(is_storage);
+	return rc;
+}
+
+void ptfs_ino_release(struct ptfs *fs)
+{
+	for (uint32_t i = 0; i < fs->nrecs; i++)
+		free(fs->recs[i].name);
+	free(fs->recs);
+	fs->recs = NULL;
+	fs->nrecs = 0;
+}
+
+int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out)
+{
+	const struct ckpt *c = fs->c;
+
+	memset(out, 0, sizeof(*out));
+	if (ino == FUSE_ROOT_ID) {
+		out->kind = PTFS_ROOT;
+		out->node = c->root;
+		return 0;
+	}
+	if (ino >= 2 && ino < fs->plumb) {
+		out->kind = PTFS_NODE;
+		out->node = c->nodes[ino - 2];
+		return 0;
+	}
+	if (ino == fs->plumb || ino == fs->plumb + 1) {
+		out->kind = ino == fs->plumb ? PTFS_PLUMB : PTFS_STORAGES;
+		return 0;
+	}
+	ino -= fs->plumb + 2;
+	if (ino < c->nstorages) {
+		out->kind = PTFS_STORAGE;
+		out->storage = c->storages[ino];
+		out->index = ino;
+		return 0;
+	}
+	ino -= c->nstorages;
+	if (ino < fs->nrecs) {
+		out->kind = PTFS_RECORD;
+		out->rec = fs->recs[ino].e;
+		out->index = ino;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+uint64_t ptfs_text_size(const struct ckpt_node *n)
+{
+	/* bytes are raw; every other value is text ending in a newline */
+	if (n->kind == CKPT_N_VALUE && !strcmp(n->type, "bytes"))
+		return n->textlen;
+	return n->textlen + 1;
+}
+
+static int depth(const struct ckpt_node *n)
+{
+	int d = 0;
+
+	for (; n && n->parent; n = n->parent)
+		d++;
+	return d;
+}
+
+char *ptfs_link_target(const struct ckpt_node *n)
+{
+	int up = depth(n->parent);
+	char *to = ckpt_node_path(n->target), *s;
+	size_t len;
+
+	if (!to)
+		return NULL;
+	len = 3 * (size_t)up + strlen(to) + 2;
+	s = malloc(len);
+	if (s) {
+		s[0] = 0;
+		for (int i = 0; i < up; i++)
+			strcat(s, i ? "/.." : "..");
+		if (to[0])
+			strcat(strcat(s, up ? "/" : ""), to);
+		else if (!up)
+			strcpy(s, ".");
+	}
+	free(to);
+	return s;
+}
+
+static uint32_t subdirs(const struct ckpt_node *n)
+{
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < n->nkids; i++)
+		k += n->kids[i]->kind == CKPT_N_DIR ||
+		     n->kids[i]->kind == CKPT_N_SEQ;
+	return k;
+}
+
+static void node_stat(const struct ptfs *fs, const struct ckpt_node *n,
+		      struct stat *st)
+{
+	char *to;
+
+	switch (n->kind) {
+	case CKPT_N_DIR:
+	case CKPT_N_SEQ:
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2 + subdirs(n);
+		break;
+	case CKPT_N_TENSOR:
+		st->st_mode = S_IFREG | 0444;
+		st->st_size = ckpt_tensor_size(n->tensor);
+		break;
+	case CKPT_N_LINK:
+		st->st_mode = S_IFLNK | 0777;
+		to = ptfs_link_target(n);
+		st->st_size = to ? strlen(to) : 0;
+		free(to);
+		break;
+	default:
+		st->st_mode = S_IFREG | 0444;
+		st->st_size = ptfs_text_size(n);
+		break;
+	}
+	(void)fs;
+}
+
+int ptfs_stat(const struct ptfs *fs, fuse_ino_t ino, struct stat *st)
+{
+	struct ptfs_ino i;
+	int rc = ptfs_ino_get(fs, ino, &i);
+
+	if (rc)
+		return rc;
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_nlink = 1;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_atim = fs->st.st_atim;
+	st->st_mtim = fs->st.st_mtim;
+	st->st_ctim = fs->st.st_ctim;
+	st->st_blksize = 1 << 20;
+	switch (i.kind) {
+	case PTFS_ROOT:
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 3 + (root_is_dir(fs) ? subdirs(i.node) :
+				    i.node->kind == CKPT_N_DIR);
+		break;
+	case PTFS_NODE:
+		node_stat(fs, i.node, st);
+		break;
+	case PTFS_PLUMB:
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 3;
+		break;
+	case PTFS_STORAGES:
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2;
+		break;
+	case PTFS_STORAGE:
+		st->st_mode = S_IFREG | 0444;
+		st->st_size = i.storage->nbytes;
+		break;
+	case PTFS_RECORD:
+		st->st_mode = S_IFREG | 0444;
+		st->st_size = fs->recs[i.index].size;
+		break;
+	}
+	st->st_blocks = (st->st_size + 511) / 512;
+	return 0;
+}
+
+bool ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
+		 const char **name, fuse_ino_t *ino)
+{
+	const struct ckpt *c = fs->c;
+	struct ptfs_ino d;
+
+	if (ptfs_ino_get(fs, dir, &d))
+		return false;
+	switch (d.kind) {
+	case PTFS_ROOT:
+		if (!root_is_dir(fs)) {
+			if (i > 1)
+				return false;
+			*name = i ? PLUMB_NAME : fs->root_name;
+			*ino = i ? fs->plumb : ptfs_ino_of(fs, c->root);
+			return true;
+		}
+		if (i == d.node->nkids) {
+			*name = PLUMB_NAME;
+			*ino = fs->plumb;
+			return true;
+		}
+		/* fall through */
+	case PTFS_NODE:
+		if (i >= d.node->nkids || (d.node->kind != CKPT_N_DIR &&
+					   d.node->kind != CKPT_N_SEQ))
+			return false;
+		*name = d.node->kids[i]->name;
+		*ino = ptfs_ino_of(fs, d.node->kids[i]);
+		return true;
+	case PTFS_PLUMB:
+		if (i > fs->nrecs)
+			return false;
+		*name = i ? fs->recs[i - 1].name : "storages";
+		*ino = i ? fs->plumb + 2 + c->nstorages + (i - 1) :
+		       fs->plumb + 1;
+		return true;
+	case PTFS_STORAGES:
+		if (i >= c->nstorages)
+			return false;
+		*name = c->storages[i]->key;
+		*ino = fs->plumb + 2 + i;
+		return true;
+	default:
+		return false;
+	}
+}
+
+fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
+		       const char *name)
+{
+	const struct ckpt *c = fs->c;
+	struct ptfs_ino d;
+	struct ckpt_node *n;
+
+	if (ptfs_ino_get(fs, parent, &d))
+		return 0;
+	switch (d.kind) {
+	case PTFS_ROOT:
+		if (!strcmp(name, PLUMB_NAME))
+			return fs->plumb;
+		if (!root_is_dir(fs))
+			return strcmp(name, fs->root_name) ? 0 :
+			       ptfs_ino_of(fs, c->root);
+		/* fall through */
+	case PTFS_NODE:
+		n = ckpt_node_child(d.node, name);
+		return n ? ptfs_ino_of(fs, n) : 0;
+	case PTFS_PLUMB:
+		if (!strcmp(name, "storages"))
+			return fs->plumb + 1;
+		for (uint32_t i = 0; i < fs->nrecs; i++)
+			if (!strcmp(name, fs->recs[i].name))
+				return fs->plumb + 2 + c->nstorages + i;
+		return 0;
+	case PTFS_STORAGES: {
+		/* torch numbers storages in first-use order: try that first */
+		char *end;
+		unsigned long k = strtoul(name, &end, 10);
+
+		if (!*end && k < c->nstorages &&
+		    !strcmp(name, c->storages[k]->key))
+			return fs->plumb + 2 + k;
+		for (uint32_t i = 0; i < c->nstorages; i++)
+			if (!strcmp(name, c->storages[i]->key))
+				return fs->plumb + 2 + i;
+		return 0;
+	}
+	default:
+		return 0;
+	}
+}
