@@ -18,6 +18,14 @@ run_suite() {	# build-dir sanitize
 if [ -x "$shared/tools/torch2-root" ]; then
 	"$shared/tools/torch2-root" >/dev/null
 fi
+echo "== core/ and tools/ stand alone (no FUSE) =="
+if grep -rlnE '#include *[<"]fuse|\bfuse_[a-z]' core tools --include='*.[ch]'; then
+	echo "core/ or tools/ mention FUSE" >&2
+	exit 1
+fi
+cmake -S . -B build-nofs -DPT_BUILD_FS=OFF -DPT_BUILD_TESTS=OFF -DPT_WERROR=ON >/dev/null
+cmake --build build-nofs -j"$jobs" >/dev/null
+echo "ok"
 echo "== build and test =="
 run_suite build OFF
 echo "== ASan + UBSan build and test =="
