@@ -15,6 +15,9 @@
 
 #include "ckpt/ckpt.h"
 
+/* Largest read request, and the readahead window (see op_init). */
+#define PTFS_REQUEST	(252u * 4096)
+
 /* What an inode number stands for (see ptfs_ino.c for the numbering). */
 enum ptfs_kind {
 	PTFS_ROOT,		/* the mount's root directory */

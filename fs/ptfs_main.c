@@ -7,11 +7,13 @@
  *   -o timeout=SECONDS   entry/attribute cache time (default 3600)
  * fstab: /data/model.pt /mnt/model fuse.ptfs ro,allow_other 0 0
  */
+#define _XOPEN_SOURCE 700	/* realpath */
 #include "ptfs.h"
 
 #include "diag/diag.h"
 
 #include <fuse_opt.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +66,43 @@ static void usage(const char *prog)
 	fuse_lowlevel_help();
 }
 
+/*
+ * The kernel caps a FUSE mount's readahead at the bdi default (128 KiB)
+ * whatever INIT asks for, so reads arrive in 128-256 KiB requests.  Raise
+ * the bdi's read_ahead_kb to PTFS_REQUEST (root only; best effort).  The device
+ * comes from mountinfo: a stat() of the mount point would wait for the
+ * loop that is not running yet.
+ */
+static void raise_readahead(const char *mountpoint)
+{
+	char line[4096], path[128], *real = realpath(mountpoint, NULL);
+	unsigned maj, min;
+	FILE *f;
+
+	if (!real)
+		return;
+	f = fopen("/proc/self/mountinfo", "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		char mnt[4096];
+
+		/* id parent maj:min root mountpoint ... */
+		if (sscanf(line, "%*s %*s %u:%u %*s %4095s", &maj, &min, mnt) != 3
+		    || strcmp(mnt, real))
+			continue;
+		snprintf(path, sizeof(path),
+			 "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+		FILE *ra = fopen(path, "w");
+
+		if (ra) {
+			fprintf(ra, "%u\n", PTFS_REQUEST / 1024);
+			fclose(ra);
+		}
+	}
+	if (f)
+		fclose(f);
+	free(real);
+}
+
 static int serve(struct ptfs *fs, struct fuse_args *args,
 		 struct fuse_cmdline_opts *co)
 {
@@ -78,6 +117,7 @@ static int serve(struct ptfs *fs, struct fuse_args *args,
 		goto out_destroy;
 	if (fuse_session_mount(se, co->mountpoint))
 		goto out_signals;
+	raise_readahead(co->mountpoint);
 	fuse_daemonize(co->foreground);
 	if (co->singlethread) {
 		rc = fuse_session_loop(se);
