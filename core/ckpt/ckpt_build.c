@@ -71,20 +71,6 @@ static const struct pkl_value *int_seq(const struct pkl_value *v)
 
 /* ---- storages ---- */
 
-static uint32_t hash_str(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 16777619u;
-	/* FNV's low bits cluster for "0".."99999": mix (murmur3 fmix32) */
-	h ^= h >> 16;
-	h *= 0x85ebca6bu;
-	h ^= h >> 13;
-	h *= 0xc2b2ae35u;
-	return h ^ (h >> 16);
-}
-
 /* @key as a number if it is canonical decimal below 2^31 ("0", "17"). */
 static long dense_index(const char *key)
 {
@@ -100,7 +86,7 @@ static long dense_index(const char *key)
 
 static struct ckpt_storage **hash_slot(struct ckpt_build *b, const char *key)
 {
-	uint32_t i = hash_str(key) & (b->scap - 1);
+	uint32_t i = ckpt_name_hash(key) & (b->scap - 1);
 
 	while (b->stab[i] && strcmp(b->stab[i]->key, key))
 		i = (i + 1) & (b->scap - 1);

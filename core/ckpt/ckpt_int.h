@@ -48,7 +48,7 @@ bool ckpt_is_tensor_value(const struct pkl_value *v);
 int ckpt_tensor_value(struct ckpt_build *b, const struct pkl_value *v,
 		      struct ckpt_tensor **out);
 
-/* ckpt_tree.c: hash of a file name for the directory index. */
+/* ckpt_tree.c: hash of a name or key for the open-addressing tables. */
 uint32_t ckpt_name_hash(const char *s);
 
 /* Append to a growable pointer array; -ENOMEM on failure. */

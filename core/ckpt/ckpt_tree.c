@@ -38,7 +38,10 @@ static struct ckpt_node *node_new(struct ckpt_build *b, int kind,
 	return n;
 }
 
-/* FNV-1a of a name, mixed so that the low bits spread. */
+/*
+ * FNV-1a of a name, then murmur3's fmix32: FNV's low bits cluster for
+ * names like "0".."99999", and the tables mask the low bits.
+ */
 uint32_t ckpt_name_hash(const char *s)
 {
 	uint32_t h = 2166136261u;
@@ -48,7 +51,8 @@ uint32_t ckpt_name_hash(const char *s)
 	h ^= h >> 16;
 	h *= 0x85ebca6bu;
 	h ^= h >> 13;
-	return h;
+	h *= 0xc2b2ae35u;
+	return h ^ (h >> 16);
 }
 
 /* The slot for @name in @dir's index: its node, or an empty slot. */
