@@ -54,6 +54,7 @@ struct ptfs {
 	fuse_ino_t plumb;	/* ino of .ptfs/ (see ptfs_ino.c) */
 	struct ptfs_rec *recs;
 	uint32_t nrecs;
+	bool no_open;		/* the kernel can skip OPEN (see op_open) */
 };
 
 /* ---- ptfs_ino.c ---- */

@@ -164,7 +164,8 @@ struct ckpt {
 	int version;		/* the version record (zip) */
 	struct ptz_entry *pkl_rec;	/* data.pkl */
 	uint64_t pkl_off;	/* file offset of the main pickle */
-	unsigned char *pkl;	/* the main pickle's bytes */
+	unsigned char *pkl;	/* the main pickle's bytes while opening
+				   (NULL after: re-read them by offset) */
 	size_t pkl_len;
 	struct pkl_doc *doc;
 	struct ckpt_storage **storages;

@@ -257,6 +257,9 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
 	}
 	if (rc)
 		goto fail;
+	/* the document holds copies of everything: drop the raw pickle */
+	free(c->pkl);
+	c->pkl = NULL;
 	if (c->b) {
 		free(c->b->memo);
 		free(c->b->stab);
