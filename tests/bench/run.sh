@@ -3,4 +3,10 @@
 set -eu
 cd "$(dirname "$0")/../.."
 scripts/setup.sh build >/dev/null
+# the baselines the mount is measured against
+for p in fuse-zip archivemount; do
+	command -v "$p" >/dev/null ||
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$p" >/dev/null
+done
 /usr/bin/python3 tests/bench/bench_ptls.py build/ptls "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
+/usr/bin/python3 tests/bench/bench_mount.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
