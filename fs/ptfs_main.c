@@ -150,16 +150,19 @@ int main(int argc, char **argv)
 	int rc = 1;
 
 	if (fuse_opt_parse(&args, &o, opt_spec, opt_proc))
-		return 1;
+		goto out_args;
 	if (o.show_help) {
 		usage(argv[0]);
-		return 0;
+		rc = 0;
+		goto out_args;
 	}
 	if (o.show_version) {
 		printf("ptfs %s\nFUSE library version %s\n", PT_VERSION,
 		       fuse_pkgversion());
+		fflush(stdout);	/* fusermount3 -V writes to fd 1 next */
 		fuse_lowlevel_version();
-		return 0;
+		rc = 0;
+		goto out_args;
 	}
 	/* read-only until write-back exists; name it in mount(8) output */
 	if (fuse_opt_add_arg(&args, "-oro,subtype=ptfs,default_permissions") ||

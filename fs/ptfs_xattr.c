@@ -113,7 +113,8 @@ long ptfs_xattrs(const struct ptfs *fs, fuse_ino_t ino, char *buf,
 	if (ptfs_ino_get(fs, ino, &i))
 		return -ENOENT;
 	if (i.kind == PTFS_NODE || i.kind == PTFS_ROOT) {
-		if (i.node->kind == CKPT_N_TENSOR)
+		/* a bare-tensor root is a directory; its entry has them */
+		if (i.node->kind == CKPT_N_TENSOR && i.kind == PTFS_NODE)
 			tensor_xattrs(fs, i.node->tensor, &x);
 		if (i.kind == PTFS_NODE || fs->c->root->kind == CKPT_N_DIR ||
 		    fs->c->root->kind == CKPT_N_SEQ)

@@ -103,6 +103,33 @@ struct widths {
 static int text_node(const struct ckpt_node *n, const struct opts *o,
 		     struct widths *w, bool print);
 
+/*
+ * A value for one table cell: at most 72 characters, control characters
+ * escaped, bytes as Python shows them (b'..\x00').
+ */
+static void printable(char *out, const struct ckpt_node *n)
+{
+	bool bytes = !strcmp(n->type, "bytes");
+	size_t o = 0, i;
+
+	if (bytes)
+		o += sprintf(out, "b'");
+	for (i = 0; i < n->textlen && o < 72; i++) {
+		unsigned char c = n->text[i];
+
+		if (c == '\\' && bytes)
+			o += sprintf(out + o, "\\\\");
+		else if (c == '\n')
+			o += sprintf(out + o, "\\n");
+		else if (c < 0x20 || c == 0x7f || (bytes && c >= 0x80))
+			o += sprintf(out + o, "\\x%02x", c);
+		else
+			out[o++] = c;
+	}
+	sprintf(out + o, "%s%s", bytes ? "'" : "",
+		i < n->textlen ? "..." : "");
+}
+
 /* First pass: widen the columns for leaf @n. */
 static void measure_leaf(const struct ckpt_node *n, const struct opts *o,
 			 struct widths *w)
@@ -150,10 +177,13 @@ static int text_leaf(const struct ckpt_node *n, const char *path,
 		free(to);
 		return r;
 	}
-	if (n->kind == CKPT_N_VALUE || n->kind == CKPT_N_OPAQUE)
-		return printf("%-*s  %-*s  = %.*s%s\n", w->path, path, w->type,
-			      n->type, (int)MIN(n->textlen, 72), n->text,
-			      n->textlen > 72 ? "..." : "");
+	if (n->kind == CKPT_N_VALUE || n->kind == CKPT_N_OPAQUE) {
+		char shown[80 * 4 + 8];
+
+		printable(shown, n);
+		return printf("%-*s  %-*s  = %s\n", w->path, path, w->type,
+			      n->type, shown);
+	}
 	return printf("%-*s  %-*s  (empty)\n", w->path, path, w->type, n->type);
 }
 

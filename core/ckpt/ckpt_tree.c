@@ -252,6 +252,39 @@ static const char *global_name(const struct pkl_value *f)
 	return NULL;
 }
 
+/*
+ * The bytes protocol 2 pickles as calls: _codecs.encode(str, 'latin1'),
+ * bytes() and bytearray() (empty), bytearray(<one of those>), or any of
+ * them over a BINBYTES value.  NULL when @v is none of these.
+ */
+static char *bytes_of(const struct pkl_value *v, size_t *len)
+{
+	const struct pkl_value *a0 = pkl_item(v->u.call.args, 0);
+	const char *g = global_name(v->u.call.func);
+	char *p;
+
+	if (!g || (strcmp(g, "encode") && strcmp(g, "bytes") &&
+		   strcmp(g, "bytearray")))
+		return NULL;
+	if (!a0 && strcmp(g, "encode")) {
+		*len = 0;
+		return strdup("");
+	}
+	if (a0 && a0->kind == PKL_STR && !strcmp(g, "encode"))
+		return latin1(a0, len);
+	if (a0 && a0->kind == PKL_BYTES) {
+		p = malloc(a0->u.s.n + 1);
+		if (p) {
+			memcpy(p, a0->u.s.p, a0->u.s.n + 1);
+			*len = a0->u.s.n;
+		}
+		return p;
+	}
+	if (a0 && a0->kind == PKL_CALL && strcmp(g, "encode"))
+		return bytes_of(a0, len);
+	return NULL;
+}
+
 static int sparse(struct ckpt_build *b, const struct pkl_value *v,
 		  int depth, struct ckpt_node **out)
 {
@@ -416,9 +449,9 @@ static int call(struct ckpt_build *b, const struct pkl_value *v, int depth,
 	    (a0->kind == PKL_TUPLE || a0->kind == PKL_LIST))
 		return seq(b, v, a0, CKPT_N_SEQ, strcmp(g, "Size") ? g :
 			   "torch.Size", depth, out);
-	if ((!strcmp(g, "encode") || !strcmp(g, "bytearray")) && a0 &&
-	    a0->kind == PKL_STR) {
-		text = latin1(a0, &len);
+	if (!strcmp(g, "encode") || !strcmp(g, "bytes") ||
+	    !strcmp(g, "bytearray")) {
+		text = bytes_of(v, &len);
 		if (text)
 			return value_node(b, v, CKPT_N_VALUE, "bytes", text,
 					  len, out);

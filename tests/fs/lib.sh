@@ -1,0 +1,332 @@
+# lib.sh - shell helpers shared by tests/fs/run.sh and tests/fs/smoke.sh
+# (POSIX sh; sourced, not run).  The caller sets:
+#   PTFS   the ptfs binary (absolute path)
+#   WORK   a scratch directory (mount points go under $WORK/mnt)
+# and gets: result counting (pass/fail/skip, summary), mounting in the
+# foreground with the daemon's stderr captured (for sanitizer reports),
+# unmounting that never leaves a mount behind, and the checks that need no
+# torch (command line, bad input, read-only).
+
+npass=0 nfail=0 nskip=0
+TAB=$(printf '\t')
+# per-daemon time limit: a hung ptfs is killed, so a test cannot hang
+DAEMON_TIMEOUT=${PTFS_TEST_TIMEOUT:-120}
+tmo=
+command -v timeout >/dev/null 2>&1 && tmo=timeout
+
+# pass LABEL MSG / fail LABEL MSG [DETAILS_FILE] / skip LABEL MSG
+pass() {
+	npass=$((npass + 1))
+	printf 'ok   %s: %s\n' "$1" "$2"
+}
+fail() {
+	nfail=$((nfail + 1))
+	printf 'FAIL %s: %s\n' "$1" "$2"
+	if [ -n "${3:-}" ] && [ -s "$3" ]; then
+		head -n 20 "$3" | sed 's/^/      /'
+	fi
+}
+skip() {
+	nskip=$((nskip + 1))
+	printf 'skip %s: %s\n' "$1" "$2"
+}
+summary() {
+	if [ "$nskip" -gt 0 ]; then
+		echo "$npass passed, $nfail failed, $nskip skipped"
+	else
+		echo "$npass passed, $nfail failed"
+	fi
+}
+
+# is_mounted DIR: a mount at DIR is listed in /proc/mounts
+is_mounted() {
+	awk -v m="$1" '$2 == m { found = 1 } END { exit !found }' /proc/mounts
+}
+
+# mount_opts DIR: the options field of DIR's mount
+mount_opts() {
+	awk -v m="$1" '$2 == m { print $4 }' /proc/mounts | tail -n 1
+}
+
+# run_limited SECONDS CMD...: CMD under timeout(1) when there is one
+run_limited() {
+	_rl_s=$1
+	shift
+	if [ -n "$tmo" ]; then
+		"$tmo" -k 5 "$_rl_s" "$@"
+	else
+		"$@"
+	fi
+}
+
+# start_daemon CKPT MNT ERRFILE [OPTION...]: ptfs -f in the background,
+# stderr to ERRFILE; sets DPID.  Returns 0 once MNT is mounted, 1 when the
+# daemon exits (or 10 s pass) first (then it is stopped and reaped).
+start_daemon() {
+	_ck=$1 _mnt=$2 _err=$3
+	shift 3
+	mkdir -p "$_mnt"
+	# a simple command, so that $! is timeout's (or ptfs's) own pid
+	if [ -n "$tmo" ]; then
+		"$tmo" -k 5 "$DAEMON_TIMEOUT" "$PTFS" -f "$@" "$_ck" "$_mnt" \
+			>/dev/null 2>"$_err" &
+	else
+		"$PTFS" -f "$@" "$_ck" "$_mnt" >/dev/null 2>"$_err" &
+	fi
+	DPID=$!
+	echo "$DPID $_mnt" >>"$WORK/daemons"
+	_i=0
+	while [ $_i -lt 500 ]; do
+		is_mounted "$_mnt" && return 0
+		kill -0 "$DPID" 2>/dev/null || break
+		sleep 0.02
+		_i=$((_i + 1))
+	done
+	is_mounted "$_mnt" && return 0
+	kill "$DPID" 2>/dev/null
+	wait "$DPID" 2>/dev/null
+	DPID=
+	return 1
+}
+
+# unmount MNT: fusermount3 -u, retried while busy, then lazily.  0 when
+# MNT is no longer mounted.
+unmount() {
+	_i=0
+	while is_mounted "$1" && [ $_i -lt 50 ]; do
+		fusermount3 -u "$1" 2>/dev/null && break
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	if is_mounted "$1"; then
+		fusermount3 -uz "$1" 2>/dev/null
+	fi
+	! is_mounted "$1"
+}
+
+# stop_daemon MNT: unmount, then reap $DPID; sets DRC to its exit status
+# (124/137: it was killed for taking too long).  0 when all went well.
+stop_daemon() {
+	DRC=
+	unmount "$1" || return 1
+	[ -n "${DPID:-}" ] || return 0
+	_i=0
+	while kill -0 "$DPID" 2>/dev/null && [ $_i -lt 100 ]; do
+		sleep 0.05
+		_i=$((_i + 1))
+	done
+	kill "$DPID" 2>/dev/null
+	wait "$DPID"
+	DRC=$?
+	DPID=
+	return 0
+}
+
+# daemon_problems ERRFILE OUTFILE: sanitizer reports or anything else the
+# daemon printed (a good mount prints nothing); 0 when there are none
+daemon_problems() {
+	[ -s "$1" ] || return 0
+	if grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error\|SUMMARY: .*Sanitizer' "$1"; then
+		echo "sanitizer report from ptfs:" >>"$2"
+		grep -m 5 'ERROR: \|runtime error\|SUMMARY: \|#[0-9] ' "$1" |
+			head -n 12 >>"$2"
+	else
+		echo "ptfs printed on stderr:" >>"$2"
+		head -n 5 "$1" >>"$2"
+	fi
+	return 1
+}
+
+# cleanup_mounts: unmount everything still mounted under $WORK/mnt and
+# stop the daemons we started (by pid).  For EXIT traps.
+cleanup_mounts() {
+	[ -n "${WORK:-}" ] && [ -d "$WORK" ] || return 0
+	awk -v w="$WORK/mnt/" 'index($2, w) == 1 { print $2 }' /proc/mounts |
+		while read -r _m; do
+			fusermount3 -u "$_m" 2>/dev/null ||
+				fusermount3 -uz "$_m" 2>/dev/null
+		done
+	if [ -f "$WORK/daemons" ]; then
+		while read -r _p _m; do
+			kill "$_p" 2>/dev/null
+		done <"$WORK/daemons"
+	fi
+}
+
+# no_mounts_left: nothing under $WORK/mnt is mounted
+no_mounts_left() {
+	! awk -v w="$WORK/mnt/" 'index($2, w) == 1 { f = 1 } END { exit !f }' \
+		/proc/mounts
+}
+
+# expect_refusal LABEL CKPT WANT_LINE: ptfs CKPT MNT (daemon mode, as a
+# user runs it) must exit non-zero with exactly one stderr line
+# "ptfs: CKPT: ..." (equal to WANT_LINE unless that is empty), and leave
+# the mount point unmounted and empty.  Counts a result; $2 may be a
+# missing file or a directory.
+expect_refusal() {
+	_label=$1 _ck=$2 _want=$3
+	_m=$WORK/mnt/refuse.$$
+	_e=$WORK/refuse.err _d=$WORK/refuse.details
+	mkdir -p "$_m"
+	: >"$_d"
+	run_limited 30 "$PTFS" "$_ck" "$_m" >/dev/null 2>"$_e"
+	_rc=$?
+	_line=$(head -n 1 "$_e")
+	[ "$_rc" -ne 0 ] || echo "exit status 0" >>"$_d"
+	[ "$(wc -l <"$_e")" -eq 1 ] ||
+		echo "stderr has $(wc -l <"$_e") lines, not 1" >>"$_d"
+	case $_line in
+	"ptfs: $_ck: "?*) ;;
+	*) echo "stderr does not start with 'ptfs: $_ck: '" >>"$_d" ;;
+	esac
+	if [ -n "$_want" ] && [ "$_line" != "$_want" ]; then
+		echo "expected: $_want" >>"$_d"
+	fi
+	if is_mounted "$_m"; then
+		echo "it is mounted anyway" >>"$_d"
+		unmount "$_m"
+	fi
+	[ -z "$(ls -A "$_m" 2>/dev/null)" ] ||
+		echo "the mount point is not empty" >>"$_d"
+	if [ -s "$_d" ]; then
+		echo "stderr: $(head -n 3 "$_e")" >>"$_d"
+		fail "$_label" "exit $_rc" "$_d"
+	else
+		pass "$_label" "exit $_rc: $_line"
+	fi
+	rmdir "$_m" 2>/dev/null
+}
+
+# ptls_line PTLS FILE: ptls's one-line error for FILE as ptfs says it
+# (nothing when PTLS is empty)
+ptls_line() {
+	[ -n "$1" ] || return 0
+	"$1" "$2" 2>&1 >/dev/null | head -n 1 | sed 's/^ptls: /ptfs: /'
+}
+
+# bad_inputs PTLS SAMPLE: LFS pointer, HTML page, empty file, truncated
+# copies, a missing file and a directory must all be refused cleanly.
+bad_inputs() {
+	_ptls=$1 _sample=$2 _b=$WORK/bad
+	mkdir -p "$_b"
+	printf 'version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize 1513258\n' \
+		4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393 \
+		>"$_b/lfs_pointer.pt"
+	printf '<!DOCTYPE html>\n<html lang="en"><head><title>model.pt</title></head>\n<body><p>Sign in to download</p></body></html>\n' \
+		>"$_b/download_page.pt"
+	: >"$_b/empty.pt"
+	_sz=$(wc -c <"$_sample")
+	head -c $((_sz / 2)) "$_sample" >"$_b/truncated_half.pt"
+	head -c $((_sz - 1)) "$_sample" >"$_b/truncated_last_byte.pt"
+	head -c 100 "$_sample" >"$_b/truncated_100.pt"
+	for _f in "$_b"/*.pt; do
+		expect_refusal "bad input ${_f##*/}" "$_f" \
+			"$(ptls_line "$_ptls" "$_f")"
+	done
+	for _f in ${EXTRA_TRUNCATE:-}; do
+		[ -f "$_f" ] || continue
+		_sz=$(wc -c <"$_f")
+		_t=$_b/truncated_${_f##*/}
+		head -c $((_sz * 2 / 3)) "$_f" >"$_t"
+		expect_refusal "bad input truncated ${_f##*/}" "$_t" \
+			"$(ptls_line "$_ptls" "$_t")"
+	done
+	expect_refusal "bad input missing file" "$_b/no_such.pt" \
+		"$(ptls_line "$_ptls" "$_b/no_such.pt")"
+	mkdir -p "$_b/a_directory.pt"
+	expect_refusal "bad input directory" "$_b/a_directory.pt" \
+		"$(ptls_line "$_ptls" "$_b/a_directory.pt")"
+}
+
+# cli_checks SAMPLE: --help/-h and --version/-V exit 0; a missing mount
+# point (or no argument at all) prints usage and exits non-zero.
+cli_checks() {
+	_s=$1 _o=$WORK/cli.out _e=$WORK/cli.err
+	for _a in --help -h; do
+		"$PTFS" "$_a" >"$_o" 2>"$_e"
+		_rc=$?
+		if [ $_rc -eq 0 ] && grep -q 'usage:.*CHECKPOINT MOUNTPOINT' "$_o"; then
+			pass "cli $_a" "exit 0, usage on stdout"
+		else
+			fail "cli $_a" "exit $_rc; stdout: $(head -n 1 "$_o"); stderr: $(grep -m 1 "[A-Za-z]" "$_e")"
+		fi
+	done
+	for _a in --version -V; do
+		"$PTFS" "$_a" >"$_o" 2>"$_e"
+		_rc=$?
+		if [ $_rc -eq 0 ] && head -n 1 "$_o" | grep -q '^ptfs [0-9]'; then
+			pass "cli $_a" "exit 0, $(head -n 1 "$_o")"
+		else
+			fail "cli $_a" "exit $_rc; stdout: $(head -n 1 "$_o"); stderr: $(grep -m 1 "[A-Za-z]" "$_e")"
+		fi
+	done
+	"$PTFS" "$_s" >"$_o" 2>"$_e"
+	_rc=$?
+	if [ $_rc -ne 0 ] && grep -q 'usage:' "$_e" && [ ! -s "$_o" ]; then
+		pass "cli no mount point" "exit $_rc: $(head -n 1 "$_e")"
+	else
+		fail "cli no mount point" "exit $_rc; stderr: $(head -n 1 "$_e")"
+	fi
+	"$PTFS" >"$_o" 2>"$_e"
+	_rc=$?
+	if [ $_rc -ne 0 ] && grep -q 'usage:' "$_e"; then
+		pass "cli no arguments" "exit $_rc: $(head -n 1 "$_e")"
+	else
+		fail "cli no arguments" "exit $_rc; stderr: $(head -n 1 "$_e")"
+	fi
+}
+
+# daemon_mode_checks SAMPLE: ptfs without -f daemonizes, mounts read-only
+# (even when asked for rw), is listed as fuse.ptfs, refuses writes, and
+# goes away on fusermount3 -u.
+daemon_mode_checks() {
+	_s=$1 _m=$WORK/mnt/daemon _d=$WORK/daemon.details
+	mkdir -p "$_m"
+	: >"$_d"
+	for _o in "" "-o rw"; do
+		_label="daemon mode${_o:+ $_o}"
+		: >"$_d"
+		# shellcheck disable=SC2086
+		run_limited 30 "$PTFS" $_o "$_s" "$_m" >"$WORK/daemon.out" \
+			2>"$WORK/daemon.err"
+		_rc=$?
+		if [ $_rc -ne 0 ] || ! is_mounted "$_m"; then
+			fail "$_label" "exit $_rc, not mounted: $(head -n 1 "$WORK/daemon.err")"
+			unmount "$_m"
+			continue
+		fi
+		_opts=$(mount_opts "$_m")
+		case ,$_opts, in
+		*,ro,*) ;;
+		*) echo "mount options '$_opts' lack ro" >>"$_d" ;;
+		esac
+		awk -v m="$_m" '$2 == m { print $3 }' /proc/mounts |
+			grep -qx 'fuse.ptfs' ||
+			echo "not listed as fuse.ptfs in /proc/mounts" >>"$_d"
+		_f=$(find "$_m" -maxdepth 3 -type f ! -path '*/.ptfs/*' | head -n 1)
+		if [ -z "$_f" ]; then
+			echo "no regular file in the mount" >>"$_d"
+		else
+			_w=$( (: >>"$_f") 2>&1)
+			case $_w in
+			*"Read-only file system"*|*"Permission denied"*) ;;
+			*) echo "appending to ${_f#"$_m"/}: '${_w:-it worked}'" >>"$_d" ;;
+			esac
+			_w=$( (: >"$_m/new_file") 2>&1)
+			case $_w in
+			*"Read-only file system"*|*"Permission denied"*) ;;
+			*) echo "creating a file: '${_w:-it worked}'" >>"$_d" ;;
+			esac
+		fi
+		unmount "$_m" || echo "fusermount3 -u failed" >>"$_d"
+		[ -z "$(ls -A "$_m" 2>/dev/null)" ] ||
+			echo "mount point not empty after unmount" >>"$_d"
+		if [ -s "$_d" ]; then
+			fail "$_label" "mounted $_opts" "$_d"
+		else
+			pass "$_label" "mounted $_opts; writes refused; unmounted"
+		fi
+	done
+	rmdir "$_m" 2>/dev/null
+}
