@@ -43,6 +43,9 @@ import tempfile
 import time
 import zipfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ckpt_gen import gpt2_state  # noqa: E402
+
 ARG = sys.argv[1] if len(sys.argv) > 1 else "build"
 PTFS = os.path.abspath(ARG if os.path.isfile(ARG) else os.path.join(ARG, "ptfs"))
 WORK = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else "/tmp/ptfs-bench")
@@ -53,29 +56,6 @@ TOOLS = ("ptfs", "fuse-zip", "archivemount")
 
 
 # ---------------------------------------------------------------- files
-
-def gpt2_state(tiny):
-    import collections
-    import torch
-    shapes = [("wte.weight", (50257, 768)), ("wpe.weight", (1024, 768))]
-    for i in range(12):
-        p = "h.%d." % i
-        shapes += [(p + "ln_1.weight", (768,)), (p + "ln_1.bias", (768,)),
-                   (p + "attn.c_attn.weight", (768, 2304)),
-                   (p + "attn.c_attn.bias", (2304,)),
-                   (p + "attn.c_proj.weight", (768, 768)),
-                   (p + "attn.c_proj.bias", (768,)),
-                   (p + "ln_2.weight", (768,)), (p + "ln_2.bias", (768,)),
-                   (p + "mlp.c_fc.weight", (768, 3072)),
-                   (p + "mlp.c_fc.bias", (3072,)),
-                   (p + "mlp.c_proj.weight", (3072, 768)),
-                   (p + "mlp.c_proj.bias", (768,))]
-    shapes += [("ln_f.weight", (768,)), ("ln_f.bias", (768,))]
-    sd = collections.OrderedDict()
-    for name, shape in shapes:
-        sd[name] = torch.zeros((1,) * len(shape) if tiny else shape)
-    return sd
-
 
 def many_state(n):
     import torch

@@ -13,7 +13,6 @@ Prints best-of-N wall times and the ratios the goals are about:
   gpt2tiny.pt (goal ~1x: listing cost must not grow with data size).
 Needs torch (Debian's /usr/bin/python3 has 1.13).
 """
-import collections
 import os
 import subprocess
 import sys
@@ -22,30 +21,12 @@ import zipfile
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ckpt_gen import gpt2_state  # noqa: E402
+
 PTLS = sys.argv[1] if len(sys.argv) > 1 else "build/ptls"
 WORK = sys.argv[2] if len(sys.argv) > 2 else "/tmp/ptfs-bench"
 os.makedirs(WORK, exist_ok=True)
-
-
-def gpt2_state(tiny):
-    shapes = [("wte.weight", (50257, 768)), ("wpe.weight", (1024, 768))]
-    for i in range(12):
-        p = "h.%d." % i
-        shapes += [(p + "ln_1.weight", (768,)), (p + "ln_1.bias", (768,)),
-                   (p + "attn.c_attn.weight", (768, 2304)),
-                   (p + "attn.c_attn.bias", (2304,)),
-                   (p + "attn.c_proj.weight", (768, 768)),
-                   (p + "attn.c_proj.bias", (768,)),
-                   (p + "ln_2.weight", (768,)), (p + "ln_2.bias", (768,)),
-                   (p + "mlp.c_fc.weight", (768, 3072)),
-                   (p + "mlp.c_fc.bias", (3072,)),
-                   (p + "mlp.c_proj.weight", (3072, 768)),
-                   (p + "mlp.c_proj.bias", (768,))]
-    shapes += [("ln_f.weight", (768,)), ("ln_f.bias", (768,))]
-    sd = collections.OrderedDict()
-    for name, shape in shapes:
-        sd[name] = torch.zeros((1,) * len(shape) if tiny else shape)
-    return sd
 
 
 def make(name, fn):
@@ -99,4 +80,5 @@ def main():
            rows[0][2] / rows[0][1]))
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -91,6 +91,21 @@ start_daemon() {
 
 # unmount MNT: fusermount3 -u, retried while busy, then lazily.  0 when
 # MNT is no longer mounted.
+# probe_fuse SAMPLE MNT ERRFILE: mount SAMPLE at MNT, or exit: 77 (skip)
+# when FUSE itself is unusable here, 1 when ptfs fails on the sample.
+probe_fuse() {
+	start_daemon "$1" "$2" "$3" && return 0
+	_why=$(head -n 1 "$3")
+	case $_why in
+	"fuse: "*|fusermount*|*/dev/fuse*) ;;
+	*)
+		echo "ptfs cannot mount $1: ${_why:-no message (crashed?)}" >&2
+		exit 1 ;;
+	esac
+	echo "cannot mount with FUSE here ($_why): skipping"
+	exit 77
+}
+
 unmount() {
 	_i=0
 	while is_mounted "$1" && [ $_i -lt 50 ]; do

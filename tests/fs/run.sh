@@ -125,17 +125,7 @@ pyrun() {
 }
 
 # Is FUSE usable at all?  A tiny mount of the sample checkpoint.
-if ! start_daemon "$sample" "$WORK/mnt/probe" "$WORK/probe.err"; then
-	why=$(head -n 1 "$WORK/probe.err")
-	case $why in
-	"fuse: "*|fusermount*|*/dev/fuse*) ;;
-	*)
-		echo "ptfs cannot mount $sample: ${why:-no message (crashed?)}" >&2
-		exit 1 ;;
-	esac
-	echo "cannot mount with FUSE here ($why): skipping"
-	exit 77
-fi
+probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err"
 stop_daemon "$WORK/mnt/probe"
 
 # Edge cases the fixtures lack, written by the torch under test.

@@ -42,17 +42,7 @@ trap 'exit 130' INT TERM HUP
 mkdir -p "$WORK/mnt"
 
 m=$WORK/mnt/sample
-if ! start_daemon "$sample" "$m" "$WORK/ptfs.err"; then
-	why=$(head -n 1 "$WORK/ptfs.err")
-	case $why in
-	"fuse: "*|fusermount*|*/dev/fuse*) ;;
-	*)
-		echo "ptfs cannot mount $sample: ${why:-no message (crashed?)}" >&2
-		exit 1 ;;
-	esac
-	echo "cannot mount with FUSE here ($why): skipping"
-	exit 77
-fi
+probe_fuse "$sample" "$m" "$WORK/ptfs.err"
 
 # check LABEL EXPECTED ACTUAL
 check() {
