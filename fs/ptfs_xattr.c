@@ -10,7 +10,7 @@
  *   user.device          the location it was saved on: cpu, cuda:0, mps
  *   user.requires_grad   true | false
  *   user.parameter       true | false (an nn.Parameter)
- *   user.layout          strided | quantized | meta | storage
+ *   user.layout          strided | quantized | meta | storage | numpy
  *   user.byteorder       little | big
  *   user.type            python type of any node: Tensor, OrderedDict, int
  *   quantized tensors add user.qscheme and user.q_scale + user.q_zero_point
@@ -85,6 +85,7 @@ static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
 	put(x, "user.parameter", tf(t->parameter));
 	put(x, "user.layout", t->kind == CKPT_T_QUANTIZED ? "quantized" :
 	    t->kind == CKPT_T_META ? "meta" :
+	    t->kind == CKPT_T_INLINE ? "numpy" :
 	    t->kind == CKPT_T_STORAGE ? "storage" : "strided");
 	put(x, "user.byteorder", fs->byteorder);
 	if (t->conj)

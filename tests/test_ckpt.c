@@ -460,6 +460,104 @@ Test(ckpt_tensor, refuses_malformed_persistent_ids)
 	assert_no_leaks();
 }
 
+/* The numpy pickle of a 2x3 float32 array holding 0..5, then the call. */
+static void pk_numpy_tensor(struct buf *b, const char *descr, int fortran)
+{
+	static const float vals[6] = { 0, 1, 2, 3, 4, 5 };
+	static const int32_t shape[] = { 2, 3 };
+
+	pk_global(b, "torch._utils", "_rebuild_device_tensor_from_numpy");
+	op(b, '(');
+	pk_global(b, "numpy.core.multiarray", "_reconstruct");
+	op(b, '(');
+	pk_global(b, "numpy", "ndarray");
+	op(b, '(');
+	pk_int(b, 0);
+	op(b, 't');
+	op(b, 'C');
+	op(b, 1);
+	op(b, 'b');
+	op(b, 't');
+	op(b, 'R');
+	op(b, '(');		/* BUILD state */
+	pk_int(b, 1);
+	pk_ints(b, shape, 2);
+	pk_global(b, "numpy", "dtype");
+	op(b, '(');
+	pk_str(b, descr);
+	op(b, 0x89);
+	op(b, 0x88);
+	op(b, 't');
+	op(b, 'R');
+	op(b, '(');
+	pk_int(b, 3);
+	pk_str(b, "<");
+	op(b, 'N');
+	op(b, 'N');
+	op(b, 'N');
+	pk_int(b, -1);
+	pk_int(b, -1);
+	pk_int(b, 0);
+	op(b, 't');
+	op(b, 'b');
+	op(b, fortran ? 0x88 : 0x89);
+	op(b, 'C');
+	op(b, sizeof(vals));
+	zb_put_bytes(b, vals, sizeof(vals));
+	op(b, 't');
+	op(b, 'b');
+	pk_global(b, "torch", "float32");
+	pk_str(b, "xla:0");
+	op(b, 0x89);
+	op(b, 't');
+	op(b, 'R');
+}
+
+Test(ckpt_tensor, reads_tensors_saved_through_numpy)
+{
+	struct buf b = { 0 };
+	struct ckpt *c;
+	const struct ckpt_tensor *t;
+	float got[6];
+	struct diag d;
+
+	op(&b, 0x80);
+	op(&b, 2);
+	pk_numpy_tensor(&b, "f4", 0);
+	op(&b, '.');
+	c = open_ok(write_ckpt(&b, "3\n", NULL, 0));
+	t = c->root->tensor;
+	cr_assert_eq(c->root->kind, CKPT_N_TENSOR);
+	cr_assert_eq(t->kind, CKPT_T_INLINE);
+	cr_assert_str_eq(t->device, "xla:0");
+	cr_assert_str_eq(t->dtype->name, "float32");
+	cr_assert_eq(t->shape[0], 2);
+	cr_assert_eq(t->shape[1], 3);
+	diag_init(&d, "numpy");
+	cr_assert_eq(ckpt_tensor_read(c, t, got, sizeof(got), 0, &d), 24);
+	for (int i = 0; i < 6; i++)
+		cr_assert_eq(got[i], (float)i);
+	ckpt_close(c);
+	free(b.p);
+	memset(&b, 0, sizeof(b));
+	op(&b, 0x80);
+	op(&b, 2);
+	pk_numpy_tensor(&b, "f8", 0);
+	op(&b, '.');
+	open_fails(write_ckpt(&b, "3\n", NULL, 0), -ENOTSUP,
+		   "numpy array 'f8'");
+	free(b.p);
+	memset(&b, 0, sizeof(b));
+	op(&b, 0x80);
+	op(&b, 2);
+	pk_numpy_tensor(&b, "f4", 1);
+	op(&b, '.');
+	open_fails(write_ckpt(&b, "3\n", NULL, 0), -ENOTSUP, "Fortran");
+	unlink(tmp_path);
+	free(b.p);
+	assert_no_leaks();
+}
+
 /* ---- the object tree ---- */
 
 Test(ckpt_tree, int_and_str_keys_that_print_alike_both_stay_reachable)

@@ -88,7 +88,8 @@ static const char *flags(const struct ckpt_tensor *t, char *buf, size_t n)
 		 t->contiguous ? "" : " strided",
 		 t->kind == CKPT_T_QUANTIZED ? " quantized" :
 		 t->kind == CKPT_T_META ? " meta" :
-		 t->kind == CKPT_T_STORAGE ? " storage" : "",
+		 t->kind == CKPT_T_STORAGE ? " storage" :
+		 t->kind == CKPT_T_INLINE ? " numpy" : "",
 		 t->conj ? " conj" : "", t->neg ? " neg" : "");
 	return buf[0] ? buf + 1 : "-";
 }
@@ -373,6 +374,7 @@ static void json_tensor(FILE *f, const struct ckpt_tensor *t)
 	fputs(",\"layout\":\"", f);
 	fputs(t->kind == CKPT_T_QUANTIZED ? "quantized" :
 	      t->kind == CKPT_T_META ? "meta" :
+	      t->kind == CKPT_T_INLINE ? "numpy" :
 	      t->kind == CKPT_T_STORAGE ? "storage" : "strided", f);
 	putc('"', f);
 	json_tensor_extra(f, t);

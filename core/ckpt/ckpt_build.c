@@ -269,7 +269,7 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 
 enum rebuild {
 	R_NONE, R_V1, R_V2, R_V3, R_QTENSOR, R_PARAM, R_PARAM_STATE,
-	R_FROM_TYPE, R_META, R_DEV_CPU, R_PARAM_CLASS,
+	R_FROM_TYPE, R_META, R_DEV_CPU, R_PARAM_CLASS, R_DEV_NUMPY,
 };
 
 static enum rebuild rebuild_kind(const struct pkl_value *f)
@@ -286,6 +286,7 @@ static enum rebuild rebuild_kind(const struct pkl_value *f)
 		{ "_rebuild_parameter_with_state", R_PARAM_STATE },
 		{ "_rebuild_meta_tensor_no_storage", R_META },
 		{ "_rebuild_device_tensor_from_cpu_tensor", R_DEV_CPU },
+		{ "_rebuild_device_tensor_from_numpy", R_DEV_NUMPY },
 	};
 
 	if (!f || f->kind != PKL_GLOBAL)
@@ -465,6 +466,77 @@ static int qparams(struct ckpt_build *b, struct ckpt_tensor *t,
 	return rc;
 }
 
+/*
+ * _rebuild_device_tensor_from_numpy(ndarray, dtype, device, requires_grad)
+ * (torch 1.13, devices without storages: XLA, ORT, HPU).  The array is
+ * numpy's own pickle: _reconstruct(ndarray, (0,), b'b') + BUILD with
+ * (version, shape, dtype, is_fortran, raw bytes); the data live in the
+ * pickle itself, so the tensor keeps a copy (CKPT_T_INLINE).
+ */
+static int numpy_tensor(struct ckpt_build *b, const struct pkl_value *args,
+			uint64_t off, struct ckpt_tensor **out)
+{
+	const struct pkl_value *nd = arg(args, 0), *st, *dt, *raw;
+	const struct pkl_value *dst;
+	const char *descr, *order, *digits;	/* numpy's "f4" and '<' */
+	struct ckpt_tensor *t;
+	int64_t fortran = 0, flag = 0;
+	size_t len;
+	int rc;
+
+	st = nd && nd->kind == PKL_CALL ? nd->u.call.x->state : NULL;
+	dt = arg(st, 2);
+	raw = arg(st, 4);
+	if (!st || pkl_len(st) != 5 || !dt || dt->kind != PKL_CALL ||
+	    !as_int(arg(st, 3), &fortran))
+		return diag_corrupt(b->d, off, "malformed numpy array");
+	descr = as_str(arg(dt->u.call.args, 0));
+	dst = dt->u.call.x->state;
+	order = as_str(arg(dst, 1));
+	rc = set_view(b, arg(st, 1), NULL, off, &t);
+	if (rc)
+		return rc;
+	t->kind = CKPT_T_INLINE;
+	t->dtype = dtype_global(arg(args, 1));
+	t->device = as_str(arg(args, 2));
+	as_int(arg(args, 3), &flag);
+	t->requires_grad = flag;
+	if (!t->dtype || !descr || !order)
+		return diag_unsupported(b->d, off, "numpy array of an unknown "
+					"dtype");
+	/* descr "f4", "<i8": its digits are the item size numpy stored */
+	digits = descr;
+	while (*digits && (*digits < '0' || *digits > '9'))
+		digits++;
+	if (strtol(digits, NULL, 10) != t->dtype->size || fortran ||
+	    order[0] == '>')
+		return diag_unsupported(b->d, off, "numpy array '%s' (%s, "
+					"%s order) for a %s tensor: not "
+					"supported", descr, order,
+					fortran ? "Fortran" : "C",
+					t->dtype->name);
+	rc = ckpt_tensor_check(b->c, t, b->d);
+	if (rc)
+		return rc;
+	if (raw && (raw->kind == PKL_BYTES || raw->kind == PKL_STRING)) {
+		t->inline_data = malloc(raw->u.s.n + 1);
+		if (t->inline_data)
+			memcpy(t->inline_data, raw->u.s.p, raw->u.s.n);
+		len = raw->u.s.n;
+	} else {
+		t->inline_data = raw ? (unsigned char *)ckpt_bytes_of(raw, &len)
+				     : NULL;
+	}
+	if (!t->inline_data)
+		return diag_corrupt(b->d, off, "numpy array without its data");
+	if (len != t->nbytes)
+		return diag_corrupt(b->d, off, "numpy array holds %zu bytes, "
+				    "its shape needs %llu", len,
+				    (unsigned long long)t->nbytes);
+	*out = t;
+	return 0;
+}
+
 static int rebuild(struct ckpt_build *b, enum rebuild r,
 		   const struct pkl_value *args, uint64_t off,
 		   struct ckpt_tensor **out)
@@ -562,6 +634,8 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 		*out = t;
 		return 0;
 	}
+	case R_DEV_NUMPY:
+		return numpy_tensor(b, args, off, out);	/* checked there */
 	case R_NONE:
 		return diag_unsupported(b->d, off, "not a tensor");
 	}

@@ -48,6 +48,12 @@ bool ckpt_is_tensor_value(const struct pkl_value *v);
 int ckpt_tensor_value(struct ckpt_build *b, const struct pkl_value *v,
 		      struct ckpt_tensor **out);
 
+/*
+ * ckpt_tree.c: the bytes protocol 2 pickles as calls (_codecs.encode(str,
+ * 'latin1'), bytes(), bytearray(...)), malloc'd; NULL when @v is not one.
+ */
+char *ckpt_bytes_of(const struct pkl_value *v, size_t *len);
+
 /* ckpt_tree.c: hash of a name or key for the open-addressing tables. */
 uint32_t ckpt_name_hash(const char *s);
 

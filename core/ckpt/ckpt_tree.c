@@ -252,12 +252,8 @@ static const char *global_name(const struct pkl_value *f)
 	return NULL;
 }
 
-/*
- * The bytes protocol 2 pickles as calls: _codecs.encode(str, 'latin1'),
- * bytes() and bytearray() (empty), bytearray(<one of those>), or any of
- * them over a BINBYTES value.  NULL when @v is none of these.
- */
-static char *bytes_of(const struct pkl_value *v, size_t *len)
+/* See ckpt_int.h. */
+char *ckpt_bytes_of(const struct pkl_value *v, size_t *len)
 {
 	const struct pkl_value *a0 = pkl_item(v->u.call.args, 0);
 	const char *g = global_name(v->u.call.func);
@@ -281,7 +277,7 @@ static char *bytes_of(const struct pkl_value *v, size_t *len)
 		return p;
 	}
 	if (a0 && a0->kind == PKL_CALL && strcmp(g, "encode"))
-		return bytes_of(a0, len);
+		return ckpt_bytes_of(a0, len);
 	return NULL;
 }
 
@@ -451,7 +447,7 @@ static int call(struct ckpt_build *b, const struct pkl_value *v, int depth,
 			   "torch.Size", depth, out);
 	if (!strcmp(g, "encode") || !strcmp(g, "bytes") ||
 	    !strcmp(g, "bytearray")) {
-		text = bytes_of(v, &len);
+		text = ckpt_bytes_of(v, &len);
 		if (text)
 			return value_node(b, v, CKPT_N_VALUE, "bytes", text,
 					  len, out);
