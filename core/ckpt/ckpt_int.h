@@ -25,6 +25,27 @@ struct ckpt_build {
 	uint64_t view_off;
 };
 
+/* Small accessors over pickle values: item @i of a tuple, a str, an int. */
+static inline const struct pkl_value *arg(const struct pkl_value *t, size_t i)
+{
+	return t && t->kind == PKL_TUPLE ? pkl_item(t, i) : NULL;
+}
+
+static inline const char *as_str(const struct pkl_value *v)
+{
+	if (v && (v->kind == PKL_STR || v->kind == PKL_STRING))
+		return v->u.s.p;
+	return NULL;
+}
+
+static inline bool as_int(const struct pkl_value *v, int64_t *out)
+{
+	if (!v || (v->kind != PKL_INT && v->kind != PKL_BOOL))
+		return false;
+	*out = v->u.i;
+	return true;
+}
+
 /* ckpt_build.c: turn c->doc into storages, tensors and the tree. */
 int ckpt_build_model(struct ckpt *c, struct diag *d);
 

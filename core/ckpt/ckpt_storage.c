@@ -1,0 +1,208 @@
+/*
+ * ckpt_storage.c - storages from persistent ids (torch-format.md 4.2 and,
+ * for the legacy 6-tuple, 7): ('storage', <class>, key, location, numel
+ * [, view]).  Each key is one storage, whatever number of tensors view it;
+ * its dtype and numel must agree at every reference.  The table indexes
+ * torch's keys "0".."N-1" densely and hashes anything else.
+ */
+#include "ckpt_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* @key as a number if it is canonical decimal below 2^31 ("0", "17"). */
+static long dense_index(const char *key)
+{
+	long k = 0;
+	int n = 0;
+
+	if (key[0] == '0')
+		return key[1] ? -1 : 0;
+	for (; key[n] >= '0' && key[n] <= '9' && n < 10; n++)
+		k = k * 10 + (key[n] - '0');
+	return n && !key[n] && k < (1L << 31) ? k : -1;
+}
+
+static struct ckpt_storage **hash_slot(struct ckpt_build *b, const char *key)
+{
+	uint32_t i = ckpt_name_hash(key) & (b->scap - 1);
+
+	while (b->stab[i] && strcmp(b->stab[i]->key, key))
+		i = (i + 1) & (b->scap - 1);
+	return &b->stab[i];
+}
+
+/*
+ * The table slot for @key.  torch numbers storages 0, 1, 2 ..., so those
+ * keys index a dense array (sequential, no string compares: with 100k
+ * storages a hash probe is a cache miss each); other keys (legacy pointer
+ * values, hostile huge numbers) go to the hash table.  With @grow the
+ * dense array may grow to hold @key; NULL only when that fails.
+ */
+static struct ckpt_storage **storage_slot(struct ckpt_build *b,
+					  const char *key, bool grow)
+{
+	long k = dense_index(key);
+
+	if (k >= 0 && (uint64_t)k >= b->ndense && grow &&
+	    (uint64_t)k < 2 * ((uint64_t)b->c->nstorages + 1024)) {
+		uint32_t n = b->ndense ? b->ndense : 1024;
+		struct ckpt_storage **d;
+
+		while (n <= (uint64_t)k)
+			n *= 2;
+		d = realloc(b->dense, n * sizeof(*d));
+		if (!d)
+			return NULL;
+		memset(d + b->ndense, 0, (n - b->ndense) * sizeof(*d));
+		b->dense = d;
+		b->ndense = n;
+	}
+	if (k >= 0 && (uint64_t)k < b->ndense)
+		return &b->dense[k];
+	return hash_slot(b, key);
+}
+
+struct ckpt_storage *ckpt_storage_find(struct ckpt_build *b, const char *key)
+{
+	return *storage_slot(b, key, false);
+}
+
+static int storage_grow(struct ckpt_build *b)
+{
+	struct ckpt_storage **old = b->stab;
+	uint32_t ocap = b->scap;
+
+	b->scap = ocap ? ocap * 2 : 64;
+	b->stab = calloc(b->scap, sizeof(*b->stab));
+	if (!b->stab) {
+		b->stab = old;
+		b->scap = ocap;
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < ocap; i++)
+		if (old[i])
+			*hash_slot(b, old[i]->key) = old[i];
+	free(old);
+	return 0;
+}
+
+/* A new storage for @key, whose empty table slot is *@slot. */
+static int storage_new(struct ckpt_build *b, struct ckpt_storage **slot,
+		       const char *key, const struct ckpt_dtype *dt,
+		       bool untyped, const char *loc, uint64_t numel,
+		       uint64_t off, struct ckpt_storage **out)
+{
+	struct ckpt *c = b->c;
+	struct ckpt_storage *s;
+	uint64_t nbytes;
+
+	if (__builtin_mul_overflow(numel, (uint64_t)dt->size, &nbytes) ||
+	    nbytes > (UINT64_C(1) << 62))
+		return diag_corrupt(b->d, off, "storage '%s' claims %llu "
+				    "elements", key, (unsigned long long)numel);
+	if (slot >= b->stab && slot < b->stab + b->scap &&
+	    (b->nhashed + 1) * 2 > b->scap) {
+		if (storage_grow(b))
+			return diag_nomem(b->d);
+		slot = hash_slot(b, key);
+	}
+	if (slot >= b->stab && slot < b->stab + b->scap)
+		b->nhashed++;
+	s = arena_alloc(&c->arena, sizeof(*s));
+	if (!s || ckpt_push((void ***)&c->storages, &c->nstorages,
+			    &b->storages_cap, s))
+		return diag_nomem(b->d);
+	s->key = key;		/* borrowed from the pickle, or the arena */
+	s->location = loc;
+	s->dtype = dt;
+	s->untyped = untyped;
+	s->numel = numel;
+	s->nbytes = nbytes;
+	s->index = c->nstorages - 1;
+	s->pkl_off = off;
+	*slot = s;
+	*out = s;
+	return 0;
+}
+
+int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
+		     struct ckpt_storage **out, uint64_t *view_off)
+{
+	const struct pkl_value *t = pid->u.call.args, *cls, *view;
+	const struct ckpt_dtype *dt;
+	const char *tag, *key, *loc;
+	char keybuf[32];
+	int64_t numel, key_int;
+	bool untyped = false;
+	struct ckpt_storage *s, **slot;
+	uint64_t off = pid->off;
+	int rc;
+
+	tag = as_str(arg(t, 0));
+	if (!tag || strcmp(tag, "storage"))
+		return diag_corrupt(b->d, off, "persistent id is not a "
+				    "('storage', ...) tuple");
+	if (pkl_len(t) != 5 && pkl_len(t) != 6)
+		return diag_corrupt(b->d, off, "storage persistent id has %zu "
+				    "items, expected 5 or 6", pkl_len(t));
+	cls = arg(t, 1);
+	key = as_str(arg(t, 2));
+	if (!key && as_int(arg(t, 2), &key_int)) {
+		snprintf(keybuf, sizeof(keybuf), "%lld", (long long)key_int);
+		key = arena_strndup(&b->c->arena, keybuf, strlen(keybuf));
+		if (!key)
+			return diag_nomem(b->d);
+	}
+	loc = as_str(arg(t, 3));
+	if (!cls || cls->kind != PKL_GLOBAL || !key || !loc ||
+	    !as_int(arg(t, 4), &numel) || numel < 0)
+		return diag_corrupt(b->d, off, "malformed storage persistent id");
+	if (!strcmp(cls->u.global.name, "UntypedStorage")) {
+		dt = ckpt_dtype_bytes();
+		untyped = true;
+	} else if (!(dt = ckpt_dtype_by_storage(cls->u.global.name))) {
+		return diag_unsupported(b->d, off, "unknown storage class %s.%s",
+					cls->u.global.module,
+					cls->u.global.name);
+	}
+	slot = storage_slot(b, key, true);
+	if (!slot)
+		return diag_nomem(b->d);
+	s = *slot;
+	if (s) {
+		if (s->dtype != dt || s->untyped != untyped)
+			return diag_corrupt(b->d, off, "storage '%s' used as "
+					    "%s and as %s", key, s->dtype->name,
+					    dt->name);
+		if (s->numel != (uint64_t)numel)
+			return diag_corrupt(b->d, off, "storage '%s' given "
+					    "%llu and %lld elements", key,
+					    (unsigned long long)s->numel,
+					    (long long)numel);
+	} else {
+		rc = storage_new(b, slot, key, dt, untyped, loc, numel, off,
+				 &s);
+		if (rc)
+			return rc;
+	}
+	*view_off = 0;
+	view = arg(t, 5);
+	if (view && view->kind != PKL_NONE) {
+		/* legacy: (view_key, offset, size) inside the root storage */
+		int64_t voff, vsize;
+
+		if (!as_int(arg(view, 1), &voff) ||
+		    !as_int(arg(view, 2), &vsize) || voff < 0 || vsize < 0 ||
+		    (uint64_t)voff > s->numel ||
+		    (uint64_t)vsize > s->numel - (uint64_t)voff)
+			return diag_corrupt(b->d, off, "storage view outside "
+					    "storage '%s'", key);
+		*view_off = voff;
+	}
+	*out = s;
+	return 0;
+}
+
