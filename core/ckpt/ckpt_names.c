@@ -59,15 +59,13 @@ static void sb_str(struct sbuf *b, const char *s)
 
 static char *sb_detach(struct sbuf *b, size_t *len)
 {
-	if (b->oom || !b->p) {
-		if (!b->oom)
-			return strdup("");
+	if (len)
+		*len = b->oom ? 0 : b->n;
+	if (b->oom) {
 		free(b->p);
 		return NULL;
 	}
-	if (len)
-		*len = b->n;
-	return b->p;
+	return b->p ? b->p : strdup("");
 }
 
 static void escape_bytes(struct sbuf *b, const char *s, size_t n)

@@ -128,7 +128,7 @@ static int add_kid(struct ckpt_build *b, struct ckpt_node *dir,
 		   struct kids *k, int step, const struct pkl_value *key,
 		   const char *part, const struct pkl_value *v, int depth)
 {
-	struct ckpt_node *n;
+	struct ckpt_node *n = NULL;
 	char buf[16];
 	int rc;
 
