@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh build >/dev/null
 sample=tests/data/sample.pt
 mnt=$(mktemp -d /tmp/ptfs-demo.XXXXXX)
-trap 'fusermount3 -u "$mnt" 2>/dev/null; rmdir "$mnt"' EXIT
+trap 'grep -q " $mnt " /proc/mounts && fusermount3 -u "$mnt"; rmdir "$mnt" 2>/dev/null || true' EXIT
 
 run() { echo "\$ $*"; "$@"; echo; }
 
