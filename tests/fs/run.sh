@@ -52,38 +52,9 @@ if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
 	exit 77
 fi
 
-no_torch() {
-	echo "torch $version not available: $1" >&2
-	if [ "${PT_ALLOW_SKIP_TORCH:-0}" = 1 ]; then
-		echo "PT_ALLOW_SKIP_TORCH=1: skipping"
-		exit 77
-	fi
-	exit 1
-}
-
-# Where the python runs, and where the scratch directory lives.
-if [ "$version" = 1.13 ]; then
-	py=/usr/bin/python3
-	[ -x "$py" ] || no_torch "$py not found"
-	why=$("$py" -c 'import torch, numpy' 2>&1) ||
-		no_torch "$(printf '%s\n' "$why" | grep -v UCX | tail -n 1)"
-	WORK=$(mktemp -d "${TMPDIR:-/tmp}/ptfs-fs.XXXXXX") || exit 1
-	inner=$WORK
-else
-	t2=$shared/tools/torch2-root
-	[ -f "$t2" ] || no_torch "$t2 not found"
-	log=${TMPDIR:-/tmp}/ptfs-fs-torch2-root.$$.log
-	root=$(sh "$t2" 2>"$log" | tail -n 1)
-	if [ -z "$root" ] || [ ! -d "$root/tmp" ]; then
-		why=$(tail -n 1 "$log")
-		rm -f "$log"
-		no_torch "torch2-root failed: ${why:-no root printed}"
-	fi
-	rm -f "$log"
-	WORK=$(mktemp -d "$root/tmp/ptfs-fs.XXXXXX") || exit 1
-	chmod 755 "$WORK"
-	inner=/tmp/${WORK##*/}
-fi
+. "$here/../torch/select.sh"
+torch_select "$version" "$shared" ptfs-fs
+WORK=$work
 
 . "$here/lib.sh"
 

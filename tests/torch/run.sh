@@ -31,35 +31,9 @@ if [ ! -x "$ptls" ]; then
 fi
 case $ptls in /*) ;; *) ptls=$(pwd)/$ptls ;; esac
 
-no_torch() {
-	echo "torch $version not available: $1" >&2
-	if [ "${PT_ALLOW_SKIP_TORCH:-0}" = 1 ]; then
-		echo "PT_ALLOW_SKIP_TORCH=1: skipping"
-		exit 77
-	fi
-	exit 1
-}
+. "$here/select.sh"
+torch_select "$version" "$shared" ptfs-torch
 
-# Where compare.py runs, and where its working directory lives.
-if [ "$version" = 1.13 ]; then
-	py=/usr/bin/python3
-	[ -x "$py" ] || no_torch "$py not found"
-	why=$("$py" -c 'import torch, numpy' 2>&1) ||
-		no_torch "$(printf '%s\n' "$why" | grep -v UCX | tail -n 1)"
-	work=$(mktemp -d "${TMPDIR:-/tmp}/ptfs-torch.XXXXXX") || exit 1
-else
-	t2=$shared/tools/torch2-root
-	[ -x "$t2" ] || [ -f "$t2" ] || no_torch "$t2 not found"
-	root=$(sh "$t2" 2>"${TMPDIR:-/tmp}/ptfs-torch2-root.$$.log" | tail -n 1)
-	if [ -z "$root" ] || [ ! -d "$root/tmp" ]; then
-		why=$(tail -n 1 "${TMPDIR:-/tmp}/ptfs-torch2-root.$$.log")
-		rm -f "${TMPDIR:-/tmp}/ptfs-torch2-root.$$.log"
-		no_torch "torch2-root failed: ${why:-no root printed}"
-	fi
-	rm -f "${TMPDIR:-/tmp}/ptfs-torch2-root.$$.log"
-	work=$(mktemp -d "$root/tmp/ptfs-torch.XXXXXX") || exit 1
-	chmod 755 "$work"
-fi
 trap 'rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM HUP
 
