@@ -62,6 +62,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_write = PTFS_REQUEST;
 	conn->max_readahead = PTFS_REQUEST;
 	conn->time_gran = 1;
+	/* nothing under the mount ever changes behind the kernel's back */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

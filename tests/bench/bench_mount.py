@@ -21,7 +21,9 @@ Generates (once, cached in WORKDIR, default /tmp/ptfs-bench):
    i.e. `cat gpt2.pt > /dev/null`, into a page-aligned buffer).  Cold
    pass: fresh mount, `sync; echo 3 > /proc/sys/vm/drop_caches` (needs
    root), read; best of 2 (archivemount: 1), each on a fresh mount.  Warm
-   pass: the last mount again, best of 15 (fuse-zip: 3, archivemount: 1).
+   pass: the last mount again, best of 15 (fuse-zip: 3, archivemount: 1);
+   for ptfs each warm pass alternates with a warm cat, the baseline of
+   the second-read goal.
    Ratios are against cat in the same state.  Goals: ptfs >= 0.3x cat
    cold, >= 0.7x cat warm.
    archivemount gets a time limit per pass ($PT_BENCH_LIMIT, 120 s).
@@ -411,6 +413,7 @@ def main(mounts):
         colds.append(read_all([gpt2]))
     warm = [read_all([gpt2]) for _ in range(WARM_RUNS)]
     reads["cat"] = (best_read(colds), best_read(warm), warm)
+    cat_window = []
     for tool in tools:
         ncold = 1 if tool == "archivemount" else 2
         colds = []
@@ -432,7 +435,12 @@ def main(mounts):
         warm = []
         nwarm = {"ptfs": WARM_RUNS, "fuse-zip": 3}.get(tool, 1)
         if cold is None or cold.status == "ok":
-            warm = [read_all(files) for _ in range(nwarm)]
+            for _ in range(nwarm):
+                warm.append(read_all(files))
+                if tool == "ptfs":
+                    # cat again in the same seconds: the load on a shared
+                    # machine drifts more than the difference measured
+                    cat_window.append(read_all([gpt2]))
         for r in colds + warm:
             if r.status == "ok" and r.nbytes != bytes_g2:
                 raise RuntimeError("%s: read %d bytes, want %d" %
@@ -519,9 +527,12 @@ def main(mounts):
         x = c.mbs / base_c.mbs
         goal("first read of gpt2.pt, ptfs >= 0.3x cat", x >= 0.3,
              "%.2fx: %.0f vs %.0f MB/s" % (x, c.mbs, base_c.mbs))
-    x = w.mbs / base_w.mbs
-    goal("second read of gpt2.pt, ptfs >= 0.7x cat", x >= 0.7,
-         "%.2fx: %.0f vs %.0f MB/s" % (x, w.mbs, base_w.mbs))
+    cw = best_read(cat_window) if cat_window else base_w
+    x = w.mbs / cw.mbs
+    print("cat, warm, interleaved with ptfs's warm passes: %.0f MB/s" %
+          cw.mbs)
+    goal("second read of gpt2.pt, ptfs >= 0.7x cat (interleaved)", x >= 0.7,
+         "%.2fx: %.0f vs %.0f MB/s" % (x, w.mbs, cw.mbs))
     # the goal is about the 500 MB file; the other rows show how
     # memory grows with the number of tensors (not with data size)
     g = hwm[gpt2]
