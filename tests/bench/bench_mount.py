@@ -46,7 +46,7 @@ import time
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ckpt_gen import gpt2_state  # noqa: E402
+from ckpt_gen import gpt2_state, make, many_state  # noqa: E402
 
 ARG = sys.argv[1] if len(sys.argv) > 1 else "build"
 PTFS = os.path.abspath(ARG if os.path.isfile(ARG) else os.path.join(ARG, "ptfs"))
@@ -61,23 +61,6 @@ WARM_RUNS = 15
 
 
 # ---------------------------------------------------------------- files
-
-def many_state(n):
-    import torch
-    return {"layer%d.w" % i: torch.full((16,), float(i)) for i in range(n)}
-
-
-def make(name, fn):
-    path = os.path.join(WORK, name)
-    if not os.path.exists(path):
-        import torch
-        t = time.time()
-        torch.save(fn(), path + ".tmp")
-        os.rename(path + ".tmp", path)
-        print("generated %s (%.1f MB) in %.1f s" %
-              (name, os.path.getsize(path) / MB, time.time() - t))
-    return path
-
 
 def zip_facts(path):
     """(number of data records, their total bytes, data.pkl size)"""
@@ -361,9 +344,9 @@ def goal(text, ok, figure):
 
 def main(mounts):
     os.makedirs(WORK, exist_ok=True)
-    gpt2 = make("gpt2.pt", lambda: gpt2_state(False))
-    tiny = make("gpt2tiny.pt", lambda: gpt2_state(True))
-    many = make("many20k.pt", lambda: many_state(20000))
+    gpt2 = make(WORK, "gpt2.pt", lambda: gpt2_state(False))
+    tiny = make(WORK, "gpt2tiny.pt", lambda: gpt2_state(True))
+    many = make(WORK, "many20k.pt", lambda: many_state(20000))
     if not os.access(PTFS, os.X_OK):
         sys.exit("bench_mount: no ptfs at %s (build first)" % PTFS)
     tools = [t for t in TOOLS if t == "ptfs" or shutil.which(t)]

@@ -22,22 +22,11 @@ import zipfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ckpt_gen import gpt2_state  # noqa: E402
+from ckpt_gen import gpt2_state, make, many_state  # noqa: E402
 
 PTLS = sys.argv[1] if len(sys.argv) > 1 else "build/ptls"
 WORK = sys.argv[2] if len(sys.argv) > 2 else "/tmp/ptfs-bench"
 os.makedirs(WORK, exist_ok=True)
-
-
-def make(name, fn):
-    path = os.path.join(WORK, name)
-    if not os.path.exists(path):
-        t = time.time()
-        torch.save(fn(), path + ".tmp")
-        os.rename(path + ".tmp", path)
-        print("generated %s (%.1f MB) in %.1f s" %
-              (name, os.path.getsize(path) / 1e6, time.time() - t))
-    return path
 
 
 def best(fn, n):
@@ -55,10 +44,9 @@ def run_ptls(path):
 
 
 def main():
-    many = make("many.pt", lambda: {"layer%d.w" % i: torch.full((16,), float(i))
-                                    for i in range(100000)})
-    gpt2 = make("gpt2.pt", lambda: gpt2_state(False))
-    tiny = make("gpt2tiny.pt", lambda: gpt2_state(True))
+    many = make(WORK, "many.pt", lambda: many_state(100000))
+    gpt2 = make(WORK, "gpt2.pt", lambda: gpt2_state(False))
+    tiny = make(WORK, "gpt2tiny.pt", lambda: gpt2_state(True))
     rows = []
     for path in (many, gpt2, tiny):
         subprocess.run(["cat", path], stdout=subprocess.DEVNULL)  # warm cache

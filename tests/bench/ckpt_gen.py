@@ -1,8 +1,11 @@
 """ckpt_gen.py - the checkpoints the benchmarks generate (never committed):
 a GPT-2-small-shaped state_dict (148 tensors, ~500 MB, or 1-element
-tensors with the same keys when tiny=True).
+tensors with the same keys when tiny=True) and N tensors of 16 floats,
+each saved once into the benchmarks' work directory by make().
 """
 import collections
+import os
+import time
 
 
 def gpt2_state(tiny):
@@ -25,3 +28,21 @@ def gpt2_state(tiny):
     for name, shape in shapes:
         sd[name] = torch.zeros((1,) * len(shape) if tiny else shape)
     return sd
+
+
+def many_state(n):
+    import torch
+    return {"layer%d.w" % i: torch.full((16,), float(i)) for i in range(n)}
+
+
+def make(work, name, fn):
+    """Path of WORK/NAME, saving torch.save(fn()) there first if missing."""
+    path = os.path.join(work, name)
+    if not os.path.exists(path):
+        import torch
+        t = time.time()
+        torch.save(fn(), path + ".tmp")
+        os.rename(path + ".tmp", path)
+        print("generated %s (%.1f MB) in %.1f s" %
+              (name, os.path.getsize(path) / 1e6, time.time() - t))
+    return path
