@@ -7,12 +7,12 @@
  */
 #include "test_util.h"
 #include "zip_builder.h"
+#include "fixtures.h"
 
 #include "ckpt/ckpt.h"
 #include "diag/diag.h"
 #include "pickle/pkl.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -724,45 +724,33 @@ Test(ckpt_names, unescape_reverses_escape)
 
 /* ---- the shared fixtures: everything opens or fails cleanly ---- */
 
-static void open_dir(const char *dir, int *opened, int *failed)
+struct open_counts {
+	int opened, failed;
+};
+
+static void open_one(const char *path, void *arg)
 {
-	DIR *dp = opendir(dir);
-	struct dirent *de;
+	struct open_counts *k = arg;
+	struct ckpt *c;
+	struct diag d;
 
-	if (!dp) {
-		cr_log_info("%s not found: skipping", dir);
-		return;
+	diag_init(&d, path);
+	if (!ckpt_open(path, &c, &d)) {
+		k->opened++;
+		ckpt_close(c);
+	} else {
+		cr_assert(d.err == -EILSEQ || d.err == -ENOTSUP, "%s: %d %s",
+			  path, d.err, d.msg);
+		k->failed++;
 	}
-	while ((de = readdir(dp))) {
-		char path[1024];
-		struct ckpt *c;
-		struct diag d;
-
-		if (de->d_name[0] == '.' || strstr(de->d_name, ".md") ||
-		    strstr(de->d_name, ".py"))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		diag_init(&d, path);
-		if (!ckpt_open(path, &c, &d)) {
-			(*opened)++;
-			ckpt_close(c);
-		} else {
-			cr_assert(d.err == -EILSEQ || d.err == -ENOTSUP,
-				  "%s: %d %s", path, d.err, d.msg);
-			(*failed)++;
-		}
-	}
-	closedir(dp);
 }
 
 Test(ckpt_open, every_shared_fixture_opens_or_fails_cleanly)
 {
-	int opened = 0, failed = 0;
+	struct open_counts k = { 0, 0 };
 
-	open_dir(PT_SHARED_DIR "/fixtures/torch-1.13", &opened, &failed);
-	open_dir(PT_SHARED_DIR "/fixtures/torch-2.14", &opened, &failed);
-	open_dir(PT_SHARED_DIR "/fixtures/real", &opened, &failed);
-	cr_log_info("%d opened, %d refused", opened, failed);
+	for_each_fixture(open_one, &k);
+	cr_log_info("%d opened, %d refused", k.opened, k.failed);
 	assert_no_leaks();
 }
 

@@ -7,7 +7,6 @@
  */
 #include "test_util.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libdeflate.h>
@@ -22,6 +21,7 @@
 #include "zip/ptz.h"
 #include "zip/ptz_int.h"
 #include "zip_builder.h"
+#include "fixtures.h"
 
 static const char pkl[] = "\x80\x02}q\x00.";
 static const char ver[] = "3\n";
@@ -1055,46 +1055,25 @@ static uint32_t check_fixture(const char *path)
 	return (uint32_t)rc;
 }
 
-static bool has_suffix(const char *s, const char *suf)
-{
-	size_t n = strlen(s), m = strlen(suf);
+struct fixture_counts {
+	unsigned long files, records;
+};
 
-	return n >= m && !strcmp(s + n - m, suf);
+static void check_one(const char *path, void *arg)
+{
+	struct fixture_counts *k = arg;
+	uint32_t n = check_fixture(path);
+
+	k->files += n > 0;
+	k->records += n;
 }
 
 Test(ptz_fixtures, opens_every_zip_fixture)
 {
-	static const char *const dirs[] = { "torch-1.13", "torch-2.14",
-					     "real" };
-	char path[4096];
-	unsigned long files = 0, records = 0;
+	struct fixture_counts k = { 0, 0 };
 
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		struct dirent *de;
-		DIR *dir;
-
-		snprintf(path, sizeof(path), "%s/fixtures/%s", PT_SHARED_DIR,
-			 dirs[i]);
-		dir = opendir(path);
-		if (!dir) {
-			cr_log_info("skipping %s: %s", path, strerror(errno));
-			continue;
-		}
-		while ((de = readdir(dir))) {
-			const char *name = de->d_name;
-			uint32_t n;
-
-			if (!has_suffix(name, ".pt") && !has_suffix(name, ".pth") &&
-			    !has_suffix(name, ".bin") && !has_suffix(name, ".ptl"))
-				continue;
-			snprintf(path, sizeof(path), "%s/fixtures/%s/%s",
-				 PT_SHARED_DIR, dirs[i], name);
-			n = check_fixture(path);
-			files += n > 0;
-			records += n;
-		}
-		closedir(dir);
-	}
-	cr_log_info("checked %lu records in %lu zip fixtures", records, files);
+	for_each_fixture(check_one, &k);
+	cr_log_info("checked %lu records in %lu zip fixtures", k.records,
+		    k.files);
 	assert_no_leaks();
 }

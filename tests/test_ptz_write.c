@@ -7,10 +7,10 @@
  * read-only fd, a full tmpfs) reported as -errno with the diag set.
  */
 #include "test_util.h"
+#include "fixtures.h"
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libdeflate.h>
@@ -164,43 +164,16 @@ static int repack(const char *path)
 	return 1;
 }
 
-static bool has_suffix(const char *s, const char *suf)
+static void repack_one(const char *path, void *arg)
 {
-	size_t n = strlen(s), m = strlen(suf);
-
-	return n >= m && !strcmp(s + n - m, suf);
+	*(unsigned *)arg += (unsigned)repack(path);
 }
 
 Test(ptz_write, repacks_torch_fixtures_byte_for_byte)
 {
-	static const char *const dirs[] = { "torch-1.13", "torch-2.14",
-					     "real" };
-	char path[4096];
 	unsigned files = 0;
 
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		struct dirent *de;
-		DIR *dir;
-
-		snprintf(path, sizeof(path), "%s/fixtures/%s", PT_SHARED_DIR,
-			 dirs[i]);
-		dir = opendir(path);
-		if (!dir) {
-			cr_log_info("skipping %s: %s", path, strerror(errno));
-			continue;
-		}
-		while ((de = readdir(dir))) {
-			const char *name = de->d_name;
-
-			if (!has_suffix(name, ".pt") && !has_suffix(name, ".pth") &&
-			    !has_suffix(name, ".bin") && !has_suffix(name, ".ptl"))
-				continue;
-			snprintf(path, sizeof(path), "%s/fixtures/%s/%s",
-				 PT_SHARED_DIR, dirs[i], name);
-			files += (unsigned)repack(path);
-		}
-		closedir(dir);
-	}
+	for_each_fixture(repack_one, &files);
 	cr_expect_eq(repack(PT_TEST_DATA "/sample.pt"), 1);
 	cr_log_info("repacked %u stored zip fixtures", files);
 	assert_no_leaks();
