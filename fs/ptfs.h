@@ -13,7 +13,10 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include <pthread.h>
+
 #include "ckpt/ckpt.h"
+#include "ovl/ovl.h"
 
 /* Largest read request, and the readahead window (see op_init). */
 #define PTFS_REQUEST	(252u * 4096)
@@ -26,6 +29,7 @@ enum ptfs_kind {
 	PTFS_STORAGES,		/* .ptfs/storages/ */
 	PTFS_STORAGE,		/* .ptfs/storages/<key>: a raw storage */
 	PTFS_RECORD,		/* .ptfs/<record>: another archive record */
+	PTFS_CTL,		/* .ptfs/commit: write back on request */
 };
 
 struct ptfs_ino {
@@ -43,8 +47,32 @@ struct ptfs_rec {
 	struct ptz_entry *e;	/* zip record, or NULL */
 };
 
+/* Storages whose views must leave the kernel's page cache (ptfs_ops.c). */
+struct ptfs_inval {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct ckpt_storage **q;	/* changed storages, deduplicated */
+	const struct ckpt_node **except;	/* the writer, kept cached */
+	uint32_t n, cap;
+	bool stop, running;
+	struct fuse_session *se;
+};
+
 struct ptfs {
 	struct ckpt *c;
+	struct ovl *ovl;	/* staged edits */
+	const char *output;	/* -o output=FILE, or NULL */
+	bool readonly;		/* -o ro, or the checkpoint is not writable */
+	/*
+	 * Everything that changes the model takes the lock for writing;
+	 * everything that reads it, for reading.  Data is read and written
+	 * with pread/pwrite, so readers run in parallel.
+	 */
+	pthread_rwlock_t lock;
+	struct ptfs_inval inval;
+	char commit_msg[512];	/* what .ptfs/commit reads: the last result */
+	uint32_t nstor;		/* storages shown under .ptfs/storages/ */
 	struct stat st;		/* the checkpoint file's, for times */
 	uid_t uid;
 	gid_t gid;
@@ -55,6 +83,7 @@ struct ptfs {
 	struct ptfs_rec *recs;
 	uint32_t nrecs;
 	bool no_open;		/* the kernel can skip OPEN (see op_open) */
+	bool commit_failed;	/* write-back at unmount failed */
 };
 
 /* ---- ptfs_ino.c ---- */
@@ -78,13 +107,19 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 
 /*
  * Entry @i of directory @dir (after "." and ".."): its name and inode.
- * Returns false past the last entry.  The name is borrowed.
+ * Returns 1, 0 past the last entry, or -1 for a slot whose entry was
+ * removed (skip it: offsets stay stable while a tool deletes what it
+ * lists).  The name is borrowed.
  */
-bool ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
-		 const char **name, fuse_ino_t *ino);
+int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
+		const char **name, fuse_ino_t *ino);
 
 /* Bytes of a value / opaque node's file: "12\n" (bytes: no newline). */
 uint64_t ptfs_text_size(const struct ckpt_node *n);
+
+/* The inode number of storage @s's file (.ptfs/storages/KEY), or 0. */
+fuse_ino_t ptfs_ino_of_storage(const struct ptfs *fs,
+			       const struct ckpt_storage *s);
 
 /* A link node's symlink text: the relative path to its target (free). */
 char *ptfs_link_target(const struct ckpt_node *n);
@@ -101,5 +136,14 @@ long ptfs_xattrs(const struct ptfs *fs, fuse_ino_t ino, char *buf,
 /* ---- ptfs_ops.c ---- */
 
 extern const struct fuse_lowlevel_ops ptfs_ops;
+
+/* Start / stop the thread that drops stale views from the page cache. */
+void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se);
+void ptfs_inval_stop(struct ptfs *fs);
+
+/* Write back now; 0 written, 1 nothing to write, or -errno with @d set.
+ * The result is what .ptfs/commit reads next. */
+struct diag;
+int ptfs_commit(struct ptfs *fs, struct diag *d);
 
 #endif

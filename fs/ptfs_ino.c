@@ -7,15 +7,17 @@
  *   1                        the mount's root directory
  *   2 + node->id             a node of the object tree (ckpt->nodes[id]);
  *                            when the root object is a dict/list, node 0
- *                            is shown as ino 1 and 2 is never handed out
- *   P = 2 + nnodes           .ptfs/
+ *                            is shown as ino 1 and 2 is never handed out;
+ *                            nodes made by edits continue the numbering
+ *   P = 2^40                 .ptfs/
  *   P + 1                    .ptfs/storages/
  *   P + 2 + i                .ptfs/storages/<key of storage i>
- *   P + 2 + nstorages + j    .ptfs/<record j> (data.pkl, version, ...)
+ *   P + 2 + nstor + j        .ptfs/<record j> (data.pkl, version, ...)
+ *   P + 2 + nstor + nrecs    .ptfs/commit (the write-back control file)
  *
- * Everything is read-only and lives as long as the mount, so lookup counts
- * need no bookkeeping: forget has nothing to free.  (Writes will add
- * inodes after these ranges.)
+ * Nodes live as long as the mount, also when an edit removes them (an
+ * open file keeps working), so lookup counts need no bookkeeping: forget
+ * has nothing to free.
  */
 #include "ptfs.h"
 
@@ -81,7 +83,8 @@ int ptfs_ino_init(struct ptfs *fs)
 	unsigned char *is_storage;
 	int rc = 0;
 
-	fs->plumb = 2 + (fuse_ino_t)c->nnodes;
+	fs->plumb = (fuse_ino_t)1 << 40;
+	fs->nstor = c->nstorages;
 	fs->byteorder = c->byteorder ? c->byteorder : "little";
 	switch (c->root->kind) {
 	case CKPT_N_TENSOR: fs->root_name = "tensor"; break;
@@ -127,7 +130,7 @@ int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out)
 		out->node = c->root;
 		return 0;
 	}
-	if (ino >= 2 && ino < fs->plumb) {
+	if (ino >= 2 && ino - 2 < c->nnodes) {
 		out->kind = PTFS_NODE;
 		out->node = c->nodes[ino - 2];
 		return 0;
@@ -136,21 +139,33 @@ int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out)
 		out->kind = ino == fs->plumb ? PTFS_PLUMB : PTFS_STORAGES;
 		return 0;
 	}
+	if (ino < fs->plumb)
+		return -ENOENT;
 	ino -= fs->plumb + 2;
-	if (ino < c->nstorages) {
+	if (ino < fs->nstor) {
 		out->kind = PTFS_STORAGE;
 		out->storage = c->storages[ino];
 		out->index = ino;
 		return 0;
 	}
-	ino -= c->nstorages;
+	ino -= fs->nstor;
 	if (ino < fs->nrecs) {
 		out->kind = PTFS_RECORD;
 		out->rec = fs->recs[ino].e;
 		out->index = ino;
 		return 0;
 	}
+	if (ino == fs->nrecs && fs->ovl) {
+		out->kind = PTFS_CTL;
+		return 0;
+	}
 	return -ENOENT;
+}
+
+fuse_ino_t ptfs_ino_of_storage(const struct ptfs *fs,
+			       const struct ckpt_storage *s)
+{
+	return s->index < fs->nstor ? fs->plumb + 2 + s->index : 0;
 }
 
 uint64_t ptfs_text_size(const struct ckpt_node *n)
@@ -198,25 +213,26 @@ static uint32_t subdirs(const struct ckpt_node *n)
 	uint32_t k = 0;
 
 	for (uint32_t i = 0; i < n->nkids; i++)
-		k += n->kids[i]->kind == CKPT_N_DIR ||
-		     n->kids[i]->kind == CKPT_N_SEQ;
+		k += n->kids[i] && (n->kids[i]->kind == CKPT_N_DIR ||
+				    n->kids[i]->kind == CKPT_N_SEQ);
 	return k;
 }
 
 static void node_stat(const struct ptfs *fs, const struct ckpt_node *n,
 		      struct stat *st)
 {
+	mode_t w = fs->readonly ? 0 : 0200;
 	char *to;
 
 	switch (n->kind) {
 	case CKPT_N_DIR:
 	case CKPT_N_SEQ:
-		st->st_mode = S_IFDIR | 0555;
+		st->st_mode = S_IFDIR | 0555 | w;
 		st->st_nlink = 2 + subdirs(n);
 		break;
 	case CKPT_N_TENSOR:
-		st->st_mode = S_IFREG | 0444;
-		st->st_size = ckpt_tensor_size(n->tensor);
+		st->st_mode = S_IFREG | 0444 | w;
+		st->st_size = ovl_size(fs->ovl, n);
 		break;
 	case CKPT_N_LINK:
 		st->st_mode = S_IFLNK | 0777;
@@ -224,12 +240,15 @@ static void node_stat(const struct ptfs *fs, const struct ckpt_node *n,
 		st->st_size = to ? strlen(to) : 0;
 		free(to);
 		break;
+	case CKPT_N_VALUE:
+		st->st_mode = S_IFREG | 0444 | (ckpt_value_editable(n) ? w : 0);
+		st->st_size = ovl_size(fs->ovl, n);
+		break;
 	default:
 		st->st_mode = S_IFREG | 0444;
 		st->st_size = ptfs_text_size(n);
 		break;
 	}
-	(void)fs;
 }
 
 int ptfs_stat(const struct ptfs *fs, fuse_ino_t ino, struct stat *st)
@@ -250,7 +269,7 @@ int ptfs_stat(const struct ptfs *fs, fuse_ino_t ino, struct stat *st)
 	st->st_blksize = 1 << 20;
 	switch (i.kind) {
 	case PTFS_ROOT:
-		st->st_mode = S_IFDIR | 0555;
+		st->st_mode = S_IFDIR | 0555 | (fs->readonly ? 0 : 0200);
 		st->st_nlink = 3 + (root_is_dir(fs) ? subdirs(i.node) :
 				    i.node->kind == CKPT_N_DIR);
 		break;
@@ -266,8 +285,12 @@ int ptfs_stat(const struct ptfs *fs, fuse_ino_t ino, struct stat *st)
 		st->st_nlink = 2;
 		break;
 	case PTFS_STORAGE:
-		st->st_mode = S_IFREG | 0444;
+		st->st_mode = S_IFREG | 0444 | (fs->readonly ? 0 : 0200);
 		st->st_size = i.storage->nbytes;
+		break;
+	case PTFS_CTL:
+		st->st_mode = S_IFREG | 0644;
+		st->st_size = strlen(fs->commit_msg);
 		break;
 	case PTFS_RECORD:
 		st->st_mode = S_IFREG | 0444;
@@ -278,51 +301,60 @@ int ptfs_stat(const struct ptfs *fs, fuse_ino_t ino, struct stat *st)
 	return 0;
 }
 
-bool ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
-		 const char **name, fuse_ino_t *ino)
+int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
+		const char **name, fuse_ino_t *ino)
 {
 	const struct ckpt *c = fs->c;
+	const struct ckpt_node *k;
 	struct ptfs_ino d;
 
 	if (ptfs_ino_get(fs, dir, &d))
-		return false;
+		return 0;
 	switch (d.kind) {
 	case PTFS_ROOT:
 		if (!root_is_dir(fs)) {
 			if (i > 1)
-				return false;
+				return 0;
 			*name = i ? PLUMB_NAME : fs->root_name;
 			*ino = i ? fs->plumb : ptfs_ino_of(fs, c->root);
-			return true;
+			return 1;
 		}
 		if (i == d.node->nkids) {
 			*name = PLUMB_NAME;
 			*ino = fs->plumb;
-			return true;
+			return 1;
 		}
 		/* fall through */
 	case PTFS_NODE:
 		if (i >= d.node->nkids || (d.node->kind != CKPT_N_DIR &&
 					   d.node->kind != CKPT_N_SEQ))
-			return false;
-		*name = d.node->kids[i]->name;
-		*ino = ptfs_ino_of(fs, d.node->kids[i]);
-		return true;
+			return 0;
+		k = d.node->kids[i];
+		if (!k)
+			return -1;
+		*name = k->name;
+		*ino = ptfs_ino_of(fs, k);
+		return 1;
 	case PTFS_PLUMB:
+		if (i == fs->nrecs + 1 && fs->ovl) {
+			*name = "commit";
+			*ino = fs->plumb + 2 + fs->nstor + fs->nrecs;
+			return 1;
+		}
 		if (i > fs->nrecs)
-			return false;
+			return 0;
 		*name = i ? fs->recs[i - 1].name : "storages";
-		*ino = i ? fs->plumb + 2 + c->nstorages + (i - 1) :
+		*ino = i ? fs->plumb + 2 + fs->nstor + (i - 1) :
 		       fs->plumb + 1;
-		return true;
+		return 1;
 	case PTFS_STORAGES:
-		if (i >= c->nstorages)
-			return false;
+		if (i >= fs->nstor)
+			return 0;
 		*name = c->storages[i]->key;
 		*ino = fs->plumb + 2 + i;
-		return true;
+		return 1;
 	default:
-		return false;
+		return 0;
 	}
 }
 
@@ -351,17 +383,19 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 			return fs->plumb + 1;
 		for (uint32_t i = 0; i < fs->nrecs; i++)
 			if (!strcmp(name, fs->recs[i].name))
-				return fs->plumb + 2 + c->nstorages + i;
+				return fs->plumb + 2 + fs->nstor + i;
+		if (!strcmp(name, "commit") && fs->ovl)
+			return fs->plumb + 2 + fs->nstor + fs->nrecs;
 		return 0;
 	case PTFS_STORAGES: {
 		/* torch numbers storages in first-use order: try that first */
 		char *end;
 		unsigned long k = strtoul(name, &end, 10);
 
-		if (!*end && k < c->nstorages &&
+		if (!*end && k < fs->nstor &&
 		    !strcmp(name, c->storages[k]->key))
 			return fs->plumb + 2 + k;
-		for (uint32_t i = 0; i < c->nstorages; i++)
+		for (uint32_t i = 0; i < fs->nstor; i++)
 			if (!strcmp(name, c->storages[i]->key))
 				return fs->plumb + 2 + i;
 		return 0;

@@ -1,19 +1,30 @@
 /*
  * ptfs_main.c - ptfs CHECKPOINT MOUNTPOINT: open and check the checkpoint
- * first (so a bad file gets ptls's one-line error and nothing is mounted),
- * then mount it read-only and serve requests on several threads.
+ * and its overlay first (so a bad file gets ptls's one-line error and
+ * nothing is mounted), then mount it and serve requests on several
+ * threads; at unmount, write back what was edited.
+ * ptfs umount MOUNTPOINT: write back, wait for it, report, unmount.
  *
  * Options are libfuse's (-f, -d, -s, -o ...) plus ptfs's own:
  *   -o timeout=SECONDS   entry/attribute cache time (default 3600)
+ *   -o overlay=DIR       where edits are staged (.NAME.ptfs beside NAME)
+ *   -o output=FILE       write back to FILE, leave the checkpoint alone
+ *   -o discard           drop edits an earlier session staged
+ *   -o ro                no edits
  * fstab: /data/model.pt /mnt/model fuse.ptfs ro,allow_other 0 0
  */
 #define _XOPEN_SOURCE 700	/* realpath */
+#define _DEFAULT_SOURCE 1	/* vsyslog */
 #include "ptfs.h"
 
 #include "diag/diag.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <fuse_opt.h>
 #include <limits.h>
+#include <syslog.h>
+#include <sys/wait.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +34,10 @@
 struct opts {
 	char *ckpt;
 	double timeout;
+	char *overlay;
+	char *output;
+	int discard;
+	int ro;
 	int show_help;
 	int show_version;
 };
@@ -31,6 +46,12 @@ struct opts {
 
 static const struct fuse_opt opt_spec[] = {
 	{ "timeout=%lf", offsetof(struct opts, timeout), 0 },
+	{ "overlay=%s", offsetof(struct opts, overlay), 0 },
+	{ "output=%s", offsetof(struct opts, output), 0 },
+	OPT("discard", discard),
+	/* seen, and kept for the kernel */
+	{ "ro", offsetof(struct opts, ro), 1 },
+	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
 	OPT("-h", show_help),
 	OPT("--help", show_help),
 	OPT("-V", show_version),
@@ -54,14 +75,23 @@ static int opt_proc(void *data, const char *arg, int key,
 static void usage(const char *prog)
 {
 	printf("usage: %s [options] CHECKPOINT MOUNTPOINT\n"
-	       "Mount a PyTorch checkpoint (torch.save) read-only as a "
-	       "directory:\ntensors are files, metadata are user.* xattrs, "
-	       "storages are under .ptfs/.\n\n"
+	       "       %s umount MOUNTPOINT\n"
+	       "Mount a PyTorch checkpoint (torch.save) as a directory: "
+	       "tensors are files,\nmetadata are user.* xattrs, storages are "
+	       "under .ptfs/.  Edits are staged\non disk and written back at "
+	       "unmount; 'ptfs umount' waits and reports.\n\n"
 	       "ptfs options:\n"
 	       "    -o timeout=SECONDS     kernel cache time for names and "
 	       "attributes (3600)\n"
+	       "    -o overlay=DIR         stage edits in DIR (default "
+	       ".NAME.ptfs beside NAME)\n"
+	       "    -o output=FILE         write back to FILE; leave the "
+	       "checkpoint alone\n"
+	       "    -o discard             drop edits staged by an earlier "
+	       "session\n"
+	       "    -o ro                  read-only: no edits\n"
 	       "    -h, --help             this text\n"
-	       "    -V, --version          print versions\n\n", prog);
+	       "    -V, --version          print versions\n\n", prog, prog);
 	fuse_cmdline_help();
 	fuse_lowlevel_help();
 }
@@ -103,6 +133,13 @@ static void raise_readahead(const char *mountpoint)
 	free(real);
 }
 
+/* Daemonized, stderr is /dev/null: failures go to syslog instead. */
+static void log_syslog(enum fuse_log_level level, const char *fmt,
+		       va_list ap)
+{
+	vsyslog(level <= FUSE_LOG_ERR ? LOG_ERR : LOG_INFO, fmt, ap);
+}
+
 static int serve(struct ptfs *fs, struct fuse_args *args,
 		 struct fuse_cmdline_opts *co)
 {
@@ -119,6 +156,11 @@ static int serve(struct ptfs *fs, struct fuse_args *args,
 		goto out_signals;
 	raise_readahead(co->mountpoint);
 	fuse_daemonize(co->foreground);
+	if (!co->foreground) {
+		openlog("ptfs", LOG_PID, LOG_DAEMON);
+		fuse_set_log_func(log_syslog);
+	}
+	ptfs_inval_start(fs, se);
 	if (co->singlethread) {
 		rc = fuse_session_loop(se);
 	} else {
@@ -131,12 +173,79 @@ static int serve(struct ptfs *fs, struct fuse_args *args,
 		fuse_loop_cfg_destroy(cfg);
 	}
 out_unmount:
+	ptfs_inval_stop(fs);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_destroy:
-	fuse_session_destroy(se);
-	return rc ? 1 : 0;
+	fuse_session_destroy(se);	/* runs op_destroy: the write-back */
+	return rc || fs->commit_failed ? 1 : 0;
+}
+
+/*
+ * ptfs umount MOUNTPOINT: ask the daemon to write back through
+ * .ptfs/commit (the write returns when the archive is on disk, or fails
+ * with EIO and the reason is what the file then reads), then unmount.
+ */
+static int umount_main(const char *mnt)
+{
+	char path[PATH_MAX], msg[600];
+	ssize_t n;
+	int fd, st;
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "%s/.ptfs/commit", mnt);
+	fd = open(path, O_RDWR);
+	if (fd < 0) {
+		fprintf(stderr, "ptfs: %s: %s (not a writable ptfs mount?)\n",
+			mnt, strerror(errno));
+		return 1;
+	}
+	if (write(fd, "commit\n", 7) != 7) {
+		n = pread(fd, msg, sizeof(msg) - 1, 0);
+		msg[n > 0 ? n : 0] = 0;
+		msg[strcspn(msg, "\n")] = 0;
+		fprintf(stderr, "ptfs: write-back failed, %s stays mounted and "
+			"nothing is lost: %s\n", mnt, n > 0 ? msg :
+			strerror(errno));
+		close(fd);
+		return 1;
+	}
+	close(fd);
+	pid = fork();
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", "-u", mnt, (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) ||
+	    WEXITSTATUS(st)) {
+		fprintf(stderr, "ptfs: written back, but fusermount3 -u %s "
+			"failed\n", mnt);
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Writable only if the checkpoint and its directory are (write-back
+ * renames a new file into the directory); else say why.
+ */
+static const char *not_writable(const char *path)
+{
+	char *copy = strdup(path), *slash;
+	const char *why = NULL;
+
+	if (access(path, W_OK))
+		why = "the file is not writable";
+	if (copy && !why) {
+		slash = strrchr(copy, '/');
+		if (slash)
+			*(slash == copy ? slash + 1 : slash) = 0;
+		if (access(slash ? copy : ".", W_OK))
+			why = "its directory is not writable";
+	}
+	free(copy);
+	return why;
 }
 
 int main(int argc, char **argv)
@@ -149,6 +258,8 @@ int main(int argc, char **argv)
 	char line[512];
 	int rc = 1;
 
+	if (argc == 3 && !strcmp(argv[1], "umount"))
+		return umount_main(argv[2]);
 	if (fuse_opt_parse(&args, &o, opt_spec, opt_proc))
 		goto out_args;
 	if (o.show_help) {
@@ -164,8 +275,8 @@ int main(int argc, char **argv)
 		rc = 0;
 		goto out_args;
 	}
-	/* read-only until write-back exists; name it in mount(8) output */
-	if (fuse_opt_add_arg(&args, "-oro,subtype=ptfs,default_permissions") ||
+	/* name it in mount(8) output; the kernel checks permissions */
+	if (fuse_opt_add_arg(&args, "-osubtype=ptfs,default_permissions") ||
 	    fuse_parse_cmdline(&args, &co))
 		return 1;
 	if (!o.ckpt || !co.mountpoint) {
@@ -178,6 +289,25 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ptfs: %s\n", diag_line(&d, line, sizeof(line)));
 		goto out_args;
 	}
+	{
+		const char *why = o.ro ? NULL : not_writable(o.ckpt);
+		struct ovl_opts oo = { .dir = o.overlay, .discard = o.discard };
+
+		if (why && !o.output)
+			fprintf(stderr, "ptfs: %s: %s: mounted read-only\n",
+				o.ckpt, why);
+		fs.readonly = o.ro || (why && !o.output);
+		oo.readonly = fs.readonly;
+		if (ovl_open(fs.c, o.ckpt, &oo, &fs.ovl, &d)) {
+			fprintf(stderr, "ptfs: %s\n",
+				diag_line(&d, line, sizeof(line)));
+			goto out_close;
+		}
+		fs.output = o.output;
+		if (fs.readonly && fuse_opt_add_arg(&args, "-oro"))
+			goto out_close;
+	}
+	pthread_rwlock_init(&fs.lock, NULL);
 	if (fstat(fs.c->fd, &fs.st) || ptfs_ino_init(&fs)) {
 		perror("ptfs");
 		goto out_close;
@@ -196,10 +326,13 @@ int main(int argc, char **argv)
 	rc = serve(&fs, &args, &co);
 out_close:
 	ptfs_ino_release(&fs);
+	ovl_close(fs.ovl);
 	ckpt_close(fs.c);
 out_args:
 	free(co.mountpoint);
 	free(o.ckpt);
+	free(o.overlay);
+	free(o.output);
 	fuse_opt_free_args(&args);
 	return rc;
 }

@@ -5,18 +5,43 @@
  * checkpoint's pages straight to the kernel; strided views are gathered by
  * the core.  Files keep the kernel page cache (keep_cache, no direct_io),
  * so mmap works and a second read costs no request at all.
+ *
+ * Edits go to the overlay (core/ovl) under the write lock; a write to a
+ * storage drops the other views of it from the page cache, from a thread
+ * of its own (a notification from inside a request can deadlock against
+ * the kernel's page locks).
  */
 #include "ptfs.h"
 
 #include "diag/diag.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE	(1 << 0)	/* linux/fs.h, renameat2(2) */
+#endif
 
 static struct ptfs *fs_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
+}
+
+static void rdlock(struct ptfs *fs)
+{
+	pthread_rwlock_rdlock(&fs->lock);
+}
+
+static void wrlock(struct ptfs *fs)
+{
+	pthread_rwlock_wrlock(&fs->lock);
+}
+
+static void unlock(struct ptfs *fs)
+{
+	pthread_rwlock_unlock(&fs->lock);
 }
 
 /* The one place errors leave: positive errno, corrupt input as EIO. */
@@ -28,7 +53,8 @@ static void reply_err(fuse_req_t req, int rc, const struct diag *d)
 		fuse_log(FUSE_LOG_ERR, "ptfs: %s\n",
 			 diag_line(d, line, sizeof(line)));
 	rc = rc < 0 ? -rc : rc;
-	fuse_reply_err(req, rc == EILSEQ ? EIO : rc);
+	if (req)
+		fuse_reply_err(req, rc == EILSEQ ? EIO : rc);
 }
 
 static void fill_entry(const struct ptfs *fs, fuse_ino_t ino,
@@ -42,11 +68,158 @@ static void fill_entry(const struct ptfs *fs, fuse_ino_t ino,
 		ptfs_stat(fs, ino, &e->attr);
 }
 
+/* ---- invalidation of views whose storage changed ---- */
+
+static void *inval_main(void *arg)
+{
+	struct ptfs *fs = arg;
+	struct ptfs_inval *iv = &fs->inval;
+
+	pthread_mutex_lock(&iv->lock);
+	for (;;) {
+		struct ckpt_storage **q;
+		const struct ckpt_node **except;
+		fuse_ino_t *inos = NULL;
+		uint32_t n, ninos = 0;
+
+		while (!iv->n && !iv->stop)
+			pthread_cond_wait(&iv->cond, &iv->lock);
+		if (iv->stop)
+			break;
+		q = iv->q;
+		except = iv->except;
+		n = iv->n;
+		iv->q = NULL;
+		iv->except = NULL;
+		iv->n = iv->cap = 0;
+		pthread_mutex_unlock(&iv->lock);
+		/* one pass over the nodes for the whole batch */
+		rdlock(fs);
+		inos = malloc((fs->c->nnodes + n) * sizeof(*inos));
+		for (uint32_t i = 0; inos && i < fs->c->nnodes; i++) {
+			const struct ckpt_node *nd = fs->c->nodes[i];
+
+			if (nd->kind != CKPT_N_TENSOR || !nd->tensor->storage)
+				continue;
+			for (uint32_t k = 0; k < n; k++)
+				if (nd->tensor->storage == q[k] &&
+				    nd != except[k]) {
+					inos[ninos++] = ptfs_ino_of(fs, nd);
+					break;
+				}
+		}
+		for (uint32_t k = 0; inos && k < n; k++)
+			if (ptfs_ino_of_storage(fs, q[k]))
+				inos[ninos++] = ptfs_ino_of_storage(fs, q[k]);
+		unlock(fs);
+		for (uint32_t i = 0; i < ninos; i++)
+			fuse_lowlevel_notify_inval_inode(iv->se, inos[i], 0, 0);
+		free(inos);
+		free(q);
+		free(except);
+		pthread_mutex_lock(&iv->lock);
+	}
+	pthread_mutex_unlock(&iv->lock);
+	return NULL;
+}
+
+/* ovl's hook: storage @s changed through anything but @except. */
+static void storage_changed(void *arg, struct ckpt_storage *s,
+			    const struct ckpt_node *except)
+{
+	struct ptfs *fs = arg;
+	struct ptfs_inval *iv = &fs->inval;
+
+	if (!iv->running)
+		return;
+	pthread_mutex_lock(&iv->lock);
+	for (uint32_t k = 0; k < iv->n; k++)
+		if (iv->q[k] == s) {
+			if (iv->except[k] != except)
+				iv->except[k] = NULL;
+			goto out;
+		}
+	if (iv->n == iv->cap) {
+		uint32_t cap = iv->cap ? 2 * iv->cap : 16;
+		struct ckpt_storage **q = realloc(iv->q, cap * sizeof(*q));
+		const struct ckpt_node **e;
+
+		if (q)
+			iv->q = q;
+		e = q ? realloc(iv->except, cap * sizeof(*e)) : NULL;
+		if (!e)
+			goto out;	/* cache may stay stale: logged below */
+		iv->except = e;
+		iv->cap = cap;
+	}
+	iv->q[iv->n] = s;
+	iv->except[iv->n++] = except;
+	pthread_cond_signal(&iv->cond);
+out:
+	pthread_mutex_unlock(&iv->lock);
+}
+
+void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se)
+{
+	struct ptfs_inval *iv = &fs->inval;
+
+	pthread_mutex_init(&iv->lock, NULL);
+	pthread_cond_init(&iv->cond, NULL);
+	iv->se = se;
+	if (fs->ovl) {
+		fs->ovl->changed = storage_changed;
+		fs->ovl->arg = fs;
+	}
+	iv->running = !pthread_create(&iv->thread, NULL, inval_main, fs);
+}
+
+void ptfs_inval_stop(struct ptfs *fs)
+{
+	struct ptfs_inval *iv = &fs->inval;
+
+	if (iv->running) {
+		pthread_mutex_lock(&iv->lock);
+		iv->stop = true;
+		pthread_cond_signal(&iv->cond);
+		pthread_mutex_unlock(&iv->lock);
+		pthread_join(iv->thread, NULL);
+		iv->running = false;
+	}
+	if (fs->ovl)
+		fs->ovl->changed = NULL;
+	free(iv->q);
+	free(iv->except);
+	iv->q = NULL;
+	iv->except = NULL;
+	pthread_mutex_destroy(&iv->lock);
+	pthread_cond_destroy(&iv->cond);
+}
+
+/* ---- write-back ---- */
+
+int ptfs_commit(struct ptfs *fs, struct diag *d)
+{
+	int rc;
+
+	wrlock(fs);
+	rc = fs->ovl ? ovl_commit(fs->ovl, fs->output, d) : 1;
+	if (rc < 0)
+		diag_line(d, fs->commit_msg, sizeof(fs->commit_msg) - 1);
+	else
+		snprintf(fs->commit_msg, sizeof(fs->commit_msg) - 1, "%s",
+			 rc ? "unchanged" : "ok");
+	strcat(fs->commit_msg, "\n");
+	unlock(fs);
+	return rc;
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct ptfs *fs = userdata;
 
-	fs->no_open = conn->capable & FUSE_CAP_NO_OPEN_SUPPORT;
+	/* skipping OPEN only pays off where nothing is opened for writing */
+	fs->no_open = fs->readonly &&
+		      (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
 	if (conn->capable & FUSE_CAP_SPLICE_MOVE)
@@ -62,8 +235,29 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_write = PTFS_REQUEST;
 	conn->max_readahead = PTFS_REQUEST;
 	conn->time_gran = 1;
-	/* nothing under the mount ever changes behind the kernel's back */
+	/* nothing changes behind the kernel's back: it sees every edit, and
+	   views of an edited storage are invalidated explicitly */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	conn->want |= conn->capable & FUSE_CAP_ATOMIC_O_TRUNC;
+}
+
+/* fusermount3 -u: write back what nobody committed (logged on failure). */
+static void op_destroy(void *userdata)
+{
+	struct ptfs *fs = userdata;
+	struct diag d;
+	char line[512];
+
+	if (!fs->ovl || fs->readonly || fs->ovl->committed)
+		return;
+	diag_init(&d, fs->c->path);
+	if (ptfs_commit(fs, &d) < 0) {
+		fuse_log(FUSE_LOG_ERR, "ptfs: write-back failed, the edits stay "
+			 "staged in %s: %s\n", fs->ovl->dir,
+			 diag_line(&d, line, sizeof(line)));
+		fs->commit_failed = true;
+	}
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -71,8 +265,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct ptfs *fs = fs_of(req);
 	struct fuse_entry_param e;
 
+	rdlock(fs);
 	/* ino 0 with a timeout: the kernel caches the miss too */
 	fill_entry(fs, ptfs_lookup(fs, parent, name), &e);
+	unlock(fs);
 	fuse_reply_entry(req, &e);
 }
 
@@ -81,9 +277,12 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct ptfs *fs = fs_of(req);
 	struct stat st;
-	int rc = ptfs_stat(fs, ino, &st);
+	int rc;
 
 	(void)fi;
+	rdlock(fs);
+	rc = ptfs_stat(fs, ino, &st);
+	unlock(fs);
 	if (rc)
 		reply_err(req, rc, NULL);
 	else
@@ -92,15 +291,19 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+	struct ptfs *fs = fs_of(req);
 	struct ptfs_ino i;
-	char *to;
+	char *to = NULL;
+	int rc;
 
-	if (ptfs_ino_get(fs_of(req), ino, &i) || i.kind != PTFS_NODE ||
-	    i.node->kind != CKPT_N_LINK)
-		return reply_err(req, EINVAL, NULL);
-	to = ptfs_link_target(i.node);
-	if (!to)
-		return reply_err(req, ENOMEM, NULL);
+	rdlock(fs);
+	rc = ptfs_ino_get(fs, ino, &i) || i.kind != PTFS_NODE ||
+	     i.node->kind != CKPT_N_LINK ? EINVAL : 0;
+	if (!rc && !(to = ptfs_link_target(i.node)))
+		rc = ENOMEM;
+	unlock(fs);
+	if (rc)
+		return reply_err(req, rc, NULL);
 	fuse_reply_readlink(req, to);
 	free(to);
 }
@@ -115,10 +318,17 @@ static bool is_dir(const struct ptfs *fs, fuse_ino_t ino)
 static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	if (!is_dir(fs_of(req), ino))
+	struct ptfs *fs = fs_of(req);
+	bool dir;
+
+	rdlock(fs);
+	dir = is_dir(fs, ino);
+	unlock(fs);
+	if (!dir)
 		return reply_err(req, ENOTDIR, NULL);
-	fi->cache_readdir = 1;
-	fi->keep_cache = 1;
+	/* listings change with edits: cache them only when nothing can */
+	fi->cache_readdir = fs->readonly;
+	fi->keep_cache = fs->readonly;
 	fuse_reply_open(req, fi);
 }
 
@@ -131,6 +341,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 
 	if (!buf)
 		return reply_err(req, ENOMEM, NULL);
+	rdlock(fs);
 	for (uint64_t i = off; ; i++) {
 		struct fuse_entry_param e;
 		const char *name;
@@ -140,8 +351,13 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 		if (i < 2) {
 			name = i ? ".." : ".";
 			child = ino;
-		} else if (!ptfs_dirent(fs, ino, i - 2, &name, &child)) {
-			break;
+		} else {
+			int r = ptfs_dirent(fs, ino, i - 2, &name, &child);
+
+			if (r < 0)
+				continue;
+			if (!r)
+				break;
 		}
 		fill_entry(fs, child, &e);
 		if (plus)
@@ -154,6 +370,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 			break;
 		len += n;
 	}
+	unlock(fs);
 	fuse_reply_buf(req, buf, len);
 	free(buf);
 }
@@ -172,37 +389,68 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 	readdir_common(req, ino, size, off, true);
 }
 
+/* Can @i be opened for writing, and if not, why not? */
+static int write_errno(const struct ptfs *fs, const struct ptfs_ino *i)
+{
+	if (fs->readonly || (fs->ovl && fs->ovl->committed))
+		return EROFS;
+	switch (i->kind) {
+	case PTFS_NODE:
+		if (i->node->kind == CKPT_N_TENSOR)
+			return 0;
+		if (i->node->kind == CKPT_N_VALUE &&
+		    ckpt_value_editable(i->node))
+			return 0;
+		return EACCES;
+	case PTFS_ROOT:
+		return EISDIR;
+	case PTFS_STORAGE:
+	case PTFS_CTL:
+		return 0;
+	default:
+		return EACCES;
+	}
+}
+
 /*
- * Zero-message opens: ENOSYS to a read-only open tells the kernel (with
- * FUSE_CAP_NO_OPEN_SUPPORT) to stop sending OPEN and RELEASE for files and
- * to keep their page cache, which saves two round trips per open.  The
- * mount is read-only, so the kernel refuses writable opens before us.
+ * Zero-message opens on read-only mounts: ENOSYS to an open tells the
+ * kernel (with FUSE_CAP_NO_OPEN_SUPPORT) to stop sending OPEN and RELEASE
+ * for files and to keep their page cache, which saves two round trips per
+ * open.  Writable mounts need OPEN (and FLUSH) to see each close().
  */
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ptfs *fs = fs_of(req);
+	struct ptfs_ino i;
 	struct stat st;
+	struct diag d;
+	int rc;
 
-	if (ptfs_stat(fs, ino, &st))
-		return reply_err(req, ENOENT, NULL);
-	if (S_ISDIR(st.st_mode))
-		return reply_err(req, EISDIR, NULL);
-	if ((fi->flags & O_ACCMODE) != O_RDONLY)
-		return reply_err(req, EROFS, NULL);
+	wrlock(fs);
+	rc = ptfs_stat(fs, ino, &st) || ptfs_ino_get(fs, ino, &i) ? ENOENT :
+	     S_ISDIR(st.st_mode) ? EISDIR : 0;
+	if (!rc && (fi->flags & O_ACCMODE) != O_RDONLY)
+		rc = write_errno(fs, &i);
+	diag_init(&d, fs->c->path);
+	if (!rc && (fi->flags & O_TRUNC) && i.kind == PTFS_NODE)
+		rc = ovl_truncate(fs->ovl, i.node, 0, &d);
+	unlock(fs);
+	if (rc)
+		return reply_err(req, rc, &d);
 	if (fs->no_open)
 		return reply_err(req, ENOSYS, NULL);
-	fi->keep_cache = 1;
+	/* the control file and files being rewritten change under us */
+	fi->keep_cache = i.kind != PTFS_CTL;
+	fi->direct_io = i.kind == PTFS_CTL;
 	fuse_reply_open(req, fi);
 }
-
-/* Reply @size bytes of the checkpoint file at @pos, spliced. */
-static void reply_fd(fuse_req_t req, const struct ptfs *fs, uint64_t pos,
-		     size_t size)
+/* Reply @size bytes of file @fd at @pos, spliced. */
+static void reply_fd(fuse_req_t req, int fd, uint64_t pos, size_t size)
 {
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
 
 	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
-	bv.buf[0].fd = fs->c->fd;
+	bv.buf[0].fd = fd;
 	bv.buf[0].pos = pos;
 	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
 }
@@ -212,6 +460,29 @@ static size_t clip(uint64_t total, off_t off, size_t size)
 	if ((uint64_t)off >= total)
 		return 0;
 	return total - off < size ? total - off : size;
+}
+
+/* Anything the overlay serves: staged, new or edited files. */
+static void read_ovl(fuse_req_t req, struct ptfs *fs, struct ckpt_node *n,
+		     size_t size, off_t off)
+{
+	struct diag d;
+	long long got;
+	char *buf;
+
+	size = clip(ovl_size(fs->ovl, n), off, size);
+	if (!size)
+		return (void)fuse_reply_buf(req, NULL, 0);
+	buf = malloc(size);
+	if (!buf)
+		return reply_err(req, ENOMEM, NULL);
+	diag_init(&d, fs->c->path);
+	got = ovl_read(fs->ovl, n, buf, size, off, &d);
+	if (got < 0)
+		reply_err(req, got, &d);
+	else
+		fuse_reply_buf(req, buf, got);
+	free(buf);
 }
 
 static void read_tensor(fuse_req_t req, struct ptfs *fs,
@@ -225,12 +496,12 @@ static void read_tensor(fuse_req_t req, struct ptfs *fs,
 	size = clip(ckpt_tensor_size(t), off, size);
 	if (!size)
 		return (void)fuse_reply_buf(req, NULL, 0);
-	if (t->contiguous && t->storage && t->storage->rec &&
-	    t->storage->rec->method == PTZ_STORED) {
+	if (t->contiguous && t->storage && (t->storage->fd != fs->c->fd ||
+	    (t->storage->rec && t->storage->rec->method == PTZ_STORED))) {
 		n = ckpt_storage_locate(fs->c, t->storage, &d);
 		if (n)
 			return reply_err(req, n, &d);
-		return reply_fd(req, fs, t->storage->data_off +
+		return reply_fd(req, t->storage->fd, t->storage->data_off +
 				t->offset * t->dtype->size + off, size);
 	}
 	buf = malloc(size);
@@ -279,12 +550,12 @@ static void read_record(fuse_req_t req, struct ptfs *fs,
 	if (!size)
 		return (void)fuse_reply_buf(req, NULL, 0);
 	if (!r->e)
-		return reply_fd(req, fs, r->off + off, size);
+		return reply_fd(req, fs->c->fd, r->off + off, size);
 	rc = ckpt_record_locate(fs->c, r->e, &d);
 	if (rc)
 		return reply_err(req, rc, &d);
 	if (r->e->method == PTZ_STORED)
-		return reply_fd(req, fs, r->e->data_off + off, size);
+		return reply_fd(req, fs->c->fd, r->e->data_off + off, size);
 	rc = ptz_entry_read(&fs->c->zip, r->e, 1 << 26, &data, &len, &d);
 	if (rc)
 		return reply_err(req, rc, &d);
@@ -292,46 +563,362 @@ static void read_record(fuse_req_t req, struct ptfs *fs,
 	free(data);
 }
 
+static void read_storage(fuse_req_t req, struct ptfs *fs,
+			 struct ckpt_storage *s, size_t size, off_t off)
+{
+	struct diag d;
+	int rc;
+
+	diag_init(&d, fs->c->path);
+	size = clip(s->nbytes, off, size);
+	if (!size)
+		return (void)fuse_reply_buf(req, NULL, 0);
+	if (s->fd == fs->c->fd && s->rec && s->rec->method != PTZ_STORED)
+		return reply_err(req, ENOTSUP, NULL);
+	rc = ckpt_storage_locate(fs->c, s, &d);
+	if (rc)
+		return reply_err(req, rc, &d);
+	reply_fd(req, s->fd, s->data_off + off, size);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct ptfs *fs = fs_of(req);
+	struct ckpt_node *n;
 	struct ptfs_ino i;
-	struct diag d;
-	int rc;
 
 	(void)fi;
-	if (ptfs_ino_get(fs, ino, &i))
-		return reply_err(req, ENOENT, NULL);
+	rdlock(fs);
+	if (ptfs_ino_get(fs, ino, &i)) {
+		reply_err(req, ENOENT, NULL);
+		goto out;
+	}
 	switch (i.kind) {
 	case PTFS_ROOT:
 	case PTFS_NODE:
-		if (i.node->kind == CKPT_N_TENSOR)
-			return read_tensor(req, fs, i.node->tensor, size, off);
-		if (i.node->kind == CKPT_N_VALUE || i.node->kind == CKPT_N_OPAQUE)
-			return read_text(req, i.node, size, off);
-		return reply_err(req, EISDIR, NULL);
+		n = i.node;
+		if (n->stage || (n->kind == CKPT_N_TENSOR && n->tensor->fresh))
+			read_ovl(req, fs, n, size, off);
+		else if (n->kind == CKPT_N_TENSOR)
+			read_tensor(req, fs, n->tensor, size, off);
+		else if (n->kind == CKPT_N_VALUE || n->kind == CKPT_N_OPAQUE)
+			read_text(req, n, size, off);
+		else
+			reply_err(req, EISDIR, NULL);
+		break;
 	case PTFS_STORAGE:
-		diag_init(&d, fs->c->path);
-		size = clip(i.storage->nbytes, off, size);
-		if (!size)
-			return (void)fuse_reply_buf(req, NULL, 0);
-		if (i.storage->rec && i.storage->rec->method != PTZ_STORED)
-			return reply_err(req, ENOTSUP, NULL);
-		rc = ckpt_storage_locate(fs->c, i.storage, &d);
-		if (rc)
-			return reply_err(req, rc, &d);
-		return reply_fd(req, fs, i.storage->data_off + off, size);
+		read_storage(req, fs, i.storage, size, off);
+		break;
 	case PTFS_RECORD:
-		return read_record(req, fs, &fs->recs[i.index], size, off);
-	default:
-		return reply_err(req, EISDIR, NULL);
+		read_record(req, fs, &fs->recs[i.index], size, off);
+		break;
+	case PTFS_CTL: {
+		size_t len = strlen(fs->commit_msg);
+
+		fuse_reply_buf(req, fs->commit_msg + clip(len, 0, off),
+			       clip(len, off, size));
+		break;
 	}
+	default:
+		reply_err(req, EISDIR, NULL);
+	}
+out:
+	unlock(fs);
+}
+
+/* ---- edits ---- */
+
+/* The directory node behind inode @ino, or NULL. */
+static struct ckpt_node *dir_node(const struct ptfs *fs, fuse_ino_t ino)
+{
+	struct ptfs_ino i;
+
+	if (ptfs_ino_get(fs, ino, &i) ||
+	    (i.kind != PTFS_NODE && i.kind != PTFS_ROOT))
+		return NULL;
+	return i.node->kind == CKPT_N_DIR || i.node->kind == CKPT_N_SEQ ?
+	       i.node : NULL;
+}
+
+/* Can the tree be edited here?  errno, or 0. */
+static int edit_errno(const struct ptfs *fs, fuse_ino_t parent)
+{
+	if (fs->readonly || !fs->ovl)
+		return EROFS;
+	if (fs->ovl->committed)
+		return EROFS;
+	return dir_node(fs, parent) ? 0 : EPERM;
+}
+
+static void reply_new(fuse_req_t req, struct ptfs *fs, struct ckpt_node *n,
+		      struct fuse_file_info *fi)
+{
+	struct fuse_entry_param e;
+
+	fill_entry(fs, ptfs_ino_of(fs, n), &e);
+	unlock(fs);
+	if (fi) {
+		fi->keep_cache = 0;
+		fuse_reply_create(req, &e, fi);
+	} else {
+		fuse_reply_entry(req, &e);
+	}
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	struct ptfs *fs = fs_of(req);
+	struct ckpt_node *n = NULL;
+	struct diag d;
+	int rc;
+
+	(void)mode;
+	diag_init(&d, fs->c->path);
+	wrlock(fs);
+	rc = edit_errno(fs, parent);
+	if (!rc)
+		rc = ovl_create(fs->ovl, dir_node(fs, parent), name, &n, &d);
+	if (rc) {
+		unlock(fs);
+		return reply_err(req, rc, &d);
+	}
+	reply_new(req, fs, n, fi);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	struct ptfs *fs = fs_of(req);
+	struct ckpt_node *n = NULL;
+	struct diag d;
+	int rc;
+
+	(void)rdev;
+	if (!S_ISREG(mode))
+		return reply_err(req, EPERM, NULL);
+	diag_init(&d, fs->c->path);
+	wrlock(fs);
+	rc = edit_errno(fs, parent);
+	if (!rc)
+		rc = ovl_create(fs->ovl, dir_node(fs, parent), name, &n, &d);
+	if (rc) {
+		unlock(fs);
+		return reply_err(req, rc, &d);
+	}
+	reply_new(req, fs, n, NULL);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	struct ptfs *fs = fs_of(req);
+	struct ckpt_node *n = NULL;
+	struct diag d;
+	int rc;
+
+	(void)mode;
+	diag_init(&d, fs->c->path);
+	wrlock(fs);
+	rc = edit_errno(fs, parent);
+	if (!rc)
+		rc = ovl_mkdir(fs->ovl, dir_node(fs, parent), name, &n, &d);
+	if (rc) {
+		unlock(fs);
+		return reply_err(req, rc, &d);
+	}
+	reply_new(req, fs, n, NULL);
+}
+
+static void remove_common(fuse_req_t req, fuse_ino_t parent,
+			  const char *name, bool dir)
+{
+	struct ptfs *fs = fs_of(req);
+	struct diag d;
+	int rc;
+
+	diag_init(&d, fs->c->path);
+	wrlock(fs);
+	rc = edit_errno(fs, parent);
+	if (!rc)
+		rc = dir ? ovl_rmdir(fs->ovl, dir_node(fs, parent), name, &d) :
+		     ovl_unlink(fs->ovl, dir_node(fs, parent), name, &d);
+	unlock(fs);
+	reply_err(req, rc, &d);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_common(req, parent, name, false);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_common(req, parent, name, true);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	struct ptfs *fs = fs_of(req);
+	struct diag d;
+	int rc;
+
+	if (flags & ~RENAME_NOREPLACE)
+		return reply_err(req, EINVAL, NULL);
+	diag_init(&d, fs->c->path);
+	wrlock(fs);
+	rc = edit_errno(fs, parent);
+	if (!rc)
+		rc = edit_errno(fs, newparent);
+	if (!rc)
+		rc = ovl_rename(fs->ovl, dir_node(fs, parent), name,
+				dir_node(fs, newparent), newname,
+				flags & RENAME_NOREPLACE, &d);
+	unlock(fs);
+	reply_err(req, rc, &d);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct ptfs *fs = fs_of(req);
+	struct ptfs_ino i;
+	struct diag d;
+	long long n;
+
+	(void)fi;
+	diag_init(&d, fs->c->path);
+	if (size && (fs->readonly || !fs->ovl))
+		return reply_err(req, EROFS, NULL);
+	wrlock(fs);
+	if (ptfs_ino_get(fs, ino, &i)) {
+		n = -ENOENT;
+	} else if (i.kind == PTFS_CTL) {
+		unlock(fs);
+		/* any write asks for write-back; it answers when done */
+		n = ptfs_commit(fs, &d);
+		if (n < 0)
+			return reply_err(req, EIO, &d);
+		return (void)fuse_reply_write(req, size);
+	} else if (i.kind == PTFS_STORAGE) {
+		n = ovl_write_storage(fs->ovl, i.storage, buf, size, off, &d);
+	} else if (i.kind == PTFS_NODE) {
+		n = ovl_write(fs->ovl, i.node, buf, size, off, &d);
+	} else {
+		n = -EACCES;
+	}
+	unlock(fs);
+	if (n < 0)
+		return reply_err(req, n, &d);
+	fuse_reply_write(req, n);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	struct ptfs *fs = fs_of(req);
+	struct ptfs_ino i;
+	struct stat st;
+	struct diag d;
+	int rc = 0;
+
+	(void)fi;
+	diag_init(&d, fs->c->path);
+	/* modes and owners are the mount's; times are the checkpoint's */
+	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
+		      FUSE_SET_ATTR_GID))
+		return reply_err(req, EPERM, NULL);
+	wrlock(fs);
+	if (ptfs_ino_get(fs, ino, &i))
+		rc = -ENOENT;
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && (fs->readonly || !fs->ovl))
+		rc = -EROFS;
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && i.kind == PTFS_NODE)
+		rc = ovl_truncate(fs->ovl, i.node, attr->st_size, &d);
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && i.kind == PTFS_STORAGE &&
+		 (uint64_t)attr->st_size != i.storage->nbytes)
+		rc = diag_errno(&d, -EINVAL, "storage %s: its size is fixed",
+				i.storage->key);
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && i.kind != PTFS_STORAGE &&
+		 i.kind != PTFS_CTL)
+		rc = -EACCES;
+	if (!rc)
+		rc = ptfs_stat(fs, ino, &st);
+	unlock(fs);
+	if (rc)
+		return reply_err(req, rc, &d);
+	fuse_reply_attr(req, &st, fs->timeout);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino,
+		     struct fuse_file_info *fi)
+{
+	struct ptfs *fs = fs_of(req);
+	struct ptfs_ino i;
+	struct diag d;
+	int rc = 0;
+
+	(void)fi;
+	if (!fs->ovl || fs->readonly)
+		return reply_err(req, 0, NULL);
+	diag_init(&d, fs->c->path);
+	wrlock(fs);
+	if (!ptfs_ino_get(fs, ino, &i) && i.kind == PTFS_NODE)
+		rc = ovl_flush(fs->ovl, i.node, &d);
+	else if (!ptfs_ino_get(fs, ino, &i) && i.kind == PTFS_STORAGE)
+		rc = ovl_fsync_storage(fs->ovl, i.storage, &d);
+	unlock(fs);
+	reply_err(req, rc, &d);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct ptfs *fs = fs_of(req);
+	struct ptfs_ino i;
+	struct diag d;
+
+	(void)fi;
+	if (fs->ovl && !fs->readonly) {
+		diag_init(&d, fs->c->path);
+		wrlock(fs);
+		if (!ptfs_ino_get(fs, ino, &i) && i.kind == PTFS_NODE &&
+		    ovl_release(fs->ovl, i.node, &d))
+			reply_err(NULL, 0, &d);	/* nobody to tell: log */
+		unlock(fs);
+	}
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	struct ptfs *fs = fs_of(req);
+	struct ptfs_ino i;
+	struct diag d;
+	int rc = 0;
+
+	(void)datasync;
+	(void)fi;
+	if (!fs->ovl || fs->readonly)
+		return reply_err(req, 0, NULL);
+	diag_init(&d, fs->c->path);
+	rdlock(fs);
+	if (!ptfs_ino_get(fs, ino, &i) && i.kind == PTFS_NODE)
+		rc = ovl_fsync(fs->ovl, i.node, &d);
+	else if (!ptfs_ino_get(fs, ino, &i) && i.kind == PTFS_STORAGE)
+		rc = ovl_fsync_storage(fs->ovl, i.storage, &d);
+	unlock(fs);
+	reply_err(req, rc, &d);
 }
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
+	struct ptfs *fs = fs_of(req);
 	char buf[8192];
 	long len;
 
@@ -342,7 +929,9 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	 */
 	if (strncmp(name, "user.", 5))
 		return reply_err(req, EOPNOTSUPP, NULL);
-	len = ptfs_xattrs(fs_of(req), ino, buf, sizeof(buf));
+	rdlock(fs);
+	len = ptfs_xattrs(fs, ino, buf, sizeof(buf));
+	unlock(fs);
 	if (len < 0)
 		return reply_err(req, len, NULL);
 	for (long p = 0; p < len;) {
@@ -361,12 +950,44 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	reply_err(req, ENODATA, NULL);
 }
 
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	struct ptfs *fs = fs_of(req);
+	struct ptfs_ino i;
+	struct diag d;
+	int rc;
+
+	(void)flags;
+	if (strncmp(name, "user.", 5))
+		return reply_err(req, EOPNOTSUPP, NULL);
+	if (fs->readonly || !fs->ovl)
+		return reply_err(req, EROFS, NULL);
+	diag_init(&d, fs->c->path);
+	wrlock(fs);
+	rc = ptfs_ino_get(fs, ino, &i) ? -ENOENT :
+	     i.kind != PTFS_NODE ? -EPERM :
+	     ovl_setxattr(fs->ovl, i.node, name, value, size, &d);
+	unlock(fs);
+	reply_err(req, rc, &d);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino;
+	reply_err(req, strncmp(name, "user.", 5) ? EOPNOTSUPP : EPERM, NULL);
+}
+
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	struct ptfs *fs = fs_of(req);
 	char buf[8192], names[4096];
-	long len = ptfs_xattrs(fs_of(req), ino, buf, sizeof(buf));
+	long len;
 	size_t n = 0;
 
+	rdlock(fs);
+	len = ptfs_xattrs(fs, ino, buf, sizeof(buf));
+	unlock(fs);
 	if (len < 0)
 		return reply_err(req, len, NULL);
 	for (long p = 0; p < len;) {
@@ -393,22 +1014,56 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = sv.f_frsize = 4096;
 	sv.f_blocks = (fs->st.st_size + 4095) / 4096;
-	sv.f_files = fs->plumb + 2 + fs->c->nstorages + fs->nrecs;
+	sv.f_files = fs->c->nnodes + 3 + fs->nstor + fs->nrecs;
 	sv.f_namemax = 255;
 	fuse_reply_statfs(req, &sv);
 }
 
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	(void)ino;
+	(void)newparent;
+	(void)newname;
+	reply_err(req, EPERM, NULL);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	(void)link;
+	(void)parent;
+	(void)name;
+	reply_err(req, EPERM, NULL);
+}
+
 const struct fuse_lowlevel_ops ptfs_ops = {
 	.init = op_init,
+	.destroy = op_destroy,
 	.lookup = op_lookup,
 	.getattr = op_getattr,
+	.setattr = op_setattr,
 	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
 	.opendir = op_opendir,
 	.readdir = op_readdir,
 	.readdirplus = op_readdirplus,
 	.open = op_open,
 	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.create = op_create,
 	.getxattr = op_getxattr,
+	.setxattr = op_setxattr,
 	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
 	.statfs = op_statfs,
 };

@@ -65,6 +65,11 @@ struct ckpt_storage {
 	uint64_t pkl_off;	/* file offset of its first persistent id */
 	uint32_t index;		/* position in ckpt->storages */
 	uint32_t ntensors;	/* tensors viewing it */
+	/* edits (ckpt_edit.c, ovl.c) */
+	int fd;			/* where the bytes are now: the checkpoint,
+				   or an overlay file (then data_off is 0) */
+	bool modified;		/* bytes may differ from the record's */
+	bool fresh;		/* made by an edit: no record, no key yet */
 };
 
 enum ckpt_tensor_kind {
@@ -102,6 +107,9 @@ struct ckpt_tensor {
 	unsigned char *inline_data;
 	uint32_t index;		/* position in ckpt->tensors */
 	uint64_t pkl_off;	/* file offset of its rebuild call */
+	/* edits: a tensor made from a new file (ckpt_edit.c) */
+	bool fresh;
+	bool shape_set;		/* user.shape given; else 1-d over the bytes */
 };
 
 /* ---- the object tree ---- */
@@ -141,6 +149,27 @@ struct ckpt_node {
 	char *text;		/* VALUE/OPAQUE: the file's content */
 	size_t textlen;
 	uint32_t id;		/* position in ckpt->nodes */
+	/* edits (ckpt_edit.c): kids[] may hold NULLs where a child left */
+	uint32_t kcap;		/* room in kids[] */
+	uint32_t norig;		/* kids at open */
+	uint32_t nlive;		/* kids[] entries that are not NULL */
+	bool dead;		/* unlinked (may still be open) */
+	bool fresh;		/* made by an edit */
+	bool edited;		/* VALUE: text replaced */
+	struct ckpt_node *home;	/* parent at open (NULL: fresh or root) */
+	char *home_name;	/* name at open */
+	struct ckpt_stage *stage;	/* a replacement being written */
+};
+
+/*
+ * What a file being rewritten holds until close() (ckpt_edit.c): a tensor
+ * truncated by cp or open('wb') gets a scratch file, a value its new text.
+ */
+struct ckpt_stage {
+	struct ckpt_storage *scratch;	/* tensors: bytes so far */
+	char *text;		/* values: text so far */
+	size_t len, cap;
+	bool written;		/* a write came since it started */
 };
 
 /* A global the pickle imports that torch's weights-only loader refuses. */
@@ -219,6 +248,15 @@ long long ckpt_tensor_read(struct ckpt *c, const struct ckpt_tensor *t,
 			   void *buf, uint64_t len, uint64_t pos,
 			   struct diag *d);
 
+/*
+ * The mirror of ckpt_tensor_read(): write @len bytes at @pos of @t's
+ * row-major contents into its storage, scattering through the view.  The
+ * storage must be in the overlay (fd other than the checkpoint's).  Past
+ * the end is -EFBIG.  Returns the byte count or -errno with @d set.
+ */
+long long ckpt_tensor_write(struct ckpt *c, const struct ckpt_tensor *t,
+			    const void *buf, uint64_t len, uint64_t pos,
+			    struct diag *d);
 
 /* ---- names (ckpt_names.c) ---- */
 
@@ -251,6 +289,110 @@ char *ckpt_repr(const struct pkl_value *v, size_t max, size_t *len);
 
 /* Python's repr() of a float into @buf (>= 32 bytes). */
 const char *ckpt_float_repr(double f, char *buf, size_t size);
+
+/* ---- edits (ckpt_edit.c, ckpt_tree.c): the in-memory half ---- */
+
+/* A new node (no pickle value), appended to c->nodes; NULL on ENOMEM. */
+struct ckpt_node *ckpt_node_fresh(struct ckpt *c, int kind, const char *type);
+
+/* A new storage: uint8, 0 bytes, on "cpu", fd -1 (the overlay sets it). */
+struct ckpt_storage *ckpt_storage_fresh(struct ckpt *c);
+
+/* A new tensor viewing all of fresh storage @s as 1-d uint8. */
+struct ckpt_tensor *ckpt_tensor_fresh(struct ckpt *c, struct ckpt_storage *s);
+
+/* Recompute a fresh tensor's view after its storage, dtype or shape
+ * changed (without user.shape: 1-d over the whole storage). */
+void ckpt_tensor_fresh_sync(struct ckpt_tensor *t);
+
+/* 0 if a fresh tensor's bytes fit its dtype and shape, else -EINVAL. */
+int ckpt_tensor_fresh_fits(const struct ckpt_tensor *t);
+
+/*
+ * Children of a directory: insert @n under @name (arena-owned or static;
+ * must not exist yet), remove it (its slot becomes NULL), rename it in
+ * place, or put @n in @old's slot under @old's name (@n must not be in a
+ * directory).  Only insert allocates: 0 or -ENOMEM.
+ */
+int ckpt_dir_insert(struct ckpt *c, struct ckpt_node *dir,
+		    struct ckpt_node *n, char *name);
+void ckpt_dir_remove(struct ckpt_node *dir, struct ckpt_node *n);
+void ckpt_dir_rename(struct ckpt_node *dir, struct ckpt_node *n,
+		     char *name);
+void ckpt_dir_swap(struct ckpt_node *dir, struct ckpt_node *old,
+		   struct ckpt_node *n);
+
+/* How a new child of @dir is reached: key, attribute or index. */
+int ckpt_dir_step(const struct ckpt_node *dir);
+
+/* Is @type (a directory node's) a dict type: items, not attributes? */
+bool ckpt_dict_type(const char *type);
+
+/* Is @n's key no longer the one the pickle gave it (moved, renamed, new)? */
+bool ckpt_node_rekeyed(const struct ckpt_node *n);
+
+/* Does @dir still hold exactly what data.pkl says? */
+bool ckpt_dir_clean(const struct ckpt_node *dir);
+
+/* Has any live directory changed, so that data.pkl must be rewritten? */
+bool ckpt_changed(const struct ckpt *c);
+
+/* A python value as written into a value file. */
+struct ckpt_literal {
+	const char *type;	/* "int", "float", "bool", "NoneType", "str",
+				   "bytes" */
+	const char *text;	/* str/bytes: borrowed */
+	size_t len;
+	int64_t i;		/* int, bool */
+	double f;
+};
+
+/* Can @n's file be rewritten (a python int/float/bool/None/str/bytes)? */
+bool ckpt_value_editable(const struct ckpt_node *n);
+
+/*
+ * Parse the new content of value file @n: str and bytes take the text as
+ * it is (str without one trailing newline); the others a python literal
+ * (True, False, None, an int, a float).  -EINVAL if it is none.
+ */
+int ckpt_value_parse(const struct ckpt_node *n, const char *text,
+		     size_t len, struct ckpt_literal *out);
+
+/* Give value node @n the new value @lit.  0 or -ENOMEM. */
+int ckpt_value_set(struct ckpt *c, struct ckpt_node *n,
+		   const struct ckpt_literal *lit);
+
+/* ---- write-back (ckpt_write.c) ---- */
+
+struct ckpt_write_opts {
+	bool repickle;		/* write a new data.pkl even if unchanged */
+	uint32_t align;		/* 0: the .storage_alignment record, or 64 */
+};
+
+/*
+ * Write the checkpoint as it is now (with its edits) as a torch zip
+ * archive into @fd, from offset 0, in torch's own layout: data.pkl copied
+ * byte for byte when the structure is unchanged, else a new protocol-2
+ * pickle with storage keys 0..N-1 in first-use order and unused storages
+ * dropped; unchanged storages copied with their CRC, edited ones from the
+ * overlay with a fresh one.  Neither fsyncs nor renames.  0 or -errno.
+ */
+int ckpt_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
+	       struct diag *d);
+
+/*
+ * Write the checkpoint to @target safely: into a temporary file beside
+ * it, fsync'd, with the mode (and, as root, the owner) of @like (or 0644),
+ * then renamed over @target, then the directory fsync'd.  @before, if
+ * given, runs just before the rename with the finished file's stat (the
+ * overlay journals it there).  On failure @target is untouched and the
+ * temporary file removed.  0 or -errno with @d set.
+ */
+struct stat;
+int ckpt_save(struct ckpt *c, const char *target,
+	      const struct ckpt_write_opts *o, const struct stat *like,
+	      int (*before)(void *arg, const struct stat *st, struct diag *d),
+	      void *arg, struct diag *d);
 
 /* ---- globals (ckpt_globals.c) ---- */
 

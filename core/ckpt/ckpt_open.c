@@ -260,12 +260,12 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
 	/* the document holds copies of everything: drop the raw pickle */
 	free(c->pkl);
 	c->pkl = NULL;
+	/* keep the key table and array capacities: write-back and edits
+	   use them; the memo only served the build */
 	if (c->b) {
 		free(c->b->memo);
-		free(c->b->stab);
-		free(c->b->dense);
-		free(c->b);
-		c->b = NULL;
+		c->b->memo = NULL;
+		c->b->d = NULL;
 	}
 	*out = c;
 	return 0;

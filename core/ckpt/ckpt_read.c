@@ -95,7 +95,7 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off,
 }
 
 /* Gather elements [e0, e0 + n) of @t into @out (n * itemsize bytes). */
-static int gather(struct ckpt *c, const struct ckpt_tensor *t, uint64_t e0,
+static int gather(const struct ckpt_tensor *t, uint64_t e0,
 		  uint64_t n, unsigned char *out, struct diag *d)
 {
 	uint64_t isz = t->dtype->size, lo = UINT64_MAX, hi = 0, at, cnt, left;
@@ -111,7 +111,8 @@ static int gather(struct ckpt *c, const struct ckpt_tensor *t, uint64_t e0,
 		hi = at + cnt > hi ? at + cnt : hi;
 	}
 	if ((hi - lo) * isz <= GATHER_SPAN && (span = malloc((hi - lo) * isz))) {
-		rc = pread_all(c->fd, span, (hi - lo) * isz, base + lo * isz, d);
+		rc = pread_all(t->storage->fd, span, (hi - lo) * isz,
+			       base + lo * isz, d);
 		runs_start(&r, t, e0);
 		for (left = n; left && !rc; left -= cnt, out += cnt * isz) {
 			runs_next(&r, left, &at, &cnt);
@@ -139,7 +140,8 @@ static int gather(struct ckpt *c, const struct ckpt_tensor *t, uint64_t e0,
 			total += cnt;
 			left -= cnt;
 		}
-		rc = pread_all(c->fd, out, total * isz, base + start * isz, d);
+		rc = pread_all(t->storage->fd, out, total * isz,
+			       base + start * isz, d);
 		out += total * isz;
 	}
 	return rc;
@@ -161,7 +163,8 @@ long long ckpt_tensor_read(struct ckpt *c, const struct ckpt_tensor *t,
 		memcpy(buf, t->inline_data + pos, len);
 		return len;
 	}
-	if (t->storage->rec && t->storage->rec->method != PTZ_STORED)
+	if (t->storage->rec && t->storage->rec->method != PTZ_STORED &&
+	    t->storage->fd == c->fd)
 		return diag_unsupported(d, t->storage->rec->header_off,
 					"compressed storage record %s: not "
 					"supported yet", t->storage->rec->name);
@@ -169,22 +172,124 @@ long long ckpt_tensor_read(struct ckpt *c, const struct ckpt_tensor *t,
 	if (rc)
 		return rc;
 	if (t->contiguous) {
-		rc = pread_all(c->fd, buf, len, t->storage->data_off +
+		rc = pread_all(t->storage->fd, buf, len, t->storage->data_off +
 			       t->offset * isz + pos, d);
 		return rc ? rc : (long long)len;
 	}
 	e0 = pos / isz;
 	e1 = (pos + len + isz - 1) / isz;
 	if (pos % isz == 0 && len % isz == 0) {
-		rc = gather(c, t, e0, e1 - e0, buf, d);
+		rc = gather(t, e0, e1 - e0, buf, d);
 		return rc ? rc : (long long)len;
 	}
 	tmp = malloc((e1 - e0) * isz);	/* an unaligned read: dd bs=3 */
 	if (!tmp)
 		return diag_nomem(d);
-	rc = gather(c, t, e0, e1 - e0, tmp, d);
+	rc = gather(t, e0, e1 - e0, tmp, d);
 	if (!rc)
 		memcpy(buf, tmp + pos % isz, len);
+	free(tmp);
+	return rc ? rc : (long long)len;
+}
+
+static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off,
+		      struct diag *d)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pwrite(fd, (const char *)buf + done, len - done,
+				   off + done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return diag_errno(d, -errno, "write at offset %llu: %s",
+					  (unsigned long long)(off + done),
+					  strerror(errno));
+		done += n;
+	}
+	return 0;
+}
+
+/*
+ * Scatter elements [e0, e0 + n) from @in into @t's storage: the mirror of
+ * gather().  Within GATHER_SPAN the span is read, patched and written
+ * back once; beyond it each run is one pwrite.
+ */
+static int scatter(const struct ckpt_tensor *t, uint64_t e0, uint64_t n,
+		   const unsigned char *in, struct diag *d)
+{
+	uint64_t isz = t->dtype->size, lo = UINT64_MAX, hi = 0, at, cnt, left;
+	uint64_t base = t->storage->data_off;
+	int fd = t->storage->fd;
+	struct runs r;
+	unsigned char *span;
+	int rc = 0;
+
+	runs_start(&r, t, e0);
+	for (left = n; left; left -= cnt) {
+		runs_next(&r, left, &at, &cnt);
+		lo = at < lo ? at : lo;
+		hi = at + cnt > hi ? at + cnt : hi;
+	}
+	if ((hi - lo) * isz <= GATHER_SPAN && (span = malloc((hi - lo) * isz))) {
+		rc = pread_all(fd, span, (hi - lo) * isz, base + lo * isz, d);
+		runs_start(&r, t, e0);
+		for (left = n; left && !rc; left -= cnt, in += cnt * isz) {
+			runs_next(&r, left, &at, &cnt);
+			memcpy(span + (at - lo) * isz, in, cnt * isz);
+		}
+		if (!rc)
+			rc = pwrite_all(fd, span, (hi - lo) * isz,
+					base + lo * isz, d);
+		free(span);
+		return rc;
+	}
+	runs_start(&r, t, e0);
+	for (left = n; left && !rc; left -= cnt, in += cnt * isz) {
+		runs_next(&r, left, &at, &cnt);
+		rc = pwrite_all(fd, in, cnt * isz, base + at * isz, d);
+	}
+	return rc;
+}
+
+long long ckpt_tensor_write(struct ckpt *c, const struct ckpt_tensor *t,
+			    const void *buf, uint64_t len, uint64_t pos,
+			    struct diag *d)
+{
+	uint64_t isz = t->dtype->size, size = ckpt_tensor_size(t), e0, e1;
+	unsigned char *tmp;
+	int rc;
+
+	if (pos >= size || len > size - pos)
+		return diag_set(d, -EFBIG, DIAG_NO_OFFSET, "write past the end "
+				"of the tensor (%llu bytes)",
+				(unsigned long long)size);
+	if (t->kind == CKPT_T_INLINE || t->kind == CKPT_T_META ||
+	    t->storage->fd == c->fd)
+		return diag_set(d, -EPERM, DIAG_NO_OFFSET, "tensor cannot be "
+				"written");
+	if (t->contiguous) {
+		rc = pwrite_all(t->storage->fd, buf, len, t->storage->data_off +
+				t->offset * isz + pos, d);
+		return rc ? rc : (long long)len;
+	}
+	e0 = pos / isz;
+	e1 = (pos + len + isz - 1) / isz;
+	if (pos % isz == 0 && len % isz == 0) {
+		rc = scatter(t, e0, e1 - e0, buf, d);
+		return rc ? rc : (long long)len;
+	}
+	/* partial elements at the edges: read them, patch, write back */
+	tmp = malloc((e1 - e0) * isz);
+	if (!tmp)
+		return diag_nomem(d);
+	rc = gather(t, e0, e1 - e0, tmp, d);
+	if (!rc) {
+		memcpy(tmp + pos % isz, buf, len);
+		rc = scatter(t, e0, e1 - e0, tmp, d);
+	}
 	free(tmp);
 	return rc ? rc : (long long)len;
 }

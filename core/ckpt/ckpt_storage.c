@@ -123,6 +123,7 @@ static int storage_new(struct ckpt_build *b, struct ckpt_storage **slot,
 	s->nbytes = nbytes;
 	s->index = c->nstorages - 1;
 	s->pkl_off = off;
+	s->fd = c->fd;
 	*slot = s;
 	*out = s;
 	return 0;

@@ -91,7 +91,8 @@ int ckpt_storage_locate(struct ckpt *c, struct ckpt_storage *s,
 {
 	int rc;
 
-	if (__atomic_load_n(&s->data_off, __ATOMIC_ACQUIRE) || !s->rec)
+	if (__atomic_load_n(&s->data_off, __ATOMIC_ACQUIRE) || !s->rec ||
+	    s->fd != c->fd)
 		return 0;
 	rc = ckpt_record_locate(c, s->rec, d);
 	if (!rc)

@@ -76,7 +76,7 @@ static int finish_dir(struct ckpt_build *b, struct ckpt_node *dir,
 	struct arena *a = &b->c->arena;
 	uint32_t cap = 8;
 
-	dir->nkids = k->n;
+	dir->nkids = dir->kcap = dir->norig = dir->nlive = k->n;
 	if (!k->n)
 		return 0;
 	while (cap < 2 * k->n)
@@ -101,6 +101,8 @@ static int finish_dir(struct ckpt_build *b, struct ckpt_node *dir,
 			s = slot(dir, name);
 		}
 		*s = n;
+		n->home = dir;
+		n->home_name = n->name;
 	}
 	return 0;
 }
@@ -569,6 +571,100 @@ static void note_global(const struct pkl_value *g, void *arg)
 	ng[c->nglobals].name = g->u.global.name;
 	ng[c->nglobals].off = g->off;
 	c->nglobals++;
+}
+
+/* ---- edits: children come and go (ckpt_edit.c) ---- */
+
+/* A bigger name index for @dir, in the arena; -ENOMEM. */
+static int hash_grow(struct ckpt *c, struct ckpt_node *dir)
+{
+	uint32_t cap = dir->hash ? 2 * (dir->hash_mask + 1) : 8;
+	struct ckpt_node **h = arena_alloc(&c->arena, cap * sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	memset(h, 0, cap * sizeof(*h));
+	dir->hash = h;
+	dir->hash_mask = cap - 1;
+	for (uint32_t i = 0; i < dir->nkids; i++)
+		if (dir->kids[i])
+			*slot(dir, dir->kids[i]->name) = dir->kids[i];
+	return 0;
+}
+
+/* Take @n out of @dir's name index (backward-shift deletion). */
+static void hash_del(struct ckpt_node *dir, const struct ckpt_node *n)
+{
+	uint32_t m = dir->hash_mask, i = ckpt_name_hash(n->name) & m, j;
+
+	while (dir->hash[i] != n)
+		i = (i + 1) & m;
+	for (j = i;;) {
+		uint32_t k;
+
+		j = (j + 1) & m;
+		if (!dir->hash[j])
+			break;
+		k = ckpt_name_hash(dir->hash[j]->name) & m;
+		/* move it back unless its home slot lies in (i, j] */
+		if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
+			dir->hash[i] = dir->hash[j];
+			i = j;
+		}
+	}
+	dir->hash[i] = NULL;
+}
+
+int ckpt_dir_insert(struct ckpt *c, struct ckpt_node *dir,
+		    struct ckpt_node *n, char *name)
+{
+	if (dir->nkids == dir->kcap) {
+		uint32_t cap = dir->kcap ? 2 * dir->kcap : 8;
+		struct ckpt_node **k = arena_alloc(&c->arena, cap * sizeof(*k));
+
+		if (!k || dir->nkids == UINT32_MAX / 2)
+			return -ENOMEM;
+		if (dir->nkids)
+			memcpy(k, dir->kids, dir->nkids * sizeof(*k));
+		dir->kids = k;
+		dir->kcap = cap;
+	}
+	if ((!dir->hash || 2 * (dir->nlive + 1) > dir->hash_mask + 1) &&
+	    hash_grow(c, dir))
+		return -ENOMEM;
+	n->name = name;
+	n->parent = dir;
+	n->index = dir->nkids;
+	dir->kids[dir->nkids++] = n;
+	dir->nlive++;
+	*slot(dir, name) = n;
+	return 0;
+}
+
+void ckpt_dir_remove(struct ckpt_node *dir, struct ckpt_node *n)
+{
+	hash_del(dir, n);
+	dir->kids[n->index] = NULL;
+	dir->nlive--;
+}
+
+void ckpt_dir_rename(struct ckpt_node *dir, struct ckpt_node *n,
+		     char *name)
+{
+	hash_del(dir, n);
+	n->name = name;
+	*slot(dir, name) = n;
+}
+
+void ckpt_dir_swap(struct ckpt_node *dir, struct ckpt_node *old,
+		   struct ckpt_node *n)
+{
+	hash_del(dir, old);
+	dir->kids[old->index] = n;
+	n->index = old->index;
+	n->parent = dir;
+	n->name = old->name;
+	*slot(dir, n->name) = n;
 }
 
 int ckpt_build_model(struct ckpt *c, struct diag *d)

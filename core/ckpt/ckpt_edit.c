@@ -1,0 +1,292 @@
+/*
+ * ckpt_edit.c - the in-memory half of editing a checkpoint: new nodes,
+ * storages and tensors, new values for python values, and the question the
+ * writer asks, "does the object structure still match data.pkl?".  The
+ * on-disk half (journal, data files, write-back) is core/ovl.
+ *
+ * A directory stays *clean* while its first norig slots hold the children
+ * it was opened with, under their own names and values, and nothing lives
+ * after them.  Children that leave become NULL slots, new ones are
+ * appended, so readdir offsets (slot numbers) stay stable while a tool
+ * deletes what it is listing.
+ */
+#include "ckpt_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ckpt_node *ckpt_node_fresh(struct ckpt *c, int kind, const char *type)
+{
+	struct ckpt_node *n;
+
+	if (c->nnodes >= CKPT_MAX_NODES)
+		return NULL;
+	n = arena_alloc(&c->arena, sizeof(*n));
+	if (!n || ckpt_push((void ***)&c->nodes, &c->nnodes,
+			    &c->b->nodes_cap, n))
+		return NULL;
+	n->kind = kind;
+	n->type = type;
+	n->fresh = true;
+	n->step = CKPT_S_KEY;
+	n->id = c->nnodes - 1;
+	return n;
+}
+
+struct ckpt_storage *ckpt_storage_fresh(struct ckpt *c)
+{
+	struct ckpt_storage *s = arena_alloc(&c->arena, sizeof(*s));
+
+	if (!s || ckpt_push((void ***)&c->storages, &c->nstorages,
+			    &c->b->storages_cap, s))
+		return NULL;
+	s->key = "";
+	s->dtype = ckpt_dtype_by_name("uint8");
+	s->location = "cpu";
+	s->index = c->nstorages - 1;
+	s->fd = -1;
+	s->fresh = true;
+	s->modified = true;
+	return s;
+}
+
+struct ckpt_tensor *ckpt_tensor_fresh(struct ckpt *c, struct ckpt_storage *s)
+{
+	struct ckpt_tensor *t;
+
+	t = arena_alloc(&c->arena, sizeof(*t) +
+			2 * CKPT_MAX_DIMS * sizeof(int64_t));
+	if (!t || ckpt_push((void ***)&c->tensors, &c->ntensors,
+			    &c->b->tensors_cap, t))
+		return NULL;
+	t->shape = (int64_t *)(t + 1);
+	t->stride = t->shape + CKPT_MAX_DIMS;
+	t->index = c->ntensors - 1;
+	t->kind = CKPT_T_STRIDED;
+	t->fresh = true;
+	t->shown = true;
+	t->contiguous = true;
+	t->dtype = s->dtype;
+	t->storage = s;
+	t->device = "cpu";
+	s->ntensors = 1;
+	ckpt_tensor_fresh_sync(t);
+	return t;
+}
+
+void ckpt_tensor_fresh_sync(struct ckpt_tensor *t)
+{
+	struct ckpt_storage *s = t->storage;
+	uint64_t isz = t->dtype->size;
+	int64_t st = 1;
+
+	if (!t->shape_set) {
+		t->ndim = 1;
+		t->shape[0] = s->nbytes / isz;
+	}
+	t->numel = 1;
+	for (int i = t->ndim - 1; i >= 0; i--) {
+		t->stride[i] = st;
+		st *= t->shape[i] ? t->shape[i] : 1;
+		t->numel *= t->shape[i];
+	}
+	t->nbytes = t->numel * isz;
+	s->dtype = t->dtype;
+	s->numel = s->nbytes / isz;
+}
+
+int ckpt_tensor_fresh_fits(const struct ckpt_tensor *t)
+{
+	if (t->storage->nbytes % t->dtype->size)
+		return -EINVAL;
+	if (t->shape_set && t->nbytes != t->storage->nbytes)
+		return -EINVAL;
+	return 0;
+}
+
+bool ckpt_dict_type(const char *type)
+{
+	return !strcmp(type, "OrderedDict") || !strcmp(type, "dict") ||
+	       !strcmp(type, "Counter") || !strcmp(type, "defaultdict");
+}
+
+int ckpt_dir_step(const struct ckpt_node *dir)
+{
+	if (dir->kind == CKPT_N_SEQ)
+		return CKPT_S_INDEX;
+	if (dir->val && dir->val->kind == PKL_CALL && !ckpt_dict_type(dir->type))
+		return CKPT_S_ATTR;
+	return CKPT_S_KEY;
+}
+
+bool ckpt_node_rekeyed(const struct ckpt_node *n)
+{
+	return n->fresh || !n->home || n->parent != n->home ||
+	       strcmp(n->name, n->home_name);
+}
+
+bool ckpt_dir_clean(const struct ckpt_node *dir)
+{
+	if (dir->fresh)
+		return false;
+	for (uint32_t i = 0; i < dir->nkids; i++) {
+		const struct ckpt_node *k = dir->kids[i];
+
+		if (i >= dir->norig ? k != NULL :
+		    !k || k->edited || k->fresh || ckpt_node_rekeyed(k))
+			return false;
+	}
+	return true;
+}
+
+bool ckpt_changed(const struct ckpt *c)
+{
+	for (uint32_t i = 0; i < c->nnodes; i++) {
+		const struct ckpt_node *n = c->nodes[i];
+
+		if ((n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ) &&
+		    !n->dead && !ckpt_dir_clean(n))
+			return true;
+	}
+	return false;
+}
+
+/* The types a value file may be rewritten as. */
+static const char *const literal_types[] = {
+	"int", "float", "bool", "NoneType", "str", "bytes",
+};
+
+bool ckpt_value_editable(const struct ckpt_node *n)
+{
+	if (n->kind != CKPT_N_VALUE)
+		return false;
+	for (size_t i = 0; i < sizeof(literal_types) / sizeof(*literal_types);
+	     i++)
+		if (!strcmp(n->type, literal_types[i]))
+			return true;
+	return false;
+}
+
+/* Python's int() of @s (no underscores): 0 or -EINVAL / -ERANGE. */
+static int parse_int(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (end == s)
+		return -EINVAL;
+	while (*end == ' ' || *end == '\t')
+		end++;
+	if (*end)
+		return -EINVAL;
+	if (errno)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+static int parse_float(const char *s, double *out)
+{
+	char *end;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (!*s || (*s != '-' && *s != '+' && *s != '.' &&
+		    (*s < '0' || *s > '9') && strncmp(s, "inf", 3) &&
+		    strncmp(s, "nan", 3)))
+		return -EINVAL;
+	*out = strtod(s, &end);
+	while (*end == ' ' || *end == '\t')
+		end++;
+	return *end ? -EINVAL : 0;
+}
+
+int ckpt_value_parse(const struct ckpt_node *n, const char *text,
+		     size_t len, struct ckpt_literal *out)
+{
+	char buf[64];
+	int64_t i;
+	double f;
+
+	memset(out, 0, sizeof(*out));
+	if (!strcmp(n->type, "str") || !strcmp(n->type, "bytes")) {
+		bool is_str = n->type[1] == 't';
+
+		if (is_str && len && text[len - 1] == '\n')
+			len--;
+		if (is_str && memchr(text, 0, len))
+			return -EINVAL;
+		out->type = is_str ? "str" : "bytes";
+		out->text = text;
+		out->len = len;
+		return 0;
+	}
+	/* a literal: one line, surrounding blanks and one newline ignored */
+	while (len && (text[len - 1] == '\n' || text[len - 1] == ' ' ||
+		       text[len - 1] == '\t'))
+		len--;
+	if (len >= sizeof(buf) || memchr(text, '\n', len) ||
+	    memchr(text, 0, len))
+		return -EINVAL;
+	memcpy(buf, text, len);
+	buf[len] = 0;
+	if (!strcmp(buf, "True") || !strcmp(buf, "False")) {
+		out->type = "bool";
+		out->i = buf[0] == 'T';
+	} else if (!strcmp(buf, "None")) {
+		out->type = "NoneType";
+	} else if (!parse_int(buf, &i)) {
+		out->type = "int";
+		out->i = i;
+	} else if (!parse_float(buf, &f)) {
+		out->type = "float";
+		out->f = f;
+	} else {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int ckpt_value_set(struct ckpt *c, struct ckpt_node *n,
+		   const struct ckpt_literal *lit)
+{
+	char buf[40], *text;
+	size_t len;
+
+	(void)c;
+	if (!strcmp(lit->type, "str") || !strcmp(lit->type, "bytes")) {
+		len = lit->len;
+		text = malloc(len + 1);
+		if (!text)
+			return -ENOMEM;
+		memcpy(text, lit->text, len);
+		text[len] = 0;
+	} else {
+		if (!strcmp(lit->type, "bool"))
+			snprintf(buf, sizeof(buf), "%s", lit->i ? "True" :
+				 "False");
+		else if (!strcmp(lit->type, "NoneType"))
+			snprintf(buf, sizeof(buf), "None");
+		else if (!strcmp(lit->type, "int"))
+			snprintf(buf, sizeof(buf), "%lld", (long long)lit->i);
+		else
+			ckpt_float_repr(lit->f, buf, sizeof(buf));
+		len = strlen(buf);
+		text = strdup(buf);
+		if (!text)
+			return -ENOMEM;
+	}
+	free(n->text);
+	n->text = text;
+	n->textlen = len;
+	n->type = lit->type;
+	n->edited = true;
+	return 0;
+}

@@ -1,0 +1,120 @@
+/*
+ * ovl.h - the overlay: edits to a checkpoint, staged on disk until they
+ * are written back (docs/editing.md for what users see, docs/design.md
+ * for why it is built this way).
+ *
+ * The overlay is a directory, by default ".NAME.ptfs" beside checkpoint
+ * NAME, created on the first edit:
+ *
+ *   journal   structural edits, append-only, each record CRC'd and
+ *             fdatasync'd before the edit returns (ovl_journal.c)
+ *   <i>       the bytes of storage i: a copy of an original storage made
+ *             on its first write, or the contents of a new file
+ *
+ * Opening replays the journal over the freshly opened checkpoint, so the
+ * model shows the staged edits again after a crash.  Nothing here is
+ * thread-safe: the caller serializes every call that changes anything
+ * (the FUSE driver takes its write lock) against everything else.
+ */
+#ifndef PT_OVL_OVL_H
+#define PT_OVL_OVL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "ckpt/ckpt.h"
+
+struct diag;
+
+#define OVL_MAX_VALUE	(1u << 20)	/* a python value file's new text */
+
+struct ovl_opts {
+	const char *dir;	/* overlay directory, NULL for the default */
+	bool discard;		/* drop what an earlier session staged */
+	bool readonly;		/* no edits; no lock */
+};
+
+struct ovl {
+	struct ckpt *c;
+	char *path;		/* the checkpoint, absolute */
+	char *dir;		/* the overlay directory */
+	int dfd;		/* its fd, -1 until the first edit */
+	int jfd;		/* the journal's, -1 likewise */
+	uint64_t jend;		/* end of the last good journal record */
+	struct stat base;	/* the checkpoint as opened */
+	uint32_t nstorages0;	/* storages of the checkpoint itself */
+	bool replaying;		/* applying the journal: data is there */
+	bool readonly;
+	bool committed;		/* written back: no more edits */
+	/* told after storage @s changed through anything but @except */
+	void (*changed)(void *arg, struct ckpt_storage *s,
+			const struct ckpt_node *except);
+	void *arg;
+};
+
+/*
+ * Take the checkpoint @c (opened from @path) and the overlay that belongs
+ * to it: lock the checkpoint (one writable mount at a time), refuse an
+ * overlay staged for another version of the file, finish or forget an
+ * interrupted write-back, replay the journal.  0 or -errno with @d set.
+ */
+int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
+	     struct ovl **out, struct diag *d);
+
+/* Close fds and free; the overlay stays on disk.  NULL is fine. */
+void ovl_close(struct ovl *v);
+
+/* Is anything staged that write-back would write? */
+bool ovl_changed(const struct ovl *v);
+
+/* ---- structure: @dir is a directory node, @name an escaped file name */
+int ovl_mkdir(struct ovl *v, struct ckpt_node *dir, const char *name,
+	      struct ckpt_node **out, struct diag *d);
+int ovl_create(struct ovl *v, struct ckpt_node *dir, const char *name,
+	       struct ckpt_node **out, struct diag *d);
+int ovl_unlink(struct ovl *v, struct ckpt_node *dir, const char *name,
+	       struct diag *d);
+int ovl_rmdir(struct ovl *v, struct ckpt_node *dir, const char *name,
+	      struct diag *d);
+/* @noreplace: RENAME_NOREPLACE */
+int ovl_rename(struct ovl *v, struct ckpt_node *dir, const char *name,
+	       struct ckpt_node *ndir, const char *nname, bool noreplace,
+	       struct diag *d);
+/* user.dtype, user.shape, user.requires_grad, user.parameter of a new
+ * tensor */
+int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
+		 const char *value, size_t len, struct diag *d);
+
+/* ---- data of a tensor or value file */
+uint64_t ovl_size(const struct ovl *v, const struct ckpt_node *n);
+long long ovl_read(struct ovl *v, struct ckpt_node *n, void *buf,
+		   uint64_t len, uint64_t off, struct diag *d);
+long long ovl_write(struct ovl *v, struct ckpt_node *n, const void *buf,
+		    uint64_t len, uint64_t off, struct diag *d);
+int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
+		 struct diag *d);
+/* close(): a replacement being written is checked and applied (once it
+ * was written to); data made durable.  release (the last close): any
+ * replacement still pending is applied.  fsync(): data made durable. */
+int ovl_flush(struct ovl *v, struct ckpt_node *n, struct diag *d);
+int ovl_release(struct ovl *v, struct ckpt_node *n, struct diag *d);
+int ovl_fsync(struct ovl *v, struct ckpt_node *n, struct diag *d);
+
+/* ---- raw storages (.ptfs/storages/KEY): in place only */
+long long ovl_write_storage(struct ovl *v, struct ckpt_storage *s,
+			    const void *buf, uint64_t len, uint64_t off,
+			    struct diag *d);
+int ovl_fsync_storage(struct ovl *v, struct ckpt_storage *s, struct diag *d);
+
+/*
+ * Write back: the new archive goes to a temporary file beside @output
+ * (NULL: the checkpoint itself), is fsync'd, renamed over it, and the
+ * directory fsync'd; then the overlay is removed and no more edits are
+ * taken.  Returns 0 when written, 1 when there was nothing to write, or
+ * -errno with @d set (then the original and the overlay are as they were).
+ */
+int ovl_commit(struct ovl *v, const char *output, struct diag *d);
+
+#endif
