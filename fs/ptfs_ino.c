@@ -155,7 +155,7 @@ int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out)
 		out->index = ino;
 		return 0;
 	}
-	if (ino == fs->nrecs && fs->ovl) {
+	if (ino == fs->nrecs && fs->ovl && !fs->readonly) {
 		out->kind = PTFS_CTL;
 		return 0;
 	}
@@ -336,7 +336,7 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 		*ino = ptfs_ino_of(fs, k);
 		return 1;
 	case PTFS_PLUMB:
-		if (i == fs->nrecs + 1 && fs->ovl) {
+		if (i == fs->nrecs + 1 && fs->ovl && !fs->readonly) {
 			*name = "commit";
 			*ino = fs->plumb + 2 + fs->nstor + fs->nrecs;
 			return 1;
@@ -384,7 +384,7 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 		for (uint32_t i = 0; i < fs->nrecs; i++)
 			if (!strcmp(name, fs->recs[i].name))
 				return fs->plumb + 2 + fs->nstor + i;
-		if (!strcmp(name, "commit") && fs->ovl)
+		if (!strcmp(name, "commit") && fs->ovl && !fs->readonly)
 			return fs->plumb + 2 + fs->nstor + fs->nrecs;
 		return 0;
 	case PTFS_STORAGES: {

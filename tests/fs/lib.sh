@@ -94,7 +94,7 @@ start_daemon() {
 # probe_fuse SAMPLE MNT ERRFILE: mount SAMPLE at MNT, or exit: 77 (skip)
 # when FUSE itself is unusable here, 1 when ptfs fails on the sample.
 probe_fuse() {
-	start_daemon "$1" "$2" "$3" && return 0
+	start_daemon "$@" && return 0
 	_why=$(head -n 1 "$3")
 	case $_why in
 	"fuse: "*|fusermount*|*/dev/fuse*) ;;
@@ -292,14 +292,14 @@ cli_checks() {
 	fi
 }
 
-# daemon_mode_checks SAMPLE: ptfs without -f daemonizes, mounts read-only
-# (even when asked for rw), is listed as fuse.ptfs, refuses writes, and
-# goes away on fusermount3 -u.
+# daemon_mode_checks SAMPLE: ptfs -o ro without -f daemonizes, mounts
+# read-only (also with rw after it), is listed as fuse.ptfs, refuses
+# writes, and goes away on fusermount3 -u.  (Writable mounts: edit.sh.)
 daemon_mode_checks() {
 	_s=$1 _m=$WORK/mnt/daemon _d=$WORK/daemon.details
 	mkdir -p "$_m"
 	: >"$_d"
-	for _o in "" "-o rw"; do
+	for _o in "-o ro" "-o ro,rw"; do
 		_label="daemon mode${_o:+ $_o}"
 		: >"$_d"
 		# shellcheck disable=SC2086

@@ -153,7 +153,7 @@ check_file() {
 		return
 	fi
 	mnt=$WORK/mnt/$stem
-	if ! start_daemon "$host" "$mnt" "$WORK/$stem.ptfs.err"; then
+	if ! start_daemon "$host" "$mnt" "$WORK/$stem.ptfs.err" -o ro; then
 		fail "$label" "ptls lists it but ptfs did not mount it: $(head -n 1 "$WORK/$stem.ptfs.err")"
 		return
 	fi
@@ -222,7 +222,7 @@ concurrent() {
 		return
 	}
 	mnt=$WORK/mnt/conc$n
-	if ! start_daemon "$1" "$mnt" "$c.ptfs.err"; then
+	if ! start_daemon "$1" "$mnt" "$c.ptfs.err" -o ro; then
 		fail "$label" "not mounted: $(head -n 1 "$c.ptfs.err")"
 		return
 	fi

@@ -42,7 +42,7 @@ trap 'exit 130' INT TERM HUP
 mkdir -p "$WORK/mnt"
 
 m=$WORK/mnt/sample
-probe_fuse "$sample" "$m" "$WORK/ptfs.err"
+probe_fuse "$sample" "$m" "$WORK/ptfs.err" -o ro
 
 # check LABEL EXPECTED ACTUAL
 check() {
