@@ -194,14 +194,19 @@ static int umount_main(const char *mnt)
 	int fd, st;
 	pid_t pid;
 
-	snprintf(path, sizeof(path), "%s/.ptfs/commit", mnt);
-	fd = open(path, O_RDWR);
-	if (fd < 0) {
-		fprintf(stderr, "ptfs: %s: %s (not a writable ptfs mount?)\n",
-			mnt, strerror(errno));
+	snprintf(path, sizeof(path), "%s/.ptfs", mnt);
+	if (access(path, F_OK)) {
+		fprintf(stderr, "ptfs: %s: not a ptfs mount\n", mnt);
 		return 1;
 	}
-	if (write(fd, "commit\n", 7) != 7) {
+	snprintf(path, sizeof(path), "%s/.ptfs/commit", mnt);
+	/* a read-only mount has no control file: nothing to write back */
+	fd = open(path, O_RDWR);
+	if (fd < 0 && errno != ENOENT) {
+		fprintf(stderr, "ptfs: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	if (fd >= 0 && write(fd, "commit\n", 7) != 7) {
 		n = pread(fd, msg, sizeof(msg) - 1, 0);
 		msg[n > 0 ? n : 0] = 0;
 		msg[strcspn(msg, "\n")] = 0;
@@ -211,7 +216,8 @@ static int umount_main(const char *mnt)
 		close(fd);
 		return 1;
 	}
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	pid = fork();
 	if (pid == 0) {
 		execlp("fusermount3", "fusermount3", "-u", mnt, (char *)NULL);

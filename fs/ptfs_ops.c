@@ -408,7 +408,7 @@ static int write_errno(const struct ptfs *fs, const struct ptfs_ino *i)
 	case PTFS_CTL:
 		return 0;
 	default:
-		return EACCES;
+		return EPERM;	/* .ptfs/ records: the archive's plumbing */
 	}
 }
 
@@ -738,6 +738,8 @@ static void remove_common(fuse_req_t req, fuse_ino_t parent,
 	struct diag d;
 	int rc;
 
+	if (parent == FUSE_ROOT_ID && !strcmp(name, ".ptfs"))
+		return reply_err(req, EPERM, NULL);
 	diag_init(&d, fs->c->path);
 	wrlock(fs);
 	rc = edit_errno(fs, parent);
@@ -768,6 +770,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 	if (flags & ~RENAME_NOREPLACE)
 		return reply_err(req, EINVAL, NULL);
+	if (parent == FUSE_ROOT_ID && !strcmp(name, ".ptfs"))
+		return reply_err(req, EPERM, NULL);
 	diag_init(&d, fs->c->path);
 	wrlock(fs);
 	rc = edit_errno(fs, parent);

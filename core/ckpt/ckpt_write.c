@@ -725,14 +725,15 @@ int ckpt_save(struct ckpt *c, const char *target,
 {
 	const char *slash = strrchr(target, '/');
 	size_t dlen = slash ? (size_t)(slash - target) + 1 : 0;
-	char *tmp = malloc(strlen(target) + 16);
+	char *tmp = malloc(strlen(target) + 24);
 	struct stat st;
 	int fd, rc;
 
 	if (!tmp)
 		return diag_nomem(d);
-	/* ".NAME.XXXXXX" beside the target: same file system, rename works */
-	sprintf(tmp, "%.*s.%s.XXXXXX", (int)dlen, target,
+	/* ".NAME.ptfs-new.XXXXXX" beside the target: same file system, so
+	   rename works; the overlay removes what a killed write-back left */
+	sprintf(tmp, "%.*s.%s.ptfs-new.XXXXXX", (int)dlen, target,
 		slash ? slash + 1 : target);
 	fd = mkstemp(tmp);
 	if (fd < 0) {

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE 1	/* copy_file_range, fdatasync, O_TMPFILE */
 #include "ovl_int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -168,8 +169,10 @@ static int ensure_dir(struct ovl *v, struct diag *d)
 {
 	int rc;
 
-	if (v->dfd >= 0)
+	if (v->jfd >= 0)
 		return 0;
+	if (v->dfd >= 0)
+		return jr_create(v, d);
 	if (mkdir(v->dir, 0700) && errno != EEXIST)
 		return sys_err(v, d, -errno, "cannot create the overlay");
 	v->dfd = open(v->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -529,6 +532,16 @@ static bool is_content(const struct ckpt_node *s, const struct ckpt_node *x)
 					 t->ndim * sizeof(*t->shape)));
 }
 
+/* How much of @s a one-line message shows: its first line, <= 40. */
+static int line_len(const char *s, size_t n)
+{
+	size_t k = 0;
+
+	while (k < n && k < 40 && s[k] != '\n' && s[k])
+		k++;
+	return (int)k;
+}
+
 static const char *node_label(const struct ckpt_node *n)
 {
 	return n->name && n->name[0] ? n->name : "the root";
@@ -563,9 +576,9 @@ static int transfer_data(struct ovl *v, struct ckpt_node *s,
 		if (rc)
 			return sys_err(v, d, rc, "cannot read new value");
 		if (ckpt_value_parse(x, *text, src->nbytes, lit))
-			return diag_errno(d, -EINVAL, "%s: '%.40s' is not a "
+			return diag_errno(d, -EINVAL, "%s: '%.*s' is not a "
 					  "python literal", node_label(x),
-					  *text);
+					  line_len(*text, src->nbytes), *text);
 		return 0;
 	}
 	if (src->nbytes != ckpt_tensor_size(x->tensor))
@@ -1107,12 +1120,12 @@ int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
 					 t->kind == CKPT_T_INLINE))
 		return diag_errno(d, -EPERM, "%s has no storage to write",
 				  node_label(n));
-	if (!n->stage && (rc = stage_start(v, n, size, d)))
-		return rc;
 	if (size > (n->kind == CKPT_N_VALUE ? OVL_MAX_VALUE :
 		    ckpt_tensor_size(t)))
 		return diag_errno(d, -EFBIG, "%s: cannot grow past its size",
 				  node_label(n));
+	if (!n->stage && (rc = stage_start(v, n, size, d)))
+		return rc;
 	if (n->stage->scratch && ftruncate(n->stage->scratch->fd, size))
 		return sys_err(v, d, -errno, "truncate");
 	if (!n->stage->scratch && size > n->stage->len)
@@ -1134,8 +1147,7 @@ static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 		if (ckpt_value_parse(n, st->text, st->len, &lit)) {
 			rc = diag_errno(d, -EINVAL, "%s: '%.*s' is not a python "
 					"literal; the value stays %s",
-					node_label(n),
-					(int)(st->len < 40 ? st->len : 40),
+					node_label(n), line_len(st->text, st->len),
 					st->text, n->text);
 			stage_free(n);
 			return rc;
@@ -1353,8 +1365,10 @@ static int replay(struct ovl *v, struct diag *d)
 	int rc;
 
 	v->jfd = openat(v->dfd, OVL_JOURNAL, O_RDWR | O_CLOEXEC);
+	if (v->jfd < 0 && errno == ENOENT)
+		return 0;	/* an empty directory: nothing staged yet */
 	if (v->jfd < 0)
-		return sys_err(v, d, -errno, "no journal (not a ptfs overlay?)");
+		return sys_err(v, d, -errno, "cannot open the journal");
 	rc = jr_load(v, &recs, &n, &buf, d);
 	if (rc)
 		return rc;
@@ -1431,6 +1445,28 @@ static int attach_copies(struct ovl *v, struct diag *d)
 	return 0;
 }
 
+/*
+ * A write-back that was killed leaves its temporary file beside the
+ * checkpoint (".NAME.ptfs-new.XXXXXX", see ckpt_save()); nobody else
+ * makes such names, and the lock says no other ptfs is writing.
+ */
+static void remove_stale_temps(const struct ovl *v)
+{
+	const char *slash = strrchr(v->path, '/');
+	char *dir = strndup(v->path, slash - v->path + 1), pre[300];
+	struct dirent *e;
+	DIR *dp = dir ? opendir(dir) : NULL;
+
+	snprintf(pre, sizeof(pre), ".%s.ptfs-new.", slash + 1);
+	while (dp && (e = readdir(dp)))
+		if (!strncmp(e->d_name, pre, strlen(pre)) &&
+		    strlen(e->d_name) == strlen(pre) + 6)
+			unlinkat(dirfd(dp), e->d_name, 0);
+	if (dp)
+		closedir(dp);
+	free(dir);
+}
+
 static char *default_dir(const char *path)
 {
 	const char *slash = strrchr(path, '/');
@@ -1486,10 +1522,13 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 			goto fail;
 		}
 	}
+	/* the journal first: it says whether the overlay is this file's */
 	if (v->dfd >= 0)
-		rc = attach_copies(v, d);
-	if (!rc && v->dfd >= 0)
 		rc = replay(v, d);
+	if (!rc && v->dfd >= 0)
+		rc = attach_copies(v, d);
+	if (!rc && !v->readonly)
+		remove_stale_temps(v);
 	if (rc)
 		goto fail;
 	*out = v;
@@ -1567,8 +1606,18 @@ int ovl_commit(struct ovl *v, const char *output, struct diag *d)
 
 	if (rc)
 		return rc;
-	if (v->committed || !ovl_changed(v))
+	if (v->committed)
 		return 1;
+	if (!ovl_changed(v)) {
+		/* temporary files came and went: nothing to keep either */
+		if (v->dfd >= 0 && !remove_overlay(v)) {
+			if (v->jfd >= 0)
+				close(v->jfd);
+			close(v->dfd);
+			v->jfd = v->dfd = -1;
+		}
+		return 1;
+	}
 	rc = check_fresh(v, d);
 	if (!rc)
 		rc = ckpt_save(v->c, output ? output : v->path, NULL, &v->base,

@@ -50,6 +50,7 @@ struct memo_ent {
 struct memo_tab {
 	struct memo_ent *e;
 	size_t cap, count;	/* cap: 0 or a power of two */
+	uint64_t seed;		/* hostile names must not pick their slots */
 };
 
 struct pkl_emit {
@@ -77,33 +78,42 @@ static int fail(struct pkl_emit *e, int rc)
 
 /* ---- output ---- */
 
-static int out(struct pkl_emit *e, const void *p, size_t n)
+/*
+ * The next @n bytes of output, to be filled in; NULL after a failure.
+ * Writers fill the buffer in place: no local arrays, whose sanitizer
+ * redzones would swell every frame of the recursion.
+ */
+static unsigned char *room(struct pkl_emit *e, size_t n)
 {
 	if (e->err)
-		return e->err;
+		return NULL;
 	if (n > e->cap - e->len) {
 		size_t cap = e->cap * 2 > e->len + n ? e->cap * 2 : e->len + n;
 		unsigned char *nb = realloc(e->buf, cap);
 
-		if (!nb)
-			return fail(e, diag_nomem(e->d));
+		if (!nb) {
+			fail(e, diag_nomem(e->d));
+			return NULL;
+		}
 		e->buf = nb;
 		e->cap = cap;
 	}
-	memcpy(e->buf + e->len, p, n);
 	e->len += n;
-	return 0;
+	return e->buf + e->len - n;
 }
 
 /* An opcode with an @nb-byte little-endian argument @arg. */
 static int out_op(struct pkl_emit *e, unsigned char op, uint64_t arg,
 		  size_t nb)
 {
-	unsigned char b[9] = { op };
+	unsigned char *b = room(e, 1 + nb);
 
-	for (size_t i = 0; i < nb; i++)
-		b[1 + i] = (unsigned char)(arg >> 8 * i);
-	return out(e, b, 1 + nb);
+	if (b) {
+		b[0] = op;
+		for (size_t i = 0; i < nb; i++)
+			b[1 + i] = (unsigned char)(arg >> 8 * i);
+	}
+	return e->err;
 }
 
 /* ---- memo ---- */
@@ -121,7 +131,7 @@ static uint64_t mix(uint64_t x)
 static struct memo_ent *tab_slot(const struct memo_tab *t, uint64_t key,
 				 const char *s, size_t n)
 {
-	size_t i = mix(key) & (t->cap - 1);
+	size_t i = mix(key ^ t->seed) & (t->cap - 1);
 
 	while (t->e[i].val && (t->e[i].key != key ||
 			       (s && (t->e[i].n != n ||
@@ -133,13 +143,14 @@ static struct memo_ent *tab_slot(const struct memo_tab *t, uint64_t key,
 /* Move the entries into a table twice the size. */
 static int tab_grow(struct pkl_emit *e, struct memo_tab *t)
 {
-	struct memo_tab nt = { .cap = t->cap ? 2 * t->cap : 64 };
+	struct memo_tab nt = { .cap = t->cap ? 2 * t->cap : 64,
+			       .seed = t->seed };
 
 	nt.e = calloc(nt.cap, sizeof(*nt.e));
 	if (!nt.e)
 		return fail(e, diag_nomem(e->d));
 	for (size_t i = 0; i < t->cap; i++) {
-		size_t j = mix(t->e[i].key) & (nt.cap - 1);
+		size_t j = mix(t->e[i].key ^ t->seed) & (nt.cap - 1);
 
 		if (!t->e[i].val)
 			continue;
@@ -190,38 +201,24 @@ static int memo_set(struct pkl_emit *e, uint64_t key, uint32_t val)
 	return tab_put(e, &e->keys, key, NULL, 0, val);
 }
 
-/* BINPUT the top of the stack under the next index; *@val = index + 1. */
-static int put_next(struct pkl_emit *e, uint32_t *val)
+/*
+ * BINPUT the top of the stack under the next index.  Returns that index + 1
+ * (the form the memo tables hold), 0 after a failure.
+ */
+static uint32_t put_next(struct pkl_emit *e)
 {
 	uint32_t i = e->nmemo;
-	int rc;
 
-	if (i >= MEMO_MAX)
-		return fail(e, diag_unsupported(e->d, DIAG_NO_OFFSET,
-						"more than %u memo entries",
-						MEMO_MAX));
-	rc = i < 256 ? out_op(e, OP_BINPUT, i, 1)
-		     : out_op(e, OP_LONG_BINPUT, i, 4);
-	if (rc < 0)
-		return rc;
-	e->nmemo++;
-	*val = i + 1;
-	return 0;
-}
-
-static int put_key(struct pkl_emit *e, uint64_t key)
-{
-	uint32_t val;
-	int rc = put_next(e, &val);
-
-	return rc < 0 ? rc : memo_set(e, key, val);
-}
-
-static int put_anon(struct pkl_emit *e)
-{
-	uint32_t val;
-
-	return put_next(e, &val);
+	if (i >= MEMO_MAX) {
+		fail(e, diag_unsupported(e->d, DIAG_NO_OFFSET,
+					 "more than %u memo entries",
+					 MEMO_MAX));
+		return 0;
+	}
+	if (i < 256 ? out_op(e, OP_BINPUT, i, 1)
+		    : out_op(e, OP_LONG_BINPUT, i, 4))
+		return 0;
+	return ++e->nmemo;
 }
 
 static int get(struct pkl_emit *e, uint32_t val)
@@ -242,7 +239,9 @@ bool pkl_emit_memo_get(struct pkl_emit *e, uint64_t key)
 
 int pkl_emit_memo_put(struct pkl_emit *e, uint64_t key)
 {
-	return put_key(e, key);
+	uint32_t val = put_next(e);
+
+	return val ? memo_set(e, key, val) : e->err;
 }
 
 /* ---- scalars and primitives ---- */
@@ -259,8 +258,8 @@ int pkl_emit_op(struct pkl_emit *e, unsigned char opcode)
 
 int pkl_emit_int(struct pkl_emit *e, int64_t i)
 {
-	unsigned char b[10] = { OP_LONG1 };
 	uint64_t u = (uint64_t)i;
+	unsigned char *b;
 	size_t n = 8;
 
 	if (i >= 0 && i <= 0xff)
@@ -273,30 +272,39 @@ int pkl_emit_int(struct pkl_emit *e, int64_t i)
 	while (n > 1 && (u >> (8 * n - 9) == 0 ||
 			 (i < 0 && ~u >> (8 * n - 9) == 0)))
 		n--;
-	b[1] = (unsigned char)n;
-	for (size_t k = 0; k < n; k++)
-		b[2 + k] = (unsigned char)(u >> 8 * k);
-	return out(e, b, 2 + n);
+	b = room(e, 2 + n);
+	if (b) {
+		b[0] = OP_LONG1;
+		b[1] = (unsigned char)n;
+		for (size_t k = 0; k < n; k++)
+			b[2 + k] = (unsigned char)(u >> 8 * k);
+	}
+	return e->err;
 }
 
 int pkl_emit_float(struct pkl_emit *e, double f)
 {
-	unsigned char b[9] = { OP_BINFLOAT };
+	unsigned char *b = room(e, 9);
 	uint64_t u;
 
 	memcpy(&u, &f, sizeof(u));
-	for (int i = 0; i < 8; i++)
-		b[1 + i] = (unsigned char)(u >> (56 - 8 * i));
-	return out(e, b, sizeof(b));
+	if (b) {
+		b[0] = OP_BINFLOAT;
+		for (int i = 0; i < 8; i++)
+			b[1 + i] = (unsigned char)(u >> (56 - 8 * i));
+	}
+	return e->err;
 }
 
 /* A counted string: opcode, @lb-byte length, bytes. */
 static int counted(struct pkl_emit *e, unsigned char op, size_t lb,
 		   const char *s, size_t n)
 {
-	if (out_op(e, op, n, lb) < 0)
-		return e->err;
-	return out(e, s, n);
+	unsigned char *b;
+
+	if (!out_op(e, op, n, lb) && (b = room(e, n)) && n)
+		memcpy(b, s, n);
+	return e->err;
 }
 
 int pkl_emit_str(struct pkl_emit *e, const char *s, size_t n)
@@ -311,43 +319,53 @@ int pkl_emit_str(struct pkl_emit *e, const char *s, size_t n)
  * GLOBAL, or BINGET when this (module, name) was written before, as the
  * pickler's memo does for a class object.  The line is written first and
  * taken back if the memo knows it: that is the lookup key, no copy needed.
+ * Returns the memo index + 1, 0 after a failure.
  */
-static int global(struct pkl_emit *e, const char *module, const char *name,
-		  uint64_t off, uint32_t *val)
+static uint32_t global(struct pkl_emit *e, const char *module,
+		       const char *name, uint64_t off)
 {
-	size_t nm = strlen(module), nn = strlen(name), start = e->len + 1;
+	size_t nm = strlen(module), nn = strlen(name), k = nm + nn + 2;
 	uint64_t h = 0xcbf29ce484222325ull;	/* FNV-1a */
-	const char *line;
+	unsigned char *line;
+	uint32_t val;
 	char *copy;
 
-	if (memchr(module, '\n', nm) || memchr(name, '\n', nn))
-		return fail(e, diag_unsupported(e->d, off, "global name with "
-						"a newline"));
-	if (out_op(e, OP_GLOBAL, 0, 0) < 0 || out(e, module, nm) < 0 ||
-	    out(e, "\n", 1) < 0 || out(e, name, nn) < 0 || out(e, "\n", 1) < 0)
-		return e->err;
-	line = (const char *)e->buf + start;
-	for (size_t i = 0; i < nm + nn + 2; i++)
-		h = (h ^ (unsigned char)line[i]) * 0x100000001b3ull;
-	*val = tab_get(&e->globals, h, line, nm + nn + 2);
-	if (*val) {
-		e->len = start - 1;
-		return get(e, *val);
+	if (memchr(module, '\n', nm) || memchr(name, '\n', nn)) {
+		fail(e, diag_unsupported(e->d, off, "global name with a "
+					 "newline"));
+		return 0;
 	}
-	copy = arena_alloc(&e->names, nm + nn + 2);
-	if (!copy)
-		return fail(e, diag_nomem(e->d));
-	memcpy(copy, line, nm + nn + 2);
-	if (put_next(e, val) < 0)
-		return e->err;
-	return tab_put(e, &e->globals, h, copy, nm + nn + 2, *val);
+	line = room(e, 1 + k);
+	if (!line)
+		return 0;
+	line[0] = OP_GLOBAL;
+	memcpy(line + 1, module, nm);
+	line[1 + nm] = '\n';
+	memcpy(line + 2 + nm, name, nn);
+	line[k] = '\n';
+	for (size_t i = 1; i <= k; i++)
+		h = (h ^ line[i]) * 0x100000001b3ull;
+	val = tab_get(&e->globals, h, (const char *)line + 1, k);
+	if (val) {
+		e->len -= 1 + k;
+		return get(e, val) ? 0 : val;
+	}
+	copy = arena_alloc(&e->names, k);
+	if (!copy) {
+		fail(e, diag_nomem(e->d));
+		return 0;
+	}
+	memcpy(copy, line + 1, k);
+	val = put_next(e);
+	if (!val || tab_put(e, &e->globals, h, copy, k, val) < 0)
+		return 0;
+	return val;
 }
 
 int pkl_emit_global(struct pkl_emit *e, const char *module, const char *name)
 {
-	uint32_t val;
-
-	return global(e, module, name, DIAG_NO_OFFSET, &val);
+	global(e, module, name, DIAG_NO_OFFSET);
+	return e->err;
 }
 
 /* ---- values ---- */
@@ -393,10 +411,10 @@ static int bytes(struct pkl_emit *e, const struct pkl_value *v)
 {
 	const unsigned char *s = (const unsigned char *)v->u.s.p;
 	size_t n = v->u.s.n, hi = 0;
-	uint32_t val;
+	unsigned char *b;
 
 	if (!n) {
-		global(e, "__builtin__", "bytes", v->off, &val);
+		global(e, "__builtin__", "bytes", v->off);
 		pkl_emit_op(e, OP_EMPTY_TUPLE);
 		return pkl_emit_op(e, OP_REDUCE);
 	}
@@ -405,39 +423,38 @@ static int bytes(struct pkl_emit *e, const struct pkl_value *v)
 	if (n + hi > UINT32_MAX)
 		return fail(e, diag_unsupported(e->d, v->off, "bytes of %zu "
 						"bytes", n));
-	global(e, "_codecs", "encode", v->off, &val);
+	global(e, "_codecs", "encode", v->off);
 	out_op(e, OP_BINUNICODE, n + hi, 4);
-	for (size_t i = 0; i < n; i++) {
-		unsigned char u[2] = { 0xc0 | s[i] >> 6, 0x80 | (s[i] & 0x3f) };
-
-		if (s[i] < 0x80)
-			out(e, s + i, 1);
-		else
-			out(e, u, 2);
+	b = room(e, n + hi);
+	for (size_t i = 0; b && i < n; i++) {
+		if (s[i] < 0x80) {
+			*b++ = s[i];
+			continue;
+		}
+		*b++ = (unsigned char)(0xc0 | s[i] >> 6);
+		*b++ = (unsigned char)(0x80 | (s[i] & 0x3f));
 	}
-	put_anon(e);
+	put_next(e);
 	/* the pickler's 'latin1' is one interned object: memoized once */
 	if (e->latin1)
 		get(e, e->latin1);
 	else if (!pkl_emit_str(e, "latin1", 6))
-		put_next(e, &e->latin1);
+		e->latin1 = put_next(e);
 	pkl_emit_op(e, OP_TUPLE2);
-	put_anon(e);
+	put_next(e);
 	return pkl_emit_op(e, OP_REDUCE);
 }
 
 /* set/frozenset as protocol 2 pickles them: set([items]) */
 static int set(struct pkl_emit *e, const struct pkl_value *v)
 {
-	uint32_t val;
-
 	global(e, "__builtin__", v->kind == PKL_SET ? "set" : "frozenset",
-	       v->off, &val);
+	       v->off);
 	pkl_emit_op(e, OP_EMPTY_LIST);
-	put_anon(e);
+	put_next(e);
 	items(e, v->u.items.v, v->u.items.n, false, true);
 	pkl_emit_op(e, OP_TUPLE1);
-	put_anon(e);
+	put_next(e);
 	return pkl_emit_op(e, OP_REDUCE);
 }
 
@@ -506,22 +523,37 @@ static int compound(struct pkl_emit *e, const struct pkl_value *v)
 	case PKL_CALL: call(e, v); break;
 	default: set(e, v); break;
 	}
-	if (put_key(e, v->id) < 0)
+	if (pkl_emit_memo_put(e, v->id) < 0)
 		return e->err;
 	return v->kind == PKL_CALL ? call_tail(e, v) : 0;
 }
 
-/* A str-like payload longer than its opcode's length field allows. */
-static int too_long(struct pkl_emit *e, const struct pkl_value *v)
+/* Big ints and strings: the opcode whose length field fits. */
+static int str_like(struct pkl_emit *e, const struct pkl_value *v)
 {
+	const char *s = v->u.s.p;
+	size_t n = v->u.s.n;
+
+	if (v->kind == PKL_BIGINT && n <= INT32_MAX)
+		return n < 256 ? counted(e, OP_LONG1, 1, s, n)
+			       : counted(e, OP_LONG4, 4, s, n);
+	if (v->kind == PKL_STR && n <= UINT32_MAX) {
+		counted(e, OP_BINUNICODE, 4, s, n);
+		return pkl_emit_memo_put(e, v->id);
+	}
+	if (v->kind == PKL_STRING && n <= INT32_MAX) {
+		if (n < 256)
+			counted(e, OP_SHORT_BINSTRING, 1, s, n);
+		else
+			counted(e, OP_BINSTRING, 4, s, n);
+		return pkl_emit_memo_put(e, v->id);
+	}
 	return fail(e, diag_unsupported(e->d, v->off, "%s of %zu bytes",
-					pkl_kind_name(v->kind), v->u.s.n));
+					pkl_kind_name(v->kind), n));
 }
 
 static int emit(struct pkl_emit *e, const struct pkl_value *v)
 {
-	const char *s = v->u.s.p;
-	size_t n = v->u.s.n;	/* for the str-like kinds */
 	uint32_t val;
 
 	switch (v->kind) {
@@ -531,26 +563,12 @@ static int emit(struct pkl_emit *e, const struct pkl_value *v)
 		return pkl_emit_op(e, v->u.i ? OP_NEWTRUE : OP_NEWFALSE);
 	case PKL_INT:
 		return pkl_emit_int(e, v->u.i);
-	case PKL_BIGINT:
-		if (n > INT32_MAX)
-			return too_long(e, v);
-		return n < 256 ? counted(e, OP_LONG1, 1, s, n)
-			       : counted(e, OP_LONG4, 4, s, n);
 	case PKL_FLOAT:
 		return pkl_emit_float(e, v->u.f);
+	case PKL_BIGINT:
 	case PKL_STR:
-		if (n > UINT32_MAX)
-			return too_long(e, v);
-		counted(e, OP_BINUNICODE, 4, s, n);
-		return put_key(e, v->id);
 	case PKL_STRING:
-		if (n > INT32_MAX)
-			return too_long(e, v);
-		if (n < 256)
-			counted(e, OP_SHORT_BINSTRING, 1, s, n);
-		else
-			counted(e, OP_BINSTRING, 4, s, n);
-		return put_key(e, v->id);
+		return str_like(e, v);
 	case PKL_TUPLE:
 		if (!v->u.items.n)
 			return pkl_emit_op(e, OP_EMPTY_TUPLE);
@@ -564,15 +582,13 @@ static int emit(struct pkl_emit *e, const struct pkl_value *v)
 	case PKL_DICT:
 		pkl_emit_op(e, v->kind == PKL_LIST ? OP_EMPTY_LIST
 						   : OP_EMPTY_DICT);
-		if (put_key(e, v->id) < 0)
+		if (pkl_emit_memo_put(e, v->id) < 0)
 			return e->err;
 		return items(e, v->u.items.v, pkl_len(v), v->kind == PKL_DICT,
 			     true);
 	case PKL_GLOBAL:
-		if (global(e, v->u.global.module, v->u.global.name, v->off,
-			   &val) < 0)
-			return e->err;
-		return memo_set(e, v->id, val);
+		val = global(e, v->u.global.module, v->u.global.name, v->off);
+		return val ? memo_set(e, v->id, val) : e->err;
 	case PKL_PERSID:
 		return persid(e, v);
 	default:
@@ -622,6 +638,8 @@ int pkl_emit_init(struct pkl_emit **out, uint32_t nvalues,
 	if (h)
 		e->h = *h;
 	e->nvalues = nvalues;
+	/* the heap address varies per run (ASLR): a cheap seed */
+	e->keys.seed = e->globals.seed = mix((uintptr_t)e);
 	e->vmemo = calloc(nvalues ? nvalues : 1, sizeof(*e->vmemo));
 	e->cap = 4096;
 	e->buf = malloc(e->cap);

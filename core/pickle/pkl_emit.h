@@ -34,11 +34,13 @@ enum pkl_emit_opcode {
 /* Hooks let a caller substitute parts of the graph while it is written. */
 struct pkl_emit_hooks {
 	/*
-	 * Called before writing value @v (each time it is reached until it
-	 * is in the memo).  Return 1 when the hook wrote a replacement with
-	 * the primitives below (the original is then not memoized; a hook
-	 * wanting identity uses pkl_emit_memo_get/put with its own key), 0
-	 * to let the emitter write @v, or -errno with pkl_emit_diag() set.
+	 * Called before writing value @v, each time it is reached until it
+	 * is in the memo.  Return 1 when the hook wrote a replacement with
+	 * the primitives below (the original is then not memoized: to keep
+	 * identity, the hook files its replacement with pkl_emit_memo_put(),
+	 * under its own key or under @v->id, which makes later references
+	 * BINGETs), 0 to let the emitter write @v (never pass @v itself to
+	 * pkl_emit_value()), or -errno with pkl_emit_diag() set.
 	 */
 	int (*value)(struct pkl_emit *e, const struct pkl_value *v, void *arg);
 	/*
@@ -64,8 +66,8 @@ int pkl_emit_init(struct pkl_emit **out, uint32_t nvalues,
 		  const struct pkl_emit_hooks *h, struct diag *d);
 
 /*
- * Write @v and everything it reaches, as Python's pickler would (a value
- * already in the memo is a BINGET).  Returns 0 or -errno with the diag set:
+ * Write @v (not NULL) and everything it reaches, as Python's pickler would
+ * (a value already in the memo is a BINGET).  Returns 0 or -errno with the diag set:
  * -ENOTSUP for what protocol 2 cannot express (NEWOBJ_EX, extension codes,
  * out-of-band buffers, cyclic tuples, nesting past PKL_EMIT_MAX_DEPTH).
  * After a failure every call returns that error and writes nothing.
@@ -87,8 +89,9 @@ int pkl_emit_global(struct pkl_emit *e, const char *module, const char *name);
 /*
  * Identity for synthesized objects under caller-chosen keys >= 1 << 32
  * (smaller keys are value ids).  memo_get writes BINGET and returns true
- * if @key is known; memo_put writes BINPUT/LONG_BINPUT for the object on
- * top of the stack and files it under @key.
+ * if @key is known (false after a failure); memo_put writes BINPUT or
+ * LONG_BINPUT for the object on top of the stack and files it under @key
+ * (replacing an earlier entry, as Python's memo does).
  */
 bool pkl_emit_memo_get(struct pkl_emit *e, uint64_t key);
 int pkl_emit_memo_put(struct pkl_emit *e, uint64_t key);
