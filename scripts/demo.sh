@@ -1,13 +1,18 @@
 #!/bin/sh
 # demo.sh - set up ptfs on a fresh Debian 12 machine (as root) and show it
-# on the bundled sample checkpoint tests/data/sample.pt: list it, mount it,
-# browse it with ls/getfattr/cat/od, check a tensor against torch, unmount.
+# on a copy of the bundled sample checkpoint tests/data/sample.pt: list it,
+# mount it, browse it with ls/getfattr/cat/od, check a tensor against
+# torch, edit it (a value, tensor bytes, a rename, dropping the optimizer
+# state), write it back with `ptfs umount`, and verify with torch.load.
 set -eu
 cd "$(dirname "$0")/.."
 scripts/setup.sh build >/dev/null
-sample=tests/data/sample.pt
-mnt=$(mktemp -d /tmp/ptfs-demo.XXXXXX)
-trap 'grep -q " $mnt " /proc/mounts && fusermount3 -u "$mnt"; rmdir "$mnt" 2>/dev/null || true' EXIT
+work=$(mktemp -d /tmp/ptfs-demo.XXXXXX)
+mnt=$work/m
+sample=$work/sample.pt
+mkdir "$mnt"
+cp tests/data/sample.pt "$sample"
+trap 'grep -q " $mnt " /proc/mounts && fusermount3 -u "$mnt"; rm -rf "$work"' EXIT
 
 run() { echo "\$ $*"; "$@"; echo; }
 
@@ -28,5 +33,31 @@ print("model/block.0.weight equals torch.load's:", ok)
 sys.exit(0 if ok else 1)
 PY
 echo
-run fusermount3 -u "$mnt"
-echo "demo done: ptls listed it, ptfs mounted it, the bytes match torch"
+echo "\$ echo 13 > $mnt/epoch"
+echo 13 >"$mnt/epoch"
+echo "\$ printf '\\000\\000\\200\\077' | dd of=$mnt/model/block.0.bias conv=notrunc"
+printf '\000\000\200\077' | dd of="$mnt/model/block.0.bias" conv=notrunc 2>/dev/null
+run mv "$mnt/model/head.weight" "$mnt/model/out.weight"
+run rm -r "$mnt/optimizer"
+run ls "$mnt" "$mnt/model"
+run build/ptfs umount "$mnt"
+echo "\$ # the written-back file, loaded by torch:"
+/usr/bin/python3 - "$sample" <<'PY'
+import sys, torch
+ck = torch.load(sys.argv[1])
+orig = torch.load("tests/data/sample.pt")
+m = ck["model"]
+ok = (ck["epoch"] == 13 and "optimizer" not in ck
+      and list(m) == ["embed.weight", "block.0.weight", "block.0.bias",
+                      "block.1.weight", "block.1.bias", "out.weight"]
+      and m["block.0.bias"][0].item() == 1.0
+      and torch.equal(m["block.0.bias"][1:], orig["model"]["block.0.bias"][1:])
+      and torch.equal(m["out.weight"], orig["model"]["head.weight"])
+      and m._metadata == orig["model"]._metadata)
+print("epoch", ck["epoch"], "| keys", list(ck), "| block.0.bias[0]",
+      m["block.0.bias"][0].item())
+print("the edits are in the file, everything else as it was:", ok)
+sys.exit(0 if ok else 1)
+PY
+echo
+echo "demo done: ptls listed it, ptfs mounted it, the bytes match torch, the edits were written back"

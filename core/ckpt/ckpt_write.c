@@ -173,7 +173,7 @@ static int emit_fresh_tensor(struct wb *w, const struct ckpt_tensor *t)
 	if (!rc)
 		rc = pkl_emit_op(e, PKL_OP_TUPLE);
 	if (!rc)
-		rc = pkl_emit_op(e, 'Q');	/* BINPERSID */
+		rc = pkl_emit_op(e, PKL_OP_BINPERSID);
 	/* offset, size, stride, requires_grad, hooks[, dtype] */
 	if (!rc)
 		rc = pkl_emit_int(e, 0);

@@ -28,7 +28,7 @@ enum pkl_emit_opcode {
 	PKL_OP_APPEND = 'a', PKL_OP_APPENDS = 'e', PKL_OP_SETITEM = 's',
 	PKL_OP_SETITEMS = 'u', PKL_OP_NEWOBJ = 0x81, PKL_OP_TUPLE1 = 0x85,
 	PKL_OP_TUPLE2 = 0x86, PKL_OP_TUPLE3 = 0x87, PKL_OP_NEWTRUE = 0x88,
-	PKL_OP_NEWFALSE = 0x89,
+	PKL_OP_NEWFALSE = 0x89, PKL_OP_BINPERSID = 'Q',
 };
 
 /* Hooks let a caller substitute parts of the graph while it is written. */

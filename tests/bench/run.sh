@@ -1,5 +1,6 @@
 #!/bin/sh
-# run.sh - build ptfs and run its benchmarks (one command; see docs/benchmarks.md)
+# run.sh - build ptfs and run its benchmarks (one command; see docs/benchmarks.md):
+# ptls listing, the mount (reads, memory), write-back of an edit
 set -eu
 cd "$(dirname "$0")/../.."
 scripts/setup.sh build >/dev/null
@@ -10,3 +11,4 @@ for p in fuse-zip archivemount; do
 done
 /usr/bin/python3 tests/bench/bench_ptls.py build/ptls "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 /usr/bin/python3 tests/bench/bench_mount.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
+/usr/bin/python3 tests/bench/bench_writeback.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
