@@ -53,9 +53,11 @@ struct ptfs_inval {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct ckpt_storage **q;	/* changed storages, deduplicated */
-	const struct ckpt_node **except;	/* the writer, kept cached */
+	fuse_ino_t *except;	/* the writer's inode, kept cached */
 	uint32_t n, cap;
+	uint64_t queued, done;	/* batches asked for and finished */
 	bool stop, running;
+	bool wait;		/* writers wait for their invalidations */
 	struct fuse_session *se;
 };
 
@@ -71,6 +73,8 @@ struct ptfs {
 	 */
 	pthread_rwlock_t lock;
 	struct ptfs_inval inval;
+	/* the storage file a write is going through (under the lock) */
+	const struct ckpt_storage *writing_storage;
 	char commit_msg[512];	/* what .ptfs/commit reads: the last result */
 	uint32_t nstor;		/* storages shown under .ptfs/storages/ */
 	struct stat st;		/* the checkpoint file's, for times */
@@ -138,7 +142,8 @@ long ptfs_xattrs(const struct ptfs *fs, fuse_ino_t ino, char *buf,
 extern const struct fuse_lowlevel_ops ptfs_ops;
 
 /* Start / stop the thread that drops stale views from the page cache. */
-void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se);
+void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se,
+		      bool multithreaded);
 void ptfs_inval_stop(struct ptfs *fs);
 
 /* Write back now; 0 written, 1 nothing to write, or -errno with @d set.

@@ -160,7 +160,7 @@ static int serve(struct ptfs *fs, struct fuse_args *args,
 		openlog("ptfs", LOG_PID, LOG_DAEMON);
 		fuse_set_log_func(log_syslog);
 	}
-	ptfs_inval_start(fs, se);
+	ptfs_inval_start(fs, se, !co->singlethread);
 	if (co->singlethread) {
 		rc = fuse_session_loop(se);
 	} else {
@@ -204,6 +204,12 @@ static int umount_main(const char *mnt)
 	fd = open(path, O_RDWR);
 	if (fd < 0 && errno != ENOENT) {
 		fprintf(stderr, "ptfs: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	if (fd < 0 && errno == ENOTCONN) {
+		fprintf(stderr, "ptfs: %s: the ptfs daemon is gone (killed?); "
+			"run fusermount3 -u %s, then mount again: staged edits "
+			"come back\n", mnt, mnt);
 		return 1;
 	}
 	if (fd >= 0 && write(fd, "commit\n", 7) != 7) {
@@ -297,12 +303,19 @@ int main(int argc, char **argv)
 	}
 	{
 		const char *why = o.ro ? NULL : not_writable(o.ckpt);
+
+		/* edits it could never write back are not taken at all */
+		if (!why && !o.ro && fs.c->format == CKPT_LEGACY)
+			why = "writing back a legacy (torch < 1.6) checkpoint is "
+			      "not supported yet";
 		struct ovl_opts oo = { .dir = o.overlay, .discard = o.discard };
 
-		if (why && !o.output)
+		bool legacy = fs.c->format == CKPT_LEGACY;
+
+		if (why && (!o.output || legacy))
 			fprintf(stderr, "ptfs: %s: %s: mounted read-only\n",
 				o.ckpt, why);
-		fs.readonly = o.ro || (why && !o.output);
+		fs.readonly = o.ro || (why && (!o.output || legacy));
 		oo.readonly = fs.readonly;
 		if (ovl_open(fs.c, o.ckpt, &oo, &fs.ovl, &d)) {
 			fprintf(stderr, "ptfs: %s\n",

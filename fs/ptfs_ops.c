@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#define INVAL_WAIT_MAX	2	/* seconds a writer waits for invalidation */
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE	(1 << 0)	/* linux/fs.h, renameat2(2) */
@@ -78,14 +81,15 @@ static void *inval_main(void *arg)
 	pthread_mutex_lock(&iv->lock);
 	for (;;) {
 		struct ckpt_storage **q;
-		const struct ckpt_node **except;
-		fuse_ino_t *inos = NULL;
+		fuse_ino_t *except, *inos = NULL, ino;
 		uint32_t n, ninos = 0;
+		uint64_t batch;
 
 		while (!iv->n && !iv->stop)
 			pthread_cond_wait(&iv->cond, &iv->lock);
 		if (iv->stop)
 			break;
+		batch = iv->queued;
 		q = iv->q;
 		except = iv->except;
 		n = iv->n;
@@ -101,16 +105,19 @@ static void *inval_main(void *arg)
 
 			if (nd->kind != CKPT_N_TENSOR || !nd->tensor->storage)
 				continue;
+			ino = ptfs_ino_of(fs, nd);
 			for (uint32_t k = 0; k < n; k++)
 				if (nd->tensor->storage == q[k] &&
-				    nd != except[k]) {
-					inos[ninos++] = ptfs_ino_of(fs, nd);
+				    ino != except[k]) {
+					inos[ninos++] = ino;
 					break;
 				}
 		}
-		for (uint32_t k = 0; inos && k < n; k++)
-			if (ptfs_ino_of_storage(fs, q[k]))
-				inos[ninos++] = ptfs_ino_of_storage(fs, q[k]);
+		for (uint32_t k = 0; inos && k < n; k++) {
+			ino = ptfs_ino_of_storage(fs, q[k]);
+			if (ino && ino != except[k])
+				inos[ninos++] = ino;
+		}
 		unlock(fs);
 		for (uint32_t i = 0; i < ninos; i++)
 			fuse_lowlevel_notify_inval_inode(iv->se, inos[i], 0, 0);
@@ -118,6 +125,8 @@ static void *inval_main(void *arg)
 		free(q);
 		free(except);
 		pthread_mutex_lock(&iv->lock);
+		iv->done = batch;
+		pthread_cond_broadcast(&iv->cond);
 	}
 	pthread_mutex_unlock(&iv->lock);
 	return NULL;
@@ -129,20 +138,28 @@ static void storage_changed(void *arg, struct ckpt_storage *s,
 {
 	struct ptfs *fs = arg;
 	struct ptfs_inval *iv = &fs->inval;
+	fuse_ino_t ex;
 
 	if (!iv->running)
 		return;
+	/*
+	 * The writer's own inode stays cached: its pages are current, and
+	 * the kernel holds them locked until this write is answered, so
+	 * dropping them now would wait for ourselves.
+	 */
+	ex = except ? ptfs_ino_of(fs, except) :
+	     fs->writing_storage == s ? ptfs_ino_of_storage(fs, s) : 0;
 	pthread_mutex_lock(&iv->lock);
 	for (uint32_t k = 0; k < iv->n; k++)
 		if (iv->q[k] == s) {
-			if (iv->except[k] != except)
-				iv->except[k] = NULL;
+			if (iv->except[k] != ex)
+				iv->except[k] = 0;
 			goto out;
 		}
 	if (iv->n == iv->cap) {
 		uint32_t cap = iv->cap ? 2 * iv->cap : 16;
 		struct ckpt_storage **q = realloc(iv->q, cap * sizeof(*q));
-		const struct ckpt_node **e;
+		fuse_ino_t *e;
 
 		if (q)
 			iv->q = q;
@@ -153,16 +170,48 @@ static void storage_changed(void *arg, struct ckpt_storage *s,
 		iv->cap = cap;
 	}
 	iv->q[iv->n] = s;
-	iv->except[iv->n++] = except;
-	pthread_cond_signal(&iv->cond);
+	iv->except[iv->n++] = ex;
 out:
+	iv->queued++;
+	pthread_cond_broadcast(&iv->cond);
 	pthread_mutex_unlock(&iv->lock);
 }
 
-void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se)
+/*
+ * Called by a request that changed storages, after it dropped the lock
+ * and before it replies: wait until the other views are out of the page
+ * cache, so that they show the change as soon as the write returns.  The
+ * notifications run on their own thread, because the kernel may need
+ * another of our threads to answer a read of such a view while it drops
+ * it (so with -s, one thread, nobody waits: the views catch up shortly).
+ */
+static void inval_wait(struct ptfs *fs)
+{
+	struct ptfs_inval *iv = &fs->inval;
+	struct timespec until;
+	uint64_t target;
+
+	if (!iv->running || !iv->wait)
+		return;
+	/* bounded: should the kernel need something we did not foresee,
+	   the reply comes late rather than never */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += INVAL_WAIT_MAX;
+	pthread_mutex_lock(&iv->lock);
+	target = iv->queued;
+	while (iv->done < target && !iv->stop &&
+	       pthread_cond_timedwait(&iv->cond, &iv->lock, &until) !=
+	       ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&iv->lock);
+}
+
+void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se,
+		      bool multithreaded)
 {
 	struct ptfs_inval *iv = &fs->inval;
 
+	iv->wait = multithreaded;
 	pthread_mutex_init(&iv->lock, NULL);
 	pthread_cond_init(&iv->cond, NULL);
 	iv->se = se;
@@ -180,7 +229,7 @@ void ptfs_inval_stop(struct ptfs *fs)
 	if (iv->running) {
 		pthread_mutex_lock(&iv->lock);
 		iv->stop = true;
-		pthread_cond_signal(&iv->cond);
+		pthread_cond_broadcast(&iv->cond);
 		pthread_mutex_unlock(&iv->lock);
 		pthread_join(iv->thread, NULL);
 		iv->running = false;
@@ -747,6 +796,7 @@ static void remove_common(fuse_req_t req, fuse_ino_t parent,
 		rc = dir ? ovl_rmdir(fs->ovl, dir_node(fs, parent), name, &d) :
 		     ovl_unlink(fs->ovl, dir_node(fs, parent), name, &d);
 	unlock(fs);
+	inval_wait(fs);
 	reply_err(req, rc, &d);
 }
 
@@ -782,6 +832,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 				dir_node(fs, newparent), newname,
 				flags & RENAME_NOREPLACE, &d);
 	unlock(fs);
+	inval_wait(fs);
 	reply_err(req, rc, &d);
 }
 
@@ -808,13 +859,16 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 			return reply_err(req, EIO, &d);
 		return (void)fuse_reply_write(req, size);
 	} else if (i.kind == PTFS_STORAGE) {
+		fs->writing_storage = i.storage;
 		n = ovl_write_storage(fs->ovl, i.storage, buf, size, off, &d);
+		fs->writing_storage = NULL;
 	} else if (i.kind == PTFS_NODE) {
 		n = ovl_write(fs->ovl, i.node, buf, size, off, &d);
 	} else {
 		n = -EACCES;
 	}
 	unlock(fs);
+	inval_wait(fs);
 	if (n < 0)
 		return reply_err(req, n, &d);
 	fuse_reply_write(req, n);
@@ -875,6 +929,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino,
 	else if (!ptfs_ino_get(fs, ino, &i) && i.kind == PTFS_STORAGE)
 		rc = ovl_fsync_storage(fs->ovl, i.storage, &d);
 	unlock(fs);
+	inval_wait(fs);
 	reply_err(req, rc, &d);
 }
 
