@@ -55,7 +55,7 @@ WORK=$work
 DAEMON_LOGS_OK=1	# refused edits log why, one "ptfs: " line each
 . "$here/lib.sh"
 
-wpid='' robind='' immutable='' LASTERR='' LOGS_OK=''
+wpid='' robind='' immutable='' LASTERR='' LOGS_OK='' PYCASE='' NO_ARCHIVE=''
 cleanup() {
 	trap '' INT TERM HUP
 	exec 3>&- 4<&- 2>/dev/null
@@ -150,9 +150,9 @@ P=$WORK/pay
 # its directory, so leftovers show).  Sets C, D, CK, M, IN and the paths
 # as python sees them: RC (the copy), RI (the input), RM (the mount).
 begin() {
-	CASE=$1 IN=$2
+	CASE=$1 IN=$2 PYCASE=$1 BN=${2##*/}
 	C=$WORK/c/$CASE D=$WORK/c/$CASE/d M=$WORK/mnt/$CASE
-	CK=$D/$IN RC=c/$CASE/d/$IN RI=in/$IN RM=mnt/$CASE
+	CK=$D/$BN RC=c/$CASE/d/$BN RI=in/$IN RM=mnt/$CASE
 	mkdir -p "$D" "$M"
 	cp "$WORK/in/$IN" "$CK" || exit 1
 	MT0=$(stat -c %y "$CK")
@@ -160,7 +160,7 @@ begin() {
 	: >"$DET"
 	# cases that make refused calls: the daemon logs them
 	case $CASE in
-	replace_bad|replace_rename|newt|value_invalid|refused) LOGS_OK=1 ;;
+	replace_bad|replace_rename|newt|newt_bad|value_invalid|refused) LOGS_OK=1 ;;
 	*) LOGS_OK= ;;
 	esac
 }
@@ -224,8 +224,8 @@ pycheck() {
 		rm -f "$C/py.more"
 	fi
 }
-readback() { pycheck "read back before unmount" readback "$CASE" "$RI" "$RM" "$@"; }
-act() { pycheck "${1:-python edits}" act "$CASE" "$RI" "$RM"; }
+readback() { pycheck "read back before unmount" readback "$PYCASE" "$RI" "$RM" "$@"; }
+act() { pycheck "${1:-python edits}" act "$PYCASE" "$RI" "$RM"; }
 
 # finish ptfs|fuse: unmount with `ptfs umount` (exit 0, quiet) or
 # fusermount3 -u (write-back in the daemon); the daemon must exit 0 and
@@ -256,7 +256,7 @@ finish() {
 	elif grep -q 'Sanitizer\|runtime error' "$C/ptfs.err"; then
 		note "sanitizer report: $(grep -m 1 'ERROR\|runtime error' "$C/ptfs.err")"
 	fi
-	_left=$(ls -A "$D" | grep -vxF "$IN" | head -n 3 | tr '\n' ' ')
+	_left=$(ls -A "$D" | grep -vxF "$BN" | head -n 3 | tr '\n' ' ')
 	[ -z "$_left" ] ||
 		note "left beside the checkpoint after the unmount: $_left"
 	_how="ptfs umount exit 0"
@@ -273,8 +273,9 @@ verify() {
 		fail "$CASE: result" "no file ${_vf_h#"$WORK"/} after the unmount"
 		return
 	fi
-	pycheck "torch.load" verify "$CASE" "$RI" "$_vf_r"
-	pycheck "archive" archive "$CASE" "$RI" "$_vf_r"
+	pycheck "torch.load" verify "$PYCASE" "$RI" "$_vf_r"
+	[ -n "${NO_ARCHIVE:-}" ] ||
+		pycheck "archive" archive "$PYCASE" "$RI" "$_vf_r"
 	libarchive "$_vf_h"
 }
 
@@ -316,8 +317,9 @@ unchanged() {
 kill9() {
 	_p=$DPID
 	if [ -n "$tmo" ]; then
-		_p=$(pgrep -P "$DPID" 2>/dev/null | head -n 1)
-		[ -n "$_p" ] || _p=$(ps -o pid= --ppid "$DPID" 2>/dev/null | head -n 1)
+		# the child of timeout(1), from /proc (no procps needed)
+		_p=$(cat /proc/[0-9]*/stat 2>/dev/null |
+			awk -v p="$DPID" '$4 == p && $2 == "(ptfs)" { print $1; exit }')
 	fi
 	if [ -z "$_p" ]; then
 		note "cannot find the ptfs process under pid $DPID"
@@ -433,6 +435,22 @@ if mountw; then
 	verify
 fi
 
+# concurrent first writes into one storage through several files
+begin concurrent views.pt
+if mountw; then
+	act "threads"
+	finish ptfs
+	verify
+fi
+
+# a fd open across rename and unlink
+begin open_rename views.pt
+if mountw; then
+	act "write after rename/unlink"
+	finish ptfs
+	verify
+fi
+
 # tied weights of a state_dict (two tensors over one storage)
 begin tied_sd sd.pt
 if mountw; then
@@ -475,6 +493,15 @@ if mountw; then
 	try "cp vec_new.bin vec (4000 B)" cp "$P/vec_new.bin" "$M/vec"
 	step "cp" "cp of exactly 4000 bytes over vec"
 	readback vec
+	finish fuse
+	verify
+fi
+
+begin replace_big views.pt
+if mountw; then
+	try "cp big_new.bin big (1.2 MB)" cp "$P/big_new.bin" "$M/big"
+	step "cp" "1.2 MB over big"
+	readback big
 	finish fuse
 	verify
 fi
@@ -560,7 +587,8 @@ fi
 begin rm_base views.pt
 if mountw; then
 	try "rm mat mat_t cols tied_a" rm "$M/mat" "$M/mat_t" "$M/cols" "$M/tied_a"
-	step "rm" "the base of rows and one of two tied keys"
+	try "dd into rows" dd if="$P/p8.bin" of="$M/rows" conv=notrunc status=none
+	step "rm" "the base of rows and one of two tied keys, then dd into rows"
 	readback rows tied_b
 	finish ptfs
 	verify
@@ -648,8 +676,8 @@ if mountw; then
 	[ "$_v" = uint8 ] || note "getfattr user.dtype of a new file without setfattr: '$_v', expected 'uint8'"
 	try "cp newp.bin newp" cp "$P/newp.bin" "$M/newp"
 	try "setfattr user.dtype float32 newp" setfattr -n user.dtype -v float32 "$M/newp"
-	try "setfattr user.parameter True newp" setfattr -n user.parameter -v True "$M/newp"
-	try "setfattr user.requires_grad True newp" setfattr -n user.requires_grad -v True "$M/newp"
+	try "setfattr user.parameter true newp" setfattr -n user.parameter -v true "$M/newp"
+	try "setfattr user.requires_grad true newp" setfattr -n user.requires_grad -v true "$M/newp"
 	try "mkdir extra" mkdir "$M/extra"
 	try "cp newt.bin extra/t" cp "$P/newt.bin" "$M/extra/t"
 	# bytes that do not fit: setfattr fails (EINVAL), the file goes again
@@ -662,9 +690,43 @@ if mountw; then
 		esac
 	fi
 	try "rm bad" rm -f "$M/bad"
-	step "new tensors" "newt (float32 2x3), raw (uint8), newp (Parameter), extra/t"
+	# attributes first, bytes after
+	try "touch pre" touch "$M/pre"
+	try "setfattr user.dtype float32 pre (empty)" setfattr -n user.dtype -v float32 "$M/pre"
+	try "setfattr user.shape 2,3 pre (empty)" setfattr -n user.shape -v 2,3 "$M/pre"
+	try "cp newt.bin pre" cp "$P/newt.bin" "$M/pre"
+	step "new tensors" "newt (float32 2x3), raw (uint8), newp (Parameter), extra/t, pre (xattrs first)"
 	finish ptfs
 	verify
+fi
+
+# bytes that do not fit the xattrs of a new file: write-back fails and
+# names the file; everything stays; after a fix it succeeds
+begin newt_bad train.pt
+if mountw; then
+	put 8 "$M/epoch"
+	try "touch late" touch "$M/late"
+	try "setfattr user.dtype float32 late" setfattr -n user.dtype -v float32 "$M/late"
+	try "setfattr user.shape 4 late" setfattr -n user.shape -v 4 "$M/late"
+	try "3 bytes into late" sh -c 'printf abc >"$1"' sh "$M/late"
+	run_limited 60 "$PTFS" umount "$M" >"$C/umount.out" 2>"$C/umount.err"
+	_rc=$?
+	if [ $_rc -eq 0 ]; then
+		note "ptfs umount exited 0 with 3 bytes in a float32 (4) tensor, expected 1"
+	else
+		grep -q late "$C/umount.err" ||
+			note "ptfs umount exited $_rc without naming the file late: '$(head -n 1 "$C/umount.err")'"
+		is_mounted "$M" || note "not mounted any more after the failed write-back"
+	fi
+	cmp -s "$WORK/in/$IN" "$CK" || note "the checkpoint changed after a failed write-back"
+	[ -d "$D/.$BN.ptfs" ] || note "the overlay is gone after a failed write-back"
+	step "write-back refused" "ptfs umount exit $_rc: $(head -n 1 "$C/umount.err")"
+	if is_mounted "$M"; then
+		try "rm late" rm "$M/late"
+		readback epoch
+		finish ptfs
+		verify
+	fi
 fi
 
 begin values train.pt
@@ -731,9 +793,10 @@ fi
 
 begin lists lists.pt
 if mountw; then
+	put 9.5 "$M/hist/2"
 	try "rm layers/1" rm "$M/layers/1"
 	try "rm hist/0" rm "$M/hist/0"
-	step "rm list items" "layers/1, hist/0"
+	step "rm list items" "hist/2 = 9.5, rm layers/1, hist/0"
 	finish ptfs
 	verify
 	if start_daemon "$CK" "$M" "$C/ptfs2.err"; then
@@ -746,6 +809,21 @@ if mountw; then
 		note "the next mount failed: $(head -n 1 "$C/ptfs2.err")"
 	fi
 	step "next mount" "items 0 and 1"
+fi
+
+# two sessions one after the other on the same file
+begin two_sessions views.pt
+if mountw; then
+	try "dd into vec" dd if="$P/p8.bin" of="$M/vec" conv=notrunc status=none
+	step "session 1" "dd into vec"
+	finish ptfs
+	if mountw; then
+		try "mv i64 ints" mv "$M/i64" "$M/ints"
+		step "session 2" "mv i64 ints"
+		readback vec ints
+		finish ptfs
+		verify
+	fi
 fi
 
 # ---- 5. -o output=FILE
@@ -937,6 +1015,69 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+
+# ---- a legacy (torch < 1.6) checkpoint: either read-only with a message,
+# or edits are written back (as a zip torch loads)
+begin legacy legacy_views.pt
+if mountw; then
+	case ,$(mount_opts "$M"), in
+	*,ro,*)
+		QUIET=0
+		ro_message
+		finish ptfs
+		QUIET=1
+		unchanged
+		;;
+	*)
+		try "dd conv=notrunc 8 bytes into vec" dd if="$P/p8.bin" \
+			of="$M/vec" conv=notrunc status=none
+		step "dd conv=notrunc" "the mount is writable"
+		run_limited 60 "$PTFS" umount "$M" >"$C/umount.out" \
+			2>"$C/umount.err"
+		if [ $? -ne 0 ] &&
+			grep -q 'legacy.*not supported' "$C/umount.err"; then
+			# README.md: writing back legacy files is planned
+			skip "$CASE: write-back" "not supported yet, though the mount took the edit: $(head -n 1 "$C/umount.err")"
+			stop_daemon "$M" || note "could not unmount $M"
+			unchanged "original unchanged"
+		else
+			is_mounted "$M" && note "ptfs umount: $(head -n 1 "$C/umount.err")"
+			finish fuse
+			NO_ARCHIVE=1
+			verify
+			NO_ARCHIVE=
+		fi
+		;;
+	esac
+fi
+
+# ---- every shared fixture that torch loads and whose root is a dict:
+# mkdir makes ptfs write a new pickle for real-world files
+mkdir -p "$WORK/in/fx"
+for _d in torch-1.13 torch-2.14 real; do
+	for _f in "$shared/fixtures/$_d"/*; do
+		[ -f "$_f" ] || continue
+		case ${_f##*/} in SOURCES.md) continue ;; esac
+		"$ptls" "$_f" >/dev/null 2>&1 || continue
+		cp "$_f" "$WORK/in/fx/$_d--${_f##*/}" &&
+			chmod 644 "$WORK/in/fx/$_d--${_f##*/}"
+	done
+done
+CASE=fixtures C=$WORK/c/fixtures
+mkdir -p "$C"
+pycheck "eligible" sweep_list
+sweep=
+[ "$PYS" = ok ] && sweep=$(cat "$C/py.rep")
+for _name in $sweep; do
+	begin "fx_$_name" "fx/$_name"
+	PYCASE=sweep
+	if mountw; then
+		try "mkdir zz_extra" mkdir "$M/zz_extra"
+		step "mkdir" "zz_extra"
+		finish ptfs
+		verify
+	fi
+done
 
 stop_worker
 if ! no_mounts_left; then

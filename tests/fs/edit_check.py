@@ -34,6 +34,7 @@ python sees it).  The first line it prints is "ready<TAB>torch X, ...".
 EXPECT[CASE] is the same edit that edit.sh makes through the mount, made
 in python on torch.load of the input.  Runs under torch 1.13 and 2.x.
 """
+import collections
 import errno
 import mmap
 import os
@@ -76,7 +77,8 @@ def on_alarm(signum, frame):
 # ------------------------------------------------------------------ helpers
 
 def pattern(n, seed):
-    return bytes((i * 131 + seed * 17 + 7) & 0xFF for i in range(n))
+    return ((np.arange(n, dtype=np.int64) * 131 + seed * 17 + 7) & 0xFF) \
+        .astype(np.uint8).tobytes()
 
 
 def pay(name):
@@ -118,7 +120,7 @@ def tbytes(t):
 
 
 def u8(data):
-    return torch.tensor(list(data), dtype=torch.uint8)
+    return torch.from_numpy(np.frombuffer(bytes(data), np.uint8).copy())
 
 
 def write_bytes(t, off, data):
@@ -157,6 +159,9 @@ def first_diff(a, b):
 
 
 def diff_text(have, want):
+    if have is None or want is None:
+        return "%s, expected %s" % ("no data" if have is None else short(have),
+                                    "no data" if want is None else short(want))
     i = first_diff(have, want)
     return "differ from byte %d: have %s, expected %s" % (
         i, short(have[i:i + 12]), short(want[i:i + 12]))
@@ -183,6 +188,8 @@ def tensors(obj, seen=None):
 def nstorages(obj):
     keys = set()
     for t in tensors(obj):
+        if not plain_strided(t):
+            continue
         s = ustorage(t)
         if s.nbytes() > 0:
             keys.add(s.data_ptr())
@@ -290,6 +297,10 @@ def gen(report):
     torch.save({"layers": [torch.full((2,), float(i)) for i in range(3)],
                 "hist": [1.0, 2.0, 3.0]}, "in/lists.pt")
 
+    # legacy_views.pt: the same in the format of torch < 1.6
+    torch.save(views, "in/legacy_views.pt",
+               _use_new_zipfile_serialization=False)
+
     # payloads
     files = {
         "p8.bin": pattern(8, 1), "p16.bin": pattern(16, 2),
@@ -304,6 +315,7 @@ def gen(report):
         "raw7.bin": pattern(7, 4),
         "bad.txt": b"abc\n",
         "i42.bin": struct.pack("<q", 42), "one.bin": b"\x01",
+        "big_new.bin": pattern(1200000, 5),
     }
     for name, data in files.items():
         with open(os.path.join("pay", name), "wb") as f:
@@ -427,6 +439,8 @@ def e_newt(o):
     o["newp"] = nn.Parameter(torch.tensor(np.frombuffer(
         pay("newp.bin"), np.float32).copy()), requires_grad=True)
     o["extra"] = {"t": u8(pay("newt.bin"))}
+    o["pre"] = torch.tensor(np.frombuffer(pay("newt.bin"), np.float32)
+                            .copy()).reshape(2, 3)
     return o
 
 
@@ -457,6 +471,7 @@ def e_names(o, in_place):
 def e_rm_base(o):
     for k in ("mat", "mat_t", "cols", "tied_a"):
         del o[k]
+    write_bytes(o["rows"], 0, pay("p8.bin"))
     return o
 
 
@@ -477,12 +492,59 @@ def e_dtypes(o):
     return o
 
 
+CONC_BIG = [(i * 49999 + 7, 4096 * (1 + i % 8)) for i in range(24)]
+
+
+def e_concurrent(o):
+    for i, (off, n) in enumerate(CONC_BIG):
+        write_bytes(o["big"], off, pattern(n, 40 + i))
+    for row, name, off in CONC_MAT:
+        # mat starts at offset 0 of its storage
+        t = o["mat"] if name == "storage" else o[name]
+        write_bytes(t, off, pattern(24, 80 + row))
+    return o
+
+
+# (mat row, file written, offset in that file); rows = mat[2:5]
+CONC_MAT = [(0, "mat", 0), (6, "mat", 6 * 24), (3, "rows", 24),
+            (7, "storage", 7 * 24)]
+
+
+def e_replace_big(o):
+    set_bytes(o["big"], pay("big_new.bin"))
+    return o
+
+
+@two_ways
+def e_two_sessions(o, in_place):
+    write_bytes(o["vec"], 0, pay("p8.bin"))
+    rename_key(o, "i64", "ints", in_place)
+
+
+@two_ways
+def e_open_rename(o, in_place):
+    write_bytes(o["vec"], 0, pay("p8.bin"))
+    rename_key(o, "vec", "vec2", in_place)
+    del o["f16"]
+
+
+def e_sweep(o):
+    o["zz_extra"] = {}
+    return o
+
+
+def e_legacy(o):
+    write_bytes(o["vec"], 0, pay("p8.bin"))
+    return o
+
+
 def e_epoch8(o):
     o["epoch"] = 8
     return o
 
 
 def e_lists(o):
+    o["hist"][2] = 9.5
     del o["layers"][1]
     del o["hist"][0]
     return o
@@ -519,7 +581,10 @@ EXPECT = {
     "rm_r_adam": e_rm_r, "rm_r_sgd": e_rm_r, "mkdir": e_mkdir,
     "newt": e_newt, "values": e_values_more, "output": e_epoch8,
     "names": e_names, "rm_base": e_rm_base, "tied_move": e_tied_move,
-    "scalar": e_scalar, "dtypes": e_dtypes,
+    "scalar": e_scalar, "dtypes": e_dtypes, "sweep": e_sweep,
+    "legacy": e_legacy, "concurrent": e_concurrent,
+    "replace_big": e_replace_big, "two_sessions": e_two_sessions,
+    "open_rename": e_open_rename, "newt_bad": e_epoch8,
     "lists": e_lists, "persist": e_persist, "persist_overlay": e_persist,
     "mix": e_mix,
 }
@@ -529,7 +594,7 @@ VALUES_ONLY = {
     "replace_bad", "discard", "inplace_dd", "inplace_rb", "inplace_memmap",
     "inplace_mmap", "inplace_storage", "tied_sd", "replace_cp",
     "replace_rsync", "replace_rsync_inplace", "replace_rename", "replace_t",
-    "commit", "scalar", "dtypes",
+    "commit", "scalar", "dtypes", "concurrent", "replace_big",
 }
 CURRENT_INPUT = None
 
@@ -545,6 +610,40 @@ def expected(case, inp):
 
 # ------------------------------------------------------------ comparison
 
+def is_storage(o):
+    return (isinstance(o, getattr(torch.storage, "TypedStorage", ()))
+            or isinstance(o, getattr(torch, "UntypedStorage", ()))
+            or isinstance(o, getattr(torch, "_UntypedStorage", ())))
+
+
+def bare_storage_bytes(s):
+    u = getattr(s, "_untyped_storage", None) or getattr(s, "_storage", s)
+    if u.nbytes() == 0:
+        return b""
+    x = torch.empty(0, dtype=torch.uint8)
+    x.set_(u, 0, (u.nbytes(),), (1,))
+    return x.numpy().tobytes()
+
+
+def tdata(t):
+    """Comparable bytes of any tensor, None for meta tensors."""
+    t = t.detach()
+    if t.device.type == "meta":
+        return None
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    if t.is_quantized:
+        t = t.int_repr()
+    if hasattr(t, "resolve_conj"):
+        t = t.resolve_conj().resolve_neg()
+    return tbytes(t)
+
+
+def plain_strided(t):
+    return (t.layout == torch.strided and not t.is_quantized
+            and t.device.type != "meta")
+
+
 class Cmp:
     def __init__(self):
         self.errs = []
@@ -552,6 +651,8 @@ class Cmp:
         self.obj_e = {}
         self.sto = {}       # result storage ptr -> (expected ptr, path)
         self.sto_e = {}
+        self.seen = set()   # (id(result), id(expected)) containers done
+        self.keep = []      # keeps temporaries alive while ids are used
 
     def err(self, path, msg):
         self.errs.append("%s: %s" % (path or "[root]", msg))
@@ -570,7 +671,23 @@ class Cmp:
                 type(r).__name__, short_repr(r), type(e).__name__,
                 short_repr(e)))
             return
-        if isinstance(e, dict):
+        if isinstance(e, (dict, list, tuple, set, frozenset)) or \
+                hasattr(e, "__dict__"):
+            if (id(r), id(e)) in self.seen:
+                return
+            self.seen.add((id(r), id(e)))
+        if isinstance(e, np.ndarray):
+            if r.dtype != e.dtype or r.shape != e.shape or \
+                    r.tobytes() != e.tobytes():
+                self.err(path, "ndarray %s %s, expected %s %s" % (
+                    r.dtype, r.shape, e.dtype, e.shape))
+        elif is_storage(e):
+            rb, eb = bare_storage_bytes(r), bare_storage_bytes(e)
+            if getattr(r, "dtype", None) != getattr(e, "dtype", None) or \
+                    rb != eb:
+                self.err(path, "storage %s %s" % (
+                    getattr(r, "dtype", ""), diff_text(rb, eb)))
+        elif isinstance(e, dict):
             rk, ek = list(r.keys()), list(e.keys())
             if rk != ek:
                 miss = [k for k in ek if k not in r]
@@ -589,11 +706,21 @@ class Cmp:
             if rm != em or type(rm) is not type(em):
                 self.err(path, "_metadata %s, expected %s" % (
                     short_repr(rm), short_repr(em)))
+            rd = {k: v for k, v in getattr(r, "__dict__", {}).items()
+                  if k != "_metadata"}
+            ed = {k: v for k, v in getattr(e, "__dict__", {}).items()
+                  if k != "_metadata"}
+            if rd or ed:
+                self.cmp(rd, ed, path + "/.__dict__")
         elif isinstance(e, (list, tuple)):
             if len(r) != len(e):
                 self.err(path, "%d items, expected %d" % (len(r), len(e)))
             for i, (a, b) in enumerate(zip(r, e)):
                 self.cmp(a, b, "%s/%d" % (path, i))
+        elif isinstance(e, (set, frozenset)):
+            if sorted(map(repr, r)) != sorted(map(repr, e)):
+                self.err(path, "%s, expected %s" % (short_repr(r),
+                                                    short_repr(e)))
         elif isinstance(e, float):
             if struct.pack("<d", r) != struct.pack("<d", e):
                 self.err(path, "%r, expected %r" % (r, e))
@@ -601,31 +728,58 @@ class Cmp:
             if r != e:
                 self.err(path, "%s, expected %s" % (short_repr(r),
                                                     short_repr(e)))
-        elif hasattr(e, "__dict__"):
+        elif hasattr(e, "__dict__") and not isinstance(e, type) and \
+                isinstance(vars(e), dict):
             self.cmp(vars(r), vars(e), path + "/.__dict__")
-        elif repr(r) != repr(e):
-            self.err(path, "%s, expected %s" % (short_repr(r), short_repr(e)))
+        else:
+            rr, er = repr(r), repr(e)
+            if " at 0x" in er or " object at " in er:
+                return      # an address: only the type can be compared
+            if rr != er:
+                self.err(path, "%s, expected %s" % (short_repr(r),
+                                                    short_repr(e)))
 
     def tensor(self, r, e, path):
         if type(r) is not type(e):
             self.err(path, "a %s, expected a %s" % (type(r).__name__,
                                                     type(e).__name__))
         meta = []
-        for what, a, b in (("dtype", r.dtype, e.dtype),
-                           ("shape", tuple(r.shape), tuple(e.shape)),
-                           ("stride", tuple(r.stride()), tuple(e.stride())),
-                           ("storage_offset", r.storage_offset(),
-                            e.storage_offset()),
-                           ("requires_grad", r.requires_grad,
-                            e.requires_grad)):
+        props = [("dtype", lambda t: t.dtype),
+                 ("shape", lambda t: tuple(t.shape)),
+                 ("layout", lambda t: t.layout),
+                 ("device", lambda t: t.device.type),
+                 ("requires_grad", lambda t: t.requires_grad),
+                 ("is_quantized", lambda t: t.is_quantized)]
+        if plain_strided(e):
+            props += [("stride", lambda t: tuple(t.stride())),
+                      ("storage_offset", lambda t: t.storage_offset())]
+        if hasattr(e, "is_conj"):
+            props += [("is_conj", lambda t: t.is_conj()),
+                      ("is_neg", lambda t: t.is_neg())]
+        if e.is_quantized:
+            props += [("qscheme", lambda t: t.qscheme())]
+        for what, fn in props:
+            try:
+                a, b = fn(r), fn(e)
+            except Exception as ex:
+                a, b = "error %s" % type(ex).__name__, fn(e)
             if a != b:
                 meta.append("%s %s, expected %s" % (what, a, b))
+        rd = getattr(r, "__dict__", {})
+        ed = getattr(e, "__dict__", {})
         if meta:
             self.err(path, "; ".join(meta))
-        elif r.dtype == e.dtype and r.shape == e.shape:
-            rb, eb = tbytes(r), tbytes(e)
+        else:
+            try:
+                rb, eb = tdata(r), tdata(e)
+            except Exception as ex:
+                rb = eb = None
+                self.err(path, "cannot compare values: %s: %s" % (
+                    type(ex).__name__, ex))
             if rb != eb:
                 self.err(path, "values " + diff_text(rb, eb))
+        if rd or ed:
+            self.cmp(dict(rd), dict(ed), path + "/.__dict__")
         # the same tensor object at several places
         ir, ie = id(r), id(e)
         if ir in self.obj or ie in self.obj_e:
@@ -638,9 +792,11 @@ class Cmp:
                              else "a new object",
                              "the object at " + have[1] if have[1]
                              else "a new object"))
-        else:
-            self.obj[ir] = (ie, path)
-            self.obj_e[ie] = (ir, path)
+            return
+        self.obj[ir] = (ie, path)
+        self.obj_e[ie] = (ir, path)
+        if meta or not plain_strided(e):
+            return
         # storage sharing
         sr, se = ustorage(r), ustorage(e)
         if sr.nbytes() != se.nbytes():
@@ -711,6 +867,9 @@ def verify(report, case, inp, res):
                          "but works on the input: %s: %s" % (
                              type(ex).__name__,
                              (str(ex).splitlines() or [""])[0][:200]))
+    if not zipfile.is_zipfile(res):
+        probs.append("the result is not a zip archive")
+        return "FAIL", probs[0], probs
     # torch 2.x: .format_version promises torch's exact layout
     with zipfile.ZipFile(res) as z:
         names = z.namelist()
@@ -792,12 +951,15 @@ def archive(report, case, inp, res):
     alts = expected(case, inp)
     want_n = nstorages(alts[0])
     probs = []
+    if case == "sweep":
+        with zipfile.ZipFile(inp) as zo:
+            pk = [n for n in zo.namelist() if n.endswith("/data.pkl")]
+            want_n = len(set(pickle_keys(zo.read(pk[0]))))
     with zipfile.ZipFile(res) as z:
         bad = z.testzip()
         if bad is not None:
             probs.append("zipfile testzip(): bad CRC in %s" % bad)
         infos = z.infolist()
-        rec = {i.filename: i for i in infos}
         with zipfile.ZipFile(inp) as zo:
             oinfos = zo.infolist()
             onames = [i.filename for i in oinfos]
@@ -896,9 +1058,6 @@ def archive(report, case, inp, res):
         except Exception as ex:
             probs.append("data.pkl does not unpickle: %s: %s" % (
                 type(ex).__name__, ex))
-    for n in data:
-        if rec[pre + "/" + n].file_size == 0:
-            probs.append("%s is empty" % n)
     if probs:
         return "FAIL", probs[0], probs
     return "ok", "prefix %s, %d records, %d storages, CRCs valid, aligned%s" % (
@@ -1188,7 +1347,59 @@ def act_value_invalid(mnt, e, orig, probs):
     return "close() fails with EINVAL for int, float and bool; values kept"
 
 
+def act_concurrent(mnt, e, orig, probs):
+    import threading
+    key = os.getxattr(os.path.join(mnt, "mat"), "user.storage").decode()
+    jobs = [("big", off, pattern(n, 40 + i))
+            for i, (off, n) in enumerate(CONC_BIG)]
+    for row, name, off in CONC_MAT:
+        f = ".ptfs/storages/" + key if name == "storage" else name
+        jobs.append((f, off, pattern(24, 80 + row)))
+    barrier = threading.Barrier(len(jobs))
+    errs = []
+
+    def run(job):
+        f, off, data = job
+        try:
+            fd = os.open(os.path.join(mnt, f), os.O_WRONLY)
+            try:
+                barrier.wait(10)
+                if os.pwrite(fd, data, off) != len(data):
+                    errs.append("%s: short pwrite at %d" % (f, off))
+            finally:
+                os.close(fd)
+        except Exception as ex:
+            errs.append("%s at %d: %s" % (f, off, ex))
+
+    threads = [threading.Thread(target=run, args=(j,)) for j in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    probs += errs
+    check_now(probs, mnt, e, ["big", "mat", "mat_t", "rows", "cols"],
+              "fresh read of")
+    return "%d threads wrote at once into big, mat, rows and the storage " \
+        "(first writes to the storages)" % len(jobs)
+
+
+def act_open_rename(mnt, e, orig, probs):
+    with open(os.path.join(mnt, "vec"), "r+b") as f:
+        os.rename(os.path.join(mnt, "vec"), os.path.join(mnt, "vec2"))
+        f.write(pay("p8.bin"))
+    with open(os.path.join(mnt, "f16"), "r+b") as f:
+        os.unlink(os.path.join(mnt, "f16"))
+        f.write(pay("p8.bin")[:4])
+    if os.path.lexists(os.path.join(mnt, "f16")):
+        probs.append("f16 is back after a write through an fd opened "
+                     "before the unlink")
+    check_now(probs, mnt, e, ["vec2"], "fresh read of")
+    return "write through an fd after rename (lands) and after unlink " \
+        "(no resurrection)"
+
+
 ACTS = {
+    "concurrent": act_concurrent, "open_rename": act_open_rename,
     "value_invalid": act_value_invalid,
     "inplace_rb": act_rb, "inplace_memmap": act_memmap,
     "inplace_mmap": act_mmap, "inplace_storage": act_storage,
@@ -1199,6 +1410,34 @@ ACTS = {
 for _c in ("ro_opt", "ro_bind", "ro_immutable", "second_mount"):
     ACTS[_c] = act_ro
     EXPECT[_c] = e_none
+
+
+def sweep_list(report):
+    """The fixtures in in/fx/ that torch loads, zip format, dict root."""
+    names, why = [], collections.Counter()
+    for name in sorted(os.listdir("in/fx")):
+        p = os.path.join("in/fx", name)
+        if not zipfile.is_zipfile(p):
+            why["legacy"] += 1
+            continue
+        with zipfile.ZipFile(p) as z:
+            tails = {n.split("/", 1)[-1] for n in z.namelist()}
+        if "constants.pkl" in tails or any(t.startswith("code/")
+                                           for t in tails):
+            why["TorchScript"] += 1
+            continue
+        try:
+            o = load(p)
+        except Exception:
+            why["torch.load fails"] += 1
+            continue
+        if not isinstance(o, dict):
+            why["root not a dict"] += 1
+            continue
+        names.append(name)
+    return "ok", "%d fixtures with a dict root (left out: %s)" % (
+        len(names), ", ".join("%d %s" % (n, w) for w, n in sorted(
+            why.items())) or "none"), names
 
 
 def selftest(report):
@@ -1253,7 +1492,7 @@ def selftest(report):
     return "ok", "7 wrong results are all caught", []
 
 
-COMMANDS = {"selftest": (selftest, 0), "gen": (gen, 0), "verify": (verify, 3), "archive": (archive, 3),
+COMMANDS = {"selftest": (selftest, 0), "sweep_list": (sweep_list, 0), "gen": (gen, 0), "verify": (verify, 3), "archive": (archive, 3),
             "act": (act, 3), "readback": (readback, -3)}
 
 

@@ -14,15 +14,20 @@
 #
 # a. kill -9 right after an fsync'd in-place write, after close() of a
 #    whole-file replacement and a value edit, right after a rename and an
-#    rm, in the middle of a 50 MB write (replacement and in place), and
-#    during write-back of a ~200 MB checkpoint ($FAULTS_DELAYS seconds
-#    after starting `ptfs umount`, default "0.05 0.2 0.5"; and
-#    $FAULTS_FU_DELAYS, default "0.1", after `fusermount3 -u`).  Then:
-#    fusermount3 -u -z; the checkpoint is byte for byte the original, or
-#    (write-back kills only) the complete new archive of a reference
-#    write-back (sha256, torch.load); no undocumented files beside it;
+#    rm, in the middle of a 50 MB write (replacement and in place, paused
+#    after 20 MiB), during the copy of a 50 MB storage on its first write
+#    (as soon as "<i>.tmp" shows in the overlay), and during write-back of
+#    a ~200 MB checkpoint: $FAULTS_DELAYS seconds after starting `ptfs
+#    umount` (default "0.05 0.2 0.5" plus 0.9 x the reference write-back's
+#    time), right after its rename (a watcher sees the checkpoint's inode
+#    change), and $FAULTS_FU_DELAYS (default "0.1") after `fusermount3 -u`.
+#    Then: fusermount3 -u -z; the checkpoint is byte for byte the
+#    original, or (write-back kills only) the complete new archive of a
+#    reference write-back (sha256, torch.load); nothing beside it that
+#    docs/editing.md does not name, and the remount removes what it names;
 #    a remount shows every edit that close()/fsync()/rename() reported
-#    done; a clean `ptfs umount` writes them all (torch.load).
+#    done; a clean `ptfs umount` writes them all (torch.load) and leaves no
+#    temporary file and no staged changes.
 # b. disk full during write-back (checkpoint on a small tmpfs, overlay
 #    elsewhere with -o overlay=DIR): `ptfs umount` fails with one line
 #    about space, original and overlay intact, still mounted with the
@@ -37,7 +42,9 @@
 # Prints one line per check, then "N passed, N failed[, N skipped]".
 # Exit 0 all passed, 1 a failure, 77 no usable /dev/fuse (or no torch with
 # PT_ALLOW_SKIP_TORCH=1).  Never leaves a mount behind (no loop devices
-# are used).  PTFS_KEEP_WORK=1 keeps the scratch directory.
+# are used).  PTFS_KEEP_WORK=1 keeps the scratch directory; FAULTS_ONLY
+# (default "a wb b c d") runs some parts only; FAULTS_ALLOW_RO=1 goes on
+# when a mount is read-only (to try the script on a ptfs without writes).
 set -u
 LC_ALL=C
 export LC_ALL
@@ -216,6 +223,29 @@ except OSError as e:
     sys.exit(1)
 print("writer: all written and closed")
 EOF
+# killwatch.py PID READY ino FILE | glob PATTERN: kill -9 PID as soon as
+# FILE is another inode (the rename of write-back has happened), or a file
+# matching PATTERN exists; says when
+cat >"$WORK/py/killwatch.py" <<'EOF'
+import glob, os, sys, time
+pid, ready, mode, arg = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+ino = os.stat(arg).st_ino if mode == "ino" else None
+open(ready, "w").close()
+t = time.time()
+while time.time() - t < 30:
+    try:
+        if (os.stat(arg).st_ino != ino if mode == "ino" else glob.glob(arg)):
+            os.kill(pid, 9)
+            print("killed %.3f s after start, %s" % (time.time() - t,
+                  "right after the rename" if mode == "ino" else
+                  "once %s existed" % os.path.basename(glob.glob(arg)[0])))
+            sys.exit(0)
+    except (FileNotFoundError, IndexError):
+        pass
+    except ProcessLookupError:
+        break
+print("the daemon was gone first")
+EOF
 # chunks.py FILE OLD NEW: how many 1 MiB chunks of FILE equal OLD's, NEW's,
 # neither
 cat >"$WORK/py/chunks.py" <<'EOF'
@@ -341,12 +371,16 @@ leftovers() {
 	ls -A "$D" | grep -v -x -e model.pt -e .model.pt.ptfs | tr '\n' ' ' |
 		sed 's/ $//'
 }
-# documented_leftover NAMES: does docs/editing.md name such a file?
+# documented_leftover NAMES: does docs/editing.md name such a file (as
+# model.pt's or as NAME's, without its random suffix)?
 documented_leftover() {
 	_doc=$here/../../docs/editing.md
 	for _n in $1; do
 		_pat=$(printf '%s' "$_n" | sed 's/[0-9A-Za-z]\{6,\}$//')
-		grep -qiF -- "${_pat#.}" "$_doc" 2>/dev/null || return 1
+		_pat=${_pat#.}
+		grep -qiF -- "$_pat" "$_doc" 2>/dev/null && continue
+		grep -qiF -- "NAME${_pat#model.pt}" "$_doc" 2>/dev/null ||
+			return 1
 	done
 }
 
@@ -440,9 +474,13 @@ remount_check() {
 commit_check() {
 	_d=$WORK/commit.details
 	: >"$_d"
+	_t0=$(date +%s.%N)
 	run_limited 90 "$PTFS" umount "$MNT" >"$WORK/commit.out" \
 		2>"$WORK/commit.err"
 	_rc=$?
+	awk -v a="$_t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f\n", b - a }' \
+		>"$WORK/commit.secs"
+	cat "$WORK/commit.err" >>"$WORK/daemon-cmds.err"	# sanitizer check
 	[ $_rc -eq 0 ] ||
 		echo "ptfs umount: expected exit 0, seen $_rc: $(first_line "$WORK/commit.err")" >>"$_d"
 	if is_mounted "$MNT"; then
@@ -529,26 +567,60 @@ fi
 # as a replacement (O_TRUNC: never closed, so the old values must stay)
 # and in place (not fsync'd: each MiB old or new, nothing else)
 bigwrite() {
-	_mode=$1
+	_mode=$1 _wmode=$1 _pause=20 _at="at 20 MiB"
 	L="kill during a 50 MB write ($_mode)"
+	if [ "$_mode" = copy ]; then
+		L="kill during the copy of a 50 MB storage on its first write"
+		_wmode=inplace _pause=1000 _at="in its first write"
+	fi
 	fresh "a_$_mode" "$F/big.pt"
 	mount_rw "$L: mount" || return
 	[ -f "$F/big.old" ] || cat "$MNT/big" >"$F/big.old"
 	w=$(poke a 0 01020304) || fail "$L: write" "$w"
-	rm -f "$WORK/flag" "$WORK/go"
+	rm -f "$WORK/flag" "$WORK/go" "$WORK/watch.ready"
+	_watch=
+	if [ "$_mode" = copy ]; then
+		# the copy is built as "<i>.tmp" in the overlay (core/ovl/ovl.c)
+		/usr/bin/python3 -S "$WORK/py/killwatch.py" "$(daemon_pid)" \
+			"$WORK/watch.ready" glob "$OVL/*.tmp" >"$WORK/watch.out" \
+			2>&1 &
+		_watch=$!
+		echo "$_watch" >>"$WORK/bgpids"
+		_i=0
+		while [ ! -e "$WORK/watch.ready" ] && [ $_i -lt 500 ]; do
+			sleep 0.01
+			_i=$((_i + 1))
+		done
+	fi
 	/usr/bin/python3 -S "$WORK/py/writer.py" "$MNT/big" "$F/big.new" \
-		"$_mode" 20 "$WORK/flag" "$WORK/go" >"$WORK/writer.out" \
+		"$_wmode" "$_pause" "$WORK/flag" "$WORK/go" >"$WORK/writer.out" \
 		2>"$WORK/writer.err" &
 	_wp=$!
 	echo "$_wp" >>"$WORK/bgpids"
 	_i=0
-	while [ ! -e "$WORK/flag" ] && kill -0 "$_wp" 2>/dev/null &&
-		[ $_i -lt 1000 ]; do
-		sleep 0.01
-		_i=$((_i + 1))
-	done
-	_was=paused
-	[ -e "$WORK/flag" ] || _was="not paused: $(first_line "$WORK/writer.err")"
+	if [ -n "$_watch" ]; then
+		while kill -0 "$_watch" 2>/dev/null && kill -0 "$_wp" 2>/dev/null &&
+			[ $_i -lt 1000 ]; do
+			sleep 0.01
+			_i=$((_i + 1))
+		done
+		_was=paused
+		if kill -0 "$_watch" 2>/dev/null; then
+			kill "$_watch" 2>/dev/null
+			_was="not killed in the copy: no $OVL/*.tmp seen"
+		fi
+		wait "$_watch"
+		_at="$_at ($(first_line "$WORK/watch.out"))"
+	else
+		while [ ! -e "$WORK/flag" ] && kill -0 "$_wp" 2>/dev/null &&
+			[ $_i -lt 1000 ]; do
+			sleep 0.01
+			_i=$((_i + 1))
+		done
+		_was=paused
+		[ -e "$WORK/flag" ] ||
+			_was="not paused: $(first_line "$WORK/writer.err")"
+	fi
 	kill_daemon
 	: >"$WORK/go"
 	_i=0
@@ -563,9 +635,9 @@ bigwrite() {
 		wait "$_wp"
 		_wrc=$?
 		if [ "$_wrc" -ne 0 ] && [ "$_was" = paused ]; then
-			pass "$L: writer" "killed at 20 MiB; writer exit $_wrc: $(first_line "$WORK/writer.err")"
+			pass "$L: writer" "killed $_at; writer exit $_wrc: $(first_line "$WORK/writer.err")"
 		else
-			fail "$L: writer" "expected a failing writer killed at 20 MiB; $_was; writer exit $_wrc: $(first_line "$WORK/writer.out")"
+			fail "$L: writer" "expected a failing writer killed $_at; $_was; writer exit $_wrc: $(first_line "$WORK/writer.out")"
 		fi
 	fi
 	after_kill "$L"
@@ -594,6 +666,7 @@ bigwrite() {
 }
 bigwrite replace
 bigwrite inplace
+bigwrite copy
 fi
 
 # a6: during write-back of ~200 MB.  First a reference write-back of the
@@ -612,12 +685,12 @@ NSHA=
 want wb && fresh wbref "$F/wb.pt"
 if want wb && mount_rw "$L: mount"; then
 	wb_edits "$L"
-	t0=$(date +%s.%N)
+	sync
 	commit_check "$L"
-	t1=$(date +%s.%N)
 	NSHA=$(sha "$CK")
 	[ "$NSHA" = "$OSHA" ] && NSHA=
-	echo "#   reference write-back took $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s; new archive sha256 $(short "$NSHA")"
+	REF_T=$(cat "$WORK/commit.secs")
+	echo "#   reference: ptfs umount took $REF_T s; new archive sha256 $(short "$NSHA")"
 fi
 
 # wb_kill LABEL DELAY CMD...: edit, start CMD MNT (ptfs umount or
@@ -629,6 +702,20 @@ wb_kill() {
 	sync	# the copy's dirty pages would make the timing vary
 	mount_rw "$L: mount" || return
 	wb_edits "$L" || { kill_daemon; return; }
+	_watch=
+	if [ "$_delay" = rename ]; then
+		# kill -9 as soon as the checkpoint is another inode
+		rm -f "$WORK/watch.ready"
+		/usr/bin/python3 -S "$WORK/py/killwatch.py" "$(daemon_pid)" \
+			"$WORK/watch.ready" ino "$CK" >"$WORK/watch.out" 2>&1 &
+		_watch=$!
+		echo "$_watch" >>"$WORK/bgpids"
+		_i=0
+		while [ ! -e "$WORK/watch.ready" ] && [ $_i -lt 500 ]; do
+			sleep 0.01
+			_i=$((_i + 1))
+		done
+	fi
 	if [ -n "$tmo" ]; then
 		"$tmo" -k 5 60 "$@" "$MNT" >/dev/null 2>"$WORK/wbk.err" &
 	else
@@ -636,8 +723,14 @@ wb_kill() {
 	fi
 	_up=$!
 	echo "$_up" >>"$WORK/bgpids"
-	sleep "$_delay"
+	if [ -n "$_watch" ]; then
+		wait "$_watch"
+		_w=$(first_line "$WORK/watch.out")
+	else
+		sleep "$_delay"
+	fi
 	kill_daemon
+	[ -n "$_watch" ] && KILLED="$KILLED (watcher: ${_w:-nothing})"
 	_i=0
 	while kill -0 "$_up" 2>/dev/null && [ $_i -lt 500 ]; do
 		sleep 0.02
@@ -646,6 +739,7 @@ wb_kill() {
 	kill -9 "$_up" 2>/dev/null
 	wait "$_up"
 	_urc=$?
+	cat "$WORK/wbk.err" >>"$WORK/daemon-cmds.err"
 	_s=$(sha "$CK")
 	_how="daemon killed: $KILLED; '${1##*/} ${2:-}' exit $_urc $(first_line "$WORK/wbk.err")"
 	if [ "$_s" = "$OSHA" ]; then
@@ -667,6 +761,7 @@ wb_kill() {
 		fail "$L: checkpoint original or new" "the $_state by sha256, but $rtext"
 	fi
 	check_leftovers "$L: nothing beside the checkpoint after the kill"
+	_lo=$(leftovers)
 	nd=$((nd + 1))
 	ERR=$WORK/daemon$nd.err
 	if ! start_daemon "$CK" "$MNT" "$ERR"; then
@@ -684,13 +779,28 @@ wb_kill() {
 		else
 			pass "$L: remount shows the edits" "checkpoint: the $_state; $(wc -l <"$OPS") edits visible"
 		fi
+		if [ -n "$_lo" ]; then
+			_lo2=$(leftovers)
+			if [ -z "$_lo2" ]; then
+				pass "$L: the remount removed $_lo" "only model.pt$([ -e "$OVL" ] && echo " and its overlay")"
+			else
+				fail "$L: the remount removed $_lo" "expected only model.pt and its overlay (docs/editing.md), seen also: $_lo2"
+			fi
+		fi
 	fi
 	commit_check "$L"
 }
-want wb || DELAYS= FU_DELAYS=
+want wb || { DELAYS=''; FU_DELAYS=''; }
+# and once near the end of the reference write-back (around the rename)
+if [ -n "${REF_T:-}" ] && [ -z "${FAULTS_DELAYS:-}" ]; then
+	DELAYS="$DELAYS $(awk -v t="$REF_T" 'BEGIN { printf "%.2f", t * 0.9 }')"
+fi
 for t in $DELAYS; do
 	wb_kill "kill ${t}s into ptfs umount (200 MB)" "$t" "$PTFS" umount
 done
+[ -n "${REF_T:-}" ] &&
+	wb_kill "kill right after the rename of ptfs umount (200 MB)" rename \
+		"$PTFS" umount
 for t in $FU_DELAYS; do
 	wb_kill "kill ${t}s after fusermount3 -u (200 MB)" "$t" fusermount3 -u
 done
@@ -713,6 +823,7 @@ failed_commit() {
 	run_limited 90 "$PTFS" umount "$MNT" >"$WORK/commit.out" \
 		2>"$WORK/commit.err"
 	_rc=$?
+	cat "$WORK/commit.err" >>"$WORK/daemon-cmds.err"
 	_line=$(first_line "$WORK/commit.err")
 	_n=$(grep -c . "$WORK/commit.err")
 	if [ $_rc -ne 0 ] && [ "$_n" -eq 1 ] && grep -qiE "$2" "$WORK/commit.err"; then
@@ -870,7 +981,7 @@ done
 if [ -s "$WORK/san.txt" ]; then
 	fail "no sanitizer reports" "$(wc -l <"$WORK/san.txt") daemon(s) reported" "$WORK/san.txt"
 else
-	pass "no sanitizer reports" "$(ls "$WORK"/daemon*.err 2>/dev/null | wc -l) daemons"
+	pass "no sanitizer reports" "$(ls "$WORK"/daemon[0-9]*.err 2>/dev/null | wc -l) daemons and every ptfs umount"
 fi
 if no_mounts_left; then
 	pass "no mounts left" "after $(($(date +%s) - t_start)) s"
