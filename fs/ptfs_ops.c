@@ -911,26 +911,37 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	fuse_reply_attr(req, &st, fs->timeout);
 }
 
-static void op_flush(fuse_req_t req, fuse_ino_t ino,
-		     struct fuse_file_info *fi)
+/* close() (@flush: may apply a replacement) or fsync(): make data durable */
+static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 {
 	struct ptfs *fs = fs_of(req);
 	struct ptfs_ino i;
 	struct diag d;
 	int rc = 0;
 
-	(void)fi;
 	if (!fs->ovl || fs->readonly)
 		return reply_err(req, 0, NULL);
 	diag_init(&d, fs->c->path);
-	wrlock(fs);
+	if (flush)
+		wrlock(fs);
+	else
+		rdlock(fs);
 	if (!ptfs_ino_get(fs, ino, &i) && i.kind == PTFS_NODE)
-		rc = ovl_flush(fs->ovl, i.node, &d);
+		rc = flush ? ovl_flush(fs->ovl, i.node, &d) :
+		     ovl_fsync(fs->ovl, i.node, &d);
 	else if (!ptfs_ino_get(fs, ino, &i) && i.kind == PTFS_STORAGE)
 		rc = ovl_fsync_storage(fs->ovl, i.storage, &d);
 	unlock(fs);
-	inval_wait(fs);
+	if (flush)
+		inval_wait(fs);
 	reply_err(req, rc, &d);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino,
+		     struct fuse_file_info *fi)
+{
+	(void)fi;
+	sync_common(req, ino, true);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino,
@@ -955,23 +966,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
-	struct ptfs *fs = fs_of(req);
-	struct ptfs_ino i;
-	struct diag d;
-	int rc = 0;
-
 	(void)datasync;
 	(void)fi;
-	if (!fs->ovl || fs->readonly)
-		return reply_err(req, 0, NULL);
-	diag_init(&d, fs->c->path);
-	rdlock(fs);
-	if (!ptfs_ino_get(fs, ino, &i) && i.kind == PTFS_NODE)
-		rc = ovl_fsync(fs->ovl, i.node, &d);
-	else if (!ptfs_ino_get(fs, ino, &i) && i.kind == PTFS_STORAGE)
-		rc = ovl_fsync_storage(fs->ovl, i.storage, &d);
-	unlock(fs);
-	reply_err(req, rc, &d);
+	sync_common(req, ino, false);
 }
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,

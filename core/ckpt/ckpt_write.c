@@ -737,8 +737,9 @@ int ckpt_save(struct ckpt *c, const char *target,
 		slash ? slash + 1 : target);
 	fd = mkstemp(tmp);
 	if (fd < 0) {
-		rc = diag_errno(d, -errno, "%s: cannot create a file beside "
-				"it: %s", target, strerror(errno));
+		rc = diag_errno(d, -errno, "cannot create a temporary file "
+				"beside %s: %s", strcmp(target, c->path) ?
+				target : "it", strerror(errno));
 		free(tmp);
 		return rc;
 	}
