@@ -389,6 +389,7 @@ int ckpt_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
  * temporary file removed.  0 or -errno with @d set.
  */
 struct stat;
+#define CKPT_TMP_SUFFIX	".ptfs-new."	/* its temporary: .NAME.ptfs-new.XXXXXX */
 int ckpt_save(struct ckpt *c, const char *target,
 	      const struct ckpt_write_opts *o, const struct stat *like,
 	      int (*before)(void *arg, const struct stat *st, struct diag *d),

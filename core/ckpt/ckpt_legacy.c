@@ -12,6 +12,7 @@
  * Only the pickles are read into memory; storages are located by offset.
  */
 #include "ckpt_int.h"
+#include "util/io.h"
 #include "util/le.h"
 
 #include <errno.h>
@@ -41,21 +42,13 @@ static bool is_magic(const struct pkl_value *v)
 static int read_at(struct ckpt *c, void *buf, size_t len, uint64_t off,
 		   struct diag *d)
 {
-	size_t done = 0;
+	int rc = io_pread_full(c->fd, buf, len, off);
 
-	while (done < len) {
-		ssize_t n = pread(c->fd, (char *)buf + done, len - done,
-				  off + done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return diag_errno(d, -errno, "read failed at offset "
-					  "%llu", (unsigned long long)off);
-		if (n == 0)
-			return diag_corrupt(d, off + done, "file ends early");
-		done += n;
-	}
+	if (rc == -ENODATA)
+		return diag_corrupt(d, off, "file ends early");
+	if (rc)
+		return diag_errno(d, rc, "read failed at offset %llu",
+				  (unsigned long long)off);
 	return 0;
 }
 

@@ -8,6 +8,7 @@
  * memory; otherwise each run (coalesced with its neighbours) is one pread.
  */
 #include "ckpt_int.h"
+#include "util/io.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -72,25 +73,34 @@ static void runs_next(struct runs *r, uint64_t n, uint64_t *at, uint64_t *cnt)
 	}
 }
 
+/* The storage elements [*@lo, *@hi) that elements [e0, e0 + n) touch. */
+static void span_of(const struct ckpt_tensor *t, uint64_t e0, uint64_t n,
+		    uint64_t *lo, uint64_t *hi)
+{
+	uint64_t at, cnt;
+	struct runs r;
+
+	*lo = UINT64_MAX;
+	*hi = 0;
+	runs_start(&r, t, e0);
+	for (; n; n -= cnt) {
+		runs_next(&r, n, &at, &cnt);
+		*lo = at < *lo ? at : *lo;
+		*hi = at + cnt > *hi ? at + cnt : *hi;
+	}
+}
+
 static int pread_all(int fd, void *buf, size_t len, uint64_t off,
 		     struct diag *d)
 {
-	size_t done = 0;
+	int rc = io_pread_full(fd, buf, len, off);
 
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done, off + done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return diag_errno(d, -errno, "read at offset %llu: %s",
-					  (unsigned long long)(off + done),
-					  strerror(errno));
-		if (n == 0)
-			return diag_corrupt(d, off + done, "file ends inside "
-					    "tensor data (was it truncated?)");
-		done += n;
-	}
+	if (rc == -ENODATA)
+		return diag_corrupt(d, off, "file ends inside tensor data "
+				    "(was it truncated?)");
+	if (rc)
+		return diag_errno(d, rc, "read at offset %llu: %s",
+				  (unsigned long long)off, strerror(-rc));
 	return 0;
 }
 
@@ -98,18 +108,13 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off,
 static int gather(const struct ckpt_tensor *t, uint64_t e0,
 		  uint64_t n, unsigned char *out, struct diag *d)
 {
-	uint64_t isz = t->dtype->size, lo = UINT64_MAX, hi = 0, at, cnt, left;
+	uint64_t isz = t->dtype->size, lo, hi, at, cnt, left;
 	uint64_t base = t->storage->data_off;
 	struct runs r;
 	unsigned char *span;
 	int rc = 0;
 
-	runs_start(&r, t, e0);
-	for (left = n; left; left -= cnt) {
-		runs_next(&r, left, &at, &cnt);
-		lo = at < lo ? at : lo;
-		hi = at + cnt > hi ? at + cnt : hi;
-	}
+	span_of(t, e0, n, &lo, &hi);
 	if ((hi - lo) * isz <= GATHER_SPAN && (span = malloc((hi - lo) * isz))) {
 		rc = pread_all(t->storage->fd, span, (hi - lo) * isz,
 			       base + lo * isz, d);
@@ -195,20 +200,11 @@ long long ckpt_tensor_read(struct ckpt *c, const struct ckpt_tensor *t,
 static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off,
 		      struct diag *d)
 {
-	size_t done = 0;
+	int rc = io_pwrite_full(fd, buf, len, off);
 
-	while (done < len) {
-		ssize_t n = pwrite(fd, (const char *)buf + done, len - done,
-				   off + done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return diag_errno(d, -errno, "write at offset %llu: %s",
-					  (unsigned long long)(off + done),
-					  strerror(errno));
-		done += n;
-	}
+	if (rc)
+		return diag_errno(d, rc, "write at offset %llu: %s",
+				  (unsigned long long)off, strerror(-rc));
 	return 0;
 }
 
@@ -220,19 +216,14 @@ static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off,
 static int scatter(const struct ckpt_tensor *t, uint64_t e0, uint64_t n,
 		   const unsigned char *in, struct diag *d)
 {
-	uint64_t isz = t->dtype->size, lo = UINT64_MAX, hi = 0, at, cnt, left;
+	uint64_t isz = t->dtype->size, lo, hi, at, cnt, left;
 	uint64_t base = t->storage->data_off;
 	int fd = t->storage->fd;
 	struct runs r;
 	unsigned char *span;
 	int rc = 0;
 
-	runs_start(&r, t, e0);
-	for (left = n; left; left -= cnt) {
-		runs_next(&r, left, &at, &cnt);
-		lo = at < lo ? at : lo;
-		hi = at + cnt > hi ? at + cnt : hi;
-	}
+	span_of(t, e0, n, &lo, &hi);
 	if ((hi - lo) * isz <= GATHER_SPAN && (span = malloc((hi - lo) * isz))) {
 		rc = pread_all(fd, span, (hi - lo) * isz, base + lo * isz, d);
 		runs_start(&r, t, e0);

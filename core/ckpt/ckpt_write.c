@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "pickle/pkl_emit.h"
+#include "util/io.h"
 #include "zip/ptz_write.h"
 
 #define BATCH		1000		/* items per SETITEMS/APPENDS */
@@ -275,11 +276,6 @@ static int emit_key(struct wb *w, const struct ckpt_node *k)
 	return rc;
 }
 
-static bool is_step(const struct ckpt_node *k, int step)
-{
-	return k->step == step;
-}
-
 /* MARK k v k v ... SETITEMS for the children reached by @step. */
 static int emit_items(struct wb *w, const struct ckpt_node *dir, int step,
 		      bool pairs)
@@ -290,7 +286,7 @@ static int emit_items(struct wb *w, const struct ckpt_node *dir, int step,
 	for (uint32_t i = 0; i <= dir->nkids && !rc; i++) {
 		struct ckpt_node *k = i < dir->nkids ? dir->kids[i] : NULL;
 
-		if (i < dir->nkids && (!k || !is_step(k, step)))
+		if (i < dir->nkids && (!k || k->step != step))
 			continue;
 		if (in_batch && (!k || in_batch == BATCH)) {
 			rc = pkl_emit_op(w->e, pairs ? PKL_OP_SETITEMS : PKL_OP_APPENDS);
@@ -596,20 +592,20 @@ static int write_new(struct ptz_writer *zw, struct wb *w,
 	struct ckpt *c = w->c;
 	struct ptz_source src = { .buf = pkl, .len = pkl_len };
 	const char *pre = c->zip.prefix;
-	size_t plen = strlen(pre) + 32;
-	char *name = malloc(plen + 64);
+	size_t size = strlen(pre) + 32;	/* "/data/<u32>" fits */
+	char *name = malloc(size);
 	struct ptz_entry *e;
 	int rc;
 
 	if (!name)
 		return diag_nomem(w->d);
-	snprintf(name, plen + 64, "%s/data.pkl", pre);
+	snprintf(name, size, "%s/data.pkl", pre);
 	rc = ptz_writer_add(zw, name, &src, w->d);
 	for (size_t i = 0; i < 3 && !rc; i++)
 		if ((e = ptz_find_rel(&c->zip, before[i])))
 			rc = add(zw, c, e->name, e, NULL, w->d);
 	for (uint32_t k = 0; k < w->nout && !rc; k++) {
-		snprintf(name, plen + 64, "%s/data/%u", pre, k);
+		snprintf(name, size, "%s/data/%u", pre, k);
 		rc = add(zw, c, name, NULL, w->order[k], w->d);
 	}
 	for (size_t i = 0; i < 3 && !rc; i++)
@@ -633,7 +629,7 @@ static int write_new(struct ptz_writer *zw, struct wb *w,
 }
 
 /* The alignment: .storage_alignment if it is a sane power of two. */
-static uint32_t alignment(struct ckpt *c, struct diag *d)
+static uint32_t alignment(struct ckpt *c)
 {
 	struct ptz_entry *e = ptz_find_rel(&c->zip, ".storage_alignment");
 	unsigned char *txt = NULL;
@@ -641,7 +637,6 @@ static uint32_t alignment(struct ckpt *c, struct diag *d)
 	size_t len;
 	struct diag quiet;
 
-	(void)d;
 	diag_init(&quiet, c->path);
 	if (e && !ptz_entry_read(&c->zip, e, 64, &txt, &len, &quiet)) {
 		unsigned long v = strtoul((char *)txt, NULL, 10);
@@ -682,7 +677,7 @@ int ckpt_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 		if (rc)
 			goto out;
 	}
-	rc = ptz_writer_init(&zw, fd, o->align ? o->align : alignment(c, d),
+	rc = ptz_writer_init(&zw, fd, o->align ? o->align : alignment(c),
 			     d);
 	if (!rc)
 		rc = same ? write_same(&zw, c, d) :
@@ -699,42 +694,19 @@ out:
 	return rc;
 }
 
-/* fsync the directory holding @path. */
-static int fsync_dir_of(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir = slash ? strndup(path, slash == path ? 1 :
-				    (size_t)(slash - path)) : strdup(".");
-	int fd, rc = 0;
-
-	if (!dir)
-		return -ENOMEM;
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd))
-		rc = -errno;
-	if (fd >= 0)
-		close(fd);
-	free(dir);
-	return rc;
-}
-
 int ckpt_save(struct ckpt *c, const char *target,
 	      const struct ckpt_write_opts *o, const struct stat *like,
 	      int (*before)(void *arg, const struct stat *st, struct diag *d),
 	      void *arg, struct diag *d)
 {
-	const char *slash = strrchr(target, '/');
-	size_t dlen = slash ? (size_t)(slash - target) + 1 : 0;
-	char *tmp = malloc(strlen(target) + 24);
+	/* ".NAME.ptfs-new.XXXXXX" beside the target: same file system, so
+	   rename works; the overlay removes what a killed write-back left */
+	char *tmp = io_beside(target, CKPT_TMP_SUFFIX "XXXXXX");
 	struct stat st;
 	int fd, rc;
 
 	if (!tmp)
 		return diag_nomem(d);
-	/* ".NAME.ptfs-new.XXXXXX" beside the target: same file system, so
-	   rename works; the overlay removes what a killed write-back left */
-	sprintf(tmp, "%.*s.%s.ptfs-new.XXXXXX", (int)dlen, target,
-		slash ? slash + 1 : target);
 	fd = mkstemp(tmp);
 	if (fd < 0) {
 		rc = diag_errno(d, -errno, "cannot create a temporary file "
@@ -755,7 +727,7 @@ int ckpt_save(struct ckpt *c, const char *target,
 	if (!rc && rename(tmp, target))
 		rc = diag_errno(d, -errno, "%s: cannot replace it: %s", target,
 				strerror(errno));
-	if (!rc && (rc = fsync_dir_of(target)))
+	if (!rc && (rc = io_fsync_dir_of(target)))
 		rc = diag_errno(d, rc, "%s: fsync of its directory: %s",
 				target, strerror(-rc));
 	close(fd);

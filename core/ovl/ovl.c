@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE 1	/* copy_file_range, fdatasync, O_TMPFILE */
 #include "ovl_int.h"
+#include "util/io.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -35,63 +36,6 @@
 static bool is_dir(const struct ckpt_node *n)
 {
 	return n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ;
-}
-
-static int fsync_path_dir(const char *path)
-{
-	char *copy = strdup(path), *slash;
-	int fd, rc = 0;
-
-	if (!copy)
-		return -ENOMEM;
-	slash = strrchr(copy, '/');
-	if (slash == copy)
-		slash[1] = 0;
-	else if (slash)
-		*slash = 0;
-	else
-		strcpy(copy, ".");
-	fd = open(copy, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd))
-		rc = -errno;
-	if (fd >= 0)
-		close(fd);
-	free(copy);
-	return rc;
-}
-
-static int pread_full(int fd, void *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done,
-				  off + done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n ? -errno : -EIO;
-		done += n;
-	}
-	return 0;
-}
-
-static int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pwrite(fd, (const char *)buf + done, len - done,
-				   off + done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		done += n;
-	}
-	return 0;
 }
 
 /* Copy @len bytes at @in_off of @in to @out at 0 (reflinks where the file
@@ -128,9 +72,9 @@ static int copy_range(int in, uint64_t in_off, int out, uint64_t len)
 	while (len && !rc) {
 		size_t k = len < CHUNK ? len : CHUNK;
 
-		rc = pread_full(in, buf, k, io);
+		rc = io_pread_full(in, buf, k, io);
 		if (!rc)
-			rc = pwrite_full(out, buf, k, oo);
+			rc = io_pwrite_full(out, buf, k, oo);
 		io += k;
 		oo += k;
 		len -= k;
@@ -179,7 +123,7 @@ static int ensure_dir(struct ovl *v, struct diag *d)
 	if (v->dfd < 0)
 		return sys_err(v, d, -errno, "cannot open the overlay");
 	rc = jr_create(v, d);
-	if (!rc && (fsync(v->dfd) || (rc = fsync_path_dir(v->dir))))
+	if (!rc && (fsync(v->dfd) || (rc = io_fsync_dir_of(v->dir))))
 		rc = sys_err(v, d, rc ? rc : -errno, "fsync");
 	return rc;
 }
@@ -242,7 +186,7 @@ static int data_copy(struct ovl *v, struct ckpt_storage *s, int *out,
 			rc = diag_corrupt(d, s->rec->header_off, "record %s "
 					  "inflates to %zu bytes",
 					  s->rec->name, len);
-		if (!rc && (rc = pwrite_full(fd, buf, len, 0)))
+		if (!rc && (rc = io_pwrite_full(fd, buf, len, 0)))
 			rc = sys_err(v, d, rc, "cannot stage storage");
 		free(buf);
 	} else if ((rc = copy_range(s->fd, s->data_off, fd, s->nbytes))) {
@@ -302,7 +246,7 @@ static int replace_contents(struct ovl *v, const struct ckpt_tensor *t,
 			size_t k = len - pos < CHUNK ? len - pos : CHUNK;
 			long long n;
 
-			rc = pread_full(src, buf, k, pos);
+			rc = io_pread_full(src, buf, k, pos);
 			if (rc) {
 				rc = sys_err(v, d, rc, "cannot read new data");
 				break;
@@ -572,7 +516,7 @@ static int transfer_data(struct ovl *v, struct ckpt_node *s,
 		if (!*text)
 			return diag_nomem(d);
 		(*text)[src->nbytes] = 0;
-		rc = pread_full(src->fd, *text, src->nbytes, 0);
+		rc = io_pread_full(src->fd, *text, src->nbytes, 0);
 		if (rc)
 			return sys_err(v, d, rc, "cannot read new value");
 		if (ckpt_value_parse(x, *text, src->nbytes, lit))
@@ -916,7 +860,7 @@ long long ovl_read(struct ovl *v, struct ckpt_node *n, void *buf,
 	if (len > size - off)
 		len = size - off;
 	if (n->stage && n->stage->scratch) {
-		rc = pread_full(n->stage->scratch->fd, buf, len, off);
+		rc = io_pread_full(n->stage->scratch->fd, buf, len, off);
 		return rc ? sys_err(v, d, rc, "read") : (long long)len;
 	}
 	if (n->stage) {
@@ -924,7 +868,7 @@ long long ovl_read(struct ovl *v, struct ckpt_node *n, void *buf,
 		return len;
 	}
 	if (n->kind == CKPT_N_TENSOR && n->tensor->fresh) {
-		rc = pread_full(n->tensor->storage->fd, buf, len, off);
+		rc = io_pread_full(n->tensor->storage->fd, buf, len, off);
 		return rc ? sys_err(v, d, rc, "read") : (long long)len;
 	}
 	if (n->kind == CKPT_N_TENSOR)
@@ -999,7 +943,7 @@ static int stage_start(struct ovl *v, struct ckpt_node *n, uint64_t keep,
 		uint64_t k = keep - pos < CHUNK ? keep - pos : CHUNK;
 		long long got = buf ? ovl_read(v, n, buf, k, pos, d) : -ENOMEM;
 
-		rc = got < 0 ? (int)got : pwrite_full(st->scratch->fd, buf, k,
+		rc = got < 0 ? (int)got : io_pwrite_full(st->scratch->fd, buf, k,
 						      pos);
 		free(buf);
 	}
@@ -1025,7 +969,7 @@ static long long write_stage(struct ovl *v, struct ckpt_node *n,
 				  n->kind == CKPT_N_VALUE ? "a value's text" :
 				  "the tensor", (unsigned long long)limit);
 	if (st->scratch) {
-		rc = pwrite_full(st->scratch->fd, buf, len, off);
+		rc = io_pwrite_full(st->scratch->fd, buf, len, off);
 		if (rc)
 			return sys_err(v, d, rc, "write");
 	} else {
@@ -1065,7 +1009,7 @@ long long ovl_write(struct ovl *v, struct ckpt_node *n, const void *buf,
 	if (t->fresh) {
 		struct ckpt_storage *s = t->storage;
 
-		rc = pwrite_full(s->fd, buf, len, off);
+		rc = io_pwrite_full(s->fd, buf, len, off);
 		if (rc)
 			return sys_err(v, d, rc, "write");
 		if (off + len > s->nbytes) {
@@ -1231,7 +1175,7 @@ long long ovl_write_storage(struct ovl *v, struct ckpt_storage *s,
 				  "write goes past that", s->key,
 				  (unsigned long long)s->nbytes);
 	rc = copy_up(v, s, d);
-	if (!rc && (rc = pwrite_full(s->fd, buf, len, off)))
+	if (!rc && (rc = io_pwrite_full(s->fd, buf, len, off)))
 		rc = sys_err(v, d, rc, "write");
 	if (rc)
 		return rc;
@@ -1325,26 +1269,33 @@ static int replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
 }
 
 /* Remove the overlay directory and everything in it. */
+static bool ours(const char *name)
+{
+	size_t k = strspn(name, "0123456789");
+
+	return !strcmp(name, OVL_JOURNAL) ||
+	       (k && (!name[k] || !strcmp(name + k, ".tmp")));
+}
+
+/* Remove the overlay directory and the files we keep in it. */
 static int remove_overlay(struct ovl *v)
 {
-	char name[32];
-	int dfd = v->dfd >= 0 ? v->dfd : open(v->dir, O_RDONLY | O_DIRECTORY |
-					      O_CLOEXEC);
+	int dfd = open(v->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dp = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *e;
 
-	if (dfd < 0)
+	if (!dp) {
+		if (dfd >= 0)
+			close(dfd);
 		return errno == ENOENT ? 0 : -errno;
-	for (uint32_t i = 0; i < v->c->nstorages + 64; i++) {
-		snprintf(name, sizeof(name), "%u", i);
-		unlinkat(dfd, name, 0);
-		snprintf(name, sizeof(name), "%u.tmp", i);
-		unlinkat(dfd, name, 0);
 	}
-	unlinkat(dfd, OVL_JOURNAL, 0);
-	if (dfd != v->dfd)
-		close(dfd);
+	while ((e = readdir(dp)))
+		if (ours(e->d_name))
+			unlinkat(dfd, e->d_name, 0);
+	closedir(dp);
 	if (rmdir(v->dir) && errno != ENOENT)
 		return -errno;
-	return fsync_path_dir(v->dir);
+	return io_fsync_dir_of(v->dir);
 }
 
 static bool same_file(const struct stat *st, uint64_t size, uint64_t sec,
@@ -1457,7 +1408,7 @@ static void remove_stale_temps(const struct ovl *v)
 	struct dirent *e;
 	DIR *dp = dir ? opendir(dir) : NULL;
 
-	snprintf(pre, sizeof(pre), ".%s.ptfs-new.", slash + 1);
+	snprintf(pre, sizeof(pre), ".%s" CKPT_TMP_SUFFIX, slash + 1);
 	while (dp && (e = readdir(dp)))
 		if (!strncmp(e->d_name, pre, strlen(pre)) &&
 		    strlen(e->d_name) == strlen(pre) + 6)
@@ -1467,17 +1418,6 @@ static void remove_stale_temps(const struct ovl *v)
 	free(dir);
 }
 
-static char *default_dir(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	size_t dlen = slash ? (size_t)(slash - path) + 1 : 0;
-	char *dir = malloc(strlen(path) + 8);
-
-	if (dir)
-		sprintf(dir, "%.*s.%s.ptfs", (int)dlen, path,
-			slash ? slash + 1 : path);
-	return dir;
-}
 
 int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 	     struct ovl **out, struct diag *d)
@@ -1497,7 +1437,7 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 		rc = diag_errno(d, -errno, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
-	v->dir = o->dir ? strdup(o->dir) : default_dir(v->path);
+	v->dir = o->dir ? strdup(o->dir) : io_beside(v->path, ".ptfs");
 	if (!v->dir) {
 		rc = diag_nomem(d);
 		goto fail;

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/io.h"
 #include "util/le.h"
 
 static void le_put32(unsigned char *p, uint32_t v)
@@ -35,22 +36,6 @@ static void le_put32(unsigned char *p, uint32_t v)
 	p[1] = (unsigned char)(v >> 8);
 	p[2] = (unsigned char)(v >> 16);
 	p[3] = (unsigned char)(v >> 24);
-}
-
-static int write_all(int fd, const unsigned char *p, size_t n, uint64_t off)
-{
-	while (n) {
-		ssize_t k = pwrite(fd, p, n, off);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		p += k;
-		n -= k;
-		off += k;
-	}
-	return 0;
 }
 
 int jr_append(struct ovl *v, const struct jrec *r, struct diag *d)
@@ -75,7 +60,7 @@ int jr_append(struct ovl *v, const struct jrec *r, struct diag *d)
 	}
 	le_put32(p, n);
 	le_put32(p + 4, libdeflate_crc32(0, p + 8, n));
-	rc = write_all(v->jfd, p, 8 + n, v->jend);
+	rc = io_pwrite_full(v->jfd, p, 8 + n, v->jend);
 	if (!rc && fdatasync(v->jfd))
 		rc = -errno;
 	free(p);
@@ -166,15 +151,10 @@ int jr_load(struct ovl *v, struct jrec **recs, size_t *nrecs,
 	b = malloc(size + 1);
 	if (!b)
 		return diag_nomem(d);
-	for (off_t got = 0; got < size;) {
-		ssize_t k = pread(v->jfd, b + got, size - got, got);
-
-		if (k <= 0) {
-			free(b);
-			return diag_errno(d, k ? -errno : -EIO, "%s/%s: cannot "
-					  "read", v->dir, OVL_JOURNAL);
-		}
-		got += k;
+	if (io_pread_full(v->jfd, b, size, 0)) {
+		free(b);
+		return diag_errno(d, -EIO, "%s/%s: cannot read", v->dir,
+				  OVL_JOURNAL);
 	}
 	while ((off_t)pos + 8 <= size) {
 		uint32_t len = le32(b + pos), crc = le32(b + pos + 4);

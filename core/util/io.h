@@ -1,0 +1,25 @@
+/*
+ * io.h - the few file operations every part of the core needs done the
+ * same careful way: whole reads and writes at an offset (pread/pwrite
+ * retried until done), fsync of the directory that holds a path, and the
+ * names ptfs gives its files beside a checkpoint.
+ */
+#ifndef PT_UTIL_IO_H
+#define PT_UTIL_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Read all @len bytes at @off: 0, -errno, or -ENODATA if the file ends. */
+int io_pread_full(int fd, void *buf, size_t len, uint64_t off);
+
+/* Write all @len bytes at @off: 0 or -errno. */
+int io_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+
+/* fsync the directory holding @path (so a rename in it is durable). */
+int io_fsync_dir_of(const char *path);
+
+/* "DIR/.BASE@suffix" for @path "DIR/BASE" (malloc'd; NULL on ENOMEM). */
+char *io_beside(const char *path, const char *suffix);
+
+#endif
