@@ -693,91 +693,60 @@ static struct ckpt_node *dir_node(const struct ptfs *fs, fuse_ino_t ino)
 /* Can the tree be edited here?  errno, or 0. */
 static int edit_errno(const struct ptfs *fs, fuse_ino_t parent)
 {
-	if (fs->readonly || !fs->ovl)
-		return EROFS;
-	if (fs->ovl->committed)
+	if (fs->readonly || !fs->ovl || fs->ovl->committed)
 		return EROFS;
 	return dir_node(fs, parent) ? 0 : EPERM;
 }
 
-static void reply_new(fuse_req_t req, struct ptfs *fs, struct ckpt_node *n,
-		      struct fuse_file_info *fi)
+/* A new file (@fi: create, else mknod) or directory (@dir) @name. */
+static void make_common(fuse_req_t req, fuse_ino_t parent, const char *name,
+			bool dir, struct fuse_file_info *fi)
 {
+	struct ptfs *fs = fs_of(req);
 	struct fuse_entry_param e;
+	struct ckpt_node *n = NULL;
+	struct diag d;
+	int rc;
 
-	fill_entry(fs, ptfs_ino_of(fs, n), &e);
+	diag_init(&d, fs->c->path);
+	wrlock(fs);
+	rc = edit_errno(fs, parent);
+	if (!rc)
+		rc = dir ? ovl_mkdir(fs->ovl, dir_node(fs, parent), name, &n,
+				     &d) :
+		     ovl_create(fs->ovl, dir_node(fs, parent), name, &n, &d);
+	if (!rc)
+		fill_entry(fs, ptfs_ino_of(fs, n), &e);
 	unlock(fs);
-	if (fi) {
-		fi->keep_cache = 0;
-		fuse_reply_create(req, &e, fi);
-	} else {
-		fuse_reply_entry(req, &e);
-	}
+	if (rc)
+		return reply_err(req, rc, &d);
+	if (!fi)
+		return (void)fuse_reply_entry(req, &e);
+	fi->keep_cache = 0;
+	fuse_reply_create(req, &e, fi);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
-	struct ptfs *fs = fs_of(req);
-	struct ckpt_node *n = NULL;
-	struct diag d;
-	int rc;
-
 	(void)mode;
-	diag_init(&d, fs->c->path);
-	wrlock(fs);
-	rc = edit_errno(fs, parent);
-	if (!rc)
-		rc = ovl_create(fs->ovl, dir_node(fs, parent), name, &n, &d);
-	if (rc) {
-		unlock(fs);
-		return reply_err(req, rc, &d);
-	}
-	reply_new(req, fs, n, fi);
+	make_common(req, parent, name, false, fi);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode, dev_t rdev)
 {
-	struct ptfs *fs = fs_of(req);
-	struct ckpt_node *n = NULL;
-	struct diag d;
-	int rc;
-
 	(void)rdev;
 	if (!S_ISREG(mode))
 		return reply_err(req, EPERM, NULL);
-	diag_init(&d, fs->c->path);
-	wrlock(fs);
-	rc = edit_errno(fs, parent);
-	if (!rc)
-		rc = ovl_create(fs->ovl, dir_node(fs, parent), name, &n, &d);
-	if (rc) {
-		unlock(fs);
-		return reply_err(req, rc, &d);
-	}
-	reply_new(req, fs, n, NULL);
+	make_common(req, parent, name, false, NULL);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode)
 {
-	struct ptfs *fs = fs_of(req);
-	struct ckpt_node *n = NULL;
-	struct diag d;
-	int rc;
-
 	(void)mode;
-	diag_init(&d, fs->c->path);
-	wrlock(fs);
-	rc = edit_errno(fs, parent);
-	if (!rc)
-		rc = ovl_mkdir(fs->ovl, dir_node(fs, parent), name, &n, &d);
-	if (rc) {
-		unlock(fs);
-		return reply_err(req, rc, &d);
-	}
-	reply_new(req, fs, n, NULL);
+	make_common(req, parent, name, true, NULL);
 }
 
 static void remove_common(fuse_req_t req, fuse_ino_t parent,
