@@ -89,29 +89,7 @@ stop_daemon "$WORK/mnt/probe"
 
 # ------------------------------------------------------------ the worker
 mkfifo "$WORK/req" "$WORK/resp" || exit 1
-start_worker() {
-	if [ "$version" = 1.13 ]; then
-		"$py" "$WORK/py/edit_check.py" "$inner" <"$WORK/req" \
-			>"$WORK/resp" 2>>"$WORK/worker.err" &
-	else
-		chroot "$root" python3 "$inner/py/edit_check.py" "$inner" \
-			<"$WORK/req" >"$WORK/resp" 2>>"$WORK/worker.err" &
-	fi
-	wpid=$!
-	exec 3>"$WORK/req" 4<"$WORK/resp"
-	IFS= read -r ready <&4 || ready=
-	case $ready in
-	"ready$TAB"*) return 0 ;;
-	esac
-	echo "edit_check.py did not start under torch $version:" >&2
-	grep -v 'UCX\|cpuinfo' "$WORK/worker.err" | tail -n 5 >&2
-	return 1
-}
-stop_worker() {
-	exec 3>&- 4<&-
-	[ -n "$wpid" ] && kill "$wpid" 2>/dev/null && wait "$wpid" 2>/dev/null
-	wpid=
-}
+WORKER_PY=edit_check.py WORKER_ARG=$inner
 
 # pyreq REPORT CMD ARG...: one request; sets PYS (ok/FAIL) and PYM.
 # REPORT and the paths in ARG are relative to the scratch directory.

@@ -135,33 +135,7 @@ stop_daemon "$WORK/mnt/probe"
 
 # ------------------------------------------------------------ torch worker
 mkfifo "$WORK/req" "$WORK/resp" || exit 1
-start_worker() {
-	if [ "$version" = 1.13 ]; then
-		"$py" "$WORK/py/faults.py" <"$WORK/req" >"$WORK/resp" \
-			2>>"$WORK/worker.err" &
-	else
-		chroot "$root" python3 "$inner/py/faults.py" <"$WORK/req" \
-			>"$WORK/resp" 2>>"$WORK/worker.err" &
-	fi
-	wpid=$!
-	exec 3>"$WORK/req" 4<"$WORK/resp"
-	# torch 2's UCX may print a line on stdout first
-	_i=0
-	while IFS= read -r ready <&4 && [ $_i -lt 20 ]; do
-		case $ready in
-		"ready$TAB"*) return 0 ;;
-		esac
-		_i=$((_i + 1))
-	done
-	echo "faults.py did not start under torch $version:" >&2
-	grep -v 'UCX\|cpuinfo' "$WORK/worker.err" | tail -n 5 >&2
-	return 1
-}
-stop_worker() {
-	exec 3>&- 4<&-
-	[ -n "$wpid" ] && kill "$wpid" 2>/dev/null && wait "$wpid" 2>/dev/null
-	wpid=
-}
+WORKER_PY=faults.py WORKER_ARG=
 # ask FIELD...: one request; sets rstatus (ok/FAIL) and rtext
 ask() {
 	_req=$1

@@ -350,3 +350,37 @@ daemon_mode_checks() {
 	done
 	rmdir "$_m" 2>/dev/null
 }
+
+# The torch worker: $WORK/py/$WORKER_PY [$WORKER_ARG], natively for torch
+# 1.13 ($py) or in the chroot for torch 2 ($root, paths as $inner sees
+# them), answering requests over the FIFOs $WORK/req and $WORK/resp (fds 3
+# and 4).  start_worker waits for its "ready" line (torch 2's UCX may print
+# lines before it); stop_worker ends it.  The caller makes the FIFOs.
+start_worker() {
+	if [ "$version" = 1.13 ]; then
+		"$py" "$WORK/py/$WORKER_PY" ${WORKER_ARG:+"$WORKER_ARG"} \
+			<"$WORK/req" >"$WORK/resp" 2>>"$WORK/worker.err" &
+	else
+		chroot "$root" python3 "$inner/py/$WORKER_PY" \
+			${WORKER_ARG:+"$WORKER_ARG"} <"$WORK/req" \
+			>"$WORK/resp" 2>>"$WORK/worker.err" &
+	fi
+	wpid=$!
+	exec 3>"$WORK/req" 4<"$WORK/resp"
+	_i=0
+	while IFS= read -r ready <&4 && [ $_i -lt 20 ]; do
+		case $ready in
+		"ready$TAB"*) return 0 ;;
+		esac
+		_i=$((_i + 1))
+	done
+	echo "$WORKER_PY did not start under torch $version:" >&2
+	grep -v 'UCX\|cpuinfo' "$WORK/worker.err" | tail -n 5 >&2
+	return 1
+}
+
+stop_worker() {
+	exec 3>&- 4<&-
+	[ -n "$wpid" ] && kill "$wpid" 2>/dev/null && wait "$wpid" 2>/dev/null
+	wpid=
+}

@@ -109,29 +109,7 @@ pyrun 300 gen_fs.py "$inner/generated" "$inner/py/gen_edge.py" \
 
 # The worker: one torch process answering "check" requests over FIFOs.
 mkfifo "$WORK/req" "$WORK/resp" || exit 1
-start_worker() {
-	if [ "$version" = 1.13 ]; then
-		"$py" "$WORK/py/check_mount.py" "$inner" <"$WORK/req" \
-			>"$WORK/resp" 2>>"$WORK/worker.err" &
-	else
-		chroot "$root" python3 "$inner/py/check_mount.py" "$inner" \
-			<"$WORK/req" >"$WORK/resp" 2>>"$WORK/worker.err" &
-	fi
-	wpid=$!
-	exec 3>"$WORK/req" 4<"$WORK/resp"
-	IFS= read -r ready <&4 || ready=
-	case $ready in
-	"ready$TAB"*) return 0 ;;
-	esac
-	echo "check_mount.py did not start under torch $version:" >&2
-	grep -v 'UCX\|cpuinfo' "$WORK/worker.err" | tail -n 5 >&2
-	return 1
-}
-stop_worker() {
-	exec 3>&- 4<&-
-	[ -n "$wpid" ] && kill "$wpid" 2>/dev/null && wait "$wpid" 2>/dev/null
-	wpid=
-}
+WORKER_PY=check_mount.py WORKER_ARG=$inner
 start_worker || exit 1
 echo "$("$PTFS" --version 2>/dev/null | grep '^ptfs ' | head -n 1); ${ready#*"$TAB"}"
 
