@@ -1,0 +1,499 @@
+/*
+ * ptdiff - compare two PyTorch checkpoints without loading or mounting
+ * them, in the spirit of h5diff.  Objects are matched by their path in the
+ * object tree (the paths ptls prints); keys on one side only, kind, dtype,
+ * shape, layout and attribute differences are reported, python values by
+ * their text, and tensors of one dtype and shape element by element
+ * (ptdiff_cmp.c), streamed so that memory is bounded by the metadata.
+ *
+ * Exit status: 0 equal (within the tolerance), 1 different, 2 error.
+ */
+#include "ptdiff.h"
+
+#include "ckpt/ckpt.h"
+#include "diag/diag.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* One path present in A, in B or in both. */
+struct pair {
+	const struct ckpt_node *a, *b;
+};
+
+struct pairs {
+	struct pair *v;
+	size_t n, cap;
+	uint64_t bytes;		/* tensor bytes whose elements get compared */
+};
+
+static void usage(FILE *f)
+{
+	fputs("usage: ptdiff [OPTIONS] A B\n"
+	      "Compare two PyTorch checkpoints without loading them.\n\n"
+	      "  -q, --quiet          no output, exit status only\n"
+	      "  -v, --verbose        also list the items that are equal\n"
+	      "  -j, --json           one JSON object (see ptdiff(1))\n"
+	      "      --atol X         absolute tolerance (default 0)\n"
+	      "      --rtol X         relative tolerance (default 0):\n"
+	      "                       equal when |a - b| <= atol + rtol * |b|\n"
+	      "      --nan-differ     a NaN never equals anything\n"
+	      "      --ignore-layout  stride and storage offset differences"
+	      " do not count\n"
+	      "  -h, --help           this text\n"
+	      "  -V, --version        print the version\n\n"
+	      "Exit status: 0 equal, 1 different, 2 error.\n", f);
+}
+
+/* ---- the walk: pair up paths ---- */
+
+static int push(struct pairs *p, const struct ckpt_node *a,
+		const struct ckpt_node *b)
+{
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? 2 * p->cap : 256;
+		struct pair *v = realloc(p->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		p->v = v;
+		p->cap = cap;
+	}
+	p->v[p->n++] = (struct pair){ a, b };
+	if (a && b && a->kind == CKPT_N_TENSOR && b->kind == CKPT_N_TENSOR &&
+	    a->tensor->kind != CKPT_T_META && b->tensor->kind != CKPT_T_META &&
+	    a->tensor->nbytes == b->tensor->nbytes)
+		p->bytes += a->tensor->nbytes;
+	return 0;
+}
+
+/*
+ * Pair @a (from A, or NULL) with @b (from B, or NULL): directories that
+ * both sides have are entered, A's keys in A's order then the keys only
+ * B has in B's; everything else (leaves, a directory on one side only,
+ * a directory against a leaf) is one pair.
+ */
+static int collect(struct pairs *p, const struct ckpt_node *a,
+		   const struct ckpt_node *b)
+{
+	int rc = 0;
+
+	if (!a || !b || !pd_is_dir(a) || !pd_is_dir(b) ||
+	    (!a->nkids && !b->nkids))
+		return push(p, a, b);
+	for (uint32_t i = 0; i < a->nkids && !rc; i++)
+		if (a->kids[i])
+			rc = collect(p, a->kids[i],
+				     ckpt_node_child(b, a->kids[i]->name));
+	for (uint32_t i = 0; i < b->nkids && !rc; i++)
+		if (b->kids[i] && !ckpt_node_child(a, b->kids[i]->name))
+			rc = push(p, NULL, b->kids[i]);
+	return rc;
+}
+
+/* ---- comparing one pair ---- */
+
+static bool str_differ(const char *a, const char *b)
+{
+	return (a == NULL) != (b == NULL) || (a && strcmp(a, b));
+}
+
+static void add_attr(struct pd_item *it, const char *name, const char *a,
+		     const char *b)
+{
+	struct pd_attr *t = &it->attrs[it->nattrs++];
+
+	t->name = name;
+	snprintf(t->a, sizeof(t->a), "%s", a ? a : "None");
+	snprintf(t->b, sizeof(t->b), "%s", b ? b : "None");
+}
+
+static void add_bool(struct pd_item *it, const char *name, bool a, bool b)
+{
+	if (a != b) {
+		add_attr(it, name, a ? "True" : "False", b ? "True" : "False");
+		it->attrs[it->nattrs - 1].boolean = true;
+	}
+}
+
+static const char *form(const struct ckpt_tensor *t)
+{
+	return t->kind == CKPT_T_QUANTIZED ? "quantized" :
+	       t->kind == CKPT_T_META ? "meta" :
+	       t->kind == CKPT_T_INLINE ? "numpy" :
+	       t->kind == CKPT_T_STORAGE ? "storage" : "strided";
+}
+
+/* Do two quantizer tensors (per-channel scales or zero points) differ? */
+static int qparam_differ(struct pd_ctx *x, const struct ckpt_tensor *a,
+			 const struct ckpt_tensor *b, bool *out)
+{
+	struct pd_elems el;
+	int rc;
+
+	if (strcmp(a->dtype->name, b->dtype->name) || a->numel != b->numel) {
+		*out = true;
+		return 0;
+	}
+	rc = pd_compare_elems(x, a, b, &el);
+	if (!rc)
+		*out = el.differ > 0;
+	return rc;
+}
+
+/* The differences besides dtype, shape, layout and values. */
+static int tensor_attrs(struct pd_ctx *x, struct pd_item *it,
+			const struct ckpt_tensor *a,
+			const struct ckpt_tensor *b)
+{
+	char sa[40], sb[40];
+	bool differ;
+	int rc;
+
+	if (a->kind != b->kind)
+		add_attr(it, "kind", form(a), form(b));
+	if (str_differ(a->device, b->device))
+		add_attr(it, "device", a->device, b->device);
+	add_bool(it, "requires_grad", a->requires_grad, b->requires_grad);
+	add_bool(it, "parameter", a->parameter, b->parameter);
+	add_bool(it, "conj", a->conj, b->conj);
+	add_bool(it, "neg", a->neg, b->neg);
+	if (str_differ(a->cls, b->cls))
+		add_attr(it, "class", a->cls, b->cls);
+	if (a->kind != CKPT_T_QUANTIZED || b->kind != CKPT_T_QUANTIZED)
+		return 0;
+	if (str_differ(a->qscheme, b->qscheme))
+		add_attr(it, "qscheme", a->qscheme, b->qscheme);
+	if (!a->qscales != !b->qscales)
+		return 0;	/* the schemes differ: nothing more to say */
+	if (!a->qscales) {
+		if (a->scale != b->scale)
+			add_attr(it, "scale",
+				 ckpt_float_repr(a->scale, sa, sizeof(sa)),
+				 ckpt_float_repr(b->scale, sb, sizeof(sb)));
+		if (a->zero_point != b->zero_point) {
+			snprintf(sa, sizeof(sa), "%" PRId64, a->zero_point);
+			snprintf(sb, sizeof(sb), "%" PRId64, b->zero_point);
+			add_attr(it, "zero_point", sa, sb);
+		}
+		return 0;
+	}
+	if (a->axis != b->axis) {
+		snprintf(sa, sizeof(sa), "%" PRId64, a->axis);
+		snprintf(sb, sizeof(sb), "%" PRId64, b->axis);
+		add_attr(it, "axis", sa, sb);
+	}
+	rc = qparam_differ(x, a->qscales, b->qscales, &differ);
+	if (!rc && differ)
+		add_attr(it, "scales", "(per channel)", "(others)");
+	if (!rc)
+		rc = qparam_differ(x, a->qzeros, b->qzeros, &differ);
+	if (!rc && differ)
+		add_attr(it, "zero_points", "(per channel)", "(others)");
+	return rc;
+}
+
+/* Strides matter only along dimensions longer than 1. */
+static bool strides_differ(const struct ckpt_tensor *a,
+			   const struct ckpt_tensor *b)
+{
+	if (!a->numel)
+		return false;
+	for (int i = 0; i < a->ndim; i++)
+		if (a->shape[i] > 1 && a->stride[i] != b->stride[i])
+			return true;
+	return false;
+}
+
+static int compare_tensors(struct pd_ctx *x, struct pd_item *it)
+{
+	const struct ckpt_tensor *a = it->a->tensor, *b = it->b->tensor;
+	int rc;
+
+	it->dtype = strcmp(a->dtype->name, b->dtype->name) != 0;
+	it->shape = a->ndim != b->ndim ||
+		    memcmp(a->shape, b->shape, a->ndim * sizeof(*a->shape));
+	rc = tensor_attrs(x, it, a, b);
+	if (rc || it->dtype || it->shape)
+		return rc;
+	it->stride_diff = strides_differ(a, b);
+	it->offset_diff = a->offset != b->offset;
+	it->layout = (it->stride_diff || it->offset_diff) &&
+		     !x->o->ignore_layout;
+	if (a->kind == CKPT_T_META || b->kind == CKPT_T_META)
+		return 0;
+	x->path = it->path;
+	rc = pd_compare_elems(x, a, b, &it->el);
+	it->compared = !rc;
+	it->values = !rc && it->el.differ;
+	return rc;
+}
+
+static int compare_pair(struct pd_ctx *x, struct pd_item *it)
+{
+	const struct ckpt_node *a = it->a, *b = it->b;
+	char *ta, *tb;
+	int rc = 0;
+
+	if (!b || !a) {
+		it->status = a ? ST_ONLY_A : ST_ONLY_B;
+		return 0;
+	}
+	if (pd_kind_of(a) != pd_kind_of(b)) {
+		it->kind = true;
+	} else if (a->kind == CKPT_N_TENSOR) {
+		rc = compare_tensors(x, it);
+	} else if (a->kind == CKPT_N_LINK) {
+		ta = ckpt_node_path(a->target);
+		tb = ckpt_node_path(b->target);
+		if (!ta || !tb)
+			rc = diag_nomem(x->da);
+		else
+			it->target = strcmp(ta, tb) != 0;
+		free(ta);
+		free(tb);
+	} else if (!pd_is_dir(a)) {
+		it->value = strcmp(a->type, b->type) ||
+			    a->textlen != b->textlen ||
+			    memcmp(a->text, b->text, a->textlen);
+	}
+	it->status = it->kind || it->dtype || it->shape || it->layout ||
+		     it->value || it->target || it->values || it->nattrs ?
+		     ST_CHANGED : ST_EQUAL;
+	return rc;
+}
+
+/* ---- progress: on a terminal, after a second ---- */
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double t_start, t_last;
+static bool progress_shown;
+
+static void progress_clear(void)
+{
+	if (progress_shown) {
+		fputs("\r\033[K", stderr);
+		progress_shown = false;
+	}
+}
+
+static void tick(struct pd_ctx *x)
+{
+	double t = now();
+
+	if (t - t_start < 1.0 || t - t_last < 0.2)
+		return;
+	t_last = t;
+	fprintf(stderr, "\r\033[Kptdiff: %3d%% of %" PRIu64 " MB  %.48s",
+		x->total ? (int)(100.0 * x->done / x->total) : 100,
+		x->total / 1000000, x->path ? x->path : "");
+	progress_shown = true;
+}
+
+/* ---- main ---- */
+
+static bool parse_tol(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end || errno || !isfinite(v) || v < 0)
+		return false;
+	*out = v;
+	return true;
+}
+
+static int open_one(const char *path, struct ckpt **c, struct diag *d)
+{
+	char line[512];
+
+	diag_init(d, path);
+	if (!ckpt_open(path, c, d))
+		return 0;
+	fprintf(stderr, "ptdiff: %s\n", diag_line(d, line, sizeof(line)));
+	return -1;
+}
+
+static bool big_endian(const struct ckpt *c)
+{
+	return c->byteorder && !strcmp(c->byteorder, "big");
+}
+
+static void count(struct pd_totals *t, const struct pd_item *it)
+{
+	if (it->status == ST_ONLY_A) {
+		t->only_a++;
+		return;
+	}
+	if (it->status == ST_ONLY_B) {
+		t->only_b++;
+		return;
+	}
+	if (it->status == ST_EQUAL)
+		t->equal++;
+	else
+		t->changed++;
+	if (!it->kind && it->a->kind == CKPT_N_TENSOR)
+		t->tensors++;
+	else if (!it->kind && pd_kind_of(it->a) == K_VALUE)
+		t->values++;
+	else
+		t->other++;
+}
+
+/* Compare every pair, report as we go; 0, 1 (a difference) or 2. */
+static int run(struct pd_ctx *x, const struct pairs *p, const char *pa,
+	       const char *pb)
+{
+	const struct pd_opts *o = x->o;
+	struct pd_totals t = { 0 };
+	char line[512] = "";
+	int rc = 0;
+
+	if (o->json)
+		pd_json_head(stdout, pa, pb, o);
+	for (size_t i = 0; i < p->n && !rc; i++) {
+		struct pd_item it = { .a = p->v[i].a, .b = p->v[i].b };
+		const struct ckpt_node *n = it.a ? it.a : it.b;
+
+		it.path = ckpt_node_path(n);
+		if (!it.path) {
+			rc = diag_nomem(x->da);
+			break;
+		}
+		if (!it.path[0]) {	/* the root itself is a leaf */
+			free(it.path);
+			it.path = strdup(".");
+			if (!it.path) {
+				rc = diag_nomem(x->da);
+				break;
+			}
+		}
+		rc = compare_pair(x, &it);
+		if (!rc) {
+			count(&t, &it);
+			if (o->json) {
+				pd_json_item(stdout, &it, i == 0);
+			} else if (!o->quiet) {
+				progress_clear();
+				pd_text_item(&it, o);
+			}
+		}
+		free(it.path);
+		if (x->tick)
+			x->tick(x);
+		if (o->quiet && t.changed + t.only_a + t.only_b)
+			break;	/* the status is known */
+	}
+	if (rc)
+		diag_line(diag_failed(x->da) ? x->da : x->db, line,
+			  sizeof(line));
+	progress_clear();
+	if (o->json)
+		pd_json_tail(stdout, &t, x->done, rc ? line : NULL);
+	else if (!o->quiet && !rc)
+		pd_text_totals(&t);
+	if (rc) {
+		fflush(stdout);
+		fprintf(stderr, "ptdiff: %s\n", line);
+		return 2;
+	}
+	return t.changed + t.only_a + t.only_b ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "atol", required_argument, NULL, 'a' },
+		{ "rtol", required_argument, NULL, 'r' },
+		{ "nan-differ", no_argument, NULL, 'n' },
+		{ "ignore-layout", no_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static char outbuf[1 << 16];
+	struct pd_opts o = { 0 };
+	struct pairs p = { 0 };
+	struct ckpt *a = NULL, *b = NULL;
+	struct diag da, db;
+	struct pd_ctx x = { .o = &o, .da = &da, .db = &db };
+	int opt, status = 2;
+
+	while ((opt = getopt_long(argc, argv, "qvjhV", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'q': o.quiet = true; break;
+		case 'v': o.verbose = true; break;
+		case 'j': o.json = true; break;
+		case 'n': o.nan_differ = true; break;
+		case 'l': o.ignore_layout = true; break;
+		case 'a':
+		case 'r':
+			if (parse_tol(optarg, opt == 'a' ? &o.atol : &o.rtol))
+				break;
+			fprintf(stderr, "ptdiff: --%s: '%s' is not a number "
+				">= 0\n", opt == 'a' ? "atol" : "rtol", optarg);
+			return 2;
+		case 'h': usage(stdout); return 0;
+		case 'V': puts("ptdiff " PT_VERSION); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (argc - optind != 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (o.quiet)
+		o.json = o.verbose = false;
+	if (!isatty(STDOUT_FILENO))
+		setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
+	if (open_one(argv[optind], &a, &da) ||
+	    open_one(argv[optind + 1], &b, &db))
+		goto out;
+	x.a = a;
+	x.b = b;
+	x.big_a = big_endian(a);
+	x.big_b = big_endian(b);
+	x.buf_a = malloc(PD_CHUNK);
+	x.buf_b = malloc(PD_CHUNK);
+	if (!x.buf_a || !x.buf_b || collect(&p, a->root, b->root)) {
+		fprintf(stderr, "ptdiff: out of memory\n");
+		goto out;
+	}
+	x.total = p.bytes;
+	if (!o.quiet && isatty(STDERR_FILENO)) {
+		t_start = now();
+		x.tick = tick;
+	}
+	status = run(&x, &p, argv[optind], argv[optind + 1]);
+	if (fflush(stdout) || ferror(stdout)) {
+		perror("ptdiff: write");
+		status = 2;
+	}
+out:
+	free(p.v);
+	free(x.buf_a);
+	free(x.buf_b);
+	ckpt_close(a);
+	ckpt_close(b);
+	return status;
+}

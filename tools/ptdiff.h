@@ -1,0 +1,108 @@
+/*
+ * ptdiff.h - what ptdiff.c (options, the walk, the report) and
+ * ptdiff_cmp.c (element comparison of two tensors) share.  Internal to
+ * the ptdiff tool; the rules are in docs/ptdiff.1.
+ */
+#ifndef PT_TOOLS_PTDIFF_H
+#define PT_TOOLS_PTDIFF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ckpt/ckpt.h"
+
+struct diag;
+
+#define PD_CHUNK	(1u << 20)	/* bytes read per tensor per step */
+
+struct pd_opts {
+	double atol, rtol;	/* |a - b| <= atol + rtol * |b| is equal */
+	bool nan_differ;	/* every NaN differs, even from a NaN */
+	bool ignore_layout;	/* stride/offset differences do not count */
+	bool quiet;		/* status only: stop at the first difference */
+	bool verbose;		/* list equal items too */
+	bool json;
+};
+
+/* The outcome of comparing two tensors of one dtype and shape. */
+struct pd_elems {
+	uint64_t numel;
+	uint64_t differ;	/* elements that are not equal */
+	uint64_t nan;		/* of those, the ones where a NaN decided it */
+	uint64_t first;		/* flat index of the first that differs */
+	double max_abs;		/* over the elements without NaN */
+	double max_rel;		/* |a - b| / |b|; inf where b == 0 != a */
+	bool raw;		/* compared byte-wise: no abs/rel figures */
+	bool partial;		/* quiet: stopped at the first difference */
+};
+
+/* Reading state shared by all comparisons of one run. */
+struct pd_ctx {
+	const struct pd_opts *o;
+	struct ckpt *a, *b;
+	bool big_a, big_b;	/* the checkpoints' byte orders */
+	unsigned char *buf_a, *buf_b;	/* PD_CHUNK bytes each */
+	struct diag *da, *db;	/* errors name the file that failed */
+	uint64_t done, total;	/* bytes of A compared, and to compare */
+	void (*tick)(struct pd_ctx *x);	/* after each chunk, or NULL */
+	const char *path;	/* what is being compared (for tick) */
+};
+
+/*
+ * Compare the elements of @ta (in x->a) and @tb (in x->b), which have one
+ * dtype and the same shape, streaming both through x's buffers.  Fills
+ * @out.  Returns 0, or -errno with x->da or x->db set.
+ */
+int pd_compare_elems(struct pd_ctx *x, const struct ckpt_tensor *ta,
+		     const struct ckpt_tensor *tb, struct pd_elems *out);
+
+enum pd_kind { K_TENSOR, K_VALUE, K_DIR, K_LINK };
+enum pd_status { ST_EQUAL, ST_CHANGED, ST_ONLY_A, ST_ONLY_B };
+
+/* An attribute that differs, as text: "device", "cpu", "cuda:0". */
+struct pd_attr {
+	const char *name;
+	char a[96], b[96];
+	bool boolean;		/* a and b are "True"/"False" */
+};
+
+#define PD_MAX_ATTRS 16
+
+/* What differs about one path. */
+struct pd_item {
+	const struct ckpt_node *a, *b;
+	char *path;		/* owned */
+	int status;
+	bool kind, dtype, shape, layout, value, target, values;
+	bool stride_diff, offset_diff;	/* layout, even when ignored */
+	bool compared;		/* el holds an element comparison */
+	struct pd_elems el;
+	struct pd_attr attrs[PD_MAX_ATTRS];
+	int nattrs;
+};
+
+struct pd_totals {
+	uint64_t changed, only_a, only_b, equal, tensors, values, other;
+};
+
+/* ---- ptdiff_out.c: the report ---- */
+
+bool pd_is_dir(const struct ckpt_node *n);
+enum pd_kind pd_kind_of(const struct ckpt_node *n);
+const char *pd_kind_name(enum pd_kind k);
+
+/* One item's lines (nothing for an equal one unless verbose). */
+void pd_text_item(const struct pd_item *it, const struct pd_opts *o);
+/* The last line: "# 3 differences: ...". */
+void pd_text_totals(const struct pd_totals *t);
+
+/* --json: the head, one object per item, and the totals (with @error,
+ * or null) that close it. */
+void pd_json_head(FILE *f, const char *pa, const char *pb,
+		  const struct pd_opts *o);
+void pd_json_item(FILE *f, const struct pd_item *it, bool first);
+void pd_json_tail(FILE *f, const struct pd_totals *t, uint64_t bytes,
+		  const char *error);
+
+#endif
