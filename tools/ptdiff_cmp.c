@@ -18,18 +18,27 @@
 
 #define BLOCK	4096u	/* bytes skipped at once when they match */
 
+/*
+ * The float dtypes that fill real checkpoints get loops of their own,
+ * decoded here (float16/bfloat16 with view's converters): view_get()
+ * looks the dtype up by name for every element, which made two files of
+ * all-different float32s compare at 0.46 GB/s.
+ */
+enum fast { FAST_NONE, FAST_F16, FAST_BF16, FAST_F32, FAST_F64 };
+
 /* One comparison: the dtype's rules and where the figures go. */
 struct cmp {
 	const struct pd_opts *o;
 	const struct ckpt_dtype *dt;
 	enum view_kind kind;
+	enum fast fast;
 	bool big_a, big_b;
 	bool bytes_decide;	/* equal bytes are equal values */
 	bool nan_scan;		/* --nan-differ: equal bytes may be a NaN */
 	struct pd_elems *r;
 };
 
-static void differ(struct cmp *k, uint64_t idx, bool nan)
+static inline void differ(struct cmp *k, uint64_t idx, bool nan)
 {
 	if (!k->r->differ++)
 		k->r->first = idx;
@@ -41,7 +50,7 @@ static void differ(struct cmp *k, uint64_t idx, bool nan)
  * @a != @b, neither NaN: @d = |a - b|, @mb = |b|, @inf when either is
  * infinite (then they differ whatever the tolerance, as in numpy).
  */
-static void unequal(struct cmp *k, uint64_t idx, double d, double mb,
+static inline void unequal(struct cmp *k, uint64_t idx, double d, double mb,
 		    bool inf)
 {
 	double rel;
@@ -59,13 +68,13 @@ static void unequal(struct cmp *k, uint64_t idx, double d, double mb,
 }
 
 /* A NaN decides: equal only if both are NaN and --nan-differ is off. */
-static void nan_pair(struct cmp *k, uint64_t idx, bool na, bool nb)
+static inline void nan_pair(struct cmp *k, uint64_t idx, bool na, bool nb)
 {
 	if (k->o->nan_differ || !na || !nb)
 		differ(k, idx, true);
 }
 
-static void cmp_real(struct cmp *k, uint64_t idx, double a, double b)
+static inline void cmp_real(struct cmp *k, uint64_t idx, double a, double b)
 {
 	if (isnan(a) || isnan(b)) {
 		nan_pair(k, idx, isnan(a), isnan(b));
@@ -135,6 +144,70 @@ static inline bool same_bytes(const unsigned char *a, const unsigned char *b,
 	}
 }
 
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* A float of format @f at @p in the given byte order, widened to double. */
+static ALWAYS_INLINE double get_float(enum fast f, bool big,
+				      const unsigned char *p)
+{
+	uint32_t w;
+	uint64_t q;
+	float x;
+	double d;
+
+	switch (f) {
+	case FAST_F16:
+	case FAST_BF16:
+		w = big ? (uint32_t)p[0] << 8 | p[1] :
+			  (uint32_t)p[1] << 8 | p[0];
+		return f == FAST_F16 ? view_f16_to_f32((uint16_t)w) :
+		       view_bf16_to_f32((uint16_t)w);
+	case FAST_F32:
+		w = big ? (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+			  (uint32_t)p[2] << 8 | p[3] :
+			  (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 |
+			  (uint32_t)p[1] << 8 | p[0];
+		memcpy(&x, &w, 4);
+		return x;
+	default:
+		q = 0;
+		for (int i = 0; i < 8; i++)
+			q |= (uint64_t)p[i] << (8 * (big ? 7 - i : i));
+		memcpy(&d, &q, 8);
+		return d;
+	}
+}
+
+static enum fast fast_of(const struct ckpt_dtype *dt)
+{
+	return !strcmp(dt->name, "float32") ? FAST_F32 :
+	       !strcmp(dt->name, "float64") ? FAST_F64 :
+	       !strcmp(dt->name, "float16") ? FAST_F16 :
+	       !strcmp(dt->name, "bfloat16") ? FAST_BF16 : FAST_NONE;
+}
+
+/*
+ * cmp_elems() for floats of format @f (a constant at each call, so that
+ * each format gets its own loop without a per-element switch).
+ */
+static ALWAYS_INLINE void cmp_floats(struct cmp *k, enum fast f,
+				     const unsigned char *pa,
+				     const unsigned char *pb, size_t n,
+				     uint64_t idx)
+{
+	size_t sz = f == FAST_F32 ? 4 : f == FAST_F64 ? 8 : 2;
+
+	for (size_t i = 0; i < n; i++, pa += sz, pb += sz) {
+		if (k->bytes_decide && same_bytes(pa, pb, sz)) {
+			if (k->nan_scan && isnan(get_float(f, k->big_a, pa)))
+				differ(k, idx + i, true);
+			continue;
+		}
+		cmp_real(k, idx + i, get_float(f, k->big_a, pa),
+			 get_float(f, k->big_b, pb));
+	}
+}
+
 static bool is_nan(enum view_kind kind, const struct view_num *v)
 {
 	return kind == VIEW_FLOAT ? isnan(v->re) :
@@ -148,6 +221,22 @@ static void cmp_elems(struct cmp *k, const unsigned char *pa,
 	size_t sz = k->dt->size;
 	struct view_num va, vb;
 
+	switch (k->fast) {
+	case FAST_F16:
+		cmp_floats(k, FAST_F16, pa, pb, n, idx);
+		return;
+	case FAST_BF16:
+		cmp_floats(k, FAST_BF16, pa, pb, n, idx);
+		return;
+	case FAST_F32:
+		cmp_floats(k, FAST_F32, pa, pb, n, idx);
+		return;
+	case FAST_F64:
+		cmp_floats(k, FAST_F64, pa, pb, n, idx);
+		return;
+	default:
+		break;
+	}
 	for (size_t i = 0; i < n; i++, pa += sz, pb += sz) {
 		bool same = same_bytes(pa, pb, sz);
 
@@ -205,6 +294,7 @@ int pd_compare_elems(struct pd_ctx *x, const struct ckpt_tensor *ta,
 	struct pd_elems r = { .numel = ta->numel };
 	struct cmp k = {
 		.o = x->o, .dt = ta->dtype, .kind = view_kind_of(ta->dtype),
+		.fast = fast_of(ta->dtype),
 		.big_a = x->big_a, .big_b = x->big_b, .r = &r,
 	};
 	uint64_t size = ckpt_tensor_size(ta), sz = ta->dtype->size;

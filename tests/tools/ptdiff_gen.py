@@ -261,8 +261,10 @@ def cases():
     be = OD([("f", perturb(rnd(14, 6), [(1, float("nan")), (3, -0.0)])),
              ("c", torch.complex(rnd(15, 3), rnd(16, 3))),
              ("h", rnd(17, 4, dtype=torch.float16)),
-             ("i", torch.tensor([1, -2, 3]))])
-    units = {"0": 4, "1": 4, "2": 2, "3": 8}
+             ("i", torch.tensor([1, -2, 3])),
+             ("d", rnd(19, 5, dtype=torch.float64)),
+             ("b", rnd(21, 5, dtype=torch.bfloat16))])
+    units = {"0": 4, "1": 4, "2": 2, "3": 8, "4": 8, "5": 2}
     out.append(("bigendian", be, ("big", "bigendian_a", units), [],
                 {"differences": 0}))
     out.append(("bigendian_nan", be, ("big", "bigendian_a", units),
@@ -273,9 +275,12 @@ def cases():
     u = bep["f"].numpy().view(np.uint32)
     u[4] = u[4:5].byteswap()[0]
     bep["h"] = perturb(be["h"], [(0, 1.5)])
+    bep["d"] = perturb(be["d"], [(1, 2.5)])
+    bep["b"] = perturb(be["b"], [(4, -1.5)])
     out.append(("bep_src", bep, bep, [], {"differences": 0}))
     out.append(("bigendian_perturbed", be, ("big", "bep_src_a", units), [],
-                {"f": {"differ": 2}, "h": {"differ": 1}}))
+                {"f": {"differ": 2}, "h": {"differ": 1}, "d": {"differ": 1},
+                 "b": {"differ": 1}}))
     return out
 
 
@@ -331,8 +336,9 @@ def load(path):
 
 def swap_all(o):
     if isinstance(o, torch.Tensor):
-        a = o.numpy()
-        return torch.from_numpy(a.byteswap())
+        if o.dtype == torch.bfloat16:       # numpy has no bfloat16
+            return swap_all(o.view(torch.int16)).view(torch.bfloat16)
+        return torch.from_numpy(o.numpy().byteswap())
     if isinstance(o, dict):
         return type(o)((k, swap_all(v)) for k, v in o.items())
     return o
