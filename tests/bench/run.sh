@@ -10,5 +10,6 @@ for p in fuse-zip archivemount; do
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$p" >/dev/null
 done
 /usr/bin/python3 tests/bench/bench_ptls.py build/ptls "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
+/usr/bin/python3 tests/bench/bench_ptdiff.py build/ptdiff "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 /usr/bin/python3 tests/bench/bench_mount.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 /usr/bin/python3 tests/bench/bench_writeback.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
