@@ -47,6 +47,14 @@ static float bits_f32(uint32_t b)
 	return f;
 }
 
+static uint64_t f64_bits(double f)
+{
+	uint64_t b;
+
+	memcpy(&b, &f, sizeof(b));
+	return b;
+}
+
 /*
  * The tests link no libm: 2^@e for -1074 <= e <= 1023 from its bits,
  * and the float next to @f in magnitude (@f positive or negative).
@@ -377,3 +385,694 @@ Test(view_num, f32_to_f16_matches_compiler)
 	assert_no_leaks();
 }
 #endif
+
+/* ---- the text view: rendering ---- */
+
+Test(view_text, header_like_python_tuples)
+{
+	static const int64_t shape[] = { 2, 3, 0, INT64_MAX };
+	char buf[64];
+
+	cr_assert_eq(view_text_header(dtype("float32"), 2, shape, buf,
+				      sizeof(buf)), 17);
+	cr_assert_str_eq(buf, "# float32 (2, 3)\n");
+	view_text_header(dtype("bfloat16"), 0, shape, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "# bfloat16 ()\n");
+	view_text_header(dtype("int8"), 1, shape + 1, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "# int8 (3,)\n");
+	view_text_header(dtype("complex32"), 4, shape, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "# complex32 (2, 3, 0, 9223372036854775807)\n");
+	/* too small: the length it needs, and a truncated line */
+	cr_assert_eq(view_text_header(dtype("float32"), 2, shape, buf, 8), 17);
+	cr_assert_str_eq(buf, "# float");
+	cr_assert_eq(view_text_header(dtype("float32"), 2, shape, NULL, 0), 17);
+	assert_no_leaks();
+}
+
+/* Render @n elements of @dt / @shape at @data; caller frees. */
+static char *render(const char *name, bool big, int ndim,
+		    const int64_t *shape, const void *data, uint64_t n)
+{
+	char *out = malloc(n * VIEW_TEXT_ELEM_MAX + 1);
+	size_t len;
+
+	cr_assert_not_null(out);
+	len = view_text_format(dtype(name), big, ndim, shape, 0, data, n, out);
+	cr_assert_leq(len, n * VIEW_TEXT_ELEM_MAX);
+	out[len] = 0;
+	return out;
+}
+
+static void assert_render(const char *name, bool big, int ndim,
+			  const int64_t *shape, const void *data, uint64_t n,
+			  const char *want)
+{
+	char *got = render(name, big, ndim, shape, data, n);
+
+	cr_assert_str_eq(got, want, "%s", name);
+	free(got);
+}
+
+Test(view_text, formats_every_kind)
+{
+	static const int64_t s23[] = { 2, 3 }, s5[] = { 5 }, s22[] = { 2, 2 };
+	static const float f[] = { 0.5f, -1, 3.14159274f, NAN, INFINITY,
+				   -INFINITY };
+	static const double g[] = { 0.1, -0.0, 1e300, 5e-324, 123456789 };
+	static const uint16_t h[] = { 0x3c00, 0x0001, 0x7bff, 0xfe00,
+				      0x7e01 };
+	static const uint16_t b[] = { 0x3f80, 0x0001, 0x7f7f, 0xffc0,
+				      0xff81 };
+	static const int8_t i8[] = { -128, 127, 0, -1 };
+	static const uint64_t u64[] = { 0, UINT64_MAX };
+	static const int64_t i64[] = { INT64_MIN, INT64_MAX };
+	static const unsigned char bools[] = { 0, 1, 2, 0 };
+	static const float c64[] = { 1.5f, -2, NAN, INFINITY, 0, -0.0f,
+				     -NAN, -NAN };
+	static const uint16_t c32[] = { 0x3e00, 0xc000, 0x7e00, 0x7c01 };
+	static const unsigned char raw[] = { 0, 255, 0x80, 7 };
+
+	assert_render("float32", false, 2, s23, f, 6,
+		      "0.5 -1 3.14159274\nnan inf -inf\n");
+	assert_render("float64", false, 1, s5, g, 5,
+		      "0.10000000000000001 -0 1.0000000000000001e+300 "
+		      "4.9406564584124654e-324 123456789\n");
+	assert_render("float16", false, 1, s5, h, 5,
+		      "1 5.9605e-08 65504 -nan nan(0x7e01)\n");
+	assert_render("bfloat16", false, 1, s5, b, 5,
+		      "1 9.184e-41 3.39e+38 -nan nan(0xff81)\n");
+	assert_render("int8", false, 2, s22, i8, 4, "-128 127\n0 -1\n");
+	assert_render("uint64", false, 1, s5, u64, 2,
+		      "0 18446744073709551615 ");
+	assert_render("int64", false, 0, s5, i64, 1,
+		      "-9223372036854775808\n");
+	assert_render("bool", false, 2, s22, bools, 4, "0 1\n1 0\n");
+	assert_render("complex64", false, 2, s22, c64, 4,
+		      "1.5-2j nan+infj\n0-0j -nan-nanj\n");
+	assert_render("complex32", false, 1, s5, c32, 2,
+		      "1.5-2j nan+nan(0x7c01)j ");
+	assert_render("float8_e5m2", true, 2, s22, raw, 4, "0 255\n128 7\n");
+	assert_render("quint4x2", false, 1, s5, raw, 4, "0 255 128 7 ");
+	assert_no_leaks();
+}
+
+Test(view_text, formats_big_endian_and_from_any_element)
+{
+	static const int64_t s23[] = { 2, 3 };
+	static const unsigned char be[] = { 0x3f, 0xc0, 0, 0, 0xff, 0xc0,
+					    0, 0, 0x7f, 0xc0, 0, 1 };
+	static const unsigned char bits16[] = { 1, 2 };
+	static const int32_t v[] = { 1, 2, 3, 4, 5, 6 };
+	char out[6 * VIEW_TEXT_ELEM_MAX];
+	size_t len;
+
+	assert_render("float32", true, 2, s23, be, 3,
+		      "1.5 -nan nan(0x7fc00001)\n");
+	assert_render("int16", true, 2, s23, be, 3, "16320 0 -64\n");
+	assert_render("bits16", true, 1, s23, bits16, 1, "513 ");
+	/* a slice starting inside a row ends its rows where they end */
+	len = view_text_format(dtype("int32"), false, 2, s23, 2,
+			       (const unsigned char *)(v + 2), 3, out);
+	cr_assert_eq(len, 6);
+	cr_assert_arr_eq(out, "3\n4 5 ", 6);
+	len = view_text_format(dtype("int32"), false, 2, s23, 0,
+			       (const unsigned char *)v, 0, out);
+	cr_assert_eq(len, 0);
+	assert_no_leaks();
+}
+
+/* ---- the text view: parsing ---- */
+
+/*
+ * Parse @len bytes of @text in chunks of @chunk bytes (0: one chunk)
+ * into @out; the error code.  Checks that each call stays within the
+ * output it was promised and that nout is whole elements.
+ */
+static int parse_chunked(const struct ckpt_dtype *dt, bool big,
+			 const char *text, size_t len, uint64_t numel,
+			 size_t chunk, unsigned char *out, size_t *nout,
+			 struct diag *d)
+{
+	struct view_parser p;
+	size_t off = 0, total = 0;
+	int rc = 0;
+
+	view_parser_init(&p, dt, big, numel);
+	diag_init(d, "t.txt");
+	if (!chunk)
+		chunk = len ? len : 1;
+	do {
+		size_t n = len - off < chunk ? len - off : chunk, got = 99;
+
+		rc = view_parse(&p, text + off, n, off + n == len,
+				out + total, &got, d);
+		cr_assert_leq(got, (n / 2 + 2) * dt->size);
+		cr_assert_eq(got % dt->size, 0);
+		total += got;
+		off += n;
+	} while (!rc && off < len);
+	*nout = total;
+	return rc;
+}
+
+/* Whole (0), and cut everywhere: inside numbers, comments, line ends. */
+static const size_t chunks[] = { 0, 1, 2, 3, 7 };
+
+/* Parse @text as @numel elements of @name; the bytes must be @want,
+ * however the text is cut into chunks. */
+static void assert_parse(const char *name, bool big, const char *text,
+			 uint64_t numel, const void *want)
+{
+	const struct ckpt_dtype *dt = dtype(name);
+	size_t n = numel * dt->size, nout;
+	unsigned char *out = malloc(n + 64);
+	struct diag d;
+	int rc;
+
+	cr_assert_not_null(out);
+	for (size_t i = 0; i < ARRAY_SIZE(chunks); i++) {
+		rc = parse_chunked(dt, big, text, strlen(text), numel,
+				   chunks[i], out, &nout, &d);
+		cr_assert_eq(rc, 0, "%s: %s: %s", name, text, d.msg);
+		cr_assert_eq(nout, n);
+		cr_assert_arr_eq(out, want, n, "%s: %s (chunks of %zu)", name,
+				 text, chunks[i]);
+	}
+	free(out);
+}
+
+/* Parse @text as @name; it must fail with @msg at offset @off, however
+ * the text is cut into chunks. */
+static void assert_parse_err(const char *name, const char *text,
+			     uint64_t numel, const char *msg, uint64_t off)
+{
+	const struct ckpt_dtype *dt = dtype(name);
+	unsigned char *out = malloc(strlen(text) * 8 + 64);
+	size_t nout, len = strlen(text);
+	struct diag d;
+
+	for (size_t i = 0; i < ARRAY_SIZE(chunks); i++) {
+		size_t chunk = chunks[i];
+		int rc = parse_chunked(dt, false, text, len, numel, chunk, out,
+				       &nout, &d);
+
+		cr_assert_eq(rc, -EINVAL, "%s: %s", name, text);
+		cr_assert_eq(d.err, -EINVAL);
+		cr_assert_str_eq(d.msg, msg, "%s: %s (chunks of %zu)", name,
+				 text, chunk);
+		cr_assert_eq(d.off, off, "%s: %s: offset %" PRIu64, name,
+			     text, d.off);
+	}
+	free(out);
+}
+
+Test(view_text, parses_what_people_write)
+{
+	static const float f[] = { 1, -2, 0.5f, 1e-3f, 3, 0.25f };
+	static const uint32_t fn[] = { 0x7fc00000, 0xffc00000, 0x7fc00001,
+				       0x7f800000, 0xff800000, 0x7f800000 };
+	static const uint16_t h[] = { 0x3c00, 0xc000, 0x7e00, 0xfe00 };
+	static const unsigned char bools[] = { 1, 0, 1, 0, 1, 0 };
+	static const int16_t i16[] = { 1, -1, 32767, -32768 };
+	static const float c64[] = { 1.5f, -2, 0, 2, 3, 0, 1, 2, -1, -1e5f };
+	static const uint16_t c32[] = { 0x7e00, 0x7c00, 0xfe00, 0xfe00 };
+	static const uint64_t dn[] = { UINT64_C(0x7ff8000000000000),
+				       UINT64_C(0x7ff0000000000001) };
+
+	assert_parse("float32", false, "1 -2 .5\n1e-3, 3.\t+0.25", 6, f);
+	assert_parse("float32", false, "nan -nan nan(0x7fc00001) inf -inf "
+		     "Infinity", 6, fn);
+	assert_parse("float32", false, "NaN -NAN nan(0X7FC00001) INF -inf "
+		     "+inf", 6, fn);
+	assert_parse("float16", false, "1 -2 nan -nan", 4, h);
+	assert_parse("float64", false, "nan nan(0x7ff0000000000001)", 2, dn);
+	assert_parse("bool", false, "True False 1 0 true false", 6, bools);
+	assert_parse("int16", false, "1 -1 +32767 -32768", 4, i16);
+	assert_parse("complex64", false, "1.5-2j 2j (3+0j) (1+2j) -1-1e5j",
+		     5, c64);
+	assert_parse("complex64", false, "1.5-2J, 2J 3 1+2j -1-1E+05j", 5,
+		     c64);
+	assert_parse("complex32", false, "nan+infj -nan-nanj", 2, c32);
+	/* comments: lines whose first non-blank is '#' */
+	assert_parse("int16", false, "# int16 (4,)\n1 -1\n  # x 9\n"
+		     "\t#\n32767\r\n-32768\n# end", 4, i16);
+	assert_parse("int16", false, "", 0, i16);
+	assert_parse("int16", false, "# int16 (0,)\n", 0, i16);
+	assert_no_leaks();
+}
+
+Test(view_text, ints_at_their_limits)
+{
+	static const struct {
+		const char *name;
+		const char *text;
+		unsigned char le[16];
+	} cases[] = {
+		{ "int8", "-128 127", { 0x80, 0x7f } },
+		{ "qint8", "-128 127", { 0x80, 0x7f } },
+		{ "uint8", "0 255", { 0, 0xff } },
+		{ "quint8", "0 255", { 0, 0xff } },
+		{ "int16", "-32768 32767", { 0, 0x80, 0xff, 0x7f } },
+		{ "uint16", "0 65535", { 0, 0, 0xff, 0xff } },
+		{ "int32", "-2147483648 2147483647",
+		  { 0, 0, 0, 0x80, 0xff, 0xff, 0xff, 0x7f } },
+		{ "qint32", "-2147483648 2147483647",
+		  { 0, 0, 0, 0x80, 0xff, 0xff, 0xff, 0x7f } },
+		{ "uint32", "0 4294967295",
+		  { 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff } },
+		{ "int64", "-9223372036854775808 9223372036854775807",
+		  { 0, 0, 0, 0, 0, 0, 0, 0x80,
+		    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f } },
+		{ "uint64", "0 18446744073709551615",
+		  { 0, 0, 0, 0, 0, 0, 0, 0,
+		    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff } },
+		{ "float8_e4m3fn", "0 255", { 0, 0xff } },
+		{ "int4", "0 255", { 0, 0xff } },
+		{ "bits8", "0 255", { 0, 0xff } },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		const struct ckpt_dtype *dt = dtype(cases[i].name);
+		unsigned char be[16];
+		char *text;
+
+		memcpy(be, cases[i].le, sizeof(be));
+		view_swap(dt, be, 2);
+		assert_parse(cases[i].name, false, cases[i].text, 2,
+			     cases[i].le);
+		assert_parse(cases[i].name, true, cases[i].text, 2, be);
+		/* and back: the renderer prints the same text */
+		text = render(cases[i].name, false, 1, (const int64_t[]){ 2 },
+			      cases[i].le, 2);
+		cr_assert_eq(strlen(text), strlen(cases[i].text) + 1);
+		cr_assert_arr_eq(text, cases[i].text, strlen(cases[i].text));
+		free(text);
+		text = render(cases[i].name, true, 1, (const int64_t[]){ 2 },
+			      be, 2);
+		cr_assert_arr_eq(text, cases[i].text, strlen(cases[i].text));
+		free(text);
+	}
+	/* RAW (bits16) keeps the bytes as stored in either order */
+	assert_parse("bits16", true, "513", 1, "\x01\x02");
+	assert_parse("bits16", false, "65535 0", 2, "\xff\xff\0\0");
+	assert_no_leaks();
+}
+
+Test(view_text, rejects_out_of_range_ints)
+{
+	assert_parse_err("int8", "1 300", 2,
+			 "line 1: '300' is out of range for int8", 2);
+	assert_parse_err("int8", "-129", 1,
+			 "line 1: '-129' is out of range for int8", 0);
+	assert_parse_err("uint8", "\n\n 256", 1,
+			 "line 3: '256' is out of range for uint8", 3);
+	assert_parse_err("uint8", "-1", 1,
+			 "line 1: '-1' is out of range for uint8", 0);
+	assert_parse_err("uint64", "-1", 1,
+			 "line 1: '-1' is out of range for uint64", 0);
+	assert_parse_err("uint64", "18446744073709551616", 1,
+			 "line 1: '18446744073709551616' is out of range "
+			 "for uint64", 0);
+	assert_parse_err("int64", "9223372036854775808", 1,
+			 "line 1: '9223372036854775808' is out of range "
+			 "for int64", 0);
+	assert_parse_err("int64", "-99999999999999999999999999", 1,
+			 "line 1: '-99999999999999999999999999' is out of "
+			 "range for int64", 0);
+	assert_parse_err("int16", "32768", 1,
+			 "line 1: '32768' is out of range for int16", 0);
+	assert_parse_err("uint32", "4294967296", 1,
+			 "line 1: '4294967296' is out of range for uint32", 0);
+	assert_parse_err("qint8", "128", 1,
+			 "line 1: '128' is out of range for qint8", 0);
+	assert_parse_err("float8_e5m2", "256", 1,
+			 "line 1: '256' is out of range for float8_e5m2", 0);
+	assert_parse_err("float16", "65520", 1,
+			 "line 1: '65520' is out of range for float16", 0);
+	assert_parse_err("float32", "1e39", 1,
+			 "line 1: '1e39' is out of range for float32", 0);
+	assert_parse_err("float64", "-1e309", 1,
+			 "line 1: '-1e309' is out of range for float64", 0);
+	assert_parse_err("bfloat16", "3.4e38", 1,
+			 "line 1: '3.4e38' is out of range for bfloat16", 0);
+	assert_parse_err("complex64", "1+1e39j", 1,
+			 "line 1: '1+1e39j' is out of range for complex64", 0);
+	assert_no_leaks();
+}
+
+Test(view_text, rejects_garbage_with_line_and_offset)
+{
+	assert_parse_err("float32", "# float32 (3,)\n1 2\nx1 3", 3,
+			 "line 3: 'x1' is not a float32", 19);
+	assert_parse_err("int8", "1.5", 1, "line 1: '1.5' is not an int8", 0);
+	assert_parse_err("int32", "0x10", 1,
+			 "line 1: '0x10' is not an int32", 0);
+	assert_parse_err("uint8", "1e3", 1, "line 1: '1e3' is not a uint8", 0);
+	assert_parse_err("uint8", "+", 1, "line 1: '+' is not a uint8", 0);
+	assert_parse_err("bool", "2", 1, "line 1: '2' is not a bool", 0);
+	assert_parse_err("bool", "yes", 1, "line 1: 'yes' is not a bool", 0);
+	assert_parse_err("float32", "1 2 # 3", 3,
+			 "line 1: '#' is not a float32", 4);
+	assert_parse_err("float32", "0x1p3", 1,
+			 "line 1: '0x1p3' is not a float32", 0);
+	assert_parse_err("float32", "1e", 1, "line 1: '1e' is not a float32",
+			 0);
+	assert_parse_err("float32", ".", 1, "line 1: '.' is not a float32", 0);
+	assert_parse_err("float32", "nan(0x7f800000)", 1,
+			 "line 1: 'nan(0x7f800000)' is not a float32", 0);
+	assert_parse_err("float32", "nan(0x17fc00001)", 1,
+			 "line 1: 'nan(0x17fc00001)' is not a float32", 0);
+	assert_parse_err("float32", "-nan(0x7fc00001)", 1,
+			 "line 1: '-nan(0x7fc00001)' is not a float32", 0);
+	assert_parse_err("float32", "nan(0x)", 1,
+			 "line 1: 'nan(0x)' is not a float32", 0);
+	assert_parse_err("float32", "nanx", 1,
+			 "line 1: 'nanx' is not a float32", 0);
+	assert_parse_err("float16", "nan(0x7fc00001)", 1,
+			 "line 1: 'nan(0x7fc00001)' is not a float16", 0);
+	assert_parse_err("complex64", "1+2", 1,
+			 "line 1: '1+2' is not a complex64", 0);
+	assert_parse_err("complex64", "1+xj", 1,
+			 "line 1: '1+xj' is not a complex64", 0);
+	assert_parse_err("complex64", "j", 1,
+			 "line 1: 'j' is not a complex64", 0);
+	assert_parse_err("complex64", "1e39+xj", 1,
+			 "line 1: '1e39+xj' is not a complex64", 0);
+	assert_parse_err("float32", "\x01\xff\\", 1,
+			 "line 1: '\\x01\\xff\\x5c' is not a float32", 0);
+	assert_parse_err("float64", "1 "
+			 "3.14159265358979323846264338327950288419716939937510"
+			 "58209749445923", 2,
+			 "line 1: '3.141592653589793238462643383279...' is too "
+			 "long for a float64", 2);
+	assert_no_leaks();
+}
+
+Test(view_text, counts_values)
+{
+	assert_parse_err("float32", "# float32 (15,)\n1 2 3 4 5 6 7 8 9 10 11 "
+			 "12\n", 15, "12 values, the tensor has 15", 43);
+	assert_parse_err("float32", "1 2 3", 2,
+			 "line 1: too many values, the tensor has 2", 4);
+	/* too many is found before the garbage after it */
+	assert_parse_err("int8", "1\n2 x", 1,
+			 "line 2: too many values, the tensor has 1", 2);
+	assert_parse_err("int8", "#1\n", 1, "0 values, the tensor has 1", 3);
+	assert_no_leaks();
+}
+
+/*
+ * Render @n elements at @data as rows of 8 and parse them back in chunks
+ * of @chunk bytes (0: whole): the bytes must come back the same.
+ */
+static void assert_roundtrip(const char *name, bool big, const void *data,
+			     uint64_t n, size_t chunk)
+{
+	const struct ckpt_dtype *dt = dtype(name);
+	int64_t shape[2] = { (int64_t)(n / 8), 8 };
+	char *text = malloc(n * VIEW_TEXT_ELEM_MAX + 1);
+	unsigned char *back = malloc(n * dt->size + 64);
+	size_t len, nout;
+	struct diag d;
+	int rc;
+
+	cr_assert(text && back);
+	cr_assert_eq(n % 8, 0);
+	len = view_text_format(dt, big, 2, shape, 0, data, n, text);
+	rc = parse_chunked(dt, big, text, len, n, chunk, back, &nout, &d);
+	cr_assert_eq(rc, 0, "%s: %s", name, d.msg);
+	cr_assert_eq(nout, n * dt->size);
+	if (memcmp(back, data, nout)) {
+		for (uint64_t i = 0; i < n; i++) {
+			const unsigned char *a = (const unsigned char *)data +
+						 i * dt->size;
+			char one[VIEW_TEXT_ELEM_MAX + 1] = "";
+
+			if (!memcmp(a, back + i * dt->size, dt->size))
+				continue;
+			view_text_format(dt, big, 0, shape, 0, a, 1, one);
+			cr_assert_fail("%s: element %" PRIu64 " (%s) came back "
+				       "different", name, i, one);
+		}
+	}
+	free(text);
+	free(back);
+}
+
+Test(view_text, every_float16_and_bfloat16_roundtrips)
+{
+	uint16_t *h = malloc(0x10000 * 2);
+
+	cr_assert_not_null(h);
+	for (uint32_t i = 0; i < 0x10000; i++)
+		h[i] = (uint16_t)i;
+	assert_roundtrip("float16", false, h, 0x10000, 0);
+	assert_roundtrip("float16", true, h, 0x10000, 7);
+	assert_roundtrip("bfloat16", false, h, 0x10000, 0);
+	assert_roundtrip("bfloat16", true, h, 0x10000, 3);
+	/* complex32: every pattern as a real part, then as an imaginary one */
+	assert_roundtrip("complex32", false, h, 0x8000, 0);
+	assert_roundtrip("complex32", true, h + 1, 0x7ff8, 0);
+	free(h);
+	assert_no_leaks();
+}
+
+/*
+ * The precisions in view.h are the smallest that work: one digit fewer
+ * loses some float16 / bfloat16 values.  The counts of positive finite
+ * values lost agree with numpy 1.24 (np.float16(float("%.4g" % v)), and
+ * for bfloat16 the nearest value by exact fractions), which also finds
+ * that "%.5g" and "%.4g" lose none.
+ */
+Test(view_text, float16_needs_5_digits_and_bfloat16_4)
+{
+	static const struct {
+		const char *name;
+		int prec;
+		uint32_t end;	/* the first inf: positive finite below */
+		int lost;	/* as numpy counts them (see below) */
+	} cases[] = { { "float16", 4, 0x7c00, 1074 },
+		      { "bfloat16", 3, 0x7f80, 2454 } };
+
+	for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
+		const struct ckpt_dtype *dt = dtype(cases[c].name);
+		bool bf = dt->name[0] == 'b';
+		int lost = 0;
+
+		for (uint32_t i = 0; i < cases[c].end; i++) {
+			float f = bf ? view_bf16_to_f32((uint16_t)i)
+				     : view_f16_to_f32((uint16_t)i);
+			char text[40];
+			unsigned char back[2 * 4];
+			size_t nout;
+			struct diag d;
+
+			snprintf(text, sizeof(text), "%.*g", cases[c].prec, f);
+			cr_assert_eq(parse_chunked(dt, false, text,
+						   strlen(text), 1, 0, back,
+						   &nout, &d), 0);
+			lost += back[0] != (i & 0xff) || back[1] != (i >> 8);
+		}
+		cr_assert_eq(lost, cases[c].lost, "%s", cases[c].name);
+	}
+	assert_no_leaks();
+}
+
+Test(view_text, float32_specials_and_random_patterns_roundtrip)
+{
+	static const uint32_t special[] = {
+		0, 0x80000000, 1, 0x80000001, 0x007fffff, 0x00800000,
+		0x7f7fffff, 0xff7fffff, 0x7f800000, 0xff800000, 0x7fc00000,
+		0xffc00000, 0x7fc00001, 0x7f800001, 0xffbfffff, 0x7fffffff,
+		0x3f800000, 0x3f800001, 0x3effffff, 0x4b000001, 0x33800000,
+	};
+	uint32_t *v = malloc(65536 * 4);
+	uint64_t s = 1;
+
+	cr_assert_not_null(v);
+	memcpy(v, special, sizeof(special));
+	for (size_t i = ARRAY_SIZE(special); i < 64; i++)
+		v[i] = special[i % ARRAY_SIZE(special)] ^ 0x80000000;
+	assert_roundtrip("float32", false, v, 64, 1);
+	assert_roundtrip("float32", true, v, 64, 2);
+	for (int batch = 0; batch < 32; batch++) {
+		for (size_t i = 0; i < 65536; i++)
+			v[i] = (uint32_t)rnd(&s);
+		assert_roundtrip("float32", batch & 1, v, 65536, 0);
+	}
+	free(v);
+	assert_no_leaks();
+}
+
+Test(view_text, float64_and_complex_random_patterns_roundtrip)
+{
+	uint64_t *v = malloc(65536 * 8), s = 7;
+	static const double special[] = { 0.0, -0.0, DBL_MIN, DBL_MAX,
+					  -DBL_MAX, DBL_TRUE_MIN, INFINITY,
+					  -INFINITY, NAN, -NAN, 0.1, 1.0 / 3 };
+
+	cr_assert_not_null(v);
+	for (size_t i = 0; i < 16; i++)
+		v[i] = f64_bits(special[i % ARRAY_SIZE(special)]);
+	assert_roundtrip("float64", false, v, 16, 3);
+	assert_roundtrip("complex128", true, v, 8, 2);
+	for (int batch = 0; batch < 8; batch++) {
+		for (size_t i = 0; i < 65536; i++)
+			v[i] = rnd(&s);
+		assert_roundtrip("float64", batch & 1, v, 65536, 0);
+		assert_roundtrip("complex128", !(batch & 1), v, 32768, 0);
+		assert_roundtrip("complex64", batch & 1, v, 65536, 0);
+	}
+	free(v);
+	assert_no_leaks();
+}
+
+Test(view_text, bool_and_raw_roundtrip)
+{
+	unsigned char b[256];
+
+	for (int i = 0; i < 256; i++)
+		b[i] = (unsigned char)(i & 1);
+	assert_roundtrip("bool", false, b, 256, 1);
+	for (int i = 0; i < 256; i++)
+		b[i] = (unsigned char)i;
+	assert_roundtrip("float8_e4m3fn", true, b, 256, 2);
+	assert_roundtrip("bits16", true, b, 128, 3);
+	assert_roundtrip("uint4", false, b, 256, 7);
+	assert_roundtrip("int8", true, b, 256, 0);
+	assert_roundtrip("uint8", false, b, 256, 0);
+	assert_roundtrip("int16", true, b, 128, 1);
+	assert_roundtrip("uint32", true, b, 64, 2);
+	assert_roundtrip("int64", false, b, 32, 3);
+	assert_roundtrip("uint64", true, b, 32, 7);
+	assert_no_leaks();
+}
+
+/* Parse one number of a 2-byte float type; its bits. */
+static uint16_t parse16(const char *name, const char *text)
+{
+	unsigned char out[16];
+	size_t nout;
+	struct diag d;
+
+	cr_assert_eq(parse_chunked(dtype(name), false, text, strlen(text), 1,
+				   0, out, &nout, &d), 0, "%s", text);
+	return (uint16_t)(out[0] | out[1] << 8);
+}
+
+Test(view_text, narrow_floats_round_once_from_the_decimal)
+{
+	char text[64];
+
+	/* 1 + 2^-11 is halfway between 0x3c00 and 0x3c01 */
+	cr_assert_eq(parse16("float16", "1.00048828125"), 0x3c00);
+	cr_assert_eq(parse16("float16", "1.00048828125000000000000001"),
+		     0x3c01);
+	cr_assert_eq(parse16("float16", "1.00048828124999999999999999"),
+		     0x3c00);
+	cr_assert_eq(parse16("float16", "-1.00048828125000000000000001"),
+		     0xbc01);
+	cr_assert_eq(parse16("float16", "1.00146484375"), 0x3c02);
+	cr_assert_eq(parse16("float16", "100048828125000000000000001e-26"),
+		     0x3c01);
+	/* going through float would land on the halfway point: 2^-30 lost */
+	snprintf(text, sizeof(text), "%.30g", 1 + pow2(-11) + pow2(-30));
+	cr_assert_eq(parse16("float16", text), 0x3c01);
+	snprintf(text, sizeof(text), "%.30g", 1 + pow2(-8) + pow2(-30));
+	cr_assert_eq(parse16("bfloat16", text), 0x3f81);
+	cr_assert_eq(parse16("bfloat16", "1.00390625"), 0x3f80);
+	cr_assert_eq(parse16("bfloat16", "1.01171875"), 0x3f82);
+	/* the overflow threshold, 65520, and just below it */
+	cr_assert_eq(parse16("float16", "65519.99"), 0x7bff);
+	cr_assert_eq(parse16("float16", "65519.9999999999999999999"), 0x7bff);
+	cr_assert_eq(parse16("float16", "-65504"), 0xfbff);
+	/* subnormals and underflow: half of 2^-24 ties to 0 */
+	cr_assert_eq(parse16("float16", "5.9604644775390625e-8"), 0x0001);
+	cr_assert_eq(parse16("float16", "2.98023223876953125e-8"), 0x0000);
+	cr_assert_eq(parse16("float16", "2.98023223876953125000001e-8"),
+		     0x0001);
+	cr_assert_eq(parse16("float16", "-1e-30"), 0x8000);
+	cr_assert_eq(parse16("float16", "8.940696716308594e-8"), 0x0002);
+	/*
+	 * bfloat16: half the smallest subnormal is 2^-134, 94 digits long.
+	 * Cut to 48 digits it is below; with the last digit raised, above;
+	 * both read as exactly 2^-134 in double.
+	 */
+	{
+		char exact[160], *e;
+
+		snprintf(exact, sizeof(exact), "%.100e", pow2(-134));
+		e = strchr(exact, 'e');
+		snprintf(text, sizeof(text), "%.50s%s", exact, e);
+		cr_assert_eq(parse16("bfloat16", text), 0x0000, "%s", text);
+		cr_assert_neq(text[49], '9');
+		text[49]++;
+		cr_assert_eq(parse16("bfloat16", text), 0x0001, "%s", text);
+	}
+	cr_assert_eq(parse16("bfloat16", "1e-50"), 0x0000);
+	cr_assert_eq(parse16("bfloat16", "3.3895e38"), 0x7f7f);
+	/* the smallest normal from a subnormal rounding up */
+	cr_assert_eq(parse16("float16", "6.1035e-5"), 0x0400);
+	assert_no_leaks();
+}
+
+#ifdef __FLT16_MANT_DIG__
+/* Random decimals near float16's range against gcc's double -> _Float16,
+ * which rounds once (a random double is never exactly halfway). */
+Test(view_text, float16_parse_matches_compiler)
+{
+	const struct ckpt_dtype *dt = dtype("float16");
+	uint64_t s = 11;
+
+	for (int i = 0; i < 200000; i++) {
+		uint64_t r = rnd(&s);
+		uint64_t b = (r & UINT64_C(0x800fffffffffffff)) |
+			     (uint64_t)(1023 - 27 + (r >> 52) % 45) << 52;
+		double x;
+		char text[40];
+		_Float16 c;
+		uint16_t cb;
+		unsigned char out[16];
+		size_t nout;
+		struct diag d;
+		int rc;
+
+		memcpy(&x, &b, sizeof(x));
+		snprintf(text, sizeof(text), "%.17g", x);
+		x = strtod(text, NULL);
+		c = (_Float16)x;
+		memcpy(&cb, &c, 2);
+		rc = parse_chunked(dt, false, text, strlen(text), 1, 0, out,
+				   &nout, &d);
+		if ((cb & 0x7fff) == 0x7c00) {
+			cr_assert_eq(rc, -EINVAL, "%s", text);
+			continue;
+		}
+		cr_assert_eq(rc, 0, "%s: %s", text, d.msg);
+		cr_assert_eq(out[0] | out[1] << 8, cb, "%s", text);
+	}
+	assert_no_leaks();
+}
+#endif
+
+/* Text with every kind of cut: the same numbers whatever the chunks. */
+Test(view_text, chunks_of_any_size_give_the_same_result)
+{
+	static const char text[] =
+		"# complex64 (2, 3)\r\n"
+		"1.5-2j, nan+infj\t(3+4j)\n"
+		"   # a comment cut anywhere, 1 2 3 #\n"
+		"\n"
+		"-1.25e-3+6.0000001e10j    nan(0x7fc00001)+nan(0xffc00002)j"
+		"\n# trailing comment without newline 5";
+	float want[10] = { 1.5f, -2, NAN, INFINITY, 3, 4, -1.25e-3f,
+			   6.0000001e10f };
+	static const uint32_t nb[2] = { 0x7fc00001, 0xffc00002 };
+
+	memcpy(&want[8], nb, 8);
+	/* 5 values: the sixth comes from a line that is a comment */
+	assert_parse_err("complex64", text, 6, "5 values, the tensor has 6",
+			 sizeof(text) - 1);
+	assert_parse("complex64", false, text, 5, want);
+	assert_no_leaks();
+}
