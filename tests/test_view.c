@@ -1076,3 +1076,595 @@ Test(view_text, chunks_of_any_size_give_the_same_result)
 	assert_parse("complex64", false, text, 5, want);
 	assert_no_leaks();
 }
+
+/* ---- the .npy header ---- */
+
+/*
+ * What numpy 1.24.2 (Debian 12's python3-numpy) writes, made with
+ *
+ *   b = io.BytesIO(); np.save(b, np.zeros((2, 3), '<f4'))  # and so on
+ *
+ * keeping the bytes before the data, or, for shapes numpy cannot
+ * allocate (or its 32-dimension limit), with the function np.save calls:
+ * numpy.lib.format._write_array_header(b, {'descr': '<i8',
+ * 'fortran_order': False, 'shape': (2**63 - 1, 0)}, (1, 0)).  The last
+ * case is the one where the dict and its "\n" end on a 64-byte boundary,
+ * so numpy pads 64 more spaces rather than none.
+ */
+#define E18	1000000000000000000
+#define ONES64	{ 1 }
+static const struct {
+	const char *name;
+	bool big;
+	int ndim;
+	int64_t shape[CKPT_MAX_DIMS];
+	const char *bytes;
+	size_t len;
+} numpy_headers[] = {
+	{ "float32", false, 2, { 2, 3 },
+	  "\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': "
+	  "False, 'shape': (2, 3), }                   "
+	  "                                       \x0a", 128 },
+	{ "float64", false, 0, { 0 },
+	  "\x93NUMPY\x01\x00v\x00{'descr': '<f8', 'fortran_order': "
+	  "False, 'shape': (), }                       "
+	  "                                       \x0a", 128 },
+	{ "int8", false, 1, { 5 },
+	  "\x93NUMPY\x01\x00v\x00{'descr': '|i1', 'fortran_order': "
+	  "False, 'shape': (5,), }                     "
+	  "                                       \x0a", 128 },
+	{ "bool", true, 1, { 0 },
+	  "\x93NUMPY\x01\x00v\x00{'descr': '|b1', 'fortran_order': "
+	  "False, 'shape': (0,), }                     "
+	  "                                       \x0a", 128 },
+	{ "float32", true, 2, { 2, 3 },
+	  "\x93NUMPY\x01\x00v\x00{'descr': '>f4', 'fortran_order': "
+	  "False, 'shape': (2, 3), }                   "
+	  "                                       \x0a", 128 },
+	{ "complex32", false, 1, { 4 },
+	  "\x93NUMPY\x01\x00v\x00{'descr': [('re', '<f2'), ('im', '"
+	  "<f2')], 'fortran_order': False, 'shape': (4,"
+	  "), }                                   \x0a", 128 },
+	{ "complex32", true, 2, { 1, 1 },
+	  "\x93NUMPY\x01\x00v\x00{'descr': [('re', '>f2'), ('im', '"
+	  ">f2')], 'fortran_order': False, 'shape': (1,"
+	  " 1), }                                 \x0a", 128 },
+	{ "bfloat16", false, 1, { 3 },
+	  "\x93NUMPY\x01\x00v\x00{'descr': '<u2', 'fortran_order': "
+	  "False, 'shape': (3,), }                     "
+	  "                                       \x0a", 128 },
+	{ "complex128", true, 3, { 1, 2, 3 },
+	  "\x93NUMPY\x01\x00v\x00{'descr': '>c16', 'fortran_order':"
+	  " False, 'shape': (1, 2, 3), }               "
+	  "                                       \x0a", 128 },
+	{ "int64", false, 2, { 9223372036854775807, 0 },
+	  "\x93NUMPY\x01\x00v\x00{'descr': '<i8', 'fortran_order': "
+	  "False, 'shape': (9223372036854775807, 0), } "
+	  "                                       \x0a", 128 },
+	{ "uint8", false, 64, ONES64,
+	  "\x93NUMPY\x01\x00" "6\x01{'descr': '|u1', 'fortran_order': "
+	  "False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 1, "
+	  "1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,"
+	  " 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1"
+	  ", 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, "
+	  "1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1), }         "
+	  "                                            "
+	  "           \x0a", 320 },
+	{ "float32", false, 6, { 0, E18, E18, E18, E18, E18 },
+	  "\x93NUMPY\x01\x00\xf6\x00{'descr': '<f4', 'fortran_order': "
+	  "False, 'shape': (0, 1000000000000000000, 100"
+	  "0000000000000000, 1000000000000000000, 10000"
+	  "00000000000000, 1000000000000000000), }     "
+	  "                                            "
+	  "                                   \x0a", 256 },
+};
+
+/* @len bytes copied to a buffer of exactly that size (ASan sees any read
+ * past it), then parsed. */
+static int npy_parse(const void *bytes, size_t len, struct view_npy *v,
+		     struct diag *d)
+{
+	unsigned char *b = malloc(len ? len : 1);
+	int rc;
+
+	cr_assert_not_null(b);
+	memcpy(b, bytes, len);
+	diag_init(d, "t.npy");
+	rc = view_npy_parse(b, len, v, d);
+	free(b);
+	cr_assert(rc == 0 || rc == -EINVAL, "rc %d", rc);
+	cr_assert_eq(rc == 0, !diag_failed(d));
+	if (!rc) {
+		cr_assert_leq(v->header_len, len);
+		cr_assert_not_null(v->dtype);
+		cr_assert_leq(v->ndim, CKPT_MAX_DIMS);
+		cr_assert_leq(v->nbytes, (uint64_t)INT64_MAX);
+		cr_assert_eq(v->nbytes, v->numel * v->dtype->size);
+	}
+	return rc;
+}
+
+static void fill_shape(int64_t *shape, int ndim)
+{
+	if (ndim == CKPT_MAX_DIMS)
+		for (int i = 0; i < ndim; i++)
+			shape[i] = 1;
+}
+
+Test(view_npy, descr_for_every_dtype)
+{
+	static const struct {
+		const char *name, *le, *be;
+	} cases[] = {
+		{ "float32", "'<f4'", "'>f4'" },
+		{ "float64", "'<f8'", "'>f8'" },
+		{ "float16", "'<f2'", "'>f2'" },
+		{ "bfloat16", "'<u2'", "'>u2'" },
+		{ "int8", "'|i1'", "'|i1'" },
+		{ "uint8", "'|u1'", "'|u1'" },
+		{ "int64", "'<i8'", "'>i8'" },
+		{ "uint64", "'<u8'", "'>u8'" },
+		{ "bool", "'|b1'", "'|b1'" },
+		{ "complex64", "'<c8'", "'>c8'" },
+		{ "complex128", "'<c16'", "'>c16'" },
+		{ "complex32", "[('re', '<f2'), ('im', '<f2')]",
+		  "[('re', '>f2'), ('im', '>f2')]" },
+		{ "qint8", "'|i1'", "'|i1'" },
+		{ "qint32", "'<i4'", "'>i4'" },
+		{ "quint8", "'|u1'", "'|u1'" },
+		{ "quint4x2", "'|u1'", "'|u1'" },
+		{ "float8_e4m3fn", "'|u1'", "'|u1'" },
+		{ "float4_e2m1fn_x2", "'|u1'", "'|u1'" },
+		{ "bits16", "'<u2'", "'>u2'" },
+		{ "bits8", "'|u1'", "'|u1'" },
+		{ "int4", "'|u1'", "'|u1'" },
+		{ "uint3", "'|u1'", "'|u1'" },
+	};
+	char buf[64];
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		const struct ckpt_dtype *dt = dtype(cases[i].name);
+
+		cr_assert_str_eq(view_npy_descr(dt, false, buf, sizeof(buf)),
+				 cases[i].le);
+		cr_assert_str_eq(view_npy_descr(dt, true, buf, sizeof(buf)),
+				 cases[i].be);
+	}
+	assert_no_leaks();
+}
+
+Test(view_npy, header_bytes_match_numpy)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(numpy_headers); i++) {
+		unsigned char buf[VIEW_NPY_HEADER_MAX];
+		int64_t shape[CKPT_MAX_DIMS];
+		size_t len;
+
+		memcpy(shape, numpy_headers[i].shape, sizeof(shape));
+		fill_shape(shape, numpy_headers[i].ndim);
+		len = view_npy_header(dtype(numpy_headers[i].name),
+				      numpy_headers[i].big,
+				      numpy_headers[i].ndim, shape, buf);
+		cr_assert_eq(len, numpy_headers[i].len, "case %zu", i);
+		cr_assert_eq(len % 64, 0);
+		cr_assert_arr_eq(buf, numpy_headers[i].bytes, len,
+				 "case %zu: %.*s", i, (int)len, buf);
+	}
+	assert_no_leaks();
+}
+
+Test(view_npy, parses_numpy_headers)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(numpy_headers); i++) {
+		const struct ckpt_dtype *dt = dtype(numpy_headers[i].name);
+		int64_t shape[CKPT_MAX_DIMS];
+		struct view_npy v;
+		struct diag d;
+		char descr[64];
+		uint64_t numel = 1;
+
+		memcpy(shape, numpy_headers[i].shape, sizeof(shape));
+		fill_shape(shape, numpy_headers[i].ndim);
+		cr_assert_eq(npy_parse(numpy_headers[i].bytes,
+				       numpy_headers[i].len, &v, &d), 0,
+			     "case %zu: %s", i, d.msg);
+		cr_assert_eq(v.header_len, numpy_headers[i].len);
+		/* bfloat16 comes back as what numpy sees: uint16 */
+		cr_assert_str_eq(v.dtype->name, strcmp(dt->name, "bfloat16")
+				 ? dt->name : "uint16");
+		cr_assert_eq(v.big, numpy_headers[i].big && dt->size > 1);
+		cr_assert_str_eq(v.descr, view_npy_descr(dt, v.big, descr,
+							 sizeof(descr)));
+		cr_assert_not(v.fortran_order);
+		cr_assert_eq(v.ndim, numpy_headers[i].ndim);
+		for (int k = 0; k < v.ndim; k++) {
+			cr_assert_eq(v.shape[k], shape[k]);
+			numel *= (uint64_t)shape[k];
+		}
+		cr_assert_eq(v.numel, numel);
+		cr_assert_eq(v.nbytes, numel * dt->size);
+	}
+	assert_no_leaks();
+}
+
+/* Every dtype's header reads back as the dtype numpy sees. */
+Test(view_npy, every_dtype_reads_back)
+{
+	static const struct {
+		const char *name, *as;
+	} cases[] = {
+		{ "float64", "float64" }, { "float32", "float32" },
+		{ "float16", "float16" }, { "bfloat16", "uint16" },
+		{ "int64", "int64" }, { "int32", "int32" },
+		{ "int16", "int16" }, { "int8", "int8" },
+		{ "uint8", "uint8" }, { "bool", "bool" },
+		{ "complex128", "complex128" }, { "complex64", "complex64" },
+		{ "complex32", "complex32" }, { "qint8", "int8" },
+		{ "qint32", "int32" }, { "quint8", "uint8" },
+		{ "quint4x2", "uint8" }, { "uint16", "uint16" },
+		{ "uint32", "uint32" }, { "uint64", "uint64" },
+		{ "float8_e5m2", "uint8" }, { "float4_e2m1fn_x2", "uint8" },
+		{ "bits16", "uint16" }, { "bits1x8", "uint8" },
+		{ "int1", "uint8" }, { "uint7", "uint8" },
+	};
+	static const int ndims[] = { 0, 1, 2, 7, 63, CKPT_MAX_DIMS };
+	int64_t shape[CKPT_MAX_DIMS];
+	unsigned char buf[VIEW_NPY_HEADER_MAX];
+
+	for (int i = 0; i < CKPT_MAX_DIMS; i++)
+		shape[i] = i % 3 + 1;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+		for (int big = 0; big < 2; big++)
+			for (size_t k = 0; k < ARRAY_SIZE(ndims); k++) {
+				const struct ckpt_dtype *dt =
+					dtype(cases[i].name);
+				int ndim = ndims[k];
+				size_t len = view_npy_header(dt, big, ndim,
+							     shape, buf);
+				struct view_npy v;
+				struct diag d;
+
+				cr_assert_eq(len % 64, 0);
+				cr_assert_eq(npy_parse(buf, len, &v, &d), 0,
+					     "%s: %s", cases[i].name, d.msg);
+				cr_assert_str_eq(v.dtype->name, cases[i].as);
+				cr_assert_eq(v.big, big && dt->size > 1);
+				cr_assert_eq(v.ndim, ndim);
+				cr_assert_arr_eq(v.shape, shape,
+						 ndim * sizeof(int64_t));
+				cr_assert_eq(v.header_len, len);
+			}
+	/* the longest header there is fits, and is refused for its size */
+	for (int i = 0; i < CKPT_MAX_DIMS; i++)
+		shape[i] = INT64_MAX;
+	{
+		size_t len = view_npy_header(dtype("complex32"), true,
+					     CKPT_MAX_DIMS, shape, buf);
+		struct view_npy v;
+		struct diag d;
+
+		cr_assert_leq(len, VIEW_NPY_HEADER_MAX);
+		cr_assert_eq(npy_parse(buf, len, &v, &d), -EINVAL);
+		cr_assert_str_eq(d.msg, ".npy shape has too many elements");
+	}
+	assert_no_leaks();
+}
+
+/* A .npy prefix of version @major.0 around the dict text @dict. */
+static size_t mk_npy(unsigned char *buf, int major, const char *dict)
+{
+	size_t n = strlen(dict), pre = major == 1 ? 10 : 12;
+
+	memcpy(buf, "\x93NUMPY", 6);
+	buf[6] = (unsigned char)major;
+	buf[7] = 0;
+	if (major == 1)
+		put_le16(buf + 8, (uint16_t)n);
+	else
+		put_le32(buf + 8, (uint32_t)n);
+	memcpy(buf + pre, dict, n);
+	return pre + n;
+}
+
+static struct view_npy npy_ok(int major, const char *dict)
+{
+	unsigned char buf[8192];
+	size_t len = mk_npy(buf, major, dict);
+	struct view_npy v;
+	struct diag d;
+
+	cr_assert_eq(npy_parse(buf, len, &v, &d), 0, "%s: %s", dict, d.msg);
+	return v;
+}
+
+/*
+ * @dict must fail with @msg at the last place where @at occurs in it
+ * ("" for its end), as an offset in the .npy (10 + the index).
+ */
+static void npy_bad(const char *dict, const char *msg, const char *at)
+{
+	unsigned char buf[8192];
+	size_t len = mk_npy(buf, 1, dict);
+	uint64_t off = len;
+	struct view_npy v;
+	struct diag d;
+
+	for (const char *p = dict; *at && (p = strstr(p, at)); p++)
+		off = 10 + (uint64_t)(p - dict);
+	cr_assert(!*at || off < len, "%s not in %s", at, dict);
+
+	cr_assert_eq(npy_parse(buf, len, &v, &d), -EINVAL, "%s", dict);
+	cr_assert_str_eq(d.msg, msg, "%s", dict);
+	cr_assert_eq(d.off, off, "%s: offset %" PRIu64, dict, d.off);
+}
+
+Test(view_npy, parses_what_python_may_write)
+{
+	struct view_npy v;
+
+	v = npy_ok(1, "{\"shape\": (2,3,), \"descr\":\"f4\",\n"
+		   "\t\"fortran_order\" : True}");
+	cr_assert_str_eq(v.dtype->name, "float32");
+	cr_assert_str_eq(v.descr, "'<f4'");
+	cr_assert(v.fortran_order);
+	cr_assert_eq(v.ndim, 2);
+	cr_assert_eq(v.shape[1], 3);
+	cr_assert_eq(v.numel, 6);
+	cr_assert_eq(v.nbytes, 24);
+#define D2 "{'descr': '=i2', 'fortran_order': False, 'shape': ( 7 , ) , }\n"
+	v = npy_ok(2, D2);
+	cr_assert_str_eq(v.dtype->name, "int16");
+	cr_assert_not(v.big);
+	cr_assert_eq(v.header_len, 12 + strlen(D2));
+	v = npy_ok(3, "{'descr':'>u8','fortran_order':False,'shape':()}");
+	cr_assert_str_eq(v.dtype->name, "uint64");
+	cr_assert(v.big);
+	cr_assert_eq(v.ndim, 0);
+	cr_assert_eq(v.numel, 1);
+	cr_assert_str_eq(v.descr, "'>u8'");
+	v = npy_ok(1, "{'descr': '>i1', 'fortran_order': False, "
+		   "'shape': (0, 9223372036854775807)}");
+	cr_assert_str_eq(v.dtype->name, "int8");
+	cr_assert_not(v.big);
+	cr_assert_eq(v.numel, 0);
+	v = npy_ok(1, "{'descr': '|f8', 'fortran_order': False, "
+		   "'shape': (1152921504606846975,)}");
+	cr_assert_eq(v.nbytes, UINT64_C(1152921504606846975) * 8);
+	v = npy_ok(1, "{'descr': [(\"re\", '>f2'), ('im', '>f2',),], "
+		   "'fortran_order': False, 'shape': (2,)}");
+	cr_assert_str_eq(v.dtype->name, "complex32");
+	cr_assert(v.big);
+	cr_assert_str_eq(v.descr, "[('re', '>f2'), ('im', '>f2')]");
+	v = npy_ok(1, "{'descr': '<c8', 'fortran_order': False, "
+		   "'shape': (3,)}");
+	cr_assert_str_eq(v.dtype->name, "complex64");
+	v = npy_ok(1, "{'descr': '|b1', 'fortran_order': False, "
+		   "'shape': (3,)}");
+	cr_assert_str_eq(v.dtype->name, "bool");
+	assert_no_leaks();
+}
+
+#define NPY_D	"{'descr': '<f4', 'fortran_order': False, 'shape': "
+
+Test(view_npy, rejects_bad_dicts_with_offsets)
+{
+	npy_bad("{'descr': 'O', 'fortran_order': False, 'shape': ()}",
+		".npy descr 'O' has no torch dtype", "'O'");
+	npy_bad("{'descr': '<U5', 'fortran_order': False, 'shape': ()}",
+		".npy descr '<U5' has no torch dtype", "'<U5'");
+	npy_bad("{'descr': '<M8[s]', 'fortran_order': False, 'shape': ()}",
+		".npy descr '<M8[s]' has no torch dtype", "'<M8");
+	npy_bad("{'descr': '|O', 'fortran_order': False, 'shape': ()}",
+		".npy descr '|O' has no torch dtype", "'|O'");
+	npy_bad("{'descr': '<f3', 'fortran_order': False, 'shape': ()}",
+		".npy descr '<f3' has no torch dtype", "'<f3'");
+	npy_bad("{'descr': '', 'fortran_order': False, 'shape': ()}",
+		".npy descr '' has no torch dtype", "''");
+	npy_bad("{'descr': '[<f2', 'fortran_order': False, 'shape': ()}",
+		".npy descr '[<f2' has no torch dtype", "'[");
+	npy_bad("{'descr': [('re', '<f2'), ('im', '<f4')], "
+		"'fortran_order': False, 'shape': ()}",
+		".npy header: structured descr other than complex32", "[");
+	npy_bad("{'descr': [('im', '<f2'), ('re', '<f2')], "
+		"'fortran_order': False, 'shape': ()}",
+		".npy header: structured descr other than complex32", "[");
+	npy_bad("{'descr': [('re', '<f2'), ('im', '>f2')], "
+		"'fortran_order': False, 'shape': ()}",
+		".npy header: structured descr other than complex32", "[");
+	npy_bad("{'descr': [('re', '<f2'), ('im', '<f2'), ('x', '<f2')], "
+		"'fortran_order': False, 'shape': ()}",
+		".npy header: expected ']'", "('x'");
+	npy_bad("{'descr': [[[[[[[[[[[[[[[[", ".npy header: expected '('",
+		"[[[[[[[[[[[[[[[");
+	npy_bad(NPY_D "(), 'shape': ()}",
+		".npy header: duplicate key 'shape'", "'shape'");
+	npy_bad(NPY_D "(), 'fortran_order': True}",
+		".npy header: duplicate key 'fortran_order'",
+		"'fortran_order'");
+	npy_bad(NPY_D "(), 'x': 1}", ".npy header: unknown key 'x'", "'x'");
+	npy_bad("{'descr': '<f4', 'shape': ()}",
+		".npy header: no 'fortran_order'", "}");
+	npy_bad("{}", ".npy header: no 'descr'", "}");
+	npy_bad(NPY_D "(-1,)}",
+		".npy header: negative dimension in the shape", "-");
+	npy_bad(NPY_D "(9223372036854775808,)}",
+		".npy header: dimension out of range", "9");
+	npy_bad(NPY_D "(1, 99999999999999999999999999999,)}",
+		".npy header: dimension out of range",
+		"99999999999999999999999999999,");
+	npy_bad(NPY_D "(4294967296, 4294967296)}",
+		".npy shape has too many elements", "(");
+	npy_bad(NPY_D "(2305843009213693952,)}",
+		".npy shape has too many elements", "(");
+	npy_bad(NPY_D "(5)}", ".npy header: shape is not a tuple", ")");
+	npy_bad(NPY_D "5}", ".npy header: expected '('", "5");
+	npy_bad(NPY_D "[5]}", ".npy header: expected '('", "[");
+	npy_bad(NPY_D "(,)}", ".npy header: expected a dimension", ",");
+	npy_bad(NPY_D "(1,,)}", ".npy header: expected a dimension", ",");
+	npy_bad(NPY_D "(1 2)}",
+		".npy header: expected ',' or ')' in the shape", "2");
+	npy_bad(NPY_D "(05,)}", ".npy header: leading zero in a dimension",
+		"0");
+	npy_bad(NPY_D "(+5,)}", ".npy header: expected a dimension", "+");
+	npy_bad(NPY_D "(5.0,)}",
+		".npy header: expected ',' or ')' in the shape", ".");
+	npy_bad(NPY_D "(5L,)}",
+		".npy header: expected ',' or ')' in the shape", "L");
+	npy_bad(NPY_D "((((((((((((((((()}",
+		".npy header: expected a dimension", "((((((((((((((((");
+	npy_bad("{'descr': '<f4', 'fortran_order': 0, 'shape': ()}",
+		".npy header: fortran_order is not True or False", "0");
+	npy_bad("{'descr': '<f4', 'fortran_order': Truely, 'shape': ()}",
+		".npy header: fortran_order is not True or False", "Tr");
+	npy_bad("{'descr': '<f4', 'fortran_order': Tru",
+		".npy header: fortran_order is not True or False", "Tr");
+	npy_bad("{'descr': '<f4', 'fortran_order': False_",
+		".npy header: fortran_order is not True or False", "Fa");
+	npy_bad(NPY_D "()} x", ".npy header: bytes after the dict", "x");
+	npy_bad(NPY_D "()", ".npy header: expected ',' or '}'", "");
+	npy_bad(NPY_D "() 'x'}", ".npy header: expected ',' or '}'", "'x'");
+	npy_bad("{'descr' '<f4'}", ".npy header: expected ':'", "'<f4'");
+	npy_bad("{'descr': '<f4}", ".npy header: unterminated string",
+		"'<f4}");
+	npy_bad("{'descr': '<f\\x34'}",
+		".npy header: unsupported character in a string", "\\");
+	npy_bad("{'descr': '\xc3\xa9'}",
+		".npy header: unsupported character in a string", "\xc3");
+	npy_bad("{'descr': \"<f4'}", ".npy header: unterminated string",
+		"\"");
+	npy_bad("{'descr': b'<f4'}", ".npy header: expected a string", "b");
+	/* Python would join the strings: we do not */
+	npy_bad("{'descr' 'x': '<f4'}", ".npy header: expected ':'", "'x'");
+	npy_bad("{'desc' 'r': '<f4'}", ".npy header: unknown key 'desc'",
+		"'desc'");
+	npy_bad("['descr', '<f4']", ".npy header: expected '{'", "[");
+	npy_bad("", ".npy header: expected '{'", "");
+	npy_bad("{'descr': '0123456789012345678901234567890123456789"
+		"01234567890123456789012345'}", ".npy header: string too long",
+		"'0");
+	assert_no_leaks();
+}
+
+Test(view_npy, rejects_more_than_64_dimensions)
+{
+	char dict[512] = NPY_D "(";
+	struct view_npy v;
+
+	for (int i = 0; i < 64; i++)
+		strcat(dict, "1, ");
+	strcat(dict, ")}");
+	v = npy_ok(1, dict);
+	cr_assert_eq(v.ndim, 64);
+	dict[strlen(dict) - 2] = 0;
+	strcat(dict, "1)}");
+	npy_bad(dict, ".npy header: shape has more than 64 dimensions",
+		"1)");
+	assert_no_leaks();
+}
+
+Test(view_npy, rejects_bad_prefixes)
+{
+	const char *good = numpy_headers[0].bytes;
+	unsigned char buf[256];
+	struct view_npy v;
+	struct diag d;
+
+	/* every truncation of two headers numpy wrote */
+	for (size_t h = 0; h < ARRAY_SIZE(numpy_headers); h += 10)
+		for (size_t len = 0; len < numpy_headers[h].len; len++)
+			cr_assert_eq(npy_parse(numpy_headers[h].bytes, len, &v,
+					       &d), -EINVAL, "%zu", len);
+	/* bad magic: each of its bytes */
+	for (int i = 0; i < 6; i++) {
+		memcpy(buf, good, 128);
+		buf[i] ^= 0x20;
+		cr_assert_eq(npy_parse(buf, 128, &v, &d), -EINVAL);
+		cr_assert_str_eq(d.msg, "not a .npy file (bad magic)");
+		cr_assert_eq(d.off, 0);
+	}
+	/* versions: 1.0, 2.0 and 3.0 only */
+	{
+		static const unsigned char vers[][2] = {
+			{ 0, 0 }, { 4, 0 }, { 1, 1 }, { 2, 1 }, { 255, 0 },
+		};
+
+		for (size_t i = 0; i < ARRAY_SIZE(vers); i++) {
+			char want[64];
+
+			memcpy(buf, good, 128);
+			buf[6] = vers[i][0];
+			buf[7] = vers[i][1];
+			snprintf(want, sizeof(want), "unsupported .npy version "
+				 "%u.%u", vers[i][0], vers[i][1]);
+			cr_assert_eq(npy_parse(buf, 128, &v, &d), -EINVAL);
+			cr_assert_str_eq(d.msg, want);
+			cr_assert_eq(d.off, 6);
+		}
+	}
+	/* lying lengths: past the buffer, past the limits, cutting the dict */
+	memcpy(buf, good, 128);
+	put_le16(buf + 8, 119);
+	cr_assert_eq(npy_parse(buf, 128, &v, &d), -EINVAL);
+	cr_assert_str_eq(d.msg, ".npy header of 119 bytes runs past the 118 "
+			 "available");
+	cr_assert_eq(d.off, 8);
+	put_le16(buf + 8, 0xffff);
+	cr_assert_eq(npy_parse(buf, 128, &v, &d), -EINVAL);
+	cr_assert_str_eq(d.msg, ".npy header of 65535 bytes is over the limit "
+			 "of 4086");
+	for (unsigned n = 0; n < 118; n++) {
+		put_le16(buf + 8, (uint16_t)n);
+		cr_assert_eq(npy_parse(buf, 128, &v, &d),
+			     n >= 59 ? 0 : -EINVAL, "%u", n);
+	}
+	buf[6] = 2;
+	put_le32(buf + 8, 0xffffffff);
+	cr_assert_eq(npy_parse(buf, 128, &v, &d), -EINVAL);
+	cr_assert_str_eq(d.msg, ".npy header of 4294967295 bytes is over the "
+			 "limit of 1048576");
+	put_le32(buf + 8, 1u << 20);
+	cr_assert_eq(npy_parse(buf, 128, &v, &d), -EINVAL);
+	cr_assert_str_eq(d.msg, ".npy header of 1048576 bytes runs past the "
+			 "116 available");
+	cr_assert_eq(npy_parse(buf, 11, &v, &d), -EINVAL);
+	cr_assert_str_eq(d.msg, "truncated .npy header");
+	cr_assert_eq(d.off, 11);
+	cr_assert_eq(npy_parse(buf, 7, &v, &d), -EINVAL);
+	cr_assert_str_eq(d.msg, "truncated .npy header");
+	cr_assert_eq(d.off, 7);
+	cr_assert_eq(npy_parse(buf, 0, &v, &d), -EINVAL);
+	cr_assert_str_eq(d.msg, "truncated .npy header");
+	cr_assert_eq(npy_parse("\x93NUMPZ", 6, &v, &d), -EINVAL);
+	cr_assert_str_eq(d.msg, "not a .npy file (bad magic)");
+	cr_assert_eq(npy_parse("PK", 2, &v, &d), -EINVAL);
+	cr_assert_str_eq(d.msg, "not a .npy file (bad magic)");
+	assert_no_leaks();
+}
+
+/* Byte flips and splices of numpy's headers: 0 or -EINVAL, no crash. */
+Test(view_npy, survives_random_damage)
+{
+	uint64_t s = 3;
+	unsigned char buf[512];
+	struct view_npy v;
+	struct diag d;
+	static const char junk[] = "{}[](),:'\" \n\\TrueFalse0123456789-<>|=";
+
+	for (int i = 0; i < 40000; i++) {
+		size_t h = rnd(&s) % ARRAY_SIZE(numpy_headers);
+		size_t len = numpy_headers[h].len;
+		int flips = 1 + (int)(rnd(&s) % 4);
+
+		memcpy(buf, numpy_headers[h].bytes, len);
+		for (int f = 0; f < flips; f++) {
+			size_t at = 10 + rnd(&s) % (len - 10);
+			uint64_t r = rnd(&s);
+
+			buf[at] = r & 1 ? (unsigned char)(r >> 8)
+				: (unsigned char)junk[(r >> 8) %
+						      (sizeof(junk) - 1)];
+		}
+		npy_parse(buf, len - rnd(&s) % 2 * (rnd(&s) % len), &v, &d);
+	}
+	assert_no_leaks();
+}
