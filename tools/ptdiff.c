@@ -282,6 +282,7 @@ static double now(void)
 
 static double t_start, t_last;
 static bool progress_shown;
+static bool stdout_tty;		/* then lines and progress share a screen */
 
 static void progress_clear(void)
 {
@@ -391,7 +392,9 @@ static int run(struct pd_ctx *x, const struct pairs *p, const char *pa,
 			if (o->json) {
 				pd_json_item(stdout, &it, i == 0);
 			} else if (!o->quiet) {
-				progress_clear();
+				if (stdout_tty &&
+				    (it.status != ST_EQUAL || o->verbose))
+					progress_clear();
 				pd_text_item(&it, o);
 			}
 		}
@@ -464,7 +467,8 @@ int main(int argc, char **argv)
 	}
 	if (o.quiet)
 		o.json = o.verbose = false;
-	if (!isatty(STDOUT_FILENO))
+	stdout_tty = isatty(STDOUT_FILENO);
+	if (!stdout_tty)
 		setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
 	if (open_one(argv[optind], &a, &da) ||
 	    open_one(argv[optind + 1], &b, &db))

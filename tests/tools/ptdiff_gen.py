@@ -201,13 +201,16 @@ def cases():
                     ("flag", False), ("n", 1.0), ("s", 12), ("none", None)]),
                 [], {"epoch": {"diffs": ["value"]}}))
     # kinds; a container reached twice (a link) against a copy
-    shared = {"p": 1, "q": 2}
+    shared, other = {"p": 1, "q": 2}, {"r": 3}
     out.append(("kinds",
                 OD([("t", x), ("v", 3), ("d", {"a": 1}), ("x", shared),
-                    ("y", shared)]),
+                    ("y", shared), ("o", other), ("l1", other),
+                    ("l2", shared)]),
                 OD([("t", 3), ("v", x), ("d", 5), ("x", shared),
-                    ("y", dict(shared))]), [],
-                {"t": {"diffs": ["kind"]}, "y": {"diffs": ["kind"]}}))
+                    ("y", dict(shared)), ("o", other), ("l1", shared),
+                    ("l2", shared)]), [],
+                {"t": {"diffs": ["kind"]}, "y": {"diffs": ["kind"]},
+                 "l1": {"diffs": ["target"]}, "l2": {"status": "equal"}}))
     # tolerances at their boundaries (all values exact in binary)
     ta = OD([("a", torch.tensor([1.0, 2.0, 0.0])),
              ("r", torch.tensor([3.0, 8.0, -6.0]))])
@@ -547,8 +550,11 @@ def expect(A, B, o):
             it["diffs"].append("kind")
             it["lines"].append("kind: %s: %s vs %s" % (p, ka, kb))
         elif ka == "link":
-            if A.first[id(a)] != B.first[id(b)]:
+            it["target"] = [jpath(A.first[id(a)]), jpath(B.first[id(b)])]
+            if it["target"][0] != it["target"][1]:
                 it["diffs"].append("target")
+                it["lines"].append("link: %s: -> %s vs -> %s" %
+                                   (p, it["target"][0], it["target"][1]))
         elif ka == "value":
             ta, tb = type(a).__name__, type(b).__name__
             va, vb = value_text(a), value_text(b)
@@ -691,7 +697,7 @@ def check_case(ck, d, name, opts, facts):
     for g, w in zip(gi, want):
         bad = []
         for k in ("status", "diffs", "kind", "dtype", "shape", "stride",
-                  "offset", "layout_differs", "value"):
+                  "offset", "layout_differs", "value", "target"):
             if k in w and g.get(k) != w[k]:
                 bad.append("%s %s, want %s" % (k, g.get(k), w[k]))
         if g.get("attrs", {}) != w.get("attrs", {}):
