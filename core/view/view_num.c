@@ -10,37 +10,35 @@
 
 #include <string.h>
 
-/* The dtypes whose elements numpy and C can show as numbers. */
-static const struct {
-	const char *name;
-	enum view_kind kind;
-} kinds[] = {
-	{ "float16", VIEW_FLOAT }, { "bfloat16", VIEW_FLOAT },
-	{ "float32", VIEW_FLOAT }, { "float64", VIEW_FLOAT },
-	{ "int8", VIEW_INT }, { "int16", VIEW_INT },
-	{ "int32", VIEW_INT }, { "int64", VIEW_INT },
-	{ "qint8", VIEW_INT }, { "qint32", VIEW_INT },
-	{ "uint8", VIEW_UINT }, { "uint16", VIEW_UINT },
-	{ "uint32", VIEW_UINT }, { "uint64", VIEW_UINT },
-	{ "quint8", VIEW_UINT },
-	{ "bool", VIEW_BOOL },
-	{ "complex32", VIEW_COMPLEX }, { "complex64", VIEW_COMPLEX },
-	{ "complex128", VIEW_COMPLEX },
-};
-
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
 /*
- * By name, not by class: CKPT_DT_FLOAT also holds the float8 and float4
- * types, CKPT_DT_UINT the sub-byte uint1..uint7, CKPT_DT_QUANT the packed
- * quint4x2/2x4.  Everything not listed is RAW.
+ * By class first (view_get asks once per element), then by name where a
+ * class mixes kinds: CKPT_DT_FLOAT holds the 1-byte float8/float4 types
+ * beside the 2- to 8-byte IEEE ones, CKPT_DT_INT and CKPT_DT_UINT the
+ * 1-byte sub-byte int1..uint7 beside int8/uint8, CKPT_DT_QUANT the packed
+ * quint4x2/2x4 beside the plain quantized ints.
  */
 enum view_kind view_kind_of(const struct ckpt_dtype *dt)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
-		if (!strcmp(dt->name, kinds[i].name))
-			return kinds[i].kind;
-	return VIEW_RAW;
+	switch (dt->cls) {
+	case CKPT_DT_FLOAT:
+		return dt->size >= 2 ? VIEW_FLOAT : VIEW_RAW;
+	case CKPT_DT_INT:
+		return dt->size >= 2 || !strcmp(dt->name, "int8") ? VIEW_INT
+								 : VIEW_RAW;
+	case CKPT_DT_UINT:
+		return dt->size >= 2 || !strcmp(dt->name, "uint8") ? VIEW_UINT
+								  : VIEW_RAW;
+	case CKPT_DT_BOOL:
+		return VIEW_BOOL;
+	case CKPT_DT_COMPLEX:
+		return VIEW_COMPLEX;
+	case CKPT_DT_QUANT:
+		if (!strcmp(dt->name, "qint8") || !strcmp(dt->name, "qint32"))
+			return VIEW_INT;
+		return strcmp(dt->name, "quint8") ? VIEW_RAW : VIEW_UINT;
+	default:
+		return VIEW_RAW;
+	}
 }
 
 /* @size (1..8) bytes at @p as an unsigned integer in the given order. */
