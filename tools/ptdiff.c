@@ -12,6 +12,7 @@
 
 #include "ckpt/ckpt.h"
 #include "diag/diag.h"
+#include "view/view.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -110,7 +111,7 @@ static void add_attr(struct pd_item *it, const char *name, const char *a,
 {
 	struct pd_attr *t = &it->attrs[it->nattrs++];
 
-	t->name = name;
+	snprintf(t->name, sizeof(t->name), "%s", name);
 	snprintf(t->a, sizeof(t->a), "%s", a ? a : "None");
 	snprintf(t->b, sizeof(t->b), "%s", b ? b : "None");
 }
@@ -131,20 +132,60 @@ static const char *form(const struct ckpt_tensor *t)
 	       t->kind == CKPT_T_STORAGE ? "storage" : "strided";
 }
 
-/* Do two quantizer tensors (per-channel scales or zero points) differ? */
-static int qparam_differ(struct pd_ctx *x, const struct ckpt_tensor *a,
-			 const struct ckpt_tensor *b, bool *out)
+/* Element @i of @t as text ("0.25", "-3"): a quantizer parameter. */
+static int elem_text(struct ckpt *c, bool big, const struct ckpt_tensor *t,
+		     uint64_t i, char *buf, size_t size, struct diag *d)
 {
+	unsigned char e[16];
+	struct view_num v;
+	long long got;
+
+	got = ckpt_tensor_read(c, t, e, t->dtype->size, i * t->dtype->size, d);
+	if (got < 0)
+		return (int)got;
+	view_get(t->dtype, big, e, &v);
+	if (view_kind_of(t->dtype) == VIEW_FLOAT)
+		ckpt_float_repr(v.re, buf, size);
+	else if (view_kind_of(t->dtype) == VIEW_INT)
+		snprintf(buf, size, "%" PRId64, v.i);
+	else
+		snprintf(buf, size, "%" PRIu64, v.u);
+	return 0;
+}
+
+/*
+ * Per-channel scales or zero points (@what): their dtypes or lengths if
+ * those differ, else the first element that differs ("scales[3]").
+ */
+static int qparams(struct pd_ctx *x, struct pd_item *it, const char *what,
+		   const struct ckpt_tensor *a, const struct ckpt_tensor *b)
+{
+	char name[40], sa[40], sb[40];
 	struct pd_elems el;
 	int rc;
 
-	if (strcmp(a->dtype->name, b->dtype->name) || a->numel != b->numel) {
-		*out = true;
+	if (strcmp(a->dtype->name, b->dtype->name)) {
+		snprintf(name, sizeof(name), "%s.dtype", what);
+		add_attr(it, name, a->dtype->name, b->dtype->name);
+		return 0;
+	}
+	if (a->numel != b->numel) {
+		snprintf(name, sizeof(name), "%s.numel", what);
+		snprintf(sa, sizeof(sa), "%" PRIu64, a->numel);
+		snprintf(sb, sizeof(sb), "%" PRIu64, b->numel);
+		add_attr(it, name, sa, sb);
 		return 0;
 	}
 	rc = pd_compare_elems(x, a, b, &el);
+	if (rc || !el.differ)
+		return rc;
+	rc = elem_text(x->a, x->big_a, a, el.first, sa, sizeof(sa), x->da);
 	if (!rc)
-		*out = el.differ > 0;
+		rc = elem_text(x->b, x->big_b, b, el.first, sb, sizeof(sb),
+			       x->db);
+	snprintf(name, sizeof(name), "%s[%" PRIu64 "]", what, el.first);
+	if (!rc)
+		add_attr(it, name, sa, sb);
 	return rc;
 }
 
@@ -154,7 +195,6 @@ static int tensor_attrs(struct pd_ctx *x, struct pd_item *it,
 			const struct ckpt_tensor *b)
 {
 	char sa[40], sb[40];
-	bool differ;
 	int rc;
 
 	if (a->kind != b->kind)
@@ -190,14 +230,8 @@ static int tensor_attrs(struct pd_ctx *x, struct pd_item *it,
 		snprintf(sb, sizeof(sb), "%" PRId64, b->axis);
 		add_attr(it, "axis", sa, sb);
 	}
-	rc = qparam_differ(x, a->qscales, b->qscales, &differ);
-	if (!rc && differ)
-		add_attr(it, "scales", "(per channel)", "(others)");
-	if (!rc)
-		rc = qparam_differ(x, a->qzeros, b->qzeros, &differ);
-	if (!rc && differ)
-		add_attr(it, "zero_points", "(per channel)", "(others)");
-	return rc;
+	rc = qparams(x, it, "scales", a->qscales, b->qscales);
+	return rc ? rc : qparams(x, it, "zero_points", a->qzeros, b->qzeros);
 }
 
 /* Strides matter only along dimensions longer than 1. */
@@ -217,6 +251,7 @@ static int compare_tensors(struct pd_ctx *x, struct pd_item *it)
 	const struct ckpt_tensor *a = it->a->tensor, *b = it->b->tensor;
 	int rc;
 
+	x->path = it->path;
 	it->dtype = strcmp(a->dtype->name, b->dtype->name) != 0;
 	it->shape = a->ndim != b->ndim ||
 		    memcmp(a->shape, b->shape, a->ndim * sizeof(*a->shape));
@@ -229,7 +264,6 @@ static int compare_tensors(struct pd_ctx *x, struct pd_item *it)
 		     !x->o->ignore_layout;
 	if (a->kind == CKPT_T_META || b->kind == CKPT_T_META)
 		return 0;
-	x->path = it->path;
 	rc = pd_compare_elems(x, a, b, &it->el);
 	it->compared = !rc;
 	it->values = !rc && it->el.differ;
@@ -300,7 +334,7 @@ static void tick(struct pd_ctx *x)
 		return;
 	t_last = t;
 	fprintf(stderr, "\r\033[Kptdiff: %3d%% of %" PRIu64 " MB  %.48s",
-		x->total ? (int)(100.0 * x->done / x->total) : 100,
+		x->done < x->total ? (int)(100.0 * x->done / x->total) : 100,
 		x->total / 1000000, x->path ? x->path : "");
 	progress_shown = true;
 }

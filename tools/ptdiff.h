@@ -62,7 +62,7 @@ enum pd_status { ST_EQUAL, ST_CHANGED, ST_ONLY_A, ST_ONLY_B };
 
 /* An attribute that differs, as text: "device", "cpu", "cuda:0". */
 struct pd_attr {
-	const char *name;
+	char name[40];		/* "device", "scales[3]" */
 	char a[96], b[96];
 	bool boolean;		/* a and b are "True"/"False" */
 };

@@ -242,9 +242,16 @@ def cases():
     p = rnd(11, 4)
     q = torch.quantize_per_tensor(rnd(12, 8), 0.1, 3, torch.qint8)
     q2 = torch._make_per_tensor_quantized_tensor(q.int_repr(), 0.2, 3)
-    out.append(("attrs", OD([("p", torch.nn.Parameter(p)), ("q", q)]),
-                OD([("p", p.clone()), ("q", q2)]), [],
-                {"p": {"diffs": ["attrs"]}, "q": {"diffs": ["attrs"]}}))
+    f64 = lambda *v: torch.tensor(v, dtype=torch.float64)
+    qc = torch.quantize_per_channel(rnd(23, 3, 4), f64(0.1, 0.2, 0.3),
+                                    torch.tensor([0, 1, 2]), 0, torch.qint8)
+    qc2 = torch._make_per_channel_quantized_tensor(
+        qc.int_repr(), f64(0.1, 0.25, 0.3), torch.tensor([0, 1, 5]), 0)
+    out.append(("attrs", OD([("p", torch.nn.Parameter(p)), ("q", q),
+                             ("qc", qc)]),
+                OD([("p", p.clone()), ("q", q2), ("qc", qc2)]), [],
+                {"p": {"diffs": ["attrs"]}, "q": {"diffs": ["attrs"]},
+                 "qc": {"diffs": ["attrs"]}}))
     # meta tensors: metadata only
     out.append(("meta", OD([("m", torch.empty(3, 4, device="meta")),
                             ("n", torch.empty(2, device="meta"))]),
@@ -513,7 +520,22 @@ def attrs(ta, tb):
     b("requires_grad", ta.requires_grad, tb.requires_grad)
     b("parameter", isinstance(ta, torch.nn.Parameter),
       isinstance(tb, torch.nn.Parameter))
-    if ta.is_quantized and tb.is_quantized:
+    per_tensor = (torch.per_tensor_affine, torch.per_tensor_symmetric)
+    if ta.is_quantized and tb.is_quantized and ta.qscheme() not in per_tensor:
+        if ta.q_per_channel_axis() != tb.q_per_channel_axis():
+            out.append(("axis", str(ta.q_per_channel_axis()),
+                        str(tb.q_per_channel_axis())))
+        for name, x, y, txt in (
+                ("scales", ta.q_per_channel_scales(),
+                 tb.q_per_channel_scales(), repr_f),
+                ("zero_points", ta.q_per_channel_zero_points(),
+                 tb.q_per_channel_zero_points(), str)):
+            ne = [i for i, (u, v) in enumerate(zip(x.tolist(), y.tolist()))
+                  if u != v]
+            if ne:
+                out.append(("%s[%d]" % (name, ne[0]), txt(x[ne[0]].item()),
+                            txt(y[ne[0]].item())))
+    elif ta.is_quantized and tb.is_quantized:
         if ta.q_scale() != tb.q_scale():
             out.append(("scale", repr_f(ta.q_scale()), repr_f(tb.q_scale())))
         if ta.q_zero_point() != tb.q_zero_point():
