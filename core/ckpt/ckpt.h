@@ -110,6 +110,8 @@ struct ckpt_tensor {
 	/* edits: a tensor made from a new file (ckpt_edit.c) */
 	bool fresh;
 	bool shape_set;		/* user.shape given; else 1-d over the bytes */
+	bool fixed;		/* made from a .npy: its size is fixed like an
+				   original tensor's, not a growing file's */
 };
 
 /* ---- the object tree ---- */
@@ -159,6 +161,16 @@ struct ckpt_node {
 	struct ckpt_node *home;	/* parent at open (NULL: fresh or root) */
 	char *home_name;	/* name at open */
 	struct ckpt_stage *stage;	/* a replacement being written */
+	struct ckpt_stage *vstage;	/* a view (.npy/.txt) being written */
+	bool pending;		/* a tensor being created through NAME.npy:
+				   in no directory, no tensor until close() */
+};
+
+/* The files a tensor node is seen through (docs/views.md). */
+enum ckpt_view {
+	CKPT_V_RAW,		/* KEY: the bytes of t.contiguous() */
+	CKPT_V_NPY,		/* KEY.npy: a NumPy .npy file */
+	CKPT_V_TXT,		/* KEY.txt: the values as text */
 };
 
 /*
@@ -168,8 +180,9 @@ struct ckpt_node {
 struct ckpt_stage {
 	struct ckpt_storage *scratch;	/* tensors: bytes so far */
 	char *text;		/* values: text so far */
-	size_t len, cap;
+	size_t len, cap;	/* (views: len is the scratch file's size) */
 	bool written;		/* a write came since it started */
+	uint8_t view;		/* enum ckpt_view of the file being written */
 };
 
 /* A global the pickle imports that torch's weights-only loader refuses. */

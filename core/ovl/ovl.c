@@ -40,7 +40,7 @@ static bool is_dir(const struct ckpt_node *n)
 
 /* Copy @len bytes at @in_off of @in to @out at 0 (reflinks where the file
  * system can); pread/pwrite where copy_file_range is refused. */
-static int copy_range(int in, uint64_t in_off, int out, uint64_t len)
+int ovl_copy_range(int in, uint64_t in_off, int out, uint64_t len)
 {
 	loff_t io = in_off, oo = 0;
 	char *buf;
@@ -83,12 +83,12 @@ static int copy_range(int in, uint64_t in_off, int out, uint64_t len)
 	return rc;
 }
 
-static int sys_err(struct ovl *v, struct diag *d, int err, const char *what)
+int ovl_sys_err(struct ovl *v, struct diag *d, int err, const char *what)
 {
 	return diag_errno(d, err, "%s: %s: %s", v->dir, what, strerror(-err));
 }
 
-static int check_writable(const struct ovl *v, struct diag *d)
+int ovl_check_writable(const struct ovl *v, struct diag *d)
 {
 	if (v->replaying)
 		return 0;
@@ -100,7 +100,7 @@ static int check_writable(const struct ovl *v, struct diag *d)
 	return 0;
 }
 
-static void changed(struct ovl *v, struct ckpt_storage *s,
+void ovl_notify(struct ovl *v, struct ckpt_storage *s,
 		    const struct ckpt_node *except)
 {
 	if (v->changed && !v->replaying)
@@ -109,7 +109,7 @@ static void changed(struct ovl *v, struct ckpt_storage *s,
 
 /* ---- the overlay directory and its data files ---- */
 
-static int ensure_dir(struct ovl *v, struct diag *d)
+int ovl_ensure_dir(struct ovl *v, struct diag *d)
 {
 	int rc;
 
@@ -118,17 +118,17 @@ static int ensure_dir(struct ovl *v, struct diag *d)
 	if (v->dfd >= 0)
 		return jr_create(v, d);
 	if (mkdir(v->dir, 0700) && errno != EEXIST)
-		return sys_err(v, d, -errno, "cannot create the overlay");
+		return ovl_sys_err(v, d, -errno, "cannot create the overlay");
 	v->dfd = open(v->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (v->dfd < 0)
-		return sys_err(v, d, -errno, "cannot open the overlay");
+		return ovl_sys_err(v, d, -errno, "cannot open the overlay");
 	rc = jr_create(v, d);
 	if (!rc && (fsync(v->dfd) || (rc = io_fsync_dir_of(v->dir))))
-		rc = sys_err(v, d, rc ? rc : -errno, "fsync");
+		rc = ovl_sys_err(v, d, rc ? rc : -errno, "fsync");
 	return rc;
 }
 
-static int data_open(struct ovl *v, uint32_t i, const char *sfx, int flags)
+int ovl_data_open(struct ovl *v, uint32_t i, const char *sfx, int flags)
 {
 	char name[32];
 
@@ -137,7 +137,7 @@ static int data_open(struct ovl *v, uint32_t i, const char *sfx, int flags)
 }
 
 /* Move "<i>.tmp" (fd @fd, complete) over "<i>" and make it storage i's. */
-static int data_install(struct ovl *v, struct ckpt_storage *s, int fd,
+static int ovl_data_install(struct ovl *v, struct ckpt_storage *s, int fd,
 			struct diag *d)
 {
 	char tmp[32], name[32];
@@ -150,7 +150,7 @@ static int data_install(struct ovl *v, struct ckpt_storage *s, int fd,
 
 		close(fd);
 		unlinkat(v->dfd, tmp, 0);
-		return sys_err(v, d, err, "cannot stage storage");
+		return ovl_sys_err(v, d, err, "cannot stage storage");
 	}
 	if (s->fd != v->c->fd && s->fd >= 0)
 		close(s->fd);
@@ -169,7 +169,7 @@ static int data_copy(struct ovl *v, struct ckpt_storage *s, int *out,
 	size_t len;
 	int fd, rc;
 
-	rc = ensure_dir(v, d);
+	rc = ovl_ensure_dir(v, d);
 	if (rc)
 		return rc;
 	if (s->fd == c->fd && (!s->rec || s->rec->method == PTZ_STORED)) {
@@ -177,9 +177,9 @@ static int data_copy(struct ovl *v, struct ckpt_storage *s, int *out,
 		if (rc)
 			return rc;
 	}
-	fd = data_open(v, s->index, ".tmp", O_RDWR | O_CREAT | O_TRUNC);
+	fd = ovl_data_open(v, s->index, ".tmp", O_RDWR | O_CREAT | O_TRUNC);
 	if (fd < 0)
-		return sys_err(v, d, -errno, "cannot stage storage");
+		return ovl_sys_err(v, d, -errno, "cannot stage storage");
 	if (s->fd == c->fd && s->rec && s->rec->method != PTZ_STORED) {
 		rc = ptz_entry_read(&c->zip, s->rec, UINT64_MAX, &buf, &len, d);
 		if (!rc && len != s->nbytes)
@@ -187,10 +187,10 @@ static int data_copy(struct ovl *v, struct ckpt_storage *s, int *out,
 					  "inflates to %zu bytes",
 					  s->rec->name, len);
 		if (!rc && (rc = io_pwrite_full(fd, buf, len, 0)))
-			rc = sys_err(v, d, rc, "cannot stage storage");
+			rc = ovl_sys_err(v, d, rc, "cannot stage storage");
 		free(buf);
-	} else if ((rc = copy_range(s->fd, s->data_off, fd, s->nbytes))) {
-		rc = sys_err(v, d, rc, "cannot stage storage");
+	} else if ((rc = ovl_copy_range(s->fd, s->data_off, fd, s->nbytes))) {
+		rc = ovl_sys_err(v, d, rc, "cannot stage storage");
 	}
 	if (rc) {
 		close(fd);
@@ -208,16 +208,17 @@ static int copy_up(struct ovl *v, struct ckpt_storage *s, struct diag *d)
 	if (s->fd != v->c->fd)
 		return 0;
 	rc = data_copy(v, s, &fd, d);
-	return rc ? rc : data_install(v, s, fd, d);
+	return rc ? rc : ovl_data_install(v, s, fd, d);
 }
 
 /*
- * Replace all of tensor @t's contents by @len bytes of @src (at 0):
+ * Replace all of tensor @t's contents by its size in bytes of @src, from
+ * @src_off on:
  * build the new storage in "<i>.tmp" and rename it over "<i>", so that a
  * crash leaves the old bytes or the new ones.
  */
-static int replace_contents(struct ovl *v, const struct ckpt_tensor *t,
-			    int src, struct diag *d)
+int ovl_replace_contents(struct ovl *v, const struct ckpt_tensor *t,
+			 int src, uint64_t src_off, struct diag *d)
 {
 	struct ckpt_storage *s = t->storage, tmp_s;
 	struct ckpt_tensor tmp_t = *t;
@@ -227,12 +228,12 @@ static int replace_contents(struct ovl *v, const struct ckpt_tensor *t,
 	int fd = -1, rc;
 
 	if (whole) {
-		rc = ensure_dir(v, d);
-		if (!rc && (fd = data_open(v, s->index, ".tmp", O_RDWR |
+		rc = ovl_ensure_dir(v, d);
+		if (!rc && (fd = ovl_data_open(v, s->index, ".tmp", O_RDWR |
 					   O_CREAT | O_TRUNC)) < 0)
-			rc = sys_err(v, d, -errno, "cannot stage storage");
-		if (!rc && (rc = copy_range(src, 0, fd, len)))
-			rc = sys_err(v, d, rc, "cannot stage storage");
+			rc = ovl_sys_err(v, d, -errno, "cannot stage storage");
+		if (!rc && (rc = ovl_copy_range(src, src_off, fd, len)))
+			rc = ovl_sys_err(v, d, rc, "cannot stage storage");
 	} else {
 		rc = data_copy(v, s, &fd, d);
 		buf = rc ? NULL : malloc(CHUNK);
@@ -246,9 +247,9 @@ static int replace_contents(struct ovl *v, const struct ckpt_tensor *t,
 			size_t k = len - pos < CHUNK ? len - pos : CHUNK;
 			long long n;
 
-			rc = io_pread_full(src, buf, k, pos);
+			rc = io_pread_full(src, buf, k, src_off + pos);
 			if (rc) {
-				rc = sys_err(v, d, rc, "cannot read new data");
+				rc = ovl_sys_err(v, d, rc, "cannot read new data");
 				break;
 			}
 			n = ckpt_tensor_write(v->c, &tmp_t, buf, k, pos, d);
@@ -261,12 +262,12 @@ static int replace_contents(struct ovl *v, const struct ckpt_tensor *t,
 			close(fd);
 		return rc;
 	}
-	return data_install(v, s, fd, d);
+	return ovl_data_install(v, s, fd, d);
 }
 
 /* ---- paths and the journal ---- */
 
-static struct ckpt_node *resolve(struct ovl *v, const char *p, size_t len)
+struct ckpt_node *ovl_resolve(struct ovl *v, const char *p, size_t len)
 {
 	struct ckpt_node *n = v->c->root;
 	char *copy = strndup(p, len), *save = NULL;
@@ -287,7 +288,7 @@ static void field(struct jrec *r, const char *s)
 }
 
 /* Journal op @op on (@dir, @name)[, (@ndir, @nname)][, @extra]. */
-static int journal(struct ovl *v, char op, const struct ckpt_node *dir,
+int ovl_journal(struct ovl *v, char op, const struct ckpt_node *dir,
 		   const char *name, const struct ckpt_node *ndir,
 		   const char *nname, const char *extra, size_t extra_len,
 		   struct diag *d)
@@ -298,7 +299,7 @@ static int journal(struct ovl *v, char op, const struct ckpt_node *dir,
 
 	if (v->replaying)
 		return 0;
-	rc = ensure_dir(v, d);
+	rc = ovl_ensure_dir(v, d);
 	if (rc)
 		return rc;
 	p1 = ckpt_node_path(dir);
@@ -327,10 +328,10 @@ out:
 
 /* ---- structure ---- */
 
-static int dir_editable(struct ovl *v, const struct ckpt_node *dir,
+int ovl_dir_editable(struct ovl *v, const struct ckpt_node *dir,
 			struct diag *d)
 {
-	int rc = check_writable(v, d);
+	int rc = ovl_check_writable(v, d);
 
 	if (rc)
 		return rc;
@@ -345,7 +346,7 @@ static int dir_editable(struct ovl *v, const struct ckpt_node *dir,
 }
 
 /* A name a key can have (names.md), arena-copied into *@out. */
-static int key_name(struct ovl *v, const struct ckpt_node *dir,
+int ovl_key_name(struct ovl *v, const struct ckpt_node *dir,
 		    const char *name, char **out, struct diag *d)
 {
 	size_t n = strlen(name);
@@ -374,14 +375,14 @@ int ovl_mkdir(struct ovl *v, struct ckpt_node *dir, const char *name,
 {
 	struct ckpt_node *n;
 	char *nm;
-	int rc = dir_editable(v, dir, d);
+	int rc = ovl_dir_editable(v, dir, d);
 
 	if (!rc && ckpt_node_child(dir, name))
 		rc = diag_errno(d, -EEXIST, "%s exists", name);
 	if (!rc)
-		rc = key_name(v, dir, name, &nm, d);
+		rc = ovl_key_name(v, dir, name, &nm, d);
 	if (!rc)
-		rc = journal(v, JR_MKDIR, dir, name, NULL, NULL, NULL, 0, d);
+		rc = ovl_journal(v, JR_MKDIR, dir, name, NULL, NULL, NULL, 0, d);
 	if (rc)
 		return rc;
 	n = ckpt_node_fresh(v->c, CKPT_N_DIR, "dict");
@@ -392,29 +393,43 @@ int ovl_mkdir(struct ovl *v, struct ckpt_node *dir, const char *name,
 	return 0;
 }
 
-/* A new file: a 1-d uint8 tensor over new storage @index's data file. */
-static int create_at(struct ovl *v, struct ckpt_node *dir, char *nm,
-		     uint32_t index, struct ckpt_node **out, struct diag *d)
+/*
+ * A new storage @index over its data file "<index>" (@create: made empty
+ * now; else it is there already), and a 1-d uint8 tensor viewing it.
+ */
+int ovl_fresh_tensor(struct ovl *v, uint32_t index, bool create,
+		     struct ckpt_tensor **out, struct diag *d)
 {
 	struct ckpt_storage *s = ckpt_storage_fresh(v->c);
-	struct ckpt_tensor *t;
-	struct ckpt_node *n;
 	struct stat st;
 
 	if (!s)
 		return diag_nomem(d);
 	if (s->index != index)
-		return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s: new file %s "
+		return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s: a new tensor "
 				    "should be storage %u, is %u", v->dir,
-				    OVL_JOURNAL, nm, index, s->index);
-	s->fd = data_open(v, index, "", O_RDWR | (v->replaying ? 0 :
-						  O_CREAT | O_TRUNC));
+				    OVL_JOURNAL, index, s->index);
+	s->fd = ovl_data_open(v, index, "", O_RDWR | (create ? O_CREAT |
+						      O_TRUNC : 0));
 	if (s->fd < 0 || fstat(s->fd, &st))
-		return sys_err(v, d, -errno, "cannot open a new file's data");
+		return ovl_sys_err(v, d, -errno, "cannot open a new file's data");
 	s->nbytes = s->numel = st.st_size;
-	t = ckpt_tensor_fresh(v->c, s);
+	*out = ckpt_tensor_fresh(v->c, s);
+	return *out ? 0 : diag_nomem(d);
+}
+
+/* A new file: a 1-d uint8 tensor over new storage @index's data file. */
+static int create_at(struct ovl *v, struct ckpt_node *dir, char *nm,
+		     uint32_t index, struct ckpt_node **out, struct diag *d)
+{
+	struct ckpt_tensor *t;
+	struct ckpt_node *n;
+	int rc = ovl_fresh_tensor(v, index, !v->replaying, &t, d);
+
+	if (rc)
+		return rc;
 	n = ckpt_node_fresh(v->c, CKPT_N_TENSOR, "Tensor");
-	if (!t || !n || ckpt_dir_insert(v->c, dir, n, nm))
+	if (!n || ckpt_dir_insert(v->c, dir, n, nm))
 		return diag_nomem(d);
 	n->tensor = t;
 	n->step = ckpt_dir_step(dir);
@@ -428,27 +443,27 @@ int ovl_create(struct ovl *v, struct ckpt_node *dir, const char *name,
 	char *nm;
 	char idx[16];
 	uint32_t index = v->c->nstorages;
-	int fd, rc = dir_editable(v, dir, d);
+	int fd, rc = ovl_dir_editable(v, dir, d);
 
 	if (!rc && ckpt_node_child(dir, name))
 		rc = diag_errno(d, -EEXIST, "%s exists", name);
 	if (!rc)
-		rc = key_name(v, dir, name, &nm, d);
+		rc = ovl_key_name(v, dir, name, &nm, d);
 	if (!rc)
-		rc = ensure_dir(v, d);
+		rc = ovl_ensure_dir(v, d);
 	if (rc)
 		return rc;
 	/* the data file exists before the record that names it */
-	fd = data_open(v, index, "", O_RDWR | O_CREAT | O_TRUNC);
+	fd = ovl_data_open(v, index, "", O_RDWR | O_CREAT | O_TRUNC);
 	if (fd < 0 || fsync(v->dfd)) {
-		rc = sys_err(v, d, -errno, "cannot create a new file");
+		rc = ovl_sys_err(v, d, -errno, "cannot create a new file");
 		if (fd >= 0)
 			close(fd);
 		return rc;
 	}
 	close(fd);
 	snprintf(idx, sizeof(idx), "%u", index);
-	rc = journal(v, JR_CREATE, dir, name, NULL, NULL, idx, strlen(idx), d);
+	rc = ovl_journal(v, JR_CREATE, dir, name, NULL, NULL, idx, strlen(idx), d);
 	return rc ? rc : create_at(v, dir, nm, index, out, d);
 }
 
@@ -463,7 +478,8 @@ static bool is_content(const struct ckpt_node *s, const struct ckpt_node *x)
 		return false;
 	if (x->kind == CKPT_N_VALUE)
 		return raw && ckpt_value_editable(x);
-	if (x->kind != CKPT_N_TENSOR || xt->fresh || !xt->storage ||
+	if (x->kind != CKPT_N_TENSOR || (xt->fresh && !xt->fixed) ||
+	    !xt->storage ||
 	    (xt->kind != CKPT_T_STRIDED && xt->kind != CKPT_T_STORAGE &&
 	     xt->kind != CKPT_T_QUANTIZED))
 		return false;
@@ -486,7 +502,7 @@ static int line_len(const char *s, size_t n)
 	return (int)k;
 }
 
-static const char *node_label(const struct ckpt_node *n)
+const char *ovl_label(const struct ckpt_node *n)
 {
 	return n->name && n->name[0] ? n->name : "the root";
 }
@@ -510,7 +526,7 @@ static int transfer_data(struct ovl *v, struct ckpt_node *s,
 	if (x->kind == CKPT_N_VALUE) {
 		if (src->nbytes > OVL_MAX_VALUE)
 			return diag_errno(d, -EFBIG, "%s: a value's text is "
-					  "at most %u bytes", node_label(x),
+					  "at most %u bytes", ovl_label(x),
 					  OVL_MAX_VALUE);
 		*text = malloc(src->nbytes + 1);
 		if (!*text)
@@ -518,24 +534,24 @@ static int transfer_data(struct ovl *v, struct ckpt_node *s,
 		(*text)[src->nbytes] = 0;
 		rc = io_pread_full(src->fd, *text, src->nbytes, 0);
 		if (rc)
-			return sys_err(v, d, rc, "cannot read new value");
+			return ovl_sys_err(v, d, rc, "cannot read new value");
 		if (ckpt_value_parse(x, *text, src->nbytes, lit))
 			return diag_errno(d, -EINVAL, "%s: '%.*s' is not a "
-					  "python literal", node_label(x),
+					  "python literal", ovl_label(x),
 					  line_len(*text, src->nbytes), *text);
 		return 0;
 	}
 	if (src->nbytes != ckpt_tensor_size(x->tensor))
 		return diag_errno(d, -EINVAL, "%s: new contents are %llu bytes, "
 				  "the tensor is %llu; it keeps its old values",
-				  node_label(x),
+				  ovl_label(x),
 				  (unsigned long long)src->nbytes,
 				  (unsigned long long)ckpt_tensor_size(x->tensor));
 	if (v->replaying)
 		return 0;
-	rc = replace_contents(v, x->tensor, src->fd, d);
+	rc = ovl_replace_contents(v, x->tensor, src->fd, 0, d);
 	if (!rc)
-		changed(v, x->tensor->storage, NULL);
+		ovl_notify(v, x->tensor->storage, NULL);
 	return rc;
 }
 
@@ -580,7 +596,7 @@ static int transfer(struct ovl *v, struct ckpt_node *s, struct ckpt_node *x,
 	int rc = transfer_data(v, s, x, &lit, &text, d);
 
 	if (!rc)
-		rc = journal(v, op, dir, name, ndir, nname, NULL, 0, d);
+		rc = ovl_journal(v, op, dir, name, ndir, nname, NULL, 0, d);
 	if (!rc)
 		rc = transfer_identity(v, s, x, to, &lit, d);
 	free(text);
@@ -593,10 +609,10 @@ int ovl_rename(struct ovl *v, struct ckpt_node *dir, const char *name,
 {
 	struct ckpt_node *s, *x;
 	char *nm;
-	int rc = dir_editable(v, dir, d);
+	int rc = ovl_dir_editable(v, dir, d);
 
 	if (!rc)
-		rc = dir_editable(v, ndir, d);
+		rc = ovl_dir_editable(v, ndir, d);
 	if (rc)
 		return rc;
 	s = ckpt_node_child(dir, name);
@@ -607,6 +623,8 @@ int ovl_rename(struct ovl *v, struct ckpt_node *dir, const char *name,
 		return 0;
 	if (x && noreplace)
 		return diag_errno(d, -EEXIST, "%s exists", nname);
+	if (!x && ovl_view_target(s, ndir, nname))
+		return ovl_view_rename(v, s, ndir, nname, d);
 	for (const struct ckpt_node *p = ndir; p && is_dir(s); p = p->parent)
 		if (p == s)
 			return diag_errno(d, -EINVAL, "cannot move %s into "
@@ -617,13 +635,13 @@ int ovl_rename(struct ovl *v, struct ckpt_node *dir, const char *name,
 		return diag_errno(d, -ENOTDIR, "%s is not a directory", nname);
 	if (x && is_dir(x) && x->nlive)
 		return diag_errno(d, -ENOTEMPTY, "%s is not empty", nname);
-	rc = key_name(v, ndir, nname, &nm, d);
+	rc = ovl_key_name(v, ndir, nname, &nm, d);
 	if (rc)
 		return rc;
 	if (x && is_content(s, x))
 		return transfer(v, s, x, nm, JR_RENAME, dir, name, ndir, nname,
 				d);
-	rc = journal(v, JR_RENAME, dir, name, ndir, nname, NULL, 0, d);
+	rc = ovl_journal(v, JR_RENAME, dir, name, ndir, nname, NULL, 0, d);
 	if (rc)
 		return rc;
 	if (x) {
@@ -663,7 +681,7 @@ static int remove_node(struct ovl *v, struct ckpt_node *dir,
 		       const char *name, bool want_dir, struct diag *d)
 {
 	struct ckpt_node *n, *s;
-	int rc = dir_editable(v, dir, d);
+	int rc = ovl_dir_editable(v, dir, d);
 
 	if (rc)
 		return rc;
@@ -680,7 +698,7 @@ static int remove_node(struct ovl *v, struct ckpt_node *dir,
 	if (s)
 		return transfer(v, s, n, n->home_name, JR_UNLINK, dir, name,
 				NULL, NULL, d);
-	rc = journal(v, JR_UNLINK, dir, name, NULL, NULL, NULL, 0, d);
+	rc = ovl_journal(v, JR_UNLINK, dir, name, NULL, NULL, NULL, 0, d);
 	if (rc)
 		return rc;
 	ckpt_dir_remove(dir, n);
@@ -710,7 +728,7 @@ static bool parse_bool(const char *s, size_t n, bool *out)
 }
 
 /* "2,3" (or "" for 0-d) into @shape; the number of dims or -1. */
-static int parse_shape(const char *s, size_t n, int64_t *shape)
+int ovl_parse_shape(const char *s, size_t n, int64_t *shape)
 {
 	int nd = 0;
 	size_t i = 0;
@@ -747,14 +765,14 @@ int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 	int64_t shape[CKPT_MAX_DIMS], saved_shape[CKPT_MAX_DIMS];
 	char *path;
 	bool b;
-	int rc = check_writable(v, d);
+	int rc = ovl_check_writable(v, d);
 
 	if (rc)
 		return rc;
 	if (n->kind != CKPT_N_TENSOR || !t->fresh)
 		return diag_errno(d, -EPERM, "%s: only new tensors take "
 				  "user.* attributes (existing ones share "
-				  "storages)", node_label(n));
+				  "storages)", ovl_label(n));
 	save = *t;
 	memcpy(saved_shape, t->shape, sizeof(saved_shape));
 	if (!strcmp(name, "user.dtype")) {
@@ -770,7 +788,7 @@ int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 					  "a new tensor can have", n->name, buf);
 		t->dtype = dt;
 	} else if (!strcmp(name, "user.shape")) {
-		int nd = parse_shape(value, len, shape);
+		int nd = ovl_parse_shape(value, len, shape);
 		uint64_t numel = 1;
 
 		for (int i = 0; i < nd; i++)
@@ -816,7 +834,7 @@ int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 	{
 		struct jrec r = { .op = JR_XATTR };
 
-		rc = ensure_dir(v, d);
+		rc = ovl_ensure_dir(v, d);
 		field(&r, path);
 		field(&r, name);
 		r.f[r.nf] = value;
@@ -861,7 +879,7 @@ long long ovl_read(struct ovl *v, struct ckpt_node *n, void *buf,
 		len = size - off;
 	if (n->stage && n->stage->scratch) {
 		rc = io_pread_full(n->stage->scratch->fd, buf, len, off);
-		return rc ? sys_err(v, d, rc, "read") : (long long)len;
+		return rc ? ovl_sys_err(v, d, rc, "read") : (long long)len;
 	}
 	if (n->stage) {
 		memcpy(buf, n->stage->text + off, len);
@@ -869,7 +887,7 @@ long long ovl_read(struct ovl *v, struct ckpt_node *n, void *buf,
 	}
 	if (n->kind == CKPT_N_TENSOR && n->tensor->fresh) {
 		rc = io_pread_full(n->tensor->storage->fd, buf, len, off);
-		return rc ? sys_err(v, d, rc, "read") : (long long)len;
+		return rc ? ovl_sys_err(v, d, rc, "read") : (long long)len;
 	}
 	if (n->kind == CKPT_N_TENSOR)
 		return ckpt_tensor_read(v->c, n->tensor, buf, len, off, d);
@@ -883,9 +901,9 @@ long long ovl_read(struct ovl *v, struct ckpt_node *n, void *buf,
 	return len;
 }
 
-static void stage_free(struct ckpt_node *n)
+void ovl_stage_free(struct ckpt_stage **pst)
 {
-	struct ckpt_stage *st = n->stage;
+	struct ckpt_stage *st = *pst;
 
 	if (!st)
 		return;
@@ -895,7 +913,7 @@ static void stage_free(struct ckpt_node *n)
 	}
 	free(st->text);
 	free(st);
-	n->stage = NULL;
+	*pst = NULL;
 }
 
 /* Start rewriting @n: a scratch file (tensor) or a text buffer (value),
@@ -927,7 +945,7 @@ static int stage_start(struct ovl *v, struct ckpt_node *n, uint64_t keep,
 		}
 		return rc;
 	}
-	rc = ensure_dir(v, d);
+	rc = ovl_ensure_dir(v, d);
 	st->scratch = calloc(1, sizeof(*st->scratch));
 	if (!rc && !st->scratch)
 		rc = diag_nomem(d);
@@ -935,7 +953,7 @@ static int stage_start(struct ovl *v, struct ckpt_node *n, uint64_t keep,
 		st->scratch->fd = openat(v->dfd, ".", O_TMPFILE | O_RDWR |
 					 O_CLOEXEC, 0600);
 		if (st->scratch->fd < 0)
-			rc = sys_err(v, d, -errno, "cannot make a scratch file");
+			rc = ovl_sys_err(v, d, -errno, "cannot make a scratch file");
 	}
 	n->stage = NULL;	/* read the current contents, not the stage */
 	for (uint64_t pos = 0; pos < keep && !rc; pos += CHUNK) {
@@ -950,7 +968,7 @@ static int stage_start(struct ovl *v, struct ckpt_node *n, uint64_t keep,
 	n->stage = st;
 	st->len = keep;
 	if (rc)
-		stage_free(n);
+		ovl_stage_free(&n->stage);
 	return rc;
 }
 
@@ -965,13 +983,13 @@ static long long write_stage(struct ovl *v, struct ckpt_node *n,
 
 	if (off > limit || len > limit - off)
 		return diag_errno(d, -EFBIG, "%s: %s is %llu bytes; this write "
-				  "goes past that", node_label(n),
+				  "goes past that", ovl_label(n),
 				  n->kind == CKPT_N_VALUE ? "a value's text" :
 				  "the tensor", (unsigned long long)limit);
 	if (st->scratch) {
 		rc = io_pwrite_full(st->scratch->fd, buf, len, off);
 		if (rc)
-			return sys_err(v, d, rc, "write");
+			return ovl_sys_err(v, d, rc, "write");
 	} else {
 		if (off > st->len)
 			memset(st->text + st->len, 0, off - st->len);
@@ -988,14 +1006,14 @@ long long ovl_write(struct ovl *v, struct ckpt_node *n, const void *buf,
 {
 	struct ckpt_tensor *t = n->tensor;
 	long long w;
-	int rc = check_writable(v, d);
+	int rc = ovl_check_writable(v, d);
 
 	if (rc)
 		return rc;
 	if (n->kind == CKPT_N_VALUE) {
 		if (!ckpt_value_editable(n))
 			return diag_errno(d, -EPERM, "%s: a %s cannot be "
-					  "edited as text", node_label(n),
+					  "edited as text", ovl_label(n),
 					  n->type);
 		if (!n->stage && (rc = stage_start(v, n, UINT64_MAX, d)))
 			return rc;
@@ -1003,34 +1021,35 @@ long long ovl_write(struct ovl *v, struct ckpt_node *n, const void *buf,
 	}
 	if (n->kind != CKPT_N_TENSOR)
 		return diag_errno(d, -EPERM, "%s cannot be written",
-				  node_label(n));
+				  ovl_label(n));
 	if (n->stage)
 		return write_stage(v, n, buf, len, off, d);
-	if (t->fresh) {
+	if (t->fresh && !t->fixed) {
 		struct ckpt_storage *s = t->storage;
 
 		rc = io_pwrite_full(s->fd, buf, len, off);
 		if (rc)
-			return sys_err(v, d, rc, "write");
+			return ovl_sys_err(v, d, rc, "write");
 		if (off + len > s->nbytes) {
 			s->nbytes = off + len;
 			ckpt_tensor_fresh_sync(t);
 		}
+		ovl_notify(v, s, n);	/* its views changed */
 		return len;
 	}
 	if (!t->storage || t->kind == CKPT_T_META || t->kind == CKPT_T_INLINE)
 		return diag_errno(d, -EPERM, "%s has no storage to write",
-				  node_label(n));
+				  ovl_label(n));
 	if (off >= ckpt_tensor_size(t) || len > ckpt_tensor_size(t) - off)
 		return diag_errno(d, -EFBIG, "%s: the tensor is %llu bytes; "
-				  "this write goes past that", node_label(n),
+				  "this write goes past that", ovl_label(n),
 				  (unsigned long long)ckpt_tensor_size(t));
 	rc = copy_up(v, t->storage, d);
 	if (rc)
 		return rc;
 	w = ckpt_tensor_write(v->c, t, buf, len, off, d);
 	if (w > 0)
-		changed(v, t->storage, n);
+		ovl_notify(v, t->storage, n);
 	return w;
 }
 
@@ -1038,40 +1057,40 @@ int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
 		 struct diag *d)
 {
 	struct ckpt_tensor *t = n->tensor;
-	int rc = check_writable(v, d);
+	int rc = ovl_check_writable(v, d);
 
 	if (rc)
 		return rc;
-	if (n->kind == CKPT_N_TENSOR && t->fresh && !n->stage) {
+	if (n->kind == CKPT_N_TENSOR && t->fresh && !t->fixed && !n->stage) {
 		struct ckpt_storage *s = t->storage;
 
 		if (ftruncate(s->fd, size))
-			return sys_err(v, d, -errno, "truncate");
+			return ovl_sys_err(v, d, -errno, "truncate");
 		s->nbytes = size;
 		ckpt_tensor_fresh_sync(t);
 		return 0;
 	}
 	if (n->kind == CKPT_N_VALUE && !ckpt_value_editable(n))
 		return diag_errno(d, -EPERM, "%s: a %s cannot be edited as "
-				  "text", node_label(n), n->type);
+				  "text", ovl_label(n), n->type);
 	if (n->kind != CKPT_N_VALUE && n->kind != CKPT_N_TENSOR)
 		return diag_errno(d, -EPERM, "%s cannot be written",
-				  node_label(n));
+				  ovl_label(n));
 	if (!n->stage && size == ovl_size(v, n))
 		return 0;
 	if (n->kind == CKPT_N_TENSOR && (!t->storage ||
 					 t->kind == CKPT_T_META ||
 					 t->kind == CKPT_T_INLINE))
 		return diag_errno(d, -EPERM, "%s has no storage to write",
-				  node_label(n));
+				  ovl_label(n));
 	if (size > (n->kind == CKPT_N_VALUE ? OVL_MAX_VALUE :
 		    ckpt_tensor_size(t)))
 		return diag_errno(d, -EFBIG, "%s: cannot grow past its size",
-				  node_label(n));
+				  ovl_label(n));
 	if (!n->stage && (rc = stage_start(v, n, size, d)))
 		return rc;
 	if (n->stage->scratch && ftruncate(n->stage->scratch->fd, size))
-		return sys_err(v, d, -errno, "truncate");
+		return ovl_sys_err(v, d, -errno, "truncate");
 	if (!n->stage->scratch && size > n->stage->len)
 		memset(n->stage->text + n->stage->len, 0,
 		       size - n->stage->len);
@@ -1091,9 +1110,9 @@ static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 		if (ckpt_value_parse(n, st->text, st->len, &lit)) {
 			rc = diag_errno(d, -EINVAL, "%s: '%.*s' is not a python "
 					"literal; the value stays %s",
-					node_label(n), line_len(st->text, st->len),
+					ovl_label(n), line_len(st->text, st->len),
 					st->text, n->text);
-			stage_free(n);
+			ovl_stage_free(&n->stage);
 			return rc;
 		}
 		path = ckpt_node_path(n);
@@ -1102,7 +1121,7 @@ static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 		{
 			struct jrec r = { .op = JR_VALUE };
 
-			rc = ensure_dir(v, d);
+			rc = ovl_ensure_dir(v, d);
 			field(&r, path);
 			r.f[r.nf] = st->text;
 			r.len[r.nf++] = st->len;
@@ -1112,21 +1131,21 @@ static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 		free(path);
 		if (!rc)
 			rc = ckpt_value_set(v->c, n, &lit) ? diag_nomem(d) : 0;
-		stage_free(n);
+		ovl_stage_free(&n->stage);
 		return rc;
 	}
 	if (st->len != ckpt_tensor_size(n->tensor)) {
 		rc = diag_errno(d, -EINVAL, "%s: new contents are %llu bytes, "
 				"the tensor is %llu; it keeps its old values",
-				node_label(n), (unsigned long long)st->len,
+				ovl_label(n), (unsigned long long)st->len,
 				(unsigned long long)ckpt_tensor_size(n->tensor));
-		stage_free(n);
+		ovl_stage_free(&n->stage);
 		return rc;
 	}
-	rc = replace_contents(v, n->tensor, st->scratch->fd, d);
-	stage_free(n);
+	rc = ovl_replace_contents(v, n->tensor, st->scratch->fd, 0, d);
+	ovl_stage_free(&n->stage);
 	if (!rc)
-		changed(v, n->tensor->storage, NULL);
+		ovl_notify(v, n->tensor->storage, NULL);
 	return rc;
 }
 
@@ -1134,7 +1153,7 @@ static int sync_storage(struct ovl *v, struct ckpt_storage *s,
 			struct diag *d)
 {
 	if (s && s->fd != v->c->fd && s->fd >= 0 && fdatasync(s->fd))
-		return sys_err(v, d, -errno, "fsync");
+		return ovl_sys_err(v, d, -errno, "fsync");
 	return 0;
 }
 
@@ -1166,7 +1185,7 @@ long long ovl_write_storage(struct ovl *v, struct ckpt_storage *s,
 			    const void *buf, uint64_t len, uint64_t off,
 			    struct diag *d)
 {
-	int rc = check_writable(v, d);
+	int rc = ovl_check_writable(v, d);
 
 	if (rc)
 		return rc;
@@ -1176,10 +1195,10 @@ long long ovl_write_storage(struct ovl *v, struct ckpt_storage *s,
 				  (unsigned long long)s->nbytes);
 	rc = copy_up(v, s, d);
 	if (!rc && (rc = io_pwrite_full(s->fd, buf, len, off)))
-		rc = sys_err(v, d, rc, "write");
+		rc = ovl_sys_err(v, d, rc, "write");
 	if (rc)
 		return rc;
-	changed(v, s, NULL);
+	ovl_notify(v, s, NULL);
 	return len;
 }
 
@@ -1208,13 +1227,14 @@ static char *field_str(const struct jrec *r, int i)
 /* Apply journal record @r again (data is already in place). */
 static int replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
 {
-	struct ckpt_node *dir = r->nf ? resolve(v, r->f[0], r->len[0]) : NULL;
+	struct ckpt_node *dir = r->nf ? ovl_resolve(v, r->f[0], r->len[0]) : NULL;
 	struct ckpt_node *out, *ndir;
 	char *name = field_str(r, 1), *nname = NULL;
 	uint64_t idx;
 	int rc;
 
-	if (!dir || (!name && r->op != JR_VALUE && r->op != JR_XATTR)) {
+	if (!dir || (!name && r->op != JR_VALUE && r->op != JR_XATTR &&
+		     r->op != JR_TENSOR)) {
 		free(name);
 		return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s: a record names "
 				    "'%.*s', which is not there", v->dir,
@@ -1238,7 +1258,7 @@ static int replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
 		     ovl_unlink(v, dir, name, d);
 		break;
 	case JR_RENAME:
-		ndir = r->nf == 4 ? resolve(v, r->f[2], r->len[2]) : NULL;
+		ndir = r->nf == 4 ? ovl_resolve(v, r->f[2], r->len[2]) : NULL;
 		nname = field_str(r, 3);
 		rc = ndir && nname ? ovl_rename(v, dir, name, ndir, nname,
 						false, d) :
@@ -1253,6 +1273,9 @@ static int replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
 		     ckpt_value_set(v->c, dir, &lit);
 		break;
 	}
+	case JR_TENSOR:
+		rc = ovl_replay_tensor(v, r, d);
+		break;
 	case JR_XATTR:
 		nname = field_str(r, 1);
 		rc = r->nf != 3 || !nname ? diag_corrupt(d, DIAG_NO_OFFSET,
@@ -1319,7 +1342,7 @@ static int replay(struct ovl *v, struct diag *d)
 	if (v->jfd < 0 && errno == ENOENT)
 		return 0;	/* an empty directory: nothing staged yet */
 	if (v->jfd < 0)
-		return sys_err(v, d, -errno, "cannot open the journal");
+		return ovl_sys_err(v, d, -errno, "cannot open the journal");
 	rc = jr_load(v, &recs, &n, &buf, d);
 	if (rc)
 		return rc;
@@ -1346,7 +1369,7 @@ static int replay(struct ovl *v, struct diag *d)
 			close(v->dfd);
 			v->dfd = -1;
 			if (rc)
-				rc = sys_err(v, d, rc, "cannot remove");
+				rc = ovl_sys_err(v, d, rc, "cannot remove");
 			goto out;
 		}
 		rc = diag_errno(d, -ESTALE, "%s holds edits for another version "
@@ -1374,12 +1397,12 @@ static int attach_copies(struct ovl *v, struct diag *d)
 	for (uint32_t i = 0; i < v->nstorages0; i++) {
 		struct ckpt_storage *s = c->storages[i];
 		struct stat st;
-		int fd = data_open(v, i, "", O_RDWR);
+		int fd = ovl_data_open(v, i, "", O_RDWR);
 
 		if (fd < 0 && errno == ENOENT)
 			continue;
 		if (fd < 0 || fstat(fd, &st))
-			return sys_err(v, d, -errno, "cannot open staged data");
+			return ovl_sys_err(v, d, -errno, "cannot open staged data");
 		if ((uint64_t)st.st_size != s->nbytes) {
 			close(fd);
 			return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%u has %llu "
@@ -1450,7 +1473,7 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 	}
 	v->dfd = open(v->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (v->dfd < 0 && errno != ENOENT) {
-		rc = sys_err(v, d, -errno, "cannot open the overlay");
+		rc = ovl_sys_err(v, d, -errno, "cannot open the overlay");
 		goto fail;
 	}
 	if (v->dfd >= 0 && o->discard) {
@@ -1458,7 +1481,7 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 		close(v->dfd);
 		v->dfd = -1;
 		if (rc) {
-			rc = sys_err(v, d, rc, "cannot discard");
+			rc = ovl_sys_err(v, d, rc, "cannot discard");
 			goto fail;
 		}
 	}
@@ -1489,8 +1512,10 @@ void ovl_close(struct ovl *v)
 			close(s->fd);
 		s->fd = v->c->fd;
 	}
-	for (uint32_t i = 0; i < v->c->nnodes; i++)
-		stage_free(v->c->nodes[i]);
+	for (uint32_t i = 0; i < v->c->nnodes; i++) {
+		ovl_stage_free(&v->c->nodes[i]->stage);
+		ovl_stage_free(&v->c->nodes[i]->vstage);
+	}
 	if (v->jfd >= 0)
 		close(v->jfd);
 	if (v->dfd >= 0)
@@ -1530,7 +1555,7 @@ static int note_commit(void *arg, const struct stat *st, struct diag *d)
 	struct ovl *v = arg;
 	char size[24], sec[24], nsec[24];
 	struct jrec k = { .op = JR_COMMIT, .nf = 3, .f = { size, sec, nsec } };
-	int rc = ensure_dir(v, d);
+	int rc = ovl_ensure_dir(v, d);
 
 	snprintf(size, sizeof(size), "%llu", (unsigned long long)st->st_size);
 	snprintf(sec, sizeof(sec), "%lld", (long long)st->st_mtim.tv_sec);
@@ -1542,7 +1567,7 @@ static int note_commit(void *arg, const struct stat *st, struct diag *d)
 
 int ovl_commit(struct ovl *v, const char *output, struct diag *d)
 {
-	int rc = v->committed ? 0 : check_writable(v, d);
+	int rc = v->committed ? 0 : ovl_check_writable(v, d);
 
 	if (rc)
 		return rc;

@@ -108,6 +108,56 @@ long long ovl_write_storage(struct ovl *v, struct ckpt_storage *s,
 			    struct diag *d);
 int ovl_fsync_storage(struct ovl *v, struct ckpt_storage *s, struct diag *d);
 
+/* ---- the .npy and .txt views of a tensor (ovl_view.c, docs/views.md) */
+
+/* Does tensor node @n have views (it has values: not a meta tensor)? */
+bool ovl_view_ok(const struct ckpt_node *n);
+
+/* Is @name "KEY.npy" / "KEY.txt"?  The view, and KEY's length; else 0. */
+int ovl_view_name(const char *name, size_t *keylen);
+
+/* The .npy header of @n's tensor into @buf (VIEW_NPY_HEADER_MAX bytes);
+ * its length. */
+size_t ovl_npy_header(const struct ovl *v, const struct ckpt_node *n,
+		      unsigned char *buf);
+
+/* Size of @n's .npy view (or of the one being written). */
+uint64_t ovl_npy_size(const struct ovl *v, const struct ckpt_node *n);
+
+/* Read the .npy view (header, then the tensor's bytes). */
+long long ovl_npy_read(struct ovl *v, struct ckpt_node *n, void *buf,
+		       uint64_t len, uint64_t off, struct diag *d);
+
+/* Render @n's text view into @fd from offset 0; *@size its length. */
+int ovl_text_render(struct ovl *v, struct ckpt_node *n, int fd,
+		    uint64_t *size, struct diag *d);
+
+/*
+ * Write to view @view of @n.  .npy: bytes past the header are written
+ * into the tensor in place; the header can only be rewritten as it is.
+ * .txt: the first write starts a copy of the text, applied at close().
+ * After a truncate (open with O_TRUNC, cp, np.save) the whole new file
+ * is staged and applied at close(): a .npy of the same dtype and shape
+ * (or a .txt with the right count of numbers) replaces the values; a .npy
+ * of another dtype or shape replaces the tensor by a new one.
+ */
+long long ovl_view_write(struct ovl *v, struct ckpt_node *n, int view,
+			 const void *buf, uint64_t len, uint64_t off,
+			 struct diag *d);
+int ovl_view_truncate(struct ovl *v, struct ckpt_node *n, int view,
+		      uint64_t size, struct diag *d);
+/* close() / the last close(): apply a view being written (see ovl_flush) */
+int ovl_view_flush(struct ovl *v, struct ckpt_node *n, struct diag *d);
+int ovl_view_release(struct ovl *v, struct ckpt_node *n, struct diag *d);
+
+/*
+ * create("KEY.npy") where @dir has no KEY: a pending node whose .npy view
+ * takes the new file; at close() it becomes tensor KEY (@key: the
+ * escaped name without ".npy").
+ */
+int ovl_view_create(struct ovl *v, struct ckpt_node *dir, const char *key,
+		    struct ckpt_node **out, struct diag *d);
+
 /*
  * Write back: the new archive goes to a temporary file beside @output
  * (NULL: the checkpoint itself), is fsync'd, renamed over it, and the

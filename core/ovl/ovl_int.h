@@ -10,7 +10,7 @@
 
 #define OVL_JOURNAL	"journal"
 #define OVL_MAGIC	"ptfs-journal-1"
-#define JR_MAXF		6		/* fields of one record */
+#define JR_MAXF		8		/* fields of one record */
 #define JR_MAX		(16u << 20)	/* bytes of one record */
 
 /* Journal operations (the first byte of a record's payload). */
@@ -22,6 +22,9 @@ enum {
 	JR_RENAME = 'R',	/* dir path, name, new dir path, new name */
 	JR_VALUE = 'V',		/* path, new text */
 	JR_XATTR = 'X',		/* path, xattr name, value */
+	JR_TENSOR = 'T',	/* dir path, name, storage index, dtype, shape,
+				   flags [, dir path, name of a file it
+				   consumed]: a new tensor from a .npy */
 	JR_COMMIT = 'K',	/* size, mtime s, mtime ns of the new file */
 };
 
@@ -49,5 +52,54 @@ int jr_load(struct ovl *v, struct jrec **recs, size_t *nrecs,
 
 /* A decimal field as a number; false if it is not one. */
 bool jr_num(const struct jrec *r, int i, uint64_t *out);
+
+/* ---- ovl.c's pieces that ovl_view.c uses too ---- */
+
+int ovl_sys_err(struct ovl *v, struct diag *d, int err, const char *what);
+/* Edits allowed now?  0, or -EROFS with @d set. */
+int ovl_check_writable(const struct ovl *v, struct diag *d);
+/* Tell the mount that storage @s changed through anything but @except. */
+void ovl_notify(struct ovl *v, struct ckpt_storage *s,
+		const struct ckpt_node *except);
+/* The overlay directory and journal exist (made on the first edit). */
+int ovl_ensure_dir(struct ovl *v, struct diag *d);
+/* openat() of data file "<i><sfx>" in the overlay directory. */
+int ovl_data_open(struct ovl *v, uint32_t i, const char *sfx, int flags);
+/* Copy @len bytes at @in_off of @in to @out at 0. */
+int ovl_copy_range(int in, uint64_t in_off, int out, uint64_t len);
+/* Replace all of @t's values by bytes of @src from @src_off, atomically. */
+int ovl_replace_contents(struct ovl *v, const struct ckpt_tensor *t,
+			 int src, uint64_t src_off, struct diag *d);
+/* New storage @index over data file "<index>" and a tensor viewing it. */
+int ovl_fresh_tensor(struct ovl *v, uint32_t index, bool create,
+		     struct ckpt_tensor **out, struct diag *d);
+/* The node at path @p (as ckpt_node_path() writes it), or NULL. */
+struct ckpt_node *ovl_resolve(struct ovl *v, const char *p, size_t len);
+/* Append journal record @op on (@dir, @name)[, (@ndir, @nname)][, @extra]. */
+int ovl_journal(struct ovl *v, char op, const struct ckpt_node *dir,
+		const char *name, const struct ckpt_node *ndir,
+		const char *nname, const char *extra, size_t extra_len,
+		struct diag *d);
+/* Can entries be added to or removed from directory @dir?  0 or -errno. */
+int ovl_dir_editable(struct ovl *v, const struct ckpt_node *dir,
+		     struct diag *d);
+/* Check @name as a key name of @dir and arena-copy it into *@out. */
+int ovl_key_name(struct ovl *v, const struct ckpt_node *dir,
+		 const char *name, char **out, struct diag *d);
+/* A node's name for messages ("the root" for the root). */
+const char *ovl_label(const struct ckpt_node *n);
+/* "2,3" into @shape: the number of dims, or -1. */
+int ovl_parse_shape(const char *s, size_t n, int64_t *shape);
+/* Free a stage (NULL is fine) and clear the pointer. */
+void ovl_stage_free(struct ckpt_stage **pst);
+
+/* ---- ovl_view.c's part of rename and replay ---- */
+
+/* Is renaming @s to @nname in @ndir a write of a view (see ovl.h)? */
+bool ovl_view_target(const struct ckpt_node *s, const struct ckpt_node *ndir,
+		     const char *nname);
+int ovl_view_rename(struct ovl *v, struct ckpt_node *s,
+		    struct ckpt_node *ndir, const char *nname, struct diag *d);
+int ovl_replay_tensor(struct ovl *v, const struct jrec *r, struct diag *d);
 
 #endif
