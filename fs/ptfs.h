@@ -18,6 +18,8 @@
 #include "ckpt/ckpt.h"
 #include "ovl/ovl.h"
 
+struct diag;
+
 /* Largest read request, and the readahead window (see op_init). */
 #define PTFS_REQUEST	(252u * 4096)
 
@@ -30,6 +32,7 @@ enum ptfs_kind {
 	PTFS_STORAGE,		/* .ptfs/storages/<key>: a raw storage */
 	PTFS_RECORD,		/* .ptfs/<record>: another archive record */
 	PTFS_CTL,		/* .ptfs/commit: write back on request */
+	PTFS_VIEW,		/* KEY.npy / KEY.txt of a tensor node */
 };
 
 struct ptfs_ino {
@@ -38,6 +41,7 @@ struct ptfs_ino {
 	struct ckpt_storage *storage;	/* PTFS_STORAGE */
 	struct ptz_entry *rec;		/* PTFS_RECORD (zip) */
 	uint32_t index;		/* storage or record number */
+	int view;		/* PTFS_VIEW: enum ckpt_view */
 };
 
 /* A record shown under .ptfs/ (everything but the storages). */
@@ -55,6 +59,10 @@ struct ptfs_inval {
 	struct ckpt_storage **q;	/* changed storages, deduplicated */
 	fuse_ino_t *except;	/* the writer's inode, kept cached */
 	uint32_t n, cap;
+	/* names whose entry the kernel must look up again (a view renamed
+	   over: the kernel thinks the name is the renamed file now) */
+	struct ptfs_ent { fuse_ino_t parent; char *name; } *ents;
+	uint32_t nents, capents;
 	uint64_t queued, done;	/* batches asked for and finished */
 	bool stop, running;
 	bool wait;		/* writers wait for their invalidations */
@@ -73,8 +81,15 @@ struct ptfs {
 	 */
 	pthread_rwlock_t lock;
 	struct ptfs_inval inval;
-	/* the storage file a write is going through (under the lock) */
-	const struct ckpt_storage *writing_storage;
+	/* the inode a write is going through (under the lock): its pages
+	   stay cached, the other views of the storage are dropped */
+	fuse_ino_t writing_ino;
+	/* rendered text views, by node id (ptfs_view.c) */
+	pthread_mutex_t text_lock;
+	struct ptfs_text *texts;
+	uint32_t ntexts;	/* slots */
+	uint32_t ncached;	/* slots holding a rendering */
+	bool list_views;	/* -o views: readdir lists KEY.npy, KEY.txt */
 	char commit_msg[512];	/* what .ptfs/commit reads: the last result */
 	uint32_t nstor;		/* storages shown under .ptfs/storages/ */
 	struct stat st;		/* the checkpoint file's, for times */
@@ -102,8 +117,11 @@ int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out);
 /* The inode number of a tree node. */
 fuse_ino_t ptfs_ino_of(const struct ptfs *fs, const struct ckpt_node *n);
 
+/* The inode number of view @view (CKPT_V_NPY/TXT) of tensor node @n. */
+fuse_ino_t ptfs_ino_of_view(const struct ckpt_node *n, int view);
+
 /* Attributes of @ino into @st.  0 or -ENOENT. */
-int ptfs_stat(const struct ptfs *fs, fuse_ino_t ino, struct stat *st);
+int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st);
 
 /* Child @name of directory @parent: its inode number, or 0. */
 fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
@@ -113,10 +131,11 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
  * Entry @i of directory @dir (after "." and ".."): its name and inode.
  * Returns 1, 0 past the last entry, or -1 for a slot whose entry was
  * removed (skip it: offsets stay stable while a tool deletes what it
- * lists).  The name is borrowed.
+ * lists).  The name is borrowed, or made in @buf (PTFS_NAME_BUF bytes).
  */
+#define PTFS_NAME_BUF	512
 int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
-		const char **name, fuse_ino_t *ino);
+		const char **name, fuse_ino_t *ino, char *buf);
 
 /* Bytes of a value / opaque node's file: "12\n" (bytes: no newline). */
 uint64_t ptfs_text_size(const struct ckpt_node *n);
@@ -127,6 +146,30 @@ fuse_ino_t ptfs_ino_of_storage(const struct ptfs *fs,
 
 /* A link node's symlink text: the relative path to its target (free). */
 char *ptfs_link_target(const struct ckpt_node *n);
+
+/* ---- ptfs_view.c: the text views' renderings ---- */
+
+struct ptfs_text {
+	int fd;			/* an unlinked temporary file */
+	uint64_t size;
+	bool valid;
+};
+
+/*
+ * The rendered text view of tensor node @n: its fd and size, rendered
+ * into a temporary file on first use and kept until the next edit
+ * (ptfs_texts_drop()).  Call with the lock held for reading or writing.
+ * 0 or -errno with @d set.
+ */
+int ptfs_text_get(struct ptfs *fs, struct ckpt_node *n, int *fd,
+		  uint64_t *size, struct diag *d);
+
+/* Forget every rendering (an edit may have changed any): with the lock
+ * held for writing. */
+void ptfs_texts_drop(struct ptfs *fs);
+
+/* Size of view @view of @n (a text view is rendered for it). */
+uint64_t ptfs_view_size(struct ptfs *fs, struct ckpt_node *n, int view);
 
 /* ---- ptfs_xattr.c ---- */
 

@@ -14,6 +14,11 @@
  *   P + 2 + i                .ptfs/storages/<key of storage i>
  *   P + 2 + nstor + j        .ptfs/<record j> (data.pkl, version, ...)
  *   P + 2 + nstor + nrecs    .ptfs/commit (the write-back control file)
+ *   2^41 + node->id          KEY.npy of tensor node KEY
+ *   2^42 + node->id          KEY.txt of tensor node KEY
+ *
+ * Views and .ptfs/ are found by name but not listed (unless -o views), so
+ * ls, diff -r and rsync see each tensor once and never the plumbing.
  *
  * Nodes live as long as the mount, also when an edit removes them (an
  * open file keeps working), so lookup counts need no bookkeeping: forget
@@ -29,6 +34,8 @@
 #include <string.h>
 
 #define PLUMB_NAME ".ptfs"
+#define VIEW_NPY ((fuse_ino_t)1 << 41)
+#define VIEW_TXT ((fuse_ino_t)1 << 42)
 
 static bool root_is_dir(const struct ptfs *fs)
 {
@@ -42,6 +49,11 @@ fuse_ino_t ptfs_ino_of(const struct ptfs *fs, const struct ckpt_node *n)
 	if (n == fs->c->root && root_is_dir(fs))
 		return FUSE_ROOT_ID;
 	return 2 + (fuse_ino_t)n->id;
+}
+
+fuse_ino_t ptfs_ino_of_view(const struct ckpt_node *n, int view)
+{
+	return (view == CKPT_V_NPY ? VIEW_NPY : VIEW_TXT) + n->id;
 }
 
 static char *escape_record(const char *s)
@@ -133,6 +145,20 @@ int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out)
 	if (ino >= 2 && ino - 2 < c->nnodes) {
 		out->kind = PTFS_NODE;
 		out->node = c->nodes[ino - 2];
+		return 0;
+	}
+	if (ino >= VIEW_NPY) {
+		fuse_ino_t id = ino & (VIEW_NPY - 1);
+
+		if (id >= c->nnodes || (ino - id != VIEW_NPY &&
+					ino - id != VIEW_TXT))
+			return -ENOENT;
+		out->kind = PTFS_VIEW;
+		out->node = c->nodes[id];
+		out->view = ino - id == VIEW_NPY ? CKPT_V_NPY : CKPT_V_TXT;
+		if (!ovl_view_ok(out->node) ||
+		    (out->node->pending && out->view != CKPT_V_NPY))
+			return -ENOENT;
 		return 0;
 	}
 	if (ino == fs->plumb || ino == fs->plumb + 1) {
@@ -251,7 +277,7 @@ static void node_stat(const struct ptfs *fs, const struct ckpt_node *n,
 	}
 }
 
-int ptfs_stat(const struct ptfs *fs, fuse_ino_t ino, struct stat *st)
+int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
 {
 	struct ptfs_ino i;
 	int rc = ptfs_ino_get(fs, ino, &i);
@@ -296,45 +322,67 @@ int ptfs_stat(const struct ptfs *fs, fuse_ino_t ino, struct stat *st)
 		st->st_mode = S_IFREG | 0444;
 		st->st_size = fs->recs[i.index].size;
 		break;
+	case PTFS_VIEW:
+		st->st_mode = S_IFREG | 0444 | (fs->readonly ? 0 : 0200);
+		st->st_size = ptfs_view_size(fs, i.node, i.view);
+		break;
 	}
 	st->st_blocks = (st->st_size + 511) / 512;
 	return 0;
 }
 
+/* With -o views, entry 3i + j of a directory is child i itself (j = 0)
+ * or its .npy (1) and .txt (2) views. */
+static int child_entry(const struct ptfs *fs, const struct ckpt_node *k,
+		       const char *kname, int j, const char **name,
+		       fuse_ino_t *ino, char *buf)
+{
+	if (!k)
+		return -1;
+	if (!j) {
+		*name = kname;
+		*ino = ptfs_ino_of(fs, k);
+		return 1;
+	}
+	if (k->kind != CKPT_N_TENSOR || !ovl_view_ok(k) ||
+	    strlen(kname) + 5 > PTFS_NAME_BUF)
+		return -1;
+	snprintf(buf, PTFS_NAME_BUF, "%s.%s", kname, j == 1 ? "npy" : "txt");
+	/* a real key of that name wins over the view */
+	if (k->parent && ckpt_node_child(k->parent, buf))
+		return -1;
+	*name = buf;
+	*ino = ptfs_ino_of_view(k, j == 1 ? CKPT_V_NPY : CKPT_V_TXT);
+	return 1;
+}
+
 int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
-		const char **name, fuse_ino_t *ino)
+		const char **name, fuse_ino_t *ino, char *buf)
 {
 	const struct ckpt *c = fs->c;
-	const struct ckpt_node *k;
+	uint64_t per = fs->list_views ? 3 : 1;
 	struct ptfs_ino d;
 
+	buf[0] = 0;
 	if (ptfs_ino_get(fs, dir, &d))
 		return 0;
 	switch (d.kind) {
 	case PTFS_ROOT:
 		if (!root_is_dir(fs)) {
-			if (i > 1)
+			if (i >= per)
 				return 0;
-			*name = i ? PLUMB_NAME : fs->root_name;
-			*ino = i ? fs->plumb : ptfs_ino_of(fs, c->root);
-			return 1;
-		}
-		if (i == d.node->nkids) {
-			*name = PLUMB_NAME;
-			*ino = fs->plumb;
-			return 1;
+			return child_entry(fs, c->root, fs->root_name, i % per,
+					   name, ino, buf);
 		}
 		/* fall through */
 	case PTFS_NODE:
-		if (i >= d.node->nkids || (d.node->kind != CKPT_N_DIR &&
-					   d.node->kind != CKPT_N_SEQ))
+		if (i / per >= d.node->nkids || (d.node->kind != CKPT_N_DIR &&
+						 d.node->kind != CKPT_N_SEQ))
 			return 0;
-		k = d.node->kids[i];
-		if (!k)
-			return -1;
-		*name = k->name;
-		*ino = ptfs_ino_of(fs, k);
-		return 1;
+		return child_entry(fs, d.node->kids[i / per],
+				   d.node->kids[i / per] ?
+				   d.node->kids[i / per]->name : NULL,
+				   i % per, name, ino, buf);
 	case PTFS_PLUMB:
 		if (i == fs->nrecs + 1 && fs->ovl && !fs->readonly) {
 			*name = "commit";
@@ -358,6 +406,19 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 	}
 }
 
+/* View @name of node @n (named @key), or 0. */
+static fuse_ino_t view_of(const struct ckpt_node *n, const char *key,
+			  const char *name)
+{
+	size_t kl;
+	int view = ovl_view_name(name, &kl);
+
+	if (!view || kl != strlen(key) || strncmp(name, key, kl) ||
+	    n->kind != CKPT_N_TENSOR || !ovl_view_ok(n))
+		return 0;
+	return ptfs_ino_of_view(n, view);
+}
+
 fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 		       const char *name)
 {
@@ -371,13 +432,30 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 	case PTFS_ROOT:
 		if (!strcmp(name, PLUMB_NAME))
 			return fs->plumb;
-		if (!root_is_dir(fs))
-			return strcmp(name, fs->root_name) ? 0 :
-			       ptfs_ino_of(fs, c->root);
+		if (!root_is_dir(fs)) {
+			if (!strcmp(name, fs->root_name))
+				return ptfs_ino_of(fs, c->root);
+			return view_of(c->root, fs->root_name, name);
+		}
 		/* fall through */
 	case PTFS_NODE:
+		if (d.node->kind != CKPT_N_DIR && d.node->kind != CKPT_N_SEQ)
+			return 0;
 		n = ckpt_node_child(d.node, name);
-		return n ? ptfs_ino_of(fs, n) : 0;
+		if (n)
+			return ptfs_ino_of(fs, n);
+		{
+			/* KEY.npy, KEY.txt: views of tensor KEY */
+			size_t kl;
+			char key[256];
+
+			if (!ovl_view_name(name, &kl) || kl >= sizeof(key))
+				return 0;
+			memcpy(key, name, kl);
+			key[kl] = 0;
+			n = ckpt_node_child(d.node, key);
+			return n ? view_of(n, key, name) : 0;
+		}
 	case PTFS_PLUMB:
 		if (!strcmp(name, "storages"))
 			return fs->plumb + 1;

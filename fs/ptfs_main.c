@@ -10,6 +10,7 @@
  *   -o overlay=DIR       where edits are staged (.NAME.ptfs beside NAME)
  *   -o output=FILE       write back to FILE, leave the checkpoint alone
  *   -o discard           drop edits an earlier session staged
+ *   -o views             list KEY.npy and KEY.txt beside each tensor
  *   -o ro                no edits
  * fstab: /data/model.pt /mnt/model fuse.ptfs ro,allow_other 0 0
  */
@@ -37,6 +38,7 @@ struct opts {
 	char *overlay;
 	char *output;
 	int discard;
+	int views;
 	int ro;
 	int show_help;
 	int show_version;
@@ -49,6 +51,7 @@ static const struct fuse_opt opt_spec[] = {
 	{ "overlay=%s", offsetof(struct opts, overlay), 0 },
 	{ "output=%s", offsetof(struct opts, output), 0 },
 	OPT("discard", discard),
+	OPT("views", views),
 	/* seen, and kept for the kernel */
 	{ "ro", offsetof(struct opts, ro), 1 },
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
@@ -89,6 +92,9 @@ static void usage(const char *prog)
 	       "checkpoint alone\n"
 	       "    -o discard             drop edits staged by an earlier "
 	       "session\n"
+	       "    -o views               list the KEY.npy and KEY.txt views "
+	       "(always there\n"
+	       "                           by name) beside each tensor\n"
 	       "    -o ro                  read-only: no edits\n"
 	       "    -h, --help             this text\n"
 	       "    -V, --version          print versions\n\n", prog, prog);
@@ -327,6 +333,8 @@ int main(int argc, char **argv)
 			goto out_close;
 	}
 	pthread_rwlock_init(&fs.lock, NULL);
+	pthread_mutex_init(&fs.text_lock, NULL);
+	fs.list_views = o.views;
 	if (fstat(fs.c->fd, &fs.st) || ptfs_ino_init(&fs)) {
 		perror("ptfs");
 		goto out_close;
@@ -344,6 +352,8 @@ int main(int argc, char **argv)
 	}
 	rc = serve(&fs, &args, &co);
 out_close:
+	ptfs_texts_drop(&fs);
+	free(fs.texts);
 	ptfs_ino_release(&fs);
 	ovl_close(fs.ovl);
 	ckpt_close(fs.c);

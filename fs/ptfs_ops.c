@@ -14,12 +14,14 @@
 #include "ptfs.h"
 
 #include "diag/diag.h"
+#include "view/view.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define INVAL_WAIT_MAX	2	/* seconds a writer waits for invalidation */
 
@@ -60,12 +62,24 @@ static void reply_err(fuse_req_t req, int rc, const struct diag *d)
 		fuse_reply_err(req, rc == EILSEQ ? EIO : rc);
 }
 
-static void fill_entry(const struct ptfs *fs, fuse_ino_t ino,
+/* Text views are re-rendered after every edit: the kernel must ask for
+ * their size each time rather than cache it. */
+static double attr_timeout(const struct ptfs *fs, fuse_ino_t ino)
+{
+	struct ptfs_ino i;
+
+	if (!ptfs_ino_get(fs, ino, &i) && i.kind == PTFS_VIEW &&
+	    i.view == CKPT_V_TXT)
+		return 0;
+	return fs->timeout;
+}
+
+static void fill_entry(struct ptfs *fs, fuse_ino_t ino,
 		       struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = ino;
-	e->attr_timeout = fs->timeout;
+	e->attr_timeout = ino ? attr_timeout(fs, ino) : fs->timeout;
 	e->entry_timeout = fs->timeout;
 	if (ino)
 		ptfs_stat(fs, ino, &e->attr);
@@ -81,11 +95,12 @@ static void *inval_main(void *arg)
 	pthread_mutex_lock(&iv->lock);
 	for (;;) {
 		struct ckpt_storage **q;
-		fuse_ino_t *except, *inos = NULL, ino;
-		uint32_t n, ninos = 0;
+		struct ptfs_ent *ents;
+		fuse_ino_t *except, *inos = NULL, ino[3];
+		uint32_t n, nents, ninos = 0;
 		uint64_t batch;
 
-		while (!iv->n && !iv->stop)
+		while (!iv->n && !iv->nents && !iv->stop)
 			pthread_cond_wait(&iv->cond, &iv->lock);
 		if (iv->stop)
 			break;
@@ -93,30 +108,38 @@ static void *inval_main(void *arg)
 		q = iv->q;
 		except = iv->except;
 		n = iv->n;
+		ents = iv->ents;
+		nents = iv->nents;
 		iv->q = NULL;
 		iv->except = NULL;
-		iv->n = iv->cap = 0;
+		iv->ents = NULL;
+		iv->n = iv->cap = iv->nents = iv->capents = 0;
 		pthread_mutex_unlock(&iv->lock);
-		/* one pass over the nodes for the whole batch */
+		/* one pass over the nodes for the whole batch: each tensor
+		   file on a changed storage, and its .npy and .txt views */
 		rdlock(fs);
-		inos = malloc((fs->c->nnodes + n) * sizeof(*inos));
+		inos = malloc((3 * (size_t)fs->c->nnodes + n) * sizeof(*inos));
 		for (uint32_t i = 0; inos && i < fs->c->nnodes; i++) {
 			const struct ckpt_node *nd = fs->c->nodes[i];
 
-			if (nd->kind != CKPT_N_TENSOR || !nd->tensor->storage)
+			if (nd->kind != CKPT_N_TENSOR || !nd->tensor ||
+			    !nd->tensor->storage)
 				continue;
-			ino = ptfs_ino_of(fs, nd);
+			ino[0] = ptfs_ino_of(fs, nd);
+			ino[1] = ptfs_ino_of_view(nd, CKPT_V_NPY);
+			ino[2] = ptfs_ino_of_view(nd, CKPT_V_TXT);
 			for (uint32_t k = 0; k < n; k++)
-				if (nd->tensor->storage == q[k] &&
-				    ino != except[k]) {
-					inos[ninos++] = ino;
+				if (nd->tensor->storage == q[k]) {
+					for (int j = 0; j < 3; j++)
+						if (ino[j] != except[k])
+							inos[ninos++] = ino[j];
 					break;
 				}
 		}
 		for (uint32_t k = 0; inos && k < n; k++) {
-			ino = ptfs_ino_of_storage(fs, q[k]);
-			if (ino && ino != except[k])
-				inos[ninos++] = ino;
+			ino[0] = ptfs_ino_of_storage(fs, q[k]);
+			if (ino[0] && ino[0] != except[k])
+				inos[ninos++] = ino[0];
 		}
 		unlock(fs);
 		for (uint32_t i = 0; i < ninos; i++)
@@ -127,6 +150,20 @@ static void *inval_main(void *arg)
 		pthread_mutex_lock(&iv->lock);
 		iv->done = batch;
 		pthread_cond_broadcast(&iv->cond);
+		pthread_mutex_unlock(&iv->lock);
+		/*
+		 * Entries last, after the writers were let go: the rename
+		 * that queued one holds the directory's lock until it is
+		 * answered, and this waits for that lock.
+		 */
+		for (uint32_t i = 0; i < nents; i++) {
+			fuse_lowlevel_notify_inval_entry(iv->se, ents[i].parent,
+							 ents[i].name,
+							 strlen(ents[i].name));
+			free(ents[i].name);
+		}
+		free(ents);
+		pthread_mutex_lock(&iv->lock);
 	}
 	pthread_mutex_unlock(&iv->lock);
 	return NULL;
@@ -147,8 +184,8 @@ static void storage_changed(void *arg, struct ckpt_storage *s,
 	 * the kernel holds them locked until this write is answered, so
 	 * dropping them now would wait for ourselves.
 	 */
-	ex = except ? ptfs_ino_of(fs, except) :
-	     fs->writing_storage == s ? ptfs_ino_of_storage(fs, s) : 0;
+	ex = fs->writing_ino ? fs->writing_ino :
+	     except ? ptfs_ino_of(fs, except) : 0;
 	pthread_mutex_lock(&iv->lock);
 	for (uint32_t k = 0; k < iv->n; k++)
 		if (iv->q[k] == s) {
@@ -174,6 +211,35 @@ static void storage_changed(void *arg, struct ckpt_storage *s,
 out:
 	iv->queued++;
 	pthread_cond_broadcast(&iv->cond);
+	pthread_mutex_unlock(&iv->lock);
+}
+
+/* After a temporary file was renamed onto a view: the kernel takes the
+ * name for that file now; make it look the name up again. */
+static void inval_entry(struct ptfs *fs, fuse_ino_t parent, const char *name)
+{
+	struct ptfs_inval *iv = &fs->inval;
+	struct ptfs_ent *e;
+
+	if (!iv->running)
+		return;
+	pthread_mutex_lock(&iv->lock);
+	if (iv->nents == iv->capents) {
+		uint32_t cap = iv->capents ? 2 * iv->capents : 4;
+
+		e = realloc(iv->ents, cap * sizeof(*e));
+		if (!e)
+			goto out;	/* the old entry lives out its timeout */
+		iv->ents = e;
+		iv->capents = cap;
+	}
+	e = &iv->ents[iv->nents];
+	e->parent = parent;
+	e->name = strdup(name);
+	if (e->name)
+		iv->nents++;
+	pthread_cond_broadcast(&iv->cond);
+out:
 	pthread_mutex_unlock(&iv->lock);
 }
 
@@ -238,8 +304,12 @@ void ptfs_inval_stop(struct ptfs *fs)
 		fs->ovl->changed = NULL;
 	free(iv->q);
 	free(iv->except);
+	for (uint32_t i = 0; i < iv->nents; i++)
+		free(iv->ents[i].name);
+	free(iv->ents);
 	iv->q = NULL;
 	iv->except = NULL;
+	iv->ents = NULL;
 	pthread_mutex_destroy(&iv->lock);
 	pthread_cond_destroy(&iv->cond);
 }
@@ -335,7 +405,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	if (rc)
 		reply_err(req, rc, NULL);
 	else
-		fuse_reply_attr(req, &st, fs->timeout);
+		fuse_reply_attr(req, &st, attr_timeout(fs, ino));
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -357,7 +427,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	free(to);
 }
 
-static bool is_dir(const struct ptfs *fs, fuse_ino_t ino)
+static bool is_dir(struct ptfs *fs, fuse_ino_t ino)
 {
 	struct stat st;
 
@@ -385,7 +455,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 			   off_t off, bool plus)
 {
 	struct ptfs *fs = fs_of(req);
-	char *buf = malloc(size);
+	char *buf = malloc(size), made[PTFS_NAME_BUF];
 	size_t len = 0;
 
 	if (!buf)
@@ -401,7 +471,8 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 			name = i ? ".." : ".";
 			child = ino;
 		} else {
-			int r = ptfs_dirent(fs, ino, i - 2, &name, &child);
+			int r = ptfs_dirent(fs, ino, i - 2, &name, &child,
+					    made);
 
 			if (r < 0)
 				continue;
@@ -455,6 +526,7 @@ static int write_errno(const struct ptfs *fs, const struct ptfs_ino *i)
 		return EISDIR;
 	case PTFS_STORAGE:
 	case PTFS_CTL:
+	case PTFS_VIEW:
 		return 0;
 	default:
 		return EPERM;	/* .ptfs/ records: the archive's plumbing */
@@ -483,13 +555,19 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	diag_init(&d, fs->c->path);
 	if (!rc && (fi->flags & O_TRUNC) && i.kind == PTFS_NODE)
 		rc = ovl_truncate(fs->ovl, i.node, 0, &d);
+	if (!rc && (fi->flags & O_TRUNC) && i.kind == PTFS_VIEW)
+		rc = ovl_view_truncate(fs->ovl, i.node, i.view, 0, &d);
+	if (!rc && (fi->flags & O_TRUNC))
+		ptfs_texts_drop(fs);
 	unlock(fs);
 	if (rc)
 		return reply_err(req, rc, &d);
 	if (fs->no_open)
 		return reply_err(req, ENOSYS, NULL);
-	/* the control file and files being rewritten change under us */
-	fi->keep_cache = i.kind != PTFS_CTL;
+	/* the control file and files being rewritten change under us; a
+	   text view is rendered anew after every edit */
+	fi->keep_cache = i.kind != PTFS_CTL &&
+			 !(i.kind == PTFS_VIEW && i.view == CKPT_V_TXT);
 	fi->direct_io = i.kind == PTFS_CTL;
 	fuse_reply_open(req, fi);
 }
@@ -630,6 +708,56 @@ static void read_storage(fuse_req_t req, struct ptfs *fs,
 	reply_fd(req, s->fd, s->data_off + off, size);
 }
 
+/*
+ * KEY.npy: the header from memory, the data part exactly as KEY's own
+ * reads (spliced from the checkpoint when it can be).  KEY.txt: spliced
+ * from its rendering.  A view being written: what was written so far.
+ */
+static void read_view(fuse_req_t req, struct ptfs *fs, struct ckpt_node *n,
+		      int view, size_t size, off_t off)
+{
+	unsigned char h[VIEW_NPY_HEADER_MAX];
+	struct diag d;
+	uint64_t hl, total;
+	long long got;
+	char *buf;
+	int fd;
+
+	diag_init(&d, fs->c->path);
+	if (view == CKPT_V_TXT && !n->vstage) {
+		got = ptfs_text_get(fs, n, &fd, &total, &d);
+		if (got)
+			return reply_err(req, got, &d);
+		size = clip(total, off, size);
+		if (!size)
+			return (void)fuse_reply_buf(req, NULL, 0);
+		return reply_fd(req, fd, off, size);
+	}
+	if (view == CKPT_V_NPY && !n->vstage && !n->pending &&
+	    (uint64_t)off >= (hl = ovl_npy_header(fs->ovl, n, h)) &&
+	    !n->stage && !n->tensor->fresh)
+		return read_tensor(req, fs, n->tensor, size, off - hl);
+	total = view == CKPT_V_NPY ? ovl_npy_size(fs->ovl, n) :
+		n->vstage->len;
+	size = clip(total, off, size);
+	if (!size)
+		return (void)fuse_reply_buf(req, NULL, 0);
+	buf = malloc(size);
+	if (!buf)
+		return reply_err(req, ENOMEM, NULL);
+	if (view == CKPT_V_NPY)
+		got = ovl_npy_read(fs->ovl, n, buf, size, off, &d);
+	else
+		got = pread(n->vstage->scratch->fd, buf, size, off) < 0 ?
+		      diag_errno(&d, -errno, "read: %s", strerror(errno)) :
+		      (long long)size;
+	if (got < 0)
+		reply_err(req, got, &d);
+	else
+		fuse_reply_buf(req, buf, got);
+	free(buf);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -661,6 +789,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		break;
 	case PTFS_RECORD:
 		read_record(req, fs, &fs->recs[i.index], size, off);
+		break;
+	case PTFS_VIEW:
+		read_view(req, fs, i.node, i.view, size, off);
 		break;
 	case PTFS_CTL: {
 		size_t len = strlen(fs->commit_msg);
@@ -698,6 +829,35 @@ static int edit_errno(const struct ptfs *fs, fuse_ino_t parent)
 	return dir_node(fs, parent) ? 0 : EPERM;
 }
 
+/* Is @name "KEY.npy" with no KEY in @dir (a new tensor from a .npy)?
+ * KEY into @key (256 bytes). */
+static bool new_npy(const struct ckpt_node *dir, const char *name, char *key)
+{
+	size_t kl;
+
+	if (!dir || ovl_view_name(name, &kl) != CKPT_V_NPY || kl > 255)
+		return false;
+	memcpy(key, name, kl);
+	key[kl] = 0;
+	return !ckpt_node_child(dir, key);
+}
+
+/* Is @name a view of a tensor in @dir rather than an entry of its own? */
+static bool is_view_name(const struct ckpt_node *dir, const char *name)
+{
+	char key[256];
+	size_t kl;
+	const struct ckpt_node *k;
+
+	if (!dir || ckpt_node_child(dir, name) ||
+	    !ovl_view_name(name, &kl) || kl > 255)
+		return false;
+	memcpy(key, name, kl);
+	key[kl] = 0;
+	k = ckpt_node_child(dir, key);
+	return k && k->kind == CKPT_N_TENSOR && ovl_view_ok(k);
+}
+
 /* A new file (@fi: create, else mknod) or directory (@dir) @name. */
 static void make_common(fuse_req_t req, fuse_ino_t parent, const char *name,
 			bool dir, struct fuse_file_info *fi)
@@ -705,12 +865,22 @@ static void make_common(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct ptfs *fs = fs_of(req);
 	struct fuse_entry_param e;
 	struct ckpt_node *n = NULL;
+	char key[256];
 	struct diag d;
 	int rc;
 
 	diag_init(&d, fs->c->path);
 	wrlock(fs);
 	rc = edit_errno(fs, parent);
+	if (!rc && fi && new_npy(dir_node(fs, parent), name, key)) {
+		/* cp x.npy m/KEY.npy: tensor KEY, made at close() */
+		rc = ovl_view_create(fs->ovl, dir_node(fs, parent), key, &n,
+				     &d);
+		if (!rc)
+			fill_entry(fs, ptfs_ino_of_view(n, CKPT_V_NPY), &e);
+		unlock(fs);
+		goto reply;
+	}
 	if (!rc)
 		rc = dir ? ovl_mkdir(fs->ovl, dir_node(fs, parent), name, &n,
 				     &d) :
@@ -718,6 +888,7 @@ static void make_common(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!rc)
 		fill_entry(fs, ptfs_ino_of(fs, n), &e);
 	unlock(fs);
+reply:
 	if (rc)
 		return reply_err(req, rc, &d);
 	if (!fi)
@@ -761,9 +932,13 @@ static void remove_common(fuse_req_t req, fuse_ino_t parent,
 	diag_init(&d, fs->c->path);
 	wrlock(fs);
 	rc = edit_errno(fs, parent);
+	if (!rc && is_view_name(dir_node(fs, parent), name))
+		rc = diag_errno(&d, -EPERM, "%s is a view: remove the tensor "
+				"itself", name);
 	if (!rc)
 		rc = dir ? ovl_rmdir(fs->ovl, dir_node(fs, parent), name, &d) :
 		     ovl_unlink(fs->ovl, dir_node(fs, parent), name, &d);
+	ptfs_texts_drop(fs);
 	unlock(fs);
 	inval_wait(fs);
 	reply_err(req, rc, &d);
@@ -785,6 +960,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct ptfs *fs = fs_of(req);
 	struct diag d;
+	bool onto_view;
 	int rc;
 
 	if (flags & ~RENAME_NOREPLACE)
@@ -796,11 +972,20 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	rc = edit_errno(fs, parent);
 	if (!rc)
 		rc = edit_errno(fs, newparent);
+	if (!rc && is_view_name(dir_node(fs, parent), name))
+		rc = diag_errno(&d, -EPERM, "%s is a view: rename the tensor "
+				"itself", name);
 	if (!rc)
 		rc = ovl_rename(fs->ovl, dir_node(fs, parent), name,
 				dir_node(fs, newparent), newname,
 				flags & RENAME_NOREPLACE, &d);
+	/* onto a view (ovl_view.c): the file's bytes became the view's,
+	   and the name is still no entry of its own */
+	onto_view = !rc && !ckpt_node_child(dir_node(fs, newparent), newname);
+	ptfs_texts_drop(fs);
 	unlock(fs);
+	if (!rc && onto_view)
+		inval_entry(fs, newparent, newname);
 	inval_wait(fs);
 	reply_err(req, rc, &d);
 }
@@ -827,14 +1012,21 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		if (n < 0)
 			return reply_err(req, EIO, &d);
 		return (void)fuse_reply_write(req, size);
-	} else if (i.kind == PTFS_STORAGE) {
-		fs->writing_storage = i.storage;
-		n = ovl_write_storage(fs->ovl, i.storage, buf, size, off, &d);
-		fs->writing_storage = NULL;
-	} else if (i.kind == PTFS_NODE) {
-		n = ovl_write(fs->ovl, i.node, buf, size, off, &d);
 	} else {
-		n = -EACCES;
+		/* the writer's own pages stay cached (see storage_changed) */
+		fs->writing_ino = ino;
+		if (i.kind == PTFS_STORAGE)
+			n = ovl_write_storage(fs->ovl, i.storage, buf, size,
+					      off, &d);
+		else if (i.kind == PTFS_NODE)
+			n = ovl_write(fs->ovl, i.node, buf, size, off, &d);
+		else if (i.kind == PTFS_VIEW)
+			n = ovl_view_write(fs->ovl, i.node, i.view, buf, size,
+					   off, &d);
+		else
+			n = -EACCES;
+		fs->writing_ino = 0;
+		ptfs_texts_drop(fs);
 	}
 	unlock(fs);
 	inval_wait(fs);
@@ -854,10 +1046,17 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 
 	(void)fi;
 	diag_init(&d, fs->c->path);
-	/* modes and owners are the mount's; times are the checkpoint's */
-	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
-		      FUSE_SET_ATTR_GID))
+	/*
+	 * Modes, owners and times are the mount's and the checkpoint's.  A
+	 * chmod is accepted and changes nothing, as on file systems without
+	 * modes: rsync -a and cp -p set modes on what they write and stop at
+	 * an error.  Giving a file away to someone else is refused.
+	 */
+	if (((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != fs->uid) ||
+	    ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != fs->gid))
 		return reply_err(req, EPERM, NULL);
+	if ((to_set & FUSE_SET_ATTR_MODE) && fs->readonly)
+		return reply_err(req, EROFS, NULL);
 	wrlock(fs);
 	if (ptfs_ino_get(fs, ino, &i))
 		rc = -ENOENT;
@@ -865,6 +1064,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		rc = -EROFS;
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && i.kind == PTFS_NODE)
 		rc = ovl_truncate(fs->ovl, i.node, attr->st_size, &d);
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && i.kind == PTFS_VIEW)
+		rc = ovl_view_truncate(fs->ovl, i.node, i.view, attr->st_size,
+				       &d);
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && i.kind == PTFS_STORAGE &&
 		 (uint64_t)attr->st_size != i.storage->nbytes)
 		rc = diag_errno(&d, -EINVAL, "storage %s: its size is fixed",
@@ -872,12 +1074,14 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && i.kind != PTFS_STORAGE &&
 		 i.kind != PTFS_CTL)
 		rc = -EACCES;
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		ptfs_texts_drop(fs);
 	if (!rc)
 		rc = ptfs_stat(fs, ino, &st);
 	unlock(fs);
 	if (rc)
 		return reply_err(req, rc, &d);
-	fuse_reply_attr(req, &st, fs->timeout);
+	fuse_reply_attr(req, &st, attr_timeout(fs, ino));
 }
 
 /* close() (@flush: may apply a replacement) or fsync(): make data durable */
@@ -895,11 +1099,19 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 		wrlock(fs);
 	else
 		rdlock(fs);
-	if (!ptfs_ino_get(fs, ino, &i) && i.kind == PTFS_NODE)
+	if (ptfs_ino_get(fs, ino, &i))
+		rc = 0;
+	else if (i.kind == PTFS_NODE)
 		rc = flush ? ovl_flush(fs->ovl, i.node, &d) :
 		     ovl_fsync(fs->ovl, i.node, &d);
-	else if (!ptfs_ino_get(fs, ino, &i) && i.kind == PTFS_STORAGE)
+	else if (i.kind == PTFS_VIEW && flush)
+		rc = ovl_view_flush(fs->ovl, i.node, &d);
+	else if (i.kind == PTFS_VIEW && !i.node->vstage && !i.node->pending)
+		rc = ovl_fsync(fs->ovl, i.node, &d);
+	else if (i.kind == PTFS_STORAGE)
 		rc = ovl_fsync_storage(fs->ovl, i.storage, &d);
+	if (flush)
+		ptfs_texts_drop(fs);
 	unlock(fs);
 	if (flush)
 		inval_wait(fs);
@@ -924,9 +1136,12 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	if (fs->ovl && !fs->readonly) {
 		diag_init(&d, fs->c->path);
 		wrlock(fs);
-		if (!ptfs_ino_get(fs, ino, &i) && i.kind == PTFS_NODE &&
-		    ovl_release(fs->ovl, i.node, &d))
+		if (!ptfs_ino_get(fs, ino, &i) &&
+		    ((i.kind == PTFS_NODE && ovl_release(fs->ovl, i.node, &d)) ||
+		     (i.kind == PTFS_VIEW &&
+		      ovl_view_release(fs->ovl, i.node, &d))))
 			reply_err(NULL, 0, &d);	/* nobody to tell: log */
+		ptfs_texts_drop(fs);
 		unlock(fs);
 	}
 	fuse_reply_err(req, 0);

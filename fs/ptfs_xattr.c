@@ -13,6 +13,7 @@
  *   user.layout          strided | quantized | meta | storage | numpy
  *   user.byteorder       little | big
  *   user.type            python type of any node: Tensor, OrderedDict, int
+ *   KEY.npy and KEY.txt show KEY's attributes (read-only)
  *   quantized tensors add user.qscheme and user.q_scale + user.q_zero_point
  *   (per tensor) or user.q_axis (per channel); conj/neg views add user.conj
  *   or user.neg.
@@ -120,6 +121,10 @@ long ptfs_xattrs(const struct ptfs *fs, fuse_ino_t ino, char *buf,
 		if (i.kind == PTFS_NODE || fs->c->root->kind == CKPT_N_DIR ||
 		    fs->c->root->kind == CKPT_N_SEQ)
 			put(&x, "user.type", i.node->type);
+	} else if (i.kind == PTFS_VIEW && !i.node->pending) {
+		/* a view shows its tensor's metadata */
+		tensor_xattrs(fs, i.node->tensor, &x);
+		put(&x, "user.type", i.node->type);
 	} else if (i.kind == PTFS_STORAGE) {
 		put(&x, "user.dtype", i.storage->dtype->name);
 		put_u64(&x, "user.numel", i.storage->numel);

@@ -749,7 +749,6 @@ if mountw; then
 	try "rmdir .tmpdir" rmdir "$M/.tmpdir"
 	_l=$(ls -A "$M" | tr '\n' ' ')
 	[ "$_l" = "epoch flag lr meta model optimizer tag " ] ||
-		[ "$_l" = ".ptfs epoch flag lr meta model optimizer tag " ] ||
 		note "ls -A after the temp files: '$_l'"
 	step "temp files" "created and deleted"
 	finish ptfs
