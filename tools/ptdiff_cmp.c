@@ -2,10 +2,11 @@
  * ptdiff_cmp.c - element-wise comparison of two tensors of one dtype and
  * shape, for ptdiff.  Both are streamed in PD_CHUNK pieces through
  * ckpt_tensor_read() (strided views arrive gathered, row-major).  4 KiB
- * blocks whose bytes match are skipped undecoded; the rest is decoded
- * with view_get() in each file's byte order and compared the way
- * numpy.isclose() does: |a - b| <= atol + rtol * |b|.  docs/ptdiff.1 has
- * the rules for NaN, inf, ints, complex and raw dtypes.
+ * blocks whose bytes match are skipped undecoded; the rest is decoded in
+ * each file's byte order (view_get(), or a loop of its own for the four
+ * common float formats) and compared the way numpy.isclose() does:
+ * |a - b| <= atol + rtol * |b|.  docs/ptdiff.1 has the rules for NaN,
+ * inf, ints, complex and raw dtypes.
  */
 #include "ptdiff.h"
 
@@ -50,8 +51,8 @@ static inline void differ(struct cmp *k, uint64_t idx, bool nan)
  * @a != @b, neither NaN: @d = |a - b|, @mb = |b|, @inf when either is
  * infinite (then they differ whatever the tolerance, as in numpy).
  */
-static inline void unequal(struct cmp *k, uint64_t idx, double d, double mb,
-		    bool inf)
+static inline void unequal(struct cmp *k, uint64_t idx, double d,
+			   double mb, bool inf)
 {
 	double rel;
 
