@@ -78,6 +78,18 @@ char *ckpt_bytes_of(const struct pkl_value *v, size_t *len);
 /* ckpt_tree.c: hash of a name or key for the open-addressing tables. */
 uint32_t ckpt_name_hash(const char *s);
 
+/* ckpt_repickle.c: a new data.pkl, and the storages it names in order. */
+struct ckpt_repickle {
+	unsigned char *pkl;	/* the pickle (malloc'd) */
+	size_t len;
+	struct ckpt_storage **order;	/* new key k is order[k] */
+	uint32_t nout;
+};
+
+/* Emit data.pkl from the tree into @r (release it either way). */
+int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d);
+void ckpt_repickle_release(struct ckpt_repickle *r);
+
 /* Append to a growable pointer array; -ENOMEM on failure. */
 int ckpt_push(void ***arr, uint32_t *n, uint32_t *cap, void *p);
 

@@ -1,0 +1,486 @@
+/*
+ * ckpt_repickle.c - a new data.pkl for write-back (torch-format.md section
+ * 9.2): the object tree emitted as protocol 2 by pkl_emit.c, with the
+ * containers that edits changed written from the tree, tensors made from
+ * new files written as torch.save writes them, and every storage's
+ * persistent id given its new key "0".."N-1" in first-use order (so
+ * storages nothing uses any more are left out).  ckpt_write.c lays the
+ * archive out around it.
+ */
+#include "ckpt_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pickle/pkl_emit.h"
+
+#define BATCH		1000		/* items per SETITEMS/APPENDS */
+#define SYNTH_KEY	(UINT64_C(1) << 32)	/* memo keys for new objects */
+
+struct wb {
+	struct ckpt *c;
+	struct diag *d;
+	struct pkl_emit *e;
+	struct ckpt_node **dirty;	/* pickle value id -> edited dir */
+	uint32_t *out;		/* storage index -> new key + 1, 0 unused */
+	struct ckpt_storage **order;	/* storages in first-use order */
+	uint32_t nout;
+};
+
+static int emit_node(struct wb *w, struct ckpt_node *n);
+
+/* The new key of @s, numbered on first use. */
+static uint32_t out_key(struct wb *w, struct ckpt_storage *s)
+{
+	if (!w->out[s->index]) {
+		w->order[w->nout] = s;
+		w->out[s->index] = ++w->nout;
+	}
+	return w->out[s->index] - 1;
+}
+
+static int emit_key_str(struct wb *w, uint32_t key)
+{
+	char buf[16];
+
+	snprintf(buf, sizeof(buf), "%u", key);
+	return pkl_emit_str(w->e, buf, strlen(buf));
+}
+
+/* ('storage', <class>, key, location, numel) for an existing storage */
+static int hook_persid(struct pkl_emit *e, const struct pkl_value *pid,
+		       void *wbp)
+{
+	struct wb *w = wbp;
+	const struct pkl_value *t = pid->u.call.args;
+	const char *key = as_str(arg(t, 2));
+	struct ckpt_storage *s = key ? ckpt_storage_find(w->c->b, key) : NULL;
+	int rc;
+
+	if (!s || pkl_len(t) != 5)
+		return diag_unsupported(w->d, pid->off, "cannot rewrite this "
+					"persistent id");
+	rc = pkl_emit_mark(e);
+	for (size_t i = 0; i < 5 && !rc; i++)
+		rc = i == 2 ? emit_key_str(w, out_key(w, s)) :
+		     pkl_emit_value(e, pkl_item(t, i));
+	return rc ? rc : pkl_emit_op(e, PKL_OP_TUPLE);
+}
+
+/* Edited containers are written from the tree, the rest as they were. */
+static int hook_value(struct pkl_emit *e, const struct pkl_value *v,
+		      void *wbp)
+{
+	struct wb *w = wbp;
+	struct ckpt_node *n = v->id < w->c->doc->nnodes ? w->dirty[v->id] :
+			      NULL;
+	int rc;
+
+	if (!n)
+		return 0;
+	if (pkl_emit_memo_get(e, v->id))
+		return 1;
+	rc = emit_node(w, n);
+	return rc ? rc : 1;
+}
+
+static int emit_int_tuple(struct wb *w, const int64_t *v, int n)
+{
+	int rc = pkl_emit_mark(w->e);
+
+	for (int i = 0; i < n && !rc; i++)
+		rc = pkl_emit_int(w->e, v[i]);
+	return rc ? rc : pkl_emit_op(w->e, PKL_OP_TUPLE);
+}
+
+static int emit_bool(struct wb *w, bool b)
+{
+	return pkl_emit_op(w->e, b ? PKL_OP_NEWTRUE : PKL_OP_NEWFALSE);
+}
+
+/* collections.OrderedDict(): the backward hooks argument */
+static int emit_hooks(struct wb *w)
+{
+	int rc = pkl_emit_global(w->e, "collections", "OrderedDict");
+
+	if (!rc)
+		rc = pkl_emit_op(w->e, PKL_OP_EMPTY_TUPLE);
+	return rc ? rc : pkl_emit_op(w->e, PKL_OP_REDUCE);
+}
+
+/*
+ * A tensor made from a new file, as torch.save writes one:
+ * _rebuild_tensor_v2((pid), 0, size, stride, requires_grad, OrderedDict())
+ * (v3 with the dtype for dtypes without a storage class), wrapped in
+ * _rebuild_parameter(tensor, requires_grad, OrderedDict()) for Parameters.
+ */
+static int emit_fresh_tensor(struct wb *w, const struct ckpt_tensor *t)
+{
+	struct pkl_emit *e = w->e;
+	const struct ckpt_dtype *dt = t->dtype;
+	bool v3 = !dt->storage;
+	int rc = 0;
+
+	if (t->parameter)
+		rc = pkl_emit_global(e, "torch._utils", "_rebuild_parameter");
+	if (!rc && t->parameter)
+		rc = pkl_emit_mark(e);
+	if (!rc)
+		rc = pkl_emit_global(e, "torch._utils", v3 ?
+				     "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
+	if (!rc)
+		rc = pkl_emit_mark(e);
+	/* the persistent id */
+	if (!rc)
+		rc = pkl_emit_mark(e);
+	if (!rc)
+		rc = pkl_emit_str(e, "storage", 7);
+	if (!rc)
+		rc = v3 ? pkl_emit_global(e, "torch.storage", "UntypedStorage")
+			: pkl_emit_global(e, "torch", dt->storage);
+	if (!rc)
+		rc = emit_key_str(w, out_key(w, t->storage));
+	if (!rc)
+		rc = pkl_emit_str(e, "cpu", 3);
+	if (!rc)
+		rc = pkl_emit_int(e, v3 ? t->storage->nbytes :
+				  t->storage->nbytes / dt->size);
+	if (!rc)
+		rc = pkl_emit_op(e, PKL_OP_TUPLE);
+	if (!rc)
+		rc = pkl_emit_op(e, PKL_OP_BINPERSID);
+	/* offset, size, stride, requires_grad, hooks[, dtype] */
+	if (!rc)
+		rc = pkl_emit_int(e, 0);
+	if (!rc)
+		rc = emit_int_tuple(w, t->shape, t->ndim);
+	if (!rc)
+		rc = emit_int_tuple(w, t->stride, t->ndim);
+	if (!rc)
+		rc = emit_bool(w, t->requires_grad && !t->parameter);
+	if (!rc)
+		rc = emit_hooks(w);
+	if (!rc && v3)
+		rc = pkl_emit_global(e, "torch", dt->name);
+	if (!rc)
+		rc = pkl_emit_op(e, PKL_OP_TUPLE);
+	if (!rc)
+		rc = pkl_emit_op(e, PKL_OP_REDUCE);
+	if (!rc && t->parameter) {
+		rc = emit_bool(w, t->requires_grad);
+		if (!rc)
+			rc = emit_hooks(w);
+		if (!rc)
+			rc = pkl_emit_op(e, PKL_OP_TUPLE);
+		if (!rc)
+			rc = pkl_emit_op(e, PKL_OP_REDUCE);
+	}
+	return rc;
+}
+
+/* bytes as protocol 2 pickles them: _codecs.encode(latin-1 str, 'latin1') */
+static int emit_bytes(struct wb *w, const char *p, size_t n)
+{
+	char *u = malloc(2 * n + 1);
+	size_t k = 0;
+	int rc;
+
+	if (!u)
+		return diag_nomem(w->d);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = p[i];
+
+		if (ch < 0x80) {
+			u[k++] = ch;
+		} else {
+			u[k++] = (char)(0xc0 | ch >> 6);
+			u[k++] = (char)(0x80 | (ch & 0x3f));
+		}
+	}
+	rc = pkl_emit_global(w->e, "_codecs", "encode");
+	if (!rc)
+		rc = pkl_emit_str(w->e, u, k);
+	if (!rc)
+		rc = pkl_emit_str(w->e, "latin1", 6);
+	if (!rc)
+		rc = pkl_emit_op(w->e, PKL_OP_TUPLE2);
+	if (!rc)
+		rc = pkl_emit_op(w->e, PKL_OP_REDUCE);
+	free(u);
+	return rc;
+}
+
+static int emit_edited_value(struct wb *w, const struct ckpt_node *n)
+{
+	struct ckpt_literal lit;
+
+	if (ckpt_value_parse(n, n->text, n->textlen, &lit))
+		return diag_corrupt(w->d, DIAG_NO_OFFSET, "value %s no longer "
+				    "parses", n->name);
+	if (!strcmp(lit.type, "str"))
+		return pkl_emit_str(w->e, lit.text, lit.len);
+	if (!strcmp(lit.type, "bytes"))
+		return emit_bytes(w, lit.text, lit.len);
+	if (!strcmp(lit.type, "bool"))
+		return emit_bool(w, lit.i);
+	if (!strcmp(lit.type, "NoneType"))
+		return pkl_emit_op(w->e, PKL_OP_NONE);
+	if (!strcmp(lit.type, "int"))
+		return pkl_emit_int(w->e, lit.i);
+	return pkl_emit_float(w->e, lit.f);
+}
+
+/* The key a child is written under: its own, or its (new) name. */
+static int emit_key(struct wb *w, const struct ckpt_node *k)
+{
+	char *buf;
+	long n;
+	int rc;
+
+	if (k->key && !ckpt_node_rekeyed(k))
+		return pkl_emit_value(w->e, k->key);
+	buf = malloc(strlen(k->name) + 1);
+	if (!buf)
+		return diag_nomem(w->d);
+	n = ckpt_name_unescape(k->name, buf);
+	rc = n < 0 ? diag_set(w->d, -EINVAL, DIAG_NO_OFFSET, "name '%s' is "
+			      "not a valid key", k->name) :
+	     pkl_emit_str(w->e, buf, n);
+	free(buf);
+	return rc;
+}
+
+/* MARK k v k v ... SETITEMS for the children reached by @step. */
+static int emit_items(struct wb *w, const struct ckpt_node *dir, int step,
+		      bool pairs)
+{
+	uint32_t in_batch = 0;
+	int rc = 0;
+
+	for (uint32_t i = 0; i <= dir->nkids && !rc; i++) {
+		struct ckpt_node *k = i < dir->nkids ? dir->kids[i] : NULL;
+
+		if (i < dir->nkids && (!k || k->step != step))
+			continue;
+		if (in_batch && (!k || in_batch == BATCH)) {
+			rc = pkl_emit_op(w->e, pairs ? PKL_OP_SETITEMS : PKL_OP_APPENDS);
+			in_batch = 0;
+		}
+		if (!k || rc)
+			continue;
+		if (!in_batch++)
+			rc = pkl_emit_mark(w->e);
+		if (!rc && pairs)
+			rc = emit_key(w, k);
+		if (!rc)
+			rc = emit_node(w, k);
+	}
+	return rc;
+}
+
+/* A tuple or list of the children in slot order. */
+static int emit_seq_items(struct wb *w, const struct ckpt_node *dir)
+{
+	int rc = pkl_emit_mark(w->e);
+
+	for (uint32_t i = 0; i < dir->nkids && !rc; i++)
+		if (dir->kids[i])
+			rc = emit_node(w, dir->kids[i]);
+	return rc ? rc : pkl_emit_op(w->e, PKL_OP_TUPLE);
+}
+
+/* BUILD's state of an object, from its attribute children. */
+static int emit_state(struct wb *w, const struct ckpt_node *dir,
+		      const struct pkl_value *st)
+{
+	int rc;
+
+	if (st && st->kind != PKL_DICT)
+		return diag_unsupported(w->d, st->off, "cannot rewrite the "
+					"state of %s", dir->name);
+	rc = pkl_emit_op(w->e, PKL_OP_EMPTY_DICT);
+	if (!rc && st)
+		rc = pkl_emit_memo_put(w->e, st->id);
+	if (!rc)
+		rc = emit_items(w, dir, CKPT_S_ATTR, true);
+	return rc ? rc : pkl_emit_op(w->e, PKL_OP_BUILD);
+}
+
+/* An edited directory whose pickle value is a call (object, dict type). */
+static int emit_call_dir(struct wb *w, const struct ckpt_node *dir)
+{
+	const struct pkl_value *v = dir->val, *st = v->u.call.x->state;
+	const struct pkl_value *f = v->u.call.func;
+	bool keep_args = true, has_attr = false;
+	int rc;
+
+	if (!strncmp(dir->type, "sparse", 6) || !strcmp(dir->type, "set") ||
+	    !strcmp(dir->type, "frozenset") || !strcmp(dir->type, "torch.Size"))
+		keep_args = false;
+	for (uint32_t i = 0; i < dir->nkids; i++)
+		has_attr |= dir->kids[i] && dir->kids[i]->step == CKPT_S_ATTR;
+	rc = pkl_emit_value(w->e, f);
+	if (rc)
+		return rc;
+	if (!keep_args) {
+		/* set([...]) / torch.Size((...)): the items are the argument */
+		if (!strcmp(dir->type, "torch.Size"))
+			rc = emit_seq_items(w, dir);
+		else if (!(rc = pkl_emit_op(w->e, PKL_OP_EMPTY_LIST)) &&
+			 !(rc = pkl_emit_memo_put(w->e, SYNTH_KEY + dir->id)))
+			rc = emit_items(w, dir, CKPT_S_INDEX, false);
+		if (!rc)
+			rc = pkl_emit_op(w->e, PKL_OP_TUPLE1);
+		if (!rc)
+			rc = pkl_emit_op(w->e, PKL_OP_REDUCE);
+		return rc ? rc : pkl_emit_memo_put(w->e, v->id);
+	}
+	/* dict types hold their items through SETITEMS, not their args */
+	if (ckpt_dict_type(dir->type) && strcmp(dir->type, "defaultdict"))
+		rc = pkl_emit_op(w->e, PKL_OP_EMPTY_TUPLE);
+	else
+		rc = pkl_emit_value(w->e, v->u.call.args);
+	if (!rc)
+		rc = pkl_emit_op(w->e, v->how == PKL_NEWOBJ ? PKL_OP_NEWOBJ :
+				 PKL_OP_REDUCE);
+	if (!rc)
+		rc = pkl_emit_memo_put(w->e, v->id);
+	if (!rc)
+		rc = emit_items(w, dir, CKPT_S_INDEX, false);
+	if (!rc)
+		rc = emit_items(w, dir, CKPT_S_KEY, true);
+	/* an object's state is its attribute children; a dict's (the
+	   _metadata of a state_dict) is not shown and stays as it was */
+	if (rc || (!st && !has_attr))
+		return rc;
+	if (!ckpt_dict_type(dir->type))
+		return emit_state(w, dir, st);
+	rc = pkl_emit_value(w->e, st);
+	return rc ? rc : pkl_emit_op(w->e, PKL_OP_BUILD);
+}
+
+/* An edited or new directory, from its children. */
+static int emit_dir(struct wb *w, const struct ckpt_node *dir)
+{
+	const struct pkl_value *v = dir->val;
+	int rc;
+
+	if (!v || v->kind == PKL_DICT) {
+		rc = pkl_emit_op(w->e, PKL_OP_EMPTY_DICT);
+		if (!rc)
+			rc = pkl_emit_memo_put(w->e, v ? v->id :
+					       SYNTH_KEY + dir->id);
+		return rc ? rc : emit_items(w, dir, CKPT_S_KEY, true);
+	}
+	switch (v->kind) {
+	case PKL_LIST:
+		rc = pkl_emit_op(w->e, PKL_OP_EMPTY_LIST);
+		if (!rc)
+			rc = pkl_emit_memo_put(w->e, v->id);
+		return rc ? rc : emit_items(w, dir, CKPT_S_INDEX, false);
+	case PKL_TUPLE:
+		rc = emit_seq_items(w, dir);
+		return rc ? rc : pkl_emit_memo_put(w->e, v->id);
+	case PKL_SET:
+	case PKL_FROZENSET:
+		rc = pkl_emit_global(w->e, "__builtin__", v->kind == PKL_SET ?
+				     "set" : "frozenset");
+		if (!rc)
+			rc = pkl_emit_op(w->e, PKL_OP_EMPTY_LIST);
+		if (!rc)
+			rc = emit_items(w, dir, CKPT_S_INDEX, false);
+		if (!rc)
+			rc = pkl_emit_op(w->e, PKL_OP_TUPLE1);
+		if (!rc)
+			rc = pkl_emit_op(w->e, PKL_OP_REDUCE);
+		return rc ? rc : pkl_emit_memo_put(w->e, v->id);
+	case PKL_CALL:
+		return emit_call_dir(w, dir);
+	default:
+		return diag_unsupported(w->d, v->off, "cannot rewrite %s",
+					dir->name);
+	}
+}
+
+static int emit_node(struct wb *w, struct ckpt_node *n)
+{
+	switch (n->kind) {
+	case CKPT_N_DIR:
+	case CKPT_N_SEQ:
+		if (!n->val)
+			return emit_dir(w, n);
+		if (w->dirty[n->val->id] == n) {
+			if (pkl_emit_memo_get(w->e, n->val->id))
+				return 0;
+			return emit_dir(w, n);
+		}
+		return pkl_emit_value(w->e, n->val);
+	case CKPT_N_TENSOR:
+		if (n->tensor->fresh) {
+			if (pkl_emit_memo_get(w->e, SYNTH_KEY + n->id))
+				return 0;
+			return emit_fresh_tensor(w, n->tensor);
+		}
+		return pkl_emit_value(w->e, n->val);
+	case CKPT_N_VALUE:
+		if (n->edited)
+			return emit_edited_value(w, n);
+		return pkl_emit_value(w->e, n->val);
+	case CKPT_N_LINK:
+		return emit_node(w, n->target);
+	default:
+		return pkl_emit_value(w->e, n->val);
+	}
+}
+
+
+int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d)
+{
+	struct pkl_emit_hooks h = {
+		.value = hook_value, .persid = hook_persid,
+	};
+	struct wb w = { .c = c, .d = d };
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	w.dirty = calloc(c->doc->nnodes + 1, sizeof(*w.dirty));
+	w.out = calloc(c->nstorages + 1, sizeof(*w.out));
+	w.order = calloc(c->nstorages + 1, sizeof(*w.order));
+	if (!w.dirty || !w.out || !w.order) {
+		rc = diag_nomem(d);
+		goto out;
+	}
+	for (uint32_t i = 0; i < c->nnodes; i++) {
+		struct ckpt_node *n = c->nodes[i];
+
+		if ((n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ) &&
+		    n->val && !ckpt_dir_clean(n) && !w.dirty[n->val->id])
+			w.dirty[n->val->id] = n;
+	}
+	h.arg = &w;
+	rc = pkl_emit_init(&w.e, c->doc->nnodes, &h, d);
+	if (!rc)
+		rc = emit_node(&w, c->root);
+	if (!rc)
+		rc = pkl_emit_finish(w.e, &r->pkl, &r->len);
+	if (!rc) {
+		r->order = w.order;
+		r->nout = w.nout;
+		w.order = NULL;
+	}
+out:
+	pkl_emit_free(w.e);
+	free(w.dirty);
+	free(w.out);
+	free(w.order);
+	return rc;
+}
+
+void ckpt_repickle_release(struct ckpt_repickle *r)
+{
+	free(r->pkl);
+	free(r->order);
+	memset(r, 0, sizeof(*r));
+}
