@@ -296,7 +296,8 @@ int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
 	switch (i.kind) {
 	case PTFS_ROOT:
 		st->st_mode = S_IFDIR | 0555 | (fs->readonly ? 0 : 0200);
-		st->st_nlink = 3 + (root_is_dir(fs) ? subdirs(i.node) :
+		/* what readdir lists: .ptfs/ is not (see the top) */
+		st->st_nlink = 2 + (root_is_dir(fs) ? subdirs(i.node) :
 				    i.node->kind == CKPT_N_DIR);
 		break;
 	case PTFS_NODE:
