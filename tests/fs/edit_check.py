@@ -1276,7 +1276,6 @@ def act_refused(mnt, e, orig, probs):
          (errno.EPERM,)),
         ("symlink", lambda: os.symlink("vec", os.path.join(mnt, "lnk")),
          (errno.EPERM,)),
-        ("chmod", lambda: os.chmod(v, 0o600), (errno.EPERM,)),
         ("chown", lambda: os.chown(v, 1, 1), (errno.EPERM,)),
         ("truncate an existing tensor to a larger size",
          lambda: os.truncate(v, 8000), (errno.EFBIG, errno.EINVAL)),
