@@ -377,9 +377,29 @@ int ckpt_value_set(struct ckpt *c, struct ckpt_node *n,
 
 /* ---- write-back (ckpt_write.c) ---- */
 
+/* What a write did (ckpt_write_opts.stats). */
+struct ckpt_write_stats {
+	bool repickled;		/* data.pkl was written anew */
+	uint32_t records;	/* records written */
+	uint32_t storages;	/* storage records written */
+	uint32_t dropped;	/* storage records left out: nothing uses them */
+	uint32_t trimmed;	/* storages cut to what their tensors use */
+	uint64_t saved;		/* storage bytes not written for those two */
+	uint64_t size;		/* bytes of the archive */
+};
+
 struct ckpt_write_opts {
 	bool repickle;		/* write a new data.pkl even if unchanged */
 	uint32_t align;		/* 0: the .storage_alignment record, or 64 */
+	bool drop_unused;	/* leave out data/ records no persistent id
+				   names (data.pkl kept as it is) */
+	uint8_t clone_pct;	/* 1..100: a storage whose tensors use a
+				   span of at most this % of it is cut to
+				   that span (implies repickle); 0: never */
+	/* called after each record with the bytes written so far */
+	void (*progress)(void *arg, uint64_t done, uint64_t total);
+	void *progress_arg;
+	struct ckpt_write_stats *stats;	/* filled in when not NULL */
 };
 
 /*
@@ -388,7 +408,9 @@ struct ckpt_write_opts {
  * byte for byte when the structure is unchanged, else a new protocol-2
  * pickle with storage keys 0..N-1 in first-use order and unused storages
  * dropped; unchanged storages copied with their CRC, edited ones from the
- * overlay with a fresh one.  Neither fsyncs nor renames.  0 or -errno.
+ * overlay with a fresh one.  A legacy (< 1.6) checkpoint is converted: its
+ * pickle re-emitted with 5-tuple persistent ids, under the prefix
+ * "archive".  Neither fsyncs nor renames.  0 or -errno.
  */
 int ckpt_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	       struct diag *d);

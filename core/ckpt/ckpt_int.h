@@ -80,13 +80,22 @@ uint32_t ckpt_name_hash(const char *s);
 
 /* ckpt_repickle.c: a new data.pkl, and the storages it names in order. */
 struct ckpt_repickle {
+	uint8_t clone_pct;	/* in: see ckpt_write_opts */
 	unsigned char *pkl;	/* the pickle (malloc'd) */
 	size_t len;
 	struct ckpt_storage **order;	/* new key k is order[k] */
 	uint32_t nout;
+	/* by storage index, NULL unless clone_pct: storage k is cut to
+	   bytes [cut[k], cut[k] + keep[k]) when trim[k] */
+	bool *trim;
+	uint64_t *cut, *keep;
+	uint32_t ntrimmed;
 };
 
-/* Emit data.pkl from the tree into @r (release it either way). */
+/*
+ * Emit data.pkl from the tree into @r (set r->clone_pct first; release
+ * @r either way).  Legacy 6-tuple persistent ids become 5-tuples.
+ */
 int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d);
 void ckpt_repickle_release(struct ckpt_repickle *r);
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "pickle/pkl_emit.h"
+#include "pickle/pkl_int.h"
 
 #define BATCH		1000		/* items per SETITEMS/APPENDS */
 #define SYNTH_KEY	(UINT64_C(1) << 32)	/* memo keys for new objects */
@@ -27,6 +28,18 @@ struct wb {
 	uint32_t *out;		/* storage index -> new key + 1, 0 unused */
 	struct ckpt_storage **order;	/* storages in first-use order */
 	uint32_t nout;
+	/*
+	 * Argument tuples of strided rebuild calls, (pid, offset, size,
+	 * stride, ...), whose offset may be rewritten: by pickle value id,
+	 * the tensor's item size, 0 for other values.  Only allocated for a
+	 * legacy file (a 6-tuple persistent id may name a view into its
+	 * storage) or when storages are cut (--clone).
+	 */
+	uint8_t *args;
+	uint64_t *cut;		/* storage index -> bytes cut from its front */
+	uint64_t *keep;		/* storage index -> bytes kept, when cut */
+	bool *trim;		/* storage index -> it is cut */
+	bool in_args;		/* writing the pid of such a tuple */
 };
 
 static int emit_node(struct wb *w, struct ckpt_node *n);
@@ -49,24 +62,119 @@ static int emit_key_str(struct wb *w, uint32_t key)
 	return pkl_emit_str(w->e, buf, strlen(buf));
 }
 
-/* ('storage', <class>, key, location, numel) for an existing storage */
+/* The storage a persistent id's tuple names (str key, or a legacy int). */
+static struct ckpt_storage *pid_storage(struct ckpt *c,
+					const struct pkl_value *t)
+{
+	const char *key = as_str(arg(t, 2));
+	char buf[32];
+	int64_t k;
+
+	if (!key && as_int(arg(t, 2), &k)) {
+		snprintf(buf, sizeof(buf), "%lld", (long long)k);
+		key = buf;
+	}
+	return key ? ckpt_storage_find(c->b, key) : NULL;
+}
+
+/*
+ * The element offset a legacy 6-tuple's view metadata (view_key, offset,
+ * numel) adds, 0 without one; -1 when it is malformed.
+ */
+static int64_t pid_view(const struct pkl_value *t)
+{
+	const struct pkl_value *view = arg(t, 5);
+	int64_t off;
+
+	if (!view || view->kind == PKL_NONE)
+		return 0;
+	return as_int(arg(view, 1), &off) && off >= 0 ? off : -1;
+}
+
+/*
+ * ('storage', <class>, key, location, numel) for an existing storage: the
+ * new key, and the new numel of a storage that is cut.  A legacy 6-tuple
+ * loses its view metadata: the view's offset moves into the tensor's
+ * (emit_args()), so it can only be converted inside a tensor.
+ */
 static int hook_persid(struct pkl_emit *e, const struct pkl_value *pid,
 		       void *wbp)
 {
 	struct wb *w = wbp;
 	const struct pkl_value *t = pid->u.call.args;
-	const char *key = as_str(arg(t, 2));
-	struct ckpt_storage *s = key ? ckpt_storage_find(w->c->b, key) : NULL;
+	struct ckpt_storage *s = pid_storage(w->c, t);
+	size_t n = pkl_len(t);
 	int rc;
 
-	if (!s || pkl_len(t) != 5)
+	if (!s || (n != 5 && n != 6) || (n == 6 && pid_view(t) < 0))
 		return diag_unsupported(w->d, pid->off, "cannot rewrite this "
 					"persistent id");
+	if (!w->in_args && n == 6 && pid_view(t))
+		return diag_unsupported(w->d, pid->off, "a legacy storage "
+					"view saved on its own: cannot convert "
+					"it");
+	if (!w->in_args && w->trim && w->trim[s->index])
+		return diag_unsupported(w->d, pid->off, "storage '%s' is used "
+					"outside a tensor: cannot cut it",
+					s->key);
 	rc = pkl_emit_mark(e);
-	for (size_t i = 0; i < 5 && !rc; i++)
-		rc = i == 2 ? emit_key_str(w, out_key(w, s)) :
-		     pkl_emit_value(e, pkl_item(t, i));
+	for (size_t i = 0; i < 5 && !rc; i++) {
+		if (i == 2)
+			rc = emit_key_str(w, out_key(w, s));
+		else if (i == 4 && w->trim && w->trim[s->index])
+			rc = pkl_emit_int(e, w->keep[s->index] /
+					  s->dtype->size);
+		else
+			rc = pkl_emit_value(e, pkl_item(t, i));
+	}
 	return rc ? rc : pkl_emit_op(e, PKL_OP_TUPLE);
+}
+
+/*
+ * A rebuild call's argument tuple (pid, offset, ...) whose offset changes:
+ * by the view offset of a legacy persistent id, and by what was cut from
+ * the front of its storage.  Written as pickle writes a tuple, and
+ * memoized under its own id so that references to it stay references.
+ * Returns 1 when written, 0 when the tuple needs no change.
+ */
+static int emit_args(struct wb *w, const struct pkl_value *v)
+{
+	const struct pkl_value *pid = pkl_item(v, 0), *t = pid->u.call.args;
+	struct ckpt_storage *s = pid_storage(w->c, t);
+	uint64_t tsize = w->args[v->id], off_b, cut, view, noff;
+	size_t n = pkl_len(v);
+	int64_t soff;
+	int rc;
+
+	if (!s || !as_int(pkl_item(v, 1), &soff) || soff < 0 ||
+	    pid_view(t) < 0)
+		return 0;	/* hook_persid() names the problem */
+	cut = w->trim && w->trim[s->index] ? w->cut[s->index] : 0;
+	view = (uint64_t)pid_view(t) * s->dtype->size;
+	if (!cut && !view)
+		return 0;
+	/* ckpt_tensor_check() bounded offset and view by the storage */
+	off_b = (uint64_t)soff * tsize + view;
+	noff = off_b >= cut ? (off_b - cut) / tsize : 0;
+	/* only an empty tensor can start outside what is kept */
+	if (w->trim && w->trim[s->index] &&
+	    noff > w->keep[s->index] / tsize)
+		noff = w->keep[s->index] / tsize;
+	rc = n > 3 ? pkl_emit_mark(w->e) : 0;
+	w->in_args = true;
+	if (!rc)
+		rc = pkl_emit_value(w->e, pid);
+	w->in_args = false;
+	if (!rc)
+		rc = pkl_emit_int(w->e, (int64_t)noff);
+	for (size_t i = 2; i < n && !rc; i++)
+		rc = pkl_emit_value(w->e, pkl_item(v, i));
+	if (!rc)
+		rc = pkl_emit_op(w->e, n > 3 ? PKL_OP_TUPLE :
+				 (unsigned char)(PKL_OP_TUPLE1 + n - 1));
+	if (!rc)
+		rc = pkl_emit_memo_put(w->e, v->id);
+	return rc ? rc : 1;
 }
 
 /* Edited containers are written from the tree, the rest as they were. */
@@ -78,6 +186,8 @@ static int hook_value(struct pkl_emit *e, const struct pkl_value *v,
 			      NULL;
 	int rc;
 
+	if (w->args && v->id < w->c->doc->nnodes && w->args[v->id])
+		return emit_args(w, v);
 	if (!n)
 		return 0;
 	if (pkl_emit_memo_get(e, v->id))
@@ -436,21 +546,189 @@ static int emit_node(struct wb *w, struct ckpt_node *n)
 }
 
 
+/* The item size of a strided rebuild call's tensor, 0 if @v is none. */
+static unsigned rebuild_itemsize(const struct pkl_value *v)
+{
+	static const char *const fn[] = {
+		"_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3",
+		"_rebuild_qtensor",
+	};
+	const struct pkl_value *f = v->u.call.func, *a = v->u.call.args;
+	const struct pkl_value *pid = arg(a, 0), *cls, *dt;
+	const struct ckpt_dtype *t = NULL;
+	int64_t off;
+	size_t i;
+
+	if (!f || f->kind != PKL_GLOBAL ||
+	    strcmp(f->u.global.module, "torch._utils"))
+		return 0;
+	for (i = 0; i < 4 && strcmp(f->u.global.name, fn[i]); i++)
+		;
+	if (i == 4 || !pid || pid->kind != PKL_PERSID ||
+	    !as_int(arg(a, 1), &off))
+		return 0;
+	if (i == 2) {
+		dt = arg(a, 6);
+		if (dt && dt->kind == PKL_GLOBAL &&
+		    !strcmp(dt->u.global.module, "torch"))
+			t = ckpt_dtype_by_name(dt->u.global.name);
+	} else {
+		cls = arg(pid->u.call.args, 1);
+		if (cls && cls->kind == PKL_GLOBAL)
+			t = ckpt_dtype_by_storage(cls->u.global.name);
+	}
+	return t ? t->size : 0;
+}
+
+/*
+ * Find the argument tuples whose offset emit_args() may rewrite, and
+ * count per storage the persistent ids naming it (@npid) and how many of
+ * those tuples do (@nargs): a storage is cut only when every id naming it,
+ * reachable or not, sits in such a tuple.
+ */
+static void scan_args(struct wb *w, uint32_t *npid, uint32_t *nargs)
+{
+	for (const struct pkl_chunk *ch = w->c->doc->chunks; ch; ch = ch->next)
+		for (uint32_t i = 0; i < ch->n; i++) {
+			const struct pkl_value *v = &ch->v[i], *a;
+			struct ckpt_storage *s;
+			unsigned size;
+
+			if (v->kind == PKL_PERSID) {
+				s = pid_storage(w->c, v->u.call.args);
+				if (s)
+					npid[s->index]++;
+				continue;
+			}
+			if (v->kind != PKL_CALL || !(size = rebuild_itemsize(v)))
+				continue;
+			a = v->u.call.args;
+			if (a->id >= w->c->doc->nnodes || w->args[a->id])
+				continue;
+			w->args[a->id] = (uint8_t)size;
+			s = pid_storage(w->c, arg(a, 0)->u.call.args);
+			if (s)
+				nargs[s->index]++;
+		}
+}
+
+/*
+ * --clone: cut a storage to the span [lo, hi) of bytes its tensors reach
+ * when that span is at most @pct % of it (torch.save writes a whole
+ * storage for the smallest view of it).  Every tensor keeps its view, so
+ * views that shared the storage still share the cut one.
+ */
+static int plan_clone(struct wb *w, uint8_t pct, uint32_t *ntrimmed)
+{
+	struct ckpt *c = w->c;
+	uint32_t ns = c->nstorages, *npid, *nargs;
+	uint64_t *lo, *hi;
+	uint8_t *tsz;
+	int rc = 0;
+
+	npid = calloc(ns + 1, sizeof(*npid));
+	nargs = calloc(ns + 1, sizeof(*nargs));
+	lo = malloc((ns + 1) * sizeof(*lo));
+	hi = calloc(ns + 1, sizeof(*hi));
+	tsz = calloc(ns + 1, sizeof(*tsz));
+	if (!npid || !nargs || !lo || !hi || !tsz) {
+		rc = diag_nomem(w->d);
+		goto out;
+	}
+	scan_args(w, npid, nargs);
+	for (uint32_t i = 0; i < ns; i++)
+		lo[i] = UINT64_MAX;
+	for (uint32_t i = 0; i < c->ntensors; i++) {
+		const struct ckpt_tensor *t = c->tensors[i];
+		uint32_t k = t->storage ? t->storage->index : 0;
+		uint64_t last = t->offset, a, b;
+
+		if (!t->storage)
+			continue;
+		if (t->kind != CKPT_T_STRIDED && t->kind != CKPT_T_QUANTIZED) {
+			lo[k] = 0;	/* a storage saved on its own: all of it */
+			hi[k] = t->storage->nbytes;
+			continue;
+		}
+		if (tsz[k] && tsz[k] != t->dtype->size)
+			tsz[k] = UINT8_MAX;	/* two item sizes: leave it */
+		else
+			tsz[k] = t->dtype->size;
+		if (!t->numel)
+			continue;
+		for (int j = 0; j < t->ndim; j++)
+			last += (uint64_t)(t->shape[j] - 1) * t->stride[j];
+		a = t->offset * t->dtype->size;
+		b = (last + 1) * t->dtype->size;
+		lo[k] = a < lo[k] ? a : lo[k];
+		hi[k] = b > hi[k] ? b : hi[k];
+	}
+	for (uint32_t k = 0; k < ns; k++) {
+		struct ckpt_storage *s = c->storages[k];
+		uint64_t span;
+
+		if (lo[k] == UINT64_MAX)
+			lo[k] = hi[k] = 0;	/* only empty tensors */
+		span = hi[k] - lo[k];
+		if (s->fresh || !tsz[k] || tsz[k] == UINT8_MAX ||
+		    npid[k] > nargs[k] || span >= s->nbytes ||
+		    span * 100 > s->nbytes * pct || lo[k] % tsz[k] ||
+		    span % s->dtype->size)
+			continue;
+		w->trim[k] = true;
+		w->cut[k] = lo[k];
+		w->keep[k] = span;
+		++*ntrimmed;
+	}
+out:
+	free(npid);
+	free(nargs);
+	free(lo);
+	free(hi);
+	free(tsz);
+	return rc;
+}
+
 int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d)
 {
 	struct pkl_emit_hooks h = {
 		.value = hook_value, .persid = hook_persid,
 	};
 	struct wb w = { .c = c, .d = d };
+	uint8_t pct = r->clone_pct;
+	uint32_t ns = c->nstorages + 1;
 	int rc;
 
 	memset(r, 0, sizeof(*r));
 	w.dirty = calloc(c->doc->nnodes + 1, sizeof(*w.dirty));
-	w.out = calloc(c->nstorages + 1, sizeof(*w.out));
-	w.order = calloc(c->nstorages + 1, sizeof(*w.order));
-	if (!w.dirty || !w.out || !w.order) {
-		rc = diag_nomem(d);
-		goto out;
+	w.out = calloc(ns, sizeof(*w.out));
+	w.order = calloc(ns, sizeof(*w.order));
+	if (!w.dirty || !w.out || !w.order)
+		goto nomem;
+	if (c->format == CKPT_LEGACY || pct) {
+		w.args = calloc(c->doc->nnodes + 1, 1);
+		if (!w.args)
+			goto nomem;
+	}
+	if (pct) {
+		w.cut = calloc(ns, sizeof(*w.cut));
+		w.keep = calloc(ns, sizeof(*w.keep));
+		w.trim = calloc(ns, sizeof(*w.trim));
+		if (!w.cut || !w.keep || !w.trim)
+			goto nomem;
+		rc = plan_clone(&w, pct, &r->ntrimmed);
+		if (rc)
+			goto out;
+	} else if (w.args) {
+		uint32_t *np = calloc(ns, sizeof(*np)), *na = calloc(ns,
+								      sizeof(*na));
+
+		if (np && na)
+			scan_args(&w, np, na);
+		free(np);
+		free(na);
+		if (!np || !na)
+			goto nomem;
 	}
 	for (uint32_t i = 0; i < c->nnodes; i++) {
 		struct ckpt_node *n = c->nodes[i];
@@ -468,13 +746,25 @@ int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d)
 	if (!rc) {
 		r->order = w.order;
 		r->nout = w.nout;
+		r->trim = w.trim;
+		r->cut = w.cut;
+		r->keep = w.keep;
 		w.order = NULL;
+		w.trim = NULL;
+		w.cut = w.keep = NULL;
 	}
+	goto out;
+nomem:
+	rc = diag_nomem(d);
 out:
 	pkl_emit_free(w.e);
 	free(w.dirty);
 	free(w.out);
 	free(w.order);
+	free(w.args);
+	free(w.cut);
+	free(w.keep);
+	free(w.trim);
 	return rc;
 }
 
@@ -482,5 +772,8 @@ void ckpt_repickle_release(struct ckpt_repickle *r)
 {
 	free(r->pkl);
 	free(r->order);
+	free(r->trim);
+	free(r->cut);
+	free(r->keep);
 	memset(r, 0, sizeof(*r));
 }

@@ -35,35 +35,55 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pickle/pkl_int.h"
 #include "util/io.h"
 #include "zip/ptz_write.h"
 
 #define SMALL_MAX	(UINT64_C(1) << 30)	/* deflated records we inflate */
 
-/* What a storage record copies: its overlay file or its original bytes. */
-static int storage_source(struct ckpt *c, struct ckpt_storage *s,
-			  struct ptz_source *src, unsigned char **tmp,
-			  struct diag *d)
+/* One archive being written, and what is reported about it. */
+struct out {
+	struct ptz_writer zw;
+	struct ckpt *c;
+	struct diag *d;
+	const struct ckpt_write_opts *o;
+	const struct ckpt_repickle *r;	/* NULL: data.pkl kept */
+	struct ckpt_write_stats st;
+	uint64_t done, total;	/* bytes of record data, for progress */
+	char align[24];		/* the .storage_alignment record we write */
+};
+
+/*
+ * What a storage record copies: its overlay file or its original bytes,
+ * all of them or the part a --clone cut keeps.
+ */
+static int storage_source(struct out *w, struct ckpt_storage *s,
+			  struct ptz_source *src, unsigned char **tmp)
 {
+	struct ckpt *c = w->c;
+	bool cut = w->r && w->r->trim && w->r->trim[s->index];
+	uint64_t from = cut ? w->r->cut[s->index] : 0;
 	size_t len;
 	int rc;
 
 	memset(src, 0, sizeof(*src));
-	src->len = s->nbytes;
+	src->len = cut ? w->r->keep[s->index] : s->nbytes;
 	if (s->fd != c->fd) {
 		src->fd = s->fd;
+		src->off = from;
 		return 0;
 	}
 	if (s->rec && s->rec->method != PTZ_STORED) {
-		rc = ptz_entry_read(&c->zip, s->rec, SMALL_MAX, tmp, &len, d);
-		src->buf = *tmp;
+		rc = ptz_entry_read(&c->zip, s->rec, SMALL_MAX, tmp, &len,
+				    w->d);
+		src->buf = *tmp ? *tmp + from : NULL;
 		return rc;
 	}
-	rc = ckpt_storage_locate(c, s, d);
+	rc = ckpt_storage_locate(c, s, w->d);
 	src->fd = c->fd;
-	src->off = s->data_off;
-	src->has_crc = s->rec != NULL;
-	src->crc32 = s->rec ? s->rec->crc32 : 0;
+	src->off = s->data_off + from;
+	src->has_crc = s->rec && !cut;
+	src->crc32 = src->has_crc ? s->rec->crc32 : 0;
 	return rc;
 }
 
@@ -90,19 +110,25 @@ static int record_source(struct ckpt *c, struct ptz_entry *e,
 	return rc;
 }
 
-/* Add record @e (or storage @s) of the original under @name. */
-static int add(struct ptz_writer *zw, struct ckpt *c, const char *name,
-	       struct ptz_entry *e, struct ckpt_storage *s, struct diag *d)
+/* Append one record and report the progress. */
+static int put(struct out *w, const char *name, const struct ptz_source *src)
 {
-	struct ptz_source src;
-	unsigned char *tmp = NULL;
-	int rc = s ? storage_source(c, s, &src, &tmp, d) :
-		 record_source(c, e, &src, &tmp, d);
+	int rc = ptz_writer_add(&w->zw, name, src, w->d);
 
-	if (!rc)
-		rc = ptz_writer_add(zw, name, &src, d);
-	free(tmp);
-	return rc;
+	if (rc)
+		return rc;
+	w->st.records++;
+	w->done += src->len;
+	if (w->o->progress)
+		w->o->progress(w->o->progress_arg, w->done, w->total);
+	return 0;
+}
+
+static int put_text(struct out *w, const char *name, const char *text)
+{
+	struct ptz_source src = { .buf = text, .len = strlen(text) };
+
+	return put(w, name, &src);
 }
 
 static const char *rel_name(const struct ckpt *c, const struct ptz_entry *e)
@@ -115,70 +141,253 @@ static bool is_data_rec(const struct ckpt *c, const struct ptz_entry *e)
 	return !strncasecmp(rel_name(c, e), "data/", 5);
 }
 
-/* Write all records as they were, storages from wherever they are now. */
-static int write_same(struct ptz_writer *zw, struct ckpt *c,
-		      struct diag *d)
+/*
+ * Add record @e of the original under @name.  .storage_alignment says
+ * the alignment we write (torch 2.x's mmap offset calculation reads it).
+ */
+static int add_record(struct out *w, const char *name, struct ptz_entry *e)
 {
+	struct ptz_source src;
+	unsigned char *tmp = NULL;
+	int rc;
+
+	if (!strcasecmp(rel_name(w->c, e), ".storage_alignment"))
+		return put_text(w, name, w->align);
+	rc = record_source(w->c, e, &src, &tmp, w->d);
+	if (!rc)
+		rc = put(w, name, &src);
+	free(tmp);
+	return rc;
+}
+
+static int add_storage(struct out *w, const char *name,
+		       struct ckpt_storage *s)
+{
+	struct ptz_source src;
+	unsigned char *tmp = NULL;
+	int rc = storage_source(w, s, &src, &tmp);
+
+	if (!rc)
+		rc = put(w, name, &src);
+	if (!rc)
+		w->st.storages++;
+	free(tmp);
+	return rc;
+}
+
+/*
+ * Keys of persistent ids anywhere in data.pkl (reachable or not: torch's
+ * unpickler runs every BINPERSID) that name no storage of the model.
+ * Normally none; a record they name must stay.  Caller frees.
+ */
+static const char **stray_keys(struct ckpt *c, uint32_t *n, struct diag *d)
+{
+	const char **v = NULL;
+	uint32_t cap = 0;
+
+	*n = 0;
+	for (const struct pkl_chunk *ch = c->doc->chunks; ch; ch = ch->next)
+		for (uint32_t i = 0; i < ch->n; i++) {
+			const struct pkl_value *t = ch->v[i].u.call.args;
+			const char *key;
+
+			if (ch->v[i].kind != PKL_PERSID)
+				continue;
+			key = as_str(arg(t, 2));
+			if (key && ckpt_storage_find(c->b, key))
+				continue;
+			key = key ? key : "";	/* not a str: keep every record */
+			if (*n == cap) {
+				const char **nv;
+
+				cap = cap ? 2 * cap : 8;
+				nv = realloc(v, cap * sizeof(*v));
+				if (!nv) {
+					free(v);
+					diag_nomem(d);
+					return NULL;
+				}
+				v = nv;
+			}
+			v[(*n)++] = key;
+		}
+	if (!*n && !v)
+		v = malloc(sizeof(*v));	/* "none" is not a failure */
+	if (!v)
+		diag_nomem(d);
+	return v;
+}
+
+/*
+ * --drop-unused with data.pkl kept: a data/ record no persistent id names
+ * is left out.  Keys stay as they are.
+ */
+static bool unused_record(struct ckpt *c, const struct ptz_entry *e,
+			  const char **stray, uint32_t nstray)
+{
+	const char *key = rel_name(c, e) + 5;
+
+	for (uint32_t i = 0; i < nstray; i++)
+		if (!strcmp(stray[i], key) || !stray[i][0])
+			return false;	/* "" : an int key, be careful */
+	return true;
+}
+
+/* Write all records as they were, storages from wherever they are now. */
+static int write_same(struct out *w)
+{
+	struct ckpt *c = w->c;
 	struct ckpt_storage **by_rec = calloc(c->zip.nentries + 1,
 					      sizeof(*by_rec));
+	const char **stray = NULL;
+	uint32_t nstray = 0;
+	bool *skip = calloc(c->zip.nentries + 1, sizeof(*skip));
 	int rc = 0;
 
-	if (!by_rec)
-		return diag_nomem(d);
+	if (!by_rec || !skip) {
+		rc = diag_nomem(w->d);
+		goto out;
+	}
 	for (uint32_t i = 0; i < c->nstorages; i++)
 		if (c->storages[i]->rec)
 			by_rec[c->storages[i]->rec - c->zip.entries] =
 				c->storages[i];
-	for (uint32_t i = 0; i < c->zip.nentries && !rc; i++)
-		rc = add(zw, c, c->zip.entries[i].name, &c->zip.entries[i],
-			 by_rec[i], d);
+	if (w->o->drop_unused && !(stray = stray_keys(c, &nstray, w->d))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < c->zip.nentries; i++) {
+		struct ptz_entry *e = &c->zip.entries[i];
+
+		skip[i] = stray && !by_rec[i] && is_data_rec(c, e) &&
+			  unused_record(c, e, stray, nstray);
+		if (skip[i]) {
+			w->st.dropped++;
+			w->st.saved += e->usize;
+		} else {
+			w->total += by_rec[i] ? by_rec[i]->nbytes : e->usize;
+		}
+	}
+	for (uint32_t i = 0; i < c->zip.nentries && !rc; i++) {
+		struct ptz_entry *e = &c->zip.entries[i];
+
+		if (skip[i])
+			continue;
+		rc = by_rec[i] ? add_storage(w, e->name, by_rec[i]) :
+		     add_record(w, e->name, e);
+	}
+out:
 	free(by_rec);
+	free(skip);
+	free(stray);
 	return rc;
 }
 
-/* Write the new pickle and the storages it uses, in torch's order. */
-static int write_new(struct ptz_writer *zw, struct ckpt *c,
-		     const struct ckpt_repickle *r, struct diag *d)
+static const char *const before_data[] = {
+	".format_version", ".storage_alignment", "byteorder",
+};
+static const char *const after_data[] = {
+	"version", ".data/version", ".data/serialization_id",
+};
+
+/* Records torch does not know are kept, after its own. */
+static bool known_record(const struct ckpt *c, const struct ptz_entry *e)
 {
-	static const char *const before[] = {
-		".format_version", ".storage_alignment", "byteorder",
-	};
-	static const char *const after[] = {
-		"version", ".data/version", ".data/serialization_id",
-	};
+	const char *rel = rel_name(c, e);
+	bool known = is_data_rec(c, e) || !strcasecmp(rel, "data.pkl");
+
+	for (size_t j = 0; j < 3; j++)
+		known |= !strcasecmp(rel, before_data[j]) ||
+			 !strcasecmp(rel, after_data[j]);
+	return known;
+}
+
+/* What write_new() will write, for the progress and the statistics. */
+static void count_new(struct out *w)
+{
+	struct ckpt *c = w->c;
+	const struct ckpt_repickle *r = w->r;
+	struct ptz_entry *e;
+
+	w->total = r->len;
+	for (uint32_t k = 0; k < r->nout; k++) {
+		struct ckpt_storage *s = r->order[k];
+		bool cut = r->trim && r->trim[s->index];
+
+		w->total += cut ? r->keep[s->index] : s->nbytes;
+		if (cut) {
+			w->st.trimmed++;
+			w->st.saved += s->nbytes - r->keep[s->index];
+		}
+	}
+	for (uint32_t i = 0; i < c->zip.nentries; i++) {
+		e = &c->zip.entries[i];
+		if (!is_data_rec(c, e))
+			w->total += e->usize;
+	}
+}
+
+/*
+ * Write the new pickle and the storages it uses, in torch's order.  A
+ * legacy file gets torch.save's records: prefix "archive", byteorder
+ * "little" (legacy storages always are), version 3.
+ */
+static int write_new(struct out *w)
+{
+	struct ckpt *c = w->c;
+	const struct ckpt_repickle *r = w->r;
 	struct ptz_source src = { .buf = r->pkl, .len = r->len };
-	const char *pre = c->zip.prefix;
+	bool legacy = c->format == CKPT_LEGACY;
+	const char *pre = legacy ? "archive" : c->zip.prefix;
 	size_t size = strlen(pre) + 32;	/* "/data/<u32>" fits */
 	char *name = malloc(size);
 	struct ptz_entry *e;
 	int rc;
 
 	if (!name)
-		return diag_nomem(d);
+		return diag_nomem(w->d);
+	count_new(w);
 	snprintf(name, size, "%s/data.pkl", pre);
-	rc = ptz_writer_add(zw, name, &src, d);
+	rc = put(w, name, &src);
 	for (size_t i = 0; i < 3 && !rc; i++)
-		if ((e = ptz_find_rel(&c->zip, before[i])))
-			rc = add(zw, c, e->name, e, NULL, d);
+		if ((e = ptz_find_rel(&c->zip, before_data[i])))
+			rc = add_record(w, e->name, e);
+	if (!rc && legacy) {
+		snprintf(name, size, "%s/byteorder", pre);
+		rc = put_text(w, name, "little");
+	}
 	for (uint32_t k = 0; k < r->nout && !rc; k++) {
 		snprintf(name, size, "%s/data/%u", pre, k);
-		rc = add(zw, c, name, NULL, r->order[k], d);
+		rc = add_storage(w, name, r->order[k]);
 	}
 	for (size_t i = 0; i < 3 && !rc; i++)
-		if ((e = ptz_find_rel(&c->zip, after[i])))
-			rc = add(zw, c, e->name, e, NULL, d);
-	/* records torch does not know: kept, in their order */
-	for (uint32_t i = 0; i < c->zip.nentries && !rc; i++) {
-		const char *rel = rel_name(c, &c->zip.entries[i]);
-		bool known = is_data_rec(c, &c->zip.entries[i]) ||
-			     !strcasecmp(rel, "data.pkl");
+		if ((e = ptz_find_rel(&c->zip, after_data[i])))
+			rc = add_record(w, e->name, e);
+	if (!rc && legacy) {
+		snprintf(name, size, "%s/version", pre);
+		rc = put_text(w, name, "3\n");
+	}
+	for (uint32_t i = 0; i < c->zip.nentries && !rc; i++)
+		if (!known_record(c, &c->zip.entries[i]))
+			rc = add_record(w, c->zip.entries[i].name,
+					&c->zip.entries[i]);
+	/* what is not written: storages nothing uses, records of none */
+	if (!rc) {
+		bool *used = calloc(c->zip.nentries + 1, sizeof(*used));
 
-		for (size_t j = 0; j < 3; j++)
-			known |= !strcasecmp(rel, before[j]) ||
-				 !strcasecmp(rel, after[j]);
-		if (!known)
-			rc = add(zw, c, c->zip.entries[i].name,
-				 &c->zip.entries[i], NULL, d);
+		if (!used)
+			rc = diag_nomem(w->d);
+		for (uint32_t k = 0; k < r->nout && used; k++)
+			if (r->order[k]->rec)
+				used[r->order[k]->rec - c->zip.entries] = true;
+		for (uint32_t i = 0; used && i < c->zip.nentries; i++) {
+			e = &c->zip.entries[i];
+			if (is_data_rec(c, e) && !used[i]) {
+				w->st.dropped++;
+				w->st.saved += e->usize;
+			}
+		}
+		free(used);
 	}
 	free(name);
 	return rc;
@@ -208,30 +417,38 @@ int ckpt_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	       struct diag *d)
 {
 	struct ckpt_write_opts none = { 0 };
-	struct ptz_writer zw = { 0 };
 	struct ckpt_repickle r = { 0 };
+	struct out w = { .c = c, .d = d };
+	uint32_t align;
 	bool same;
 	int rc;
 
 	if (!o)
 		o = &none;
-	if (c->format != CKPT_ZIP)
-		return diag_unsupported(d, 0, "writing back a legacy "
-					"checkpoint: not supported yet");
-	same = !o->repickle && !ckpt_changed(c);
+	w.o = o;
+	align = o->align ? o->align : alignment(c);
+	snprintf(w.align, sizeof(w.align), "%u", align);
+	same = !o->repickle && !o->clone_pct && c->format == CKPT_ZIP &&
+	       !ckpt_changed(c);
 	if (!same) {
+		r.clone_pct = o->clone_pct;
 		rc = ckpt_repickle(c, &r, d);
 		if (rc)
 			goto out;
+		w.r = &r;
+		w.st.repickled = true;
 	}
-	rc = ptz_writer_init(&zw, fd, o->align ? o->align : alignment(c),
-			     d);
+	rc = ptz_writer_init(&w.zw, fd, align, d);
 	if (!rc)
-		rc = same ? write_same(&zw, c, d) : write_new(&zw, c, &r, d);
+		rc = same ? write_same(&w) : write_new(&w);
 	if (!rc)
-		rc = ptz_writer_finish(&zw, d);
+		rc = ptz_writer_finish(&w.zw, d);
+	if (!rc && o->stats) {
+		w.st.size = w.zw.cursor;
+		*o->stats = w.st;
+	}
 out:
-	ptz_writer_release(&zw);
+	ptz_writer_release(&w.zw);
 	ckpt_repickle_release(&r);
 	return rc;
 }

@@ -1,0 +1,76 @@
+/*
+ * cli.h - what every ptfs tool does the same way (ptls, ptdump, ptverify,
+ * ptrepack): its name in front of each message, errors as one line on
+ * stderr ("ptls: model.pt: offset 0x1f40: bad ..."), --version, the exit
+ * codes, a checked flush of stdout, and a progress line on stderr for work
+ * that takes more than a second, shown only when stderr is a terminal.
+ */
+#ifndef PT_TOOLS_CLI_H
+#define PT_TOOLS_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+struct diag;
+
+/* Exit codes shared by the tools (each man page says what 1 means). */
+#define CLI_OK		0	/* done, nothing to report */
+#define CLI_FOUND	1	/* done, and found what the tool looks for */
+#define CLI_ERROR	2	/* could not do it: bad usage, unreadable file */
+
+/* Set the program name used in messages (call first in main()). */
+void cli_init(const char *prog);
+
+/* The program name given to cli_init(). */
+const char *cli_prog(void);
+
+/*
+ * Print "PROG: MESSAGE" and a newline on stderr (stdout is flushed first,
+ * so the two streams interleave in order on a terminal).
+ */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Print the failure recorded in @d as one line: "PROG: FILE: offset ...". */
+void cli_diag(const struct diag *d);
+
+/* Print "PROG VERSION" on stdout; returns CLI_OK for main() to return. */
+int cli_version(void);
+
+/*
+ * A usage error: "PROG: MESSAGE" (when @fmt is not NULL) and "Try 'PROG
+ * --help'" on stderr.  Returns CLI_ERROR for main() to return.
+ */
+int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * Flush stdout and check that everything written reached it (a full disk,
+ * a closed pipe).  Returns @status, or CLI_ERROR after printing why.
+ */
+int cli_finish(int status);
+
+/* Human-readable byte count ("2.6 MiB") into @buf (at least 16 bytes). */
+const char *cli_size(uint64_t bytes, char *buf, size_t size);
+
+/*
+ * A progress line on stderr: "PROG: WHAT: 45% (1.2 GiB of 2.7 GiB)",
+ * redrawn at most ten times a second, first after a second of work
+ * (PT_PROGRESS_AFTER_MS overrides that, for tests), and only when stderr
+ * is a terminal; cli_progress_end() erases it.  A zeroed struct is off.
+ */
+struct cli_progress {
+	bool on;		/* stderr is a terminal */
+	bool shown;		/* a line is on the screen */
+	const char *what;
+	uint64_t total;
+	long after_ms;		/* first drawn after this much work */
+	struct timespec start, last;
+};
+
+void cli_progress_start(struct cli_progress *p, const char *what,
+			uint64_t total);
+void cli_progress(struct cli_progress *p, uint64_t done);
+void cli_progress_end(struct cli_progress *p);
+
+#endif
