@@ -2,8 +2,9 @@
 # demo.sh - set up ptfs on a fresh Debian 12 machine (as root) and show it
 # on a copy of the bundled sample checkpoint tests/data/sample.pt: list it,
 # mount it, browse it with ls/getfattr/cat/od, check a tensor against
-# torch, edit it (a value, tensor bytes, a rename, dropping the optimizer
-# state), write it back with `ptfs umount`, and verify with torch.load.
+# torch, read its .npy and text views, edit it (a value, tensor bytes,
+# a tensor through its text view, a rename, dropping the optimizer state),
+# write it back with `ptfs umount`, and verify with torch.load.
 set -eu
 cd "$(dirname "$0")/.."
 scripts/setup.sh build >/dev/null
@@ -33,6 +34,12 @@ print("model/block.0.weight equals torch.load's:", ok)
 sys.exit(0 if ok else 1)
 PY
 echo
+run cat "$mnt/model/block.1.bias.txt"
+echo "\$ python3 -c 'import numpy as np; a = np.load(\"$mnt/model/embed.weight.npy\"); print(a.dtype, a.shape)'"
+/usr/bin/python3 -c 'import sys, numpy as np; a = np.load(sys.argv[1]); print(a.dtype, a.shape)' "$mnt/model/embed.weight.npy"
+echo
+printf '%s\n' "\$ printf '1 2 3 4 5 6 7 8\\n' > $mnt/model/block.1.bias.txt"
+printf '1 2 3 4 5 6 7 8\n' >"$mnt/model/block.1.bias.txt"
 echo "\$ echo 13 > $mnt/epoch"
 echo 13 >"$mnt/epoch"
 echo "\$ printf '\\000\\000\\200\\077' | dd of=$mnt/model/block.0.bias conv=notrunc"
@@ -51,11 +58,12 @@ ok = (ck["epoch"] == 13 and "optimizer" not in ck
       and list(m) == ["embed.weight", "block.0.weight", "block.0.bias",
                       "block.1.weight", "block.1.bias", "out.weight"]
       and m["block.0.bias"][0].item() == 1.0
+      and m["block.1.bias"].tolist() == [1, 2, 3, 4, 5, 6, 7, 8]
       and torch.equal(m["block.0.bias"][1:], orig["model"]["block.0.bias"][1:])
       and torch.equal(m["out.weight"], orig["model"]["head.weight"])
       and m._metadata == orig["model"]._metadata)
 print("epoch", ck["epoch"], "| keys", list(ck), "| block.0.bias[0]",
-      m["block.0.bias"][0].item())
+      m["block.0.bias"][0].item(), "| block.1.bias", m["block.1.bias"].tolist())
 print("the edits are in the file, everything else as it was:", ok)
 sys.exit(0 if ok else 1)
 PY
