@@ -14,12 +14,14 @@
 #include <unistd.h>
 
 static const char *prog = "pt";
+static const char *synopsis = "";
 
-void cli_init(const char *name)
+void cli_init(const char *argv0, const char *syn)
 {
-	const char *slash = strrchr(name, '/');
+	const char *slash = strrchr(argv0, '/');
 
-	prog = slash ? slash + 1 : name;
+	prog = slash ? slash + 1 : argv0;
+	synopsis = syn;
 }
 
 const char *cli_prog(void)
@@ -64,7 +66,8 @@ int cli_usage(const char *fmt, ...)
 		va_end(ap);
 		fputc('\n', stderr);
 	}
-	fprintf(stderr, "Try '%s --help' for more information.\n", prog);
+	fprintf(stderr, "usage: %s %s\nTry '%s --help' for more "
+		"information.\n", prog, synopsis, prog);
 	return CLI_ERROR;
 }
 

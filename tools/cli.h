@@ -20,8 +20,11 @@ struct diag;
 #define CLI_FOUND	1	/* done, and found what the tool looks for */
 #define CLI_ERROR	2	/* could not do it: bad usage, unreadable file */
 
-/* Set the program name used in messages (call first in main()). */
-void cli_init(const char *prog);
+/*
+ * Set the program name used in messages from argv[0], and the synopsis
+ * usage errors repeat ("[OPTIONS] CHECKPOINT..."); call first in main().
+ */
+void cli_init(const char *argv0, const char *synopsis);
 
 /* The program name given to cli_init(). */
 const char *cli_prog(void);
@@ -39,8 +42,8 @@ void cli_diag(const struct diag *d);
 int cli_version(void);
 
 /*
- * A usage error: "PROG: MESSAGE" (when @fmt is not NULL) and "Try 'PROG
- * --help'" on stderr.  Returns CLI_ERROR for main() to return.
+ * A usage error on stderr: "PROG: MESSAGE" (when @fmt is not NULL), the
+ * synopsis and "Try 'PROG --help' ...".  Returns CLI_ERROR.
  */
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

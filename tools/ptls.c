@@ -5,12 +5,17 @@
  * pickle would import that torch's weights-only loader refuses.  Reads only
  * the zip index and data.pkl (never tensor data), runs nothing.
  *
+ * --tree shows the same as an indented tree with the containers, and
+ * --totals adds tensors, storages and bytes per dtype.
+ *
  * Exit status: 0 listed, 1 listed but --check found unsafe globals,
  * 2 the file could not be read (one line on stderr says why).
  */
 #include "ckpt/ckpt.h"
+#include "cli.h"
 #include "diag/diag.h"
 #include "json_out.h"
+#include "ptls.h"
 #include "pickle/pkl.h"
 
 #include <getopt.h>
@@ -22,11 +27,6 @@
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 
-struct opts {
-	bool json;
-	bool check;
-	bool values;
-};
 
 static void usage(FILE *f)
 {
@@ -35,6 +35,10 @@ static void usage(FILE *f)
 	      "loading them.\n\n"
 	      "  -j, --json       machine-readable output (see ptls(1))\n"
 	      "  -t, --tensors    tensors only, no python values\n"
+	      "  -r, --tree       the object tree, indented, containers "
+	      "included\n"
+	      "  -s, --totals     tensors, storages and bytes per dtype "
+	      "after the list\n"
 	      "  -c, --check      exit 1 if the pickle imports globals outside"
 	      " torch's\n"
 	      "                   weights-only allowlist\n"
@@ -42,33 +46,6 @@ static void usage(FILE *f)
 	      "  -V, --version    print the version\n\n"
 	      "Exit status: 0 ok, 1 --check found unsafe globals, 2 error.\n",
 	      f);
-}
-
-static void dims(char *buf, size_t size, const int64_t *v, int n)
-{
-	size_t k = snprintf(buf, size, "(");
-
-	for (int i = 0; i < n && k < size; i++)
-		k += snprintf(buf + k, size - k, "%s%" PRId64, i ? ", " : "",
-			      v[i]);
-	if (k < size)
-		snprintf(buf + k, size - k, n == 1 ? ",)" : ")");
-}
-
-/* strlen of what dims() prints, without printing it */
-static int dims_len(const int64_t *v, int n)
-{
-	int len = n == 1 ? 3 : 2;	/* "(" ")" and the 1-tuple's "," */
-
-	for (int i = 0; i < n; i++) {
-		uint64_t u = v[i] < 0 ? -(uint64_t)v[i] : (uint64_t)v[i];
-
-		len += (i ? 2 : 0) + (v[i] < 0);
-		do
-			len++;
-		while (u /= 10);
-	}
-	return len;
 }
 
 /* strlen of ckpt_node_path(@n), without building it */
@@ -81,19 +58,6 @@ static int path_len(const struct ckpt_node *n)
 	return len < 0 ? 1 : len;	/* the root prints as "." */
 }
 
-static const char *flags(const struct ckpt_tensor *t, char *buf, size_t n)
-{
-	snprintf(buf, n, "%s%s%s%s%s%s", t->parameter ? " param" : "",
-		 t->requires_grad ? " grad" : "",
-		 t->contiguous ? "" : " strided",
-		 t->kind == CKPT_T_QUANTIZED ? " quantized" :
-		 t->kind == CKPT_T_META ? " meta" :
-		 t->kind == CKPT_T_STORAGE ? " storage" :
-		 t->kind == CKPT_T_INLINE ? " numpy" : "",
-		 t->conj ? " conj" : "", t->neg ? " neg" : "");
-	return buf[0] ? buf + 1 : "-";
-}
-
 /* ---- text output ---- */
 
 /* Column widths, measured in a first pass over the tree. */
@@ -103,33 +67,6 @@ struct widths {
 
 static int text_node(const struct ckpt_node *n, const struct opts *o,
 		     struct widths *w, bool print);
-
-/*
- * A value for one table cell: at most 72 characters, control characters
- * escaped, bytes as Python shows them (b'..\x00').
- */
-static void printable(char *out, const struct ckpt_node *n)
-{
-	bool bytes = !strcmp(n->type, "bytes");
-	size_t o = 0, i;
-
-	if (bytes)
-		o += sprintf(out, "b'");
-	for (i = 0; i < n->textlen && o < 72; i++) {
-		unsigned char c = n->text[i];
-
-		if (c == '\\' && bytes)
-			o += sprintf(out + o, "\\\\");
-		else if (c == '\n')
-			o += sprintf(out + o, "\\n");
-		else if (c < 0x20 || c == 0x7f || (bytes && c >= 0x80))
-			o += sprintf(out + o, "\\x%02x", c);
-		else
-			out[o++] = c;
-	}
-	sprintf(out + o, "%s%s", bytes ? "'" : "",
-		i < n->textlen ? "..." : "");
-}
 
 /* First pass: widen the columns for leaf @n. */
 static void measure_leaf(const struct ckpt_node *n, const struct opts *o,
@@ -145,8 +82,8 @@ static void measure_leaf(const struct ckpt_node *n, const struct opts *o,
 		return;
 	}
 	w->type = MAX(w->type, (int)strlen(t->dtype->name));
-	w->shape = MAX(w->shape, dims_len(t->shape, t->ndim));
-	w->stride = MAX(w->stride, dims_len(t->stride, t->ndim));
+	w->shape = MAX(w->shape, fmt_dims_len(t->shape, t->ndim));
+	w->stride = MAX(w->stride, fmt_dims_len(t->stride, t->ndim));
 	w->key = MAX(w->key, t->storage ? (int)strlen(t->storage->key) : 1);
 }
 
@@ -158,15 +95,15 @@ static int text_leaf(const struct ckpt_node *n, const char *path,
 	const char *key;
 
 	if (n->kind == CKPT_N_TENSOR) {
-		dims(shape, sizeof(shape), t->shape, t->ndim);
-		dims(stride, sizeof(stride), t->stride, t->ndim);
+		fmt_dims(shape, sizeof(shape), t->shape, t->ndim);
+		fmt_dims(stride, sizeof(stride), t->stride, t->ndim);
 		key = t->storage ? t->storage->key : "-";
 		return printf("%-*s  %-*s  %-*s  stride %-*s  offset %-4" PRIu64
 			      "  storage %-*s  %10" PRIu64 " B  %-5s  %s\n",
 			      w->path, path, w->type, t->dtype->name, w->shape,
 			      shape, w->stride, stride, t->offset, w->key, key,
 			      t->nbytes, t->device ? t->device : "-",
-			      flags(t, fl, sizeof(fl)));
+			      fmt_flags(t, fl, sizeof(fl)));
 	}
 	if (!o->values)
 		return 0;
@@ -181,7 +118,7 @@ static int text_leaf(const struct ckpt_node *n, const char *path,
 	if (n->kind == CKPT_N_VALUE || n->kind == CKPT_N_OPAQUE) {
 		char shown[80 * 4 + 8];
 
-		printable(shown, n);
+		fmt_printable(shown, n);
 		return printf("%-*s  %-*s  = %s\n", w->path, path, w->type,
 			      n->type, shown);
 	}
@@ -216,8 +153,12 @@ static void text_list(const struct ckpt *c, const struct opts *o)
 	struct widths w = { 0 };
 	uint64_t bytes = 0;
 
-	text_node(c->root, o, &w, false);
-	text_node(c->root, o, &w, true);
+	if (o->tree) {
+		ls_tree_text(c, o);
+	} else {
+		text_node(c->root, o, &w, false);
+		text_node(c->root, o, &w, true);
+	}
 	for (uint32_t i = 0; i < c->nstorages; i++)
 		bytes += c->storages[i]->nbytes;
 	printf("# %u tensors, %u storages, %" PRIu64 " bytes of data; "
@@ -225,6 +166,8 @@ static void text_list(const struct ckpt *c, const struct opts *o)
 	       c->format == CKPT_ZIP ? "zip" : "legacy",
 	       c->byteorder ? ", byteorder " : "",
 	       c->byteorder ? c->byteorder : "");
+	if (o->totals)
+		ls_totals_text(c);
 	for (uint32_t i = 0; i < c->nglobals; i++)
 		printf("# unsafe global %s.%s (offset 0x%" PRIx64
 		       "): torch.load would import it\n", c->globals[i].module,
@@ -232,39 +175,6 @@ static void text_list(const struct ckpt *c, const struct opts *o)
 }
 
 /* ---- JSON output ---- */
-
-static void json_key(FILE *f, const struct ckpt_node *n)
-{
-	const struct pkl_value *k = n->key;
-	size_t len;
-	char *text;
-
-	if (n->step == CKPT_S_INDEX) {
-		json_u64(f, n->index);
-		return;
-	}
-	if (n->step == CKPT_S_PART) {
-		fputs("{\"part\":", f);
-		json_cstr(f, n->name);
-		fputs("}", f);
-		return;
-	}
-	if (n->step == CKPT_S_ATTR)
-		fputs("{\"attr\":", f);
-	if (k->kind == PKL_STR || k->kind == PKL_STRING) {
-		json_str(f, k->u.s.p, k->u.s.n);
-	} else if (k->kind == PKL_INT) {
-		json_i64(f, k->u.i);
-	} else {
-		text = ckpt_repr(k, 256, &len);
-		fputs("{\"repr\":", f);
-		json_str(f, text ? text : "?", text ? len : 1);
-		fputs("}", f);
-		free(text);
-	}
-	if (n->step == CKPT_S_ATTR)
-		fputs("}", f);
-}
 
 static void json_keys(FILE *f, const struct ckpt_node *n)
 {
@@ -274,110 +184,7 @@ static void json_keys(FILE *f, const struct ckpt_node *n)
 		json_keys(f, n->parent);
 		fputs(",", f);
 	}
-	json_key(f, n);
-}
-
-static void json_dims(FILE *f, const int64_t *v, int n)
-{
-	putc('[', f);
-	for (int i = 0; i < n; i++) {
-		if (i)
-			putc(',', f);
-		json_i64(f, v[i]);
-	}
-	putc(']', f);
-}
-
-static const char *tf(bool b)
-{
-	return b ? "true" : "false";
-}
-
-static void json_value(FILE *f, const struct ckpt_node *n)
-{
-	const struct pkl_value *v = n->val;
-
-	if (v->kind == PKL_INT || v->kind == PKL_BIGINT) {
-		fwrite(n->text, 1, n->textlen, f);
-	} else if (v->kind == PKL_FLOAT) {
-		if (strchr(n->text, 'n'))	/* nan, inf */
-			json_cstr(f, n->text);
-		else
-			fputs(n->text, f);
-	} else if (v->kind == PKL_BOOL) {
-		fputs(v->u.i ? "true" : "false", f);
-	} else if (v->kind == PKL_NONE) {
-		fputs("null", f);
-	} else {
-		json_str(f, n->text, n->textlen);
-	}
-}
-
-/* The view of @t: dtype, shape, stride, offset, storage, size. */
-static void json_view(FILE *f, const struct ckpt_tensor *t)
-{
-	fputs("\"dtype\":\"", f);
-	fputs(t->dtype->name, f);
-	fputs("\",\"shape\":", f);
-	json_dims(f, t->shape, t->ndim);
-	fputs(",\"stride\":", f);
-	json_dims(f, t->stride, t->ndim);
-	fputs(",\"offset\":", f);
-	json_u64(f, t->offset);
-	fputs(",\"storage\":", f);
-	json_cstr(f, t->storage ? t->storage->key : NULL);
-	fputs(",\"nbytes\":", f);
-	json_u64(f, t->nbytes);
-}
-
-static void json_tensor_extra(FILE *f, const struct ckpt_tensor *t)
-{
-	if (t->conj || t->neg)
-		fprintf(f, ",\"conj\":%s,\"neg\":%s", t->conj ? "true" : "false",
-			t->neg ? "true" : "false");
-	if (t->cls) {
-		fputs(",\"class\":", f);
-		json_cstr(f, t->cls);
-	}
-	if (t->qscheme) {
-		char sc[40];
-
-		fputs(",\"qscheme\":", f);
-		json_cstr(f, t->qscheme);
-		if (t->qscales) {
-			fputs(",\"q_scales\":{", f);
-			json_view(f, t->qscales);
-			fputs("},\"q_zero_points\":{", f);
-			json_view(f, t->qzeros);
-			fprintf(f, "},\"q_axis\":%" PRId64, t->axis);
-		} else
-			fprintf(f, ",\"q_scale\":%s,\"q_zero_point\":%" PRId64,
-				ckpt_float_repr(t->scale, sc, sizeof(sc)),
-				t->zero_point);
-	}
-}
-
-static void json_tensor(FILE *f, const struct ckpt_tensor *t)
-{
-	fputs(",\"tensor\":", f);
-	json_u64(f, t->index);
-	putc(',', f);
-	json_view(f, t);
-	fputs(",\"device\":", f);
-	json_cstr(f, t->device);
-	fputs(",\"requires_grad\":", f);
-	fputs(tf(t->requires_grad), f);
-	fputs(",\"parameter\":", f);
-	fputs(tf(t->parameter), f);
-	fputs(",\"contiguous\":", f);
-	fputs(tf(t->contiguous), f);
-	fputs(",\"layout\":\"", f);
-	fputs(t->kind == CKPT_T_QUANTIZED ? "quantized" :
-	      t->kind == CKPT_T_META ? "meta" :
-	      t->kind == CKPT_T_INLINE ? "numpy" :
-	      t->kind == CKPT_T_STORAGE ? "storage" : "strided", f);
-	putc('"', f);
-	json_tensor_extra(f, t);
+	fmt_json_key(f, n);
 }
 
 
@@ -407,10 +214,10 @@ static void json_node(FILE *f, const struct ckpt_node *n, bool *first,
 	fputs(",\"type\":", f);
 	json_cstr(f, n->type);
 	if (n->kind == CKPT_N_TENSOR) {
-		json_tensor(f, n->tensor);
+		fmt_json_tensor(f, n->tensor);
 	} else if (n->kind == CKPT_N_VALUE) {
 		fputs(",\"value\":", f);
-		json_value(f, n);
+		fmt_json_value(f, n);
 	} else if (n->kind == CKPT_N_OPAQUE) {
 		fputs(",\"repr\":", f);
 		json_str(f, n->text, n->textlen);
@@ -439,9 +246,15 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 	json_cstr(f, c->byteorder);
 	fprintf(f, ",\"pickle_protocol\":%d,\"root_type\":", c->doc->proto);
 	json_cstr(f, c->root->type);
-	fputs(",\"entries\":[", f);
-	json_node(f, c->root, &first, o);
-	fputs("\n ],\"storages\":[", f);
+	if (o->tree) {
+		fputs(",\"tree\":", f);
+		ls_tree_json(f, c, o);
+	} else {
+		fputs(",\"entries\":[", f);
+		json_node(f, c->root, &first, o);
+		fputs("\n ]", f);
+	}
+	fputs(",\"storages\":[", f);
 	for (uint32_t i = 0; i < c->nstorages; i++) {
 		const struct ckpt_storage *s = c->storages[i];
 
@@ -463,7 +276,9 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 		json_cstr(f, c->globals[i].name);
 		fprintf(f, ",\"offset\":%" PRIu64 "}", c->globals[i].off);
 	}
-	fprintf(f, "\n ],\"tensors\":%u}\n", c->nshown);
+	fprintf(f, "\n ],\"tensors\":%u,\"totals\":", c->nshown);
+	ls_totals_json(f, c);
+	fputs("}\n", f);
 }
 
 int main(int argc, char **argv)
@@ -471,6 +286,8 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "tensors", no_argument, NULL, 't' },
+		{ "tree", no_argument, NULL, 'r' },
+		{ "totals", no_argument, NULL, 's' },
 		{ "check", no_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -478,34 +295,33 @@ int main(int argc, char **argv)
 	};
 	struct opts o = { .values = true };
 	static char outbuf[1 << 20];
-	int opt, status = 0;
+	int opt, status = CLI_OK;
 
-	while ((opt = getopt_long(argc, argv, "jtchV", longopts, NULL)) != -1) {
+	cli_init(argv[0], "[OPTIONS] CHECKPOINT...");
+	while ((opt = getopt_long(argc, argv, "jtrschV", longopts,
+				  NULL)) != -1) {
 		switch (opt) {
 		case 'j': o.json = true; break;
 		case 't': o.values = false; break;
+		case 'r': o.tree = true; break;
+		case 's': o.totals = true; break;
 		case 'c': o.check = true; break;
-		case 'h': usage(stdout); return 0;
-		case 'V': puts("ptls " PT_VERSION); return 0;
-		default: usage(stderr); return 2;
+		case 'h': usage(stdout); return cli_finish(CLI_OK);
+		case 'V': return cli_version();
+		default: return cli_usage(NULL);
 		}
 	}
-	if (optind >= argc) {
-		usage(stderr);
-		return 2;
-	}
+	if (optind >= argc)
+		return cli_usage("no checkpoint given");
 	setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
 	for (int i = optind; i < argc; i++) {
 		struct ckpt *c;
 		struct diag d;
-		char line[512];
 
 		diag_init(&d, argv[i]);
 		if (ckpt_open(argv[i], &c, &d)) {
-			fflush(stdout);
-			fprintf(stderr, "ptls: %s\n",
-				diag_line(&d, line, sizeof(line)));
-			status = 2;
+			cli_diag(&d);
+			status = CLI_ERROR;
 			continue;
 		}
 		if (argc - optind > 1 && !o.json)
@@ -515,12 +331,8 @@ int main(int argc, char **argv)
 		else
 			text_list(c, &o);
 		if (o.check && c->nglobals && !status)
-			status = 1;
+			status = CLI_FOUND;
 		ckpt_close(c);
 	}
-	if (fflush(stdout) || ferror(stdout)) {
-		perror("ptls: write");
-		return 2;
-	}
-	return status;
+	return cli_finish(status);
 }

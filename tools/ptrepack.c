@@ -117,7 +117,7 @@ int main(int argc, char **argv)
 	unsigned long a;
 	int ch, rc;
 
-	cli_init(argv[0]);
+	cli_init(argv[0], "[OPTIONS] IN OUT");
 	while ((ch = getopt_long(argc, argv, "pdc::a:vjhV", lopts,
 				 NULL)) != -1) {
 		switch (ch) {

@@ -1,0 +1,34 @@
+/*
+ * ckpt_fmt.h - how the tools show parts of the model (ptls, ptdump):
+ * shapes, flags and values as text, keys, values and tensors as JSON.
+ */
+#ifndef PT_TOOLS_CKPT_FMT_H
+#define PT_TOOLS_CKPT_FMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct ckpt_node;
+struct ckpt_tensor;
+
+/* "(16, 8)", "(3,)", "()" into @buf; fmt_dims_len() is its strlen. */
+void fmt_dims(char *buf, size_t size, const int64_t *v, int n);
+int fmt_dims_len(const int64_t *v, int n);
+
+/* "param grad strided ..." or "-" (in @buf, at least 80 bytes). */
+const char *fmt_flags(const struct ckpt_tensor *t, char *buf, size_t n);
+
+/* A value for one cell: at most 72 characters, escaped (@out >= 330). */
+void fmt_printable(char *out, const struct ckpt_node *n);
+
+/*
+ * JSON: how @n is reached from its parent (a str, an int, {"attr": ..},
+ * {"part": ..}, {"repr": ..}); its python value; its tensor's fields
+ * (",\"tensor\":N,\"dtype\":..." to append inside an object).
+ */
+void fmt_json_key(FILE *f, const struct ckpt_node *n);
+void fmt_json_value(FILE *f, const struct ckpt_node *n);
+void fmt_json_tensor(FILE *f, const struct ckpt_tensor *t);
+
+#endif

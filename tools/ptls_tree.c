@@ -1,0 +1,272 @@
+/*
+ * ptls_tree.c - ptls --tree and --totals: the object tree as an indented
+ * listing (containers with their type and size, then their children, the
+ * way tree(1) shows a directory), as nested JSON, and the count of
+ * tensors, storages and bytes per dtype.  Only the model is read.
+ */
+#include "ckpt/ckpt.h"
+#include "json_out.h"
+#include "ptls.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* ---- text ---- */
+
+static bool is_dir(const struct ckpt_node *n)
+{
+	return n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ;
+}
+
+/* Is @n shown with these options?  (--tensors hides python values.) */
+static bool shown(const struct ckpt_node *n, const struct opts *o)
+{
+	return o->values || is_dir(n) || n->kind == CKPT_N_TENSOR;
+}
+
+/* Width of the name column: indentation plus name (plus "/"). */
+static int measure(const struct ckpt_node *n, int depth, const struct opts *o)
+{
+	int w = 2 * depth + (n->parent ? (int)strlen(n->name) : 1) +
+		is_dir(n);
+
+	for (uint32_t i = 0; is_dir(n) && i < n->nkids; i++)
+		if (shown(n->kids[i], o) && depth < CKPT_MAX_DEPTH)
+			w = MAX(w, measure(n->kids[i], depth + 1, o));
+	return w;
+}
+
+static void tensor_text(const struct ckpt_tensor *t)
+{
+	char shape[1024], stride[1024], fl[80];
+	const char *f = fmt_flags(t, fl, sizeof(fl));
+
+	fmt_dims(shape, sizeof(shape), t->shape, t->ndim);
+	printf("%s %s", t->dtype->name, shape);
+	if (!t->contiguous) {
+		fmt_dims(stride, sizeof(stride), t->stride, t->ndim);
+		printf(" stride %s", stride);
+	}
+	if (t->storage)
+		printf("  storage %s", t->storage->key);
+	if (t->offset)
+		printf(" offset %" PRIu64, t->offset);
+	printf("  %" PRIu64 " B", t->nbytes);
+	if (t->device && strcmp(t->device, "cpu"))
+		printf("  %s", t->device);
+	if (strcmp(f, "-"))
+		printf("  %s", f);
+}
+
+static int node_text(const struct ckpt_node *n, int depth, int width,
+		     const struct opts *o)
+{
+	char shown_val[80 * 4 + 8];
+	int pad;
+
+	if (n->parent)
+		pad = printf("%*s%s%s", 2 * depth, "", n->name,
+			     is_dir(n) ? "/" : "");
+	else
+		pad = printf("%s", is_dir(n) ? "./" : ".");
+	printf("%*s  ", width - pad, "");
+	switch (n->kind) {
+	case CKPT_N_DIR:
+	case CKPT_N_SEQ:
+		if (n->nkids)
+			printf("%s (%u)\n", n->type, n->nkids);
+		else
+			printf("%s (empty)\n", n->type);
+		break;
+	case CKPT_N_TENSOR:
+		tensor_text(n->tensor);
+		putchar('\n');
+		break;
+	case CKPT_N_LINK: {
+		char *to = ckpt_node_path(n->target);
+
+		printf("%s -> %s\n", n->type, to ? (to[0] ? to : ".") : "?");
+		free(to);
+		break;
+	}
+	default:
+		fmt_printable(shown_val, n);
+		printf("%s = %s\n", n->type, shown_val);
+	}
+	for (uint32_t i = 0; is_dir(n) && i < n->nkids; i++)
+		if (shown(n->kids[i], o) && depth < CKPT_MAX_DEPTH)
+			node_text(n->kids[i], depth + 1, width, o);
+	return 0;
+}
+
+int ls_tree_text(const struct ckpt *c, const struct opts *o)
+{
+	return node_text(c->root, 0, measure(c->root, 0, o), o);
+}
+
+/* ---- JSON ---- */
+
+static void node_json(FILE *f, const struct ckpt_node *n, int depth,
+		      const struct opts *o)
+{
+	bool first = true;
+
+	fputs("{\"name\":", f);
+	json_cstr(f, n->parent ? n->name : "");
+	fputs(",\"key\":", f);
+	if (n->parent)
+		fmt_json_key(f, n);
+	else
+		fputs("null", f);
+	fputs(",\"kind\":", f);
+	json_cstr(f, is_dir(n) ? "container" :
+		  n->kind == CKPT_N_TENSOR ? "tensor" :
+		  n->kind == CKPT_N_VALUE ? "value" :
+		  n->kind == CKPT_N_OPAQUE ? "object" : "link");
+	fputs(",\"type\":", f);
+	json_cstr(f, n->type);
+	if (n->kind == CKPT_N_TENSOR) {
+		fmt_json_tensor(f, n->tensor);
+	} else if (n->kind == CKPT_N_VALUE) {
+		fputs(",\"value\":", f);
+		fmt_json_value(f, n);
+	} else if (n->kind == CKPT_N_OPAQUE) {
+		fputs(",\"repr\":", f);
+		json_str(f, n->text, n->textlen);
+	} else if (n->kind == CKPT_N_LINK) {
+		char *to = ckpt_node_path(n->target);
+
+		fputs(",\"target\":", f);
+		json_cstr(f, to ? to : "?");
+		free(to);
+	}
+	if (is_dir(n)) {
+		fputs(",\"children\":[", f);
+		for (uint32_t i = 0; i < n->nkids; i++) {
+			if (!shown(n->kids[i], o) || depth >= CKPT_MAX_DEPTH)
+				continue;
+			if (!first)
+				putc(',', f);
+			first = false;
+			fprintf(f, "\n%*s", 2 * depth + 2, "");
+			node_json(f, n->kids[i], depth + 1, o);
+		}
+		fputs("]", f);
+	}
+	putc('}', f);
+}
+
+void ls_tree_json(FILE *f, const struct ckpt *c, const struct opts *o)
+{
+	node_json(f, c->root, 0, o);
+}
+
+/* ---- totals ---- */
+
+struct total {
+	const char *dtype;
+	uint32_t tensors, storages;
+	uint64_t tensor_bytes, storage_bytes;
+};
+
+/*
+ * Per dtype: the tensors the tree shows, and the storages with their
+ * bytes.  An UntypedStorage (torch 2.x's new dtypes) counts under the
+ * dtype of the first tensor that views it.  Returns the rows (caller
+ * frees) and their number in *@n; the last row is "all".
+ */
+static struct total *totals(const struct ckpt *c, size_t *n)
+{
+	const char **sdt = calloc(c->nstorages + 1, sizeof(*sdt));
+	struct total *t = calloc(c->ntensors + c->nstorages + 2, sizeof(*t));
+	size_t k = 0;
+
+	if (!sdt || !t) {
+		free(sdt);
+		free(t);
+		return NULL;
+	}
+	for (uint32_t i = 0; i < c->ntensors; i++) {
+		const struct ckpt_tensor *x = c->tensors[i];
+
+		if (x->storage && !sdt[x->storage->index])
+			sdt[x->storage->index] = x->dtype->name;
+	}
+	/* rows in the order dtypes first appear: tensors, then storages */
+	for (uint32_t i = 0; i < c->ntensors + c->nstorages; i++) {
+		const struct ckpt_tensor *x = i < c->ntensors ?
+					      c->tensors[i] : NULL;
+		const struct ckpt_storage *s = x ? NULL :
+					       c->storages[i - c->ntensors];
+		const char *dt;
+		size_t j;
+
+		if (x && !x->shown)
+			continue;
+		dt = x ? x->dtype->name :
+		     sdt[s->index] ? sdt[s->index] : s->dtype->name;
+		for (j = 0; j < k && strcmp(t[j].dtype, dt); j++)
+			;
+		if (j == k)
+			t[k++].dtype = dt;
+		if (x) {
+			t[j].tensors++;
+			t[j].tensor_bytes += x->nbytes;
+		} else {
+			t[j].storages++;
+			t[j].storage_bytes += s->nbytes;
+		}
+	}
+	t[k].dtype = "all";
+	for (size_t j = 0; j < k; j++) {
+		t[k].tensors += t[j].tensors;
+		t[k].storages += t[j].storages;
+		t[k].tensor_bytes += t[j].tensor_bytes;
+		t[k].storage_bytes += t[j].storage_bytes;
+	}
+	free(sdt);
+	*n = k + 1;
+	return t;
+}
+
+void ls_totals_text(const struct ckpt *c)
+{
+	size_t n, w = 5;
+	struct total *t = totals(c, &n);
+
+	if (!t)
+		return;
+	for (size_t i = 0; i < n; i++)
+		w = MAX(w, strlen(t[i].dtype));
+	printf("# %-*s  %8s  %14s  %8s  %14s\n", (int)w, "dtype", "tensors",
+	       "tensor bytes", "storages", "storage bytes");
+	for (size_t i = 0; i < n; i++)
+		printf("# %-*s  %8u  %14" PRIu64 "  %8u  %14" PRIu64 "\n",
+		       (int)w, t[i].dtype, t[i].tensors, t[i].tensor_bytes,
+		       t[i].storages, t[i].storage_bytes);
+	free(t);
+}
+
+void ls_totals_json(FILE *f, const struct ckpt *c)
+{
+	size_t n;
+	struct total *t = totals(c, &n);
+
+	if (!t) {
+		fputs("null", f);
+		return;
+	}
+	fputs("{", f);
+	for (size_t i = 0; i < n; i++) {
+		json_cstr(f, t[i].dtype);
+		fprintf(f, ":{\"tensors\":%u,\"tensor_bytes\":%" PRIu64
+			",\"storages\":%u,\"storage_bytes\":%" PRIu64 "}%s",
+			t[i].tensors, t[i].tensor_bytes, t[i].storages,
+			t[i].storage_bytes, i + 1 < n ? "," : "");
+	}
+	fputs("}", f);
+	free(t);
+}
