@@ -93,7 +93,16 @@ int ovl_parse_shape(const char *s, size_t n, int64_t *shape);
 /* Free a stage (NULL is fine) and clear the pointer. */
 void ovl_stage_free(struct ckpt_stage **pst);
 
-/* ---- ovl_view.c's part of rename and replay ---- */
+/* ---- the views: ovl_view.c (reading, staging), ovl_view_apply.c ---- */
+
+/* Is the checkpoint big-endian? */
+bool ovl_view_big(const struct ovl *v);
+/* Elements tensor node @n's file holds now. */
+uint64_t ovl_view_numel(const struct ovl *v, const struct ckpt_node *n);
+/* An unlinked scratch file in the overlay directory: fd or -errno. */
+int ovl_scratch_file(struct ovl *v, struct diag *d);
+/* Apply the view @n was being written through (close()). */
+int ovl_vstage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d);
 
 /* Is renaming @s to @nname in @ndir a write of a view (see ovl.h)? */
 bool ovl_view_target(const struct ckpt_node *s, const struct ckpt_node *ndir,

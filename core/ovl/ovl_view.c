@@ -6,13 +6,8 @@
  * (the .npy header from dtype and shape, then the tensor's own bytes; the
  * text rendered by core/view).  What is written into a view is staged
  * whole in a scratch file (node->vstage) and applied at close(), in the
- * overlay's usual order, data first, then the journal, then memory:
- *   - new values for the same tensor go through ovl_replace_contents(),
- *     so other views, tied names and identity stay as they were;
- *   - a .npy of another dtype or shape (or one written as a new KEY.npy)
- *     becomes a new tensor: a new storage file "<i>", then one JR_TENSOR
- *     record that puts it in place and, for rsync's and sed -i's rename
- *     of a temporary file, also removes that file.
+ * overlay's usual order (ovl_view_apply.c).  This file has the reading
+ * and the staging.
  */
 #define _GNU_SOURCE 1	/* O_TMPFILE */
 #include "ovl_int.h"
@@ -29,7 +24,7 @@
 #define CHUNK		(1u << 20)
 #define TEXT_ELEMS	(1u << 14)	/* elements rendered at a time */
 
-static bool big(const struct ovl *v)
+bool ovl_view_big(const struct ovl *v)
 {
 	return v->c->byteorder && !strcmp(v->c->byteorder, "big");
 }
@@ -57,7 +52,7 @@ int ovl_view_name(const char *name, size_t *keylen)
 }
 
 /* Elements @n's file holds now (a new file may have grown or shrunk). */
-static uint64_t numel_of(const struct ovl *v, const struct ckpt_node *n)
+uint64_t ovl_view_numel(const struct ovl *v, const struct ckpt_node *n)
 {
 	return ovl_size(v, n) / n->tensor->dtype->size;
 }
@@ -69,10 +64,10 @@ size_t ovl_npy_header(const struct ovl *v, const struct ckpt_node *n,
 	int64_t len;
 
 	if (t->fresh && !t->shape_set) {
-		len = (int64_t)numel_of(v, n);
-		return view_npy_header(t->dtype, big(v), 1, &len, buf);
+		len = (int64_t)ovl_view_numel(v, n);
+		return view_npy_header(t->dtype, ovl_view_big(v), 1, &len, buf);
 	}
-	return view_npy_header(t->dtype, big(v), t->ndim, t->shape, buf);
+	return view_npy_header(t->dtype, ovl_view_big(v), t->ndim, t->shape, buf);
 }
 
 uint64_t ovl_npy_size(const struct ovl *v, const struct ckpt_node *n)
@@ -83,7 +78,7 @@ uint64_t ovl_npy_size(const struct ovl *v, const struct ckpt_node *n)
 		return n->vstage->len;
 	if (n->pending)
 		return 0;
-	return ovl_npy_header(v, n, h) + numel_of(v, n) * n->tensor->dtype->size;
+	return ovl_npy_header(v, n, h) + ovl_view_numel(v, n) * n->tensor->dtype->size;
 }
 
 static long long stage_read(struct ovl *v, const struct ckpt_stage *st,
@@ -127,7 +122,7 @@ int ovl_text_render(struct ovl *v, struct ckpt_node *n, int fd,
 {
 	const struct ckpt_tensor *t = n->tensor;
 	const struct ckpt_dtype *dt = t->dtype;
-	uint64_t numel = numel_of(v, n), pos;
+	uint64_t numel = ovl_view_numel(v, n), pos;
 	int64_t len = (int64_t)numel;
 	const int64_t *shape = t->shape;
 	int ndim = t->ndim;
@@ -157,7 +152,7 @@ int ovl_text_render(struct ovl *v, struct ckpt_node *n, int fd,
 			rc = diag_errno(d, -EIO, "%s: short read", ovl_label(n));
 			break;
 		}
-		w = view_text_format(dt, big(v), ndim, shape, e, in, k, out);
+		w = view_text_format(dt, ovl_view_big(v), ndim, shape, e, in, k, out);
 		rc = io_pwrite_full(fd, out, w, pos);
 		if (rc)
 			rc = ovl_sys_err(v, d, rc, "cannot render the text view");
@@ -172,48 +167,7 @@ int ovl_text_render(struct ovl *v, struct ckpt_node *n, int fd,
 
 /* ---- staging what is written into a view ---- */
 
-static const char *vext(int view)
-{
-	return view == CKPT_V_NPY ? ".npy" : ".txt";
-}
-
-/*
- * Messages about what was written into a view name the view's file
- * ("model/fc.weight.npy: offset 0x8: ...") rather than the checkpoint:
- * set @d's path to "@dir/@key.npy" while the bytes are checked.  The FUSE
- * driver prints the message after this call returns, so the name lives
- * in the model's arena (only when something failed).
- */
-struct label {
-	const char *saved;
-	char *name;
-};
-
-static void label_set(struct diag *d, struct label *l,
-		      const struct ckpt_node *dir, const char *key, int view)
-{
-	char *p = dir ? ckpt_node_path(dir) : strdup("");
-
-	l->saved = d->path;
-	l->name = p ? malloc(strlen(p) + strlen(key) + 8) : NULL;
-	if (l->name)
-		sprintf(l->name, "%s%s%s%s", p, *p ? "/" : "", key, vext(view));
-	free(p);
-	if (l->name)
-		d->path = l->name;
-}
-
-static void label_done(struct ovl *v, struct diag *d, struct label *l)
-{
-	if (l->name && d->path == l->name)
-		d->path = d->err ? arena_strndup(&v->c->arena, l->name,
-						 strlen(l->name)) : l->saved;
-	if (!d->path)
-		d->path = l->saved;
-	free(l->name);
-}
-
-static int scratch_file(struct ovl *v, struct diag *d)
+int ovl_scratch_file(struct ovl *v, struct diag *d)
 {
 	int fd, rc = ovl_ensure_dir(v, d);
 
@@ -269,7 +223,7 @@ static int vstage_start(struct ovl *v, struct ckpt_node *n, int view,
 			    n->tensor->kind == CKPT_T_INLINE))
 		return diag_errno(d, -EPERM, "%s has no storage to write",
 				  ovl_label(n));
-	fd = scratch_file(v, d);
+	fd = ovl_scratch_file(v, d);
 	if (fd < 0)
 		return fd;
 	rc = keep && !n->pending ? view_copy(v, n, view, fd, keep, &len, d) : 0;
@@ -360,367 +314,10 @@ int ovl_view_truncate(struct ovl *v, struct ckpt_node *n, int view,
 	return 0;
 }
 
-/* ---- applying a view's new bytes ---- */
-
-/* Copy @len bytes at @off of @src into @dst at 0, swapping the byte
- * order of @dt's elements when @swap. */
-static int copy_data(struct ovl *v, int src, uint64_t off, uint64_t len,
-		     int dst, const struct ckpt_dtype *dt, bool swap,
-		     struct diag *d)
-{
-	unsigned char *buf;
-	size_t chunk = CHUNK - CHUNK % dt->size;
-	int rc = 0;
-
-	if (!swap || dt->size == 1) {
-		rc = ovl_copy_range(src, off, dst, len);
-		return rc ? ovl_sys_err(v, d, rc, "cannot copy new data") : 0;
-	}
-	buf = malloc(chunk);
-	if (!buf)
-		return diag_nomem(d);
-	for (uint64_t pos = 0; pos < len && !rc; pos += chunk) {
-		uint64_t k = len - pos < chunk ? len - pos : chunk;
-
-		rc = io_pread_full(src, buf, k, off + pos);
-		if (!rc) {
-			view_swap(dt, buf, k / dt->size);
-			rc = io_pwrite_full(dst, buf, k, pos);
-		}
-		if (rc)
-			rc = ovl_sys_err(v, d, rc, "cannot copy new data");
-	}
-	free(buf);
-	return rc;
-}
-
-/* New values for @x: parse the text at @src into @x's bytes, then
- * replace its contents with them. */
-static int apply_text(struct ovl *v, struct ckpt_node *x, int src,
-		      uint64_t len, struct diag *d)
-{
-	struct label l;
-	const struct ckpt_dtype *dt = x->tensor->dtype;
-	struct view_parser p;
-	char *in = malloc(CHUNK);
-	unsigned char *out = malloc((CHUNK / 2 + 2) * (size_t)dt->size);
-	uint64_t at = 0;
-	int tmp = -1, rc = in && out ? 0 : diag_nomem(d);
-
-	if (!rc && (tmp = scratch_file(v, d)) < 0)
-		rc = tmp;
-	view_parser_init(&p, dt, big(v), numel_of(v, x));
-	label_set(d, &l, x->parent, x->name, CKPT_V_TXT);
-	for (uint64_t pos = 0; !rc && (pos < len || !pos); pos += CHUNK) {
-		size_t k = len - pos < CHUNK ? len - pos : CHUNK, nout;
-		bool last = pos + k >= len;
-
-		rc = io_pread_full(src, in, k, pos);
-		if (rc) {
-			rc = ovl_sys_err(v, d, rc, "cannot read new text");
-			break;
-		}
-		rc = view_parse(&p, in, k, last, out, &nout, d);
-		if (rc)
-			break;
-		if ((rc = io_pwrite_full(tmp, out, nout, at)))
-			rc = ovl_sys_err(v, d, rc, "cannot stage new values");
-		at += nout;
-		if (last)
-			break;
-	}
-	label_done(v, d, &l);
-	free(in);
-	free(out);
-	if (!rc)
-		rc = ovl_replace_contents(v, x->tensor, tmp, 0, d);
-	if (tmp >= 0)
-		close(tmp);
-	if (!rc)
-		ovl_notify(v, x->tensor->storage, NULL);
-	return rc;
-}
-
-/* The descriptor without its byte order: '<f4' and '>f4' are alike. */
-static void descr_key(const char *s, char *out, size_t size)
-{
-	size_t i;
-
-	for (i = 0; s[i] && i + 1 < size; i++)
-		out[i] = strchr("<>|=", s[i]) ? '?' : s[i];
-	out[i] = 0;
-}
-
-/* Does .npy header @h describe @x's tensor (up to byte order)? */
-static bool same_tensor(const struct ovl *v, const struct ckpt_node *x,
-			const struct view_npy *h, bool *same_descr)
-{
-	const struct ckpt_tensor *t = x->tensor;
-	char mine[64], a[64], b[64];
-
-	descr_key(view_npy_descr(t->dtype, big(v), mine, sizeof(mine)), a,
-		  sizeof(a));
-	descr_key(h->descr, b, sizeof(b));
-	*same_descr = !strcmp(a, b);
-	if (!*same_descr)
-		return false;
-	if (t->fresh && !t->shape_set)
-		return h->ndim == 1 && (uint64_t)h->shape[0] == numel_of(v, x);
-	return h->ndim == t->ndim &&
-	       !memcmp(h->shape, t->shape, t->ndim * sizeof(*t->shape));
-}
-
-/* Remove @s, a temporary file whose bytes became a view's (no record:
- * the caller journals it). */
-static void consume(struct ckpt_node *s)
-{
-	if (s && s->parent && !s->dead) {
-		ckpt_dir_remove(s->parent, s);
-		s->dead = true;
-	}
-}
-
-/*
- * Put tensor @t at @dir/@name: in @x's place when that is a tensor
- * (keeping whether it is a Parameter), else as pending node @x or a new
- * node.  Memory only.
- */
-static int tensor_put(struct ovl *v, struct ckpt_node *dir, const char *name,
-		      struct ckpt_node *x, struct ckpt_tensor *t,
-		      struct ckpt_node *consumed, struct diag *d)
-{
-	struct ckpt_node *old = ckpt_node_child(dir, name);
-	char *nm;
-
-	if (old && old->kind == CKPT_N_TENSOR) {
-		old->tensor = t;
-		old->edited = true;
-		old->type = t->parameter ? "Parameter" : "Tensor";
-		consume(consumed);
-		return 0;
-	}
-	if (old)
-		return diag_errno(d, -EEXIST, "%s exists and is not a tensor",
-				  name);
-	nm = arena_strndup(&v->c->arena, name, strlen(name));
-	if (!x)
-		x = ckpt_node_fresh(v->c, CKPT_N_TENSOR, "Tensor");
-	if (!nm || !x || ckpt_dir_insert(v->c, dir, x, nm))
-		return diag_nomem(d);
-	x->pending = false;
-	x->dead = false;
-	x->tensor = t;
-	x->type = t->parameter ? "Parameter" : "Tensor";
-	x->step = ckpt_dir_step(dir);
-	consume(consumed);
-	return 0;
-}
-
-/* A fresh tensor over data file "<index>" (there already) with @dt and
- * @shape; a Parameter and/or requiring grad as @flags say ("p", "g"). */
-static int make_tensor(struct ovl *v, uint32_t index,
-		       const struct ckpt_dtype *dt, int ndim,
-		       const int64_t *shape, const char *flags,
-		       struct ckpt_tensor **out, struct diag *d)
-{
-	struct ckpt_tensor *t;
-	int rc = ovl_fresh_tensor(v, index, false, &t, d);
-
-	if (rc)
-		return rc;
-	t->dtype = dt;
-	t->ndim = ndim;
-	memcpy(t->shape, shape, ndim * sizeof(*shape));
-	t->shape_set = t->fixed = true;
-	t->parameter = strchr(flags, 'p') != NULL;
-	t->requires_grad = strchr(flags, 'g') != NULL;
-	ckpt_tensor_fresh_sync(t);
-	if (ckpt_tensor_fresh_fits(t))
-		return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%u: %llu bytes do "
-				    "not make a %s tensor of that shape",
-				    v->dir, index,
-				    (unsigned long long)t->storage->nbytes,
-				    dt->name);
-	*out = t;
-	return 0;
-}
-
-static void shape_text(const int64_t *shape, int ndim, char *buf,
-		       size_t size)
-{
-	size_t k = 0;
-
-	buf[0] = 0;
-	for (int i = 0; i < ndim && k < size; i++)
-		k += snprintf(buf + k, size - k, "%s%lld", i ? "," : "",
-			      (long long)shape[i]);
-}
-
-/*
- * A new tensor @dir/@name (replacing tensor @x there, or making pending
- * @x real) from the data of .npy @h in @src: data file, record, memory.
- */
-static int apply_new(struct ovl *v, struct ckpt_node *dir, const char *name,
-		     struct ckpt_node *x, const struct view_npy *h,
-		     const struct ckpt_dtype *dt, int src,
-		     struct ckpt_node *consumed, struct diag *d)
-{
-	const struct ckpt_tensor *old = x && !x->pending ? x->tensor : NULL;
-	uint32_t index = v->c->nstorages;
-	char idx[16], flags[4] = "", shape[CKPT_MAX_DIMS * 21 + 1];
-	char *p1 = ckpt_node_path(dir), *p2 = NULL;
-	struct jrec r = { .op = JR_TENSOR };
-	struct ckpt_tensor *t;
-	int fd, rc = p1 ? 0 : diag_nomem(d);
-
-	/* the data file "<index>", whole, before the record naming it */
-	fd = rc ? -1 : ovl_data_open(v, index, ".tmp", O_RDWR | O_CREAT |
-				     O_TRUNC);
-	if (!rc && fd < 0)
-		rc = ovl_sys_err(v, d, -errno, "cannot stage a new tensor");
-	if (!rc)
-		rc = copy_data(v, src, h->header_len, h->nbytes, fd, dt,
-			       h->big != big(v), d);
-	if (!rc) {
-		char tmp[32], fin[32];
-
-		snprintf(tmp, sizeof(tmp), "%u.tmp", index);
-		snprintf(fin, sizeof(fin), "%u", index);
-		if (fsync(fd) || renameat(v->dfd, tmp, v->dfd, fin) ||
-		    fsync(v->dfd))
-			rc = ovl_sys_err(v, d, -errno, "cannot stage a new "
-					 "tensor");
-	}
-	if (fd >= 0)
-		close(fd);
-	if (rc)
-		goto out;
-	snprintf(idx, sizeof(idx), "%u", index);
-	if (old && old->parameter)
-		strcat(flags, "p");
-	if (old && old->requires_grad)
-		strcat(flags, "g");
-	shape_text(h->shape, h->ndim, shape, sizeof(shape));
-	r.nf = 6;
-	r.f[0] = p1;
-	r.f[1] = name;
-	r.f[2] = idx;
-	r.f[3] = dt->name;
-	r.f[4] = shape;
-	r.f[5] = flags;
-	if (consumed) {
-		p2 = ckpt_node_path(consumed->parent);
-		if (!p2) {
-			rc = diag_nomem(d);
-			goto out;
-		}
-		r.f[r.nf++] = p2;
-		r.f[r.nf++] = consumed->name;
-	}
-	for (int i = 0; i < r.nf; i++)
-		r.len[i] = strlen(r.f[i]);
-	rc = jr_append(v, &r, d);
-	if (!rc)
-		rc = make_tensor(v, index, dt, h->ndim, h->shape, flags, &t, d);
-	if (!rc)
-		rc = tensor_put(v, dir, name, x, t, consumed, d);
-	if (!rc)
-		ovl_notify(v, t->storage, NULL);
-out:
-	free(p1);
-	free(p2);
-	return rc;
-}
-
-/* The .npy at @src (@len bytes) is the new content of @dir/@name, which
- * is tensor @x, pending @x, or nothing yet. */
-static int apply_npy(struct ovl *v, struct ckpt_node *dir, const char *name,
-		     struct ckpt_node *x, int src, uint64_t len,
-		     struct ckpt_node *consumed, struct diag *d)
-{
-	size_t want = len < (1u << 20) + 16 ? len : (1u << 20) + 16;
-	unsigned char *buf = malloc(want ? want : 1);
-	const struct ckpt_dtype *dt;
-	struct label l;
-	struct view_npy h;
-	bool same_descr = false;
-	int rc = buf ? 0 : diag_nomem(d);
-
-	if (!rc && (rc = io_pread_full(src, buf, want, 0)))
-		rc = ovl_sys_err(v, d, rc, "cannot read the new .npy");
-	label_set(d, &l, dir, name, CKPT_V_NPY);
-	if (!rc)
-		rc = view_npy_parse(buf, want, &h, d);
-	free(buf);
-	if (!rc && h.fortran_order)
-		rc = diag_set(d, -EINVAL, 0, "Fortran-order arrays are not "
-			      "supported: save np.ascontiguousarray(a)");
-	if (!rc && len - h.header_len != h.nbytes)
-		rc = diag_set(d, -EINVAL, h.header_len, "the header says %llu "
-			      "bytes of data, the file has %llu",
-			      (unsigned long long)h.nbytes,
-			      (unsigned long long)(len - h.header_len));
-	label_done(v, d, &l);
-	if (rc)
-		return rc;
-	if (x && !x->pending && same_tensor(v, x, &h, &same_descr)) {
-		const struct ckpt_tensor *t = x->tensor;
-		int tmp = -1;
-
-		/* new values: through the view, keeping identity */
-		if (h.big != big(v) && t->dtype->size > 1) {
-			tmp = scratch_file(v, d);
-			rc = tmp < 0 ? tmp : copy_data(v, src, h.header_len,
-							h.nbytes, tmp, t->dtype,
-							true, d);
-		}
-		if (!rc)
-			rc = ovl_replace_contents(v, t, tmp >= 0 ? tmp : src,
-						  tmp >= 0 ? 0 : h.header_len,
-						  d);
-		if (tmp >= 0)
-			close(tmp);
-		if (!rc && consumed)
-			rc = ovl_journal(v, JR_UNLINK, consumed->parent,
-					 consumed->name, NULL, NULL, NULL, 0, d);
-		if (!rc) {
-			consume(consumed);
-			ovl_notify(v, t->storage, NULL);
-		}
-		return rc;
-	}
-	/* bfloat16 is shown as '<u2': written back, it stays bfloat16 */
-	dt = same_descr ? x->tensor->dtype : h.dtype;
-	return apply_new(v, dir, name, x, &h, dt, src, consumed, d);
-}
-
-/* Apply the view @n was being written through. */
-static int vstage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
-{
-	struct ckpt_stage *st = n->vstage;
-	struct ckpt_node *dir = n->parent;
-	int rc;
-
-	if (n->dead && !n->pending)
-		rc = diag_errno(d, -ENOENT, "%s was removed while its %s view "
-				"was being written", ovl_label(n),
-				vext(st->view));
-	else if (!dir || dir->dead)
-		rc = diag_errno(d, -ENOENT, "%s: its directory was removed",
-				ovl_label(n));
-	else if (st->view == CKPT_V_TXT)
-		rc = apply_text(v, n, st->scratch->fd, st->len, d);
-	else
-		rc = apply_npy(v, dir, n->name, n, st->scratch->fd, st->len,
-			       NULL, d);
-	ovl_stage_free(&n->vstage);
-	return rc;
-}
-
 int ovl_view_flush(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
 	if (n->vstage && n->vstage->written)
-		return vstage_apply(v, n, d);
+		return ovl_vstage_apply(v, n, d);
 	return 0;
 }
 
@@ -733,7 +330,7 @@ int ovl_view_release(struct ovl *v, struct ckpt_node *n, struct diag *d)
 		ovl_stage_free(&n->vstage);
 		return 0;
 	}
-	return vstage_apply(v, n, d);
+	return ovl_vstage_apply(v, n, d);
 }
 
 int ovl_view_create(struct ovl *v, struct ckpt_node *dir, const char *key,
@@ -761,111 +358,3 @@ int ovl_view_create(struct ovl *v, struct ckpt_node *dir, const char *key,
 	return 0;
 }
 
-/* ---- rename of a temporary file onto a view (rsync, sed -i) ---- */
-
-/* @s is a new file of plain bytes (no dtype or shape set on it). */
-static bool plain_file(const struct ckpt_node *s)
-{
-	const struct ckpt_tensor *t = s->tensor;
-
-	return s->kind == CKPT_N_TENSOR && t && t->fresh && !t->fixed &&
-	       !t->shape_set && !strcmp(t->dtype->name, "uint8");
-}
-
-/* KEY of "KEY.npy" into @key (>= 256); the view, or CKPT_V_RAW. */
-static int view_key(const char *nname, char *key)
-{
-	size_t kl;
-	int view = ovl_view_name(nname, &kl);
-
-	if (view == CKPT_V_RAW || kl > 255)
-		return CKPT_V_RAW;
-	memcpy(key, nname, kl);
-	key[kl] = 0;
-	return view;
-}
-
-bool ovl_view_target(const struct ckpt_node *s, const struct ckpt_node *ndir,
-		     const char *nname)
-{
-	char key[256];
-	int view = view_key(nname, key);
-	const struct ckpt_node *b;
-
-	if (view == CKPT_V_RAW || !plain_file(s))
-		return false;
-	b = ckpt_node_child(ndir, key);
-	if (!b)
-		return view == CKPT_V_NPY;
-	return b->kind == CKPT_N_TENSOR && ovl_view_ok(b);
-}
-
-int ovl_view_rename(struct ovl *v, struct ckpt_node *s,
-		    struct ckpt_node *ndir, const char *nname, struct diag *d)
-{
-	char key[256];
-	int view = view_key(nname, key);
-	struct ckpt_node *b = ckpt_node_child(ndir, key);
-	const struct ckpt_storage *src = s->tensor->storage;
-	int rc;
-
-	if (s->stage || s->vstage)
-		return diag_errno(d, -EBUSY, "%s is still being written",
-				  ovl_label(s));
-	if (view == CKPT_V_NPY)
-		return apply_npy(v, ndir, key, b, src->fd, src->nbytes, s, d);
-	rc = apply_text(v, b, src->fd, src->nbytes, d);
-	if (!rc)
-		rc = ovl_journal(v, JR_UNLINK, s->parent, s->name, NULL, NULL,
-				 NULL, 0, d);
-	if (!rc)
-		consume(s);
-	return rc;
-}
-
-/* ---- replay ---- */
-
-int ovl_replay_tensor(struct ovl *v, const struct jrec *r, struct diag *d)
-{
-	struct ckpt_node *dir = ovl_resolve(v, r->f[0], r->len[0]);
-	struct ckpt_node *consumed = NULL;
-	const struct ckpt_dtype *dt;
-	struct ckpt_tensor *t;
-	int64_t shape[CKPT_MAX_DIMS];
-	char name[256], dtn[32], flags[8];
-	uint64_t index;
-	int ndim, rc;
-
-	if ((r->nf != 6 && r->nf != 8) || !dir || r->len[1] >= sizeof(name) ||
-	    r->len[3] >= sizeof(dtn) || r->len[5] >= sizeof(flags) ||
-	    !jr_num(r, 2, &index) || index > UINT32_MAX)
-		return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s: bad tensor "
-				    "record", v->dir, OVL_JOURNAL);
-	memcpy(name, r->f[1], r->len[1]);
-	name[r->len[1]] = 0;
-	memcpy(dtn, r->f[3], r->len[3]);
-	dtn[r->len[3]] = 0;
-	memcpy(flags, r->f[5], r->len[5]);
-	flags[r->len[5]] = 0;
-	dt = ckpt_dtype_by_name(dtn);
-	ndim = ovl_parse_shape(r->f[4], r->len[4], shape);
-	if (r->nf == 8) {
-		struct ckpt_node *cdir = ovl_resolve(v, r->f[6], r->len[6]);
-		char cname[256];
-
-		if (cdir && r->len[7] < sizeof(cname)) {
-			memcpy(cname, r->f[7], r->len[7]);
-			cname[r->len[7]] = 0;
-			consumed = ckpt_node_child(cdir, cname);
-		}
-		if (!consumed)
-			return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s: a tensor "
-					    "record consumes a file that is "
-					    "not there", v->dir, OVL_JOURNAL);
-	}
-	if (!dt || ndim < 0)
-		return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s: bad tensor "
-				    "record", v->dir, OVL_JOURNAL);
-	rc = make_tensor(v, (uint32_t)index, dt, ndim, shape, flags, &t, d);
-	return rc ? rc : tensor_put(v, dir, name, NULL, t, consumed, d);
-}
