@@ -308,20 +308,14 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 	{
+		/* a legacy (torch < 1.6) file is written back as a zip */
 		const char *why = o.ro ? NULL : not_writable(o.ckpt);
-
-		/* edits it could never write back are not taken at all */
-		if (!why && !o.ro && fs.c->format == CKPT_LEGACY)
-			why = "writing back a legacy (torch < 1.6) checkpoint is "
-			      "not supported yet";
 		struct ovl_opts oo = { .dir = o.overlay, .discard = o.discard };
 
-		bool legacy = fs.c->format == CKPT_LEGACY;
-
-		if (why && (!o.output || legacy))
+		if (why && !o.output)
 			fprintf(stderr, "ptfs: %s: %s: mounted read-only\n",
 				o.ckpt, why);
-		fs.readonly = o.ro || (why && (!o.output || legacy));
+		fs.readonly = o.ro || (why && !o.output);
 		oo.readonly = fs.readonly;
 		if (ovl_open(fs.c, o.ckpt, &oo, &fs.ovl, &d)) {
 			fprintf(stderr, "ptfs: %s\n",

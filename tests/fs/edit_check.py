@@ -44,6 +44,7 @@ import struct
 import sys
 import traceback
 import warnings
+import tarfile
 import zipfile
 
 # Answers go to the original stdout; anything else written to fd 1 (torch's
@@ -951,7 +952,11 @@ def archive(report, case, inp, res):
     alts = expected(case, inp)
     want_n = nstorages(alts[0])
     probs = []
-    if case == "sweep":
+    # a legacy (torch < 1.6) input is written back as the zip torch 2.1
+    # writes: data.pkl, byteorder (legacy data is little-endian),
+    # data/0..N-1, version, under one prefix
+    legacy_in = not zipfile.is_zipfile(inp)
+    if case == "sweep" and not legacy_in:
         with zipfile.ZipFile(inp) as zo:
             pk = [n for n in zo.namelist() if n.endswith("/data.pkl")]
             want_n = len(set(pickle_keys(zo.read(pk[0]))))
@@ -960,7 +965,18 @@ def archive(report, case, inp, res):
         if bad is not None:
             probs.append("zipfile testzip(): bad CRC in %s" % bad)
         infos = z.infolist()
-        with zipfile.ZipFile(inp) as zo:
+        if legacy_in:
+            names = [i.filename for i in infos]
+            pre = names[0].split("/")[0]
+            rel = [n[len(pre) + 1:] for n in names]
+            orel = ["data.pkl", "byteorder"] + [
+                n for n in rel if n.startswith("data/")] + ["version"]
+            if [n for n in names if not n.startswith(pre + "/")]:
+                probs.append("records not under the prefix %r" % pre)
+            pkl = z.read(pre + "/data.pkl") if "data.pkl" in rel else b""
+            opkl = None
+        else:
+          with zipfile.ZipFile(inp) as zo:
             oinfos = zo.infolist()
             onames = [i.filename for i in oinfos]
             opre = onames[0].split("/")[0]
@@ -1417,14 +1433,18 @@ def sweep_list(report):
     for name in sorted(os.listdir("in/fx")):
         p = os.path.join("in/fx", name)
         if not zipfile.is_zipfile(p):
-            why["legacy"] += 1
-            continue
-        with zipfile.ZipFile(p) as z:
-            tails = {n.split("/", 1)[-1] for n in z.namelist()}
-        if "constants.pkl" in tails or any(t.startswith("code/")
-                                           for t in tails):
-            why["TorchScript"] += 1
-            continue
+            # legacy files (torch < 1.6) are written back as zip; the
+            # tar-era format mounts read-only
+            if tarfile.is_tarfile(p):
+                why["tar-era"] += 1
+                continue
+        else:
+            with zipfile.ZipFile(p) as z:
+                tails = {n.split("/", 1)[-1] for n in z.namelist()}
+            if "constants.pkl" in tails or any(t.startswith("code/")
+                                               for t in tails):
+                why["TorchScript"] += 1
+                continue
         try:
             o = load(p)
         except Exception:
