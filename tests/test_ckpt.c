@@ -303,6 +303,16 @@ Test(ckpt_open, names_what_is_not_a_checkpoint)
 	open_fails(tmp_path, -EILSEQ, "not a PyTorch checkpoint");
 	write_tmp("PK\3\4truncated", 13);
 	open_fails(tmp_path, -EILSEQ, "truncated");
+	{
+		/* a local header, then an end record listing no records
+		   (found by fuzz_ckpt: entries[0] of an empty index) */
+		unsigned char z[30 + 22] = "PK\3\4";
+
+		memcpy(z + 30, "PK\5\6", 4);
+		put_le32(z + 30 + 16, 30);
+		write_tmp(z, sizeof(z));
+		open_fails(tmp_path, -EILSEQ, "without records");
+	}
 	unlink(tmp_path);
 	open_fails("/nonexistent/x.pt", -ENOENT, "No such file");
 	assert_no_leaks();

@@ -95,6 +95,10 @@ static int zip_records(struct ckpt *c, struct diag *d)
 	unsigned long long v;
 	int rc;
 
+	/* a zip that starts with a local header may still list nothing */
+	if (z->nentries == 0)
+		return diag_corrupt(d, z->cdir_off, "zip archive without "
+				    "records, not a checkpoint");
 	if (!z->prefix)
 		return diag_corrupt(d, z->entries[0].header_off, "record '%s' "
 				    "is not in a folder (torch needs one top "

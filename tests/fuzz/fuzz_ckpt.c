@@ -1,0 +1,72 @@
+/*
+ * fuzz_ckpt.c - libFuzzer target for the whole checkpoint model: the input
+ * is a file (zip or legacy stream) in a memfd, opened by ckpt_open()
+ * through /proc/self/fd.  Every tensor is then read through
+ * ckpt_tensor_read() at its start, its middle and its end (strided views
+ * gathered), and every node's path is built, as ptls and ptfs do.  The
+ * model promises that any byte of any tensor can be read without further
+ * checks; a read past a storage would show up here as an ASan report.
+ */
+#define _GNU_SOURCE
+#include "fuzz_common.h"
+
+#include <string.h>
+
+#include "ckpt/ckpt.h"
+#include "diag/diag.h"
+
+#define CHUNK	(64u << 10)
+
+static void read_at(struct ckpt *c, const struct ckpt_tensor *t,
+		    unsigned char *buf, uint64_t pos)
+{
+	uint64_t size = ckpt_tensor_size(t);
+	uint64_t want = size - pos < CHUNK ? size - pos : CHUNK;
+	struct diag d;
+	long long n;
+
+	diag_init(&d, "fuzz.pt");
+	n = ckpt_tensor_read(c, t, buf, CHUNK, pos, &d);
+	if (n >= 0 && (uint64_t)n != want) {
+		fprintf(stderr, "tensor %u: read %lld bytes at %llu, want %llu\n",
+			t->index, n, (unsigned long long)pos,
+			(unsigned long long)want);
+		abort();
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static unsigned char *buf;
+	int fd = fuzz_memfd(data, size);
+	char path[64];
+	struct ckpt *c = NULL;
+	struct diag d;
+
+	if (!buf && !(buf = malloc(CHUNK)))
+		abort();
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	diag_init(&d, path);
+	if (ckpt_open(path, &c, &d) < 0) {
+		if (c || !d.msg[0])
+			abort();
+		return 0;
+	}
+	for (uint32_t i = 0; i < c->ntensors; i++) {
+		const struct ckpt_tensor *t = c->tensors[i];
+		uint64_t size_t_ = ckpt_tensor_size(t);
+
+		if (size_t_ == 0)
+			continue;
+		read_at(c, t, buf, 0);
+		read_at(c, t, buf, size_t_ / 2);
+		read_at(c, t, buf, size_t_ > CHUNK ? size_t_ - CHUNK : 0);
+	}
+	for (uint32_t i = 0; i < c->nnodes && i < 4096; i++) {
+		char *p = ckpt_node_path(c->nodes[i]);
+
+		free(p);
+	}
+	ckpt_close(c);
+	return 0;
+}

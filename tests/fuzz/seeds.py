@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""seeds.py OUTDIR [SHARED_DIR] - the seed corpora of the fuzz targets.
+
+Writes OUTDIR/<target>/<name> for zip, ckpt, pickle, npy and text, from:
+  - tests/data (sample.pt, values_p*.pkl) and the shared fixtures under
+    SHARED_DIR/fixtures (torch-1.13, torch-2.14, real): whole files up to
+    64 KiB for zip/ckpt, every data.pkl (and legacy pickles) up to 256 KiB
+    for pickle;
+  - .npy headers as numpy format 1.0/2.0 writes them (built here with
+    struct, numpy not needed);
+  - text views with the 4-byte prefix fuzz_text.c reads.
+Plain Python (zipfile, struct).  Seeds are copies made in a build
+directory, never committed.
+"""
+import hashlib
+import os
+import struct
+import sys
+import zipfile
+
+here = os.path.dirname(os.path.abspath(__file__))
+out = sys.argv[1]
+shared = sys.argv[2] if len(sys.argv) > 2 else os.path.join(here, "../../../shared")
+ZIP_MAX = 64 << 10
+PKL_MAX = 256 << 10
+counts = {}
+
+
+def put(target, data, hint=""):
+    d = os.path.join(out, target)
+    os.makedirs(d, exist_ok=True)
+    name = hashlib.sha1(data).hexdigest()[:16]
+    with open(os.path.join(d, name + hint), "wb") as f:
+        f.write(data)
+    counts[target] = counts.get(target, 0) + 1
+
+
+def files():
+    yield os.path.join(here, "../data/sample.pt")
+    for sub in ("torch-1.13", "torch-2.14", "real"):
+        d = os.path.join(shared, "fixtures", sub)
+        if os.path.isdir(d):
+            for n in sorted(os.listdir(d)):
+                p = os.path.join(d, n)
+                if os.path.isfile(p) and not n.endswith(".md"):
+                    yield p
+
+
+for p in files():
+    with open(p, "rb") as f:
+        data = f.read()
+    if len(data) <= ZIP_MAX:
+        put("ckpt", data)
+        if data[:2] == b"PK":
+            put("zip", data)
+    if data[:2] == b"PK":
+        try:
+            with zipfile.ZipFile(p) as z:
+                for n in z.namelist():
+                    if n.endswith(".pkl") and z.getinfo(n).file_size <= PKL_MAX:
+                        put("pickle", z.read(n))
+        except (zipfile.BadZipFile, OSError):
+            pass
+    elif data[:1] in (b"\x80", b"L") and len(data) <= PKL_MAX:
+        put("pickle", data)         # a legacy stream starts with pickles
+for n in sorted(os.listdir(os.path.join(here, "../data"))):
+    if n.endswith(".pkl"):
+        with open(os.path.join(here, "../data", n), "rb") as f:
+            put("pickle", f.read())
+
+
+def npy(descr, shape, fortran=False, version=1):
+    shp = "(%s)" % ("".join("%d, " % s for s in shape)[:-2] +
+                    ("," if len(shape) == 1 else ""))
+    h = "{'descr': %s, 'fortran_order': %s, 'shape': %s, }" % (
+        descr, fortran, shp)
+    pre = 10 if version == 1 else 12
+    pad = (64 - (pre + len(h) + 1) % 64) % 64
+    h = (h + " " * pad + "\n").encode("latin1")
+    ln = struct.pack("<H", len(h)) if version == 1 else struct.pack("<I", len(h))
+    return b"\x93NUMPY" + bytes([version, 0]) + ln + h
+
+
+for descr in ("'<f4'", "'<f8'", "'<f2'", "'>f4'", "'|u1'", "'|i1'", "'<i8'",
+              "'|b1'", "'<c8'", "'<c16'", "'<u2'", "'<u8'",
+              "[('re', '<f2'), ('im', '<f2')]"):
+    for shape in ((), (3,), (2, 3), (0, 4), (1, 1, 1, 5)):
+        put("npy", npy(descr, shape) + b"\0" * 16)
+put("npy", npy("'<f4'", (2, 3), fortran=True))
+put("npy", npy("'<f4'", (7,), version=2) + b"\0" * 28)
+put("npy", npy("'<f4'", (7,), version=3))
+
+texts = [
+    (1, 0, 6, b"# float32 (2, 3)\n0.5 -1 3.14159274\nnan inf -inf\n"),
+    (0, 3, 2, b"1.0000000000000002, -0\n"),
+    (2, 5, 4, b"# float16 (4,)\n65504 6.1035e-05 -nan nan(0x7e01)\n"),
+    (3, 7, 3, b"1.5 -2.5e+10 3.39e+38\n"),
+    (4, 9, 3, b"-9223372036854775808 9223372036854775807 0\n"),
+    (7, 11, 2, b"-128 127\n"),
+    (9, 13, 3, b"0 1 1\n"),
+    (10, 15, 2, b"1+2j -0.5-1e-300j\n"),
+    (12, 17, 1, b"# complex32 ()\n1-2j\n"),
+    (15, 19, 2, b"18446744073709551615 0\n"),
+    (1, 0, 0, b"# float32 (0,)\n"),
+]
+for dt, seed, numel, t in texts:
+    put("text", bytes([dt, seed, numel & 255, numel >> 8]) + t)
+print(", ".join("%s %d" % kv for kv in sorted(counts.items())))
