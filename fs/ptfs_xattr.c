@@ -13,6 +13,9 @@
  *   user.layout          strided | quantized | meta | storage | numpy
  *   user.byteorder       little | big
  *   user.type            python type of any node: Tensor, OrderedDict, int
+ *   user.class           a tensor subclass: "module.Name"
+ *   user.attr.NAME       each python attribute of a subclass or a
+ *                        Parameter (torch 2.x state): a short repr()
  *   KEY.npy and KEY.txt show KEY's attributes (read-only)
  *   quantized tensors add user.qscheme and user.q_scale + user.q_zero_point
  *   (per tensor) or user.q_axis (per channel); conj/neg views add user.conj
@@ -20,9 +23,12 @@
  */
 #include "ptfs.h"
 
+#include "pickle/pkl.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct xbuf {
@@ -57,6 +63,31 @@ static void put_dims(struct xbuf *x, const char *name, const int64_t *v,
 	put(x, name, buf);
 }
 
+/* user.attr.NAME for each str key of a state dict: its value's repr(). */
+static void state_xattrs(const struct pkl_value *st, struct xbuf *x)
+{
+	struct pkl_value **kv;
+	size_t n;
+
+	if (!st)
+		return;
+	kv = st->kind == PKL_DICT ? st->u.items.v : st->u.call.x->dict;
+	n = st->kind == PKL_DICT ? st->u.items.n : st->u.call.x->ndict;
+	for (size_t i = 0; i + 1 < n; i += 2) {
+		char name[256], *val;
+		size_t len;
+
+		if (kv[i]->kind != PKL_STR || kv[i]->u.s.n > 200 ||
+		    memchr(kv[i]->u.s.p, 0, kv[i]->u.s.n))
+			continue;
+		snprintf(name, sizeof(name), "user.attr.%s", kv[i]->u.s.p);
+		val = ckpt_repr(kv[i + 1], 200, &len);
+		if (val && !memchr(val, 0, len))
+			put(x, name, val);
+		free(val);
+	}
+}
+
 static void put_u64(struct xbuf *x, const char *name, uint64_t v)
 {
 	char buf[24];
@@ -89,6 +120,9 @@ static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
 	    t->kind == CKPT_T_INLINE ? "numpy" :
 	    t->kind == CKPT_T_STORAGE ? "storage" : "strided");
 	put(x, "user.byteorder", fs->byteorder);
+	if (t->cls)
+		put(x, "user.class", t->cls);
+	state_xattrs(t->state, x);
 	if (t->conj)
 		put(x, "user.conj", "true");
 	if (t->neg)

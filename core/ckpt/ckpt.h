@@ -70,6 +70,10 @@ struct ckpt_storage {
 				   or an overlay file (then data_off is 0) */
 	bool modified;		/* bytes may differ from the record's */
 	bool fresh;		/* made by an edit: no record, no key yet */
+	/* a deflated record's bytes, inflated on first use (ckpt_inflate.c) */
+	int zfd;		/* an unlinked temporary file, once zdone */
+	bool zdone;		/* zfd and zcrc are set (atomic, release) */
+	uint32_t zcrc;		/* CRC-32 of the inflated bytes */
 };
 
 enum ckpt_tensor_kind {
@@ -97,6 +101,9 @@ struct ckpt_tensor {
 	uint64_t numel;
 	uint64_t nbytes;	/* numel * dtype->size: the file's size */
 	const char *cls;	/* tensor subclass "module.Name" or NULL */
+	/* python attributes of a subclass or Parameter (2.x state): a dict
+	   or OrderedDict value, or NULL */
+	const struct pkl_value *state;
 	/* quantized */
 	const char *qscheme;	/* "per_tensor_affine", ... or NULL */
 	double scale;
@@ -223,6 +230,7 @@ struct ckpt {
 	uint32_t nglobals;
 	/* internal */
 	pthread_mutex_t locate_lock;	/* ckpt_storage_locate() */
+	pthread_mutex_t inflate_lock;	/* ckpt_storage_data() */
 	struct arena arena;	/* nodes, tensors, storages, names */
 	struct ckpt_build *b;
 };
@@ -247,6 +255,32 @@ int ckpt_storage_locate(struct ckpt *c, struct ckpt_storage *s,
 
 /* Make sure zip record @e's data offset is known; thread-safe. */
 int ckpt_record_locate(struct ckpt *c, struct ptz_entry *e, struct diag *d);
+
+/*
+ * Where storage @s's bytes can be read with pread now: *@fd (borrowed)
+ * and the offset *@off of byte 0 there.  That is its overlay file when it
+ * has one, else its record in the checkpoint (located on first use).  A
+ * deflated record is inflated on first use into an unlinked temporary
+ * file in $TMPDIR (streaming: memory stays small), kept until the storage
+ * is staged or the checkpoint closed.  Thread-safe; the first caller for
+ * a deflated storage does the inflating while later ones wait.  Returns
+ * 0 or -errno with @d set.
+ */
+int ckpt_storage_data(struct ckpt *c, struct ckpt_storage *s, int *fd,
+		      uint64_t *off, struct diag *d);
+
+/*
+ * The CRC-32 of the bytes ckpt_storage_data() gives for an unstaged
+ * storage, when it is known without reading them (a record's, or an
+ * inflated copy's): true and *@crc set, else false.
+ */
+bool ckpt_storage_crc(const struct ckpt_storage *s, uint32_t *crc);
+
+/*
+ * Drop the inflated copy of @s, if any (the overlay took over its bytes).
+ * Not thread-safe: no reader may be using @s.
+ */
+void ckpt_storage_uninflate(struct ckpt_storage *s);
 
 /* Bytes a tensor's file holds: numel * itemsize, 0 for meta tensors. */
 uint64_t ckpt_tensor_size(const struct ckpt_tensor *t);

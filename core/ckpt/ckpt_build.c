@@ -248,6 +248,32 @@ static int qparams(struct ckpt_build *b, struct ckpt_tensor *t,
 	return rc;
 }
 
+/* A tensor's python attributes: the dict of a state, which may come as
+ * (dict, slots); NULL when there are none. */
+static const struct pkl_value *state_of(const struct pkl_value *s)
+{
+	if (s && s->kind == PKL_TUPLE)
+		s = pkl_item(s, 0);
+	if (!s || (s->kind == PKL_DICT ? !pkl_len(s) :
+		   s->kind != PKL_CALL || !s->u.call.x->ndict))
+		return NULL;
+	return s;
+}
+
+/* "module.Name" of a class global (arena); its name alone on ENOMEM. */
+static const char *class_name(struct ckpt_build *b, const struct pkl_value *g)
+{
+	size_t m = strlen(g->u.global.module), n = strlen(g->u.global.name);
+	char *s = arena_alloc(&b->c->arena, m + n + 2);
+
+	if (!s)
+		return g->u.global.name;
+	memcpy(s, g->u.global.module, m);
+	s[m] = '.';
+	memcpy(s + m + 1, g->u.global.name, n + 1);
+	return s;
+}
+
 /*
  * _rebuild_device_tensor_from_numpy(ndarray, dtype, device, requires_grad)
  * (torch 1.13, devices without storages: XLA, ORT, HPU).  The array is
@@ -393,6 +419,8 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 			flag = 1;
 			as_int(arg(args, 1), &flag);
 		}
+		if (r == R_PARAM_STATE)
+			t->state = state_of(arg(args, 3));
 		t->requires_grad = flag;
 		if (t->storage)
 			t->storage->ntensors++;
@@ -412,7 +440,8 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 			t->parameter = true;
 		else if (cls && cls->kind == PKL_GLOBAL &&
 			 !pkl_is_global(cls, "torch", "Tensor"))
-			t->cls = cls->u.global.name;
+			t->cls = class_name(b, cls);
+		t->state = state_of(arg(args, 3));
 		*out = t;
 		return 0;
 	}

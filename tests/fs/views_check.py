@@ -251,6 +251,17 @@ def read_checks(m):
               "%r: %d rows (want %d), values %s vs %s" % (
                   head, len(rows), nrows, vals[:4], as_values(path)[:4]))
         # xattrs of a view are the tensor's
+        # python attributes of a Parameter or subclass, and the class
+        xs = {n: os.getxattr(m.p_(path), n).decode()
+              for n in os.listxattr(m.p_(path))}
+        want = {"user.attr." + k: v for k, v in meta.get("attrs", {}).items()}
+        if meta.get("cls"):
+            want["user.class"] = meta["cls"]
+        got = {k: v for k, v in xs.items()
+               if k.startswith("user.attr.") or k == "user.class"}
+        if want or got:
+            check("attrs " + path, got == want, "xattrs %s" % sorted(got),
+                  "got %s, want %s" % (got, want))
         x1 = os.getxattr(m.p_(path), "user.dtype")
         x2 = os.getxattr(m.p_(path + ".txt"), "user.dtype")
         if x1 != x2:

@@ -19,6 +19,10 @@ import torch
 T2 = int(torch.__version__.split(".")[0]) >= 2
 
 
+class MyT(torch.Tensor):
+    """A tensor subclass with a python attribute (shown as xattrs)."""
+
+
 def raw(t):
     """The bytes of t.contiguous(), as the tensor file holds them."""
     t = t.detach().contiguous()
@@ -67,6 +71,14 @@ def model(seed):
         sd["c32"] = torch.randn(3, generator=g,
                                 dtype=torch.complex64).to(torch.complex32)
         sd["f8"] = torch.randn(4, generator=g).to(torch.float8_e4m3fn)
+        # python attributes on a Parameter and a subclass (2.x state)
+        p = torch.nn.Parameter(torch.ones(2))
+        p.lr_scale = 0.5
+        p.tag = "frozen"
+        sd["pstate"] = p
+        s = torch.arange(3.).as_subclass(MyT)
+        s.extra = {"k": 7}
+        sd["sub"] = s
     return sd
 
 
@@ -111,6 +123,10 @@ def gen(d):
             "stride": list(t.stride()), "parameter":
             isinstance(t, torch.nn.Parameter),
             "differs": raw(t) != raw(bt[path]),
+            "attrs": {k: repr(v) for k, v in vars(t).items()
+                      if not k.startswith("_") and k != "data"},
+            "cls": None if type(t) in (torch.Tensor, torch.nn.Parameter)
+            else type(t).__module__ + "." + type(t).__name__,
         }
     with open(d + "/meta.json", "w") as f:
         json.dump({"torch": torch.__version__, "t2": T2, "tensors": meta},
@@ -126,7 +142,9 @@ def verify(d):
             exp = json.load(f)
         label = case[:-5]
         try:
-            obj = torch.load(d + "/out/" + exp["file"], map_location="cpu")
+            # our own files (a subclass of this module: not weights-only)
+            obj = torch.load(d + "/out/" + exp["file"], map_location="cpu",
+                             weights_only=False)
         except Exception as e:
             print("FAIL %s: torch.load: %s" % (label, e))
             nfail += 1
