@@ -838,6 +838,15 @@ Test(ptz_malformed, rejects_stored_size_mismatch)
 	assert_no_leaks();
 }
 
+Test(ptz_malformed, rejects_deflate_claims_past_its_ratio)
+{
+	/* 16 compressed bytes cannot inflate to 4 GiB: refused at open,
+	   before anything is allocated for them (tests/hostile) */
+	BREAK(false, put_le32(b.p + in.cd[2] + 24, 0xfffffff0), -EILSEQ,
+	      "claims 4294967280 bytes from", in.cd[2] + 24);
+	assert_no_leaks();
+}
+
 Test(ptz_malformed, rejects_bad_names)
 {
 	BREAK(false, b.p[in.cd[1] + 46 + 3] = 0, -EILSEQ, "NUL",

@@ -128,6 +128,8 @@ static int read_zip64_extra(const struct cd_rec *r, struct ptz_entry *e,
 			    name);
 }
 
+#define PTZ_DEFLATE_RATIO	1032u	/* deflate's greatest expansion */
+
 /*
  * Decode the entry @r into @e (name already set) and check what can be
  * checked of one record alone.
@@ -160,6 +162,16 @@ static int read_entry(const struct ptz_reader *z, const struct cd_rec *r,
 	if (e->method == PTZ_STORED && e->csize != e->usize)
 		return diag_corrupt(d, r->off + CD_CSIZE, "stored record '%s' has compressed size %" PRIu64 " but size %" PRIu64,
 				    e->name, e->csize, e->usize);
+	/*
+	 * Deflate turns one 258-byte match into at least 2 bits, so no
+	 * stream inflates to more than 1032 times its size (zlib's
+	 * zlib_tech.html).  A larger claim is a lie that would otherwise
+	 * size an allocation (ptz_entry_read) or an overlay file.
+	 */
+	if (e->method == PTZ_DEFLATED &&
+	    e->usize / PTZ_DEFLATE_RATIO > e->csize + 1)
+		return diag_corrupt(d, r->off + CD_USIZE, "deflated record '%s' claims %" PRIu64 " bytes from %" PRIu64 ", more than deflate can give",
+				    e->name, e->usize, e->csize);
 	/*
 	 * The local header, a name as long as this one and the data must
 	 * fit before the central directory; ptz_entry_locate() checks the
