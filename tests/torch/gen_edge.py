@@ -75,3 +75,21 @@ for loc in ("cuda:1", "mps", "hpu:0", "privateuseone:2"):
     relocated("device_%s.pt" % loc.replace(":", "_"),
               {"a": torch.arange(3.0), "b": torch.ones(2, 2).t(),
                "c": torch.zeros(4, dtype=torch.int16)}, loc)
+
+# torch 2.x dtypes without a storage class (_rebuild_tensor_v3): every one
+# torch can save, over known bytes, plus a strided view of one
+if int(torch.__version__.split(".")[0]) >= 2:
+    new = {}
+    for n in ("uint16", "uint32", "uint64", "float8_e5m2", "float8_e4m3fn",
+              "float8_e5m2fnuz", "float8_e4m3fnuz", "float8_e8m0fnu",
+              "float4_e2m1fn_x2", "complex32", "bits8", "bits16", "bits1x8",
+              "bits2x4", "bits4x2"):
+        dt = getattr(torch, n, None)
+        if dt is None:
+            continue
+        raw = {1: torch.uint8, 2: torch.int16, 4: torch.int32,
+               8: torch.int64}[dt.itemsize]
+        new[n] = torch.arange(6, dtype=raw).mul(37).view(dt)
+    new["uint16_t"] = torch.arange(6, dtype=torch.int16).view(
+        torch.uint16).view(2, 3).t()
+    save("new_dtypes.pt", new)
