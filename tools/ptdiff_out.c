@@ -3,6 +3,7 @@
  * line (the tag first, then the path, so that grep finds either), or one
  * JSON object with every item and the totals (docs/ptdiff.1).
  */
+#include "ckpt_fmt.h"
 #include "ptdiff.h"
 
 #include "json_out.h"
@@ -46,30 +47,6 @@ static void dims(char *buf, size_t size, const int64_t *v, int n)
 
 
 /* ---- text output ---- */
-
-/* A value as ptls shows it: at most 72 bytes, control bytes escaped. */
-static void printable(char *out, const struct ckpt_node *n)
-{
-	bool bytes = !strcmp(n->type, "bytes");
-	size_t o = 0, i;
-
-	if (bytes)
-		o += sprintf(out, "b'");
-	for (i = 0; i < n->textlen && o < 72; i++) {
-		unsigned char c = n->text[i];
-
-		if (c == '\\' && bytes)
-			o += sprintf(out + o, "\\\\");
-		else if (c == '\n')
-			o += sprintf(out + o, "\\n");
-		else if (c < 0x20 || c == 0x7f || (bytes && c >= 0x80))
-			o += sprintf(out + o, "\\x%02x", c);
-		else
-			out[o++] = c;
-	}
-	sprintf(out + o, "%s%s", bytes ? "'" : "",
-		i < n->textlen ? "..." : "");
-}
 
 static void text_layout(const struct pd_item *it)
 {
@@ -135,8 +112,8 @@ void pd_text_item(const struct pd_item *it, const struct pd_opts *o)
 		free(tb);
 	}
 	if (it->value) {
-		printable(sa, a);
-		printable(sb, b);
+		fmt_printable(sa, a);
+		fmt_printable(sb, b);
 		printf("value: %s: %s vs %s", p, sa, sb);
 		if (strcmp(a->type, b->type))
 			printf(" (%s vs %s)", a->type, b->type);
