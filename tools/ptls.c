@@ -163,7 +163,7 @@ static void text_list(const struct ckpt *c, const struct opts *o)
 		bytes += c->storages[i]->nbytes;
 	printf("# %u tensors, %u storages, %" PRIu64 " bytes of data; "
 	       "%s format%s%s\n", c->nshown, c->nstorages, bytes,
-	       c->format == CKPT_ZIP ? "zip" : "legacy",
+	       ckpt_format_name(c->format),
 	       c->byteorder ? ", byteorder " : "",
 	       c->byteorder ? c->byteorder : "");
 	if (o->totals)
@@ -240,8 +240,8 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 	fputs("{\"file\":", f);
 	json_cstr(f, c->path);
 	fprintf(f, ",\"format\":\"%s\",\"prefix\":",
-		c->format == CKPT_ZIP ? "zip" : "legacy");
-	json_cstr(f, c->format == CKPT_ZIP ? c->zip.prefix : NULL);
+		ckpt_format_name(c->format));
+	json_cstr(f, c->zip.nentries ? c->zip.prefix : NULL);
 	fprintf(f, ",\"version\":%d,\"byteorder\":", c->version);
 	json_cstr(f, c->byteorder);
 	fprintf(f, ",\"pickle_protocol\":%d,\"root_type\":", c->doc->proto);

@@ -201,14 +201,22 @@ struct ckpt_global {
 enum ckpt_format {
 	CKPT_ZIP,		/* torch.save since 1.6 */
 	CKPT_LEGACY,		/* pickle stream with raw storages (< 1.6) */
+	CKPT_TORCHSCRIPT,	/* torch.jit.save: a zip, read-only */
+	CKPT_TAR,		/* tar-era torch.save (< 0.4), read-only */
 };
+
+/* "zip", "legacy", "torchscript", "tar": what ptls calls the format. */
+const char *ckpt_format_name(int format);
+
+/* Can ckpt_write() write this format back (zip and legacy)? */
+bool ckpt_format_writable(int format);
 
 struct ckpt {
 	const char *path;	/* borrowed */
 	int fd;			/* owned */
 	uint64_t file_size;
 	uint8_t format;		/* enum ckpt_format */
-	struct ptz_reader zip;	/* CKPT_ZIP */
+	struct ptz_reader zip;	/* CKPT_ZIP and CKPT_TORCHSCRIPT */
 	char *byteorder;	/* "little"/"big" record, or NULL */
 	int version;		/* the version record (zip) */
 	struct ptz_entry *pkl_rec;	/* data.pkl */
@@ -217,6 +225,7 @@ struct ckpt {
 				   (NULL after: re-read them by offset) */
 	size_t pkl_len;
 	struct pkl_doc *doc;
+	struct pkl_doc *doc2;	/* TorchScript: constants.pkl, or NULL */
 	struct ckpt_storage **storages;
 	uint32_t nstorages;
 	struct ckpt_tensor **tensors;	/* all, including inner tensors of

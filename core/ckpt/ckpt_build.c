@@ -84,7 +84,7 @@ static enum rebuild rebuild_kind(const struct pkl_value *f)
 	return R_NONE;
 }
 
-static struct ckpt_tensor *tensor_alloc(struct ckpt_build *b, int ndim)
+struct ckpt_tensor *ckpt_tensor_new(struct ckpt_build *b, int ndim)
 {
 	struct ckpt_tensor *t = arena_alloc(&b->c->arena, sizeof(*t) +
 					    2 * (size_t)ndim * sizeof(int64_t));
@@ -103,7 +103,7 @@ static struct ckpt_tensor *tensor_alloc(struct ckpt_build *b, int ndim)
 static struct ckpt_tensor *tensor_copy(struct ckpt_build *b,
 				       const struct ckpt_tensor *src)
 {
-	struct ckpt_tensor *t = tensor_alloc(b, src->ndim);
+	struct ckpt_tensor *t = ckpt_tensor_new(b, src->ndim);
 	int64_t *shape;
 
 	if (!t)
@@ -138,7 +138,7 @@ static int set_view(struct ckpt_build *b, const struct pkl_value *size,
 	if (st && pkl_len(st) != n)
 		return diag_corrupt(b->d, off, "tensor has %zu sizes but %zu "
 				    "strides", n, pkl_len(st));
-	t = tensor_alloc(b, (int)n);
+	t = ckpt_tensor_new(b, (int)n);
 	if (!t)
 		return diag_nomem(b->d);
 	for (size_t i = 0; i < n; i++) {
@@ -373,7 +373,17 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 				return diag_unsupported(b->d, off, "unknown "
 							"tensor dtype");
 		}
-		if (r == R_QTENSOR) {
+		if (r == R_QTENSOR && arg(args, 4) &&
+		    arg(args, 4)->kind == PKL_FLOAT) {
+			/* torch 1.3: (..., scale, zero_point, requires_grad,
+			   hooks), always per tensor affine */
+			t->kind = CKPT_T_QUANTIZED;
+			t->qscheme = "per_tensor_affine";
+			t->scale = arg(args, 4)->u.f;
+			rc = !as_int(arg(args, 5), &t->zero_point) ||
+			     !as_int(arg(args, 6), &flag);
+			t->requires_grad = flag;
+		} else if (r == R_QTENSOR) {
 			t->kind = CKPT_T_QUANTIZED;
 			rc = !as_int(arg(args, 5), &flag);
 			t->requires_grad = flag;
@@ -470,6 +480,13 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 		*out = b->memo[v->id];
 		return 0;
 	}
+	if (v->kind == PKL_PERSID && b->persid) {
+		rc = b->persid(b, v, out);	/* tar era: its own key space */
+		if (rc)
+			return rc;
+		b->memo[v->id] = *out;
+		return 0;
+	}
 	if (v->kind == PKL_PERSID) {
 		/* a storage saved on its own: its bytes as a 1-d tensor */
 		struct ckpt_storage *s;
@@ -479,7 +496,7 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 		rc = ckpt_storage_ref(b, v, &s, &voff);
 		if (rc)
 			return rc;
-		t = tensor_alloc(b, 1);
+		t = ckpt_tensor_new(b, 1);
 		if (!t)
 			return diag_nomem(b->d);
 		t->kind = CKPT_T_STORAGE;
@@ -510,8 +527,13 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 
 bool ckpt_is_tensor_value(const struct pkl_value *v)
 {
+	const char *tag;
+
+	/* ('module', class, file, source): the class of a pickled module
+	   (torch-format.md 7), which torch.load returns as it is */
 	if (v->kind == PKL_PERSID)
-		return true;
+		return !(tag = as_str(arg(v->u.call.args, 0))) ||
+		       strcmp(tag, "module");
 	return v->kind == PKL_CALL && rebuild_kind(v->u.call.func) != R_NONE;
 }
 

@@ -23,6 +23,20 @@ struct ckpt_build {
 	uint32_t nmemo;
 	/* legacy view storages: extra element offset of a persistent id */
 	uint64_t view_off;
+	/*
+	 * TorchScript (ckpt_script.c): objects whose state is not a dict
+	 * show that state, torch.jit._pickle helpers are transparent, and
+	 * GLOBALs are not weights-only concerns (nothing is imported).
+	 */
+	bool script;
+	/* prefix of the storage keys of the pickle being built ("constants/"
+	   for TorchScript's constants.pkl), or NULL */
+	const char *key_prefix;
+	/* tar-era files (ckpt_tar.c): the tensor a persistent id names;
+	   0 or -errno with b->d set */
+	int (*persid)(struct ckpt_build *b, const struct pkl_value *pid,
+		      struct ckpt_tensor **out);
+	void *persid_arg;
 };
 
 /* Small accessors over pickle values: item @i of a tuple, a str, an int. */
@@ -54,6 +68,69 @@ int ckpt_tensor_check(struct ckpt *c, struct ckpt_tensor *t, struct diag *d);
 
 /* ckpt_legacy.c: read the legacy (< 1.6) stream into c. */
 int ckpt_legacy_open(struct ckpt *c, struct diag *d);
+
+/* ckpt_script.c: build a TorchScript archive's model; c->zip is open and
+   its version and byteorder records read. */
+int ckpt_script_open(struct ckpt *c, struct diag *d);
+
+/* ckpt_tar.c: read a tar-era (torch < 0.4) checkpoint into c. */
+int ckpt_tar_open(struct ckpt *c, struct diag *d);
+
+/* ckpt_ustar.c: the members of a tar-era checkpoint, by name. */
+enum {
+	CKPT_TAR_SYS, CKPT_TAR_PICKLE, CKPT_TAR_STORAGES, CKPT_TAR_TENSORS,
+	CKPT_TAR_N,
+};
+extern const char *const ckpt_tar_names[CKPT_TAR_N];
+
+struct ckpt_tar_member {
+	uint64_t off, size;	/* its data, in the file */
+	bool found;
+};
+
+/*
+ * ckpt_ustar.c: walk the tar headers of c's file and fill @m (indexed as
+ * above; the last member of a name counts, as with tarfile).  Every member
+ * but sys_info must be there.  0 or -errno with @d set.
+ */
+int ckpt_tar_members(struct ckpt *c, struct ckpt_tar_member *m,
+		     struct diag *d);
+
+/* ckpt_tree.c: make c->b (ckpt_build_model() does when it is not there). */
+int ckpt_build_begin(struct ckpt *c, struct diag *d);
+
+/*
+ * ckpt_tree.c: build the root of @doc, a second pickle of the same
+ * checkpoint (TorchScript's constants.pkl), as a node in no directory yet;
+ * its storage keys get b->key_prefix.  0 or -errno with @d set.
+ */
+int ckpt_build_doc(struct ckpt *c, const struct pkl_doc *doc,
+		   struct ckpt_node **out, struct diag *d);
+
+/* ckpt_tree.c: a node that no pickle value made (a directory the format
+   implies); NULL on ENOMEM. */
+struct ckpt_node *ckpt_node_synth(struct ckpt_build *b, int kind,
+				  const char *type);
+
+/*
+ * ckpt_tree.c: append @add[0..@n) to directory @dir (which may have
+ * children already) and index them; each must have its name and step set.
+ * 0 or -ENOMEM with b->d set.
+ */
+int ckpt_dir_fill(struct ckpt_build *b, struct ckpt_node *dir,
+		  struct ckpt_node *const *add, uint32_t n);
+
+/* ckpt_build.c: a new tensor of @ndim dimensions in c->tensors. */
+struct ckpt_tensor *ckpt_tensor_new(struct ckpt_build *b, int ndim);
+
+/*
+ * ckpt_storage.c: register storage @key (copied) of @numel elements of @dt
+ * at @loc (copied); @off is where it is defined, for messages.  A key
+ * seen before is corrupt input.  0 or -errno with b->d set.
+ */
+int ckpt_storage_add(struct ckpt_build *b, const char *key,
+		     const struct ckpt_dtype *dt, const char *loc,
+		     uint64_t numel, uint64_t off, struct ckpt_storage **out);
 
 /* ckpt_build.c: storage of a persistent id (registered on first use). */
 int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,

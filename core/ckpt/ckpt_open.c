@@ -36,8 +36,8 @@ static bool has_ci(const unsigned char *p, size_t n, const char *s)
 }
 
 /*
- * What is this file?  Returns 1 for zip, 2 for legacy pickle stream, or
- * -errno with a message naming what it is instead.
+ * What is this file?  Returns 1 for zip, 2 for legacy pickle stream, 3 for
+ * tar, or -errno with a message naming what it is instead.
  */
 static int sniff(struct ckpt *c, struct diag *d)
 {
@@ -63,8 +63,7 @@ static int sniff(struct ckpt *c, struct diag *d)
 		return diag_unsupported(d, 0, "pre-1.0 PYTORCH1 container, "
 					"which torch no longer reads either");
 	if (n >= 262 && !memcmp(h + 257, "ustar", 5))
-		return diag_unsupported(d, 0, "tar-era checkpoint (torch < "
-					"0.4): not supported yet");
+		return 3;
 	/* legacy: a pickle of the magic number (protocol 2, or 0/1 text) */
 	if (h[0] == 0x80 || h[0] == 'L' || h[0] == 0x8a)
 		return 2;
@@ -113,16 +112,14 @@ static int zip_records(struct ckpt *c, struct diag *d)
 					    "outside the top folder '%s'",
 					    e->name, z->prefix);
 	}
+	/* torch.load hands an archive with constants.pkl to torch.jit.load */
 	ts = ptz_find_rel(z, "constants.pkl");
 	if (!ts)
 		ts = ptz_find_rel(z, "model.json");
 	if (ts)
-		return diag_unsupported(d, ts->header_off, "TorchScript "
-					"archive (torch.jit.save), not a "
-					"torch.save checkpoint: not supported "
-					"yet");
+		c->format = CKPT_TORCHSCRIPT;
 	c->pkl_rec = ptz_find_rel(z, "data.pkl");
-	if (!c->pkl_rec)
+	if (!c->pkl_rec && !ts)
 		return diag_corrupt(d, z->cdir_off, "no data.pkl record: "
 				    "not a torch.save checkpoint (an aborted "
 				    "save?)");
@@ -210,6 +207,8 @@ static int open_zip(struct ckpt *c, struct diag *d)
 	rc = ptz_reader_open(&c->zip, c->fd, c->path, d);
 	if (!rc)
 		rc = zip_records(c, d);
+	if (!rc && c->format == CKPT_TORCHSCRIPT)
+		return ckpt_script_open(c, d);
 	if (!rc)
 		rc = ptz_entry_read(&c->zip, c->pkl_rec, PKL_MAX_BYTES - 1,
 				    &c->pkl, &len, d);
@@ -223,6 +222,22 @@ static int open_zip(struct ckpt *c, struct diag *d)
 	if (!rc)
 		rc = zip_storages(c, d);
 	return rc;
+}
+
+const char *ckpt_format_name(int format)
+{
+	switch (format) {
+	case CKPT_ZIP: return "zip";
+	case CKPT_LEGACY: return "legacy";
+	case CKPT_TORCHSCRIPT: return "torchscript";
+	case CKPT_TAR: return "tar";
+	}
+	return "unknown";
+}
+
+bool ckpt_format_writable(int format)
+{
+	return format == CKPT_ZIP || format == CKPT_LEGACY;
 }
 
 int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
@@ -258,6 +273,9 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
 	} else if (rc == 2) {
 		c->format = CKPT_LEGACY;
 		rc = ckpt_legacy_open(c, d);
+	} else if (rc == 3) {
+		c->format = CKPT_TAR;
+		rc = ckpt_tar_open(c, d);
 	}
 	if (rc)
 		goto fail;
@@ -298,6 +316,7 @@ void ckpt_close(struct ckpt *c)
 		free(c->b);
 	}
 	pkl_doc_free(c->doc);
+	pkl_doc_free(c->doc2);
 	free(c->pkl);
 	free(c->byteorder);
 	ptz_reader_release(&c->zip);

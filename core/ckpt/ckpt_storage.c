@@ -157,6 +157,16 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 		if (!key)
 			return diag_nomem(b->d);
 	}
+	if (key && b->key_prefix) {
+		size_t np = strlen(b->key_prefix), nk = strlen(key);
+		char *k = arena_alloc(&b->c->arena, np + nk + 1);
+
+		if (!k)
+			return diag_nomem(b->d);
+		memcpy(k, b->key_prefix, np);
+		memcpy(k + np, key, nk + 1);
+		key = k;
+	}
 	loc = as_str(arg(t, 3));
 	if (!cls || cls->kind != PKL_GLOBAL || !key || !loc ||
 	    !as_int(arg(t, 4), &numel) || numel < 0)
@@ -207,3 +217,21 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 	return 0;
 }
 
+
+int ckpt_storage_add(struct ckpt_build *b, const char *key,
+		     const struct ckpt_dtype *dt, const char *loc,
+		     uint64_t numel, uint64_t off, struct ckpt_storage **out)
+{
+	struct ckpt_storage **slot;
+	char *k = arena_strndup(&b->c->arena, key, strlen(key));
+	char *l = arena_strndup(&b->c->arena, loc, strlen(loc));
+
+	if (!k || !l)
+		return diag_nomem(b->d);
+	slot = storage_slot(b, k, true);
+	if (!slot)
+		return diag_nomem(b->d);
+	if (*slot)
+		return diag_corrupt(b->d, off, "storage '%s' defined twice", k);
+	return storage_new(b, slot, k, dt, false, l, numel, off, out);
+}

@@ -329,6 +329,33 @@ static int sparse(struct ckpt_build *b, const struct pkl_value *v,
 	return rc;
 }
 
+/*
+ * TorchScript: an object whose state is not a dict (a custom class such as
+ * LinearPackedParamsBase, a module with __getstate__) is a directory of
+ * what __getstate__ gave: the items of a tuple by position, anything else
+ * as one entry "state".
+ */
+static int script_state(struct ckpt_build *b, const struct pkl_value *v,
+			const char *type, int depth, struct ckpt_node **out)
+{
+	const struct pkl_value *st = v->u.call.x->state;
+	struct kids k = { 0 };
+	int rc = container(b, v, CKPT_N_DIR, type, out);
+
+	if (rc || (*out)->kind == CKPT_N_LINK)
+		return rc;
+	if (st->kind == PKL_TUPLE)
+		rc = add_items(b, *out, &k, CKPT_S_INDEX, st->u.items.v,
+			       st->u.items.n, false, depth);
+	else
+		rc = add_kid(b, *out, &k, CKPT_S_PART, NULL, "state", st,
+			     depth);
+	if (!rc)
+		rc = finish_dir(b, *out, &k);
+	free(k.v);
+	return rc;
+}
+
 /* An object with a state dict, dict items or list items: a directory. */
 static int object(struct ckpt_build *b, const struct pkl_value *v,
 		  const char *type, int depth, struct ckpt_node **out)
@@ -338,6 +365,8 @@ static int object(struct ckpt_build *b, const struct pkl_value *v,
 	struct kids k = { 0 };
 	int rc = 0;
 
+	if (b->script && st && st->kind != PKL_DICT)
+		return script_state(b, v, type, depth, out);
 	if (st && st->kind == PKL_DICT) {
 		dicts[0] = st;
 	} else if (st && st->kind == PKL_TUPLE && pkl_len(st) == 2) {
@@ -434,6 +463,13 @@ static int call(struct ckpt_build *b, const struct pkl_value *v, int depth,
 	size_t len;
 
 	a0 = pkl_item(v->u.call.args, 0);
+	/* TorchScript's typed containers: build_intlist([1, 2]) is [1, 2] */
+	if (b->script && a0 && f && f->kind == PKL_GLOBAL &&
+	    !strcmp(f->u.global.module, "torch.jit._pickle") &&
+	    (!strncmp(f->u.global.name, "build_", 6) ?
+	     strcmp(f->u.global.name, "build_tensor_from_id") :
+	     !strcmp(f->u.global.name, "restore_type_tag")))
+		return build(b, NULL, a0, depth, out);
 	if (!g)
 		goto generic;
 	if (!strcmp(g, "_rebuild_sparse_tensor") ||
@@ -667,23 +703,86 @@ void ckpt_dir_swap(struct ckpt_node *dir, struct ckpt_node *old,
 	*slot(dir, n->name) = n;
 }
 
-int ckpt_build_model(struct ckpt *c, struct diag *d)
+int ckpt_build_begin(struct ckpt *c, struct diag *d)
 {
-	struct ckpt_build *b = calloc(1, sizeof(*b));
-	int rc;
+	struct ckpt_build *b = c->b;
 
+	if (b)
+		return 0;
+	b = calloc(1, sizeof(*b));
 	if (!b)
 		return diag_nomem(d);
 	c->b = b;
 	b->c = c;
 	b->d = d;
-	b->nmemo = c->doc->nnodes;
-	b->memo = calloc(b->nmemo + 1, sizeof(*b->memo));
+	b->script = c->format == CKPT_TORCHSCRIPT;
 	b->scap = 64;
 	b->stab = calloc(b->scap, sizeof(*b->stab));
-	if (!b->memo || !b->stab)
+	if (!b->stab)
 		return diag_nomem(d);
-	pkl_doc_each_global(c->doc, note_global, b);
+	return 0;
+}
+
+int ckpt_build_doc(struct ckpt *c, const struct pkl_doc *doc,
+		   struct ckpt_node **out, struct diag *d)
+{
+	struct ckpt_build *b = c->b;
+	void **memo = b->memo;
+	uint32_t nmemo = b->nmemo;
+	int rc;
+
+	/* the memo is indexed by node ids, which each document numbers anew */
+	b->nmemo = doc->nnodes;
+	b->memo = calloc(b->nmemo + 1, sizeof(*b->memo));
+	b->d = d;
+	rc = b->memo ? build(b, NULL, doc->root, 1, out) : diag_nomem(d);
+	free(b->memo);
+	b->memo = memo;
+	b->nmemo = nmemo;
+	return rc;
+}
+
+struct ckpt_node *ckpt_node_synth(struct ckpt_build *b, int kind,
+				  const char *type)
+{
+	return node_new(b, kind, NULL, type);
+}
+
+int ckpt_dir_fill(struct ckpt_build *b, struct ckpt_node *dir,
+		  struct ckpt_node *const *add, uint32_t n)
+{
+	struct kids k = { 0 };
+	int rc = 0;
+
+	for (uint32_t i = 0; i < dir->nkids + n && !rc; i++) {
+		struct ckpt_node *kid = i < dir->nkids ? dir->kids[i] :
+					add[i - dir->nkids];
+
+		kid->index = i;
+		kid->parent = dir;
+		rc = ckpt_push((void ***)&k.v, &k.n, &k.cap, kid);
+	}
+	rc = rc ? diag_nomem(b->d) : finish_dir(b, dir, &k);
+	free(k.v);
+	return rc;
+}
+
+int ckpt_build_model(struct ckpt *c, struct diag *d)
+{
+	struct ckpt_build *b;
+	int rc = ckpt_build_begin(c, d);
+
+	if (rc)
+		return rc;
+	b = c->b;
+	b->d = d;
+	b->nmemo = c->doc->nnodes;
+	b->memo = calloc(b->nmemo + 1, sizeof(*b->memo));
+	if (!b->memo)
+		return diag_nomem(d);
+	/* a TorchScript archive imports nothing: its classes are in code/ */
+	if (!b->script)
+		pkl_doc_each_global(c->doc, note_global, b);
 	if (diag_failed(d))
 		return d->err;
 	rc = build(b, NULL, c->doc->root, 0, &c->root);

@@ -423,6 +423,10 @@ int ckpt_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	bool same;
 	int rc;
 
+	if (!ckpt_format_writable(c->format))
+		return diag_unsupported(d, DIAG_NO_OFFSET, "cannot write a "
+					"%s checkpoint (read-only)",
+					ckpt_format_name(c->format));
 	if (!o)
 		o = &none;
 	w.o = o;
