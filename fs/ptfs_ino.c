@@ -70,6 +70,28 @@ static char *escape_record(const char *s)
 	return name;
 }
 
+/*
+ * The file name of storage @key under .ptfs/storages/: the key itself, or
+ * escaped like a dict key (docs/names.md) when it has a '/' or '%', starts
+ * with '.' or is empty (TorchScript's "constants/0", hostile keys); made
+ * in @buf (PTFS_NAME_BUF bytes) then.  NULL when it does not fit.
+ */
+static const char *storage_name(const char *key, char *buf)
+{
+	char *esc;
+
+	if (key[0] && key[0] != '.' && !strpbrk(key, "/%"))
+		return key;
+	esc = escape_record(key);
+	if (!esc || strlen(esc) >= PTFS_NAME_BUF) {
+		free(esc);
+		return NULL;
+	}
+	strcpy(buf, esc);
+	free(esc);
+	return buf;
+}
+
 static int add_rec(struct ptfs *fs, const char *name, uint64_t off,
 		   uint64_t size, struct ptz_entry *e)
 {
@@ -103,7 +125,7 @@ int ptfs_ino_init(struct ptfs *fs)
 	case CKPT_N_VALUE: fs->root_name = "value"; break;
 	default: fs->root_name = "object"; break;
 	}
-	if (c->format == CKPT_LEGACY)
+	if (c->format == CKPT_LEGACY || c->format == CKPT_TAR)
 		return add_rec(fs, "data.pkl", c->pkl_off,
 			       c->doc->end - c->pkl_off, NULL);
 	is_storage = calloc(c->zip.nentries + 1, 1);
@@ -399,9 +421,9 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 	case PTFS_STORAGES:
 		if (i >= fs->nstor)
 			return 0;
-		*name = c->storages[i]->key;
+		*name = storage_name(c->storages[i]->key, buf);
 		*ino = fs->plumb + 2 + i;
-		return 1;
+		return *name ? 1 : -1;
 	default:
 		return 0;
 	}
@@ -471,11 +493,15 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 		char *end;
 		unsigned long k = strtoul(name, &end, 10);
 
+		char buf[PTFS_NAME_BUF];
+		const char *sn;
+
 		if (!*end && k < fs->nstor &&
 		    !strcmp(name, c->storages[k]->key))
 			return fs->plumb + 2 + k;
 		for (uint32_t i = 0; i < fs->nstor; i++)
-			if (!strcmp(name, c->storages[i]->key))
+			if ((sn = storage_name(c->storages[i]->key, buf)) &&
+			    !strcmp(name, sn))
 				return fs->plumb + 2 + i;
 		return 0;
 	}

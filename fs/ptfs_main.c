@@ -311,11 +311,19 @@ int main(int argc, char **argv)
 		/* a legacy (torch < 1.6) file is written back as a zip */
 		const char *why = o.ro ? NULL : not_writable(o.ckpt);
 		struct ovl_opts oo = { .dir = o.overlay, .discard = o.discard };
+		/* formats nothing could be written back as, output= or not */
+		const char *never =
+			fs.c->format == CKPT_TORCHSCRIPT ? "TorchScript "
+			"archives mount read-only" :
+			fs.c->format == CKPT_TAR ? "tar-era checkpoints "
+			"(torch < 0.4) mount read-only" : NULL;
 
-		if (why && !o.output)
+		if (!o.ro && never)
+			fprintf(stderr, "ptfs: %s: %s\n", o.ckpt, never);
+		else if (why && !o.output)
 			fprintf(stderr, "ptfs: %s: %s: mounted read-only\n",
 				o.ckpt, why);
-		fs.readonly = o.ro || (why && !o.output);
+		fs.readonly = o.ro || never || (why && !o.output);
 		oo.readonly = fs.readonly;
 		if (ovl_open(fs.c, o.ckpt, &oo, &fs.ovl, &d)) {
 			fprintf(stderr, "ptfs: %s\n",
