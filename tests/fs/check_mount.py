@@ -253,7 +253,7 @@ class MountCheck:
         else:
             x["user.layout"] = "strided"
         if not is_storage:
-            param = isinstance(o, torch.nn.Parameter)
+            param = self.fc.is_param(o)     # TorchScript: the module's
             x["user.requires_grad"] = px.tf(t.requires_grad)
             x["user.parameter"] = px.tf(param)
             x["user.type"] = "Parameter" if param else "Tensor"
@@ -423,7 +423,8 @@ class MountCheck:
                              % (rel, k, got.get(k), v))
         key = e.get("storage")
         if key is not None and not os.path.isfile(
-                os.path.join(self.mnt, ".ptfs", "storages", key)):
+                os.path.join(self.mnt, ".ptfs", "storages",
+                             px.escape_name(key))):
             self.err("%s: user.storage %r: no .ptfs/storages/%s"
                      % (rel, key, key))
         if t is not None and key is not None and key not in self.torch_storage:
@@ -571,7 +572,7 @@ class MountCheck:
         self.check_xattr_value(rel, "user.type", e.get("type"))
         if has_torch and not isinstance(o, compare.SetElem):
             try:
-                n = len(o)
+                n = self.fc.sized(o)
             except Exception:
                 n = None
             if n != 0 and not (e.get("type") not in ("dict", "list", "tuple")
@@ -632,7 +633,9 @@ class MountCheck:
             elif not got:
                 self.err(".ptfs/%s is empty" % name)
         sdir = os.path.join(pl, "storages")
-        storages = {s["key"]: s for s in self.j.get("storages", [])}
+        # file names are keys escaped like dict keys ("constants%2F0")
+        storages = {px.escape_name(s["key"]): s
+                    for s in self.j.get("storages", [])}
         try:
             keys = set(os.listdir(sdir))
         except OSError as ex:
@@ -642,26 +645,27 @@ class MountCheck:
             self.err(".ptfs/storages holds %d keys, ptls lists %d (%s)"
                      % (len(keys), len(storages),
                         sorted(keys ^ set(storages))[:5]))
-        for key, s in sorted(storages.items()):
-            p = os.path.join(sdir, key)
-            if key not in keys:
+        for name, s in sorted(storages.items()):
+            key = s["key"]
+            p = os.path.join(sdir, name)
+            if name not in keys:
                 continue
             size = os.stat(p).st_size
             if size != s.get("nbytes"):
                 self.err(".ptfs/storages/%s: st_size %d, nbytes %s"
-                         % (key, size, s.get("nbytes")))
+                         % (name, size, s.get("nbytes")))
             with open(p, "rb") as f:
                 got = f.read()
             rec = self.arch.storage_bytes(key)
             if rec is not None and got != rec:
                 i = first_diff(got, rec)
                 self.err(".ptfs/storages/%s: differs from its record at %d"
-                         % (key, i))
+                         % (name, i))
             tb = self.torch_storage.get(key)
             if tb is not None and got != tb:
                 i = first_diff(got, tb)
                 self.err(".ptfs/storages/%s: differs from torch's storage at "
-                         "%d (%s vs %s)" % (key, i, short(got[i:]), short(tb[i:])))
+                         "%d (%s vs %s)" % (name, i, short(got[i:]), short(tb[i:])))
             xa = px.read_xattrs(p)
             want = {"user.dtype": s.get("dtype"),
                     "user.numel": str(s.get("numel")),
@@ -669,7 +673,7 @@ class MountCheck:
                     "user.byteorder": self.byteorder}
             if xa != want:
                 self.err(".ptfs/storages/%s: xattrs %s, expected %s"
-                         % (key, xa, want))
+                         % (name, xa, want))
 
     # ------------------------------------------------------------ read-only
     def check_readonly(self):

@@ -76,7 +76,8 @@ class Archive:
         self.prefix = None
         self._cache = {}
         self.storages = {s["key"]: s for s in listing.get("storages", [])}
-        if listing.get("format") == "zip" and zipfile.is_zipfile(path):
+        if listing.get("format") in ("zip", "torchscript") and \
+                zipfile.is_zipfile(path):
             self.zip = zipfile.ZipFile(path)
             names = self.zip.namelist()
             self.prefix = listing.get("prefix") or (

@@ -18,8 +18,10 @@ import collections
 import json
 import math
 import os
+import pickle
 import struct
 import sys
+import tarfile
 import traceback
 import warnings
 import zipfile
@@ -106,7 +108,188 @@ class SetElem:
         self.items, self.index = items, index
 
 
+# ------------------------------------------------------------- TorchScript
+#
+# ptls shows a TorchScript archive as the module's attributes plus two
+# parts: "code" (the code/ sources as a tree) and "constants" (the tuple in
+# constants.pkl).  torch gives the module (torch.jit.load) and the constants
+# its forward uses (code_with_constants); the whole constants tuple comes
+# from constants.pkl through torch's own storages and rebuild functions.
+
+
+class ScriptArchive:
+    """torch.jit.load's module with the parts ptls adds beside it."""
+
+    def __init__(self, module, parts, wrapped=False):
+        self.module, self.parts, self.wrapped = module, parts, wrapped
+
+
+class CodeDir:
+    """A folder of code/: escaped name -> CodeDir or the file's bytes."""
+
+    def __init__(self):
+        self.children = {}
+
+
+class ScriptStub:
+    """An object of a TorchScript class (__torch__.*) in constants.pkl."""
+    qualname = ""
+    state = None
+
+    def __setstate__(self, state):
+        self.state = state
+
+
+_STUBS = {}
+
+
+def _stub_class(mod, name):
+    q = mod + "." + name
+    if q not in _STUBS:
+        _STUBS[q] = type(name, (ScriptStub,), {"qualname": q})
+    return _STUBS[q]
+
+
+def escape_name(s):
+    """A str key (or record name) as a file name (docs/names.md)."""
+    if s == "":
+        return "%"
+    out = s.replace("%", "%25").replace("/", "%2F").replace("\0", "%00")
+    if out.startswith("."):
+        out = "%2E" + out[1:]
+    return out
+
+
+def typed_storage(data, dtype):
+    """A TypedStorage of @dtype over a copy of @data (1.13 and 2.x)."""
+    u = (torch.frombuffer(bytearray(data), dtype=torch.uint8) if data
+         else torch.empty(0, dtype=torch.uint8))
+    us = u.untyped_storage() if hasattr(u, "untyped_storage") \
+        else u.storage()._storage
+    try:
+        return torch.storage.TypedStorage(wrap_storage=us, dtype=dtype,
+                                          _internal=True)
+    except TypeError:
+        return torch.storage.TypedStorage(wrap_storage=us, dtype=dtype)
+
+
+class _ConstUnpickler(pickle.Unpickler):
+    """constants.pkl as torch.jit.load reads it: storages from the
+    constants/ records, TorchScript classes as stubs keeping their state."""
+
+    def __init__(self, f, zf, prefix):
+        super().__init__(f)
+        self.zf, self.prefix, self.cache = zf, prefix, {}
+
+    def find_class(self, mod, name):
+        if mod.startswith("__torch__"):
+            return _stub_class(mod, name)
+        if mod == "torch.jit._pickle":
+            if name == "restore_type_tag":
+                return lambda x, t=None: x
+            if name.startswith("build_") and name != "build_tensor_from_id":
+                return lambda x: x
+        return super().find_class(mod, name)
+
+    def persistent_load(self, pid):
+        _, cls, key, _loc, _numel = pid[:5]
+        if key not in self.cache:
+            names = set(self.zf.namelist())
+            for d in ("constants/", "data/"):
+                rec = "%s/%s%s" % (self.prefix, d, key)
+                if rec in names:
+                    data = self.zf.read(rec)
+                    break
+            else:
+                data = b""
+            dtype = torch.uint8 if cls.__name__ == "UntypedStorage" \
+                else cls.dtype
+            self.cache[key] = typed_storage(data, dtype)
+        return self.cache[key]
+
+
+def script_archive(path, module):
+    """The ScriptArchive ptls's listing of @path is compared with."""
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+        prefix = names[0].split("/", 1)[0]
+        code = CodeDir()
+        for n in names:
+            rel = n[len(prefix) + 1:]
+            if not rel.startswith("code/") or rel.endswith(".debug_pkl"):
+                continue
+            comps = rel[5:].split("/")
+            d = code
+            for c in comps[:-1]:
+                d = d.children.setdefault(escape_name(c), CodeDir())
+                if not isinstance(d, CodeDir):
+                    break
+            else:
+                d.children.setdefault(escape_name(comps[-1]), zf.read(n))
+        parts = {"code": code}
+        if prefix + "/constants.pkl" in names:
+            with zf.open(prefix + "/constants.pkl") as f:
+                parts["constants"] = _ConstUnpickler(f, zf, prefix).load()
+    return ScriptArchive(module, parts)
+
+
+def script_state(obj):
+    """What a TorchScript object's __getstate__ gave (the pickled state)."""
+    if isinstance(obj, ScriptStub):
+        return obj.state
+    st = obj.__getstate__()
+    # ScriptObject.__getstate__ is for python's pickle: (state, qualname)
+    if isinstance(st, tuple) and len(st) == 2 and isinstance(st[1], str):
+        return st[0]
+    return st
+
+
+def script_step(obj, k):
+    """step() for the TorchScript objects; NotImplemented for others."""
+    kind, val = (next(iter(k.items())) if isinstance(k, dict)
+                 else ("index", k))
+    if isinstance(obj, ScriptArchive):
+        if kind == "part" and val in obj.parts:
+            return obj.parts[val]
+        if kind == "part" and val == "module" and obj.wrapped:
+            return obj.module
+        if obj.wrapped:
+            raise Mismatch("no part %r" % (val,))
+        return step(obj.module, k)
+    if isinstance(obj, CodeDir):
+        if kind == "part" and val in obj.children:
+            return obj.children[val]
+        raise Mismatch("no code file %r" % (val,))
+    script_module = getattr(torch.jit, "ScriptModule", ())
+    if isinstance(obj, script_module):
+        if kind == "attr":
+            if not obj._c.hasattr(val):
+                raise Mismatch("%s has no attribute %r"
+                               % (obj.original_name, val))
+            v = obj._c.getattr(val)
+            if isinstance(v, torch._C.ScriptModule):
+                return getattr(obj, val)    # the wrapper: one per module
+            return v
+    if isinstance(obj, (ScriptStub, getattr(torch, "ScriptObject", ()),
+                        script_module)):
+        st = script_state(obj)
+        if kind == "part" and val == "state":
+            return st
+        if kind == "index" and isinstance(st, tuple):
+            if isinstance(k, int) and 0 <= k < len(st):
+                return st[k]
+            raise Mismatch("index %r out of range for a state of %d"
+                           % (k, len(st)))
+        if kind == "attr" and isinstance(st, dict) and val in st:
+            return st[val]
+        raise Mismatch("cannot index %s with %r" % (type(obj).__name__, k))
+    return NotImplemented
+
+
 def step(obj, k):
+    r = script_step(obj, k)
+    if r is not NotImplemented:
+        return r
     if isinstance(k, dict):
         (name, val), = k.items()
         if name == "attr":
@@ -263,6 +446,8 @@ class FileCheck:
         self.notes = collections.Counter()
         self.locs = {}
         self.zip = None
+        self.script = None      # a ScriptArchive for TorchScript files
+        self.param_ids = set()
 
     def err(self, msg):
         self.errors.append(msg)
@@ -280,7 +465,10 @@ class FileCheck:
     def check_header(self):
         j = self.j
         is_zip = zipfile.is_zipfile(self.path)
-        fmt = "zip" if is_zip else "legacy"
+        if is_zip:
+            fmt = "torchscript" if script_records(self.path) else "zip"
+        else:
+            fmt = "tar" if tarfile.is_tarfile(self.path) else "legacy"
         if j.get("format") != fmt:
             self.err("format: ptls %s, file is %s"
                      % (json_short(j.get("format")), fmt))
@@ -321,7 +509,10 @@ class FileCheck:
             if self.zip is None:
                 continue
             if rec is None:
-                self.err("storage %r: no record name in a zip file" % s["key"])
+                # torch.jit.load does not read empty storages' records
+                if self.script is None or s.get("nbytes") != 0:
+                    self.err("storage %r: no record name in a zip file"
+                             % s["key"])
                 continue
             try:
                 info = self.zip.getinfo(rec)
@@ -369,7 +560,7 @@ class FileCheck:
             mism("offset", e.get("offset"), t.storage_offset())
         if t.requires_grad != e.get("requires_grad"):
             mism("requires_grad", e.get("requires_grad"), t.requires_grad)
-        isparam = isinstance(t, torch.nn.Parameter)
+        isparam = self.is_param(t)
         if isparam != e.get("parameter"):
             mism("parameter", e.get("parameter"), isparam)
         if (e.get("type") == "Parameter") != isparam:
@@ -609,8 +800,86 @@ class FileCheck:
         self.notes["type differs (ptls %s, torch %s)"
                    % (typ, type(o).__name__)] += 1
 
+    def is_param(self, t):
+        # torch.jit.load gives plain tensors; the module knows which are
+        return isinstance(t, torch.nn.Parameter) or id(t) in self.param_ids
+
+    def sized(self, o):
+        if isinstance(o, (ScriptStub, getattr(torch, "ScriptObject", ()))):
+            o = script_state(o)
+        return len(o)
+
+    # -- TorchScript: what the module and constants.pkl hold is listed
+    def check_complete_script(self):
+        sa = self.script
+        m = sa.module
+        base = (("part", "module"),) if sa.wrapped else ()
+        missing = []
+        for what, items in (("parameter", m.named_parameters()),
+                            ("buffer", m.named_buffers())):
+            for name, _ in items:
+                path = base + tuple(("attr", c) for c in name.split("."))
+                if path not in self.listed:
+                    missing.append((path, what))
+        consts = sa.parts.get("constants", ())
+        for i, c in enumerate(consts if isinstance(consts, tuple) else ()):
+            path = (("part", "constants"), ("int", i))
+            if isinstance(c, torch.Tensor) and path not in self.listed:
+                missing.append((path, "constant tensor"))
+
+        def walk(d, path):
+            for name, v in d.children.items():
+                p = path + (("part", name),)
+                if isinstance(v, CodeDir):
+                    walk(v, p)
+                elif p not in self.listed:
+                    missing.append((p, "code file"))
+        walk(sa.parts["code"], (("part", "code"),))
+        for path, what in missing:
+            keys = [v if n in ("int", "str") else {n: v} for n, v in path]
+            self.err("%s %s found by torch, not listed by ptls"
+                     % (keys_str(keys), what))
+        self.check_const_mapping()
+
+    def check_const_mapping(self):
+        """The constants the module's forward uses, as torch.jit.load has
+        them (code_with_constants: c<i> is constants.pkl's item i)."""
+        consts = self.script.parts.get("constants", ())
+        try:
+            cm = self.script.module.code_with_constants[1].const_mapping
+        except Exception:
+            self.notes["no code_with_constants"] += 1
+            return
+
+        def same(a, b):
+            if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+                return (isinstance(a, torch.Tensor) and
+                        isinstance(b, torch.Tensor) and
+                        a.dtype == b.dtype and a.shape == b.shape and
+                        self.torch_bytes({}, a) == self.torch_bytes({}, b))
+            if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
+                return (isinstance(a, (tuple, list)) and
+                        isinstance(b, (tuple, list)) and len(a) == len(b)
+                        and all(same(x, y) for x, y in zip(a, b)))
+            if isinstance(a, getattr(torch, "ScriptObject", ())):
+                return isinstance(b, ScriptStub) and same(
+                    script_state(a), script_state(b))
+            return a == b or (a != a and b != b)
+        for name, v in cm.items():
+            i = int(name[1:]) if name[1:].isdigit() else -1
+            if not 0 <= i < len(consts):
+                self.err("constant %s of forward: constants.pkl has %d"
+                         % (name, len(consts)))
+            elif not same(v, consts[i]):
+                self.err("constants/%s: torch.jit.load's differs (%s vs %s)"
+                         % (name, py_short(v), py_short(consts[i])))
+            else:
+                self.notes["constants checked against torch.jit.load"] += 1
+
     # -- walk of torch's containers for tensors ptls did not list
     def check_complete(self, root):
+        if self.script is not None:
+            return self.check_complete_script()
         listed = self.listed
         links = self.link_paths
         parts = self.part_parents
@@ -732,7 +1001,7 @@ class FileCheck:
                              "(%s vs %s)" % (where, tgt, py_short(o), py_short(to)))
             elif kind == "empty":
                 try:
-                    n = len(o)
+                    n = self.sized(o)
                 except Exception:
                     n = None
                 if n != 0:
@@ -766,12 +1035,28 @@ def duplicate_paths(listing):
     return sorted(p for p, n in c.items() if n > 1)
 
 
+def script_records(path):
+    """True for what torch.load hands to torch.jit.load (and ptls calls
+    TorchScript): a zip with constants.pkl, or the 1.0 model.json."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+    except Exception:
+        return False
+    tails = {n.split("/", 1)[1] if "/" in n else n for n in names}
+    return "constants.pkl" in tails or "model.json" in tails
+
+
 def torch_load(path, fc):
-    """-> (kind, object_or_reason): kind "obj", "torchscript" or "fail"."""
+    """-> (kind, object_or_reason): kind "obj" or "fail"; a TorchScript
+    archive gives a ScriptArchive and sets fc.script."""
     if is_torchscript(path):
         try:
-            torch.jit.load(path, map_location="cpu")
-            return "torchscript", None
+            m = torch.jit.load(path, map_location="cpu")
+            fc.script = script_archive(path, m)
+            fc.param_ids = {id(p) for p in m.parameters()}
+            fc.params = list(m.parameters())    # keeps the ids valid
+            return "obj", fc.script
         except Exception as e:
             msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
             return "fail", "%s: %s" % (type(e).__name__, msg[:160])
@@ -853,11 +1138,6 @@ def main(argv):
                   % (label, "TorchScript" if kind == "torchscript" else
                      type(res).__name__, errline))
             nfail += 1
-            continue
-        if kind == "torchscript":
-            print("ok   %s: TorchScript (torch.jit.load works); ptls listed %d "
-                  "entries, not compared" % (label, len(listing.get("entries", []))))
-            npass += 1
             continue
         try:
             nt = fc.run(res)
