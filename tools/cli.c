@@ -29,15 +29,36 @@ const char *cli_prog(void)
 	return prog;
 }
 
+/*
+ * Write @s with control characters escaped ("\n" as \n): a message may
+ * quote bytes from the file (a version record "11\n"), and an error is
+ * always one line.
+ */
+static void put_line(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '\n')
+			fputs("\\n", f);
+		else if (c < 0x20 || c == 0x7f)
+			fprintf(f, "\\x%02x", c);
+		else
+			fputc(c, f);
+	}
+}
+
 void cli_error(const char *fmt, ...)
 {
+	char msg[2048];
 	va_list ap;
 
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
 	fflush(stdout);
 	fprintf(stderr, "%s: ", prog);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
+	put_line(stderr, msg);
 	fputc('\n', stderr);
 }
 

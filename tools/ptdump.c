@@ -1,0 +1,524 @@
+/*
+ * ptdump - show everything in a PyTorch checkpoint, in the spirit of
+ * h5dump: every node of the object tree with its path, type and python
+ * value (tensors with all their metadata, and each storage with its
+ * record); with --pickle the opcodes of data.pkl exactly as `python3 -m
+ * pickletools` lists them; with --records the zip records with their
+ * offsets, sizes, CRC-32 (stored and recomputed) and alignment.  Nothing
+ * in the pickle is run.
+ *
+ * Exit status: 0 dumped, 2 the file could not be read (one line on stderr
+ * says why; a listing stops at the opcode it could not decode).
+ */
+#include "ckpt/ckpt.h"
+#include "ckpt_fmt.h"
+#include "cli.h"
+#include "diag/diag.h"
+#include "json_out.h"
+#include "pickle/pkl.h"
+#include "ptdump.h"
+#include "pyrepr.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define REPR_MAX	(1u << 20)	/* bytes of one object's repr */
+
+static void usage(FILE *f)
+{
+	fputs("usage: ptdump [OPTIONS] CHECKPOINT...\n"
+	      "Show everything in PyTorch checkpoints without loading them.\n"
+	      "\n"
+	      "  (default)         every node of the object tree: path, type, "
+	      "python\n"
+	      "                    value, tensor metadata; then the storages\n"
+	      "  -p, --pickle      the opcodes of data.pkl, as `python3 -m "
+	      "pickletools`\n"
+	      "  -a, --annotate    with --pickle: describe each opcode "
+	      "(pickletools -a)\n"
+	      "  -r, --records     the zip records: offsets, sizes, method, "
+	      "CRC-32\n"
+	      "                    (stored and recomputed), alignment\n"
+	      "  -n, --no-crc      with --records: do not read the data to "
+	      "check CRCs\n"
+	      "  -j, --json        the same as JSON\n"
+	      "  -h, --help        this text\n"
+	      "  -V, --version     print the version\n\n"
+	      "Exit status: 0 ok, 2 error.\n", f);
+}
+
+void dump_error(const char *path, uint64_t off, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (off == DIAG_NO_OFFSET)
+		cli_error("%s: %s", path, msg);
+	else
+		cli_error("%s: offset 0x%" PRIx64 ": %s", path, off, msg);
+}
+
+/* ---- the object tree ---- */
+
+static bool is_dir(const struct ckpt_node *n)
+{
+	return n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ;
+}
+
+/* Where a value is in the pickle, as pickletools numbers it. */
+static uint64_t pkl_pos(const struct ckpt *c, uint64_t off)
+{
+	return c->zip.nentries ? off - c->pkl_off : off;
+}
+
+static const char *format_name(const struct ckpt *c)
+{
+	if (c->format == CKPT_ZIP || c->format == CKPT_LEGACY)
+		return c->format == CKPT_ZIP ? "zip" : "legacy";
+	return c->zip.nentries ? "torchscript" : "tar";
+}
+
+/* Python's repr() of a value node's value into @b. */
+static void value_repr(struct sbuf *b, const struct ckpt_node *n)
+{
+	uint32_t *cp;
+	long k;
+
+	if (n->kind == CKPT_N_VALUE && !strcmp(n->type, "str")) {
+		k = py_utf8_decode((const unsigned char *)n->text, n->textlen,
+				   &cp);
+		if (k >= 0) {
+			py_repr_str(b, cp, (size_t)k);
+			free(cp);
+			return;
+		}
+	}
+	if (n->kind == CKPT_N_VALUE && !strcmp(n->type, "bytes")) {
+		py_repr_bytes(b, (const unsigned char *)n->text, n->textlen,
+			      false);
+		return;
+	}
+	sb_add(b, n->text, n->textlen);
+}
+
+/* The BUILD state of a dict type (the _metadata of a state_dict). */
+static const struct pkl_value *dict_state(const struct ckpt_node *n)
+{
+	const struct pkl_value *v = n->val;
+
+	if (!is_dir(n) || !v || v->kind != PKL_CALL ||
+	    !ckpt_dict_type(n->type))
+		return NULL;
+	return v->u.call.x->state;
+}
+
+static void tensor_text(struct sbuf *b, const struct ckpt_tensor *t)
+{
+	char shape[1024], stride[1024], sc[40];
+
+	fmt_dims(shape, sizeof(shape), t->shape, t->ndim);
+	fmt_dims(stride, sizeof(stride), t->stride, t->ndim);
+	sb_printf(b, "%s %s stride %s offset %" PRIu64, t->dtype->name, shape,
+		  stride, t->offset);
+	if (t->storage)
+		sb_printf(b, " storage '%s'", t->storage->key);
+	sb_printf(b, " %s %" PRIu64 " B", t->device ? t->device : "-",
+		  t->nbytes);
+	if (t->parameter)
+		sb_puts(b, " Parameter");
+	if (t->requires_grad)
+		sb_puts(b, " requires_grad");
+	if (!t->contiguous)
+		sb_puts(b, " non-contiguous");
+	if (t->kind == CKPT_T_META)
+		sb_puts(b, " meta");
+	if (t->kind == CKPT_T_STORAGE)
+		sb_puts(b, " (a storage)");
+	if (t->kind == CKPT_T_INLINE)
+		sb_puts(b, " (numpy data in the pickle)");
+	if (t->conj)
+		sb_puts(b, " conj");
+	if (t->neg)
+		sb_puts(b, " neg");
+	if (t->cls)
+		sb_printf(b, " class %s", t->cls);
+	if (t->qscheme) {
+		sb_printf(b, " quantized %s", t->qscheme);
+		if (t->qscales)
+			sb_printf(b, " axis %" PRId64, t->axis);
+		else
+			sb_printf(b, " scale %s zero_point %" PRId64,
+				  ckpt_float_repr(t->scale, sc, sizeof(sc)),
+				  t->zero_point);
+	}
+}
+
+static int path_width(const struct ckpt_node *n, int depth)
+{
+	int w = 0;
+
+	if (n->parent) {
+		for (const struct ckpt_node *p = n; p->parent; p = p->parent)
+			w += (int)strlen(p->name) + 1;
+		w--;
+	} else {
+		w = 1;
+	}
+	for (uint32_t i = 0; is_dir(n) && i < n->nkids; i++)
+		if (depth < CKPT_MAX_DEPTH)
+			w = MAX(w, path_width(n->kids[i], depth + 1));
+	return w;
+}
+
+static void node_text(const struct ckpt *c, const struct ckpt_node *n,
+		      int width, int depth)
+{
+	struct sbuf b = { 0 };
+	const struct pkl_value *st = dict_state(n);
+	char *path = ckpt_node_path(n);
+
+	switch (n->kind) {
+	case CKPT_N_DIR:
+	case CKPT_N_SEQ:
+		sb_printf(&b, "%s (%u item%s)", n->type, n->nkids,
+			  n->nkids == 1 ? "" : "s");
+		if (st) {
+			size_t len;
+			char *r = ckpt_repr(st, REPR_MAX, &len);
+
+			sb_puts(&b, " state ");
+			if (r)
+				sb_add(&b, r, len);
+			free(r);
+		}
+		break;
+	case CKPT_N_TENSOR:
+		sb_printf(&b, "%s ", n->type);
+		tensor_text(&b, n->tensor);
+		break;
+	case CKPT_N_LINK: {
+		char *to = ckpt_node_path(n->target);
+
+		sb_printf(&b, "%s -> %s", n->type, to ? (to[0] ? to : ".") :
+			  "?");
+		free(to);
+		break;
+	}
+	default:
+		sb_printf(&b, "%s ", n->type);
+		value_repr(&b, n);
+	}
+	if (n->val)
+		sb_printf(&b, "  @%" PRIu64, pkl_pos(c, n->val->off));
+	printf("%-*s  %s\n", width, path && path[0] ? path : ".",
+	       b.p ? b.p : "");
+	free(path);
+	free(b.p);
+	for (uint32_t i = 0; is_dir(n) && i < n->nkids; i++)
+		if (depth < CKPT_MAX_DEPTH)
+			node_text(c, n->kids[i], width, depth + 1);
+}
+
+static void storages_text(struct ckpt *c)
+{
+	struct diag quiet;
+
+	diag_init(&quiet, c->path);
+	printf("# %u storage%s\n", c->nstorages, c->nstorages == 1 ? "" : "s");
+	for (uint32_t i = 0; i < c->nstorages; i++) {
+		struct ckpt_storage *s = c->storages[i];
+		bool located = !s->rec || !ckpt_storage_locate(c, s, &quiet);
+
+		printf("storage '%s'  %s%s x %" PRIu64 " = %" PRIu64 " B  %s  "
+		       "%u tensor%s", s->key, s->untyped ? "untyped " : "",
+		       s->dtype->name, s->numel, s->nbytes, s->location,
+		       s->ntensors, s->ntensors == 1 ? "" : "s");
+		if (s->rec)
+			printf("  record %s", s->rec->name);
+		if (located && (s->rec || c->format == CKPT_LEGACY))
+			printf("  data at 0x%" PRIx64, s->data_off);
+		putchar('\n');
+	}
+	for (uint32_t i = 0; i < c->nglobals; i++)
+		printf("# unsafe global %s.%s at @%" PRIu64 ": torch.load "
+		       "would import it\n", c->globals[i].module,
+		       c->globals[i].name, pkl_pos(c, c->globals[i].off));
+}
+
+static void header_text(const struct ckpt *c)
+{
+	printf("# %s: %s %s", c->path, format_name(c),
+	       c->zip.nentries ? "archive" : "stream");
+	if (c->zip.nentries)
+		printf(", prefix '%s', version %d, %u records", c->zip.prefix,
+		       c->version, c->zip.nentries);
+	if (c->byteorder)
+		printf(", byteorder %s", c->byteorder);
+	printf(", pickle protocol %d at 0x%" PRIx64 "\n", c->doc->proto,
+	       c->pkl_off);
+}
+
+/* ---- the object tree as JSON ---- */
+
+static void node_json(FILE *f, const struct ckpt *c, const struct ckpt_node *n,
+		      int depth)
+{
+	const struct pkl_value *st = dict_state(n);
+	struct sbuf b = { 0 };
+	char *path = ckpt_node_path(n);
+
+	fputs("{\"path\":", f);
+	json_cstr(f, path ? path : "?");
+	free(path);
+	fputs(",\"name\":", f);
+	json_cstr(f, n->parent ? n->name : "");
+	fputs(",\"key\":", f);
+	if (n->parent)
+		fmt_json_key(f, n);
+	else
+		fputs("null", f);
+	fputs(",\"kind\":", f);
+	json_cstr(f, is_dir(n) ? "container" :
+		  n->kind == CKPT_N_TENSOR ? "tensor" :
+		  n->kind == CKPT_N_VALUE ? "value" :
+		  n->kind == CKPT_N_OPAQUE ? "object" : "link");
+	fputs(",\"type\":", f);
+	json_cstr(f, n->type);
+	fputs(",\"pickle_offset\":", f);
+	if (n->val)
+		json_u64(f, pkl_pos(c, n->val->off));
+	else
+		fputs("null", f);
+	if (n->kind == CKPT_N_TENSOR) {
+		fmt_json_tensor(f, n->tensor);
+	} else if (n->kind == CKPT_N_VALUE || n->kind == CKPT_N_OPAQUE) {
+		if (n->kind == CKPT_N_VALUE) {
+			fputs(",\"value\":", f);
+			fmt_json_value(f, n);
+		}
+		value_repr(&b, n);
+		fputs(",\"repr\":", f);
+		json_str(f, b.p ? b.p : "", b.n);
+	} else if (n->kind == CKPT_N_LINK) {
+		char *to = ckpt_node_path(n->target);
+
+		fputs(",\"target\":", f);
+		json_cstr(f, to ? to : "?");
+		free(to);
+	}
+	free(b.p);
+	if (st) {
+		size_t len;
+		char *r = ckpt_repr(st, REPR_MAX, &len);
+
+		fputs(",\"state\":", f);
+		json_str(f, r ? r : "", r ? len : 0);
+		free(r);
+	}
+	if (is_dir(n)) {
+		fputs(",\"children\":[", f);
+		for (uint32_t i = 0; i < n->nkids && depth < CKPT_MAX_DEPTH;
+		     i++) {
+			fprintf(f, "%s\n%*s", i ? "," : "", 2 * depth + 2, "");
+			node_json(f, c, n->kids[i], depth + 1);
+		}
+		fputs("]", f);
+	}
+	putc('}', f);
+}
+
+static void dump_json(struct ckpt *c)
+{
+	FILE *f = stdout;
+	struct diag quiet;
+
+	diag_init(&quiet, c->path);
+	fputs("{\"file\":", f);
+	json_cstr(f, c->path);
+	fprintf(f, ",\"format\":\"%s\",\"prefix\":", format_name(c));
+	json_cstr(f, c->zip.nentries ? c->zip.prefix : NULL);
+	fprintf(f, ",\"version\":%d,\"byteorder\":", c->version);
+	json_cstr(f, c->byteorder);
+	fprintf(f, ",\"pickle_protocol\":%d,\"pickle_offset\":%" PRIu64
+		",\n \"root\":", c->doc->proto, c->pkl_off);
+	node_json(f, c, c->root, 0);
+	fputs(",\n \"storages\":[", f);
+	for (uint32_t i = 0; i < c->nstorages; i++) {
+		struct ckpt_storage *s = c->storages[i];
+		bool located = !s->rec || !ckpt_storage_locate(c, s, &quiet);
+
+		fputs(i ? ",\n  {\"key\":" : "\n  {\"key\":", f);
+		json_cstr(f, s->key);
+		fprintf(f, ",\"dtype\":\"%s\",\"untyped\":%s,\"numel\":%" PRIu64
+			",\"nbytes\":%" PRIu64 ",\"device\":", s->dtype->name,
+			s->untyped ? "true" : "false", s->numel, s->nbytes);
+		json_cstr(f, s->location);
+		fprintf(f, ",\"tensors\":%u,\"record\":", s->ntensors);
+		json_cstr(f, s->rec ? s->rec->name : NULL);
+		fputs(",\"data_offset\":", f);
+		if (located && (s->rec || c->format == CKPT_LEGACY))
+			json_u64(f, s->data_off);
+		else
+			fputs("null", f);
+		fputs("}", f);
+	}
+	fputs("\n ],\"unsafe_globals\":[", f);
+	for (uint32_t i = 0; i < c->nglobals; i++) {
+		fputs(i ? ",\n  {\"module\":" : "\n  {\"module\":", f);
+		json_cstr(f, c->globals[i].module);
+		fputs(",\"name\":", f);
+		json_cstr(f, c->globals[i].name);
+		fprintf(f, ",\"pickle_offset\":%" PRIu64 "}",
+			pkl_pos(c, c->globals[i].off));
+	}
+	fputs("\n ]}\n", f);
+}
+
+static int dump_tree(const char *path, const struct dump_opts *o)
+{
+	struct ckpt *c;
+	struct diag d;
+
+	diag_init(&d, path);
+	if (ckpt_open(path, &c, &d)) {
+		cli_diag(&d);
+		return CLI_ERROR;
+	}
+	if (o->json) {
+		dump_json(c);
+	} else {
+		header_text(c);
+		node_text(c, c->root, path_width(c->root, 0), 0);
+		storages_text(c);
+	}
+	ckpt_close(c);
+	return CLI_OK;
+}
+
+/* ---- --pickle ---- */
+
+/*
+ * The pickle of a zip archive (data.pkl) or the pickles of a legacy
+ * stream (all five, mapped so that only what is read is paged in).
+ */
+static int dump_pickle_file(const char *path, const struct dump_opts *o)
+{
+	unsigned char head[4] = { 0 }, *buf = NULL;
+	struct ptz_reader z = { 0 };
+	struct ptz_entry *e;
+	struct diag d;
+	struct stat st;
+	size_t len;
+	int fd, rc = CLI_ERROR;
+
+	diag_init(&d, path);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		dump_error(path, DIAG_NO_OFFSET, "%s", strerror(errno));
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode) || !st.st_size) {
+		dump_error(path, DIAG_NO_OFFSET, "%s", S_ISDIR(st.st_mode) ?
+			   "is a directory" : "empty file, not a pickle");
+		goto out;
+	}
+	if (pread(fd, head, 4, 0) == 4 && !memcmp(head, "PK\3\4", 4)) {
+		if (ptz_reader_open(&z, fd, path, &d)) {
+			cli_diag(&d);
+			goto out;
+		}
+		e = ptz_find_rel(&z, "data.pkl");
+		if (!e) {
+			dump_error(path, z.cdir_off, "no data.pkl record");
+			goto out;
+		}
+		if (ptz_entry_read(&z, e, UINT32_MAX, &buf, &len, &d)) {
+			cli_diag(&d);
+			goto out;
+		}
+		rc = dump_pickles(stdout, o, path, buf, len, 0, 1, e->data_off)
+		     ? CLI_ERROR : CLI_OK;
+		free(buf);
+	} else {
+		/* legacy: magic number, protocol, sys_info, object, keys */
+		void *map = mmap(NULL, (size_t)st.st_size, PROT_READ,
+				 MAP_PRIVATE, fd, 0);
+		static const unsigned char magic[] = { 0x80, 0x02, 0x8a, 0x0a };
+
+		if (map == MAP_FAILED) {
+			dump_error(path, DIAG_NO_OFFSET, "%s", strerror(errno));
+			goto out;
+		}
+		rc = dump_pickles(stdout, o, path, map, (size_t)st.st_size, 0,
+				  memcmp(map, magic, 4) ? 1 : 5, 0) ?
+		     CLI_ERROR : CLI_OK;
+		munmap(map, (size_t)st.st_size);
+	}
+out:
+	ptz_reader_release(&z);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "pickle", no_argument, NULL, 'p' },
+		{ "annotate", no_argument, NULL, 'a' },
+		{ "records", no_argument, NULL, 'r' },
+		{ "no-crc", no_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static char outbuf[1 << 20];
+	struct dump_opts o = { 0 };
+	bool pickle = false, records = false;
+	int ch, status = CLI_OK;
+
+	cli_init(argv[0], "[OPTIONS] CHECKPOINT...");
+	while ((ch = getopt_long(argc, argv, "parnjhV", lopts, NULL)) != -1) {
+		switch (ch) {
+		case 'a': o.annotate = true; /* fall through */
+		case 'p': pickle = true; break;
+		case 'r': records = true; break;
+		case 'n': o.no_crc = true; break;
+		case 'j': o.json = true; break;
+		case 'h': usage(stdout); return cli_finish(CLI_OK);
+		case 'V': return cli_version();
+		default: return cli_usage(NULL);
+		}
+	}
+	if (optind >= argc)
+		return cli_usage("no checkpoint given");
+	if (pickle && records)
+		return cli_usage("--pickle and --records: one at a time");
+	setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
+	for (int i = optind; i < argc; i++) {
+		int rc;
+
+		if (argc - optind > 1 && !o.json)
+			printf("%s==> %s <==\n", i > optind ? "\n" : "",
+			       argv[i]);
+		rc = pickle ? dump_pickle_file(argv[i], &o) :
+		     records ? dump_records(argv[i], &o) :
+		     dump_tree(argv[i], &o);
+		if (rc > status)
+			status = rc;
+	}
+	return cli_finish(status);
+}

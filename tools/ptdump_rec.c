@@ -1,0 +1,255 @@
+/*
+ * ptdump_rec.c - ptdump --records: the records of a zip checkpoint in
+ * central directory order, each with its local header offset, data
+ * offset, compressed and uncompressed size, method, CRC-32 as stored and
+ * as recomputed from the data, and the data offset's alignment (mod 64,
+ * and the largest power of two dividing it); then the end records.  Only
+ * the zip index is needed, so archives ckpt_open() refuses (TorchScript,
+ * a broken pickle) are listed too.  A legacy stream has no records: its
+ * storage blocks are listed the same way.
+ */
+#include "ptdump.h"
+
+#include "ckpt/ckpt.h"
+#include "cli.h"
+#include "diag/diag.h"
+#include "json_out.h"
+#include "zip/ptz.h"
+#include "zrec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The progress of reading every record, by bytes read. */
+struct prog {
+	struct cli_progress p;
+	uint64_t done;
+};
+
+static void step(void *arg, uint64_t n)
+{
+	struct prog *pr = arg;
+
+	pr->done += n;
+	cli_progress(&pr->p, pr->done);
+}
+
+struct row {
+	bool located, crc_done, crc_ok;
+	uint32_t crc;
+};
+
+static void row_text(const struct ptz_entry *e, uint32_t i,
+		     const struct row *r)
+{
+	char crc[16] = "-";
+
+	if (r->crc_done)
+		snprintf(crc, sizeof(crc), "%08" PRIx32 "%s", r->crc,
+			 r->crc_ok ? "" : "!");
+	printf("%4u  %10" PRIx64 "  ", i, e->header_off);
+	if (r->located)
+		printf("%10" PRIx64, e->data_off);
+	else
+		printf("%10s", "?");
+	printf("  %10" PRIu64 "  %10" PRIu64 "  %-7s  %08" PRIx32 "  %-9s",
+	       e->csize, e->usize, e->method == PTZ_STORED ? "stored" :
+	       e->method == PTZ_DEFLATED ? "deflate" : "other", e->crc32, crc);
+	if (r->located)
+		printf("  %3" PRIu64 "  %6" PRIu64, e->data_off % 64,
+		       zrec_align(e->data_off) > 65536 ? 65536 :
+		       zrec_align(e->data_off));
+	else
+		printf("  %3s  %6s", "?", "?");
+	printf("  %s\n", e->name);
+}
+
+static void row_json(const struct ptz_entry *e, uint32_t i,
+		     const struct row *r)
+{
+	fprintf(stdout, "%s\n  {\"index\":%u,\"name\":", i ? "," : "", i);
+	json_cstr(stdout, e->name);
+	printf(",\"header_offset\":%" PRIu64 ",\"data_offset\":", e->header_off);
+	if (r->located)
+		json_u64(stdout, e->data_off);
+	else
+		fputs("null", stdout);
+	printf(",\"csize\":%" PRIu64 ",\"usize\":%" PRIu64 ",\"method\":%u,"
+	       "\"flags\":%u,\"crc32\":%" PRIu32 ",\"crc32_computed\":",
+	       e->csize, e->usize, e->method, e->flags, e->crc32);
+	if (r->crc_done)
+		printf("%" PRIu32 ",\"crc_ok\":%s", r->crc,
+		       r->crc_ok ? "true" : "false");
+	else
+		fputs("null,\"crc_ok\":null", stdout);
+	if (r->located)
+		printf(",\"align_mod64\":%" PRIu64 ",\"align\":%" PRIu64 "}",
+		       e->data_off % 64, zrec_align(e->data_off));
+	else
+		fputs(",\"align_mod64\":null,\"align\":null}", stdout);
+}
+
+static int zip_records(const char *path, int fd, const struct dump_opts *o)
+{
+	struct ptz_reader z = { 0 };
+	struct prog pr = { 0 };
+	uint64_t total = 0;
+	struct diag d;
+	int status = CLI_OK;
+
+	diag_init(&d, path);
+	if (ptz_reader_open(&z, fd, path, &d)) {
+		cli_diag(&d);
+		return CLI_ERROR;
+	}
+	for (uint32_t i = 0; i < z.nentries; i++)
+		total += z.entries[i].csize;
+	if (o->json) {
+		fputs("{\"file\":", stdout);
+		json_cstr(stdout, path);
+		printf(",\"file_size\":%" PRIu64 ",\"cdir_offset\":%" PRIu64
+		       ",\"cdir_size\":%" PRIu64 ",\"eocd_offset\":%" PRIu64
+		       ",\"zip64\":%s,\"prefix\":", z.file_size, z.cdir_off,
+		       z.cdir_size, z.eocd_off, z.zip64 ? "true" : "false");
+		json_cstr(stdout, z.prefix);
+		fputs(",\"records\":[", stdout);
+	} else {
+		printf("# %s: %u records, central directory at 0x%" PRIx64
+		       " (%" PRIu64 " bytes), end of central directory at 0x%"
+		       PRIx64 "%s, file %" PRIu64 " bytes\n", path, z.nentries,
+		       z.cdir_off, z.cdir_size, z.eocd_off,
+		       z.zip64 ? " after ZIP64 end records" : "", z.file_size);
+		printf("%4s  %10s  %10s  %10s  %10s  %-7s  %-8s  %-9s  %3s  "
+		       "%6s  %s\n", "#", "header", "data", "csize", "usize",
+		       "method", "crc32", "computed", "%64", "align", "name");
+	}
+	cli_progress_start(&pr.p, "reading records", total);
+	for (uint32_t i = 0; i < z.nentries; i++) {
+		struct ptz_entry *e = &z.entries[i];
+		struct row r = { 0 };
+		struct diag rd;
+
+		diag_init(&rd, path);
+		r.located = !ptz_entry_locate(&z, e, &rd);
+		if (r.located && !o->no_crc) {
+			int rc = zrec_crc32(&z, e, &r.crc, step, &pr, &rd);
+
+			r.crc_done = !rc;
+			r.crc_ok = r.crc == e->crc32;
+			if (rc == -EFBIG)
+				rd.err = 0;
+		}
+		if (rd.err) {
+			cli_progress_end(&pr.p);
+			cli_diag(&rd);
+			status = CLI_ERROR;
+		}
+		if (o->json)
+			row_json(e, i, &r);
+		else
+			row_text(e, i, &r);
+	}
+	cli_progress_end(&pr.p);
+	if (o->json)
+		fputs("\n ]}\n", stdout);
+	ptz_reader_release(&z);
+	return status;
+}
+
+/* A legacy stream: its storage blocks in file order. */
+static int legacy_records(const char *path, const struct dump_opts *o)
+{
+	struct ckpt_storage **v;
+	struct ckpt *c;
+	struct diag d;
+
+	diag_init(&d, path);
+	if (ckpt_open(path, &c, &d)) {
+		cli_diag(&d);
+		return CLI_ERROR;
+	}
+	v = malloc((c->nstorages + 1) * sizeof(*v));
+	if (!v) {
+		ckpt_close(c);
+		cli_error("%s: out of memory", path);
+		return CLI_ERROR;
+	}
+	memcpy(v, c->storages, c->nstorages * sizeof(*v));
+	/* insertion sort by data offset: legacy files have few storages */
+	for (uint32_t i = 1; i < c->nstorages; i++)
+		for (uint32_t j = i; j && v[j - 1]->data_off > v[j]->data_off;
+		     j--) {
+			struct ckpt_storage *t = v[j];
+
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	if (o->json) {
+		fputs("{\"file\":", stdout);
+		json_cstr(stdout, path);
+		printf(",\"format\":\"legacy\",\"file_size\":%" PRIu64
+		       ",\"pickle_offset\":%" PRIu64 ",\"storages\":[",
+		       c->file_size, c->pkl_off);
+	} else {
+		printf("# %s: legacy stream (torch < 1.6), no zip records; "
+		       "main pickle at 0x%" PRIx64 ", %u storage blocks, file "
+		       "%" PRIu64 " bytes\n", path, c->pkl_off, c->nstorages,
+		       c->file_size);
+		printf("%4s  %10s  %10s  %10s  %3s  %6s  %s\n", "#", "count at",
+		       "data", "bytes", "%64", "align", "key");
+	}
+	for (uint32_t i = 0; i < c->nstorages; i++) {
+		const struct ckpt_storage *s = v[i];
+
+		if (o->json) {
+			printf("%s\n  {\"key\":", i ? "," : "");
+			json_cstr(stdout, s->key);
+			printf(",\"count_offset\":%" PRIu64 ",\"data_offset\":%"
+			       PRIu64 ",\"nbytes\":%" PRIu64 ",\"align_mod64\":%"
+			       PRIu64 ",\"align\":%" PRIu64 "}",
+			       s->data_off - 8, s->data_off, s->nbytes,
+			       s->data_off % 64, zrec_align(s->data_off));
+		} else {
+			printf("%4u  %10" PRIx64 "  %10" PRIx64 "  %10" PRIu64
+			       "  %3" PRIu64 "  %6" PRIu64 "  %s\n", i,
+			       s->data_off - 8, s->data_off, s->nbytes,
+			       s->data_off % 64, zrec_align(s->data_off) > 65536 ?
+			       65536 : zrec_align(s->data_off), s->key);
+		}
+	}
+	if (o->json)
+		fputs("\n ]}\n", stdout);
+	free(v);
+	ckpt_close(c);
+	return CLI_OK;
+}
+
+int dump_records(const char *path, const struct dump_opts *o)
+{
+	unsigned char head[4] = { 0 };
+	struct stat st;
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		dump_error(path, DIAG_NO_OFFSET, "%s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return CLI_ERROR;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		dump_error(path, DIAG_NO_OFFSET, "is a directory");
+		rc = CLI_ERROR;
+	} else if (pread(fd, head, 4, 0) == 4 && !memcmp(head, "PK\3\4", 4)) {
+		rc = zip_records(path, fd, o);
+	} else {
+		rc = legacy_records(path, o);
+	}
+	close(fd);
+	return rc;
+}
