@@ -66,3 +66,14 @@ Test(diag, truncates_long_messages)
 	cr_assert_eq(strlen(diag_line(&d, line, sizeof(line))), sizeof(line) - 1);
 	assert_no_leaks();
 }
+
+Test(diag, stays_one_line_whatever_the_file_holds)
+{
+	struct diag d;
+
+	/* a version record "\xcc\n" quoted into the message */
+	diag_init(&d, "f");
+	diag_corrupt(&d, 0, "version record '%s' is bad", "\xcc\n\t\x7f");
+	cr_assert_str_eq(d.msg, "version record '\xcc?" "?" "?' is bad");
+	assert_no_leaks();
+}

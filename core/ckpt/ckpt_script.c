@@ -392,9 +392,10 @@ static struct ptz_entry *find2(struct ckpt *c, const char *dir,
 
 /*
  * Tie each storage to its record: data/<key> for data.pkl's, constants/
- * <key> for constants.pkl's (keyed "constants/<key>" here); either may be
- * in the other folder, as when the mobile exporter shares one storage
- * context.  torch skips reading empty storages, so they may have none.
+ * <key> for constants.pkl's (keyed "constants/<key>" here).  The mobile
+ * exporter shares one storage context between the two pickles: its keys
+ * ("3.storage") may name a record in the other folder.  torch skips
+ * reading empty storages, so they may have none.
  */
 static int storages(struct ckpt *c, struct diag *d)
 {
@@ -405,7 +406,7 @@ static int storages(struct ckpt *c, struct diag *d)
 		struct ptz_entry *e;
 
 		e = find2(c, cst ? "constants/" : "data/", key);
-		if (!e)
+		if (!e && ends_with(key, ".storage"))
 			e = find2(c, cst ? "data/" : "constants/", key);
 		if (!e && !s->nbytes)
 			continue;

@@ -14,8 +14,8 @@
  *   257    | 6    | magic "ustar"
  *   345    | 155  | prefix: the name is prefix/name when set
  *
- * Data follows the header, padded to 512; two zero blocks (or the end of
- * the file) end the archive.
+ * Data follows the header, padded to 512; a zero block (or the end of
+ * the file) ends the archive.
  */
 #include "ckpt_int.h"
 #include "util/io.h"
@@ -172,10 +172,10 @@ int ckpt_tar_members(struct ckpt *c, struct ckpt_tar_member *m,
 		uint64_t len, data, next;
 		bool zero = true;
 
-		if (size - pos < BLOCK) {
-			rc = diag_corrupt(t->d, pos, "tar header cut short");
+		/* a block cut short ends the archive, as for tarfile: what
+		   members it would have added are missing below */
+		if (size - pos < BLOCK)
 			break;
-		}
 		rc = read_at(t, h, BLOCK, pos);
 		for (int i = 0; !rc && i < BLOCK && zero; i++)
 			zero = !h[i];

@@ -29,6 +29,10 @@ int diag_set_(struct diag *d, const char *file, int line, int err,
 	va_start(ap, fmt);
 	vsnprintf(d->msg, sizeof(d->msg), fmt, ap);
 	va_end(ap);
+	/* one line, whatever a hostile file's names and records hold */
+	for (char *p = d->msg; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 #ifndef NDEBUG
 	d->src_file = file;
 	d->src_line = line;
