@@ -562,6 +562,20 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	unlock(fs);
 	if (rc)
 		return reply_err(req, rc, &d);
+	/* a text view too large to render (EFBIG) fails here, where cat
+	   sees it, rather than reading as an empty file */
+	if (i.kind == PTFS_VIEW && i.view == CKPT_V_TXT &&
+	    (fi->flags & O_ACCMODE) == O_RDONLY) {
+		uint64_t size;
+		int fd;
+
+		rdlock(fs);
+		rc = i.node->vstage ? 0 :
+		     ptfs_text_get(fs, i.node, &fd, &size, &d);
+		unlock(fs);
+		if (rc)
+			return reply_err(req, rc, &d);
+	}
 	if (fs->no_open)
 		return reply_err(req, ENOSYS, NULL);
 	/* the control file and files being rewritten change under us; a

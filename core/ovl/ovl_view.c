@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,12 @@
 
 #define CHUNK		(1u << 20)
 #define TEXT_ELEMS	(1u << 14)	/* elements rendered at a time */
+/*
+ * A text view is rendered whole into a temporary file, up to
+ * VIEW_TEXT_ELEM_MAX bytes per element: a 16-byte storage viewed with
+ * stride 0 as 2^40 elements (tests/hostile) would fill the disk.
+ */
+#define TEXT_MAX_ELEMS	(UINT64_C(1) << 28)
 
 bool ovl_view_big(const struct ovl *v)
 {
@@ -135,6 +142,11 @@ int ovl_text_render(struct ovl *v, struct ckpt_node *n, int fd,
 		ndim = 1;
 		shape = &len;
 	}
+	if (!rc && numel > TEXT_MAX_ELEMS)
+		rc = diag_set(d, -EFBIG, DIAG_NO_OFFSET, "%s: %" PRIu64 " "
+			      "elements, too many for a text view (at most "
+			      "%" PRIu64 ")", ovl_label(n), numel,
+			      TEXT_MAX_ELEMS);
 	pos = view_text_header(dt, ndim, shape, line, sizeof(line));
 	if (!rc && (rc = io_pwrite_full(fd, line, pos, 0)))
 		rc = ovl_sys_err(v, d, rc, "cannot render the text view");
