@@ -143,22 +143,23 @@ static int emit_args(struct wb *w, const struct pkl_value *v)
 	struct ckpt_storage *s = pid_storage(w->c, t);
 	uint64_t tsize = w->args[v->id], off_b, cut, view, noff;
 	size_t n = pkl_len(v);
+	bool trimmed;
 	int64_t soff;
 	int rc;
 
 	if (!s || !as_int(pkl_item(v, 1), &soff) || soff < 0 ||
 	    pid_view(t) < 0)
 		return 0;	/* hook_persid() names the problem */
-	cut = w->trim && w->trim[s->index] ? w->cut[s->index] : 0;
+	trimmed = w->trim && w->trim[s->index];
+	cut = trimmed ? w->cut[s->index] : 0;
 	view = (uint64_t)pid_view(t) * s->dtype->size;
-	if (!cut && !view)
-		return 0;
+	if (!trimmed && !view)
+		return 0;	/* the pid is the only change: hook_persid() */
 	/* ckpt_tensor_check() bounded offset and view by the storage */
 	off_b = (uint64_t)soff * tsize + view;
 	noff = off_b >= cut ? (off_b - cut) / tsize : 0;
 	/* only an empty tensor can start outside what is kept */
-	if (w->trim && w->trim[s->index] &&
-	    noff > w->keep[s->index] / tsize)
+	if (trimmed && noff > w->keep[s->index] / tsize)
 		noff = w->keep[s->index] / tsize;
 	rc = n > 3 ? pkl_emit_mark(w->e) : 0;
 	w->in_args = true;

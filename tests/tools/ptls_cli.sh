@@ -9,7 +9,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
 
-ok() { pass=$((pass + 1)); }
+ok() { pass=$((pass + 1)); echo "ok $pass${*:+: $*}"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 # expect STATUS PATTERN-ON-STDERR-OR-STDOUT -- ARGS...
@@ -22,7 +22,7 @@ expect() {
 	elif [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/out" "$tmp/err"; then
 		bad "ptls $*: no '$pat' in output: $(head -c 300 "$tmp/out" "$tmp/err")"
 	else
-		ok
+		ok "ptls $*"
 	fi
 }
 
@@ -30,7 +30,7 @@ expect() {
 one_line() {
 	"$ptls" "$1" >/dev/null 2>"$tmp/err"
 	if [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "^ptls: $1: " "$tmp/err"; then
-		ok
+		ok "one-line error for $1"
 	else
 		bad "error for $1 is not one line naming the file: $(cat "$tmp/err")"
 	fi
@@ -51,6 +51,38 @@ expect 2 "No such file" -- "$tmp/missing.pt"
 grep -q '"keys":\["optimizer","state",0,"exp_avg"\]' "$tmp/j" && ok ||
 	bad "--json keys do not carry int keys"
 "$ptls" --tensors "$sample" | grep -q "epoch" && bad "--tensors lists values" || ok
+
+# --tree: containers too, indented; --totals: per dtype
+expect 0 "^\./  *dict (5)$" -- --tree "$sample"
+expect 0 "^  model/  *OrderedDict (6)$" -- --tree "$sample"
+expect 0 "^    embed.weight  *float32 (16, 8)  storage 0  512 B$" -- --tree "$sample"
+expect 0 "^      0/  *dict (3)$" -- --tree "$sample"
+expect 0 "^  epoch  *int = 12$" -- --tree "$sample"
+expect 0 "^    dims/  *list (2)$" -- --tree "$sample"
+"$ptls" --tree --tensors "$sample" | grep -q "epoch" &&
+	bad "--tree --tensors lists values" || ok
+expect 0 "^# float32  *21  *3124  *20  *2612$" -- --totals "$sample"
+expect 0 "^# all  *21  *3124  *20  *2612$" -- --totals "$sample"
+"$ptls" --totals "$sample" | grep -q "^model/embed.weight" && ok ||
+	bad "--totals dropped the listing"
+"$ptls" --json --tree "$sample" >"$tmp/t" && python3 - "$tmp/t" <<'EOF2' &&
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d["tree"]
+assert t["kind"] == "container" and t["type"] == "dict" and t["key"] is None
+m = t["children"][0]
+assert m["name"] == "model" and m["type"] == "OrderedDict"
+e = m["children"][0]
+assert e["kind"] == "tensor" and e["shape"] == [16, 8] and e["key"] == "embed.weight"
+s = [c for c in t["children"] if c["name"] == "optimizer"][0]["children"][0]
+assert s["children"][0]["key"] == 0
+assert d["totals"]["float32"] == {"tensors": 21, "tensor_bytes": 3124,
+                                  "storages": 20, "storage_bytes": 2612}
+assert "entries" not in d
+EOF2
+	ok || bad "--json --tree is not the nested tree"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["totals"]["all"]["storages"] == 20' "$tmp/j" &&
+	ok || bad "--json lacks the totals"
 
 # things people mistake for checkpoints
 printf 'version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 9\n' >"$tmp/lfs.pt"

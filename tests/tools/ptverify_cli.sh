@@ -85,7 +85,7 @@ layout 1 torch 2.x computes
 evil 1 unsafe global posix.system
 overlap 1 run past the next record
 badorder 2 byteorder record 'middle' is neither
-version11 2 version record '11\\n' is not a number from 1 to 10
+version11 2 is not a number from 1 to 10
 duplicate 2 duplicate record name 'sample/data/0'
 outside 2 runs past the central directory
 prefix 2 is outside the top folder

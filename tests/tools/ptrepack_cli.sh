@@ -1,0 +1,183 @@
+#!/bin/sh
+# ptrepack_cli.sh PTREPACK PTVERIFY PTDUMP [SHARED_DIR] - ptrepack without
+# torch: byte-identical repacks of torch's own files, legacy conversion,
+# --align, --drop-unused, --repickle and --clone judged by ptverify and
+# ptdump --records, and its messages and exit codes (OUT untouched on any
+# failure).  tests/tools/ptrepack_torch.sh checks the results with torch.
+# Prints one line per check and "N passed, N failed".
+set -u
+ptrepack=$1 ptverify=$2 ptdump=$3
+shared=${4:-}
+here=$(cd "$(dirname "$0")" && pwd)
+sample=$here/../data/sample.pt
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+
+ok() { pass=$((pass + 1)); echo "ok: $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+expect() {
+	want=$1 pat=$2; shift 3
+	"$ptrepack" "$@" >"$tmp/out" 2>"$tmp/err"
+	got=$?
+	if [ "$got" != "$want" ]; then
+		bad "ptrepack $*: exit $got, want $want: $(head -c 300 "$tmp/err")"
+	elif [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/out" "$tmp/err"; then
+		bad "ptrepack $*: no '$pat' in: $(head -c 300 "$tmp/out" "$tmp/err")"
+	else
+		ok "ptrepack $* (exit $got${pat:+, '$pat'})"
+	fi
+}
+
+clean() {
+	if "$ptverify" -q "$1" >"$tmp/v" 2>&1; then
+		ok "ptverify finds nothing in ${1##*/}${2:+ ($2)}"
+	else
+		bad "ptverify ${1##*/}${2:+ ($2)}: $(head -n 3 "$tmp/v")"
+	fi
+}
+
+# ---- command line
+expect 0 "usage: ptrepack" -- --help
+expect 0 "^ptrepack 0" -- --version
+expect 2 "usage: ptrepack" -- --bogus
+expect 2 "expected IN and OUT" -- "$sample"
+expect 2 "not a power of two" -- --align 100 "$sample" "$tmp/x.pt"
+expect 2 "not a power of two" -- --align 65536 "$sample" "$tmp/x.pt"
+expect 2 "not a percentage" -- --clone=0 "$sample" "$tmp/x.pt"
+expect 2 "not a percentage" -- --clone=abc "$sample" "$tmp/x.pt"
+[ ! -e "$tmp/x.pt" ] && ok "nothing written after a usage error" ||
+	bad "OUT written after a usage error"
+
+# ---- failures leave OUT as it was
+printf 'precious' >"$tmp/keep.pt"
+printf 'version https://git-lfs.github.com/spec/v1\n' >"$tmp/lfs.pt"
+expect 2 "Git LFS pointer" -- "$tmp/lfs.pt" "$tmp/keep.pt"
+[ "$(cat "$tmp/keep.pt")" = precious ] && ok "OUT untouched when IN is bad" ||
+	bad "OUT changed although IN was refused"
+expect 2 "cannot create a temporary file" -- "$sample" "$tmp/no/such/dir/o.pt"
+[ "$(wc -l <"$tmp/err")" = 1 ] && ok "one line for an unwritable OUT" ||
+	bad "not one line: $(cat "$tmp/err")"
+ls -a "$tmp" | grep -q 'ptfs-new' && bad "a temporary file was left" ||
+	ok "no temporary file left behind"
+
+# ---- torch's own files come back byte for byte
+expect 0 "" -- "$sample" "$tmp/same.pt"
+cmp -s "$sample" "$tmp/same.pt" && ok "sample repacked byte-identical" ||
+	bad "sample repack differs"
+[ ! -s "$tmp/out" ] && [ ! -s "$tmp/err" ] &&
+	ok "silent without --verbose, and no progress off a terminal" ||
+	bad "output without --verbose: $(cat "$tmp/out" "$tmp/err")"
+expect 0 "same.pt: 22 records, 20 storages" -- -v "$sample" "$tmp/same.pt"
+"$ptrepack" --json "$sample" "$tmp/same.pt" >"$tmp/j" &&
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["records"] == 22 and d["storages"] == 20 and not d["repickled"] and d["size"] > 0' "$tmp/j" &&
+	ok "--json summary" || bad "--json summary: $(cat "$tmp/j")"
+if [ -n "$shared" ] && [ -d "$shared/fixtures/torch-1.13" ]; then
+	for f in "$shared"/fixtures/torch-1.13/*.pt "$shared"/fixtures/torch-2.14/*.pt; do
+		case ${f##*/} in legacy*|script.pt) continue ;; esac
+		"$ptrepack" "$f" "$tmp/r.pt" 2>"$tmp/err" && cmp -s "$f" "$tmp/r.pt" &&
+			ok "${f#$shared/fixtures/} repacked byte-identical" ||
+			bad "${f#$shared/fixtures/}: not byte-identical: $(cat "$tmp/err")"
+	done
+fi
+
+# ---- --align N: every record's data on N, and the record says so
+for a in 4096 32768; do
+	expect 0 "" -- --align $a "$sample" "$tmp/a$a.pt"
+	"$ptdump" --records --json "$tmp/a$a.pt" >"$tmp/r.json"
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); a=int(sys.argv[2]); sys.exit(0 if all(r["data_offset"] % a == 0 for r in d["records"]) else 1)' "$tmp/r.json" $a &&
+		ok "--align $a: every record's data $a-aligned" ||
+		bad "--align $a: misaligned data"
+	clean "$tmp/a$a.pt" "--align $a"
+done
+if [ -n "$shared" ] && [ -f "$shared/fixtures/torch-2.14/state_dict.pt" ]; then
+	f=$shared/fixtures/torch-2.14/state_dict.pt
+	expect 0 "" -- --align 4096 "$f" "$tmp/sa.pt"
+	python3 -c 'import sys,zipfile; z=zipfile.ZipFile(sys.argv[1]); n=[x for x in z.namelist() if x.endswith("/.storage_alignment")][0]; sys.exit(0 if z.read(n) == b"4096" else 1)' "$tmp/sa.pt" &&
+		ok ".storage_alignment says 4096" ||
+		bad ".storage_alignment does not say 4096"
+	clean "$tmp/sa.pt" "2.14 --align 4096: torch's computed offsets too"
+	expect 0 "" -- "$tmp/sa.pt" "$tmp/sb.pt"
+	"$ptdump" --records --json "$tmp/sb.pt" | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if all(r["data_offset"] % 4096 == 0 for r in d["records"]) else 1)' &&
+		ok "a repack keeps the file's .storage_alignment" ||
+		bad "a repack lost the file's alignment"
+fi
+
+# ---- unused storage records
+python3 "$here/mkbad.py" "$sample" unused "$tmp/unused.pt"
+expect 0 "" -- "$tmp/unused.pt" "$tmp/u0.pt"
+"$ptverify" -q "$tmp/u0.pt" | grep -q "data/999" &&
+	ok "without options the unused record is kept" ||
+	bad "the unused record vanished without --drop-unused"
+expect 0 "1 unused storages left out, 0 cut, 40 B saved" -- -v --drop-unused "$tmp/unused.pt" "$tmp/u1.pt"
+clean "$tmp/u1.pt" "--drop-unused"
+python3 -c 'import sys,zipfile; a=zipfile.ZipFile(sys.argv[1]); b=zipfile.ZipFile(sys.argv[2]); n=[x for x in a.namelist() if x.endswith("data.pkl")][0]; sys.exit(0 if a.read(n) == b.read(n) else 1)' "$tmp/unused.pt" "$tmp/u1.pt" &&
+	ok "--drop-unused keeps data.pkl byte for byte" ||
+	bad "--drop-unused changed data.pkl"
+expect 0 "1 unused storages left out" -- -v --repickle "$tmp/unused.pt" "$tmp/u2.pt"
+clean "$tmp/u2.pt" "--repickle drops unused storages too"
+
+# ---- --repickle and --clone on every fixture: clean, never larger
+if [ -n "$shared" ] && [ -d "$shared/fixtures" ]; then
+	for f in "$shared"/fixtures/torch-1.13/*.pt "$shared"/fixtures/torch-2.14/*.pt \
+		 "$shared"/fixtures/real/z*.p* "$shared"/fixtures/real/*.bin; do
+		"$ptverify" -q "$f" >/dev/null 2>&1 || continue
+		# room for a local header, padding and descriptor per record
+		nrec=$("$ptdump" --records --no-crc "$f" 2>/dev/null | wc -l)
+		most=$(($(wc -c <"$f") + 4096 + 160 * nrec))
+		for o in --repickle --clone=100; do
+			n=${f#$shared/fixtures/}
+			if "$ptrepack" $o "$f" "$tmp/c.pt" 2>"$tmp/err"; then
+				clean "$tmp/c.pt" "$o $n"
+				[ "$(wc -c <"$tmp/c.pt")" -le $most ] &&
+					ok "$o $n: not larger" || bad "$o $n grew"
+			elif [ "$(wc -l <"$tmp/err")" = 1 ] &&
+			     grep -q "read-only\|not supported" "$tmp/err"; then
+				ok "$o $n: refused in one line (not writable)"
+			else
+				bad "ptrepack $o $n: $(cat "$tmp/err")"
+			fi
+		done
+	done
+fi
+
+# ---- legacy (torch < 1.6) files become zip archives
+if [ -n "$shared" ] && [ -d "$shared/fixtures/real" ]; then
+	for f in "$shared"/fixtures/torch-1.13/legacy.pt "$shared"/fixtures/real/legacy_*; do
+		n=${f##*/}
+		expect 0 "converted from the legacy format" -- -v "$f" "$tmp/$n.zip"
+		head -c 4 "$tmp/$n.zip" | od -An -c | grep -q "P   K 003 004" &&
+			ok "$n: now a zip archive" || bad "$n: not a zip"
+		"$ptverify" -q "$tmp/$n.zip" >"$tmp/v" 2>&1
+		# unsafe globals stay what they were; nothing else may appear
+		if ! grep -v "unsafe global" "$tmp/v" | grep -q .; then
+			ok "$n: converted file verifies"
+		else
+			bad "$n: $(head -n 2 "$tmp/v")"
+		fi
+		"$ptdump" --json "$f" >"$tmp/a.json" 2>/dev/null
+		"$ptdump" --json "$tmp/$n.zip" >"$tmp/b.json" 2>/dev/null
+		if python3 - "$tmp/a.json" "$tmp/b.json" <<'EOF'
+import json, sys
+def leaves(n, out):
+    if n["kind"] == "tensor":
+        out.append((n["path"], n["dtype"], n["shape"], n["stride"],
+                    n["requires_grad"], n["parameter"]))
+    elif n["kind"] in ("value", "object"):
+        out.append((n["path"], n["repr"]))
+    for c in n.get("children", []):
+        leaves(c, out)
+    return out
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert leaves(a["root"], []) == leaves(b["root"], [])
+assert b["format"] == "zip" and b["prefix"] == "archive"
+assert [s["key"] for s in b["storages"]] == [str(i) for i in range(len(b["storages"]))]
+EOF
+		then ok "$n: same tree, keys 0..N-1"
+		else bad "$n: the converted tree differs"; fi
+	done
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
