@@ -396,16 +396,19 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct ptfs *fs = fs_of(req);
 	struct stat st;
+	double tmo;
 	int rc;
 
 	(void)fi;
 	rdlock(fs);
 	rc = ptfs_stat(fs, ino, &st);
+	/* under the lock: an edit may grow (move) the node table */
+	tmo = attr_timeout(fs, ino);
 	unlock(fs);
 	if (rc)
 		reply_err(req, rc, NULL);
 	else
-		fuse_reply_attr(req, &st, attr_timeout(fs, ino));
+		fuse_reply_attr(req, &st, tmo);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -1056,6 +1059,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct ptfs_ino i;
 	struct stat st;
 	struct diag d;
+	double tmo;
 	int rc = 0;
 
 	(void)fi;
@@ -1092,10 +1096,11 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		ptfs_texts_drop(fs);
 	if (!rc)
 		rc = ptfs_stat(fs, ino, &st);
+	tmo = attr_timeout(fs, ino);
 	unlock(fs);
 	if (rc)
 		return reply_err(req, rc, &d);
-	fuse_reply_attr(req, &st, attr_timeout(fs, ino));
+	fuse_reply_attr(req, &st, tmo);
 }
 
 /* close() (@flush: may apply a replacement) or fsync(): make data durable */
