@@ -633,20 +633,21 @@ static void read_tensor(fuse_req_t req, struct ptfs *fs,
 			const struct ckpt_tensor *t, size_t size, off_t off)
 {
 	struct diag d;
+	uint64_t base;
 	long long n;
 	char *buf;
+	int fd;
 
 	diag_init(&d, fs->c->path);
 	size = clip(ckpt_tensor_size(t), off, size);
 	if (!size)
 		return (void)fuse_reply_buf(req, NULL, 0);
-	if (t->contiguous && t->storage && (t->storage->fd != fs->c->fd ||
-	    (t->storage->rec && t->storage->rec->method == PTZ_STORED))) {
-		n = ckpt_storage_locate(fs->c, t->storage, &d);
+	if (t->contiguous && t->storage) {
+		n = ckpt_storage_data(fs->c, t->storage, &fd, &base, &d);
 		if (n)
 			return reply_err(req, n, &d);
-		return reply_fd(req, t->storage->fd, t->storage->data_off +
-				t->offset * t->dtype->size + off, size);
+		return reply_fd(req, fd, base + t->offset * t->dtype->size +
+				off, size);
 	}
 	buf = malloc(size);
 	if (!buf)
@@ -711,18 +712,17 @@ static void read_storage(fuse_req_t req, struct ptfs *fs,
 			 struct ckpt_storage *s, size_t size, off_t off)
 {
 	struct diag d;
-	int rc;
+	uint64_t base;
+	int fd, rc;
 
 	diag_init(&d, fs->c->path);
 	size = clip(s->nbytes, off, size);
 	if (!size)
 		return (void)fuse_reply_buf(req, NULL, 0);
-	if (s->fd == fs->c->fd && s->rec && s->rec->method != PTZ_STORED)
-		return reply_err(req, ENOTSUP, NULL);
-	rc = ckpt_storage_locate(fs->c, s, &d);
+	rc = ckpt_storage_data(fs->c, s, &fd, &base, &d);
 	if (rc)
 		return reply_err(req, rc, &d);
-	reply_fd(req, s->fd, s->data_off + off, size);
+	reply_fd(req, fd, base + off, size);
 }
 
 /*

@@ -789,3 +789,95 @@ Test(ckpt_legacy, reads_the_legacy_stream)
 	ckpt_close(c);
 	assert_no_leaks();
 }
+
+/* ---- deflated storage records (ckpt_inflate.c) ---- */
+
+/* [t, t.view(n/4, 4).t()] over one FloatStorage "0" of @n floats. */
+static void pk_two_views(struct buf *b, int32_t n)
+{
+	int32_t size[1] = { n }, stride[1] = { 1 };
+	int32_t tsize[2] = { 4, n / 4 }, tstride[2] = { 1, 4 };
+
+	op(b, 0x80);
+	op(b, 2);
+	op(b, ']');
+	op(b, '(');
+	pk_tensor(b, "FloatStorage", "0", n, 0, size, stride, 1);
+	pk_tensor(b, "FloatStorage", "0", n, 0, tsize, tstride, 2);
+	op(b, 'e');
+	op(b, '.');
+}
+
+Test(ckpt_inflate, reads_views_of_a_deflated_storage)
+{
+	int32_t n = 400000;	/* 1.6 MB: more than one inflate chunk */
+	float *v = malloc(n * sizeof(*v)), *got = malloc(n * sizeof(*v));
+	struct zent e = { "m/data/0", v, n * sizeof(*v), true };
+	struct buf b = { 0 };
+	struct ckpt *c;
+	struct diag d;
+	uint64_t off, off2;
+	uint32_t crc;
+	int fd, fd2;
+
+	for (int32_t i = 0; i < n; i++)
+		v[i] = (float)(i % 1000) / 8;
+	pk_two_views(&b, n);
+	c = open_ok(write_ckpt(&b, "3\n", &e, 1));
+	cr_assert_eq(c->storages[0]->rec->method, PTZ_DEFLATED);
+	cr_assert_not(ckpt_storage_crc(c->storages[0], &crc));
+	diag_init(&d, "deflated");
+	cr_assert_eq(ckpt_tensor_read(c, c->tensors[0], got, n * 4, 0, &d),
+		     (long long)n * 4);
+	cr_assert(!memcmp(got, v, n * sizeof(*v)));
+	/* the transposed view: element (i, j) is v[i + 4 j] */
+	cr_assert_eq(ckpt_tensor_read(c, c->tensors[1], got, n * 4, 0, &d),
+		     (long long)n * 4);
+	for (int32_t i = 0; i < 4; i++)
+		for (int32_t j = 0; j < n / 4; j++)
+			cr_assert_eq(got[i * (n / 4) + j], v[i + 4 * j]);
+	cr_assert_eq(ckpt_storage_data(c, c->storages[0], &fd, &off, &d), 0);
+	cr_assert_eq(ckpt_storage_data(c, c->storages[0], &fd2, &off2, &d), 0);
+	cr_assert(fd != c->fd && fd == fd2 && off == 0 && off2 == 0);
+	cr_assert(ckpt_storage_crc(c->storages[0], &crc));
+	cr_assert_eq(crc, c->storages[0]->rec->crc32);
+	ckpt_close(c);
+	unlink(tmp_path);
+	free(b.p);
+	free(v);
+	free(got);
+	assert_no_leaks();
+}
+
+Test(ckpt_inflate, names_a_corrupt_deflated_storage_when_read)
+{
+	float v[64] = { 1, 2, 3 };
+	struct zent e = { "m/data/0", v, sizeof(v), true };
+	struct buf b = { 0 };
+	struct ckpt *c;
+	struct diag d;
+	char line[512];
+	float got[64];
+
+	pk_two_views(&b, 64);
+	c = open_ok(write_ckpt(&b, "3\n", &e, 1));
+	/* a wrong CRC only shows once the record is inflated */
+	c->storages[0]->rec->crc32 ^= 1;
+	diag_init(&d, "deflated");
+	cr_assert_eq(ckpt_tensor_read(c, c->tensors[0], got, sizeof(got), 0,
+				      &d), -EILSEQ);
+	diag_line(&d, line, sizeof(line));
+	cr_assert(strstr(line, "record 'm/data/0': CRC-32 of the inflated "
+			 "data"), "%s", line);
+	/* nothing was kept: the next read tries again */
+	cr_assert_not(c->storages[0]->zdone);
+	c->storages[0]->rec->crc32 ^= 1;
+	diag_init(&d, "deflated");
+	cr_assert_eq(ckpt_tensor_read(c, c->tensors[0], got, sizeof(got), 0,
+				      &d), (long long)sizeof(got));
+	cr_assert(!memcmp(got, v, sizeof(v)));
+	ckpt_close(c);
+	unlink(tmp_path);
+	free(b.p);
+	assert_no_leaks();
+}

@@ -1086,3 +1086,105 @@ Test(ptz_fixtures, opens_every_zip_fixture)
 		    k.files);
 	assert_no_leaks();
 }
+
+/* ---- streaming inflate into a file (ptz_inflate.c) ---- */
+
+/* Inflate entry @i of @b into a temporary file: rc, with @h's line. */
+static int inflate_into(const struct buf *b, size_t i, struct h *h, int *out,
+			uint32_t *crc)
+{
+	int rc;
+
+	cr_assert_eq(h_open(h, b->p, b->len), 0, "%s", h->line);
+	*out = tmp_fd();
+	rc = ptz_entry_inflate(&h->z, &h->z.entries[i], *out, crc, &h->d);
+	diag_line(&h->d, h->line, sizeof(h->line));
+	return rc;
+}
+
+Test(ptz_inflate, streams_a_large_record_into_a_file)
+{
+	/* 5 MiB: noise (several input chunks) then zeros (output chunks
+	   that take almost no input) */
+	size_t n = 5u << 20;
+	unsigned char *data = malloc(n), *back = malloc(n + 1);
+	struct zent e = { "archive/data/0", data, n, true };
+	struct zopt o = { .torch = true };
+	uint32_t crc = 0, x = 1;
+	struct zinfo in;
+	struct buf b;
+	struct h h;
+	int fd;
+
+	for (size_t i = 0; i < n; i++) {
+		x = x * 1103515245u + 12345u;
+		data[i] = i < 3u << 20 ? (unsigned char)(x >> 16) : 0;
+	}
+	zb_build(&b, &e, 1, &o, &in);
+	cr_assert_eq(inflate_into(&b, 0, &h, &fd, &crc), 0, "%s", h.line);
+	cr_expect_eq(crc, libdeflate_crc32(0, data, n));
+	cr_assert_eq(pread(fd, back, n + 1, 0), (ssize_t)n);
+	cr_expect(!memcmp(back, data, n));
+	close(fd);
+	h_close(&h);
+	free(b.p);
+	free(data);
+	free(back);
+	assert_no_leaks();
+}
+
+Test(ptz_inflate, rejects_lying_sizes_crcs_and_streams)
+{
+	char what[80];
+	struct buf b;
+	struct zinfo in;
+	struct h h;
+	uint32_t crc;
+	int fd;
+
+	std_plain(&b, &in);
+	/* a stored record is not for this function */
+	cr_expect_eq(inflate_into(&b, 1, &h, &fd, &crc), -ENOTSUP, "%s",
+		     h.line);
+	close(fd);
+	h_close(&h);
+	put_le32(b.p + in.cd[2] + 24, sizeof(py) + 9);
+	cr_expect_eq(inflate_into(&b, 2, &h, &fd, &crc), -EILSEQ);
+	snprintf(what, sizeof(what), "inflates to %zu bytes, not its size %zu",
+		 sizeof(py) - 1, sizeof(py) + 9);
+	cr_expect(strstr(h.line, what), "%s", h.line);
+	close(fd);
+	h_close(&h);
+	put_le32(b.p + in.cd[2] + 24, sizeof(py) - 11);
+	cr_expect_eq(inflate_into(&b, 2, &h, &fd, &crc), -EILSEQ);
+	snprintf(what, sizeof(what), "inflates to more than its size %zu",
+		 sizeof(py) - 11);
+	cr_expect(strstr(h.line, what), "%s", h.line);
+	close(fd);
+	h_close(&h);
+	put_le32(b.p + in.cd[2] + 24, sizeof(py) - 1);
+	put_le32(b.p + in.cd[2] + 16, 0x12345678);
+	cr_expect_eq(inflate_into(&b, 2, &h, &fd, &crc), -EILSEQ);
+	cr_expect(strstr(h.line, "the central directory says 0x12345678"),
+		  "%s", h.line);
+	cr_expect_eq(h.d.off, in.data[2]);
+	close(fd);
+	h_close(&h);
+	free(b.p);
+	std_plain(&b, &in);
+	/* the stream stops before its end: csize cut to 4 bytes */
+	put_le32(b.p + in.cd[2] + 20, 4);
+	cr_expect_eq(inflate_into(&b, 2, &h, &fd, &crc), -EILSEQ);
+	cr_expect(strstr(h.line, "deflate stream cut short"), "%s", h.line);
+	close(fd);
+	h_close(&h);
+	free(b.p);
+	std_plain(&b, &in);
+	memset(b.p + in.data[2], 0xff, in.csize[2]);
+	cr_expect_eq(inflate_into(&b, 2, &h, &fd, &crc), -EILSEQ);
+	cr_expect(strstr(h.line, "not a valid deflate stream"), "%s", h.line);
+	close(fd);
+	h_close(&h);
+	free(b.p);
+	assert_no_leaks();
+}

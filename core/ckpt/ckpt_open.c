@@ -252,6 +252,7 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
 		return diag_nomem(d);
 	c->path = path;
 	pthread_mutex_init(&c->locate_lock, NULL);
+	pthread_mutex_init(&c->inflate_lock, NULL);
 	c->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (c->fd < 0) {
 		rc = diag_errno(d, -errno, "%s", strerror(errno));
@@ -306,6 +307,8 @@ void ckpt_close(struct ckpt *c)
 	for (uint32_t i = 0; i < c->ntensors; i++)
 		free(c->tensors[i]->inline_data);
 	free(c->tensors);
+	for (uint32_t i = 0; i < c->nstorages; i++)
+		ckpt_storage_uninflate(c->storages[i]);
 	free(c->storages);
 	arena_release(&c->arena);
 	free(c->globals);
@@ -323,5 +326,6 @@ void ckpt_close(struct ckpt *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	pthread_mutex_destroy(&c->locate_lock);
+	pthread_mutex_destroy(&c->inflate_lock);
 	free(c);
 }

@@ -6,6 +6,7 @@
  * are walked like an odometer.  When the runs for one request lie within
  * GATHER_SPAN bytes of storage, that span is read once and gathered in
  * memory; otherwise each run (coalesced with its neighbours) is one pread.
+ * A deflated storage is read from its inflated copy (ckpt_inflate.c).
  */
 #include "ckpt_int.h"
 #include "util/io.h"
@@ -104,20 +105,21 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off,
 	return 0;
 }
 
-/* Gather elements [e0, e0 + n) of @t into @out (n * itemsize bytes). */
-static int gather(const struct ckpt_tensor *t, uint64_t e0,
-		  uint64_t n, unsigned char *out, struct diag *d)
+/*
+ * Gather elements [e0, e0 + n) of @t into @out (n * itemsize bytes), its
+ * storage's byte 0 being at @base of @fd.
+ */
+static int gather(const struct ckpt_tensor *t, int fd, uint64_t base,
+		  uint64_t e0, uint64_t n, unsigned char *out, struct diag *d)
 {
 	uint64_t isz = t->dtype->size, lo, hi, at, cnt, left;
-	uint64_t base = t->storage->data_off;
 	struct runs r;
 	unsigned char *span;
 	int rc = 0;
 
 	span_of(t, e0, n, &lo, &hi);
 	if ((hi - lo) * isz <= GATHER_SPAN && (span = malloc((hi - lo) * isz))) {
-		rc = pread_all(t->storage->fd, span, (hi - lo) * isz,
-			       base + lo * isz, d);
+		rc = pread_all(fd, span, (hi - lo) * isz, base + lo * isz, d);
 		runs_start(&r, t, e0);
 		for (left = n; left && !rc; left -= cnt, out += cnt * isz) {
 			runs_next(&r, left, &at, &cnt);
@@ -145,8 +147,7 @@ static int gather(const struct ckpt_tensor *t, uint64_t e0,
 			total += cnt;
 			left -= cnt;
 		}
-		rc = pread_all(t->storage->fd, out, total * isz,
-			       base + start * isz, d);
+		rc = pread_all(fd, out, total * isz, base + start * isz, d);
 		out += total * isz;
 	}
 	return rc;
@@ -157,8 +158,9 @@ long long ckpt_tensor_read(struct ckpt *c, const struct ckpt_tensor *t,
 			   struct diag *d)
 {
 	uint64_t isz = t->dtype->size, size = ckpt_tensor_size(t), e0, e1;
+	uint64_t base;
 	unsigned char *tmp;
-	int rc;
+	int fd, rc;
 
 	if (pos >= size)
 		return 0;
@@ -168,29 +170,23 @@ long long ckpt_tensor_read(struct ckpt *c, const struct ckpt_tensor *t,
 		memcpy(buf, t->inline_data + pos, len);
 		return len;
 	}
-	if (t->storage->rec && t->storage->rec->method != PTZ_STORED &&
-	    t->storage->fd == c->fd)
-		return diag_unsupported(d, t->storage->rec->header_off,
-					"compressed storage record %s: not "
-					"supported yet", t->storage->rec->name);
-	rc = ckpt_storage_locate(c, t->storage, d);
+	rc = ckpt_storage_data(c, t->storage, &fd, &base, d);
 	if (rc)
 		return rc;
 	if (t->contiguous) {
-		rc = pread_all(t->storage->fd, buf, len, t->storage->data_off +
-			       t->offset * isz + pos, d);
+		rc = pread_all(fd, buf, len, base + t->offset * isz + pos, d);
 		return rc ? rc : (long long)len;
 	}
 	e0 = pos / isz;
 	e1 = (pos + len + isz - 1) / isz;
 	if (pos % isz == 0 && len % isz == 0) {
-		rc = gather(t, e0, e1 - e0, buf, d);
+		rc = gather(t, fd, base, e0, e1 - e0, buf, d);
 		return rc ? rc : (long long)len;
 	}
 	tmp = malloc((e1 - e0) * isz);	/* an unaligned read: dd bs=3 */
 	if (!tmp)
 		return diag_nomem(d);
-	rc = gather(t, e0, e1 - e0, tmp, d);
+	rc = gather(t, fd, base, e0, e1 - e0, tmp, d);
 	if (!rc)
 		memcpy(buf, tmp + pos % isz, len);
 	free(tmp);
@@ -276,7 +272,8 @@ long long ckpt_tensor_write(struct ckpt *c, const struct ckpt_tensor *t,
 	tmp = malloc((e1 - e0) * isz);
 	if (!tmp)
 		return diag_nomem(d);
-	rc = gather(t, e0, e1 - e0, tmp, d);
+	rc = gather(t, t->storage->fd, t->storage->data_off, e0, e1 - e0, tmp,
+		    d);
 	if (!rc) {
 		memcpy(tmp + pos % isz, buf, len);
 		rc = scatter(t, e0, e1 - e0, tmp, d);

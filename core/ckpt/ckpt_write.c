@@ -22,7 +22,9 @@
  *
  * Unchanged storages are copied from the checkpoint (copy_file_range) with
  * the CRC of its central directory; edited ones from their overlay file
- * with a CRC computed while copying.
+ * with a CRC computed while copying.  Every record is written stored: a
+ * deflated storage from its inflated copy (ckpt_inflate.c), a deflated
+ * small record from memory.
  */
 #include "ckpt_int.h"
 
@@ -39,7 +41,8 @@
 #include "util/io.h"
 #include "zip/ptz_write.h"
 
-#define SMALL_MAX	(UINT64_C(1) << 30)	/* deflated records we inflate */
+#define SMALL_MAX	(UINT64_C(1) << 30)	/* deflated other records we
+						   inflate in memory */
 
 /* One archive being written, and what is reported about it. */
 struct out {
@@ -58,12 +61,11 @@ struct out {
  * all of them or the part a --clone cut keeps.
  */
 static int storage_source(struct out *w, struct ckpt_storage *s,
-			  struct ptz_source *src, unsigned char **tmp)
+			  struct ptz_source *src)
 {
 	struct ckpt *c = w->c;
 	bool cut = w->r && w->r->trim && w->r->trim[s->index];
-	uint64_t from = cut ? w->r->cut[s->index] : 0;
-	size_t len;
+	uint64_t from = cut ? w->r->cut[s->index] : 0, off = 0;
 	int rc;
 
 	memset(src, 0, sizeof(*src));
@@ -73,17 +75,10 @@ static int storage_source(struct out *w, struct ckpt_storage *s,
 		src->off = from;
 		return 0;
 	}
-	if (s->rec && s->rec->method != PTZ_STORED) {
-		rc = ptz_entry_read(&c->zip, s->rec, SMALL_MAX, tmp, &len,
-				    w->d);
-		src->buf = *tmp ? *tmp + from : NULL;
-		return rc;
-	}
-	rc = ckpt_storage_locate(c, s, w->d);
-	src->fd = c->fd;
-	src->off = s->data_off + from;
-	src->has_crc = s->rec && !cut;
-	src->crc32 = src->has_crc ? s->rec->crc32 : 0;
+	/* a deflated record is written stored, from its inflated copy */
+	rc = ckpt_storage_data(c, s, &src->fd, &off, w->d);
+	src->off = off + from;
+	src->has_crc = !rc && !cut && ckpt_storage_crc(s, &src->crc32);
 	return rc;
 }
 
@@ -164,14 +159,12 @@ static int add_storage(struct out *w, const char *name,
 		       struct ckpt_storage *s)
 {
 	struct ptz_source src;
-	unsigned char *tmp = NULL;
-	int rc = storage_source(w, s, &src, &tmp);
+	int rc = storage_source(w, s, &src);
 
 	if (!rc)
 		rc = put(w, name, &src);
 	if (!rc)
 		w->st.storages++;
-	free(tmp);
 	return rc;
 }
 

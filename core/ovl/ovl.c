@@ -157,6 +157,7 @@ static int ovl_data_install(struct ovl *v, struct ckpt_storage *s, int fd,
 	s->fd = fd;
 	s->data_off = 0;
 	s->modified = true;
+	ckpt_storage_uninflate(s);	/* the overlay has the bytes now */
 	return 0;
 }
 
@@ -164,34 +165,21 @@ static int ovl_data_install(struct ovl *v, struct ckpt_storage *s, int fd,
 static int data_copy(struct ovl *v, struct ckpt_storage *s, int *out,
 		     struct diag *d)
 {
-	struct ckpt *c = v->c;
-	unsigned char *buf = NULL;
-	size_t len;
-	int fd, rc;
+	uint64_t off;
+	int src, fd, rc;
 
 	rc = ovl_ensure_dir(v, d);
 	if (rc)
 		return rc;
-	if (s->fd == c->fd && (!s->rec || s->rec->method == PTZ_STORED)) {
-		rc = ckpt_storage_locate(c, s, d);
-		if (rc)
-			return rc;
-	}
+	/* a deflated storage is copied from its inflated copy */
+	rc = ckpt_storage_data(v->c, s, &src, &off, d);
+	if (rc)
+		return rc;
 	fd = ovl_data_open(v, s->index, ".tmp", O_RDWR | O_CREAT | O_TRUNC);
 	if (fd < 0)
 		return ovl_sys_err(v, d, -errno, "cannot stage storage");
-	if (s->fd == c->fd && s->rec && s->rec->method != PTZ_STORED) {
-		rc = ptz_entry_read(&c->zip, s->rec, UINT64_MAX, &buf, &len, d);
-		if (!rc && len != s->nbytes)
-			rc = diag_corrupt(d, s->rec->header_off, "record %s "
-					  "inflates to %zu bytes",
-					  s->rec->name, len);
-		if (!rc && (rc = io_pwrite_full(fd, buf, len, 0)))
-			rc = ovl_sys_err(v, d, rc, "cannot stage storage");
-		free(buf);
-	} else if ((rc = ovl_copy_range(s->fd, s->data_off, fd, s->nbytes))) {
+	if ((rc = ovl_copy_range(src, off, fd, s->nbytes)))
 		rc = ovl_sys_err(v, d, rc, "cannot stage storage");
-	}
 	if (rc) {
 		close(fd);
 		return rc;

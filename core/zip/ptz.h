@@ -102,4 +102,13 @@ int ptz_entry_read(const struct ptz_reader *z, struct ptz_entry *e,
 		   uint64_t max, unsigned char **out, size_t *len,
 		   struct diag *d);
 
+/*
+ * Inflate deflated record @e into @fd from offset 0, streaming (ptz_inflate.c:
+ * a few MiB of memory whatever its size), and check that it gives exactly
+ * e->usize bytes with the central directory's CRC-32, which *@crc32 gets.
+ * Returns 0 or -errno with @d set (then @fd holds part of the data).
+ */
+int ptz_entry_inflate(const struct ptz_reader *z, struct ptz_entry *e,
+		      int fd, uint32_t *crc32, struct diag *d);
+
 #endif

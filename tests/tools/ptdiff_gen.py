@@ -23,6 +23,7 @@ import collections
 import json
 import math
 import os
+import struct
 import sys
 import warnings
 import zipfile
@@ -65,7 +66,9 @@ def to_big(src, dst, units):
 
 
 def deflate(src, dst):
-    """Copy @src with its data records deflated (ptdiff cannot read them)."""
+    """Copy @src with its data records deflated, their deflate streams
+    then overwritten with 0xff (an invalid block type): ptdiff lists the
+    file but cannot read those storages."""
     zin = zipfile.ZipFile(src)
     with zipfile.ZipFile(dst, "w") as zout:
         for i in zin.infolist():
@@ -73,6 +76,14 @@ def deflate(src, dst):
             comp = (zipfile.ZIP_DEFLATED if len(parts) == 3 and
                     parts[1] == "data" else zipfile.ZIP_STORED)
             zout.writestr(i.filename, zin.read(i), compress_type=comp)
+    with zipfile.ZipFile(dst) as z, open(dst, "r+b") as f:
+        for i in z.infolist():
+            if i.compress_type != zipfile.ZIP_DEFLATED:
+                continue
+            f.seek(i.header_offset + 26)
+            n, m = struct.unpack("<HH", f.read(4))
+            f.seek(i.header_offset + 30 + n + m)
+            f.write(b"\xff" * i.compress_size)
 
 
 def perturb(t, changes):
@@ -321,7 +332,8 @@ def gen(d):
             facts[name] = fact
             m.write("%s\t%s\t%s\t%s\n" % (name, name + "_a.pt",
                                           name + "_b.pt", " ".join(opts)))
-    # a checkpoint whose data records are deflated: read errors mid-run
+    # a checkpoint whose deflated data records are broken: read errors
+    # mid-run
     deflate(os.path.join(d, "perturbed_b.pt"), os.path.join(d, "deflated.pt"))
     with open(os.path.join(d, "facts.json"), "w") as f:
         json.dump(facts, f)
