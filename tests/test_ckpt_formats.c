@@ -966,3 +966,175 @@ Test(ckpt_formats, flipped_bytes_never_crash)
 	free(cst.p);
 	assert_no_leaks();
 }
+
+/* ---- torch 1.0's model.json ---- */
+
+static const char model_json[] =
+	"{\"protoVersion\":\"3\",\"mainModule\":{\"name\":\"foo\","
+	"\"torchscriptArena\":{\"key\":\"code/foo.py\"},"
+	"\"parameters\":[{\"isBuffer\":false,\"tensorId\":\"0\","
+	"\"name\":\"weight\"},{\"isBuffer\":true,\"tensorId\":\"1\","
+	"\"name\":\"b\\u00fcf\"}],"
+	"\"attributes\":[{\"type\":\"Tensor\",\"name\":\"value\",\"id\":\"0\"},"
+	"{\"type\":\"int\",\"name\":\"n\",\"id\":\"1\"}],"
+	"\"submodules\":[{\"name\":\"sub\",\"parameters\":[{\"tensorId\":\"2\","
+	"\"name\":\"w\"}]}]},"
+	"\"tensors\":[{\"dims\":[\"2\",\"2\"],\"offset\":\"0\",\"strides\":"
+	"[\"2\",\"1\"],\"requiresGrad\":true,\"dataType\":\"FLOAT\",\"data\":"
+	"{\"key\":\"tensors/0\"},\"device\":\"cpu\"},"
+	"{\"dims\":[\"2\"],\"offset\":\"2\",\"strides\":[\"1\"],\"dataType\":"
+	"\"FLOAT\",\"data\":{\"key\":\"tensors/0\"}},"
+	"{\"dims\":[],\"strides\":[],\"dataType\":\"INT64\",\"data\":{\"key\":"
+	"\"tensors/1\"}}]}";
+
+/* attributes.pkl: (build_tensor_from_id(1), 5) */
+static void mj_attrs(struct buf *b)
+{
+	pk_start(b);
+	op(b, '(');
+	pk_global(b, "torch.jit._pickle", "build_tensor_from_id");
+	op(b, '(');
+	pk_int(b, 1);
+	op(b, 't');
+	op(b, 'R');
+	pk_int(b, 5);
+	op(b, 't');
+	op(b, '.');
+}
+
+static const char *write_mj(const char *json, const struct buf *attrs)
+{
+	struct zent ents[6] = {
+		{ "foo/version", "1\n", 2, false },
+		{ "foo/code/foo.py", "def forward(self):\n", 19, false },
+		{ "foo/attributes.pkl", attrs->p, attrs->len, false },
+		{ "foo/tensors/0", weight, sizeof(weight), false },
+		{ "foo/tensors/1", steps, sizeof(steps), false },
+		{ "foo/model.json", json, strlen(json), true },
+	};
+	struct zopt o = { .torch = true };
+	struct zinfo info;
+	struct buf out;
+	const char *path;
+
+	zb_build(&out, ents, 6, &o, &info);
+	path = write_tmp(out.p, out.len);
+	free(out.p);
+	return path;
+}
+
+Test(ckpt_script, reads_torch_1_0_model_json)
+{
+	struct buf attrs = { 0 };
+	const struct ckpt_tensor *w, *v;
+	struct ckpt *c;
+	char *bad;
+
+	mj_attrs(&attrs);
+	c = open_ok(write_mj(model_json, &attrs));
+	cr_assert_eq(c->format, CKPT_TORCHSCRIPT);
+	cr_assert_str_eq(c->root->type, "foo");
+	w = at(c, "weight")->tensor;
+	v = at(c, "value")->tensor;
+	cr_assert(w->parameter && w->requires_grad);
+	cr_assert_not(at(c, "b\xc3\xbc" "f")->tensor->parameter);
+	cr_assert_eq(at(c, "b\xc3\xbc" "f")->tensor->storage, w->storage);
+	cr_assert_eq(at(c, "b\xc3\xbc" "f")->tensor->offset, 2);
+	/* attribute 0 is build_tensor_from_id(1): the buffer's tensor */
+	cr_assert_eq(v, at(c, "b\xc3\xbc" "f")->tensor);
+	cr_assert_str_eq(v->storage->key, "tensors/0");
+	cr_assert_str_eq(at(c, "n")->text, "5");
+	cr_assert(at(c, "sub/w")->tensor->parameter);
+	cr_assert_eq(at(c, "sub/w")->tensor->dtype,
+		     ckpt_dtype_by_name("int64"));
+	cr_assert_str_eq(at(c, "sub/w")->tensor->storage->key, "tensors/1");
+	cr_assert_eq(c->nstorages, 2);
+	cr_assert_not_null(at(c, "code/foo.py"));
+	ckpt_close(c);
+
+	/* what model.json gets wrong, and the JSON itself */
+	bad = strdup(model_json);
+	memcpy(strstr(bad, "tensors/1"), "tensors/9", 9);
+	open_fails(write_mj(bad, &attrs), -EILSEQ, "'tensors/9', which is not");
+	free(bad);
+	bad = strdup(model_json);
+	memcpy(strstr(bad, "INT64"), "INT65", 5);
+	open_fails(write_mj(bad, &attrs), -ENOTSUP, "unknown dataType");
+	free(bad);
+	bad = strdup(model_json);
+	strstr(bad, "\"tensorId\":\"2\"")[12] = '7';
+	open_fails(write_mj(bad, &attrs), -EILSEQ, "names nothing");
+	free(bad);
+	bad = strdup(model_json);
+	memcpy(strstr(bad, "[\"2\",\"2\"]"), "[\"9\",\"2\"]", 9);
+	open_fails(write_mj(bad, &attrs), -EILSEQ, "reaches element");
+	free(bad);
+	open_fails(write_mj("{\"mainModule\":{\"name\":\"x\\q\"}}", &attrs),
+		   -EILSEQ, "model.json, byte 24: bad escape");
+	open_fails(write_mj("{\"tensors\":[1,2}", &attrs), -EILSEQ,
+		   "',' or ']' expected");
+	open_fails(write_mj("{} {}", &attrs), -EILSEQ, "text after");
+	open_fails(write_mj("{}", &attrs), -EILSEQ, "no mainModule");
+	{
+		char deep[300];
+
+		memset(deep, '[', sizeof(deep) - 1);
+		deep[sizeof(deep) - 1] = 0;
+		open_fails(write_mj(deep, &attrs), -EILSEQ, "nested too deeply");
+	}
+	unlink(tmp_path);
+	free(attrs.p);
+	assert_no_leaks();
+}
+
+Test(ckpt_script, every_truncation_of_model_json_fails_cleanly)
+{
+	struct buf attrs = { 0 };
+	size_t n = strlen(model_json);
+	char *cut = malloc(n + 1);
+
+	mj_attrs(&attrs);
+	for (size_t i = 0; i < n; i++) {
+		struct ckpt *c = NULL;
+		struct diag d;
+
+		memcpy(cut, model_json, i);
+		cut[i] = 0;
+		cr_assert_neq(try_open(write_mj(cut, &attrs), &c, &d), 0,
+			      "model.json cut at %zu opened", i);
+	}
+	unlink(tmp_path);
+	free(cut);
+	free(attrs.p);
+	assert_no_leaks();
+}
+
+Test(ckpt_script, an_attribute_called_code_keeps_its_name)
+{
+	struct buf data = { 0 }, cst = { 0 };
+	struct ckpt *c;
+	const struct ckpt_node *ours;
+
+	pk_start(&data);
+	pk_global(&data, "__torch__", "Net");
+	op(&data, ')');
+	op(&data, 0x81);
+	op(&data, '}');
+	pk_str(&data, "code");
+	pk_int(&data, 1);
+	op(&data, 's');
+	op(&data, 'b');
+	op(&data, '.');
+	ts_constants(&cst);
+	c = open_ok(write_ts(R_D0, &data, &cst));
+	cr_assert_eq(at(c, "code")->kind, CKPT_N_VALUE);
+	ours = at(c, "code%#1");
+	cr_assert_eq(ours->kind, CKPT_N_DIR);
+	cr_assert_not_null(ckpt_node_child(ours, "__torch__.py"));
+	cr_assert_not_null(at(c, "constants/c0"));
+	ckpt_close(c);
+	unlink(tmp_path);
+	free(data.p);
+	free(cst.p);
+	assert_no_leaks();
+}

@@ -73,6 +73,19 @@ int ckpt_legacy_open(struct ckpt *c, struct diag *d);
    its version and byteorder records read. */
 int ckpt_script_open(struct ckpt *c, struct diag *d);
 
+/* ckpt_script.c: parse pickle record @e into *@doc (offsets are file
+   offsets when it is stored).  0 or -errno with @d set. */
+int ckpt_script_pickle(struct ckpt *c, struct ptz_entry *e,
+		       struct pkl_doc **doc, struct diag *d);
+
+/* ckpt_script.c: @len bytes of @s as a file name (docs/names.md escapes),
+   in the arena; NULL on ENOMEM. */
+char *ckpt_synth_name(struct ckpt *c, const char *s, size_t len);
+
+/* ckpt_modeljson.c: torch 1.0's model.json record @e as c->root (c->b
+   made; attributes.pkl, if any, becomes c->doc2). */
+int ckpt_modeljson(struct ckpt *c, struct ptz_entry *e, struct diag *d);
+
 /* ckpt_tar.c: read a tar-era (torch < 0.4) checkpoint into c. */
 int ckpt_tar_open(struct ckpt *c, struct diag *d);
 

@@ -32,11 +32,7 @@ static struct ptz_entry *rec(struct ckpt *c, const char *rel)
 	return ptz_find_rel(&c->zip, rel);
 }
 
-/*
- * Parse pickle record @e into *@doc (offsets are file offsets when the
- * record is stored).  0 or -errno with @d set.
- */
-static int read_pickle(struct ckpt *c, struct ptz_entry *e,
+int ckpt_script_pickle(struct ckpt *c, struct ptz_entry *e,
 		       struct pkl_doc **doc, struct diag *d)
 {
 	unsigned char *buf;
@@ -72,8 +68,7 @@ static int by_path(const void *a, const void *b)
 		      ((const struct code_file *)b)->path);
 }
 
-/* @len bytes of @s as a file name (docs/names.md escapes), in the arena. */
-static char *comp_name(struct ckpt *c, const char *s, size_t len)
+char *ckpt_synth_name(struct ckpt *c, const char *s, size_t len)
 {
 	struct pkl_value v = { .kind = PKL_STR };
 	char *copy = strndup(s, len), *esc, *name;
@@ -167,7 +162,7 @@ static int code_dir(struct code *k, uint32_t lo, uint32_t hi, size_t skip,
 		if (rc)
 			break;
 		kid->step = CKPT_S_PART;
-		kid->name = comp_name(k->c, comp, len);
+		kid->name = ckpt_synth_name(k->c, comp, len);
 		if (!kid->name)
 			rc = diag_nomem(k->d);
 		kids[n++] = kid;
@@ -346,7 +341,7 @@ static int constants(struct ckpt *c, struct ptz_entry *e,
 		     struct ckpt_node **out, struct diag *d)
 {
 	struct ckpt_node *n;
-	int rc = read_pickle(c, e, &c->doc2, d);
+	int rc = ckpt_script_pickle(c, e, &c->doc2, d);
 
 	if (rc)
 		return rc;
@@ -405,6 +400,8 @@ static int storages(struct ckpt *c, struct diag *d)
 		const char *key = cst ? s->key + 10 : s->key;
 		struct ptz_entry *e;
 
+		if (s->rec)
+			continue;	/* model.json names its records */
 		e = find2(c, cst ? "constants/" : "data/", key);
 		if (!e && ends_with(key, ".storage"))
 			e = find2(c, cst ? "data/" : "constants/", key);
@@ -458,22 +455,32 @@ int ckpt_script_open(struct ckpt *c, struct diag *d)
 	static const unsigned char empty[] = "}.";	/* {} */
 	struct ptz_entry *data = rec(c, "data.pkl");
 	struct ptz_entry *cst = rec(c, "constants.pkl");
+	struct ptz_entry *mj = rec(c, "model.json");
 	struct ckpt_node *extra[2], *code;
 	uint32_t n = 0;
 	int rc;
 
 	c->pkl_rec = data;
-	if (data)
-		rc = read_pickle(c, data, &c->doc, d);
-	else if (rec(c, "model.json"))
-		rc = pkl_parse(empty, 2, 0, &c->doc, d);
-	else
+	if (!data && !mj)
 		return diag_corrupt(d, c->zip.cdir_off, "TorchScript archive "
 				    "without data.pkl or model.json");
-	if (rc)
-		return rc;
-	c->pkl_off = data ? data->data_off : 0;
-	rc = ckpt_build_model(c, d);
+	if (data) {
+		rc = ckpt_script_pickle(c, data, &c->doc, d);
+		c->pkl_off = data->data_off;
+		if (!rc)
+			rc = ckpt_build_model(c, d);
+	} else {
+		/* torch 1.0: the module is model.json's; data.pkl is {} */
+		rc = pkl_parse(empty, 2, 0, &c->doc, d);
+		if (!rc)
+			rc = ckpt_build_begin(c, d);
+		if (!rc)
+			rc = ckpt_modeljson(c, mj, d);
+		if (!rc)
+			c->root->name = arena_strndup(&c->arena, "", 0);
+		if (!rc && !c->root->name)
+			rc = diag_nomem(d);
+	}
 	if (!rc)
 		rc = code_tree(c, &code, d);
 	if (rc)
@@ -482,14 +489,15 @@ int ckpt_script_open(struct ckpt *c, struct diag *d)
 	code->step = CKPT_S_PART;
 	extra[n++] = code;
 	mark_parameters(c, code);
-	if (cst) {
+	/* a model.json archive's second document is its attributes.pkl */
+	if (cst && !c->doc2) {
 		rc = constants(c, cst, &extra[n], d);
 		if (rc)
 			return rc;
 		extra[n]->name = arena_strndup(&c->arena, "constants", 9);
 		extra[n++]->step = CKPT_S_PART;
 	}
-	if (!code->name || (cst && !extra[1]->name))
+	if (!code->name || (n > 1 && !extra[1]->name))
 		return diag_nomem(d);
 	rc = attach(c, extra, n, d);
 	if (!rc)
