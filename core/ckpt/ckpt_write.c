@@ -417,9 +417,10 @@ int ckpt_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	int rc;
 
 	if (!ckpt_format_writable(c->format))
-		return diag_unsupported(d, DIAG_NO_OFFSET, "cannot write a "
-					"%s checkpoint (read-only)",
-					ckpt_format_name(c->format));
+		return diag_unsupported(d, DIAG_NO_OFFSET, "%s are read-only: "
+					"nothing writes them back",
+					c->format == CKPT_TAR ? "tar-era "
+					"checkpoints" : "TorchScript archives");
 	if (!o)
 		o = &none;
 	w.o = o;
