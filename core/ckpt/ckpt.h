@@ -245,10 +245,12 @@ struct ckpt {
 };
 
 /*
- * Open the checkpoint at @path and build its model.  Names what it is given
- * when it is not a checkpoint (Git LFS pointer, HTML page, truncated zip,
- * TorchScript, tar-era file, empty file).  On success *@out is set; caller
- * owns it (ckpt_close()).  Returns 0 or -errno with @d set.
+ * Open the checkpoint at @path and build its model: a torch.save zip or
+ * legacy stream, a tar-era file or a TorchScript archive (the last two
+ * read-only, see ckpt_format_writable()).  Names what it is given when it
+ * is not a checkpoint (Git LFS pointer, HTML page, truncated zip, empty
+ * file).  On success *@out is set; caller owns it (ckpt_close()).
+ * Returns 0 or -errno with @d set.
  */
 int ckpt_open(const char *path, struct ckpt **out, struct diag *d);
 

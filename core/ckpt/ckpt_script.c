@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #define PKL_MAX_BYTES	(UINT64_C(1) << 32)	/* data.pkl, constants.pkl */
@@ -291,12 +292,21 @@ static const struct ckpt_node *class_file(const struct ckpt_node *code,
 /* Mark the tensors each TorchScript object's class lists as parameters. */
 static void mark_parameters(struct ckpt *c, const struct ckpt_node *code)
 {
+	/* each class's list, by its GLOBAL (one node per class: the C++
+	   pickler memoizes them): a model repeats few classes many times */
+	static const char none[] = "";
+	struct {
+		const struct pkl_value *g;
+		const char *p;
+		size_t len;
+	} cache[256] = { { NULL, NULL, 0 } };
+
 	for (uint32_t i = 0; i < c->nnodes; i++) {
 		struct ckpt_node *n = c->nodes[i];
 		const struct pkl_value *g;
 		const struct ckpt_node *src;
 		const char *p, *end;
-		size_t len;
+		size_t len, h;
 
 		if (n->kind != CKPT_N_DIR || !n->val ||
 		    n->val->kind != PKL_CALL)
@@ -305,10 +315,18 @@ static void mark_parameters(struct ckpt *c, const struct ckpt_node *code)
 		if (!g || g->kind != PKL_GLOBAL ||
 		    strncmp(g->u.global.module, "__torch__", 9))
 			continue;
-		src = class_file(code, g->u.global.module);
-		p = src ? params_of(src->text, src->textlen, g->u.global.name,
-				    &len) : NULL;
-		for (end = p ? p + len : NULL; p && p < end; p++) {
+		h = ((uintptr_t)g >> 4) % 256;
+		if (cache[h].g != g) {
+			src = class_file(code, g->u.global.module);
+			p = src ? params_of(src->text, src->textlen,
+					    g->u.global.name, &len) : NULL;
+			cache[h].g = g;
+			cache[h].p = p ? p : none;
+			cache[h].len = p ? len : 0;
+		}
+		p = cache[h].p;
+		len = cache[h].len;
+		for (end = p + len; p < end; p++) {
 			const char *q;
 			char name[256];
 			struct ckpt_node *kid;

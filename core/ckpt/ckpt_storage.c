@@ -3,7 +3,10 @@
  * for the legacy 6-tuple, 7): ('storage', <class>, key, location, numel
  * [, view]).  Each key is one storage, whatever number of tensors view it;
  * its dtype and numel must agree at every reference.  The table indexes
- * torch's keys "0".."N-1" densely and hashes anything else.
+ * torch's keys "0".."N-1" densely and hashes anything else.  A second
+ * pickle of one archive (TorchScript's constants.pkl) prefixes its keys
+ * (b->key_prefix); formats without persistent-id tuples (tar era, model.json)
+ * add their storages directly (ckpt_storage_add).
  */
 #include "ckpt_int.h"
 
