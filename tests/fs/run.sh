@@ -7,7 +7,7 @@
 # VERSION "1.13": Debian's torch (/usr/bin/python3); "2": torch 2.x in the
 # chroot built by SHARED_DIR/tools/torch2-root (the mounts are made under
 # its /tmp, so the chroot sees them).  Per file: `ptls --json` natively;
-# files ptls refuses (TorchScript, tar era, broken) must be refused by ptfs
+# files ptls refuses (broken, hostile) must be refused by ptfs
 # with the same one-line error and nothing mounted; the others are mounted
 # (ptfs -f, stderr captured for sanitizer reports) and check_mount.py, one
 # torch process for the whole run, checks the mount; then unmounted.
