@@ -77,6 +77,28 @@ static bool is_dir(const struct ckpt_node *n)
 	return n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ;
 }
 
+/*
+ * Does @v have a place of its own in the pickle?  The parser shares one
+ * node per document for None, True, False, () and the ints BININT1 makes
+ * (docs/design.md), so their offset is only where the first one was.
+ */
+static bool own_offset(const struct pkl_value *v)
+{
+	if (!v)
+		return false;
+	switch (v->kind) {
+	case PKL_NONE:
+	case PKL_BOOL:
+		return false;
+	case PKL_INT:
+		return v->u.i < 0 || v->u.i > 255;
+	case PKL_TUPLE:
+		return pkl_len(v) != 0;
+	default:
+		return true;
+	}
+}
+
 /* Where a value is in the pickle, as pickletools numbers it. */
 static uint64_t pkl_pos(const struct ckpt *c, uint64_t off)
 {
@@ -220,7 +242,7 @@ static void node_text(const struct ckpt *c, const struct ckpt_node *n,
 		sb_printf(&b, "%s ", n->type);
 		value_repr(&b, n);
 	}
-	if (n->val)
+	if (own_offset(n->val))
 		sb_printf(&b, "  @%" PRIu64, pkl_pos(c, n->val->off));
 	printf("%-*s  %s\n", width, path && path[0] ? path : ".",
 	       b.p ? b.p : "");
@@ -297,7 +319,7 @@ static void node_json(FILE *f, const struct ckpt *c, const struct ckpt_node *n,
 	fputs(",\"type\":", f);
 	json_cstr(f, n->type);
 	fputs(",\"pickle_offset\":", f);
-	if (n->val)
+	if (own_offset(n->val))
 		json_u64(f, pkl_pos(c, n->val->off));
 	else
 		fputs("null", f);

@@ -52,9 +52,9 @@ static void row_text(const struct ptz_entry *e, uint32_t i,
 	if (r->crc_done)
 		snprintf(crc, sizeof(crc), "%08" PRIx32 "%s", r->crc,
 			 r->crc_ok ? "" : "!");
-	printf("%4u  %10" PRIx64 "  ", i, e->header_off);
+	printf("%4u  0x%08" PRIx64 "  ", i, e->header_off);
 	if (r->located)
-		printf("%10" PRIx64, e->data_off);
+		printf("0x%08" PRIx64, e->data_off);
 	else
 		printf("%10s", "?");
 	printf("  %10" PRIu64 "  %10" PRIu64 "  %-7s  %08" PRIx32 "  %-9s",
@@ -179,7 +179,8 @@ static int legacy_records(const char *path, const struct dump_opts *o)
 		cli_error("%s: out of memory", path);
 		return CLI_ERROR;
 	}
-	memcpy(v, c->storages, c->nstorages * sizeof(*v));
+	if (c->nstorages)
+		memcpy(v, c->storages, c->nstorages * sizeof(*v));
 	/* insertion sort by data offset: legacy files have few storages */
 	for (uint32_t i = 1; i < c->nstorages; i++)
 		for (uint32_t j = i; j && v[j - 1]->data_off > v[j]->data_off;
@@ -215,7 +216,7 @@ static int legacy_records(const char *path, const struct dump_opts *o)
 			       s->data_off - 8, s->data_off, s->nbytes,
 			       s->data_off % 64, zrec_align(s->data_off));
 		} else {
-			printf("%4u  %10" PRIx64 "  %10" PRIx64 "  %10" PRIu64
+			printf("%4u  0x%08" PRIx64 "  0x%08" PRIx64 "  %10" PRIu64
 			       "  %3" PRIu64 "  %6" PRIu64 "  %s\n", i,
 			       s->data_off - 8, s->data_off, s->nbytes,
 			       s->data_off % 64, zrec_align(s->data_off) > 65536 ?

@@ -80,16 +80,22 @@ static void summary(const char *in, const char *out, const struct ckpt *c,
 		       st->size);
 		return;
 	}
-	printf("%s: %u records, %u storages%s, %s (was %s)", out,
-	       st->records, st->storages,
+	printf("%s: %u record%s, %u storage%s%s, %s (was %s)", out,
+	       st->records, st->records == 1 ? "" : "s", st->storages,
+	       st->storages == 1 ? "" : "s",
 	       c->format == CKPT_LEGACY ? ", converted from the legacy format"
 	       : st->repickled ? ", new data.pkl" : "",
 	       cli_size(st->size, a, sizeof(a)),
 	       cli_size(c->file_size, b, sizeof(b)));
+	if (st->dropped)
+		printf("; %u unused storage record%s left out", st->dropped,
+		       st->dropped == 1 ? "" : "s");
+	if (st->trimmed)
+		printf("; %u storage%s cut to what %s tensors use",
+		       st->trimmed, st->trimmed == 1 ? "" : "s",
+		       st->trimmed == 1 ? "its" : "their");
 	if (st->dropped || st->trimmed)
-		printf("; %u unused storages left out, %u cut, %s saved",
-		       st->dropped, st->trimmed,
-		       cli_size(st->saved, a, sizeof(a)));
+		printf(", %s saved", cli_size(st->saved, a, sizeof(a)));
 	putchar('\n');
 }
 

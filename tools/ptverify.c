@@ -324,7 +324,8 @@ static void check_layout(struct ver *v, uint64_t align)
 	s = malloc((c->nstorages + 1) * sizeof(*s));
 	if (!s)
 		return;
-	memcpy(s, c->storages, c->nstorages * sizeof(*s));
+	if (c->nstorages)
+		memcpy(s, c->storages, c->nstorages * sizeof(*s));
 	qsort(s, c->nstorages, sizeof(*s), by_pkl_off);
 	for (uint32_t i = 0; i < c->nstorages; i++) {
 		struct ptz_entry *e = s[i]->rec;

@@ -110,12 +110,12 @@ expect 0 "" -- "$tmp/unused.pt" "$tmp/u0.pt"
 "$ptverify" -q "$tmp/u0.pt" | grep -q "data/999" &&
 	ok "without options the unused record is kept" ||
 	bad "the unused record vanished without --drop-unused"
-expect 0 "1 unused storages left out, 0 cut, 40 B saved" -- -v --drop-unused "$tmp/unused.pt" "$tmp/u1.pt"
+expect 0 "; 1 unused storage record left out, 40 B saved" -- -v --drop-unused "$tmp/unused.pt" "$tmp/u1.pt"
 clean "$tmp/u1.pt" "--drop-unused"
 python3 -c 'import sys,zipfile; a=zipfile.ZipFile(sys.argv[1]); b=zipfile.ZipFile(sys.argv[2]); n=[x for x in a.namelist() if x.endswith("data.pkl")][0]; sys.exit(0 if a.read(n) == b.read(n) else 1)' "$tmp/unused.pt" "$tmp/u1.pt" &&
 	ok "--drop-unused keeps data.pkl byte for byte" ||
 	bad "--drop-unused changed data.pkl"
-expect 0 "1 unused storages left out" -- -v --repickle "$tmp/unused.pt" "$tmp/u2.pt"
+expect 0 "1 unused storage record left out" -- -v --repickle "$tmp/unused.pt" "$tmp/u2.pt"
 clean "$tmp/u2.pt" "--repickle drops unused storages too"
 
 # ---- --repickle and --clone on every fixture: clean, never larger
