@@ -181,7 +181,12 @@ static int data_copy(struct ovl *v, struct ckpt_storage *s, int *out,
 	if ((rc = ovl_copy_range(src, off, fd, s->nbytes)))
 		rc = ovl_sys_err(v, d, rc, "cannot stage storage");
 	if (rc) {
+		char tmp[32];
+
 		close(fd);
+		/* no half copy left in the overlay (an EIO did) */
+		snprintf(tmp, sizeof(tmp), "%u.tmp", s->index);
+		unlinkat(v->dfd, tmp, 0);
 		return rc;
 	}
 	*out = fd;
@@ -1334,7 +1339,14 @@ static int replay(struct ovl *v, struct diag *d)
 	rc = jr_load(v, &recs, &n, &buf, d);
 	if (rc)
 		return rc;
-	if (!n || recs[0].op != JR_HEAD || recs[0].nf != 4 ||
+	if (!n) {
+		/* a crash between creating it and its header reaching the
+		   disk: nothing was staged after it (ovl_ensure_dir) */
+		close(v->jfd);
+		v->jfd = -1;
+		goto out;
+	}
+	if (recs[0].op != JR_HEAD || recs[0].nf != 4 ||
 	    recs[0].len[0] != strlen(OVL_MAGIC) ||
 	    memcmp(recs[0].f[0], OVL_MAGIC, recs[0].len[0]) ||
 	    !jr_num(&recs[0], 1, &size) || !jr_num(&recs[0], 2, &sec) ||

@@ -81,6 +81,7 @@ int jr_create(struct ovl *v, struct diag *d)
 	char size[24], sec[24], nsec[24];
 	struct jrec h = { .op = JR_HEAD, .nf = 4,
 			  .f = { OVL_MAGIC, size, sec, nsec } };
+	int rc;
 
 	v->jfd = openat(v->dfd, OVL_JOURNAL, O_RDWR | O_CREAT | O_TRUNC |
 			O_CLOEXEC, 0600);
@@ -94,7 +95,18 @@ int jr_create(struct ovl *v, struct diag *d)
 	snprintf(nsec, sizeof(nsec), "%ld", (long)v->base.st_mtim.tv_nsec);
 	for (int i = 0; i < 4; i++)
 		h.len[i] = strlen(h.f[i]);
-	return jr_append(v, &h, d);
+	rc = jr_append(v, &h, d);
+	if (rc) {
+		/*
+		 * No journal without its header: the next edit creates it
+		 * again, instead of appending records that the next mount
+		 * would refuse as "not a ptfs journal" (an EIO here did).
+		 */
+		close(v->jfd);
+		v->jfd = -1;
+		(void)unlinkat(v->dfd, OVL_JOURNAL, 0);
+	}
+	return rc;
 }
 
 bool jr_num(const struct jrec *r, int i, uint64_t *out)

@@ -23,6 +23,8 @@ renames while they read.  Plain Python (no torch, no numpy).
                every tensor after dropping the page cache.
   check CKPT   after write-back: the archive's records hold exactly the
                final state (zipfile), under the final names
+  verify MOUNT every tensor through the mount equals the state after
+               ROUNDS rounds (page cache dropped first)
   torch CKPT   the same through torch.load (also weights_only=True when
                this torch has it): every tensor's bytes, dtype and shape
 
@@ -358,16 +360,35 @@ def torch_check(path, rounds):
         " (also weights_only=True)" if len(kw) > 1 else "")
 
 
+def verify(mnt, rounds):
+    for t, name in enumerate(ALL):
+        try:
+            fd = os.open(os.path.join(mnt, name), os.O_RDONLY)
+        except OSError as e:
+            return False, "%s: %s" % (name, e)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            got = os.pread(fd, TBYTES, 0)
+        finally:
+            os.close(fd)
+        if got != expected(t, rounds):
+            return False, "%s differs from the state after round %d" % (
+                name, rounds)
+    return True, "all %d tensors hold the state after round %d" % (
+        len(ALL), rounds)
+
+
 def main(argv):
     if len(argv) >= 3 and argv[1] == "gen":
         print("ok " + gen(argv[2]))
         return 0
-    if len(argv) >= 3 and argv[1] in ("run", "check", "torch"):
+    if len(argv) >= 3 and argv[1] in ("run", "check", "torch", "verify"):
         procs, threads, rounds = (int(x) for x in argv[3:6]) \
             if len(argv) >= 6 else (3, 3, 4)
         fn = {"run": lambda: run(argv[2], procs, threads, rounds),
               "check": lambda: check(argv[2], rounds),
-              "torch": lambda: torch_check(argv[2], rounds)}[argv[1]]
+              "torch": lambda: torch_check(argv[2], rounds),
+              "verify": lambda: verify(argv[2], rounds)}[argv[1]]
         ok, msg = fn()
         print(("ok " if ok else "FAIL ") + msg)
         return 0 if ok else 1

@@ -1,0 +1,249 @@
+/*
+ * faultinj.c - an LD_PRELOAD fault injector for the daemon (faults_io.sh):
+ * makes chosen write, fsync and copy calls fail with an errno, as a failing
+ * disk would, without device-mapper.  The rules live in the file named by
+ * $PTFS_FAULTS and are re-read whenever it changes (so a test can arm and
+ * disarm them while the daemon runs), one per line:
+ *
+ *	CALL SUBSTRING NTH ERRNO
+ *
+ *   CALL       write (write, pwrite, writev, pwritev), sync (fsync,
+ *              fdatasync) or copy (copy_file_range)
+ *   SUBSTRING  the call fails only on a descriptor whose path
+ *              (/proc/self/fd/N) contains it, e.g. ".ptfs-new." for the
+ *              write-back's temporary file
+ *   NTH        the NTH matching call after the rules were (re)loaded
+ *              fails, and every later one too: a disk that went bad stays
+ *              bad until the rule goes away
+ *   ERRNO      EIO, ENOSPC, EDQUOT or EROFS
+ *
+ * Each failure is logged to $PTFS_FAULTS.log ("write /path: EIO"), so a
+ * test can tell that the fault was hit.  Test code, not part of ptfs.
+ */
+#define _GNU_SOURCE 1
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define MAX_RULES 16
+
+enum call { C_WRITE, C_SYNC, C_COPY };
+
+struct rule {
+	int call;
+	char sub[256];
+	unsigned long nth, seen;
+	int err;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rule rules[MAX_RULES];
+static int nrules;
+static struct timespec loaded_mtime;
+static off_t loaded_size = -1;
+
+static int errno_of(const char *s)
+{
+	if (!strcmp(s, "EIO"))
+		return EIO;
+	if (!strcmp(s, "ENOSPC"))
+		return ENOSPC;
+	if (!strcmp(s, "EDQUOT"))
+		return EDQUOT;
+	if (!strcmp(s, "EROFS"))
+		return EROFS;
+	return 0;
+}
+
+/* Re-read the rules when the file changed; called with the lock held. */
+static void reload(void)
+{
+	const char *path = getenv("PTFS_FAULTS");
+	char line[512], call[16], sub[256], err[16];
+	struct stat st;
+	FILE *f;
+
+	if (!path || stat(path, &st)) {
+		nrules = 0;
+		loaded_size = -1;
+		return;
+	}
+	if (st.st_size == loaded_size &&
+	    st.st_mtim.tv_sec == loaded_mtime.tv_sec &&
+	    st.st_mtim.tv_nsec == loaded_mtime.tv_nsec)
+		return;
+	loaded_size = st.st_size;
+	loaded_mtime = st.st_mtim;
+	nrules = 0;
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (nrules < MAX_RULES && fgets(line, sizeof(line), f)) {
+		struct rule *r = &rules[nrules];
+		unsigned long nth;
+
+		if (sscanf(line, "%15s %255s %lu %15s", call, sub, &nth,
+			   err) != 4 || !errno_of(err) || !nth)
+			continue;
+		r->call = !strcmp(call, "write") ? C_WRITE :
+			  !strcmp(call, "sync") ? C_SYNC :
+			  !strcmp(call, "copy") ? C_COPY : -1;
+		if (r->call < 0)
+			continue;
+		memcpy(r->sub, sub, sizeof(r->sub));
+		r->nth = nth;
+		r->seen = 0;
+		r->err = errno_of(err);
+		nrules++;
+	}
+	fclose(f);
+}
+
+static void note(const char *what, const char *path, int err)
+{
+	const char *p = getenv("PTFS_FAULTS");
+	char log[4096];
+	FILE *f;
+
+	if (!p || (size_t)snprintf(log, sizeof(log), "%s.log", p) >= sizeof(log))
+		return;
+	f = fopen(log, "ae");
+	if (!f)
+		return;
+	fprintf(f, "%s %s: %s\n", what, path, strerrorname_np(err));
+	fclose(f);
+}
+
+/* 0, or the errno this call on @fd must fail with. */
+static int fault(int call, const char *what, int fd)
+{
+	char link[64], path[4096];
+	ssize_t n;
+	int err = 0, saved = errno;
+
+	pthread_mutex_lock(&lock);
+	reload();
+	if (!nrules)
+		goto out;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0)
+		goto out;
+	path[n] = '\0';
+	for (int i = 0; i < nrules && !err; i++) {
+		struct rule *r = &rules[i];
+
+		if (r->call == call && strstr(path, r->sub) &&
+		    ++r->seen >= r->nth)
+			err = r->err;
+	}
+	if (err)
+		note(what, path, err);
+out:
+	pthread_mutex_unlock(&lock);
+	errno = saved;
+	return err;
+}
+
+#define REAL(ret, name, ...)						\
+	static ret (*real)(__VA_ARGS__);				\
+	if (!real)							\
+		real = (ret (*)(__VA_ARGS__))dlsym(RTLD_NEXT, name)
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+	REAL(ssize_t, "write", int, const void *, size_t);
+	int err = fault(C_WRITE, "write", fd);
+
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return real(fd, buf, n);
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	REAL(ssize_t, "pwrite", int, const void *, size_t, off_t);
+	int err = fault(C_WRITE, "pwrite", fd);
+
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return real(fd, buf, n, off);
+}
+
+ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
+{
+	return pwrite(fd, buf, n, off);
+}
+
+ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	REAL(ssize_t, "writev", int, const struct iovec *, int);
+	int err = fault(C_WRITE, "writev", fd);
+
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return real(fd, iov, cnt);
+}
+
+ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	REAL(ssize_t, "pwritev", int, const struct iovec *, int, off_t);
+	int err = fault(C_WRITE, "pwritev", fd);
+
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return real(fd, iov, cnt, off);
+}
+
+int fsync(int fd)
+{
+	REAL(int, "fsync", int);
+	int err = fault(C_SYNC, "fsync", fd);
+
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return real(fd);
+}
+
+int fdatasync(int fd)
+{
+	REAL(int, "fdatasync", int);
+	int err = fault(C_SYNC, "fdatasync", fd);
+
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return real(fd);
+}
+
+ssize_t copy_file_range(int in, loff_t *inoff, int out, loff_t *outoff,
+			size_t n, unsigned int flags)
+{
+	REAL(ssize_t, "copy_file_range", int, loff_t *, int, loff_t *,
+	     size_t, unsigned int);
+	int err = fault(C_COPY, "copy_file_range", out);
+
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return real(in, inoff, out, outoff, n, flags);
+}
