@@ -23,11 +23,16 @@ way for ptverify_cli.sh and ptdump_cli.sh:
   layout       .format_version '1' but storages not where torch 2.x
                computes them (alignment 128 while .storage_alignment 64)
   evil         data.pkl replaced by one that REDUCEs os.system
+  short        a storage record 4 bytes shorter than numel x itemsize
+  extent       data.pkl replaced by a tensor reaching past its storage
+               (torch._utils and torch faked in sys.modules: no torch)
 """
+import collections
 import os
 import pickle
 import struct
 import sys
+import types
 import zipfile
 import zlib
 
@@ -35,6 +40,47 @@ import zlib
 class Evil:
     def __reduce__(self):
         return (os.system, ("echo pwned",))
+
+
+def fake_torch_pickle():
+    """{'t': _rebuild_tensor_v2(<FloatStorage '0', 4 elements>, 2, (4,),
+    (1,), False, OrderedDict())}: elements 2..5 of a 4-element storage"""
+    torch = types.ModuleType("torch")
+    utils = types.ModuleType("torch._utils")
+
+    class FloatStorage:
+        pass
+
+    def _rebuild_tensor_v2(*args):
+        pass
+
+    FloatStorage.__module__ = "torch"
+    FloatStorage.__qualname__ = "FloatStorage"
+    _rebuild_tensor_v2.__module__ = "torch._utils"
+    _rebuild_tensor_v2.__qualname__ = "_rebuild_tensor_v2"
+    torch.FloatStorage = FloatStorage
+    utils._rebuild_tensor_v2 = _rebuild_tensor_v2
+    sys.modules["torch"] = torch
+    sys.modules["torch._utils"] = utils
+
+    class Ref:
+        pass
+
+    class T:
+        def __reduce__(self):
+            return (_rebuild_tensor_v2, (Ref(), 2, (4,), (1,), False,
+                                         collections.OrderedDict()))
+
+    class P(pickle.Pickler):
+        def persistent_id(self, obj):
+            if isinstance(obj, Ref):
+                return ("storage", FloatStorage, "0", "cpu", 4)
+            return None
+
+    import io
+    buf = io.BytesIO()
+    P(buf, protocol=2).dump({"t": T()})
+    return buf.getvalue()
 
 
 def build(records, align=64, gap_after=None, trailing=b"", crc_of=None,
@@ -142,6 +188,13 @@ def main():
     elif kind == "evil":
         put("data.pkl", pickle.dumps({"x": Evil(), "n": 1}, protocol=2))
         recs[:] = [r for r in recs if not r[0].startswith(prefix + "/data/")]
+    elif kind == "short":
+        i = [n for n, _ in recs].index(first)
+        recs[i] = (first, recs[i][1][:-4])
+    elif kind == "extent":
+        recs[:] = [r for r in recs if not r[0].startswith(prefix + "/data/")]
+        put("data.pkl", fake_torch_pickle())
+        put("data/0", b"\0" * 16, after=1)
     else:
         sys.exit("unknown kind " + kind)
     with open(dst, "wb") as f:

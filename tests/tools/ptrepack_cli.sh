@@ -62,6 +62,23 @@ expect 2 "cannot create a temporary file" -- "$sample" "$tmp/no/such/dir/o.pt"
 ls -a "$tmp" | grep -q 'ptfs-new' && bad "a temporary file was left" ||
 	ok "no temporary file left behind"
 
+# ---- broken and hostile input: refused in one line, or copied as data
+head -c 3000 "$sample" >"$tmp/cut.pt"
+expect 2 "truncated download" -- "$tmp/cut.pt" "$tmp/o.pt"
+[ "$(wc -l <"$tmp/err")" = 1 ] && [ ! -e "$tmp/o.pt" ] &&
+	ok "truncated IN: one line, nothing written" ||
+	bad "truncated IN: $(cat "$tmp/err")"
+python3 "$here/mkbad.py" "$sample" extent "$tmp/extent.pt"
+expect 2 "tensor reaches element 5 of storage '0'" -- "$tmp/extent.pt" "$tmp/o.pt"
+python3 "$here/mkbad.py" "$sample" evil "$tmp/evil.pt"
+for o in "" --repickle; do
+	expect 0 "" -- $o "$tmp/evil.pt" "$tmp/evil2.pt"
+	"$ptverify" -q "$tmp/evil2.pt" | grep -q "unsafe global posix.system" &&
+		ok "ptrepack $o keeps the unsafe global for ptverify to see" ||
+		bad "ptrepack $o lost the global"
+done
+[ ! -e pwned ] && ok "nothing in the pickle ran" || bad "something ran"
+
 # ---- torch's own files come back byte for byte
 expect 0 "" -- "$sample" "$tmp/same.pt"
 cmp -s "$sample" "$tmp/same.pt" && ok "sample repacked byte-identical" ||

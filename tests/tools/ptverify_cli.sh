@@ -89,6 +89,8 @@ version11 2 is not a number from 1 to 10
 duplicate 2 duplicate record name 'sample/data/0'
 outside 2 runs past the central directory
 prefix 2 is outside the top folder
+short 2 record sample/data/0 has 508 bytes, but storage '0' is 128 x float32 = 512 bytes
+extent 2 tensor reaches element 5 of storage '0', which has 4
 EOF
 [ ! -e pwned ] && ok "nothing in the pickle ran" || bad "something ran"
 expect 1 "offset 0x7a1: record 'sample/data/0': CRC-32" -- "$tmp/flipcrc.pt"
