@@ -393,6 +393,18 @@ for _ in range(1000):
 p.op(b"s")
 case("memo_put_1000_same", torch_zip(p.stop()), "list")
 
+p = P().op(b"}").s("x").op(b"N").op(b"\x85" * 1000000).op(b"s")
+case("tuple1_nested_1m", torch_zip(p.stop()), "refuse", "nested deeper")
+p = P().op(b"}").s("x").glob("foo", "bar").op(b"N").op(b"\x85" * 1000000)
+p.op(b"\x85").reduce().op(b"s")
+case("opaque_args_tuple1_1m", torch_zip(p.stop()), "unsafe", "foo.bar")
+p = P().op(b"}").s("x").glob("foo", "bar").mark()
+p.op(b"]" * 100000).op(b"a" * 99999).tuple().reduce().op(b"s")
+case("opaque_args_lists_100k", torch_zip(p.stop()), "unsafe", "foo.bar")
+p = P().op(b"}").s("x").op(b"]").put(1).glob("foo", "bar").op(b")").reduce()
+p.get(1).op(b"b").op(b"a").op(b"s")
+case("opaque_state_cycle", torch_zip(p.stop()), "unsafe", "foo.bar")
+
 # -- hostile globals (picklescan / fickling classics); none may run
 def evil(name, mod, fn, *args, proto=2):
     p = P(proto).op(b"}").mark()

@@ -15,6 +15,10 @@
 #                      nothing is left mounted or beside it
 #                      when ptls refused it: ptfs refuses with the same
 #                      line and mounts nothing
+#   an edit            mkdir in a new mount, then `ptfs umount`: either
+#                      the new archive lists (and --check still names the
+#                      unsafe globals: a write-back never launders a
+#                      pickle), or one line and the file untouched
 # and at the end: none of the payloads ran (their canary file is absent).
 # Prints one line per check and "N passed, N failed[, N skipped]"; exit 0,
 # 1, or 77 when /dev/fuse cannot be used (the ptls half still runs first).
@@ -176,6 +180,49 @@ while read -r name; do
 		fail "ptfs $name" "mounted and read" "$WORK/details"
 	else
 		pass "ptfs $name" "$walk; peak ${hwm:-?} MB; $(grep -c . "$err") log line(s)"
+	fi
+	# an edit and a write-back (the pickle is emitted anew)
+	: >"$WORK/details"
+	expect=$(awk -F"$TAB" -v n="$name" '$1 == n { print $2 }' "$C/manifest.tsv")
+	if [ -z "$(ls -A "$d" | grep -vx model.pt)" ] &&
+	    start_daemon "$d/model.pt" "$MNT" "$err.2"; then
+		ro=
+		if ! mkdir "$MNT/zz_hostile_edit" 2>"$WORK/mkdir.err"; then
+			grep -q "Read-only file system" "$WORK/mkdir.err" && ro=1 ||
+				echo "mkdir: $(head -n 1 "$WORK/mkdir.err")" >>"$WORK/details"
+		fi
+		run_limited 120 "$PTFS" umount "$MNT" >/dev/null 2>"$WORK/wb.err"
+		wrc=$?
+		stop_daemon "$MNT" || echo "still mounted" >>"$WORK/details"
+		grep -q "$san" "$err.2" &&
+			echo "sanitizer report: $(grep -m 1 "$san" "$err.2")" >>"$WORK/details"
+		if [ -n "$ro" ]; then
+			how="mounted read-only: mkdir gets EROFS"
+			[ "$(sha256sum <"$d/model.pt")" = "$sum" ] ||
+				echo "a read-only mount changed the file" >>"$WORK/details"
+		elif [ $wrc -eq 0 ]; then
+			ptls_run --check "$d/model.pt"
+			case $expect:$RC in
+			unsafe*:1|list:0|either:0|either:1) how="written back, ptls --check exit $RC" ;;
+			# the emitter writes what the root reaches: globals
+			# nothing used are gone from the file, not hidden
+			unsafe*:0) how="written back without its unreachable globals (ptls --check exit 0)" ;;
+			*) echo "written back, but ptls --check exits $RC: $(head -n 1 "$WORK/err")" >>"$WORK/details" ;;
+			esac
+			grep -q "zz_hostile_edit" "$WORK/out" ||
+				echo "the new key is not in the written file" >>"$WORK/details"
+		else
+			how="refused: $(head -n 1 "$WORK/wb.err")"
+			[ "$(grep -c . "$WORK/wb.err")" -eq 1 ] ||
+				echo "ptfs umount printed $(grep -c . "$WORK/wb.err") lines" >>"$WORK/details"
+			[ "$(sha256sum <"$d/model.pt")" = "$sum" ] ||
+				echo "the checkpoint changed after a failed write-back" >>"$WORK/details"
+		fi
+		if [ -s "$WORK/details" ]; then
+			fail "ptfs $name: edit" "ptfs umount exit $wrc" "$WORK/details"
+		else
+			pass "ptfs $name: edit" "$how"
+		fi
 	fi
 	rm -rf "$d"
 done <"$WORK/tomount"
