@@ -56,6 +56,15 @@ ptls_run() {
 	fi
 }
 
+# nothing in ptfs can call into Python: no libpython in either binary
+for b in "$PTLS" "$PTFS"; do
+	if ldd "$b" 2>/dev/null | grep -qi 'libpython'; then
+		fail "no Python in ${b##*/}" "$(ldd "$b" | grep -i libpython)"
+	else
+		pass "no Python in ${b##*/}" "links no libpython"
+	fi
+done
+
 # ---------------------------------------------------------------- ptls
 echo "# ptls on $(wc -l <"$C/manifest.tsv") files"
 : >"$WORK/tomount"
