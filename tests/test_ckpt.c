@@ -392,6 +392,26 @@ Test(ckpt_tensor, refuses_views_past_the_storage)
 	assert_no_leaks();
 }
 
+Test(ckpt_tensor, refuses_overflowing_and_negative_views)
+{
+	/* (2^30)^3 elements; stride 0 keeps the extent at element 0 */
+	static const int32_t huge[] = { 1 << 30, 1 << 30, 1 << 30 };
+	static const int32_t zero[] = { 0, 0, 0 };
+	static const int32_t one[] = { 1 };
+	int32_t ones[CKPT_MAX_DIMS + 1];
+
+	for (int i = 0; i < CKPT_MAX_DIMS + 1; i++)
+		ones[i] = 1;
+	open_fails(one_tensor(6, 0, huge, zero, 3, 24), -EILSEQ,
+		   "element count overflows");
+	open_fails(one_tensor(6, -1, one, one, 1, 24), -EILSEQ,
+		   "storage offset");
+	open_fails(one_tensor(6, 0, ones, ones, CKPT_MAX_DIMS + 1, 24),
+		   -EILSEQ, "65 dimensions");
+	unlink(tmp_path);
+	assert_no_leaks();
+}
+
 Test(ckpt_tensor, refuses_records_of_the_wrong_size)
 {
 	static const int32_t size[] = { 6 }, stride[] = { 1 };

@@ -325,7 +325,8 @@ case("shape_product_overflow",
      torch_zip(sd_pickle((("w", dict(shape=(1 << 32, 1 << 32, 1 << 32),
                                      stride=(0, 0, 0))),))), "refuse", "")
 case("stride_extent_overflow",
-     torch_zip(sd_pickle((("w", dict(shape=(4, 4), stride=(1 << 62, 1))),))),
+     torch_zip(sd_pickle((("w", dict(shape=(4, 4),
+                                     stride=((1 << 63) - 1, 1))),))),
      "refuse", "")
 case("negative_stride",
      torch_zip(sd_pickle((("w", dict(shape=(4,), stride=(-1,))),))),
