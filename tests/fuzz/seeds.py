@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """seeds.py OUTDIR [SHARED_DIR] - the seed corpora of the fuzz targets.
 
-Writes OUTDIR/<target>/<name> for zip, ckpt, pickle, npy and text, from:
+Writes OUTDIR/<target>/<name> for zip, ckpt, write, pickle, npy and text,
+from:
   - tests/data (sample.pt, values_p*.pkl) and the shared fixtures under
     SHARED_DIR/fixtures (torch-1.13, torch-2.14, real): whole files up to
-    64 KiB for zip/ckpt, every data.pkl (and legacy pickles) up to 256 KiB
-    for pickle;
+    64 KiB for zip/ckpt/write, every data.pkl (and legacy pickles) up to
+    256 KiB for pickle;
   - .npy headers as numpy format 1.0/2.0 writes them (built here with
     struct, numpy not needed);
   - text views with the 4-byte prefix fuzz_text.c reads.
@@ -51,6 +52,7 @@ for p in files():
         data = f.read()
     if len(data) <= ZIP_MAX:
         put("ckpt", data)
+        put("write", data)
         if data[:2] == b"PK":
             put("zip", data)
     if data[:2] == b"PK":
