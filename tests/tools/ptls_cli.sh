@@ -17,7 +17,9 @@ expect() {
 	want=$1 pat=$2; shift 3
 	"$ptls" "$@" >"$tmp/out" 2>"$tmp/err"
 	got=$?
-	if [ "$got" != "$want" ]; then
+	if grep -q "Sanitizer\|runtime error:" "$tmp/err"; then
+		bad "ptls $*: sanitizer report: $(grep -m 1 "Sanitizer\|runtime error:" "$tmp/err")"
+	elif [ "$got" != "$want" ]; then
 		bad "ptls $*: exit $got, want $want: $(head -c 300 "$tmp/err")"
 	elif [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/out" "$tmp/err"; then
 		bad "ptls $*: no '$pat' in output: $(head -c 300 "$tmp/out" "$tmp/err")"

@@ -21,7 +21,9 @@ expect() {
 	want=$1 pat=$2; shift 3
 	"$ptverify" "$@" >"$tmp/out" 2>"$tmp/err"
 	got=$?
-	if [ "$got" != "$want" ]; then
+	if grep -q "Sanitizer\|runtime error:" "$tmp/err"; then
+		bad "ptverify $*: sanitizer report: $(grep -m 1 "Sanitizer\|runtime error:" "$tmp/err")"
+	elif [ "$got" != "$want" ]; then
 		bad "ptverify $*: exit $got, want $want: $(head -c 400 "$tmp/out" "$tmp/err")"
 	elif [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/out" "$tmp/err"; then
 		bad "ptverify $*: no '$pat' in: $(head -c 400 "$tmp/out" "$tmp/err")"
