@@ -33,6 +33,7 @@ enum ptfs_kind {
 	PTFS_RECORD,		/* .ptfs/<record>: another archive record */
 	PTFS_CTL,		/* .ptfs/commit: write back on request */
 	PTFS_VIEW,		/* KEY.npy / KEY.txt of a tensor node */
+	PTFS_PROGRESS,		/* .ptfs/progress: how far a write-back is */
 };
 
 struct ptfs_ino {
@@ -102,6 +103,9 @@ struct ptfs {
 	struct ptfs_rec *recs;
 	uint32_t nrecs;
 	bool no_open;		/* the kernel can skip OPEN (see op_open) */
+	/* write-back progress, bytes of record data (atomics: read without
+	   the lock, which write-back holds) */
+	uint64_t wb_done, wb_total;
 	bool commit_failed;	/* write-back at unmount failed */
 };
 

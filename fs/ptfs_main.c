@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct opts {
@@ -188,6 +189,68 @@ out_destroy:
 	return rc || fs->commit_failed ? 1 : 0;
 }
 
+/* The commit write, on a thread of its own while the caller shows progress. */
+struct commit_job {
+	int fd;
+	ssize_t n;
+	int err;
+	bool done;
+};
+
+static void *commit_thread(void *arg)
+{
+	struct commit_job *j = arg;
+
+	j->n = write(j->fd, "commit\n", 7);
+	j->err = errno;
+	__atomic_store_n(&j->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * Write "commit" to @fd (.ptfs/commit): it returns when write-back is done.
+ * When stderr is a terminal and it takes over a second, show how far it is
+ * from @pfd (.ptfs/progress, opened before: opening waits for the daemon's
+ * lock, which write-back holds).  Returns write()'s result, errno in *@err.
+ */
+static ssize_t commit(int fd, int pfd, const char *mnt, int *err)
+{
+	struct commit_job j = { .fd = fd };
+	struct timespec t0, now, tick = { 0, 100 * 1000 * 1000 };
+	bool shown = false;
+	pthread_t th;
+
+	if (pfd < 0 || !isatty(STDERR_FILENO) ||
+	    pthread_create(&th, NULL, commit_thread, &j)) {
+		commit_thread(&j);
+		*err = j.err;
+		return j.n;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!__atomic_load_n(&j.done, __ATOMIC_ACQUIRE)) {
+		unsigned long long done, total;
+		char buf[64];
+		ssize_t n;
+
+		nanosleep(&tick, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - t0.tv_sec < 1)
+			continue;
+		n = pread(pfd, buf, sizeof(buf) - 1, 0);
+		buf[n > 0 ? n : 0] = 0;
+		if (sscanf(buf, "%llu %llu", &done, &total) != 2 || !total)
+			continue;
+		fprintf(stderr, "\rptfs: %s: writing back %3llu%% (%llu of %llu "
+			"MB)", mnt, done * 100 / total, done >> 20, total >> 20);
+		shown = true;
+	}
+	pthread_join(th, NULL);
+	if (shown)
+		fprintf(stderr, "\r\033[K");
+	*err = j.err;
+	return j.n;
+}
+
 /*
  * ptfs umount MOUNTPOINT: ask the daemon to write back through
  * .ptfs/commit (the write returns when the archive is on disk, or fails
@@ -197,7 +260,7 @@ static int umount_main(const char *mnt)
 {
 	char path[PATH_MAX], msg[600];
 	ssize_t n;
-	int fd, st;
+	int fd, pfd, st, err = 0;
 	pid_t pid;
 
 	snprintf(path, sizeof(path), "%s/.ptfs", mnt);
@@ -208,26 +271,32 @@ static int umount_main(const char *mnt)
 	snprintf(path, sizeof(path), "%s/.ptfs/commit", mnt);
 	/* a read-only mount has no control file: nothing to write back */
 	fd = open(path, O_RDWR);
-	if (fd < 0 && errno != ENOENT) {
-		fprintf(stderr, "ptfs: %s: %s\n", path, strerror(errno));
-		return 1;
-	}
 	if (fd < 0 && errno == ENOTCONN) {
 		fprintf(stderr, "ptfs: %s: the ptfs daemon is gone (killed?); "
 			"run fusermount3 -u %s, then mount again: staged edits "
 			"come back\n", mnt, mnt);
 		return 1;
 	}
-	if (fd >= 0 && write(fd, "commit\n", 7) != 7) {
+	if (fd < 0 && errno != ENOENT) {
+		fprintf(stderr, "ptfs: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/.ptfs/progress", mnt);
+	pfd = fd >= 0 ? open(path, O_RDONLY) : -1;
+	if (fd >= 0 && commit(fd, pfd, mnt, &err) != 7) {
 		n = pread(fd, msg, sizeof(msg) - 1, 0);
 		msg[n > 0 ? n : 0] = 0;
 		msg[strcspn(msg, "\n")] = 0;
 		fprintf(stderr, "ptfs: write-back failed, %s stays mounted and "
 			"nothing is lost: %s\n", mnt, n > 0 ? msg :
-			strerror(errno));
+			strerror(err));
 		close(fd);
+		if (pfd >= 0)
+			close(pfd);
 		return 1;
 	}
+	if (pfd >= 0)
+		close(pfd);
 	if (fd >= 0)
 		close(fd);
 	pid = fork();

@@ -272,6 +272,15 @@ static void inval_wait(struct ptfs *fs)
 	pthread_mutex_unlock(&iv->lock);
 }
 
+/* ovl's hook: write-back wrote @done of @total record bytes. */
+static void wb_progress(void *arg, uint64_t done, uint64_t total)
+{
+	struct ptfs *fs = arg;
+
+	__atomic_store_n(&fs->wb_total, total, __ATOMIC_RELAXED);
+	__atomic_store_n(&fs->wb_done, done, __ATOMIC_RELEASE);
+}
+
 void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se,
 		      bool multithreaded)
 {
@@ -283,6 +292,7 @@ void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se,
 	iv->se = se;
 	if (fs->ovl) {
 		fs->ovl->changed = storage_changed;
+		fs->ovl->progress = wb_progress;
 		fs->ovl->arg = fs;
 	}
 	iv->running = !pthread_create(&iv->thread, NULL, inval_main, fs);
@@ -581,11 +591,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (fs->no_open)
 		return reply_err(req, ENOSYS, NULL);
-	/* the control file and files being rewritten change under us; a
+	/* the control files and files being rewritten change under us; a
 	   text view is rendered anew after every edit */
-	fi->keep_cache = i.kind != PTFS_CTL &&
+	fi->keep_cache = i.kind != PTFS_CTL && i.kind != PTFS_PROGRESS &&
 			 !(i.kind == PTFS_VIEW && i.view == CKPT_V_TXT);
-	fi->direct_io = i.kind == PTFS_CTL;
+	fi->direct_io = i.kind == PTFS_CTL || i.kind == PTFS_PROGRESS;
 	fuse_reply_open(req, fi);
 }
 /* Reply @size bytes of file @fd at @pos, spliced. */
@@ -783,6 +793,19 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct ptfs_ino i;
 
 	(void)fi;
+	/* .ptfs/progress: "DONE TOTAL\n" bytes, read while write-back holds
+	   the lock (its inode number depends on nothing an edit changes) */
+	if (ino == fs->plumb + 3 + fs->nstor + fs->nrecs) {
+		char buf[64];
+		int len = snprintf(buf, sizeof(buf), "%llu %llu\n",
+				   (unsigned long long)__atomic_load_n(
+					   &fs->wb_done, __ATOMIC_ACQUIRE),
+				   (unsigned long long)__atomic_load_n(
+					   &fs->wb_total, __ATOMIC_RELAXED));
+
+		return (void)fuse_reply_buf(req, buf + clip(len, 0, off),
+					    clip(len, off, size));
+	}
 	rdlock(fs);
 	if (ptfs_ino_get(fs, ino, &i)) {
 		reply_err(req, ENOENT, NULL);

@@ -1584,9 +1584,14 @@ int ovl_commit(struct ovl *v, const char *output, struct diag *d)
 		return 1;
 	}
 	rc = check_fresh(v, d);
-	if (!rc)
-		rc = ckpt_save(v->c, output ? output : v->path, NULL, &v->base,
+	if (!rc) {
+		struct ckpt_write_opts o = {
+			.progress = v->progress, .progress_arg = v->arg,
+		};
+
+		rc = ckpt_save(v->c, output ? output : v->path, &o, &v->base,
 			       output ? NULL : note_commit, v, d);
+	}
 	if (rc)
 		return rc;
 	v->committed = true;

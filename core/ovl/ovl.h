@@ -52,6 +52,8 @@ struct ovl {
 	void (*changed)(void *arg, struct ckpt_storage *s,
 			const struct ckpt_node *except);
 	void *arg;
+	/* told as write-back writes: record data bytes done of total */
+	void (*progress)(void *arg, uint64_t done, uint64_t total);
 };
 
 /*
