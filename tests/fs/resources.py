@@ -13,6 +13,7 @@ grow by at most RSS_SLACK_MB (environment, default 8).  Prints
 """
 import os
 import sys
+import time
 
 mnt, pid, cycles = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 slack = int(os.environ.get("RSS_SLACK_MB", "8"))
@@ -24,8 +25,31 @@ files += [os.path.join(".ptfs", "storages", k)
           for k in sorted(os.listdir(os.path.join(mnt, ".ptfs", "storages")))]
 
 
+def fd_targets():
+    out = {}
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            out[fd] = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            pass
+    return out
+
+
 def fds():
-    return len(os.listdir("/proc/%d/fd" % pid))
+    """the daemon's descriptor count once it is steady (the kernel sends
+    RELEASE after close() returns, so the last closes may still be on
+    their way), not counting libfuse's splice pipes: each worker thread
+    has a pair, made when it starts and closed when it ends, and the
+    multithreaded loop starts and ends workers as the load goes"""
+    last, same = -1, 0
+    for _ in range(50):
+        n = sum(1 for t in fd_targets().values() if not t.startswith("pipe:"))
+        same = same + 1 if n == last else 0
+        if same == 3:
+            break
+        last = n
+        time.sleep(0.05)
+    return n
 
 
 def rss():
@@ -65,18 +89,29 @@ def settle():
 for i in range(cycles // 10):
     cycle(i)
 settle()
-f0, r0 = fds(), rss()
+f0, r0, t0 = fds(), rss(), fd_targets()
 for i in range(cycles):
     cycle(i)
 settle()
 f1, r1 = fds(), rss()
+pipes = sum(1 for t in fd_targets().values() if t.startswith("pipe:"))
+threads = len(os.listdir("/proc/%d/task" % pid))
 bad = 0
 msg = "%d open/read/close cycles over %d files (writes, renames, xattrs)" % (
     cycles, len(files))
 if f1 == f0:
     print("ok   descriptors: %d before, %d after %s" % (f0, f1, msg))
 else:
-    print("FAIL descriptors: %d before, %d after %s" % (f0, f1, msg))
+    t1 = fd_targets()
+    new = sorted(set(t1.values()) - set(t0.values()))
+    print("FAIL descriptors: %d before, %d after %s; new: %s" % (
+        f0, f1, msg, " ".join(new[:5])))
+    bad = 1
+if pipes <= 2 * threads:
+    print("ok   splice pipes: %d for %d threads (a pair per worker at most)"
+          % (pipes, threads))
+else:
+    print("FAIL splice pipes: %d for %d threads" % (pipes, threads))
     bad = 1
 if r1 - r0 <= slack:
     print("ok   memory: VmRSS %d MB before, %d MB after (slack %d MB)" %
