@@ -682,6 +682,32 @@ Test(ckpt_tree, refuses_nesting_deeper_than_the_limit)
 	assert_no_leaks();
 }
 
+Test(ckpt_tree, shows_a_million_chained_calls_without_recursing)
+{
+	struct buf b = { 0 };
+	struct ckpt *c;
+
+	/* {'x': foo.bar()()()...}: each REDUCE calls the last one's result */
+	op(&b, 0x80);
+	op(&b, 2);
+	op(&b, '}');
+	pk_str(&b, "x");
+	pk_global(&b, "foo", "bar");
+	for (int i = 0; i < 1000000; i++) {
+		op(&b, ')');
+		op(&b, 'R');
+	}
+	op(&b, 's');
+	op(&b, '.');
+	c = open_ok(write_ckpt(&b, "3\n", NULL, 0));
+	cr_assert_eq(at(c, "x")->kind, CKPT_N_OPAQUE);
+	cr_assert(strstr(at(c, "x")->text, "..."), "%s", at(c, "x")->text);
+	ckpt_close(c);
+	unlink(tmp_path);
+	free(b.p);
+	assert_no_leaks();
+}
+
 Test(ckpt_tree, reports_globals_outside_the_allowlist)
 {
 	struct buf b = { 0 };

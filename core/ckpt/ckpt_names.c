@@ -246,9 +246,16 @@ char *ckpt_value_text(const struct pkl_value *v, size_t *len)
 	return sb_detach(&b, len);
 }
 
+/*
+ * Calls nest without adding to @depth (a call's callable may be a call):
+ * REDUCE applied a million times to its own result recursed a million
+ * levels deep before printing anything, so every step counts in @level.
+ */
+#define REPR_MAX_LEVEL	64
+
 /* repr() of containers, globals and calls, bounded in depth and length */
 static void repr(struct sbuf *b, const struct pkl_value *v, int depth,
-		 size_t max, bool call_args)
+		 int level, size_t max, bool call_args)
 {
 	const struct pkl_value *const *it = NULL;
 	size_t n = 0;
@@ -256,6 +263,10 @@ static void repr(struct sbuf *b, const struct pkl_value *v, int depth,
 
 	if (b->n > max)
 		return;
+	if (level > REPR_MAX_LEVEL) {
+		sb_str(b, "...");
+		return;
+	}
 	switch (v->kind) {
 	case PKL_TUPLE: case PKL_LIST: case PKL_SET: case PKL_FROZENSET:
 	case PKL_DICT:
@@ -272,19 +283,20 @@ static void repr(struct sbuf *b, const struct pkl_value *v, int depth,
 		sb_str(b, v->u.global.name);
 		return;
 	case PKL_CALL:
-		repr(b, v->u.call.func, depth, max, false);
+		repr(b, v->u.call.func, depth, level + 1, max, false);
 		if (v->u.call.args && v->u.call.args->kind == PKL_TUPLE) {
-			repr(b, v->u.call.args, depth, max, true);
+			repr(b, v->u.call.args, depth, level + 1, max, true);
 			return;
 		}
 		sb_str(b, "(");
 		if (v->u.call.args)
-			repr(b, v->u.call.args, depth + 1, max, false);
+			repr(b, v->u.call.args, depth + 1, level + 1, max,
+			     false);
 		sb_str(b, ")");
 		return;
 	case PKL_PERSID:
 		sb_str(b, "persistent_id(");
-		repr(b, v->u.call.args, depth + 1, max, false);
+		repr(b, v->u.call.args, depth + 1, level + 1, max, false);
 		sb_str(b, ")");
 		return;
 	default:
@@ -299,7 +311,7 @@ static void repr(struct sbuf *b, const struct pkl_value *v, int depth,
 	for (size_t i = 0; i < n && b->n <= max; i++) {
 		if (i)
 			sb_str(b, v->kind == PKL_DICT && i % 2 ? ": " : ", ");
-		repr(b, it[i], depth + 1, max, false);
+		repr(b, it[i], depth + 1, level + 1, max, false);
 	}
 	if (v->kind == PKL_TUPLE && n == 1 && !call_args)
 		sb_str(b, ",");
@@ -310,7 +322,7 @@ char *ckpt_repr(const struct pkl_value *v, size_t max, size_t *len)
 {
 	struct sbuf b = { 0 };
 
-	repr(&b, v, 0, max, false);
+	repr(&b, v, 0, 0, max, false);
 	if (!b.oom && b.n > max) {
 		b.n = max;
 		sb_str(&b, "...");
