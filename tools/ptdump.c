@@ -198,9 +198,16 @@ static int path_width(const struct ckpt_node *n, int depth)
 	} else {
 		w = 1;
 	}
-	for (uint32_t i = 0; is_dir(n) && i < n->nkids; i++)
-		if (depth < CKPT_MAX_DEPTH)
-			w = MAX(w, path_width(n->kids[i], depth + 1));
+	for (uint32_t i = 0; is_dir(n) && i < n->nkids; i++) {
+		int k;
+
+		if (depth >= CKPT_MAX_DEPTH)
+			break;
+		/* not inside MAX(), which would walk the subtree twice:
+		   2^40 walks for 40 levels of lists (tests/hostile) */
+		k = path_width(n->kids[i], depth + 1);
+		w = MAX(w, k);
+	}
 	return w;
 }
 

@@ -33,9 +33,16 @@ static int measure(const struct ckpt_node *n, int depth, const struct opts *o)
 	int w = 2 * depth + (n->parent ? (int)strlen(n->name) : 1) +
 		is_dir(n);
 
-	for (uint32_t i = 0; is_dir(n) && i < n->nkids; i++)
-		if (shown(n->kids[i], o) && depth < CKPT_MAX_DEPTH)
-			w = MAX(w, measure(n->kids[i], depth + 1, o));
+	for (uint32_t i = 0; is_dir(n) && i < n->nkids; i++) {
+		int k;
+
+		if (!shown(n->kids[i], o) || depth >= CKPT_MAX_DEPTH)
+			continue;
+		/* not inside MAX(), which would measure the subtree twice:
+		   2^40 walks for 40 levels of lists (tests/hostile) */
+		k = measure(n->kids[i], depth + 1, o);
+		w = MAX(w, k);
+	}
 	return w;
 }
 
