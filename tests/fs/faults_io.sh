@@ -207,9 +207,10 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 else
 	skip "torch 1.13" "no torch in /usr/bin/python3"
 fi
-root=
-[ -n "$shared" ] && [ -x "$shared/tools/torch2-root" ] &&
-	root=$("$shared/tools/torch2-root" 2>/dev/null | tail -n 1)
+root= root_why=
+. "$here/../torch/select.sh"
+root=$(torch2_root 2>"$WORK/torch2.why") || root=
+root_why=$(tail -n 1 "$WORK/torch2.why")
 if [ -n "$root" ] && [ -d "$root/tmp" ]; then
 	in=$(mktemp -d "$root/tmp/ptfs-faultsio.XXXXXX")
 	cp "$here/stress.py" "$CK" "$in/"
@@ -220,8 +221,10 @@ if [ -n "$root" ] && [ -d "$root/tmp" ]; then
 	ok*) pass "torch 2" "${out#ok }" ;;
 	*) fail "torch 2" "$out" ;;
 	esac
+elif [ "${PT_NO_TORCH2:-0}" = 1 ]; then
+	skip "torch 2" "$root_why"
 else
-	skip "torch 2" "no torch2-root chroot"
+	fail "torch 2" "no torch 2.x: $root_why"
 fi
 
 : >"$WORK/san.txt"

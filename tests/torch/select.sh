@@ -1,13 +1,18 @@
-# select.sh - sourced by tests/torch/run.sh and tests/fs/run.sh: find the
-# torch to check against and make a scratch directory it can see.
+# select.sh - sourced by the torch checks (tests/torch, tests/fs, tests/tools):
+# find the torch to check against and make a scratch directory it can see.
 #
 #   torch_select VERSION SHARED_DIR NAME
 #
 # VERSION 1.13 sets py=/usr/bin/python3 (Debian's torch); VERSION 2 sets
-# root to the chroot that SHARED_DIR/tools/torch2-root builds.  Both set
-# work (the scratch directory NAME.XXXXXX as seen from here) and inner
-# (the same directory as that python sees it).  Without torch: exit 1, or
-# 77 (skip) when PT_ALLOW_SKIP_TORCH=1.
+# root to the Debian unstable root that scripts/torch2-root.sh builds once
+# and caches (PT_TORCH2_ROOT, default /var/cache/ptfs/torch2-root).  Both
+# set work (the scratch directory NAME.XXXXXX as seen from here) and inner
+# (the same directory as that python sees it).  SHARED_DIR is not used for
+# torch (kept for the callers' argument lists).
+#
+# Without torch: exit 1 with one line.  The only way to skip instead (77)
+# is asking for it: PT_NO_TORCH2=1 skips the torch 2.x checks,
+# PT_ALLOW_SKIP_TORCH=1 skips any torch that is missing.
 
 no_torch() {
 	echo "torch $1 not available: $2" >&2
@@ -16,6 +21,18 @@ no_torch() {
 		exit 77
 	fi
 	exit 1
+}
+
+# torch2_root: the root's path on stdout, or a one-line reason on stderr
+# and status 1 (77 when the user opted out with PT_NO_TORCH2=1)
+torch2_root() {
+	if [ "${PT_NO_TORCH2:-0}" = 1 ]; then
+		echo "PT_NO_TORCH2=1: torch 2.x checks skipped" >&2
+		return 77
+	fi
+	_t2=$(dirname "$(dirname "$(dirname "$(readlink -f "$0")")")")/scripts/torch2-root.sh
+	[ -f "$_t2" ] || _t2=${PT_SOURCE_DIR:-.}/scripts/torch2-root.sh
+	sh "$_t2" | tail -n 1
 }
 
 torch_select() {
@@ -28,16 +45,18 @@ torch_select() {
 		inner=$work
 		return
 	fi
-	_t2=$2/tools/torch2-root
-	[ -f "$_t2" ] || no_torch "$1" "$_t2 not found"
 	_log=${TMPDIR:-/tmp}/$3-torch2-root.$$.log
-	root=$(sh "$_t2" 2>"$_log" | tail -n 1)
-	if [ -z "$root" ] || [ ! -d "$root/tmp" ]; then
-		_why=$(tail -n 1 "$_log")
-		rm -f "$_log"
-		no_torch "$1" "torch2-root failed: ${_why:-no root printed}"
-	fi
+	root=$(torch2_root 2>"$_log")
+	_st=$?
+	_why=$(tail -n 1 "$_log")
 	rm -f "$_log"
+	if [ "$_st" = 77 ]; then
+		echo "$_why"
+		exit 77
+	fi
+	if [ -z "$root" ] || [ ! -d "$root/tmp" ]; then
+		no_torch "$1" "${_why:-scripts/torch2-root.sh printed no root}"
+	fi
 	work=$(mktemp -d "$root/tmp/$3.XXXXXX") || exit 1
 	chmod 755 "$work"
 	inner=/tmp/${work##*/}
