@@ -1,6 +1,6 @@
 /*
  * fixtures.h - walk the shared fixture checkpoints (../shared/fixtures:
- * torch-1.13, torch-2.14, real), read in place and never copied.
+ * torch-1.13, torch-2, real), read in place and never copied.
  */
 #ifndef PT_TESTS_FIXTURES_H
 #define PT_TESTS_FIXTURES_H

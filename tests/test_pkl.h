@@ -246,7 +246,7 @@ static inline unsigned char *torch_data_pkl(size_t *n, uint64_t *off)
 	size_t fn;
 
 	snprintf(path, sizeof(path), "%s/fixtures/torch-1.13/state_dict.pt",
-		 PT_SHARED_DIR);
+		 PT_TESTENV_DIR);
 	f = read_file(path, &fn);
 	if (!f)
 		return NULL;

@@ -1034,7 +1034,7 @@ fi
 # ---- every shared fixture that torch loads and whose root is a dict:
 # mkdir makes ptfs write a new pickle for real-world files
 mkdir -p "$WORK/in/fx"
-for _d in torch-1.13 torch-2.14 real; do
+for _d in torch-1.13 torch-2 real; do
 	for _f in "$shared/fixtures/$_d"/*; do
 		[ -f "$_f" ] || continue
 		case ${_f##*/} in SOURCES.md) continue ;; esac

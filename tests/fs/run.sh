@@ -29,15 +29,7 @@ case $version in 1.13|2) ;; *) usage ;; esac
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 sample=$here/../data/sample.pt
 
-fx=$shared/fixtures
-for d in torch-1.13 torch-2.14 real; do
-	if [ ! -d "$fx/$d" ]; then
-		echo "shared fixtures not found at $fx/$d: skipping"
-		exit 77
-	fi
-done
-shared=$(cd "$shared" && pwd) || exit 1
-fx=$shared/fixtures
+. "$here/../fixtures/fx.sh"
 for b in "$PTFS" "$ptls"; do
 	if [ ! -x "$b" ]; then
 		echo "not found or not executable: $b" >&2
@@ -163,7 +155,7 @@ check_file() {
 }
 
 nfiles=0
-for d in torch-1.13 torch-2.14 real generated; do
+for d in torch-1.13 torch-2 real generated; do
 	dir=$fx/$d
 	[ "$d" = generated ] && dir=$WORK/generated
 	for f in "$dir"/*; do
@@ -232,10 +224,13 @@ concurrent() {
 }
 concurrent "$WORK/generated/strided.pt" "4 4 3"
 concurrent "$WORK/generated/huge_views.pt" "3 3 2"
-concurrent "$fx/real/z2_agilerl_matd3_300_storages.pt" "4 3 2"
+[ "$fx_has_real" = 1 ] &&
+	concurrent "$fx/real/z2_agilerl_matd3_300_storages.pt" "4 3 2"
 
 # Bad input, command line, daemon mode and read-only.
-EXTRA_TRUNCATE="$fx/torch-1.13/legacy.pt $fx/real/z2_burn_mnist_state_dict.pt"
+EXTRA_TRUNCATE="$fx/torch-1.13/legacy.pt"
+[ "$fx_has_real" = 1 ] &&
+	EXTRA_TRUNCATE="$EXTRA_TRUNCATE $fx/real/z2_burn_mnist_state_dict.pt"
 bad_inputs "$ptls" "$sample"
 cli_checks "$sample"
 daemon_mode_checks "$sample"

@@ -4,7 +4,7 @@
 Writes OUTDIR/<target>/<name> for zip, ckpt, write, pickle, npy and text,
 from:
   - tests/data (sample.pt, values_p*.pkl) and the shared fixtures under
-    SHARED_DIR/fixtures (torch-1.13, torch-2.14, real): whole files up to
+    SHARED_DIR/fixtures (torch-1.13, torch-2, real): whole files up to
     64 KiB for zip/ckpt/write, every data.pkl (and legacy pickles) up to
     256 KiB for pickle;
   - .npy headers as numpy format 1.0/2.0 writes them (built here with
@@ -38,7 +38,7 @@ def put(target, data, hint=""):
 
 def files():
     yield os.path.join(here, "../data/sample.pt")
-    for sub in ("torch-1.13", "torch-2.14", "real"):
+    for sub in ("torch-1.13", "torch-2", "real"):
         d = os.path.join(shared, "fixtures", sub)
         if os.path.isdir(d):
             for n in sorted(os.listdir(d)):

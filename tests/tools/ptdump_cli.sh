@@ -105,7 +105,7 @@ else:
             pickletools.dis(f, annotate=ann)
 EOF
 npk=0
-for f in "$here"/../data/values_p*.pkl "$sample" ${shared:+"$shared"/fixtures/torch-1.13/* "$shared"/fixtures/torch-2.14/* "$shared"/fixtures/real/*.p* "$shared"/fixtures/real/*.bin}; do
+for f in "$here"/../data/values_p*.pkl "$sample" ${shared:+"$shared"/fixtures/torch-1.13/* "$shared"/fixtures/torch-2/* "$shared"/fixtures/real/*.p* "$shared"/fixtures/real/*.bin}; do
 	[ -f "$f" ] || continue
 	case $f in *legacy_tar.pt) continue ;; esac	# a tar: not a pickle
 	for a in p a; do
@@ -171,7 +171,17 @@ grep -q "  -  " "$tmp/out" && ok "--no-crc leaves the computed CRC out" ||
 	bad "--no-crc still computed CRCs"
 if [ -n "$shared" ] && [ -f "$shared/fixtures/torch-1.13/legacy.pt" ]; then
 	expect 0 "legacy stream" -- --records "$shared/fixtures/torch-1.13/legacy.pt"
-	expect 0 "546012544" -- --records "$shared/fixtures/torch-1.13/legacy.pt"
+	# the first storage's key: a memory address when torch 1.13 saved it
+	key=$(python3 -c '
+import pickle, sys
+class U(pickle.Unpickler):
+    def persistent_load(self, pid): return None
+    def find_class(self, mod, name): return lambda *a, **k: None
+with open(sys.argv[1], "rb") as f:
+    for _ in range(3): pickle.load(f)
+    U(f).load()
+    print(pickle.load(f)[0])' "$shared/fixtures/torch-1.13/legacy.pt")
+	expect 0 "$key" -- --records "$shared/fixtures/torch-1.13/legacy.pt"
 	json_ok --records "$shared/fixtures/torch-1.13/legacy.pt"
 	expect 0 "^# .*legacy stream" -- "$shared/fixtures/torch-1.13/legacy.pt"
 fi
@@ -197,8 +207,9 @@ expect 2 "model/embed.weight" -- "$sample" "$tmp/lfs.pt"
 
 # every shared fixture: dumped in each mode, or refused in one line
 if [ -n "$shared" ] && [ -d "$shared/fixtures" ]; then
-	for f in "$shared"/fixtures/torch-1.13/* "$shared"/fixtures/torch-2.14/* \
+	for f in "$shared"/fixtures/torch-1.13/* "$shared"/fixtures/torch-2/* \
 		 "$shared"/fixtures/real/*.p* "$shared"/fixtures/real/*.bin; do
+		[ -e "$f" ] || continue
 		for a in "" --records --json; do
 			"$ptdump" $a "$f" >/dev/null 2>"$tmp/err"
 			st=$?

@@ -22,13 +22,7 @@ set -u
 version=$1 ptrepack=$2 shared=$3
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 case $ptrepack in /*) ;; *) ptrepack=$(pwd)/$ptrepack ;; esac
-fx=$shared/fixtures
-if [ ! -d "$fx/torch-1.13" ] || [ ! -d "$fx/real" ]; then
-	echo "shared fixtures not found at $fx: skipping"
-	exit 77
-fi
-shared=$(cd "$shared" && pwd)
-fx=$shared/fixtures
+. "$here/../fixtures/fx.sh"
 
 . "$here/../torch/select.sh"
 torch_select "$version" "$shared" ptrepack-torch
@@ -74,8 +68,9 @@ rp() {
 }
 
 # legacy -> zip
-for f in "$fx"/torch-1.13/legacy.pt "$fx"/torch-2.14/legacy.pt \
+for f in "$fx"/torch-1.13/legacy.pt "$fx"/torch-2/legacy.pt \
 	 "$fx"/real/legacy_* "$work"/gen/legacy_*.pt; do
+	[ -e "$f" ] || continue
 	case ${f##*/} in legacy_view.pt) rp view "" "$f" ;;
 	*) rp same "" "$f" ;; esac
 done
@@ -86,8 +81,9 @@ done <"$work/gen/clone.tsv"
 # every fixture: --clone=100, --align 4096, --repickle
 mm=same
 [ "$version" = 2 ] && mm=mmap
-for f in "$fx"/torch-1.13/*.pt "$fx"/torch-2.14/*.pt "$fx"/real/z*.p* \
+for f in "$fx"/torch-1.13/*.pt "$fx"/torch-2/*.pt "$fx"/real/z*.p* \
 	 "$fx"/real/*.bin "$work"/gen/*.pt; do
+	[ -e "$f" ] || continue
 	case ${f##*/} in script.pt|legacy_tar.pt) continue ;; esac
 	# a legacy view's offset moves into its tensors
 	same=same

@@ -161,11 +161,12 @@ fi
 # ---- every shared fixture: torch's own files are clean; every file is
 # checked or refused in one line
 if [ -n "$shared" ] && [ -d "$shared/fixtures" ]; then
-	for f in "$shared"/fixtures/torch-1.13/*.pt "$shared"/fixtures/torch-2.14/*.pt; do
+	for f in "$shared"/fixtures/torch-1.13/*.pt "$shared"/fixtures/torch-2/*.pt; do
 		case ${f##*/} in legacy_tar.pt|script.pt) continue ;; esac
 		expect 0 "ok" -- "$f"
 	done
 	for f in "$shared"/fixtures/real/*.p* "$shared"/fixtures/real/*.bin; do
+		[ -e "$f" ] || continue
 		"$ptverify" "$f" >"$tmp/out" 2>"$tmp/err"
 		st=$?
 		if [ $st = 0 ] || [ $st = 1 ] ||
@@ -175,8 +176,12 @@ if [ -n "$shared" ] && [ -d "$shared/fixtures" ]; then
 			bad "ptverify $f: exit $st: $(cat "$tmp/err")"
 		fi
 	done
-	expect 1 "unsafe global pathlib.PosixPath" -- \
-		"$shared/fixtures/real/z2_olmo_xtiny_train_state.pt"
+	if [ -e "$shared/fixtures/real/z2_olmo_xtiny_train_state.pt" ]; then
+		expect 1 "unsafe global pathlib.PosixPath" -- \
+			"$shared/fixtures/real/z2_olmo_xtiny_train_state.pt"
+	else
+		echo "skip: no real-world corpus (../shared/fixtures/real): its checks are skipped"
+	fi
 else
 	echo "shared fixtures not found: skipping the fixture sweep"
 fi

@@ -16,15 +16,7 @@ version=$1 ptls=$2 shared=$3
 case $version in 1.13|2) ;; *) usage ;; esac
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 
-fx=$shared/fixtures
-for d in torch-1.13 torch-2.14 real; do
-	if [ ! -d "$fx/$d" ]; then
-		echo "shared fixtures not found at $fx/$d: skipping"
-		exit 77
-	fi
-done
-shared=$(cd "$shared" && pwd) || exit 1
-fx=$shared/fixtures
+. "$here/../fixtures/fx.sh"
 if [ ! -x "$ptls" ]; then
 	echo "ptls not found or not executable: $ptls" >&2
 	exit 1
@@ -52,7 +44,7 @@ fi || { echo "gen_edge.py failed under torch $version" >&2; exit 1; }
 manifest=$work/manifest.tsv
 : >"$manifest"
 n=0
-for d in torch-1.13 torch-2.14 real generated; do
+for d in torch-1.13 torch-2 real generated; do
 	dir=$fx/$d
 	[ "$d" = generated ] && dir=$work/generated
 	for f in "$dir"/*; do
