@@ -309,12 +309,13 @@ kill_daemon() {
 	done
 }
 
-# wait_daemon: wait (10 s at most) for the daemon to exit; DRC its status
+# wait_daemon: wait (120 s at most: the machine may be loaded) for the
+# daemon to exit; DRC its status
 wait_daemon() {
 	DRC=
 	[ -n "${DPID:-}" ] || return 0
 	_i=0
-	while kill -0 "$DPID" 2>/dev/null && [ $_i -lt 200 ]; do
+	while kill -0 "$DPID" 2>/dev/null && [ $_i -lt 2400 ]; do
 		sleep 0.05
 		_i=$((_i + 1))
 	done
@@ -561,7 +562,10 @@ bigwrite() {
 		_watch=$!
 		echo "$_watch" >>"$WORK/bgpids"
 		_i=0
-		while [ ! -e "$WORK/watch.ready" ] && [ $_i -lt 500 ]; do
+		# the watcher's python may start slowly on a loaded machine:
+		# wait for it as long as it lives (60 s at the most)
+		while [ ! -e "$WORK/watch.ready" ] && kill -0 "$_watch" 2>/dev/null &&
+			[ $_i -lt 6000 ]; do
 			sleep 0.01
 			_i=$((_i + 1))
 		done
@@ -578,12 +582,18 @@ bigwrite() {
 			sleep 0.01
 			_i=$((_i + 1))
 		done
-		_was=paused
-		if kill -0 "$_watch" 2>/dev/null; then
+		# the writer fails as soon as the watcher kills its daemon,
+		# often before the watcher itself has exited: what the watcher
+		# did is what it printed, not whether it is still running
+		if kill -0 "$_watch" 2>/dev/null && kill -0 "$_wp" 2>/dev/null
+		then
 			kill "$_watch" 2>/dev/null
-			_was="not killed in the copy: no $OVL/*.tmp seen"
 		fi
 		wait "$_watch"
+		case $(first_line "$WORK/watch.out") in
+		killed*) _was=paused ;;
+		*) _was="not killed in the copy: no $OVL/*.tmp seen" ;;
+		esac
 		_at="$_at ($(first_line "$WORK/watch.out"))"
 	else
 		while [ ! -e "$WORK/flag" ] && kill -0 "$_wp" 2>/dev/null &&
@@ -685,7 +695,10 @@ wb_kill() {
 		_watch=$!
 		echo "$_watch" >>"$WORK/bgpids"
 		_i=0
-		while [ ! -e "$WORK/watch.ready" ] && [ $_i -lt 500 ]; do
+		# the watcher's python may start slowly on a loaded machine:
+		# wait for it as long as it lives (60 s at the most)
+		while [ ! -e "$WORK/watch.ready" ] && kill -0 "$_watch" 2>/dev/null &&
+			[ $_i -lt 6000 ]; do
 			sleep 0.01
 			_i=$((_i + 1))
 		done

@@ -10,7 +10,7 @@
 npass=0 nfail=0 nskip=0
 TAB=$(printf '\t')
 # per-daemon time limit: a hung ptfs is killed, so a test cannot hang
-DAEMON_TIMEOUT=${PTFS_TEST_TIMEOUT:-120}
+DAEMON_TIMEOUT=${PTFS_TEST_TIMEOUT:-600}
 tmo=
 command -v timeout >/dev/null 2>&1 && tmo=timeout
 
@@ -76,7 +76,9 @@ start_daemon() {
 	DPID=$!
 	echo "$DPID $_mnt" >>"$WORK/daemons"
 	_i=0
-	while [ $_i -lt 500 ]; do
+	# as long as the daemon lives (a loaded machine and an ASan build
+	# can take seconds); DAEMON_TIMEOUT ends a hung one
+	while [ $_i -lt 6000 ]; do
 		is_mounted "$_mnt" && return 0
 		kill -0 "$DPID" 2>/dev/null || break
 		sleep 0.02
@@ -126,7 +128,9 @@ stop_daemon() {
 	unmount "$1" || return 1
 	[ -n "${DPID:-}" ] || return 0
 	_i=0
-	while kill -0 "$DPID" 2>/dev/null && [ $_i -lt 100 ]; do
+	# its write-back and exit take what they take; DAEMON_TIMEOUT
+	# (timeout(1)) ends a hung one, so this only bounds the wait
+	while kill -0 "$DPID" 2>/dev/null && [ $_i -lt 2400 ]; do
 		sleep 0.05
 		_i=$((_i + 1))
 	done

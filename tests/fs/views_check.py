@@ -72,7 +72,7 @@ class Mount:
         self.err = open(W + "/" + name + ".err", "w+")
         self.p = subprocess.Popen([PTFS, "-f", *opts, ck, self.mnt],
                                   stderr=self.err, stdout=subprocess.DEVNULL)
-        for _ in range(500):
+        for _ in range(6000):      # while ptfs lives: a loaded machine is slow
             if self.mounted():
                 return
             if self.p.poll() is not None:
