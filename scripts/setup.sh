@@ -4,7 +4,7 @@
 #   PT_SANITIZE=ON scripts/setup.sh build-asan    for the ASan+UBSan build
 set -eu
 cd "$(dirname "$0")/.."
-pkgs="build-essential cmake pkg-config libfuse3-dev fuse3 libarchive-dev
+pkgs="build-essential cmake pkg-config libfuse3-dev fuse3 libarchive-dev debootstrap fuse-zip
 libcriterion-dev libdeflate-dev zlib1g-dev python3-torch python3-numpy attr rsync
 libarchive-tools time clang libclang-rt-14-dev"
 missing=
