@@ -59,6 +59,15 @@ run_limited() {
 	fi
 }
 
+# run_cpu_limited SECONDS CMD...: CMD with at most SECONDS of CPU time
+# (ulimit -t: a loop or a blow-up is caught whatever else the machine is
+# doing), and ten times that of wall time for a hang
+run_cpu_limited() {
+	_rc_s=$1
+	shift
+	(ulimit -t "$_rc_s" && run_limited $((_rc_s * 10)) "$@")
+}
+
 # start_daemon CKPT MNT ERRFILE [OPTION...]: ptfs -f in the background,
 # stderr to ERRFILE; sets DPID.  Returns 0 once MNT is mounted, 1 when the
 # daemon exits (or 10 s pass) first (then it is stopped and reaped).

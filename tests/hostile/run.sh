@@ -17,7 +17,7 @@
 #                      line and mounts nothing
 #   the other tools    beside PTLS, when they are built: ptls --tree,
 #                      ptdump, ptverify and ptdiff FILE FILE end within
-#                      60 s with status 0, 1 or 2 (2: one line on stderr)
+#                      60 s of CPU time with status 0, 1 or 2 (2: one line on stderr)
 #                      and no sanitizer report
 #   an edit            mkdir in a new mount, then `ptfs umount`: either
 #                      the new archive lists (and --check still names the
@@ -49,12 +49,12 @@ san='ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error\|SUMMARY: .*Sa
 # ptls_run ARGS...: runs ptls; sets RC, OUT, ERR files and RSS (MB)
 ptls_run() {
 	if [ -n "$timecmd" ]; then
-		run_limited 60 "$timecmd" -f '%M' -o "$WORK/rss" "$PTLS" "$@" \
+		run_cpu_limited 60 "$timecmd" -f '%M' -o "$WORK/rss" "$PTLS" "$@" \
 			>"$WORK/out" 2>"$WORK/err"
 		RC=$?
 		RSS=$(($(tail -n 1 "$WORK/rss" 2>/dev/null || echo 0) / 1024))
 	else
-		run_limited 60 "$PTLS" "$@" >"$WORK/out" 2>"$WORK/err"
+		run_cpu_limited 60 "$PTLS" "$@" >"$WORK/out" 2>"$WORK/err"
 		RC=$?
 		RSS=0
 	fi
@@ -158,16 +158,16 @@ for tool in "ptls --tree" ptdump ptverify ptdiff; do
 		# equal views over equal storages need no walk at all
 		[ "$1:$name" = ptdiff:expand_stride0_4tb ] && continue
 		if [ "$1" = ptdiff ]; then
-			run_limited 60 "$bin/ptdiff" "$f" "$f" >/dev/null 2>"$WORK/err"
+			run_cpu_limited 60 "$bin/ptdiff" "$f" "$f" >/dev/null 2>"$WORK/err"
 		else
-			run_limited 60 "$bin/$1" ${2:+"$2"} "$f" >/dev/null 2>"$WORK/err"
+			run_cpu_limited 60 "$bin/$1" ${2:+"$2"} "$f" >/dev/null 2>"$WORK/err"
 		fi
 		rc=$?
 		n=$((n + 1))
 		if grep -q "$san" "$WORK/err"; then
 			echo "$name: $(grep -m 1 "$san" "$WORK/err")" >>"$WORK/details"
 		elif [ $rc -gt 2 ]; then
-			echo "$name: exit $rc$([ $rc -ge 124 ] && echo ' (60 s limit)'): $(head -n 1 "$WORK/err")" >>"$WORK/details"
+			echo "$name: exit $rc$([ $rc -ge 124 ] && echo ' (60 s CPU limit)'): $(head -n 1 "$WORK/err")" >>"$WORK/details"
 		elif [ $rc -eq 2 ] && [ "$(grep -c . "$WORK/err")" -ne 1 ]; then
 			echo "$name: exit 2 with $(grep -c . "$WORK/err") lines on stderr" >>"$WORK/details"
 		fi
