@@ -239,6 +239,9 @@ static const char *call_change(const struct ckpt *c,
 			       const struct ckpt_tensor *t,
 			       const struct ckpt_dtype *to)
 {
+	if (!to->storage && t->requires_grad && !t->parameter)
+		return "torch cannot load a float8 tensor that requires grad "
+		       "(its torch.save writes one)";
 	if (t->dtype == to || (t->dtype->storage && to->storage))
 		return NULL;
 	if (c->format == CKPT_LEGACY)
