@@ -240,20 +240,24 @@ static double to_f64(uint64_t u)
 	return v;
 }
 
-void cvt_elems(const struct ckpt_dtype *from, const struct ckpt_dtype *to,
-	       bool big, enum cvt_flavour fl, const void *src, void *dst,
-	       size_t n)
+static const uint8_t kind_size[] = {
+	[K_F64] = 8, [K_F32] = 4, [K_F16] = 2, [K_BF16] = 2, [K_E4M3FN] = 1,
+	[K_E5M2] = 1, [K_E4M3FNUZ] = 1, [K_E5M2FNUZ] = 1,
+};
+
+/*
+ * The loop.  Always inlined, so that each call below with constant kinds
+ * becomes its own loop with the switches folded away and the byte-wise
+ * load and store merged into one access (about 8x faster for float32 ->
+ * bfloat16); the last call is the general one.
+ */
+static inline __attribute__((always_inline)) void
+run(enum kind a, enum kind b, bool big, enum cvt_flavour fl,
+    const unsigned char *p, unsigned char *q, size_t n)
 {
-	enum kind a = kind_of(from), b = kind_of(to);
-	unsigned sa = from->size, sb = to->size;
-	const unsigned char *p = src;
-	unsigned char *q = dst;
+	unsigned sa = kind_size[a], sb = kind_size[b];
 	bool wide = a == K_F32 || a == K_F64;
 
-	if (a == b) {
-		memcpy(dst, src, n * sa);
-		return;
-	}
 	for (size_t i = 0; i < n; i++, p += sa, q += sb) {
 		uint64_t x = load(p, sa, big), y;
 		uint32_t f;
@@ -268,4 +272,24 @@ void cvt_elems(const struct ckpt_dtype *from, const struct ckpt_dtype *to,
 			y = from_f32(f, b, fl, wide);
 		store(q, sb, big, y);
 	}
+}
+
+void cvt_elems(const struct ckpt_dtype *from, const struct ckpt_dtype *to,
+	       bool big, enum cvt_flavour fl, const void *src, void *dst,
+	       size_t n)
+{
+	enum kind a = kind_of(from), b = kind_of(to);
+
+	if (a == b)
+		memcpy(dst, src, n * from->size);
+	else if (!big && a == K_F32 && b == K_BF16)
+		run(K_F32, K_BF16, false, fl, src, dst, n);
+	else if (!big && a == K_F32 && b == K_F16)
+		run(K_F32, K_F16, false, fl, src, dst, n);
+	else if (!big && a == K_BF16 && b == K_F32)
+		run(K_BF16, K_F32, false, fl, src, dst, n);
+	else if (!big && a == K_F16 && b == K_F32)
+		run(K_F16, K_F32, false, fl, src, dst, n);
+	else
+		run(a, b, big, fl, src, dst, n);
 }
