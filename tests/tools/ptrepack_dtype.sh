@@ -84,6 +84,9 @@ conv model.pt bfloat16 'net/*'
 conv model.pt float16 '*e[am]*'
 conv model.pt bfloat16 half
 conv tie.pt bfloat16 '*/w'
+conv legacy.pt bfloat16
+conv deflated.pt float16
+conv legacy.pt float64
 
 run_py "$inner/ptrepack_dtype_check.py" "$inner/manifest.tsv" \
 	>"$work/check.out" 2>"$work/check.err"
@@ -120,8 +123,13 @@ g=$work/gen
 refuse "shares storage" --dtype bfloat16 --only 'enc/*' "$g/tie.pt"
 refuse "shares storage" --dtype float16 --only 'dec/w' "$g/tie.pt"
 refuse "shares storage" --dtype bfloat16 --only 'emb_w' "$g/model.pt"
-[ "$version" = 2 ] &&
+if [ "$version" = 2 ]; then
 	refuse "requires grad" --dtype float8_e5m2 "$g/model.pt"
+	refuse "legacy" --dtype float8_e4m3fn "$g/legacy.pt"
+	refuse "viewed as two dtypes" --dtype float16 "$g/bad_twodtypes.pt"
+	refuse "whole number of elements" --dtype float16 "$g/bad_partial.pt"
+	refuse "saved on its own" --dtype bfloat16 "$g/bad_storage.pt"
+fi
 refuse "no floating tensor" --dtype bfloat16 --only 'nothing*' "$g/tie.pt"
 refuse "not one of" --dtype int8 "$g/tie.pt"
 refuse "not one of" --dtype bogus "$g/tie.pt"

@@ -12,10 +12,22 @@ written by the torch under test (tests/tools/ptrepack_dtype.sh):
                 sources, an OrderedDict, nested lists; float8 (2.x)
   model_nograd.pt  the same without the tensor that requires grad
   tie.pt        two keys sharing one storage, for --only refusals
+  legacy.pt     a tie and views in the legacy (< 1.6) format
+  deflated.pt   model.pt with every record deflated (Python's zipfile)
+  bad_*.pt      what torch.save never writes but a file may hold, each
+                written with a hand-made pickle (2.x only: they need
+                _rebuild_tensor_v3): one storage viewed as float8 and
+                bfloat16 (bad_twodtypes.pt), a float32 tensor over an
+                untyped storage of 6 bytes (bad_partial.pt), a float
+                storage saved on its own beside its tensor
+                (bad_storage.pt)
 """
 import collections
+import io
 import os
+import pickle
 import sys
+import zipfile
 
 import numpy as np
 import torch
@@ -130,4 +142,63 @@ torch.save(model, os.path.join(out, 'model_nograd.pt'))
 shared = torch.randn(4, 4)
 torch.save({'enc': {'w': shared}, 'dec': {'w': shared[1]},
             'other': torch.randn(3)}, os.path.join(out, 'tie.pt'))
+with zipfile.ZipFile(os.path.join(out, 'model.pt')) as zin, \
+        zipfile.ZipFile(os.path.join(out, 'deflated.pt'), 'w',
+                        zipfile.ZIP_DEFLATED) as zout:
+    for info in zin.infolist():
+        zout.writestr(info.filename, zin.read(info))
+
+legacy_base = torch.randn(4, 3)
+torch.save({'w': legacy_base, 'tied': legacy_base, 'col': legacy_base[:, 1],
+            'p': torch.nn.Parameter(torch.randn(2)), 'n': torch.arange(3)},
+           os.path.join(out, 'legacy.pt'),
+           _use_new_zipfile_serialization=False)
+
+
+class Storage:
+    """a persistent id: ('storage', CLS, KEY, 'cpu', NUMEL)"""
+    def __init__(self, cls, key, numel):
+        self.pid = ('storage', cls, key, 'cpu', numel)
+
+
+class Call:
+    """FUNC(*ARGS) in the pickle, without calling it"""
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+    def __reduce__(self):
+        return self.fn, self.args
+
+
+class Pickler(pickle.Pickler):
+    def persistent_id(self, obj):
+        return obj.pid if isinstance(obj, Storage) else None
+
+
+def hand_made(name, obj, records):
+    buf = io.BytesIO()
+    Pickler(buf, protocol=2).dump(obj)
+    with zipfile.ZipFile(os.path.join(out, name), 'w') as z:
+        z.writestr('archive/data.pkl', buf.getvalue())
+        for key, data in records.items():
+            z.writestr('archive/data/' + key, data)
+        z.writestr('archive/version', '3\n')
+
+
+if F8:
+    u = torch.storage.UntypedStorage
+    v2, v3 = torch._utils._rebuild_tensor_v2, torch._utils._rebuild_tensor_v3
+    hooks = collections.OrderedDict()
+    hand_made('bad_twodtypes.pt', {
+        'a': Call(v3, Storage(u, '0', 8), 0, (8,), (1,), False, hooks,
+                  torch.float8_e4m3fn),
+        'b': Call(v3, Storage(u, '0', 8), 0, (4,), (1,), False, hooks,
+                  torch.bfloat16)}, {'0': bytes(range(8))})
+    hand_made('bad_partial.pt', {
+        'a': Call(v3, Storage(u, '0', 6), 0, (1,), (1,), False, hooks,
+                  torch.float32)}, {'0': bytes(6)})
+    hand_made('bad_storage.pt', {
+        't': Call(v2, Storage(torch.FloatStorage, '0', 2), 0, (2,), (1,),
+                  False, hooks),
+        's': Storage(torch.FloatStorage, '0', 2)}, {'0': bytes(8)})
 print('written with torch', torch.__version__, 'seed', seed)
