@@ -126,6 +126,8 @@ refuse "shares storage" --dtype bfloat16 --only 'emb_w' "$g/model.pt"
 if [ "$version" = 2 ]; then
 	refuse "requires grad" --dtype float8_e5m2 "$g/model.pt"
 	refuse "legacy" --dtype float8_e4m3fn "$g/legacy.pt"
+	refuse "python attributes" --dtype float8_e4m3fn --only attr \
+		"$g/model.pt"
 	refuse "viewed as two dtypes" --dtype float16 "$g/bad_twodtypes.pt"
 	refuse "whole number of elements" --dtype float16 "$g/bad_partial.pt"
 	refuse "saved on its own" --dtype bfloat16 "$g/bad_storage.pt"

@@ -69,6 +69,10 @@ def check(a, b, dt, glob):
                                   xb[i].item() & (1 << 8 * x.element_size()) - 1,
                                   yb[i].item() & (1 << 8 * y.element_size()) - 1,
                                   wb[i].item() & (1 << 8 * y.element_size()) - 1))
+            if getattr(x, '__dict__', {}) != getattr(y, '__dict__', {}):
+                raise Bad('%s: python attributes %r, were %r' % (
+                    path, getattr(y, '__dict__', {}),
+                    getattr(x, '__dict__', {})))
             seen.append((path, x, y))
             return
         if isinstance(x, dict):

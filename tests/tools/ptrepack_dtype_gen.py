@@ -133,10 +133,16 @@ model['scalar'] = torch.tensor(2.5)
 model['list'] = [torch.randn(2), 3, 'x', base[0]]
 for n in F8:
     model[n] = torch.randn(4, 4).to(getattr(torch, n))
+if F8:
+    # a python attribute: 2.x saves it through _rebuild_from_type_v2
+    model['attr'] = torch.randn(3)
+    model['attr'].note = 'kept'
 torch.save(model, os.path.join(out, 'model.pt'))
-# torch cannot load a float8 tensor that requires grad (it saves one):
-# ptrepack refuses that, so float8 targets get the model without it
+# torch cannot load a float8 tensor that requires grad (it saves one),
+# and ptrepack cannot move one with attributes to float8: it refuses
+# both, so float8 targets get the model without them
 del model['grad']
+model.pop('attr', None)
 torch.save(model, os.path.join(out, 'model_nograd.pt'))
 
 shared = torch.randn(4, 4)
