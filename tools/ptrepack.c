@@ -130,7 +130,7 @@ int main(int argc, char **argv)
 	struct ckpt_write_opts o = { .stats = &st };
 	struct cli_progress pr;
 	bool verbose = false, json = false;
-	struct cvt_opt cv = { 0 };
+	struct cvt_opt cv = { .tmpfd = -1 };
 	struct ckpt *c;
 	struct diag d;
 	struct stat sb;
