@@ -131,16 +131,18 @@ Test(cvt_elems, midpoints_round_to_even)
 			float hi = to_f32(narrow[k], x + 1);
 			double mid = ((double)lo + hi) / 2;
 			float m = (float)mid;
+			uint32_t even = (x & 1) ? x + 1 : x;
 
 			if (isnan(hi) || isinf(hi) || (double)m != mid)
 				continue;	/* past the top; or not exact */
-			cr_assert_eq(from_f32(narrow[k], m), (x & 1) ? x + 1 : x,
+			cr_assert_eq(from_f32(narrow[k], m), even,
 				     "%s midpoint of 0x%x", narrow[k], x);
 			cr_assert_eq(from_f32(narrow[k], nextafterf(m, 0)), x,
 				     "%s below the midpoint of 0x%x",
 				     narrow[k], x);
-			cr_assert_eq(from_f32(narrow[k], nextafterf(m, INFINITY)),
-				     x + 1, "%s above the midpoint of 0x%x",
+			m = nextafterf(m, INFINITY);
+			cr_assert_eq(from_f32(narrow[k], m), x + 1,
+				     "%s above the midpoint of 0x%x",
 				     narrow[k], x);
 		}
 	}
@@ -383,8 +385,8 @@ Test(cvt_ckpt, nothing_to_convert_is_no_change)
 	cr_assert_eq(cvt_select(c, dt("float32"), NULL, &plan, &d), 0);
 	for (uint32_t k = 0; k < c->nstorages; k++)
 		cr_assert_null(plan[k]);
-	cr_assert_eq(cvt_ckpt(c, dt("float32"), plan, CVT_TORCH2, "/nonexistent/x",
-			      &tmp, NULL, &d), 0);
+	cr_assert_eq(cvt_ckpt(c, dt("float32"), plan, CVT_TORCH2,
+			      "/nonexistent/x", &tmp, NULL, &d), 0);
 	cr_assert_eq(tmp, -1);
 	cr_assert_not(ckpt_changed(c));
 	free(plan);
