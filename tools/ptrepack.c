@@ -13,6 +13,7 @@
  */
 #include "ckpt/ckpt.h"
 #include "cli.h"
+#include "ptrepack_cvt.h"
 #include "diag/diag.h"
 #include "json_out.h"
 
@@ -44,6 +45,16 @@ static void usage(FILE *f)
 	      "two, 64 to\n"
 	      "                     32768; default: the file's "
 	      ".storage_alignment, or 64)\n"
+	      "  -t, --dtype TYPE   convert every floating tensor to TYPE "
+	      "(float64, float32,\n"
+	      "                     float16, bfloat16, float8_e4m3fn, "
+	      "float8_e5m2,\n"
+	      "                     float8_e4m3fnuz, float8_e5m2fnuz), rounding "
+	      "as .to() does\n"
+	      "  -o, --only GLOB    with --dtype: only tensors whose key path "
+	      "matches GLOB\n"
+	      "      --torch VER    with --dtype: NaN patterns of torch VER "
+	      "(2 or 1.13)\n"
 	      "  -v, --verbose      say what was written\n"
 	      "  -j, --json         the same as a JSON object\n"
 	      "  -h, --help         this text\n"
@@ -106,6 +117,9 @@ int main(int argc, char **argv)
 		{ "drop-unused", no_argument, NULL, 'd' },
 		{ "clone", optional_argument, NULL, 'c' },
 		{ "align", required_argument, NULL, 'a' },
+		{ "dtype", required_argument, NULL, 't' },
+		{ "only", required_argument, NULL, 'o' },
+		{ "torch", required_argument, NULL, 'T' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -116,6 +130,7 @@ int main(int argc, char **argv)
 	struct ckpt_write_opts o = { .stats = &st };
 	struct cli_progress pr;
 	bool verbose = false, json = false;
+	struct cvt_opt cv = { .tmpfd = -1 };
 	struct ckpt *c;
 	struct diag d;
 	struct stat sb;
@@ -124,7 +139,7 @@ int main(int argc, char **argv)
 	int ch, rc;
 
 	cli_init(argv[0], "[OPTIONS] IN OUT");
-	while ((ch = getopt_long(argc, argv, "pdc::a:vjhV", lopts,
+	while ((ch = getopt_long(argc, argv, "pdc::a:t:o:vjhV", lopts,
 				 NULL)) != -1) {
 		switch (ch) {
 		case 'p':
@@ -149,6 +164,12 @@ int main(int argc, char **argv)
 						 optarg);
 			o.align = a;
 			break;
+		case 't':
+		case 'o':
+		case 'T':
+			if (cvt_opt_parse(&cv, ch, optarg))
+				return CLI_ERROR;
+			break;
 		case 'v':
 			verbose = true;
 			break;
@@ -167,6 +188,8 @@ int main(int argc, char **argv)
 	if (argc - optind != 2)
 		return cli_usage("expected IN and OUT, got %d file name%s",
 				 argc - optind, argc - optind == 1 ? "" : "s");
+	if (cvt_opt_check(&cv, o.clone_pct))
+		return CLI_ERROR;
 	diag_init(&d, argv[optind]);
 	if (ckpt_open(argv[optind], &c, &d)) {
 		cli_diag(&d);
@@ -176,6 +199,8 @@ int main(int argc, char **argv)
 	o.progress = progress;
 	o.progress_arg = &pr;
 	rc = fstat(c->fd, &sb) ? -errno : 0;
+	if (!rc && cv.to)
+		rc = cvt_opt_run(&cv, c, argv[optind + 1], &d);
 	if (!rc)
 		rc = ckpt_save(c, argv[optind + 1], &o, &sb, NULL, NULL, &d);
 	cli_progress_end(&pr);
@@ -183,11 +208,15 @@ int main(int argc, char **argv)
 		if (!d.err)
 			diag_errno(&d, rc, "%s", strerror(-rc));
 		cli_diag(&d);
+		cvt_opt_release(&cv);
 		ckpt_close(c);
 		return CLI_ERROR;
 	}
 	if (verbose || json)
 		summary(argv[optind], argv[optind + 1], c, &st, json);
+	if (verbose && cv.to && !json)
+		cvt_opt_report(&cv);
+	cvt_opt_release(&cv);
 	ckpt_close(c);
 	return cli_finish(CLI_OK);
 }

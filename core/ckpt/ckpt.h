@@ -74,6 +74,9 @@ struct ckpt_storage {
 	int zfd;		/* an unlinked temporary file, once zdone */
 	bool zdone;		/* zfd and zcrc are set (atomic, release) */
 	uint32_t zcrc;		/* CRC-32 of the inflated bytes */
+	/* converted to another dtype (core/cvt): the tensors' new dtype;
+	   data.pkl must then be written anew (ckpt_retype.c) */
+	const struct ckpt_dtype *retyped;
 };
 
 enum ckpt_tensor_kind {

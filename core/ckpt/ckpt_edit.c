@@ -144,6 +144,9 @@ bool ckpt_dir_clean(const struct ckpt_node *dir)
 
 bool ckpt_changed(const struct ckpt *c)
 {
+	for (uint32_t i = 0; i < c->nstorages; i++)
+		if (c->storages[i]->retyped)
+			return true;	/* new storage classes (core/cvt) */
 	for (uint32_t i = 0; i < c->nnodes; i++) {
 		const struct ckpt_node *n = c->nodes[i];
 

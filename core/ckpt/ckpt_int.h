@@ -189,6 +189,16 @@ struct ckpt_repickle {
 int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d);
 void ckpt_repickle_release(struct ckpt_repickle *r);
 
+/*
+ * ckpt_retype.c: while data.pkl is written anew, the rebuild call @v of a
+ * tensor whose storage was re-typed (ckpt_storage.retyped) when the call
+ * itself must change (_rebuild_tensor_v2 <-> _v3, or v3's dtype): writes
+ * it and returns 1; 0 when @v is no such call; -errno with @d set.
+ */
+struct pkl_emit;
+int ckpt_retype_call(struct ckpt *c, struct pkl_emit *e,
+		     const struct pkl_value *v, struct diag *d);
+
 /* Append to a growable pointer array; -ENOMEM on failure. */
 int ckpt_push(void ***arr, uint32_t *n, uint32_t *cap, void *p);
 

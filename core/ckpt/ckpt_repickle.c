@@ -40,6 +40,7 @@ struct wb {
 	uint64_t *keep;		/* storage index -> bytes kept, when cut */
 	bool *trim;		/* storage index -> it is cut */
 	bool in_args;		/* writing the pid of such a tuple */
+	bool retyped;		/* some storage has a new dtype (core/cvt) */
 };
 
 static int emit_node(struct wb *w, struct ckpt_node *n);
@@ -121,6 +122,12 @@ static int hook_persid(struct pkl_emit *e, const struct pkl_value *pid,
 	for (size_t i = 0; i < 5 && !rc; i++) {
 		if (i == 2)
 			rc = emit_key_str(w, out_key(w, s));
+		else if (i == 1 && s->retyped)
+			rc = s->untyped ? pkl_emit_global(e, "torch.storage",
+							  "UntypedStorage")
+				: pkl_emit_global(e, "torch", s->dtype->storage);
+		else if (i == 4 && s->retyped)
+			rc = pkl_emit_int(e, (int64_t)s->numel);
 		else if (i == 4 && w->trim && w->trim[s->index])
 			rc = pkl_emit_int(e, w->keep[s->index] /
 					  s->dtype->size);
@@ -152,7 +159,8 @@ static int emit_args(struct wb *w, const struct pkl_value *v)
 		return 0;	/* hook_persid() names the problem */
 	trimmed = w->trim && w->trim[s->index];
 	cut = trimmed ? w->cut[s->index] : 0;
-	view = (uint64_t)pid_view(t) * s->dtype->size;
+	/* in the pickle's item size: a storage may since be re-typed */
+	view = (uint64_t)pid_view(t) * tsize;
 	if (!trimmed && !view)
 		return 0;	/* the pid is the only change: hook_persid() */
 	/* ckpt_tensor_check() bounded offset and view by the storage */
@@ -189,6 +197,8 @@ static int hook_value(struct pkl_emit *e, const struct pkl_value *v,
 
 	if (w->args && v->id < w->c->doc->nnodes && w->args[v->id])
 		return emit_args(w, v);
+	if (w->retyped && (rc = ckpt_retype_call(w->c, e, v, w->d)))
+		return rc;
 	if (!n)
 		return 0;
 	if (pkl_emit_memo_get(e, v->id))
@@ -738,6 +748,8 @@ int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d)
 		    n->val && !ckpt_dir_clean(n) && !w.dirty[n->val->id])
 			w.dirty[n->val->id] = n;
 	}
+	for (uint32_t i = 0; i < c->nstorages; i++)
+		w.retyped |= c->storages[i]->retyped != NULL;
 	h.arg = &w;
 	rc = pkl_emit_init(&w.e, c->doc->nnodes, &h, d);
 	if (!rc)

@@ -72,7 +72,7 @@ static int storage_source(struct out *w, struct ckpt_storage *s,
 	src->len = cut ? w->r->keep[s->index] : s->nbytes;
 	if (s->fd != c->fd) {
 		src->fd = s->fd;
-		src->off = from;
+		src->off = s->data_off + from;	/* 0 in an overlay file */
 		return 0;
 	}
 	/* a deflated record is written stored, from its inflated copy */

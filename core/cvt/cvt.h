@@ -1,0 +1,121 @@
+/*
+ * cvt.h - dtype conversion of tensor data as torch's .to() does it, bit
+ * for bit, between the floating dtypes: float64, float32, float16,
+ * bfloat16 and torch 2.x's float8_e4m3fn, float8_e5m2, float8_e4m3fnuz
+ * and float8_e5m2fnuz (docs/user-guide.md, "Converting dtypes").
+ *
+ *   cvt.c         elements: one run of elements from one dtype to another
+ *   cvt_ckpt.c    checkpoints: storages re-typed in the model, so that the
+ *                 writer emits new records and a new data.pkl
+ *
+ * torch converts every pair through float32 (c10's Half, BFloat16 and
+ * Float8 types are built from a float; a double is first rounded to
+ * float, so float64 -> float16 rounds twice, as here).  Each narrowing
+ * rounds to nearest, ties to even; what differs per type is overflow and
+ * NaN, see cvt.c.
+ */
+#ifndef PT_CVT_CVT_H
+#define PT_CVT_CVT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt/ckpt.h"
+
+struct diag;
+
+/* Which torch's NaN patterns to produce: they differ in one place. */
+enum cvt_flavour {
+	CVT_TORCH2 = 0,	/* torch 2.x: NaN -> bfloat16 is 0x7fc0 */
+	CVT_TORCH1,	/* torch 1.13: float32/float64 NaN -> bfloat16 is
+			   0xffff (its vectorised copy kernel) */
+};
+
+/* Can @dt's elements be converted (one of the eight types above)? */
+bool cvt_supported(const struct ckpt_dtype *dt);
+
+/*
+ * Convert @n elements of @from at @src into @to at @dst (the buffers must
+ * not overlap), little-endian, or big-endian on both sides when @big.
+ * Both dtypes must be cvt_supported(); equal dtypes copy.
+ */
+void cvt_elems(const struct ckpt_dtype *from, const struct ckpt_dtype *to,
+	       bool big, enum cvt_flavour fl, const void *src, void *dst,
+	       size_t n);
+
+/* ---- checkpoints (cvt_ckpt.c) ---- */
+
+/* What a conversion did. */
+struct cvt_stats {
+	uint32_t tensors;	/* tensors now of the new dtype */
+	uint32_t storages;	/* storages converted */
+	uint64_t bytes_in;	/* their bytes before */
+	uint64_t bytes_out;	/* and after */
+};
+
+/*
+ * The one dtype storage @s's tensors view it as, when it can be converted
+ * as a whole: every tensor over it a plain strided one (a Parameter's
+ * too) of one cvt_supported() dtype.  NULL otherwise, with *@why saying
+ * why in a few words when some tensor over it is floating (NULL when none
+ * is: nothing to convert).
+ */
+const struct ckpt_dtype *cvt_storage_dtype(const struct ckpt *c,
+					   const struct ckpt_storage *s,
+					   const char **why);
+
+/*
+ * Write storage @s's bytes, elements of @from, converted to @to into @fd
+ * at @off, streamed through a bounded buffer; nothing else changes.  The
+ * checkpoint's byte order is kept.  An edit of user.dtype through the
+ * mount would call this with an overlay file as @fd, then
+ * cvt_storage_retype() (docs/editing.md).  0 or -errno with @d set.
+ */
+int cvt_storage_write(struct ckpt *c, struct ckpt_storage *s,
+		      const struct ckpt_dtype *from,
+		      const struct ckpt_dtype *to, enum cvt_flavour fl, int fd,
+		      uint64_t off, struct diag *d);
+
+/*
+ * Make storage @s, whose converted bytes are now at @off of @fd (the
+ * caller keeps @fd open until the checkpoint is written or closed), of
+ * dtype @to, and every tensor viewing it (elements of @from so far):
+ * offsets and strides, counted in elements, stay as they are.  The next
+ * ckpt_write() writes a new data.pkl, with the storage class and rebuild
+ * call torch.save writes for @to (_rebuild_tensor_v3 for float8).
+ * Returns the number of tensors re-typed.
+ */
+uint32_t cvt_storage_retype(struct ckpt *c, struct ckpt_storage *s,
+			    const struct ckpt_dtype *from,
+			    const struct ckpt_dtype *to, int fd, uint64_t off);
+
+/*
+ * Plan what cvt_ckpt() converts to @to: the storages whose tensors have
+ * one floating dtype other than @to (cvt_storage_dtype()) and, with @glob
+ * (an fnmatch(3) pattern, '*' matching '/' too), one of whose tensors has
+ * a path ("a/b", as ptls prints it) that matches.  Refused with -EINVAL
+ * and @d naming the tensor: a floating tensor that would be converted but
+ * cannot be, and a storage also reached through a path the glob does not
+ * match (converting it would change that tensor too; leaving it would
+ * untie the two).  *@plan gets c->nstorages entries, malloc'd (caller
+ * frees): the dtype storage k is converted from, or NULL.  0 or -errno
+ * with @d set.
+ */
+int cvt_select(struct ckpt *c, const struct ckpt_dtype *to, const char *glob,
+	       const struct ckpt_dtype ***plan, struct diag *d);
+
+/*
+ * Convert the storages of @plan to @to: all of them into one temporary
+ * file beside @near (the output path, so that it is on the output's file
+ * system; unlinked at once), then re-typed with their tensors.  *@tmpfd
+ * gets that file (caller closes it after ckpt_write(); -1 when nothing
+ * was converted).  @st, if not NULL, is filled in.  0 or -errno with @d
+ * set; after a failure @c must not be written.
+ */
+int cvt_ckpt(struct ckpt *c, const struct ckpt_dtype *to,
+	     const struct ckpt_dtype *const *plan, enum cvt_flavour fl,
+	     const char *near, int *tmpfd, struct cvt_stats *st,
+	     struct diag *d);
+
+#endif

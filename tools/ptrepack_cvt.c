@@ -1,0 +1,98 @@
+/*
+ * ptrepack_cvt.c - ptrepack --dtype TYPE [--only GLOB] [--torch VER]:
+ * every floating tensor (or those whose key path matches GLOB) converted
+ * as torch's .to(TYPE) converts it, ties, views, Parameters and
+ * _metadata kept (core/cvt does the work; docs/user-guide.md).
+ */
+#include "ptrepack_cvt.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "diag/diag.h"
+
+int cvt_opt_parse(struct cvt_opt *o, int ch, const char *arg)
+{
+	switch (ch) {
+	case 't':
+		o->to = ckpt_dtype_by_name(arg);
+		if (!o->to || !cvt_supported(o->to))
+			return cli_usage("--dtype %s: not one of float64, "
+					 "float32, float16, bfloat16, "
+					 "float8_e4m3fn, float8_e5m2, "
+					 "float8_e4m3fnuz, float8_e5m2fnuz",
+					 arg);
+		return 0;
+	case 'o':
+		if (!*arg)
+			return cli_usage("--only: an empty pattern matches "
+					 "nothing");
+		o->only = arg;
+		return 0;
+	default:
+		if (!strcmp(arg, "2"))
+			o->fl = CVT_TORCH2;
+		else if (!strcmp(arg, "1.13"))
+			o->fl = CVT_TORCH1;
+		else
+			return cli_usage("--torch %s: not 2 or 1.13", arg);
+		return 0;
+	}
+}
+
+int cvt_opt_check(struct cvt_opt *o, uint8_t clone_pct)
+{
+	o->tmpfd = -1;
+	if (!o->to && o->only)
+		return cli_usage("--only needs --dtype");
+	if (o->to && clone_pct)
+		return cli_usage("--dtype and --clone: run ptrepack once for "
+				 "each");
+	return 0;
+}
+
+int cvt_opt_run(struct cvt_opt *o, struct ckpt *c, const char *out,
+		struct diag *d)
+{
+	const struct ckpt_dtype **plan;
+	uint32_t n = 0;
+	int rc;
+
+	if (!ckpt_format_writable(c->format))
+		return 0;	/* ckpt_save() says why it cannot */
+	rc = cvt_select(c, o->to, o->only, &plan, d);
+	if (rc)
+		return rc;
+	for (uint32_t k = 0; k < c->nstorages; k++)
+		n += plan[k] != NULL;
+	if (!n && o->only)
+		rc = diag_set(d, -EINVAL, DIAG_NO_OFFSET, "--only %s: no "
+			      "floating tensor to convert matches", o->only);
+	if (!rc)
+		rc = cvt_ckpt(c, o->to, plan, o->fl, out, &o->tmpfd, &o->st,
+			      d);
+	free(plan);
+	return rc;
+}
+
+void cvt_opt_report(const struct cvt_opt *o)
+{
+	char a[16], b[16];
+
+	printf("%u tensor%s in %u storage%s converted to %s (%s of storage "
+	       "data, was %s)\n", o->st.tensors, o->st.tensors == 1 ? "" : "s",
+	       o->st.storages, o->st.storages == 1 ? "" : "s", o->to->name,
+	       cli_size(o->st.bytes_out, a, sizeof(a)),
+	       cli_size(o->st.bytes_in, b, sizeof(b)));
+}
+
+void cvt_opt_release(struct cvt_opt *o)
+{
+	if (o->tmpfd >= 0)
+		close(o->tmpfd);
+	o->tmpfd = -1;
+}

@@ -1,0 +1,38 @@
+/*
+ * ptrepack_cvt.h - ptrepack's --dtype, --only and --torch: the options,
+ * their checks, and the conversion (core/cvt) run on the open checkpoint
+ * before it is written.  Kept apart so that ptrepack.c only calls it.
+ */
+#ifndef PT_TOOLS_PTREPACK_CVT_H
+#define PT_TOOLS_PTREPACK_CVT_H
+
+#include <stdint.h>
+
+#include "cvt/cvt.h"
+
+struct cvt_opt {
+	const struct ckpt_dtype *to;	/* --dtype, or NULL */
+	const char *only;		/* --only GLOB, or NULL */
+	enum cvt_flavour fl;		/* --torch */
+	int tmpfd;			/* the converted storages, or -1 */
+	struct cvt_stats st;
+};
+
+/* Take option @ch ('t', 'o', 'T') with @arg; 0 or CLI_ERROR (said why). */
+int cvt_opt_parse(struct cvt_opt *o, int ch, const char *arg);
+
+/* Options that do not go together; 0 or CLI_ERROR (said why). */
+int cvt_opt_check(struct cvt_opt *o, uint8_t clone_pct);
+
+/* Convert @c's tensors as asked, the temporary file beside @out.
+   0 or -errno with @d set. */
+int cvt_opt_run(struct cvt_opt *o, struct ckpt *c, const char *out,
+		struct diag *d);
+
+/* One line on stdout: what was converted. */
+void cvt_opt_report(const struct cvt_opt *o);
+
+/* Close the temporary file.  A zeroed struct is fine. */
+void cvt_opt_release(struct cvt_opt *o);
+
+#endif
