@@ -1,7 +1,8 @@
 /*
  * ptfs.h - what the FUSE driver's files share: the mounted checkpoint and
- * its inode table (ptfs_ino.c), the operations (ptfs_ops.c) and main
- * (ptfs_main.c).  Only fs/ includes FUSE headers.
+ * its inode table (ptfs_ino.c), the operations (ptfs_ops.c, ptfs_read.c,
+ * ptfs_edit.c, ptfs_inval.c) and main (ptfs_main.c).  Only fs/ includes
+ * FUSE headers.
  */
 #ifndef PT_FS_PTFS_H
 #define PT_FS_PTFS_H
@@ -184,18 +185,88 @@ uint64_t ptfs_view_size(struct ptfs *fs, struct ckpt_node *n, int view);
 long ptfs_xattrs(const struct ptfs *fs, fuse_ino_t ino, char *buf,
 		 size_t size);
 
-/* ---- ptfs_ops.c ---- */
+/* ---- ptfs_ops.c: the operations table and the shared reply path ---- */
 
 extern const struct fuse_lowlevel_ops ptfs_ops;
+
+static inline struct ptfs *ptfs_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static inline void ptfs_rdlock(struct ptfs *fs)
+{
+	pthread_rwlock_rdlock(&fs->lock);
+}
+
+static inline void ptfs_wrlock(struct ptfs *fs)
+{
+	pthread_rwlock_wrlock(&fs->lock);
+}
+
+static inline void ptfs_unlock(struct ptfs *fs)
+{
+	pthread_rwlock_unlock(&fs->lock);
+}
+
+/* Reply error @rc (0 replies success) to @req, logging @d's diagnostic
+ * once; @req NULL only logs. */
+void ptfs_reply_err(fuse_req_t req, int rc, const struct diag *d);
+
+/* The attribute timeout of @ino (0 for text views). */
+double ptfs_attr_timeout(const struct ptfs *fs, fuse_ino_t ino);
+
+/* An entry reply for @ino (0: a negative entry, cached too). */
+void ptfs_fill_entry(struct ptfs *fs, fuse_ino_t ino,
+		     struct fuse_entry_param *e);
+
+/* ---- ptfs_read.c ---- */
+
+void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		  struct fuse_file_info *fi);
+
+/* ---- ptfs_edit.c ---- */
+
+void ptfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		    mode_t mode, struct fuse_file_info *fi);
+void ptfs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   mode_t mode, dev_t rdev);
+void ptfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   mode_t mode);
+void ptfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void ptfs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void ptfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		    fuse_ino_t newparent, const char *newname,
+		    unsigned int flags);
+void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		   size_t size, off_t off, struct fuse_file_info *fi);
+void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		     int to_set, struct fuse_file_info *fi);
+void ptfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
+		     struct fuse_file_info *fi);
+void ptfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		   struct fuse_file_info *fi);
+void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		      const char *value, size_t size, int flags);
+
+/* Write back now; 0 written, 1 nothing to write, or -errno with @d set.
+ * The result is what .ptfs/commit reads next. */
+int ptfs_commit(struct ptfs *fs, struct diag *d);
+
+/* ---- ptfs_inval.c ---- */
 
 /* Start / stop the thread that drops stale views from the page cache. */
 void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se,
 		      bool multithreaded);
 void ptfs_inval_stop(struct ptfs *fs);
 
-/* Write back now; 0 written, 1 nothing to write, or -errno with @d set.
- * The result is what .ptfs/commit reads next. */
-struct diag;
-int ptfs_commit(struct ptfs *fs, struct diag *d);
+/* After a request changed storages, with the lock dropped and before it
+ * replies: wait (bounded) until the other views left the page cache. */
+void ptfs_inval_wait(struct ptfs *fs);
+
+/* Make the kernel look up @name in @parent again (a file was renamed
+ * onto a view, which is still no entry of its own). */
+void ptfs_inval_entry(struct ptfs *fs, fuse_ino_t parent, const char *name);
 
 #endif
