@@ -112,6 +112,12 @@ struct ptfs {
 
 /* ---- ptfs_ino.c ---- */
 
+/* Is @n shown as a directory (a dict or a list)?  NULL: no. */
+bool ptfs_node_is_dir(const struct ckpt_node *n);
+
+/* Is @ino a directory (the root, .ptfs/, its storages/, a container)? */
+bool ptfs_ino_is_dir(const struct ptfs *fs, fuse_ino_t ino);
+
 /* Set up the inode table for an open checkpoint.  0 or -ENOMEM. */
 int ptfs_ino_init(struct ptfs *fs);
 void ptfs_ino_release(struct ptfs *fs);
@@ -209,8 +215,14 @@ static inline void ptfs_unlock(struct ptfs *fs)
 	pthread_rwlock_unlock(&fs->lock);
 }
 
-/* Reply error @rc (0 replies success) to @req, logging @d's diagnostic
- * once; @req NULL only logs. */
+/*
+ * fs/ keeps one sign convention: every function returns 0 or -errno, and
+ * only the reply turns it positive.  ptfs_errno() does that for -errno @rc
+ * (never positive), maps -EILSEQ (corrupt input) to EIO and logs @d's
+ * diagnostic once.  ptfs_reply_err() replies it (0 replies success) to
+ * @req; with @req NULL it only logs.
+ */
+int ptfs_errno(int rc, const struct diag *d);
 void ptfs_reply_err(fuse_req_t req, int rc, const struct diag *d);
 
 /* The attribute timeout of @ino (0 for text views). */

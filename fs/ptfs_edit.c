@@ -49,16 +49,15 @@ static struct ckpt_node *dir_node(const struct ptfs *fs, fuse_ino_t ino)
 	if (ptfs_ino_get(fs, ino, &i) ||
 	    (i.kind != PTFS_NODE && i.kind != PTFS_ROOT))
 		return NULL;
-	return i.node->kind == CKPT_N_DIR || i.node->kind == CKPT_N_SEQ ?
-	       i.node : NULL;
+	return ptfs_node_is_dir(i.node) ? i.node : NULL;
 }
 
-/* Can the tree be edited here?  errno, or 0. */
+/* Can the tree be edited here?  -errno, or 0. */
 static int edit_errno(const struct ptfs *fs, fuse_ino_t parent)
 {
 	if (fs->readonly || !fs->ovl || fs->ovl->committed)
-		return EROFS;
-	return dir_node(fs, parent) ? 0 : EPERM;
+		return -EROFS;
+	return dir_node(fs, parent) ? 0 : -EPERM;
 }
 
 /* Is @name "KEY.npy" with no KEY in @dir (a new tensor from a .npy)?
@@ -142,7 +141,7 @@ void ptfs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	(void)rdev;
 	if (!S_ISREG(mode))
-		return ptfs_reply_err(req, EPERM, NULL);
+		return ptfs_reply_err(req, -EPERM, NULL);
 	make_common(req, parent, name, false, NULL);
 }
 
@@ -161,7 +160,7 @@ static void remove_common(fuse_req_t req, fuse_ino_t parent,
 	int rc;
 
 	if (parent == FUSE_ROOT_ID && !strcmp(name, ".ptfs"))
-		return ptfs_reply_err(req, EPERM, NULL);
+		return ptfs_reply_err(req, -EPERM, NULL);
 	diag_init(&d, fs->c->path);
 	ptfs_wrlock(fs);
 	rc = edit_errno(fs, parent);
@@ -197,9 +196,9 @@ void ptfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int rc;
 
 	if (flags & ~RENAME_NOREPLACE)
-		return ptfs_reply_err(req, EINVAL, NULL);
+		return ptfs_reply_err(req, -EINVAL, NULL);
 	if (parent == FUSE_ROOT_ID && !strcmp(name, ".ptfs"))
-		return ptfs_reply_err(req, EPERM, NULL);
+		return ptfs_reply_err(req, -EPERM, NULL);
 	diag_init(&d, fs->c->path);
 	ptfs_wrlock(fs);
 	rc = edit_errno(fs, parent);
@@ -234,7 +233,7 @@ void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	(void)fi;
 	diag_init(&d, fs->c->path);
 	if (size && (fs->readonly || !fs->ovl))
-		return ptfs_reply_err(req, EROFS, NULL);
+		return ptfs_reply_err(req, -EROFS, NULL);
 	ptfs_wrlock(fs);
 	if (ptfs_ino_get(fs, ino, &i)) {
 		n = -ENOENT;
@@ -243,7 +242,7 @@ void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		/* any write asks for write-back; it answers when done */
 		n = ptfs_commit(fs, &d);
 		if (n < 0)
-			return ptfs_reply_err(req, EIO, &d);
+			return ptfs_reply_err(req, -EIO, &d);
 		return (void)fuse_reply_write(req, size);
 	} else {
 		/* the writer's own pages stay cached (see storage_changed) */
@@ -288,9 +287,9 @@ void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 */
 	if (((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != fs->uid) ||
 	    ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != fs->gid))
-		return ptfs_reply_err(req, EPERM, NULL);
+		return ptfs_reply_err(req, -EPERM, NULL);
 	if ((to_set & FUSE_SET_ATTR_MODE) && fs->readonly)
-		return ptfs_reply_err(req, EROFS, NULL);
+		return ptfs_reply_err(req, -EROFS, NULL);
 	ptfs_wrlock(fs);
 	if (ptfs_ino_get(fs, ino, &i))
 		rc = -ENOENT;
@@ -400,9 +399,9 @@ void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 	(void)flags;
 	if (strncmp(name, "user.", 5))
-		return ptfs_reply_err(req, EOPNOTSUPP, NULL);
+		return ptfs_reply_err(req, -EOPNOTSUPP, NULL);
 	if (fs->readonly || !fs->ovl)
-		return ptfs_reply_err(req, EROFS, NULL);
+		return ptfs_reply_err(req, -EROFS, NULL);
 	diag_init(&d, fs->c->path);
 	ptfs_wrlock(fs);
 	rc = ptfs_ino_get(fs, ino, &i) ? -ENOENT :

@@ -38,11 +38,32 @@
 #define VIEW_NPY ((fuse_ino_t)1 << 41)
 #define VIEW_TXT ((fuse_ino_t)1 << 42)
 
+bool ptfs_node_is_dir(const struct ckpt_node *n)
+{
+	return n && (n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ);
+}
+
 static bool root_is_dir(const struct ptfs *fs)
 {
-	int k = fs->c->root->kind;
+	return ptfs_node_is_dir(fs->c->root);
+}
 
-	return k == CKPT_N_DIR || k == CKPT_N_SEQ;
+bool ptfs_ino_is_dir(const struct ptfs *fs, fuse_ino_t ino)
+{
+	struct ptfs_ino i;
+
+	if (ptfs_ino_get(fs, ino, &i))
+		return false;
+	switch (i.kind) {
+	case PTFS_ROOT:
+	case PTFS_PLUMB:
+	case PTFS_STORAGES:
+		return true;
+	case PTFS_NODE:
+		return ptfs_node_is_dir(i.node);
+	default:
+		return false;
+	}
 }
 
 fuse_ino_t ptfs_ino_of(const struct ptfs *fs, const struct ckpt_node *n)
@@ -263,8 +284,7 @@ static uint32_t subdirs(const struct ckpt_node *n)
 	uint32_t k = 0;
 
 	for (uint32_t i = 0; i < n->nkids; i++)
-		k += n->kids[i] && (n->kids[i]->kind == CKPT_N_DIR ||
-				    n->kids[i]->kind == CKPT_N_SEQ);
+		k += ptfs_node_is_dir(n->kids[i]);
 	return k;
 }
 
@@ -405,8 +425,7 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 		}
 		/* fall through */
 	case PTFS_NODE:
-		if (i / per >= d.node->nkids || (d.node->kind != CKPT_N_DIR &&
-						 d.node->kind != CKPT_N_SEQ))
+		if (i / per >= d.node->nkids || !ptfs_node_is_dir(d.node))
 			return 0;
 		return child_entry(fs, d.node->kids[i / per],
 				   d.node->kids[i / per] ?
@@ -469,7 +488,7 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 		}
 		/* fall through */
 	case PTFS_NODE:
-		if (d.node->kind != CKPT_N_DIR && d.node->kind != CKPT_N_SEQ)
+		if (!ptfs_node_is_dir(d.node))
 			return 0;
 		n = ckpt_node_child(d.node, name);
 		if (n)

@@ -11,6 +11,7 @@
 #include "diag/diag.h"
 #include "view/view.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,17 +19,23 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The one place errors leave: positive errno, corrupt input as EIO. */
-void ptfs_reply_err(fuse_req_t req, int rc, const struct diag *d)
+int ptfs_errno(int rc, const struct diag *d)
 {
 	char line[512];
 
+	assert(rc <= 0);
 	if (d && d->err)
 		fuse_log(FUSE_LOG_ERR, "ptfs: %s\n",
 			 diag_line(d, line, sizeof(line)));
-	rc = rc < 0 ? -rc : rc;
+	return -rc == EILSEQ ? EIO : -rc;
+}
+
+/* The one place errors leave. */
+void ptfs_reply_err(fuse_req_t req, int rc, const struct diag *d)
+{
+	rc = ptfs_errno(rc, d);
 	if (req)
-		fuse_reply_err(req, rc == EILSEQ ? EIO : rc);
+		fuse_reply_err(req, rc);
 }
 
 /* Text views are re-rendered after every edit: the kernel must ask for
@@ -142,21 +149,14 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 
 	ptfs_rdlock(fs);
 	rc = ptfs_ino_get(fs, ino, &i) || i.kind != PTFS_NODE ||
-	     i.node->kind != CKPT_N_LINK ? EINVAL : 0;
+	     i.node->kind != CKPT_N_LINK ? -EINVAL : 0;
 	if (!rc && !(to = ptfs_link_target(i.node)))
-		rc = ENOMEM;
+		rc = -ENOMEM;
 	ptfs_unlock(fs);
 	if (rc)
 		return ptfs_reply_err(req, rc, NULL);
 	fuse_reply_readlink(req, to);
 	free(to);
-}
-
-static bool is_dir(struct ptfs *fs, fuse_ino_t ino)
-{
-	struct stat st;
-
-	return !ptfs_stat(fs, ino, &st) && S_ISDIR(st.st_mode);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino,
@@ -166,10 +166,10 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 	bool dir;
 
 	ptfs_rdlock(fs);
-	dir = is_dir(fs, ino);
+	dir = ptfs_ino_is_dir(fs, ino);
 	ptfs_unlock(fs);
 	if (!dir)
-		return ptfs_reply_err(req, ENOTDIR, NULL);
+		return ptfs_reply_err(req, -ENOTDIR, NULL);
 	/* listings change with edits: cache them only when nothing can */
 	fi->cache_readdir = fs->readonly;
 	fi->keep_cache = fs->readonly;
@@ -184,7 +184,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 	size_t len = 0;
 
 	if (!buf)
-		return ptfs_reply_err(req, ENOMEM, NULL);
+		return ptfs_reply_err(req, -ENOMEM, NULL);
 	ptfs_rdlock(fs);
 	for (uint64_t i = off; ; i++) {
 		struct fuse_entry_param e;
@@ -238,7 +238,7 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 static int write_errno(const struct ptfs *fs, const struct ptfs_ino *i)
 {
 	if (fs->readonly || (fs->ovl && fs->ovl->committed))
-		return EROFS;
+		return -EROFS;
 	switch (i->kind) {
 	case PTFS_NODE:
 		if (i->node->kind == CKPT_N_TENSOR)
@@ -246,15 +246,15 @@ static int write_errno(const struct ptfs *fs, const struct ptfs_ino *i)
 		if (i->node->kind == CKPT_N_VALUE &&
 		    ckpt_value_editable(i->node))
 			return 0;
-		return EACCES;
+		return -EACCES;
 	case PTFS_ROOT:
-		return EISDIR;
+		return -EISDIR;
 	case PTFS_STORAGE:
 	case PTFS_CTL:
 	case PTFS_VIEW:
 		return 0;
 	default:
-		return EPERM;	/* .ptfs/ records: the archive's plumbing */
+		return -EPERM;	/* .ptfs/ records: the archive's plumbing */
 	}
 }
 
@@ -273,8 +273,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int rc;
 
 	ptfs_wrlock(fs);
-	rc = ptfs_stat(fs, ino, &st) || ptfs_ino_get(fs, ino, &i) ? ENOENT :
-	     S_ISDIR(st.st_mode) ? EISDIR : 0;
+	rc = ptfs_stat(fs, ino, &st) || ptfs_ino_get(fs, ino, &i) ? -ENOENT :
+	     S_ISDIR(st.st_mode) ? -EISDIR : 0;
 	if (!rc && (fi->flags & O_ACCMODE) != O_RDONLY)
 		rc = write_errno(fs, &i);
 	diag_init(&d, fs->c->path);
@@ -302,7 +302,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			return ptfs_reply_err(req, rc, &d);
 	}
 	if (fs->no_open)
-		return ptfs_reply_err(req, ENOSYS, NULL);
+		return ptfs_reply_err(req, -ENOSYS, NULL);
 	/* the control files and files being rewritten change under us; a
 	   text view is rendered anew after every edit */
 	fi->keep_cache = i.kind != PTFS_CTL && i.kind != PTFS_PROGRESS &&
@@ -324,7 +324,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	 * was two round trips per file and 4x fuse-zip's time for ls -lR.
 	 */
 	if (strncmp(name, "user.", 5))
-		return ptfs_reply_err(req, EOPNOTSUPP, NULL);
+		return ptfs_reply_err(req, -EOPNOTSUPP, NULL);
 	ptfs_rdlock(fs);
 	len = ptfs_xattrs(fs, ino, buf, sizeof(buf));
 	ptfs_unlock(fs);
@@ -340,16 +340,16 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		if (!size)
 			return (void)fuse_reply_xattr(req, vlen);
 		if (size < vlen)
-			return ptfs_reply_err(req, ERANGE, NULL);
+			return ptfs_reply_err(req, -ERANGE, NULL);
 		return (void)fuse_reply_buf(req, v, vlen);
 	}
-	ptfs_reply_err(req, ENODATA, NULL);
+	ptfs_reply_err(req, -ENODATA, NULL);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	(void)ino;
-	ptfs_reply_err(req, strncmp(name, "user.", 5) ? EOPNOTSUPP : EPERM,
+	ptfs_reply_err(req, strncmp(name, "user.", 5) ? -EOPNOTSUPP : -EPERM,
 		       NULL);
 }
 
@@ -376,7 +376,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	if (!size)
 		return (void)fuse_reply_xattr(req, n);
 	if (size < n)
-		return ptfs_reply_err(req, ERANGE, NULL);
+		return ptfs_reply_err(req, -ERANGE, NULL);
 	fuse_reply_buf(req, names, n);
 }
 
@@ -400,7 +400,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	(void)ino;
 	(void)newparent;
 	(void)newname;
-	ptfs_reply_err(req, EPERM, NULL);
+	ptfs_reply_err(req, -EPERM, NULL);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
@@ -409,7 +409,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	(void)link;
 	(void)parent;
 	(void)name;
-	ptfs_reply_err(req, EPERM, NULL);
+	ptfs_reply_err(req, -EPERM, NULL);
 }
 
 const struct fuse_lowlevel_ops ptfs_ops = {

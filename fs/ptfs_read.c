@@ -48,7 +48,7 @@ static void read_ovl(fuse_req_t req, struct ptfs *fs, struct ckpt_node *n,
 		return (void)fuse_reply_buf(req, NULL, 0);
 	buf = malloc(size);
 	if (!buf)
-		return ptfs_reply_err(req, ENOMEM, NULL);
+		return ptfs_reply_err(req, -ENOMEM, NULL);
 	diag_init(&d, fs->c->path);
 	got = ovl_read(fs->ovl, n, buf, size, off, &d);
 	if (got < 0)
@@ -80,7 +80,7 @@ static void read_tensor(fuse_req_t req, struct ptfs *fs,
 	}
 	buf = malloc(size);
 	if (!buf)
-		return ptfs_reply_err(req, ENOMEM, NULL);
+		return ptfs_reply_err(req, -ENOMEM, NULL);
 	n = ckpt_tensor_read(fs->c, t, buf, size, off, &d);
 	if (n < 0)
 		ptfs_reply_err(req, n, &d);
@@ -103,7 +103,7 @@ static void read_text(fuse_req_t req, const struct ckpt_node *n, size_t size,
 		char *buf = malloc(size);
 
 		if (!buf)
-			return ptfs_reply_err(req, ENOMEM, NULL);
+			return ptfs_reply_err(req, -ENOMEM, NULL);
 		memcpy(buf, n->text + off, size - 1);
 		buf[size - 1] = '\n';	/* the newline after the text */
 		fuse_reply_buf(req, buf, size);
@@ -190,7 +190,7 @@ static void read_view(fuse_req_t req, struct ptfs *fs, struct ckpt_node *n,
 		return (void)fuse_reply_buf(req, NULL, 0);
 	buf = malloc(size);
 	if (!buf)
-		return ptfs_reply_err(req, ENOMEM, NULL);
+		return ptfs_reply_err(req, -ENOMEM, NULL);
 	if (view == CKPT_V_NPY)
 		got = ovl_npy_read(fs->ovl, n, buf, size, off, &d);
 	else
@@ -227,7 +227,7 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	ptfs_rdlock(fs);
 	if (ptfs_ino_get(fs, ino, &i)) {
-		ptfs_reply_err(req, ENOENT, NULL);
+		ptfs_reply_err(req, -ENOENT, NULL);
 		goto out;
 	}
 	switch (i.kind) {
@@ -241,7 +241,7 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		else if (n->kind == CKPT_N_VALUE || n->kind == CKPT_N_OPAQUE)
 			read_text(req, n, size, off);
 		else
-			ptfs_reply_err(req, EISDIR, NULL);
+			ptfs_reply_err(req, -EISDIR, NULL);
 		break;
 	case PTFS_STORAGE:
 		read_storage(req, fs, i.storage, size, off);
@@ -260,7 +260,7 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		break;
 	}
 	default:
-		ptfs_reply_err(req, EISDIR, NULL);
+		ptfs_reply_err(req, -EISDIR, NULL);
 	}
 out:
 	ptfs_unlock(fs);

@@ -152,8 +152,7 @@ long ptfs_xattrs(const struct ptfs *fs, fuse_ino_t ino, char *buf,
 		/* a bare-tensor root is a directory; its entry has them */
 		if (i.node->kind == CKPT_N_TENSOR && i.kind == PTFS_NODE)
 			tensor_xattrs(fs, i.node->tensor, &x);
-		if (i.kind == PTFS_NODE || fs->c->root->kind == CKPT_N_DIR ||
-		    fs->c->root->kind == CKPT_N_SEQ)
+		if (i.kind == PTFS_NODE || ptfs_node_is_dir(fs->c->root))
 			put(&x, "user.type", i.node->type);
 	} else if (i.kind == PTFS_VIEW && !i.node->pending) {
 		/* a view shows its tensor's metadata */
