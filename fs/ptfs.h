@@ -184,12 +184,20 @@ uint64_t ptfs_view_size(struct ptfs *fs, struct ckpt_node *n, int view);
 
 /* ---- ptfs_xattr.c ---- */
 
+/* Longest attribute name the kernel passes (XATTR_NAME_MAX). */
+#define PTFS_XATTR_NAME_MAX	255
+
+/* Called with each attribute's name and value (borrowed: valid during the
+ * call); non-zero stops the walk and is returned. */
+typedef int ptfs_xattr_fn(const char *name, const char *value, void *arg);
+
 /*
- * The extended attributes of @ino as "name\0value\0..." pairs, written to
- * @buf (at most @size bytes).  Returns the length used, or -ERANGE.
+ * Walk the extended attributes of @ino, in a fixed order, one at a time:
+ * their number and sizes come from the file and bound no buffer.  Returns
+ * 0, what @fn returned, or -ENOENT.
  */
-long ptfs_xattrs(const struct ptfs *fs, fuse_ino_t ino, char *buf,
-		 size_t size);
+int ptfs_xattr_each(const struct ptfs *fs, fuse_ino_t ino, ptfs_xattr_fn *fn,
+		    void *arg);
 
 /* ---- ptfs_ops.c: the operations table and the shared reply path ---- */
 

@@ -311,12 +311,31 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
+/* getxattr: the one attribute asked for, found by walking them all */
+struct xattr_find {
+	const char *name;
+	char *value;		/* a copy, once found */
+	int err;
+};
+
+static int xattr_find(const char *name, const char *value, void *arg)
+{
+	struct xattr_find *f = arg;
+
+	if (strcmp(name, f->name))
+		return 0;
+	f->value = strdup(value);
+	f->err = f->value ? 0 : -ENOMEM;
+	return 1;
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
 	struct ptfs *fs = ptfs_fs(req);
-	char buf[8192];
-	long len;
+	struct xattr_find f = { name, NULL, -ENODATA };
+	size_t vlen;
+	int rc;
 
 	/*
 	 * Only user.* exists.  EOPNOTSUPP (not ENODATA) for the rest makes
@@ -326,24 +345,18 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	if (strncmp(name, "user.", 5))
 		return ptfs_reply_err(req, -EOPNOTSUPP, NULL);
 	ptfs_rdlock(fs);
-	len = ptfs_xattrs(fs, ino, buf, sizeof(buf));
+	rc = ptfs_xattr_each(fs, ino, xattr_find, &f);
 	ptfs_unlock(fs);
-	if (len < 0)
-		return ptfs_reply_err(req, len, NULL);
-	for (long p = 0; p < len;) {
-		const char *k = buf + p, *v = k + strlen(k) + 1;
-		size_t vlen = strlen(v);
-
-		p = v + vlen + 1 - buf;
-		if (strcmp(k, name))
-			continue;
-		if (!size)
-			return (void)fuse_reply_xattr(req, vlen);
-		if (size < vlen)
-			return ptfs_reply_err(req, -ERANGE, NULL);
-		return (void)fuse_reply_buf(req, v, vlen);
-	}
-	ptfs_reply_err(req, -ENODATA, NULL);
+	if (rc < 0 || f.err)
+		return ptfs_reply_err(req, rc < 0 ? rc : f.err, NULL);
+	vlen = strlen(f.value);
+	if (!size)
+		fuse_reply_xattr(req, vlen);
+	else if (size < vlen)
+		ptfs_reply_err(req, -ERANGE, NULL);
+	else
+		fuse_reply_buf(req, f.value, vlen);
+	free(f.value);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
@@ -353,31 +366,53 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		       NULL);
 }
 
+/* listxattr: the names, in a buffer that grows with them */
+struct xattr_names {
+	char *p;
+	size_t len, cap;
+};
+
+static int xattr_name(const char *name, const char *value, void *arg)
+{
+	struct xattr_names *x = arg;
+	size_t n = strlen(name) + 1;
+
+	(void)value;
+	if (x->len + n > x->cap) {
+		size_t cap = x->cap ? 2 * x->cap : 1024;
+		char *p;
+
+		while (cap < x->len + n)
+			cap *= 2;
+		p = realloc(x->p, cap);
+		if (!p)
+			return -ENOMEM;
+		x->p = p;
+		x->cap = cap;
+	}
+	memcpy(x->p + x->len, name, n);
+	x->len += n;
+	return 0;
+}
+
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct ptfs *fs = ptfs_fs(req);
-	char buf[8192], names[4096];
-	long len;
-	size_t n = 0;
+	struct xattr_names x = { NULL, 0, 0 };
+	int rc;
 
 	ptfs_rdlock(fs);
-	len = ptfs_xattrs(fs, ino, buf, sizeof(buf));
+	rc = ptfs_xattr_each(fs, ino, xattr_name, &x);
 	ptfs_unlock(fs);
-	if (len < 0)
-		return ptfs_reply_err(req, len, NULL);
-	for (long p = 0; p < len;) {
-		const char *k = buf + p;
-		size_t klen = strlen(k) + 1;
-
-		memcpy(names + n, k, klen);
-		n += klen;
-		p += klen + strlen(buf + p + klen) + 1;
-	}
-	if (!size)
-		return (void)fuse_reply_xattr(req, n);
-	if (size < n)
-		return ptfs_reply_err(req, -ERANGE, NULL);
-	fuse_reply_buf(req, names, n);
+	if (rc < 0)
+		ptfs_reply_err(req, rc, NULL);
+	else if (!size)
+		fuse_reply_xattr(req, x.len);
+	else if (size < x.len)
+		ptfs_reply_err(req, -ERANGE, NULL);
+	else
+		fuse_reply_buf(req, x.p, x.len);
+	free(x.p);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
