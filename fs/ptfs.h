@@ -155,7 +155,34 @@ uint64_t ptfs_text_size(const struct ckpt_node *n);
 fuse_ino_t ptfs_ino_of_storage(const struct ptfs *fs,
 			       const struct ckpt_storage *s);
 
-/* A link node's symlink text: the relative path to its target (free). */
+/* ---- ptfs_names.c: names as the kernel sees them ---- */
+
+/* Longest shown key whose views (KEY.npy, KEY.txt) still fit NAME_MAX. */
+#define PTFS_VIEW_KEY_MAX	(CKPT_NAME_MAX - 4)
+
+/* The name child @k in slot @slot of its directory is shown under: its
+ * own, or cut to @max bytes with "%~<slot>" (@buf: @max + 1 bytes). */
+const char *ptfs_shown_name(const struct ckpt_node *k, uint32_t slot,
+			    size_t max, char *buf);
+
+/* The child of @dir shown as @name (at most @max bytes), or NULL. */
+struct ckpt_node *ptfs_child(const struct ckpt_node *dir, const char *name,
+			     size_t max);
+
+/* A record or storage key escaped like a str dict key (caller frees). */
+char *ptfs_escape_record(const char *s);
+
+/*
+ * The file name of storage @key (number @index) under .ptfs/storages/:
+ * the key itself, or escaped like a dict key (docs/names.md) when it has
+ * a '/' or '%', starts with '.' or is empty (TorchScript's "constants/0",
+ * hostile keys), and cut like a long key; then made in @buf
+ * (CKPT_NAME_MAX + 1 bytes).  NULL on ENOMEM.
+ */
+const char *ptfs_storage_name(const char *key, uint32_t index, char *buf);
+
+/* A link node's symlink text: the relative path to its target, in shown
+ * names (caller frees). */
 char *ptfs_link_target(const struct ckpt_node *n);
 
 /* ---- ptfs_view.c: the text views' renderings ---- */

@@ -70,7 +70,17 @@ static bool new_npy(const struct ckpt_node *dir, const char *name, char *key)
 		return false;
 	memcpy(key, name, kl);
 	key[kl] = 0;
-	return !ckpt_node_child(dir, key);
+	return !ptfs_child(dir, key, PTFS_VIEW_KEY_MAX);
+}
+
+/* The model's name of the entry of @dir the kernel calls @name: a key
+ * over NAME_MAX is shown cut (ptfs_names.c).  @name when none is. */
+static const char *real_name(const struct ckpt_node *dir, const char *name)
+{
+	const struct ckpt_node *k = dir ? ptfs_child(dir, name,
+						    CKPT_NAME_MAX) : NULL;
+
+	return k ? k->name : name;
 }
 
 /* Is @name a view of a tensor in @dir rather than an entry of its own? */
@@ -80,12 +90,12 @@ static bool is_view_name(const struct ckpt_node *dir, const char *name)
 	size_t kl;
 	const struct ckpt_node *k;
 
-	if (!dir || ckpt_node_child(dir, name) ||
+	if (!dir || ptfs_child(dir, name, CKPT_NAME_MAX) ||
 	    !ovl_view_name(name, &kl) || kl > 255)
 		return false;
 	memcpy(key, name, kl);
 	key[kl] = 0;
-	k = ckpt_node_child(dir, key);
+	k = ptfs_child(dir, key, PTFS_VIEW_KEY_MAX);
 	return k && k->kind == CKPT_N_TENSOR && ovl_view_ok(k);
 }
 
@@ -167,9 +177,13 @@ static void remove_common(fuse_req_t req, fuse_ino_t parent,
 	if (!rc && is_view_name(dir_node(fs, parent), name))
 		rc = diag_errno(&d, -EPERM, "%s is a view: remove the tensor "
 				"itself", name);
-	if (!rc)
-		rc = dir ? ovl_rmdir(fs->ovl, dir_node(fs, parent), name, &d) :
-		     ovl_unlink(fs->ovl, dir_node(fs, parent), name, &d);
+	if (!rc) {
+		struct ckpt_node *dn = dir_node(fs, parent);
+
+		name = real_name(dn, name);
+		rc = dir ? ovl_rmdir(fs->ovl, dn, name, &d) :
+		     ovl_unlink(fs->ovl, dn, name, &d);
+	}
 	ptfs_texts_drop(fs);
 	ptfs_unlock(fs);
 	ptfs_inval_wait(fs);
@@ -208,12 +222,15 @@ void ptfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = diag_errno(&d, -EPERM, "%s is a view: rename the tensor "
 				"itself", name);
 	if (!rc)
-		rc = ovl_rename(fs->ovl, dir_node(fs, parent), name,
-				dir_node(fs, newparent), newname,
+		rc = ovl_rename(fs->ovl, dir_node(fs, parent),
+				real_name(dir_node(fs, parent), name),
+				dir_node(fs, newparent),
+				real_name(dir_node(fs, newparent), newname),
 				flags & RENAME_NOREPLACE, &d);
 	/* onto a view (ovl_view.c): the file's bytes became the view's,
 	   and the name is still no entry of its own */
-	onto_view = !rc && !ckpt_node_child(dir_node(fs, newparent), newname);
+	onto_view = !rc && !ptfs_child(dir_node(fs, newparent), newname,
+					CKPT_NAME_MAX);
 	ptfs_texts_drop(fs);
 	ptfs_unlock(fs);
 	if (!rc && onto_view)

@@ -78,42 +78,6 @@ fuse_ino_t ptfs_ino_of_view(const struct ckpt_node *n, int view)
 	return (view == CKPT_V_NPY ? VIEW_NPY : VIEW_TXT) + n->id;
 }
 
-static char *escape_record(const char *s)
-{
-	struct pkl_value v = { .kind = PKL_STR };
-	char *copy = strdup(s), *name;
-
-	if (!copy)
-		return NULL;
-	v.u.s.p = copy;
-	v.u.s.n = strlen(s);
-	name = ckpt_name_escape(&v);
-	free(copy);
-	return name;
-}
-
-/*
- * The file name of storage @key under .ptfs/storages/: the key itself, or
- * escaped like a dict key (docs/names.md) when it has a '/' or '%', starts
- * with '.' or is empty (TorchScript's "constants/0", hostile keys); made
- * in @buf (PTFS_NAME_BUF bytes) then.  NULL when it does not fit.
- */
-static const char *storage_name(const char *key, char *buf)
-{
-	char *esc;
-
-	if (key[0] && key[0] != '.' && !strpbrk(key, "/%"))
-		return key;
-	esc = escape_record(key);
-	if (!esc || strlen(esc) >= PTFS_NAME_BUF) {
-		free(esc);
-		return NULL;
-	}
-	strcpy(buf, esc);
-	free(esc);
-	return buf;
-}
-
 static int add_rec(struct ptfs *fs, const char *name, uint64_t off,
 		   uint64_t size, struct ptz_entry *e)
 {
@@ -123,9 +87,15 @@ static int add_rec(struct ptfs *fs, const char *name, uint64_t off,
 		return -ENOMEM;
 	fs->recs = r;
 	r += fs->nrecs;
-	r->name = escape_record(name);
+	r->name = ptfs_escape_record(name);
 	if (!r->name)
 		return -ENOMEM;
+	if (strlen(r->name) > CKPT_NAME_MAX) {
+		char buf[CKPT_NAME_MAX + 1];
+
+		strcpy(r->name, ckpt_name_short(r->name, fs->nrecs,
+						CKPT_NAME_MAX, buf));
+	}
 	r->off = off;
 	r->size = size;
 	r->e = e;
@@ -247,38 +217,6 @@ uint64_t ptfs_text_size(const struct ckpt_node *n)
 	return n->textlen + 1;
 }
 
-static int depth(const struct ckpt_node *n)
-{
-	int d = 0;
-
-	for (; n && n->parent; n = n->parent)
-		d++;
-	return d;
-}
-
-char *ptfs_link_target(const struct ckpt_node *n)
-{
-	int up = depth(n->parent);
-	char *to = ckpt_node_path(n->target), *s;
-	size_t len;
-
-	if (!to)
-		return NULL;
-	len = 3 * (size_t)up + strlen(to) + 2;
-	s = malloc(len);
-	if (s) {
-		s[0] = 0;
-		for (int i = 0; i < up; i++)
-			strcat(s, i ? "/.." : "..");
-		if (to[0])
-			strcat(strcat(s, up ? "/" : ""), to);
-		else if (!up)
-			strcpy(s, ".");
-	}
-	free(to);
-	return s;
-}
-
 static uint32_t subdirs(const struct ckpt_node *n)
 {
 	uint32_t k = 0;
@@ -383,22 +321,26 @@ int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
 /* With -o views, entry 3i + j of a directory is child i itself (j = 0)
  * or its .npy (1) and .txt (2) views. */
 static int child_entry(const struct ptfs *fs, const struct ckpt_node *k,
-		       const char *kname, int j, const char **name,
-		       fuse_ino_t *ino, char *buf)
+		       const char *kname, uint32_t slot, int j,
+		       const char **name, fuse_ino_t *ino, char *buf)
 {
+	char cut[CKPT_NAME_MAX + 1];
+
 	if (!k)
 		return -1;
 	if (!j) {
-		*name = kname;
+		/* a name over NAME_MAX is shown cut (ptfs_names.c) */
+		*name = ckpt_name_short(kname, slot, CKPT_NAME_MAX, buf);
 		*ino = ptfs_ino_of(fs, k);
 		return 1;
 	}
-	if (k->kind != CKPT_N_TENSOR || !ovl_view_ok(k) ||
-	    strlen(kname) + 5 > PTFS_NAME_BUF)
+	if (k->kind != CKPT_N_TENSOR || !ovl_view_ok(k))
 		return -1;
-	snprintf(buf, PTFS_NAME_BUF, "%s.%s", kname, j == 1 ? "npy" : "txt");
+	snprintf(buf, PTFS_NAME_BUF, "%s.%s",
+		 ckpt_name_short(kname, slot, PTFS_VIEW_KEY_MAX, cut),
+		 j == 1 ? "npy" : "txt");
 	/* a real key of that name wins over the view */
-	if (k->parent && ckpt_node_child(k->parent, buf))
+	if (k->parent && ptfs_child(k->parent, buf, CKPT_NAME_MAX))
 		return -1;
 	*name = buf;
 	*ino = ptfs_ino_of_view(k, j == 1 ? CKPT_V_NPY : CKPT_V_TXT);
@@ -420,8 +362,8 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 		if (!root_is_dir(fs)) {
 			if (i >= per)
 				return 0;
-			return child_entry(fs, c->root, fs->root_name, i % per,
-					   name, ino, buf);
+			return child_entry(fs, c->root, fs->root_name, 0,
+					   i % per, name, ino, buf);
 		}
 		/* fall through */
 	case PTFS_NODE:
@@ -430,7 +372,7 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 		return child_entry(fs, d.node->kids[i / per],
 				   d.node->kids[i / per] ?
 				   d.node->kids[i / per]->name : NULL,
-				   i % per, name, ino, buf);
+				   (uint32_t)(i / per), i % per, name, ino, buf);
 	case PTFS_PLUMB:
 		if (i >= fs->nrecs + 1 && i <= fs->nrecs + 2 && fs->ovl &&
 		    !fs->readonly) {
@@ -447,7 +389,7 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 	case PTFS_STORAGES:
 		if (i >= fs->nstor)
 			return 0;
-		*name = storage_name(c->storages[i]->key, buf);
+		*name = ptfs_storage_name(c->storages[i]->key, i, buf);
 		*ino = fs->plumb + 2 + i;
 		return *name ? 1 : -1;
 	default:
@@ -490,7 +432,7 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 	case PTFS_NODE:
 		if (!ptfs_node_is_dir(d.node))
 			return 0;
-		n = ckpt_node_child(d.node, name);
+		n = ptfs_child(d.node, name, CKPT_NAME_MAX);
 		if (n)
 			return ptfs_ino_of(fs, n);
 		{
@@ -502,7 +444,7 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 				return 0;
 			memcpy(key, name, kl);
 			key[kl] = 0;
-			n = ckpt_node_child(d.node, key);
+			n = ptfs_child(d.node, key, PTFS_VIEW_KEY_MAX);
 			return n ? view_of(n, key, name) : 0;
 		}
 	case PTFS_PLUMB:
@@ -528,7 +470,8 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 		    !strcmp(name, c->storages[k]->key))
 			return fs->plumb + 2 + k;
 		for (uint32_t i = 0; i < fs->nstor; i++)
-			if ((sn = storage_name(c->storages[i]->key, buf)) &&
+			if ((sn = ptfs_storage_name(c->storages[i]->key, i,
+						    buf)) &&
 			    !strcmp(name, sn))
 				return fs->plumb + 2 + i;
 		return 0;

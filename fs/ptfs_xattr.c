@@ -13,6 +13,8 @@
  *   user.layout          strided | quantized | meta | storage | numpy
  *   user.byteorder       little | big
  *   user.type            python type of any node: Tensor, OrderedDict, int
+ *   user.key             the whole escaped key of an entry whose name is
+ *                        over 255 bytes and so shown cut (names.md)
  *   user.class           a tensor subclass: "module.Name"
  *   user.attr.NAME       each python attribute of a subclass or a
  *                        Parameter (torch 2.x state): a short repr()
@@ -163,6 +165,9 @@ int ptfs_xattr_each(const struct ptfs *fs, fuse_ino_t ino,
 			tensor_xattrs(fs, i.node->tensor, &x);
 		if (i.kind == PTFS_NODE || ptfs_node_is_dir(fs->c->root))
 			put(&x, "user.type", i.node->type);
+		/* the whole name of a key shown cut (ptfs_names.c) */
+		if (i.kind == PTFS_NODE && strlen(i.node->name) > CKPT_NAME_MAX)
+			put(&x, "user.key", i.node->name);
 	} else if (i.kind == PTFS_VIEW && !i.node->pending) {
 		/* a view shows its tensor's metadata */
 		tensor_xattrs(fs, i.node->tensor, &x);

@@ -4,6 +4,7 @@ torch itself says they hold (JSON beside them).
 
   python3 surprise_gen.py attrs OUT.pt OUT.json
   python3 surprise_gen.py names OUT.pt OUT.json
+  python3 surprise_gen.py names_edited FILE.pt OUT.json
   python3 surprise_gen.py pair A.pt B.pt          (rsync: same keys, some differ)
   python3 surprise_gen.py compare X.pt Y.pt       (exit 0 when torch sees them equal)
   python3 surprise_gen.py big OUT.pt MB
@@ -76,6 +77,37 @@ def names(out, js):
     json.dump(want, open(js, "w"))
 
 
+def names_edited(path, js):
+    """After names.sh's edits: "k"*300 removed, "x"*5000 starts with 1.0,
+    everything else as saved."""
+    want = json.load(open(js))
+    back = load(path)
+    bad = []
+    for k, h in want["keys"]:
+        if k == "k" * 300:
+            if k in back:
+                bad.append("the removed key is still there")
+            continue
+        if k not in back:
+            bad.append("key %r.. (%d) lost" % (k[:10], len(k)))
+            continue
+        t = back[k].clone()
+        if k == "x" * 5000:
+            if t[0].item() != 1.0:
+                bad.append("the in-place write did not land")
+            t[0] = 0.0 if h.startswith("0000") else t[0]
+            t[0] = float(want["keys"].index([k, h]))
+        if t.numpy().tobytes().hex() != h:
+            bad.append("key %r.. (%d) changed" % (k[:10], len(k)))
+    for k2, h in want["nested"]:
+        if back["nested"][k2].numpy().tobytes().hex() != h:
+            bad.append("nested key %r.. changed" % k2[:10])
+    if len(back) != len(want["keys"]):
+        bad.append("%d keys, want %d" % (len(back), len(want["keys"])))
+    print("; ".join(bad) or "ok")
+    return 1 if bad else 0
+
+
 def pair(a, b):
     torch.manual_seed(0)
     base = torch.randn(8, 8)
@@ -132,6 +164,6 @@ def big(out, mb):
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
-    rc = {"attrs": attrs, "names": names, "pair": pair, "compare": compare,
+    rc = {"attrs": attrs, "names": names, "names_edited": names_edited, "pair": pair, "compare": compare,
           "big": big}[cmd](*args)
     sys.exit(rc or 0)
