@@ -95,8 +95,8 @@ struct ptfs {
 	char commit_msg[512];	/* what .ptfs/commit reads: the last result */
 	uint32_t nstor;		/* storages shown under .ptfs/storages/ */
 	struct stat st;		/* the checkpoint file's, for times */
-	uid_t uid;
-	gid_t gid;
+	uid_t uid;		/* the checkpoint's owner and group, shown as */
+	gid_t gid;		/* every file's (modes: ptfs_ino.c) */
 	double timeout;		/* entry and attribute cache, seconds */
 	const char *byteorder;	/* "little" or "big" */
 	const char *root_name;	/* entry name when the root is not a dir */

@@ -226,20 +226,42 @@ static uint32_t subdirs(const struct ckpt_node *n)
 	return k;
 }
 
+/*
+ * Permissions come from the checkpoint file: a file in the mount may be
+ * read by whoever may read the checkpoint, and written (on a writable
+ * mount) by whoever may write it.  No file has an x bit; a directory has
+ * x wherever it has r.  With -o allow_other (and the default_permissions
+ * ptfs always adds), the kernel enforces exactly that.
+ */
+static mode_t perm_r(const struct ptfs *fs)
+{
+	return fs->st.st_mode & 0444;
+}
+
+static mode_t perm_w(const struct ptfs *fs)
+{
+	return fs->readonly ? 0 : fs->st.st_mode & 0222;
+}
+
+static mode_t perm_dir(const struct ptfs *fs, bool writable)
+{
+	return perm_r(fs) | perm_r(fs) >> 2 | (writable ? perm_w(fs) : 0);
+}
+
 static void node_stat(const struct ptfs *fs, const struct ckpt_node *n,
 		      struct stat *st)
 {
-	mode_t w = fs->readonly ? 0 : 0200;
+	mode_t w = perm_w(fs), r = perm_r(fs);
 	char *to;
 
 	switch (n->kind) {
 	case CKPT_N_DIR:
 	case CKPT_N_SEQ:
-		st->st_mode = S_IFDIR | 0555 | w;
+		st->st_mode = S_IFDIR | perm_dir(fs, true);
 		st->st_nlink = 2 + subdirs(n);
 		break;
 	case CKPT_N_TENSOR:
-		st->st_mode = S_IFREG | 0444 | w;
+		st->st_mode = S_IFREG | r | w;
 		st->st_size = ovl_size(fs->ovl, n);
 		break;
 	case CKPT_N_LINK:
@@ -249,11 +271,11 @@ static void node_stat(const struct ptfs *fs, const struct ckpt_node *n,
 		free(to);
 		break;
 	case CKPT_N_VALUE:
-		st->st_mode = S_IFREG | 0444 | (ckpt_value_editable(n) ? w : 0);
+		st->st_mode = S_IFREG | r | (ckpt_value_editable(n) ? w : 0);
 		st->st_size = ovl_size(fs->ovl, n);
 		break;
 	default:
-		st->st_mode = S_IFREG | 0444;
+		st->st_mode = S_IFREG | r;
 		st->st_size = ptfs_text_size(n);
 		break;
 	}
@@ -277,7 +299,7 @@ int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
 	st->st_blksize = 1 << 20;
 	switch (i.kind) {
 	case PTFS_ROOT:
-		st->st_mode = S_IFDIR | 0555 | (fs->readonly ? 0 : 0200);
+		st->st_mode = S_IFDIR | perm_dir(fs, true);
 		/* what readdir lists: .ptfs/ is not (see the top) */
 		st->st_nlink = 2 + (root_is_dir(fs) ? subdirs(i.node) :
 				    i.node->kind == CKPT_N_DIR);
@@ -286,31 +308,31 @@ int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
 		node_stat(fs, i.node, st);
 		break;
 	case PTFS_PLUMB:
-		st->st_mode = S_IFDIR | 0555;
+		st->st_mode = S_IFDIR | perm_dir(fs, false);
 		st->st_nlink = 3;
 		break;
 	case PTFS_STORAGES:
-		st->st_mode = S_IFDIR | 0555;
+		st->st_mode = S_IFDIR | perm_dir(fs, false);
 		st->st_nlink = 2;
 		break;
 	case PTFS_STORAGE:
-		st->st_mode = S_IFREG | 0444 | (fs->readonly ? 0 : 0200);
+		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
 		st->st_size = i.storage->nbytes;
 		break;
 	case PTFS_CTL:
-		st->st_mode = S_IFREG | 0644;
+		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
 		st->st_size = strlen(fs->commit_msg);
 		break;
 	case PTFS_PROGRESS:
 		/* read with direct_io: the size is not what bounds it */
-		st->st_mode = S_IFREG | 0444;
+		st->st_mode = S_IFREG | perm_r(fs);
 		break;
 	case PTFS_RECORD:
-		st->st_mode = S_IFREG | 0444;
+		st->st_mode = S_IFREG | perm_r(fs);
 		st->st_size = fs->recs[i.index].size;
 		break;
 	case PTFS_VIEW:
-		st->st_mode = S_IFREG | 0444 | (fs->readonly ? 0 : 0200);
+		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
 		st->st_size = ptfs_view_size(fs, i.node, i.view);
 		break;
 	}
