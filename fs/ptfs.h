@@ -17,6 +17,7 @@
 #include <pthread.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/ckpt_ident.h"
 #include "ovl/ovl.h"
 
 struct diag;
@@ -95,6 +96,8 @@ struct ptfs {
 	char commit_msg[512];	/* what .ptfs/commit reads: the last result */
 	uint32_t nstor;		/* storages shown under .ptfs/storages/ */
 	struct stat st;		/* the checkpoint file's, for times */
+	struct ckpt_ident ident;	/* ... and its identity (ptfs_fresh) */
+	bool stale_logged;	/* a changed checkpoint was logged (atomic) */
 	uid_t uid;		/* the checkpoint's owner and group, shown as */
 	gid_t gid;		/* every file's (modes: ptfs_ino.c) */
 	double timeout;		/* entry and attribute cache, seconds */
@@ -118,7 +121,8 @@ bool ptfs_node_is_dir(const struct ckpt_node *n);
 /* Is @ino a directory (the root, .ptfs/, its storages/, a container)? */
 bool ptfs_ino_is_dir(const struct ptfs *fs, fuse_ino_t ino);
 
-/* Set up the inode table for an open checkpoint.  0 or -ENOMEM. */
+/* Set up the inode table for an open checkpoint whose fstat is in
+ * fs->st (also its identity, see ptfs_fresh()).  0 or -ENOMEM. */
 int ptfs_ino_init(struct ptfs *fs);
 void ptfs_ino_release(struct ptfs *fs);
 
@@ -271,6 +275,12 @@ void ptfs_fill_entry(struct ptfs *fs, fuse_ino_t ino,
 
 void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		  struct fuse_file_info *fi);
+
+/*
+ * Is the checkpoint still the file that was mounted (ckpt_ident_check())?
+ * 0, or -ESTALE with @d set the first time only (so it is logged once).
+ */
+int ptfs_fresh(struct ptfs *fs, struct diag *d);
 
 /* ---- ptfs_edit.c ---- */
 

@@ -110,6 +110,7 @@ int ptfs_ino_init(struct ptfs *fs)
 	int rc = 0;
 
 	fs->plumb = (fuse_ino_t)1 << 40;
+	ckpt_ident_of(&fs->st, &fs->ident);
 	fs->nstor = c->nstorages;
 	fs->byteorder = c->byteorder ? c->byteorder : "little";
 	switch (c->root->kind) {

@@ -7,6 +7,8 @@
  */
 #include "ptfs.h"
 
+#include "ckpt/ckpt_ident.h"
+
 #include "diag/diag.h"
 #include "view/view.h"
 
@@ -204,12 +206,44 @@ static void read_view(fuse_req_t req, struct ptfs *fs, struct ckpt_node *n,
 	free(buf);
 }
 
+/* Do the bytes of @i come from the checkpoint file (or were made from
+ * it: inflated copies, rendered text)?  Staged ones come from the
+ * overlay, values from memory. */
+static bool from_checkpoint(const struct ptfs_ino *i)
+{
+	switch (i->kind) {
+	case PTFS_ROOT:
+	case PTFS_NODE:
+		return i->node->kind == CKPT_N_TENSOR && !i->node->stage &&
+		       !i->node->tensor->fresh;
+	case PTFS_STORAGE:
+	case PTFS_RECORD:
+	case PTFS_VIEW:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int ptfs_fresh(struct ptfs *fs, struct diag *d)
+{
+	int rc = ckpt_ident_check(fs->c->fd, &fs->ident, d);
+
+	/* logged once: the first failing read names the file and why */
+	if (rc && __atomic_exchange_n(&fs->stale_logged, true,
+				      __ATOMIC_RELAXED))
+		diag_init(d, fs->c->path);
+	return rc;
+}
+
 void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct ptfs *fs = ptfs_fs(req);
 	struct ckpt_node *n;
 	struct ptfs_ino i;
+	struct diag d;
+	int rc;
 
 	(void)fi;
 	/* .ptfs/progress: "DONE TOTAL\n" bytes, read while write-back holds
@@ -228,6 +262,17 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	ptfs_rdlock(fs);
 	if (ptfs_ino_get(fs, ino, &i)) {
 		ptfs_reply_err(req, -ENOENT, NULL);
+		goto out;
+	}
+	/*
+	 * A checkpoint rewritten in place (torch.save, cp to the same path)
+	 * has other bytes at the offsets we know: fail rather than show them.
+	 * One fstat per request; a change between it and the splice below is
+	 * not caught (the kernel reads the fd after we reply).
+	 */
+	diag_init(&d, fs->c->path);
+	if (from_checkpoint(&i) && (rc = ptfs_fresh(fs, &d))) {
+		ptfs_reply_err(req, rc, &d);
 		goto out;
 	}
 	switch (i.kind) {

@@ -7,6 +7,7 @@ torch itself says they hold (JSON beside them).
   python3 surprise_gen.py names_edited FILE.pt OUT.json
   python3 surprise_gen.py pair A.pt B.pt          (rsync: same keys, some differ)
   python3 surprise_gen.py compare X.pt Y.pt       (exit 0 when torch sees them equal)
+  python3 surprise_gen.py resave DST.pt SRC.pt    (torch.save in place)
   python3 surprise_gen.py big OUT.pt MB
 """
 import json
@@ -156,6 +157,12 @@ def compare(a, b):
     return 0
 
 
+def resave(dst, src):
+    """torch.save of SRC's contents to DST, the way a training job saves:
+    open(DST, 'wb') truncates and rewrites the same inode."""
+    torch.save(load(src), dst)
+
+
 def big(out, mb):
     n = int(mb) * (1 << 20) // 4
     torch.save({"w": torch.arange(n, dtype=torch.float32) / 7,
@@ -165,5 +172,5 @@ def big(out, mb):
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     rc = {"attrs": attrs, "names": names, "names_edited": names_edited, "pair": pair, "compare": compare,
-          "big": big}[cmd](*args)
+          "big": big, "resave": resave}[cmd](*args)
     sys.exit(rc or 0)
