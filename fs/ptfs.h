@@ -159,6 +159,17 @@ uint64_t ptfs_text_size(const struct ckpt_node *n);
 fuse_ino_t ptfs_ino_of_storage(const struct ptfs *fs,
 			       const struct ckpt_storage *s);
 
+/* ---- ptfs_times.c ---- */
+
+/* The mtime of node @n's file (or its views): the checkpoint's, moved
+ * back by a fingerprint of its content, so that rsync sees which differ. */
+void ptfs_node_mtime(const struct ptfs *fs, const struct ckpt_node *n,
+		     struct timespec *t);
+
+/* The same for .ptfs/storages/KEY. */
+void ptfs_storage_mtime(const struct ptfs *fs, const struct ckpt_storage *s,
+			struct timespec *t);
+
 /* ---- ptfs_names.c: names as the kernel sees them ---- */
 
 /* Longest shown key whose views (KEY.npy, KEY.txt) still fit NAME_MAX. */

@@ -307,6 +307,7 @@ int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
 		break;
 	case PTFS_NODE:
 		node_stat(fs, i.node, st);
+		ptfs_node_mtime(fs, i.node, &st->st_mtim);
 		break;
 	case PTFS_PLUMB:
 		st->st_mode = S_IFDIR | perm_dir(fs, false);
@@ -319,6 +320,7 @@ int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
 	case PTFS_STORAGE:
 		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
 		st->st_size = i.storage->nbytes;
+		ptfs_storage_mtime(fs, i.storage, &st->st_mtim);
 		break;
 	case PTFS_CTL:
 		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
@@ -335,6 +337,7 @@ int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
 	case PTFS_VIEW:
 		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
 		st->st_size = ptfs_view_size(fs, i.node, i.view);
+		ptfs_node_mtime(fs, i.node, &st->st_mtim);
 		break;
 	}
 	st->st_blocks = (st->st_size + 511) / 512;
