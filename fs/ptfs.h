@@ -87,11 +87,11 @@ struct ptfs {
 	/* the inode a write is going through (under the lock): its pages
 	   stay cached, the other views of the storage are dropped */
 	fuse_ino_t writing_ino;
-	/* rendered text views, by node id (ptfs_view.c) */
+	/* what the text views learnt, by node id (ptfs_view.c) */
 	pthread_mutex_t text_lock;
 	struct ptfs_text *texts;
 	uint32_t ntexts;	/* slots */
-	uint32_t ncached;	/* slots holding a rendering */
+	uint32_t ncached;	/* slots holding marks */
 	bool list_views;	/* -o views: readdir lists KEY.npy, KEY.txt */
 	char commit_msg[512];	/* what .ptfs/commit reads: the last result */
 	uint32_t nstor;		/* storages shown under .ptfs/storages/ */
@@ -137,6 +137,10 @@ fuse_ino_t ptfs_ino_of_view(const struct ckpt_node *n, int view);
 
 /* Attributes of @ino into @st.  0 or -ENOENT. */
 int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st);
+
+/* The same for an entry reply: a text view's size is not measured for it
+ * (0 until known; the kernel asks getattr, its attributes expire at once). */
+int ptfs_stat_entry(struct ptfs *fs, fuse_ino_t ino, struct stat *st);
 
 /* Child @name of directory @parent: its inode number, or 0. */
 fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
@@ -200,29 +204,43 @@ const char *ptfs_storage_name(const char *key, uint32_t index, char *buf);
  * names (caller frees). */
 char *ptfs_link_target(const struct ckpt_node *n);
 
-/* ---- ptfs_view.c: the text views' renderings ---- */
+/* ---- ptfs_view.c: the text views, rendered on demand ---- */
 
+/* Where the chunks of one text view start in its text (ptfs_view.c). */
 struct ptfs_text {
-	int fd;			/* an unlinked temporary file */
-	uint64_t size;
-	bool valid;
+	uint64_t *marks;	/* mark[j]: offset of chunk j; NULL: none yet */
+	uint64_t nmarks;	/* marks learnt so far */
+	uint64_t nchunks;	/* chunks in all (marks then: nchunks + 1) */
 };
 
 /*
- * The rendered text view of tensor node @n: its fd and size, rendered
- * into a temporary file on first use and kept until the next edit
- * (ptfs_texts_drop()).  Call with the lock held for reading or writing.
- * 0 or -errno with @d set.
+ * Read @size bytes of tensor node @n's text view at @off into @buf,
+ * formatting only the chunks they cover.  Bytes read (0 at the end) or
+ * -errno with @d set (-EFBIG: too many elements for a text view).  Call
+ * with the lock held for reading or writing.
  */
-int ptfs_text_get(struct ptfs *fs, struct ckpt_node *n, int *fd,
-		  uint64_t *size, struct diag *d);
+long long ptfs_text_read(struct ptfs *fs, struct ckpt_node *n, char *buf,
+			 size_t size, uint64_t off, struct diag *d);
 
-/* Forget every rendering (an edit may have changed any): with the lock
- * held for writing. */
+/* The whole text's size (formats it all once, in memory). */
+int ptfs_text_measure(struct ptfs *fs, struct ckpt_node *n, uint64_t *size,
+		      struct diag *d);
+
+/* Its size if a measure or a read to the end already learnt it. */
+bool ptfs_text_known(struct ptfs *fs, const struct ckpt_node *n,
+		     uint64_t *size);
+
+/* Can @n have a text view at all?  0, or -EFBIG with @d set. */
+int ptfs_text_check(struct ptfs *fs, struct ckpt_node *n, struct diag *d);
+
+/* Forget what every text view learnt (an edit may have changed any):
+ * with the lock held for writing. */
 void ptfs_texts_drop(struct ptfs *fs);
 
-/* Size of view @view of @n (a text view is rendered for it). */
-uint64_t ptfs_view_size(struct ptfs *fs, struct ckpt_node *n, int view);
+/* Size of view @view of @n; a text view's is measured when @measure,
+ * else it is 0 until known (lookups: the kernel asks getattr for it). */
+uint64_t ptfs_view_size(struct ptfs *fs, struct ckpt_node *n, int view,
+			bool measure);
 
 /* ---- ptfs_xattr.c ---- */
 

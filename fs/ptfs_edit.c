@@ -336,11 +336,23 @@ void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 }
 
 /* close() (@flush: may apply a replacement) or fsync(): make data durable */
+/*
+ * Is something being written through @i that close() may apply (a
+ * replacement, a view, a new tensor)?  Then the text views must forget
+ * what they learnt; a plain close of a file only read changes nothing.
+ */
+static bool staging(const struct ptfs_ino *i)
+{
+	return (i->kind == PTFS_NODE || i->kind == PTFS_VIEW) && i->node &&
+	       (i->node->stage || i->node->vstage || i->node->pending);
+}
+
 static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 {
 	struct ptfs *fs = ptfs_fs(req);
 	struct ptfs_ino i;
 	struct diag d;
+	bool drop = false;
 	int rc = 0;
 
 	if (!fs->ovl || fs->readonly)
@@ -352,7 +364,7 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 		ptfs_rdlock(fs);
 	if (ptfs_ino_get(fs, ino, &i))
 		rc = 0;
-	else if (i.kind == PTFS_NODE)
+	else if ((drop = staging(&i)), i.kind == PTFS_NODE)
 		rc = flush ? ovl_flush(fs->ovl, i.node, &d) :
 		     ovl_fsync(fs->ovl, i.node, &d);
 	else if (i.kind == PTFS_VIEW && flush)
@@ -361,7 +373,7 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 		rc = ovl_fsync(fs->ovl, i.node, &d);
 	else if (i.kind == PTFS_STORAGE)
 		rc = ovl_fsync_storage(fs->ovl, i.storage, &d);
-	if (flush)
+	if (flush && drop)
 		ptfs_texts_drop(fs);
 	ptfs_unlock(fs);
 	if (flush)
@@ -387,12 +399,17 @@ void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
 	if (fs->ovl && !fs->readonly) {
 		diag_init(&d, fs->c->path);
 		ptfs_wrlock(fs);
-		if (!ptfs_ino_get(fs, ino, &i) &&
-		    ((i.kind == PTFS_NODE && ovl_release(fs->ovl, i.node, &d)) ||
-		     (i.kind == PTFS_VIEW &&
-		      ovl_view_release(fs->ovl, i.node, &d))))
-			ptfs_reply_err(NULL, 0, &d);	/* nobody to tell */
-		ptfs_texts_drop(fs);
+		if (!ptfs_ino_get(fs, ino, &i)) {
+			bool drop = staging(&i);
+
+			if ((i.kind == PTFS_NODE &&
+			     ovl_release(fs->ovl, i.node, &d)) ||
+			    (i.kind == PTFS_VIEW &&
+			     ovl_view_release(fs->ovl, i.node, &d)))
+				ptfs_reply_err(NULL, 0, &d);	/* nobody to tell */
+			if (drop)
+				ptfs_texts_drop(fs);
+		}
 		ptfs_unlock(fs);
 	}
 	fuse_reply_err(req, 0);

@@ -282,7 +282,8 @@ static void node_stat(const struct ptfs *fs, const struct ckpt_node *n,
 	}
 }
 
-int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
+static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
+		    bool measure)
 {
 	struct ptfs_ino i;
 	int rc = ptfs_ino_get(fs, ino, &i);
@@ -336,12 +337,22 @@ int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
 		break;
 	case PTFS_VIEW:
 		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
-		st->st_size = ptfs_view_size(fs, i.node, i.view);
+		st->st_size = ptfs_view_size(fs, i.node, i.view, measure);
 		ptfs_node_mtime(fs, i.node, &st->st_mtim);
 		break;
 	}
 	st->st_blocks = (st->st_size + 511) / 512;
 	return 0;
+}
+
+int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
+{
+	return stat_ino(fs, ino, st, true);
+}
+
+int ptfs_stat_entry(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
+{
+	return stat_ino(fs, ino, st, false);
 }
 
 /* With -o views, entry 3i + j of a directory is child i itself (j = 0)

@@ -58,7 +58,7 @@ void ptfs_fill_entry(struct ptfs *fs, fuse_ino_t ino,
 	e->attr_timeout = ino ? ptfs_attr_timeout(fs, ino) : fs->timeout;
 	e->entry_timeout = fs->timeout;
 	if (ino)
-		ptfs_stat(fs, ino, &e->attr);
+		ptfs_stat_entry(fs, ino, &e->attr);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -291,12 +291,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	   sees it, rather than reading as an empty file */
 	if (i.kind == PTFS_VIEW && i.view == CKPT_V_TXT &&
 	    (fi->flags & O_ACCMODE) == O_RDONLY) {
-		uint64_t size;
-		int fd;
-
 		ptfs_rdlock(fs);
-		rc = i.node->vstage ? 0 :
-		     ptfs_text_get(fs, i.node, &fd, &size, &d);
+		rc = i.node->vstage ? 0 : ptfs_text_check(fs, i.node, &d);
 		ptfs_unlock(fs);
 		if (rc)
 			return ptfs_reply_err(req, rc, &d);
@@ -304,7 +300,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (fs->no_open)
 		return ptfs_reply_err(req, -ENOSYS, NULL);
 	/* the control files and files being rewritten change under us; a
-	   text view is rendered anew after every edit */
+	   text view is formatted anew after every edit */
 	fi->keep_cache = i.kind != PTFS_CTL && i.kind != PTFS_PROGRESS &&
 			 !(i.kind == PTFS_VIEW && i.view == CKPT_V_TXT);
 	fi->direct_io = i.kind == PTFS_CTL || i.kind == PTFS_PROGRESS;

@@ -158,8 +158,9 @@ static void read_storage(fuse_req_t req, struct ptfs *fs,
 
 /*
  * KEY.npy: the header from memory, the data part exactly as KEY's own
- * reads (spliced from the checkpoint when it can be).  KEY.txt: spliced
- * from its rendering.  A view being written: what was written so far.
+ * reads (spliced from the checkpoint when it can be).  KEY.txt: the
+ * chunks the request covers, formatted now (ptfs_view.c).  A view being
+ * written: what was written so far.
  */
 static void read_view(fuse_req_t req, struct ptfs *fs, struct ckpt_node *n,
 		      int view, size_t size, off_t off)
@@ -169,17 +170,19 @@ static void read_view(fuse_req_t req, struct ptfs *fs, struct ckpt_node *n,
 	uint64_t hl, total;
 	long long got;
 	char *buf;
-	int fd;
 
 	diag_init(&d, fs->c->path);
 	if (view == CKPT_V_TXT && !n->vstage) {
-		got = ptfs_text_get(fs, n, &fd, &total, &d);
-		if (got)
-			return ptfs_reply_err(req, got, &d);
-		size = clip(total, off, size);
-		if (!size)
-			return (void)fuse_reply_buf(req, NULL, 0);
-		return reply_fd(req, fd, off, size);
+		buf = malloc(size ? size : 1);
+		if (!buf)
+			return ptfs_reply_err(req, -ENOMEM, NULL);
+		got = ptfs_text_read(fs, n, buf, size, off, &d);
+		if (got < 0)
+			ptfs_reply_err(req, got, &d);
+		else
+			fuse_reply_buf(req, buf, got);
+		free(buf);
+		return;
 	}
 	if (view == CKPT_V_NPY && !n->vstage && !n->pending &&
 	    (uint64_t)off >= (hl = ovl_npy_header(fs->ovl, n, h)) &&

@@ -9,6 +9,7 @@ torch itself says they hold (JSON beside them).
   python3 surprise_gen.py compare X.pt Y.pt       (exit 0 when torch sees them equal)
   python3 surprise_gen.py resave DST.pt SRC.pt    (torch.save in place)
   python3 surprise_gen.py big OUT.pt MB
+  python3 surprise_gen.py textcheck CKPT.pt KEY VIEW.txt
 """
 import json
 import os
@@ -164,13 +165,41 @@ def resave(dst, src):
 
 
 def big(out, mb):
+    """a big float32 tensor, and a small 2-d one whose rows straddle the
+    16384-element chunks of the text view (with NaN, inf, negatives)"""
     n = int(mb) * (1 << 20) // 4
+    torch.manual_seed(1)
+    small = torch.randn(1000, 301) * 1e3
+    small[0, 0], small[5, 7], small[999, 300] = float("nan"), float("inf"), -0.0
     torch.save({"w": torch.arange(n, dtype=torch.float32) / 7,
-                "b": torch.ones(3)}, out)
+                "small": small, "t": small.t(), "b": torch.ones(3)}, out)
+
+
+def textcheck(ckpt, key, txt):
+    """Does TXT (a text view) give back tensor KEY of CKPT bit for bit?"""
+    t = load(ckpt)[key].contiguous()
+    lines = open(txt).read().split("\n")
+    want = "# float32 (%s)" % ", ".join(str(d) for d in t.shape)
+    if lines[0] != want:
+        print("header %r, want %r" % (lines[0], want))
+        return 1
+    rows = [l for l in lines[1:] if l]
+    if len(rows) != t.shape[0]:
+        print("%d rows, want %d" % (len(rows), t.shape[0]))
+        return 1
+    vals = torch.tensor([float(x) for r in rows for x in r.split()],
+                        dtype=torch.float64).to(torch.float32)
+    a = vals.view(torch.int32)
+    b = t.reshape(-1).view(torch.int32)
+    if a.shape != b.shape or not torch.equal(a, b):
+        print("values differ")
+        return 1
+    print("ok")
+    return 0
 
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     rc = {"attrs": attrs, "names": names, "names_edited": names_edited, "pair": pair, "compare": compare,
-          "big": big, "resave": resave}[cmd](*args)
+          "big": big, "resave": resave, "textcheck": textcheck}[cmd](*args)
     sys.exit(rc or 0)
