@@ -135,7 +135,8 @@ fuse_ino_t ptfs_ino_of(const struct ptfs *fs, const struct ckpt_node *n);
 /* The inode number of view @view (CKPT_V_NPY/TXT) of tensor node @n. */
 fuse_ino_t ptfs_ino_of_view(const struct ckpt_node *n, int view);
 
-/* Attributes of @ino into @st.  0 or -ENOENT. */
+/* Attributes of @ino into @st.  0, -ENOENT, or for a text view what
+ * measuring it failed with (-ESTALE, -EFBIG, -EIO). */
 int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st);
 
 /* The same for an entry reply: a text view's size is not measured for it

@@ -406,7 +406,7 @@ void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
 			     ovl_release(fs->ovl, i.node, &d)) ||
 			    (i.kind == PTFS_VIEW &&
 			     ovl_view_release(fs->ovl, i.node, &d)))
-				ptfs_reply_err(NULL, 0, &d);	/* nobody to tell */
+				ptfs_reply_err(NULL, 0, &d);	/* just log */
 			if (drop)
 				ptfs_texts_drop(fs);
 		}

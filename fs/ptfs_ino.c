@@ -27,6 +27,7 @@
  */
 #include "ptfs.h"
 
+#include "diag/diag.h"
 #include "pickle/pkl.h"
 
 #include <errno.h>
@@ -282,6 +283,29 @@ static void node_stat(const struct ptfs *fs, const struct ckpt_node *n,
 	}
 }
 
+/*
+ * A text view's size: one formatting pass, which reads the checkpoint,
+ * so it fails like a read when the checkpoint changed (ESTALE, logged
+ * once) or the view cannot be (EFBIG): a size of 0 would make every
+ * read look like an empty file.
+ */
+static int text_size(struct ptfs *fs, struct ckpt_node *n, off_t *size)
+{
+	struct diag d;
+	uint64_t s = 0;
+	int rc;
+
+	diag_init(&d, fs->c->path);
+	rc = ptfs_fresh(fs, &d);
+	if (rc) {
+		ptfs_errno(rc, &d);	/* logs the first time */
+		return rc;
+	}
+	rc = ptfs_text_measure(fs, n, &s, &d);
+	*size = (off_t)s;
+	return rc;
+}
+
 static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
 		    bool measure)
 {
@@ -337,8 +361,14 @@ static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
 		break;
 	case PTFS_VIEW:
 		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
-		st->st_size = ptfs_view_size(fs, i.node, i.view, measure);
 		ptfs_node_mtime(fs, i.node, &st->st_mtim);
+		if (measure && i.view == CKPT_V_TXT && !i.node->vstage) {
+			rc = text_size(fs, i.node, &st->st_size);
+			if (rc)
+				return rc;
+			break;
+		}
+		st->st_size = ptfs_view_size(fs, i.node, i.view, false);
 		break;
 	}
 	st->st_blocks = (st->st_size + 511) / 512;

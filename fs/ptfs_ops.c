@@ -273,7 +273,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int rc;
 
 	ptfs_wrlock(fs);
-	rc = ptfs_stat(fs, ino, &st) || ptfs_ino_get(fs, ino, &i) ? -ENOENT :
+	/* the mode is all it needs: a text view is not measured here */
+	rc = ptfs_stat_entry(fs, ino, &st) || ptfs_ino_get(fs, ino, &i) ?
+	     -ENOENT :
 	     S_ISDIR(st.st_mode) ? -EISDIR : 0;
 	if (!rc && (fi->flags & O_ACCMODE) != O_RDONLY)
 		rc = write_errno(fs, &i);

@@ -66,7 +66,8 @@ static struct ptfs_text *entry(struct ptfs *fs, const struct ckpt_node *n,
 			       struct diag *d)
 {
 	if (n->id >= fs->ntexts) {
-		uint32_t cap = fs->c->nnodes > n->id ? fs->c->nnodes : n->id + 1;
+		uint32_t cap = fs->c->nnodes > n->id ? fs->c->nnodes :
+			       n->id + 1;
 		struct ptfs_text *t = realloc(fs->texts, cap * sizeof(*t));
 
 		if (!t) {

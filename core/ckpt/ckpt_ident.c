@@ -38,8 +38,8 @@ int ckpt_ident_check(int fd, const struct ckpt_ident *id, struct diag *d)
 		return diag_errno(d, -errno, "fstat: %s", strerror(errno));
 	ckpt_ident_of(&st, &now);
 	if (now.dev != id->dev || now.ino != id->ino)
-		return diag_errno(d, -ESTALE, "changed under the mount: another "
-				  "file");
+		return diag_errno(d, -ESTALE, "changed under the mount: "
+				  "another file");
 	if (now.size != id->size)
 		return diag_errno(d, -ESTALE, "changed under the mount: size "
 				  "%lld, was %lld", (long long)now.size,

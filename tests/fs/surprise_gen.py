@@ -14,6 +14,9 @@ torch itself says they hold (JSON beside them).
 import json
 import os
 import sys
+import warnings
+
+warnings.simplefilter("ignore")             # torch 2's deprecation notes
 
 import torch
 
@@ -146,7 +149,8 @@ def compare(a, b):
         return 1
     # views and ties: storages shared in x are shared in y
     def ptrs(d):
-        return {k: (v.storage().data_ptr(), v.storage_offset())
+        return {k: ((v.untyped_storage() if hasattr(v, "untyped_storage")
+                     else v.storage()).data_ptr(), v.storage_offset())
                 for k, v in d.items() if isinstance(v, torch.Tensor)}
     px, py = ptrs(x), ptrs(y)
     for k in px:
