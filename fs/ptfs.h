@@ -238,6 +238,10 @@ int ptfs_text_check(struct ptfs *fs, struct ckpt_node *n, struct diag *d);
  * with the lock held for writing. */
 void ptfs_texts_drop(struct ptfs *fs);
 
+/* Forget what the text views of tensors on storage @s learnt (an
+ * in-place write into it): with the lock held for writing. */
+void ptfs_texts_drop_storage(struct ptfs *fs, const struct ckpt_storage *s);
+
 /* Size of view @view of @n; a text view's is measured when @measure,
  * else it is 0 until known (lookups: the kernel asks getattr for it). */
 uint64_t ptfs_view_size(struct ptfs *fs, struct ckpt_node *n, int view,

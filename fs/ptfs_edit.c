@@ -275,7 +275,14 @@ void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		else
 			n = -EACCES;
 		fs->writing_ino = 0;
-		ptfs_texts_drop(fs);
+		/* in place: only the views of that storage changed */
+		if (i.kind == PTFS_STORAGE)
+			ptfs_texts_drop_storage(fs, i.storage);
+		else if (i.node && i.node->kind == CKPT_N_TENSOR &&
+			 i.node->tensor && i.node->tensor->storage)
+			ptfs_texts_drop_storage(fs, i.node->tensor->storage);
+		else
+			ptfs_texts_drop(fs);
 	}
 	ptfs_unlock(fs);
 	ptfs_inval_wait(fs);

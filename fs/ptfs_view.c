@@ -6,7 +6,7 @@
  * be rendered whole into a temporary file in $TMPDIR on first use and kept
  * until the next edit, so reading the text views of a large model filled
  * the disk.  Now nothing is stored but, per view, the text offset at which
- * every chunk of CHUNK_ELEMS elements starts (8 bytes per 16384
+ * every chunk of CHUNK_ELEMS elements starts (8 bytes per 4096
  * elements), learnt while formatting: a read formats the chunks it covers
  * (finding the first from the marks, extending them as far as needed).
  * The size (a stat, and the kernel's permission check before an open:
@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHUNK_ELEMS	(1u << 14)
+#define CHUNK_ELEMS	(1u << 12)
 /* a 16-byte storage viewed with stride 0 as 2^40 elements (tests/hostile)
    must not keep the daemon formatting for hours */
 #define TEXT_MAX_ELEMS	(UINT64_C(1) << 28)
@@ -252,16 +252,32 @@ bool ptfs_text_known(struct ptfs *fs, const struct ckpt_node *n,
 	return known;
 }
 
-void ptfs_texts_drop(struct ptfs *fs)
+static void drop(struct ptfs *fs, uint32_t i)
+{
+	fs->ncached--;
+	free(fs->texts[i].marks);
+	fs->texts[i].marks = NULL;
+	fs->texts[i].nmarks = fs->texts[i].nchunks = 0;
+}
+
+void ptfs_texts_drop_storage(struct ptfs *fs, const struct ckpt_storage *s)
 {
 	for (uint32_t i = 0; fs->ncached && i < fs->ntexts; i++) {
-		if (!fs->texts[i].marks)
-			continue;
-		fs->ncached--;
-		free(fs->texts[i].marks);
-		fs->texts[i].marks = NULL;
-		fs->texts[i].nmarks = fs->texts[i].nchunks = 0;
+		const struct ckpt_node *n = i < fs->c->nnodes ?
+					    fs->c->nodes[i] : NULL;
+
+		if (fs->texts[i].marks &&
+		    (!n || n->kind != CKPT_N_TENSOR || !n->tensor ||
+		     n->tensor->storage == s))
+			drop(fs, i);
 	}
+}
+
+void ptfs_texts_drop(struct ptfs *fs)
+{
+	for (uint32_t i = 0; fs->ncached && i < fs->ntexts; i++)
+		if (fs->texts[i].marks)
+			drop(fs, i);
 }
 
 uint64_t ptfs_view_size(struct ptfs *fs, struct ckpt_node *n, int view,
