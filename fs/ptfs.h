@@ -1,7 +1,8 @@
 /*
  * ptfs.h - what the FUSE driver's files share: the mounted checkpoint and
- * its inode table (ptfs_ino.c), the operations (ptfs_ops.c) and main
- * (ptfs_main.c).  Only fs/ includes FUSE headers.
+ * its inode table (ptfs_ino.c), the operations (ptfs_ops.c, ptfs_read.c,
+ * ptfs_edit.c, ptfs_inval.c) and main (ptfs_main.c).  Only fs/ includes
+ * FUSE headers.
  */
 #ifndef PT_FS_PTFS_H
 #define PT_FS_PTFS_H
@@ -16,6 +17,7 @@
 #include <pthread.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/ckpt_ident.h"
 #include "ovl/ovl.h"
 
 struct diag;
@@ -85,17 +87,19 @@ struct ptfs {
 	/* the inode a write is going through (under the lock): its pages
 	   stay cached, the other views of the storage are dropped */
 	fuse_ino_t writing_ino;
-	/* rendered text views, by node id (ptfs_view.c) */
+	/* what the text views learnt, by node id (ptfs_view.c) */
 	pthread_mutex_t text_lock;
 	struct ptfs_text *texts;
 	uint32_t ntexts;	/* slots */
-	uint32_t ncached;	/* slots holding a rendering */
+	uint32_t ncached;	/* slots holding marks */
 	bool list_views;	/* -o views: readdir lists KEY.npy, KEY.txt */
 	char commit_msg[512];	/* what .ptfs/commit reads: the last result */
 	uint32_t nstor;		/* storages shown under .ptfs/storages/ */
 	struct stat st;		/* the checkpoint file's, for times */
-	uid_t uid;
-	gid_t gid;
+	struct ckpt_ident ident;	/* ... and its identity (ptfs_fresh) */
+	bool stale_logged;	/* a changed checkpoint was logged (atomic) */
+	uid_t uid;		/* the checkpoint's owner and group, shown as */
+	gid_t gid;		/* every file's (modes: ptfs_ino.c) */
 	double timeout;		/* entry and attribute cache, seconds */
 	const char *byteorder;	/* "little" or "big" */
 	const char *root_name;	/* entry name when the root is not a dir */
@@ -111,7 +115,14 @@ struct ptfs {
 
 /* ---- ptfs_ino.c ---- */
 
-/* Set up the inode table for an open checkpoint.  0 or -ENOMEM. */
+/* Is @n shown as a directory (a dict or a list)?  NULL: no. */
+bool ptfs_node_is_dir(const struct ckpt_node *n);
+
+/* Is @ino a directory (the root, .ptfs/, its storages/, a container)? */
+bool ptfs_ino_is_dir(const struct ptfs *fs, fuse_ino_t ino);
+
+/* Set up the inode table for an open checkpoint whose fstat is in
+ * fs->st (also its identity, see ptfs_fresh()).  0 or -ENOMEM. */
 int ptfs_ino_init(struct ptfs *fs);
 void ptfs_ino_release(struct ptfs *fs);
 
@@ -124,8 +135,13 @@ fuse_ino_t ptfs_ino_of(const struct ptfs *fs, const struct ckpt_node *n);
 /* The inode number of view @view (CKPT_V_NPY/TXT) of tensor node @n. */
 fuse_ino_t ptfs_ino_of_view(const struct ckpt_node *n, int view);
 
-/* Attributes of @ino into @st.  0 or -ENOENT. */
+/* Attributes of @ino into @st.  0, -ENOENT, or for a text view what
+ * measuring it failed with (-ESTALE, -EFBIG, -EIO). */
 int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st);
+
+/* The same for an entry reply: a text view's size is not measured for it
+ * (0 until known; the kernel asks getattr, its attributes expire at once). */
+int ptfs_stat_entry(struct ptfs *fs, fuse_ino_t ino, struct stat *st);
 
 /* Child @name of directory @parent: its inode number, or 0. */
 fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
@@ -148,54 +164,200 @@ uint64_t ptfs_text_size(const struct ckpt_node *n);
 fuse_ino_t ptfs_ino_of_storage(const struct ptfs *fs,
 			       const struct ckpt_storage *s);
 
-/* A link node's symlink text: the relative path to its target (free). */
+/* ---- ptfs_times.c ---- */
+
+/* The mtime of node @n's file (or its views): the checkpoint's, moved
+ * back by a fingerprint of its content, so that rsync sees which differ. */
+void ptfs_node_mtime(const struct ptfs *fs, const struct ckpt_node *n,
+		     struct timespec *t);
+
+/* The same for .ptfs/storages/KEY. */
+void ptfs_storage_mtime(const struct ptfs *fs, const struct ckpt_storage *s,
+			struct timespec *t);
+
+/* ---- ptfs_names.c: names as the kernel sees them ---- */
+
+/* Longest shown key whose views (KEY.npy, KEY.txt) still fit NAME_MAX. */
+#define PTFS_VIEW_KEY_MAX	(CKPT_NAME_MAX - 4)
+
+/* The name child @k in slot @slot of its directory is shown under: its
+ * own, or cut to @max bytes with "%~<slot>" (@buf: @max + 1 bytes). */
+const char *ptfs_shown_name(const struct ckpt_node *k, uint32_t slot,
+			    size_t max, char *buf);
+
+/* The child of @dir shown as @name (at most @max bytes), or NULL. */
+struct ckpt_node *ptfs_child(const struct ckpt_node *dir, const char *name,
+			     size_t max);
+
+/* A record or storage key escaped like a str dict key (caller frees). */
+char *ptfs_escape_record(const char *s);
+
+/*
+ * The file name of storage @key (number @index) under .ptfs/storages/:
+ * the key itself, or escaped like a dict key (docs/names.md) when it has
+ * a '/' or '%', starts with '.' or is empty (TorchScript's "constants/0",
+ * hostile keys), and cut like a long key; then made in @buf
+ * (CKPT_NAME_MAX + 1 bytes).  NULL on ENOMEM.
+ */
+const char *ptfs_storage_name(const char *key, uint32_t index, char *buf);
+
+/* A link node's symlink text: the relative path to its target, in shown
+ * names (caller frees). */
 char *ptfs_link_target(const struct ckpt_node *n);
 
-/* ---- ptfs_view.c: the text views' renderings ---- */
+/* ---- ptfs_view.c: the text views, rendered on demand ---- */
 
+/* Where the chunks of one text view start in its text (ptfs_view.c). */
 struct ptfs_text {
-	int fd;			/* an unlinked temporary file */
-	uint64_t size;
-	bool valid;
+	uint64_t *marks;	/* mark[j]: offset of chunk j; NULL: none yet */
+	uint64_t nmarks;	/* marks learnt so far */
+	uint64_t nchunks;	/* chunks in all (marks then: nchunks + 1) */
 };
 
 /*
- * The rendered text view of tensor node @n: its fd and size, rendered
- * into a temporary file on first use and kept until the next edit
- * (ptfs_texts_drop()).  Call with the lock held for reading or writing.
- * 0 or -errno with @d set.
+ * Read @size bytes of tensor node @n's text view at @off into @buf,
+ * formatting only the chunks they cover.  Bytes read (0 at the end) or
+ * -errno with @d set (-EFBIG: too many elements for a text view).  Call
+ * with the lock held for reading or writing.
  */
-int ptfs_text_get(struct ptfs *fs, struct ckpt_node *n, int *fd,
-		  uint64_t *size, struct diag *d);
+long long ptfs_text_read(struct ptfs *fs, struct ckpt_node *n, char *buf,
+			 size_t size, uint64_t off, struct diag *d);
 
-/* Forget every rendering (an edit may have changed any): with the lock
- * held for writing. */
+/* The whole text's size (formats it all once, in memory). */
+int ptfs_text_measure(struct ptfs *fs, struct ckpt_node *n, uint64_t *size,
+		      struct diag *d);
+
+/* Its size if a measure or a read to the end already learnt it. */
+bool ptfs_text_known(struct ptfs *fs, const struct ckpt_node *n,
+		     uint64_t *size);
+
+/* Can @n have a text view at all?  0, or -EFBIG with @d set. */
+int ptfs_text_check(struct ptfs *fs, struct ckpt_node *n, struct diag *d);
+
+/* Forget what every text view learnt (an edit may have changed any):
+ * with the lock held for writing. */
 void ptfs_texts_drop(struct ptfs *fs);
 
-/* Size of view @view of @n (a text view is rendered for it). */
-uint64_t ptfs_view_size(struct ptfs *fs, struct ckpt_node *n, int view);
+/* Forget what the text views of tensors on storage @s learnt (an
+ * in-place write into it): with the lock held for writing. */
+void ptfs_texts_drop_storage(struct ptfs *fs, const struct ckpt_storage *s);
+
+/* Size of view @view of @n; a text view's is measured when @measure,
+ * else it is 0 until known (lookups: the kernel asks getattr for it). */
+uint64_t ptfs_view_size(struct ptfs *fs, struct ckpt_node *n, int view,
+			bool measure);
 
 /* ---- ptfs_xattr.c ---- */
 
-/*
- * The extended attributes of @ino as "name\0value\0..." pairs, written to
- * @buf (at most @size bytes).  Returns the length used, or -ERANGE.
- */
-long ptfs_xattrs(const struct ptfs *fs, fuse_ino_t ino, char *buf,
-		 size_t size);
+/* Longest attribute name the kernel passes (XATTR_NAME_MAX). */
+#define PTFS_XATTR_NAME_MAX	255
 
-/* ---- ptfs_ops.c ---- */
+/* Called with each attribute's name and value (borrowed: valid during the
+ * call); non-zero stops the walk and is returned. */
+typedef int ptfs_xattr_fn(const char *name, const char *value, void *arg);
+
+/*
+ * Walk the extended attributes of @ino, in a fixed order, one at a time:
+ * their number and sizes come from the file and bound no buffer.  Returns
+ * 0, what @fn returned, or -ENOENT.
+ */
+int ptfs_xattr_each(const struct ptfs *fs, fuse_ino_t ino, ptfs_xattr_fn *fn,
+		    void *arg);
+
+/* ---- ptfs_ops.c: the operations table and the shared reply path ---- */
 
 extern const struct fuse_lowlevel_ops ptfs_ops;
+
+static inline struct ptfs *ptfs_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static inline void ptfs_rdlock(struct ptfs *fs)
+{
+	pthread_rwlock_rdlock(&fs->lock);
+}
+
+static inline void ptfs_wrlock(struct ptfs *fs)
+{
+	pthread_rwlock_wrlock(&fs->lock);
+}
+
+static inline void ptfs_unlock(struct ptfs *fs)
+{
+	pthread_rwlock_unlock(&fs->lock);
+}
+
+/*
+ * fs/ keeps one sign convention: every function returns 0 or -errno, and
+ * only the reply turns it positive.  ptfs_errno() does that for -errno @rc
+ * (never positive), maps -EILSEQ (corrupt input) to EIO and logs @d's
+ * diagnostic once.  ptfs_reply_err() replies it (0 replies success) to
+ * @req; with @req NULL it only logs.
+ */
+int ptfs_errno(int rc, const struct diag *d);
+void ptfs_reply_err(fuse_req_t req, int rc, const struct diag *d);
+
+/* The attribute timeout of @ino (0 for text views). */
+double ptfs_attr_timeout(const struct ptfs *fs, fuse_ino_t ino);
+
+/* An entry reply for @ino (0: a negative entry, cached too). */
+void ptfs_fill_entry(struct ptfs *fs, fuse_ino_t ino,
+		     struct fuse_entry_param *e);
+
+/* ---- ptfs_read.c ---- */
+
+void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		  struct fuse_file_info *fi);
+
+/*
+ * Is the checkpoint still the file that was mounted (ckpt_ident_check())?
+ * 0, or -ESTALE with @d set the first time only (so it is logged once).
+ */
+int ptfs_fresh(struct ptfs *fs, struct diag *d);
+
+/* ---- ptfs_edit.c ---- */
+
+void ptfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		    mode_t mode, struct fuse_file_info *fi);
+void ptfs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   mode_t mode, dev_t rdev);
+void ptfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   mode_t mode);
+void ptfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void ptfs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void ptfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		    fuse_ino_t newparent, const char *newname,
+		    unsigned int flags);
+void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		   size_t size, off_t off, struct fuse_file_info *fi);
+void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		     int to_set, struct fuse_file_info *fi);
+void ptfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
+		     struct fuse_file_info *fi);
+void ptfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		   struct fuse_file_info *fi);
+void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		      const char *value, size_t size, int flags);
+
+/* Write back now; 0 written, 1 nothing to write, or -errno with @d set.
+ * The result is what .ptfs/commit reads next. */
+int ptfs_commit(struct ptfs *fs, struct diag *d);
+
+/* ---- ptfs_inval.c ---- */
 
 /* Start / stop the thread that drops stale views from the page cache. */
 void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se,
 		      bool multithreaded);
 void ptfs_inval_stop(struct ptfs *fs);
 
-/* Write back now; 0 written, 1 nothing to write, or -errno with @d set.
- * The result is what .ptfs/commit reads next. */
-struct diag;
-int ptfs_commit(struct ptfs *fs, struct diag *d);
+/* After a request changed storages, with the lock dropped and before it
+ * replies: wait (bounded) until the other views left the page cache. */
+void ptfs_inval_wait(struct ptfs *fs);
+
+/* Make the kernel look up @name in @parent again (a file was renamed
+ * onto a view, which is still no entry of its own). */
+void ptfs_inval_entry(struct ptfs *fs, fuse_ino_t parent, const char *name);
 
 #endif

@@ -27,6 +27,7 @@
  */
 #include "ptfs.h"
 
+#include "diag/diag.h"
 #include "pickle/pkl.h"
 
 #include <errno.h>
@@ -38,11 +39,32 @@
 #define VIEW_NPY ((fuse_ino_t)1 << 41)
 #define VIEW_TXT ((fuse_ino_t)1 << 42)
 
+bool ptfs_node_is_dir(const struct ckpt_node *n)
+{
+	return n && (n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ);
+}
+
 static bool root_is_dir(const struct ptfs *fs)
 {
-	int k = fs->c->root->kind;
+	return ptfs_node_is_dir(fs->c->root);
+}
 
-	return k == CKPT_N_DIR || k == CKPT_N_SEQ;
+bool ptfs_ino_is_dir(const struct ptfs *fs, fuse_ino_t ino)
+{
+	struct ptfs_ino i;
+
+	if (ptfs_ino_get(fs, ino, &i))
+		return false;
+	switch (i.kind) {
+	case PTFS_ROOT:
+	case PTFS_PLUMB:
+	case PTFS_STORAGES:
+		return true;
+	case PTFS_NODE:
+		return ptfs_node_is_dir(i.node);
+	default:
+		return false;
+	}
 }
 
 fuse_ino_t ptfs_ino_of(const struct ptfs *fs, const struct ckpt_node *n)
@@ -57,42 +79,6 @@ fuse_ino_t ptfs_ino_of_view(const struct ckpt_node *n, int view)
 	return (view == CKPT_V_NPY ? VIEW_NPY : VIEW_TXT) + n->id;
 }
 
-static char *escape_record(const char *s)
-{
-	struct pkl_value v = { .kind = PKL_STR };
-	char *copy = strdup(s), *name;
-
-	if (!copy)
-		return NULL;
-	v.u.s.p = copy;
-	v.u.s.n = strlen(s);
-	name = ckpt_name_escape(&v);
-	free(copy);
-	return name;
-}
-
-/*
- * The file name of storage @key under .ptfs/storages/: the key itself, or
- * escaped like a dict key (docs/names.md) when it has a '/' or '%', starts
- * with '.' or is empty (TorchScript's "constants/0", hostile keys); made
- * in @buf (PTFS_NAME_BUF bytes) then.  NULL when it does not fit.
- */
-static const char *storage_name(const char *key, char *buf)
-{
-	char *esc;
-
-	if (key[0] && key[0] != '.' && !strpbrk(key, "/%"))
-		return key;
-	esc = escape_record(key);
-	if (!esc || strlen(esc) >= PTFS_NAME_BUF) {
-		free(esc);
-		return NULL;
-	}
-	strcpy(buf, esc);
-	free(esc);
-	return buf;
-}
-
 static int add_rec(struct ptfs *fs, const char *name, uint64_t off,
 		   uint64_t size, struct ptz_entry *e)
 {
@@ -102,9 +88,15 @@ static int add_rec(struct ptfs *fs, const char *name, uint64_t off,
 		return -ENOMEM;
 	fs->recs = r;
 	r += fs->nrecs;
-	r->name = escape_record(name);
+	r->name = ptfs_escape_record(name);
 	if (!r->name)
 		return -ENOMEM;
+	if (strlen(r->name) > CKPT_NAME_MAX) {
+		char buf[CKPT_NAME_MAX + 1];
+
+		strcpy(r->name, ckpt_name_short(r->name, fs->nrecs,
+						CKPT_NAME_MAX, buf));
+	}
 	r->off = off;
 	r->size = size;
 	r->e = e;
@@ -119,6 +111,7 @@ int ptfs_ino_init(struct ptfs *fs)
 	int rc = 0;
 
 	fs->plumb = (fuse_ino_t)1 << 40;
+	ckpt_ident_of(&fs->st, &fs->ident);
 	fs->nstor = c->nstorages;
 	fs->byteorder = c->byteorder ? c->byteorder : "little";
 	switch (c->root->kind) {
@@ -226,62 +219,51 @@ uint64_t ptfs_text_size(const struct ckpt_node *n)
 	return n->textlen + 1;
 }
 
-static int depth(const struct ckpt_node *n)
-{
-	int d = 0;
-
-	for (; n && n->parent; n = n->parent)
-		d++;
-	return d;
-}
-
-char *ptfs_link_target(const struct ckpt_node *n)
-{
-	int up = depth(n->parent);
-	char *to = ckpt_node_path(n->target), *s;
-	size_t len;
-
-	if (!to)
-		return NULL;
-	len = 3 * (size_t)up + strlen(to) + 2;
-	s = malloc(len);
-	if (s) {
-		s[0] = 0;
-		for (int i = 0; i < up; i++)
-			strcat(s, i ? "/.." : "..");
-		if (to[0])
-			strcat(strcat(s, up ? "/" : ""), to);
-		else if (!up)
-			strcpy(s, ".");
-	}
-	free(to);
-	return s;
-}
-
 static uint32_t subdirs(const struct ckpt_node *n)
 {
 	uint32_t k = 0;
 
 	for (uint32_t i = 0; i < n->nkids; i++)
-		k += n->kids[i] && (n->kids[i]->kind == CKPT_N_DIR ||
-				    n->kids[i]->kind == CKPT_N_SEQ);
+		k += ptfs_node_is_dir(n->kids[i]);
 	return k;
+}
+
+/*
+ * Permissions come from the checkpoint file: a file in the mount may be
+ * read by whoever may read the checkpoint, and written (on a writable
+ * mount) by whoever may write it.  No file has an x bit; a directory has
+ * x wherever it has r.  With -o allow_other (and the default_permissions
+ * ptfs always adds), the kernel enforces exactly that.
+ */
+static mode_t perm_r(const struct ptfs *fs)
+{
+	return fs->st.st_mode & 0444;
+}
+
+static mode_t perm_w(const struct ptfs *fs)
+{
+	return fs->readonly ? 0 : fs->st.st_mode & 0222;
+}
+
+static mode_t perm_dir(const struct ptfs *fs, bool writable)
+{
+	return perm_r(fs) | perm_r(fs) >> 2 | (writable ? perm_w(fs) : 0);
 }
 
 static void node_stat(const struct ptfs *fs, const struct ckpt_node *n,
 		      struct stat *st)
 {
-	mode_t w = fs->readonly ? 0 : 0200;
+	mode_t w = perm_w(fs), r = perm_r(fs);
 	char *to;
 
 	switch (n->kind) {
 	case CKPT_N_DIR:
 	case CKPT_N_SEQ:
-		st->st_mode = S_IFDIR | 0555 | w;
+		st->st_mode = S_IFDIR | perm_dir(fs, true);
 		st->st_nlink = 2 + subdirs(n);
 		break;
 	case CKPT_N_TENSOR:
-		st->st_mode = S_IFREG | 0444 | w;
+		st->st_mode = S_IFREG | r | w;
 		st->st_size = ovl_size(fs->ovl, n);
 		break;
 	case CKPT_N_LINK:
@@ -291,17 +273,41 @@ static void node_stat(const struct ptfs *fs, const struct ckpt_node *n,
 		free(to);
 		break;
 	case CKPT_N_VALUE:
-		st->st_mode = S_IFREG | 0444 | (ckpt_value_editable(n) ? w : 0);
+		st->st_mode = S_IFREG | r | (ckpt_value_editable(n) ? w : 0);
 		st->st_size = ovl_size(fs->ovl, n);
 		break;
 	default:
-		st->st_mode = S_IFREG | 0444;
+		st->st_mode = S_IFREG | r;
 		st->st_size = ptfs_text_size(n);
 		break;
 	}
 }
 
-int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
+/*
+ * A text view's size: one formatting pass, which reads the checkpoint,
+ * so it fails like a read when the checkpoint changed (ESTALE, logged
+ * once) or the view cannot be (EFBIG): a size of 0 would make every
+ * read look like an empty file.
+ */
+static int text_size(struct ptfs *fs, struct ckpt_node *n, off_t *size)
+{
+	struct diag d;
+	uint64_t s = 0;
+	int rc;
+
+	diag_init(&d, fs->c->path);
+	rc = ptfs_fresh(fs, &d);
+	if (rc) {
+		ptfs_errno(rc, &d);	/* logs the first time */
+		return rc;
+	}
+	rc = ptfs_text_measure(fs, n, &s, &d);
+	*size = (off_t)s;
+	return rc;
+}
+
+static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
+		    bool measure)
 {
 	struct ptfs_ino i;
 	int rc = ptfs_ino_get(fs, ino, &i);
@@ -319,66 +325,89 @@ int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
 	st->st_blksize = 1 << 20;
 	switch (i.kind) {
 	case PTFS_ROOT:
-		st->st_mode = S_IFDIR | 0555 | (fs->readonly ? 0 : 0200);
+		st->st_mode = S_IFDIR | perm_dir(fs, true);
 		/* what readdir lists: .ptfs/ is not (see the top) */
 		st->st_nlink = 2 + (root_is_dir(fs) ? subdirs(i.node) :
 				    i.node->kind == CKPT_N_DIR);
 		break;
 	case PTFS_NODE:
 		node_stat(fs, i.node, st);
+		ptfs_node_mtime(fs, i.node, &st->st_mtim);
 		break;
 	case PTFS_PLUMB:
-		st->st_mode = S_IFDIR | 0555;
+		st->st_mode = S_IFDIR | perm_dir(fs, false);
 		st->st_nlink = 3;
 		break;
 	case PTFS_STORAGES:
-		st->st_mode = S_IFDIR | 0555;
+		st->st_mode = S_IFDIR | perm_dir(fs, false);
 		st->st_nlink = 2;
 		break;
 	case PTFS_STORAGE:
-		st->st_mode = S_IFREG | 0444 | (fs->readonly ? 0 : 0200);
+		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
 		st->st_size = i.storage->nbytes;
+		ptfs_storage_mtime(fs, i.storage, &st->st_mtim);
 		break;
 	case PTFS_CTL:
-		st->st_mode = S_IFREG | 0644;
+		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
 		st->st_size = strlen(fs->commit_msg);
 		break;
 	case PTFS_PROGRESS:
 		/* read with direct_io: the size is not what bounds it */
-		st->st_mode = S_IFREG | 0444;
+		st->st_mode = S_IFREG | perm_r(fs);
 		break;
 	case PTFS_RECORD:
-		st->st_mode = S_IFREG | 0444;
+		st->st_mode = S_IFREG | perm_r(fs);
 		st->st_size = fs->recs[i.index].size;
 		break;
 	case PTFS_VIEW:
-		st->st_mode = S_IFREG | 0444 | (fs->readonly ? 0 : 0200);
-		st->st_size = ptfs_view_size(fs, i.node, i.view);
+		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
+		ptfs_node_mtime(fs, i.node, &st->st_mtim);
+		if (measure && i.view == CKPT_V_TXT && !i.node->vstage) {
+			rc = text_size(fs, i.node, &st->st_size);
+			if (rc)
+				return rc;
+			break;
+		}
+		st->st_size = ptfs_view_size(fs, i.node, i.view, false);
 		break;
 	}
 	st->st_blocks = (st->st_size + 511) / 512;
 	return 0;
 }
 
+int ptfs_stat(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
+{
+	return stat_ino(fs, ino, st, true);
+}
+
+int ptfs_stat_entry(struct ptfs *fs, fuse_ino_t ino, struct stat *st)
+{
+	return stat_ino(fs, ino, st, false);
+}
+
 /* With -o views, entry 3i + j of a directory is child i itself (j = 0)
  * or its .npy (1) and .txt (2) views. */
 static int child_entry(const struct ptfs *fs, const struct ckpt_node *k,
-		       const char *kname, int j, const char **name,
-		       fuse_ino_t *ino, char *buf)
+		       const char *kname, uint32_t slot, int j,
+		       const char **name, fuse_ino_t *ino, char *buf)
 {
+	char cut[CKPT_NAME_MAX + 1];
+
 	if (!k)
 		return -1;
 	if (!j) {
-		*name = kname;
+		/* a name over NAME_MAX is shown cut (ptfs_names.c) */
+		*name = ckpt_name_short(kname, slot, CKPT_NAME_MAX, buf);
 		*ino = ptfs_ino_of(fs, k);
 		return 1;
 	}
-	if (k->kind != CKPT_N_TENSOR || !ovl_view_ok(k) ||
-	    strlen(kname) + 5 > PTFS_NAME_BUF)
+	if (k->kind != CKPT_N_TENSOR || !ovl_view_ok(k))
 		return -1;
-	snprintf(buf, PTFS_NAME_BUF, "%s.%s", kname, j == 1 ? "npy" : "txt");
+	snprintf(buf, PTFS_NAME_BUF, "%s.%s",
+		 ckpt_name_short(kname, slot, PTFS_VIEW_KEY_MAX, cut),
+		 j == 1 ? "npy" : "txt");
 	/* a real key of that name wins over the view */
-	if (k->parent && ckpt_node_child(k->parent, buf))
+	if (k->parent && ptfs_child(k->parent, buf, CKPT_NAME_MAX))
 		return -1;
 	*name = buf;
 	*ino = ptfs_ino_of_view(k, j == 1 ? CKPT_V_NPY : CKPT_V_TXT);
@@ -400,18 +429,17 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 		if (!root_is_dir(fs)) {
 			if (i >= per)
 				return 0;
-			return child_entry(fs, c->root, fs->root_name, i % per,
-					   name, ino, buf);
+			return child_entry(fs, c->root, fs->root_name, 0,
+					   i % per, name, ino, buf);
 		}
 		/* fall through */
 	case PTFS_NODE:
-		if (i / per >= d.node->nkids || (d.node->kind != CKPT_N_DIR &&
-						 d.node->kind != CKPT_N_SEQ))
+		if (i / per >= d.node->nkids || !ptfs_node_is_dir(d.node))
 			return 0;
 		return child_entry(fs, d.node->kids[i / per],
 				   d.node->kids[i / per] ?
 				   d.node->kids[i / per]->name : NULL,
-				   i % per, name, ino, buf);
+				   (uint32_t)(i / per), i % per, name, ino, buf);
 	case PTFS_PLUMB:
 		if (i >= fs->nrecs + 1 && i <= fs->nrecs + 2 && fs->ovl &&
 		    !fs->readonly) {
@@ -428,7 +456,7 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 	case PTFS_STORAGES:
 		if (i >= fs->nstor)
 			return 0;
-		*name = storage_name(c->storages[i]->key, buf);
+		*name = ptfs_storage_name(c->storages[i]->key, i, buf);
 		*ino = fs->plumb + 2 + i;
 		return *name ? 1 : -1;
 	default:
@@ -469,9 +497,9 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 		}
 		/* fall through */
 	case PTFS_NODE:
-		if (d.node->kind != CKPT_N_DIR && d.node->kind != CKPT_N_SEQ)
+		if (!ptfs_node_is_dir(d.node))
 			return 0;
-		n = ckpt_node_child(d.node, name);
+		n = ptfs_child(d.node, name, CKPT_NAME_MAX);
 		if (n)
 			return ptfs_ino_of(fs, n);
 		{
@@ -483,7 +511,7 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 				return 0;
 			memcpy(key, name, kl);
 			key[kl] = 0;
-			n = ckpt_node_child(d.node, key);
+			n = ptfs_child(d.node, key, PTFS_VIEW_KEY_MAX);
 			return n ? view_of(n, key, name) : 0;
 		}
 	case PTFS_PLUMB:
@@ -509,7 +537,8 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 		    !strcmp(name, c->storages[k]->key))
 			return fs->plumb + 2 + k;
 		for (uint32_t i = 0; i < fs->nstor; i++)
-			if ((sn = storage_name(c->storages[i]->key, buf)) &&
+			if ((sn = ptfs_storage_name(c->storages[i]->key, i,
+						    buf)) &&
 			    !strcmp(name, sn))
 				return fs->plumb + 2 + i;
 		return 0;

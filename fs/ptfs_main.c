@@ -410,8 +410,8 @@ int main(int argc, char **argv)
 		perror("ptfs");
 		goto out_close;
 	}
-	fs.uid = getuid();
-	fs.gid = getgid();
+	fs.uid = fs.st.st_uid;	/* the checkpoint's owner (ptfs_ino.c) */
+	fs.gid = fs.st.st_gid;
 	fs.timeout = o.timeout;
 	{
 		char fsname[4200];

@@ -13,9 +13,13 @@
  *   user.layout          strided | quantized | meta | storage | numpy
  *   user.byteorder       little | big
  *   user.type            python type of any node: Tensor, OrderedDict, int
+ *   user.key             the whole escaped key of an entry whose name is
+ *                        over 255 bytes and so shown cut (names.md)
  *   user.class           a tensor subclass: "module.Name"
  *   user.attr.NAME       each python attribute of a subclass or a
  *                        Parameter (torch 2.x state): a short repr()
+ *                        (names the kernel cannot ask for, over 255
+ *                        bytes with the prefix, are left out)
  *   KEY.npy and KEY.txt show KEY's attributes (read-only)
  *   quantized tensors add user.qscheme and user.q_scale + user.q_zero_point
  *   (per tensor) or user.q_axis (per channel); conj/neg views add user.conj
@@ -31,40 +35,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct xbuf {
-	char *p;
-	size_t size, len;
-	bool overflow;
+#define ATTR_PREFIX	"user.attr."
+
+/*
+ * Attributes are produced one at a time and handed to a callback: nothing
+ * here gathers them into a buffer, so their number and size (chosen by
+ * whoever wrote the file) bound no array.  The first callback that returns
+ * non-zero stops the walk.
+ */
+struct xwalk {
+	ptfs_xattr_fn *fn;
+	void *arg;
+	int rc;
 };
 
-static void put(struct xbuf *x, const char *name, const char *value)
+static void put(struct xwalk *x, const char *name, const char *value)
 {
-	size_t n = strlen(name) + 1, v = strlen(value) + 1;
-
-	if (x->len + n + v > x->size) {
-		x->overflow = true;
-		return;
-	}
-	memcpy(x->p + x->len, name, n);
-	memcpy(x->p + x->len + n, value, v);
-	x->len += n + v;
+	if (!x->rc)
+		x->rc = x->fn(name, value, x->arg);
 }
 
-static void put_dims(struct xbuf *x, const char *name, const int64_t *v,
+static void put_dims(struct xwalk *x, const char *name, const int64_t *v,
 		     int n)
 {
 	char buf[CKPT_MAX_DIMS * 21 + 1];
 	size_t k = 0;
 
 	buf[0] = 0;
+	/* ndim <= CKPT_MAX_DIMS (ckpt_build.c), and snprintf is bounded */
 	for (int i = 0; i < n && k < sizeof(buf); i++)
 		k += snprintf(buf + k, sizeof(buf) - k, "%s%" PRId64,
 			      i ? "," : "", v[i]);
 	put(x, name, buf);
 }
 
-/* user.attr.NAME for each str key of a state dict: its value's repr(). */
-static void state_xattrs(const struct pkl_value *st, struct xbuf *x)
+/*
+ * user.attr.NAME for each str key of a state dict: its value's repr().
+ * A name the kernel could not ask for (over XATTR_NAME_MAX with the
+ * prefix, or holding a NUL) is not listed: cp -a would fail on it.
+ */
+static void state_xattrs(const struct pkl_value *st, struct xwalk *x)
 {
 	struct pkl_value **kv;
 	size_t n;
@@ -73,14 +83,15 @@ static void state_xattrs(const struct pkl_value *st, struct xbuf *x)
 		return;
 	kv = st->kind == PKL_DICT ? st->u.items.v : st->u.call.x->dict;
 	n = st->kind == PKL_DICT ? st->u.items.n : st->u.call.x->ndict;
-	for (size_t i = 0; i + 1 < n; i += 2) {
-		char name[256], *val;
+	for (size_t i = 0; i + 1 < n && !x->rc; i += 2) {
+		char name[PTFS_XATTR_NAME_MAX + 1], *val;
 		size_t len;
 
-		if (kv[i]->kind != PKL_STR || kv[i]->u.s.n > 200 ||
+		if (kv[i]->kind != PKL_STR ||
+		    kv[i]->u.s.n > PTFS_XATTR_NAME_MAX - strlen(ATTR_PREFIX) ||
 		    memchr(kv[i]->u.s.p, 0, kv[i]->u.s.n))
 			continue;
-		snprintf(name, sizeof(name), "user.attr.%s", kv[i]->u.s.p);
+		snprintf(name, sizeof(name), ATTR_PREFIX "%s", kv[i]->u.s.p);
 		val = ckpt_repr(kv[i + 1], 200, &len);
 		if (val && !memchr(val, 0, len))
 			put(x, name, val);
@@ -88,7 +99,7 @@ static void state_xattrs(const struct pkl_value *st, struct xbuf *x)
 	}
 }
 
-static void put_u64(struct xbuf *x, const char *name, uint64_t v)
+static void put_u64(struct xwalk *x, const char *name, uint64_t v)
 {
 	char buf[24];
 
@@ -102,7 +113,7 @@ static const char *tf(bool b)
 }
 
 static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
-			  struct xbuf *x)
+			  struct xwalk *x)
 {
 	char num[40];
 
@@ -140,10 +151,10 @@ static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
 	put(x, "user.q_zero_point", num);
 }
 
-long ptfs_xattrs(const struct ptfs *fs, fuse_ino_t ino, char *buf,
-		 size_t size)
+int ptfs_xattr_each(const struct ptfs *fs, fuse_ino_t ino,
+		    ptfs_xattr_fn *fn, void *arg)
 {
-	struct xbuf x = { buf, size, 0, false };
+	struct xwalk x = { fn, arg, 0 };
 	struct ptfs_ino i;
 
 	if (ptfs_ino_get(fs, ino, &i))
@@ -152,9 +163,11 @@ long ptfs_xattrs(const struct ptfs *fs, fuse_ino_t ino, char *buf,
 		/* a bare-tensor root is a directory; its entry has them */
 		if (i.node->kind == CKPT_N_TENSOR && i.kind == PTFS_NODE)
 			tensor_xattrs(fs, i.node->tensor, &x);
-		if (i.kind == PTFS_NODE || fs->c->root->kind == CKPT_N_DIR ||
-		    fs->c->root->kind == CKPT_N_SEQ)
+		if (i.kind == PTFS_NODE || ptfs_node_is_dir(fs->c->root))
 			put(&x, "user.type", i.node->type);
+		/* the whole name of a key shown cut (ptfs_names.c) */
+		if (i.kind == PTFS_NODE && strlen(i.node->name) > CKPT_NAME_MAX)
+			put(&x, "user.key", i.node->name);
 	} else if (i.kind == PTFS_VIEW && !i.node->pending) {
 		/* a view shows its tensor's metadata */
 		tensor_xattrs(fs, i.node->tensor, &x);
@@ -165,5 +178,5 @@ long ptfs_xattrs(const struct ptfs *fs, fuse_ino_t ino, char *buf,
 		put(&x, "user.device", i.storage->location);
 		put(&x, "user.byteorder", fs->byteorder);
 	}
-	return x.overflow ? -ERANGE : (long)x.len;
+	return x.rc;
 }

@@ -334,6 +334,20 @@ char *ckpt_name_escape(const struct pkl_value *key);
  * Returns the key's length, or -EINVAL if @name is not a valid escape. */
 long ckpt_name_unescape(const char *name, char *out);
 
+/* Longest file name the kernel takes (NAME_MAX). */
+#define CKPT_NAME_MAX	255
+
+/*
+ * The name a file system shows for a child named @name in slot @pos of
+ * its container: @name itself when it has at most @max bytes
+ * (CKPT_NAME_MAX, or less to leave room for a suffix), else its first
+ * bytes (cut at a character, never inside a %XX escape) followed by
+ * "%~<pos>", made in @buf (@max + 1 bytes).  Unique in its container and
+ * never equal to an escaped key (docs/names.md).  @max >= 32.
+ */
+const char *ckpt_name_short(const char *name, uint32_t pos, size_t max,
+			    char *buf);
+
 /* Path of @n from the root, names joined by '/' (caller frees). */
 char *ckpt_node_path(const struct ckpt_node *n);
 

@@ -11,7 +11,9 @@
  * "b'..'" (escaped as above), anything else "%?<type>".  When two keys of a
  * container still print alike (the int 0 and the str "0"), the later one
  * gets "%#<position>" appended; '%' never starts a valid escape with '#',
- * so that is unambiguous too.  docs/names.md is the user-facing version.
+ * so that is unambiguous too.  A name longer than NAME_MAX (255 bytes)
+ * is shown cut, with "%~<position>" (ckpt_name_short()); '~' starts no
+ * escape either.  docs/names.md is the user-facing version.
  */
 #include "ckpt_int.h"
 #include "pickle/pkl.h"
@@ -369,6 +371,30 @@ char *ckpt_name_escape(const struct pkl_value *key)
 		break;
 	}
 	return sb_detach(&b, NULL);
+}
+
+const char *ckpt_name_short(const char *name, uint32_t pos, size_t max,
+			    char *buf)
+{
+	size_t n = strlen(name), cut;
+	char tail[16];
+	int tl;
+
+	if (n <= max)
+		return name;
+	tl = snprintf(tail, sizeof(tail), "%%~%" PRIu32, pos);
+	cut = max - (size_t)tl;
+	/* not inside a UTF-8 sequence: back to the byte that starts it */
+	while (cut && ((unsigned char)name[cut] & 0xc0) == 0x80)
+		cut--;
+	/* not inside %XX: a '%' only ever starts an escape */
+	if (cut >= 1 && name[cut - 1] == '%')
+		cut -= 1;
+	else if (cut >= 2 && name[cut - 2] == '%')
+		cut -= 2;
+	memcpy(buf, name, cut);
+	memcpy(buf + cut, tail, (size_t)tl + 1);
+	return buf;
 }
 
 static int hexval(char c)

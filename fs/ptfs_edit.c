@@ -1,0 +1,453 @@
+/*
+ * ptfs_edit.c - the FUSE requests that change the tree or its bytes:
+ * create, mkdir, unlink, rename, write, truncate, close/fsync, setxattr,
+ * and the write-back (.ptfs/commit, unmount).  Edits go to the overlay
+ * (core/ovl) under the write lock, then wait for the views they changed to
+ * leave the page cache (ptfs_inval.c) before they answer.
+ */
+#include "ptfs.h"
+
+#include "diag/diag.h"
+#include "view/view.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE	(1 << 0)	/* linux/fs.h, renameat2(2) */
+#endif
+
+/* ---- write-back ---- */
+
+int ptfs_commit(struct ptfs *fs, struct diag *d)
+{
+	int rc;
+
+	ptfs_wrlock(fs);
+	rc = fs->ovl ? ovl_commit(fs->ovl, fs->output, d) : 1;
+	if (rc < 0)
+		diag_line(d, fs->commit_msg, sizeof(fs->commit_msg) - 1);
+	else
+		snprintf(fs->commit_msg, sizeof(fs->commit_msg) - 1, "%s",
+			 rc ? "unchanged" : "ok");
+	strcat(fs->commit_msg, "\n");
+	ptfs_unlock(fs);
+	return rc;
+}
+
+/* ---- edits ---- */
+
+/* The directory node behind inode @ino, or NULL. */
+static struct ckpt_node *dir_node(const struct ptfs *fs, fuse_ino_t ino)
+{
+	struct ptfs_ino i;
+
+	if (ptfs_ino_get(fs, ino, &i) ||
+	    (i.kind != PTFS_NODE && i.kind != PTFS_ROOT))
+		return NULL;
+	return ptfs_node_is_dir(i.node) ? i.node : NULL;
+}
+
+/* Can the tree be edited here?  -errno, or 0. */
+static int edit_errno(const struct ptfs *fs, fuse_ino_t parent)
+{
+	if (fs->readonly || !fs->ovl || fs->ovl->committed)
+		return -EROFS;
+	return dir_node(fs, parent) ? 0 : -EPERM;
+}
+
+/* Is @name "KEY.npy" with no KEY in @dir (a new tensor from a .npy)?
+ * KEY into @key (256 bytes). */
+static bool new_npy(const struct ckpt_node *dir, const char *name, char *key)
+{
+	size_t kl;
+
+	if (!dir || ovl_view_name(name, &kl) != CKPT_V_NPY || kl > 255)
+		return false;
+	memcpy(key, name, kl);
+	key[kl] = 0;
+	return !ptfs_child(dir, key, PTFS_VIEW_KEY_MAX);
+}
+
+/* The model's name of the entry of @dir the kernel calls @name: a key
+ * over NAME_MAX is shown cut (ptfs_names.c).  @name when none is. */
+static const char *real_name(const struct ckpt_node *dir, const char *name)
+{
+	const struct ckpt_node *k = dir ? ptfs_child(dir, name,
+						    CKPT_NAME_MAX) : NULL;
+
+	return k ? k->name : name;
+}
+
+/* Is @name a view of a tensor in @dir rather than an entry of its own? */
+static bool is_view_name(const struct ckpt_node *dir, const char *name)
+{
+	char key[256];
+	size_t kl;
+	const struct ckpt_node *k;
+
+	if (!dir || ptfs_child(dir, name, CKPT_NAME_MAX) ||
+	    !ovl_view_name(name, &kl) || kl > 255)
+		return false;
+	memcpy(key, name, kl);
+	key[kl] = 0;
+	k = ptfs_child(dir, key, PTFS_VIEW_KEY_MAX);
+	return k && k->kind == CKPT_N_TENSOR && ovl_view_ok(k);
+}
+
+/* A new file (@fi: create, else mknod) or directory (@dir) @name. */
+static void make_common(fuse_req_t req, fuse_ino_t parent, const char *name,
+			bool dir, struct fuse_file_info *fi)
+{
+	struct ptfs *fs = ptfs_fs(req);
+	struct fuse_entry_param e;
+	struct ckpt_node *n = NULL;
+	char key[256];
+	struct diag d;
+	int rc;
+
+	diag_init(&d, fs->c->path);
+	ptfs_wrlock(fs);
+	rc = edit_errno(fs, parent);
+	if (!rc && fi && new_npy(dir_node(fs, parent), name, key)) {
+		/* cp x.npy m/KEY.npy: tensor KEY, made at close() */
+		rc = ovl_view_create(fs->ovl, dir_node(fs, parent), key, &n,
+				     &d);
+		if (!rc)
+			ptfs_fill_entry(fs, ptfs_ino_of_view(n, CKPT_V_NPY),
+					&e);
+		ptfs_unlock(fs);
+		goto reply;
+	}
+	if (!rc)
+		rc = dir ? ovl_mkdir(fs->ovl, dir_node(fs, parent), name, &n,
+				     &d) :
+		     ovl_create(fs->ovl, dir_node(fs, parent), name, &n, &d);
+	if (!rc)
+		ptfs_fill_entry(fs, ptfs_ino_of(fs, n), &e);
+	ptfs_unlock(fs);
+reply:
+	if (rc)
+		return ptfs_reply_err(req, rc, &d);
+	if (!fi)
+		return (void)fuse_reply_entry(req, &e);
+	fi->keep_cache = 0;
+	fuse_reply_create(req, &e, fi);
+}
+
+void ptfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	(void)mode;
+	make_common(req, parent, name, false, fi);
+}
+
+void ptfs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	(void)rdev;
+	if (!S_ISREG(mode))
+		return ptfs_reply_err(req, -EPERM, NULL);
+	make_common(req, parent, name, false, NULL);
+}
+
+void ptfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	(void)mode;
+	make_common(req, parent, name, true, NULL);
+}
+
+static void remove_common(fuse_req_t req, fuse_ino_t parent,
+			  const char *name, bool dir)
+{
+	struct ptfs *fs = ptfs_fs(req);
+	struct diag d;
+	int rc;
+
+	if (parent == FUSE_ROOT_ID && !strcmp(name, ".ptfs"))
+		return ptfs_reply_err(req, -EPERM, NULL);
+	diag_init(&d, fs->c->path);
+	ptfs_wrlock(fs);
+	rc = edit_errno(fs, parent);
+	if (!rc && is_view_name(dir_node(fs, parent), name))
+		rc = diag_errno(&d, -EPERM, "%s is a view: remove the tensor "
+				"itself", name);
+	if (!rc) {
+		struct ckpt_node *dn = dir_node(fs, parent);
+
+		name = real_name(dn, name);
+		rc = dir ? ovl_rmdir(fs->ovl, dn, name, &d) :
+		     ovl_unlink(fs->ovl, dn, name, &d);
+	}
+	ptfs_texts_drop(fs);
+	ptfs_unlock(fs);
+	ptfs_inval_wait(fs);
+	ptfs_reply_err(req, rc, &d);
+}
+
+void ptfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_common(req, parent, name, false);
+}
+
+void ptfs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_common(req, parent, name, true);
+}
+
+void ptfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	struct ptfs *fs = ptfs_fs(req);
+	struct diag d;
+	bool onto_view;
+	int rc;
+
+	if (flags & ~RENAME_NOREPLACE)
+		return ptfs_reply_err(req, -EINVAL, NULL);
+	if (parent == FUSE_ROOT_ID && !strcmp(name, ".ptfs"))
+		return ptfs_reply_err(req, -EPERM, NULL);
+	diag_init(&d, fs->c->path);
+	ptfs_wrlock(fs);
+	rc = edit_errno(fs, parent);
+	if (!rc)
+		rc = edit_errno(fs, newparent);
+	if (!rc && is_view_name(dir_node(fs, parent), name))
+		rc = diag_errno(&d, -EPERM, "%s is a view: rename the tensor "
+				"itself", name);
+	if (!rc)
+		rc = ovl_rename(fs->ovl, dir_node(fs, parent),
+				real_name(dir_node(fs, parent), name),
+				dir_node(fs, newparent),
+				real_name(dir_node(fs, newparent), newname),
+				flags & RENAME_NOREPLACE, &d);
+	/* onto a view (ovl_view.c): the file's bytes became the view's,
+	   and the name is still no entry of its own */
+	onto_view = !rc && !ptfs_child(dir_node(fs, newparent), newname,
+					CKPT_NAME_MAX);
+	ptfs_texts_drop(fs);
+	ptfs_unlock(fs);
+	if (!rc && onto_view)
+		ptfs_inval_entry(fs, newparent, newname);
+	ptfs_inval_wait(fs);
+	ptfs_reply_err(req, rc, &d);
+}
+
+void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct ptfs *fs = ptfs_fs(req);
+	struct ptfs_ino i;
+	struct diag d;
+	long long n;
+
+	(void)fi;
+	diag_init(&d, fs->c->path);
+	if (size && (fs->readonly || !fs->ovl))
+		return ptfs_reply_err(req, -EROFS, NULL);
+	ptfs_wrlock(fs);
+	if (ptfs_ino_get(fs, ino, &i)) {
+		n = -ENOENT;
+	} else if (i.kind == PTFS_CTL) {
+		ptfs_unlock(fs);
+		/* any write asks for write-back; it answers when done */
+		n = ptfs_commit(fs, &d);
+		if (n < 0)
+			return ptfs_reply_err(req, -EIO, &d);
+		return (void)fuse_reply_write(req, size);
+	} else {
+		/* the writer's own pages stay cached (see storage_changed) */
+		fs->writing_ino = ino;
+		if (i.kind == PTFS_STORAGE)
+			n = ovl_write_storage(fs->ovl, i.storage, buf, size,
+					      off, &d);
+		else if (i.kind == PTFS_NODE)
+			n = ovl_write(fs->ovl, i.node, buf, size, off, &d);
+		else if (i.kind == PTFS_VIEW)
+			n = ovl_view_write(fs->ovl, i.node, i.view, buf, size,
+					   off, &d);
+		else
+			n = -EACCES;
+		fs->writing_ino = 0;
+		/* in place: only the views of that storage changed */
+		if (i.kind == PTFS_STORAGE)
+			ptfs_texts_drop_storage(fs, i.storage);
+		else if (i.node && i.node->kind == CKPT_N_TENSOR &&
+			 i.node->tensor && i.node->tensor->storage)
+			ptfs_texts_drop_storage(fs, i.node->tensor->storage);
+		else
+			ptfs_texts_drop(fs);
+	}
+	ptfs_unlock(fs);
+	ptfs_inval_wait(fs);
+	if (n < 0)
+		return ptfs_reply_err(req, n, &d);
+	fuse_reply_write(req, n);
+}
+
+void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	struct ptfs *fs = ptfs_fs(req);
+	struct ptfs_ino i;
+	struct stat st;
+	struct diag d;
+	double tmo;
+	int rc = 0;
+
+	(void)fi;
+	diag_init(&d, fs->c->path);
+	/*
+	 * Modes, owners and times are the mount's and the checkpoint's.  A
+	 * chmod is accepted and changes nothing, as on file systems without
+	 * modes: rsync -a and cp -p set modes on what they write and stop at
+	 * an error.  Giving a file away to someone else is refused.
+	 */
+	if (((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != fs->uid) ||
+	    ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != fs->gid))
+		return ptfs_reply_err(req, -EPERM, NULL);
+	if ((to_set & FUSE_SET_ATTR_MODE) && fs->readonly)
+		return ptfs_reply_err(req, -EROFS, NULL);
+	ptfs_wrlock(fs);
+	if (ptfs_ino_get(fs, ino, &i))
+		rc = -ENOENT;
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && (fs->readonly || !fs->ovl))
+		rc = -EROFS;
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && i.kind == PTFS_NODE)
+		rc = ovl_truncate(fs->ovl, i.node, attr->st_size, &d);
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && i.kind == PTFS_VIEW)
+		rc = ovl_view_truncate(fs->ovl, i.node, i.view, attr->st_size,
+				       &d);
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && i.kind == PTFS_STORAGE &&
+		 (uint64_t)attr->st_size != i.storage->nbytes)
+		rc = diag_errno(&d, -EINVAL, "storage %s: its size is fixed",
+				i.storage->key);
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && i.kind != PTFS_STORAGE &&
+		 i.kind != PTFS_CTL)
+		rc = -EACCES;
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		ptfs_texts_drop(fs);
+	if (!rc)
+		rc = ptfs_stat(fs, ino, &st);
+	tmo = ptfs_attr_timeout(fs, ino);
+	ptfs_unlock(fs);
+	if (rc)
+		return ptfs_reply_err(req, rc, &d);
+	fuse_reply_attr(req, &st, tmo);
+}
+
+/* close() (@flush: may apply a replacement) or fsync(): make data durable */
+/*
+ * Is something being written through @i that close() may apply (a
+ * replacement, a view, a new tensor)?  Then the text views must forget
+ * what they learnt; a plain close of a file only read changes nothing.
+ */
+static bool staging(const struct ptfs_ino *i)
+{
+	return (i->kind == PTFS_NODE || i->kind == PTFS_VIEW) && i->node &&
+	       (i->node->stage || i->node->vstage || i->node->pending);
+}
+
+static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
+{
+	struct ptfs *fs = ptfs_fs(req);
+	struct ptfs_ino i;
+	struct diag d;
+	bool drop = false;
+	int rc = 0;
+
+	if (!fs->ovl || fs->readonly)
+		return ptfs_reply_err(req, 0, NULL);
+	diag_init(&d, fs->c->path);
+	if (flush)
+		ptfs_wrlock(fs);
+	else
+		ptfs_rdlock(fs);
+	if (ptfs_ino_get(fs, ino, &i))
+		rc = 0;
+	else if ((drop = staging(&i)), i.kind == PTFS_NODE)
+		rc = flush ? ovl_flush(fs->ovl, i.node, &d) :
+		     ovl_fsync(fs->ovl, i.node, &d);
+	else if (i.kind == PTFS_VIEW && flush)
+		rc = ovl_view_flush(fs->ovl, i.node, &d);
+	else if (i.kind == PTFS_VIEW && !i.node->vstage && !i.node->pending)
+		rc = ovl_fsync(fs->ovl, i.node, &d);
+	else if (i.kind == PTFS_STORAGE)
+		rc = ovl_fsync_storage(fs->ovl, i.storage, &d);
+	if (flush && drop)
+		ptfs_texts_drop(fs);
+	ptfs_unlock(fs);
+	if (flush)
+		ptfs_inval_wait(fs);
+	ptfs_reply_err(req, rc, &d);
+}
+
+void ptfs_op_flush(fuse_req_t req, fuse_ino_t ino,
+		     struct fuse_file_info *fi)
+{
+	(void)fi;
+	sync_common(req, ino, true);
+}
+
+void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct ptfs *fs = ptfs_fs(req);
+	struct ptfs_ino i;
+	struct diag d;
+
+	(void)fi;
+	if (fs->ovl && !fs->readonly) {
+		diag_init(&d, fs->c->path);
+		ptfs_wrlock(fs);
+		if (!ptfs_ino_get(fs, ino, &i)) {
+			bool drop = staging(&i);
+
+			if ((i.kind == PTFS_NODE &&
+			     ovl_release(fs->ovl, i.node, &d)) ||
+			    (i.kind == PTFS_VIEW &&
+			     ovl_view_release(fs->ovl, i.node, &d)))
+				ptfs_reply_err(NULL, 0, &d);	/* just log */
+			if (drop)
+				ptfs_texts_drop(fs);
+		}
+		ptfs_unlock(fs);
+	}
+	fuse_reply_err(req, 0);
+}
+
+void ptfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	(void)datasync;
+	(void)fi;
+	sync_common(req, ino, false);
+}
+
+void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	struct ptfs *fs = ptfs_fs(req);
+	struct ptfs_ino i;
+	struct diag d;
+	int rc;
+
+	(void)flags;
+	if (strncmp(name, "user.", 5))
+		return ptfs_reply_err(req, -EOPNOTSUPP, NULL);
+	if (fs->readonly || !fs->ovl)
+		return ptfs_reply_err(req, -EROFS, NULL);
+	diag_init(&d, fs->c->path);
+	ptfs_wrlock(fs);
+	rc = ptfs_ino_get(fs, ino, &i) ? -ENOENT :
+	     i.kind != PTFS_NODE ? -EPERM :
+	     ovl_setxattr(fs->ovl, i.node, name, value, size, &d);
+	ptfs_unlock(fs);
+	ptfs_reply_err(req, rc, &d);
+}

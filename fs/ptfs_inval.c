@@ -1,0 +1,259 @@
+/*
+ * ptfs_inval.c - dropping views whose storage changed from the kernel's
+ * page cache.  A write to a storage through one file must show in every
+ * other view of it (tensor files, .npy/.txt views, .ptfs/storages/KEY);
+ * the notifications run on a thread of their own, because a notification
+ * from inside a request can deadlock against the kernel's page locks.
+ */
+#include "ptfs.h"
+
+#include "diag/diag.h"
+#include "view/view.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define INVAL_WAIT_MAX	2	/* seconds a writer waits for invalidation */
+
+/* ---- invalidation of views whose storage changed ---- */
+
+static void *inval_main(void *arg)
+{
+	struct ptfs *fs = arg;
+	struct ptfs_inval *iv = &fs->inval;
+
+	pthread_mutex_lock(&iv->lock);
+	for (;;) {
+		struct ckpt_storage **q;
+		struct ptfs_ent *ents;
+		fuse_ino_t *except, *inos = NULL, ino[3];
+		uint32_t n, nents, ninos = 0;
+		uint64_t batch;
+
+		while (!iv->n && !iv->nents && !iv->stop)
+			pthread_cond_wait(&iv->cond, &iv->lock);
+		if (iv->stop)
+			break;
+		batch = iv->queued;
+		q = iv->q;
+		except = iv->except;
+		n = iv->n;
+		ents = iv->ents;
+		nents = iv->nents;
+		iv->q = NULL;
+		iv->except = NULL;
+		iv->ents = NULL;
+		iv->n = iv->cap = iv->nents = iv->capents = 0;
+		pthread_mutex_unlock(&iv->lock);
+		/* one pass over the nodes for the whole batch: each tensor
+		   file on a changed storage, and its .npy and .txt views */
+		ptfs_rdlock(fs);
+		inos = malloc((3 * (size_t)fs->c->nnodes + n) * sizeof(*inos));
+		for (uint32_t i = 0; inos && i < fs->c->nnodes; i++) {
+			const struct ckpt_node *nd = fs->c->nodes[i];
+
+			if (nd->kind != CKPT_N_TENSOR || !nd->tensor ||
+			    !nd->tensor->storage)
+				continue;
+			ino[0] = ptfs_ino_of(fs, nd);
+			ino[1] = ptfs_ino_of_view(nd, CKPT_V_NPY);
+			ino[2] = ptfs_ino_of_view(nd, CKPT_V_TXT);
+			for (uint32_t k = 0; k < n; k++)
+				if (nd->tensor->storage == q[k]) {
+					for (int j = 0; j < 3; j++)
+						if (ino[j] != except[k])
+							inos[ninos++] = ino[j];
+					break;
+				}
+		}
+		for (uint32_t k = 0; inos && k < n; k++) {
+			ino[0] = ptfs_ino_of_storage(fs, q[k]);
+			if (ino[0] && ino[0] != except[k])
+				inos[ninos++] = ino[0];
+		}
+		ptfs_unlock(fs);
+		for (uint32_t i = 0; i < ninos; i++)
+			fuse_lowlevel_notify_inval_inode(iv->se, inos[i], 0, 0);
+		free(inos);
+		free(q);
+		free(except);
+		pthread_mutex_lock(&iv->lock);
+		iv->done = batch;
+		pthread_cond_broadcast(&iv->cond);
+		pthread_mutex_unlock(&iv->lock);
+		/*
+		 * Entries last, after the writers were let go: the rename
+		 * that queued one holds the directory's lock until it is
+		 * answered, and this waits for that lock.
+		 */
+		for (uint32_t i = 0; i < nents; i++) {
+			fuse_lowlevel_notify_inval_entry(iv->se, ents[i].parent,
+							 ents[i].name,
+							 strlen(ents[i].name));
+			free(ents[i].name);
+		}
+		free(ents);
+		pthread_mutex_lock(&iv->lock);
+	}
+	pthread_mutex_unlock(&iv->lock);
+	return NULL;
+}
+
+/* ovl's hook: storage @s changed through anything but @except. */
+static void storage_changed(void *arg, struct ckpt_storage *s,
+			    const struct ckpt_node *except)
+{
+	struct ptfs *fs = arg;
+	struct ptfs_inval *iv = &fs->inval;
+	fuse_ino_t ex;
+
+	if (!iv->running)
+		return;
+	/*
+	 * The writer's own inode stays cached: its pages are current, and
+	 * the kernel holds them locked until this write is answered, so
+	 * dropping them now would wait for ourselves.
+	 */
+	ex = fs->writing_ino ? fs->writing_ino :
+	     except ? ptfs_ino_of(fs, except) : 0;
+	pthread_mutex_lock(&iv->lock);
+	for (uint32_t k = 0; k < iv->n; k++)
+		if (iv->q[k] == s) {
+			if (iv->except[k] != ex)
+				iv->except[k] = 0;
+			goto out;
+		}
+	if (iv->n == iv->cap) {
+		uint32_t cap = iv->cap ? 2 * iv->cap : 16;
+		struct ckpt_storage **q = realloc(iv->q, cap * sizeof(*q));
+		fuse_ino_t *e;
+
+		if (q)
+			iv->q = q;
+		e = q ? realloc(iv->except, cap * sizeof(*e)) : NULL;
+		if (!e)
+			goto out;	/* cache may stay stale: logged below */
+		iv->except = e;
+		iv->cap = cap;
+	}
+	iv->q[iv->n] = s;
+	iv->except[iv->n++] = ex;
+out:
+	iv->queued++;
+	pthread_cond_broadcast(&iv->cond);
+	pthread_mutex_unlock(&iv->lock);
+}
+
+/* After a temporary file was renamed onto a view: the kernel takes the
+ * name for that file now; make it look the name up again. */
+void ptfs_inval_entry(struct ptfs *fs, fuse_ino_t parent, const char *name)
+{
+	struct ptfs_inval *iv = &fs->inval;
+	struct ptfs_ent *e;
+
+	if (!iv->running)
+		return;
+	pthread_mutex_lock(&iv->lock);
+	if (iv->nents == iv->capents) {
+		uint32_t cap = iv->capents ? 2 * iv->capents : 4;
+
+		e = realloc(iv->ents, cap * sizeof(*e));
+		if (!e)
+			goto out;	/* the old entry lives out its timeout */
+		iv->ents = e;
+		iv->capents = cap;
+	}
+	e = &iv->ents[iv->nents];
+	e->parent = parent;
+	e->name = strdup(name);
+	if (e->name)
+		iv->nents++;
+	pthread_cond_broadcast(&iv->cond);
+out:
+	pthread_mutex_unlock(&iv->lock);
+}
+
+/*
+ * Called by a request that changed storages, after it dropped the lock
+ * and before it replies: wait until the other views are out of the page
+ * cache, so that they show the change as soon as the write returns.  The
+ * notifications run on their own thread, because the kernel may need
+ * another of our threads to answer a read of such a view while it drops
+ * it (so with -s, one thread, nobody waits: the views catch up shortly).
+ */
+void ptfs_inval_wait(struct ptfs *fs)
+{
+	struct ptfs_inval *iv = &fs->inval;
+	struct timespec until;
+	uint64_t target;
+
+	if (!iv->running || !iv->wait)
+		return;
+	/* bounded: should the kernel need something we did not foresee,
+	   the reply comes late rather than never */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += INVAL_WAIT_MAX;
+	pthread_mutex_lock(&iv->lock);
+	target = iv->queued;
+	while (iv->done < target && !iv->stop &&
+	       pthread_cond_timedwait(&iv->cond, &iv->lock, &until) !=
+	       ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&iv->lock);
+}
+
+/* ovl's hook: write-back wrote @done of @total record bytes. */
+static void wb_progress(void *arg, uint64_t done, uint64_t total)
+{
+	struct ptfs *fs = arg;
+
+	__atomic_store_n(&fs->wb_total, total, __ATOMIC_RELAXED);
+	__atomic_store_n(&fs->wb_done, done, __ATOMIC_RELEASE);
+}
+
+void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se,
+		      bool multithreaded)
+{
+	struct ptfs_inval *iv = &fs->inval;
+
+	iv->wait = multithreaded;
+	pthread_mutex_init(&iv->lock, NULL);
+	pthread_cond_init(&iv->cond, NULL);
+	iv->se = se;
+	if (fs->ovl) {
+		fs->ovl->changed = storage_changed;
+		fs->ovl->progress = wb_progress;
+		fs->ovl->arg = fs;
+	}
+	iv->running = !pthread_create(&iv->thread, NULL, inval_main, fs);
+}
+
+void ptfs_inval_stop(struct ptfs *fs)
+{
+	struct ptfs_inval *iv = &fs->inval;
+
+	if (iv->running) {
+		pthread_mutex_lock(&iv->lock);
+		iv->stop = true;
+		pthread_cond_broadcast(&iv->cond);
+		pthread_mutex_unlock(&iv->lock);
+		pthread_join(iv->thread, NULL);
+		iv->running = false;
+	}
+	if (fs->ovl)
+		fs->ovl->changed = NULL;
+	free(iv->q);
+	free(iv->except);
+	for (uint32_t i = 0; i < iv->nents; i++)
+		free(iv->ents[i].name);
+	free(iv->ents);
+	iv->q = NULL;
+	iv->except = NULL;
+	iv->ents = NULL;
+	pthread_mutex_destroy(&iv->lock);
+	pthread_cond_destroy(&iv->cond);
+}
