@@ -1,12 +1,16 @@
 /*
  * ovl_int.h - what the overlay's files share: the journal's records
- * (ovl_journal.c) and the replay of them (ovl.c).  Not for callers.
+ * (ovl_journal.c), the services of ovl_store.c and what the other files
+ * call across.  Call order, with no cycle: ovl_store.c and ovl_journal.c
+ * at the bottom; ovl_data.c; the views; ovl.c; ovl_open.c.  Not for callers.
  */
 #ifndef PT_OVL_OVL_INT_H
 #define PT_OVL_OVL_INT_H
 
 #include "ovl.h"
 #include "diag/diag.h"
+
+#include <string.h>
 
 #define OVL_JOURNAL	"journal"
 #define OVL_MAGIC	"ptfs-journal-1"
@@ -50,10 +54,25 @@ int jr_append(struct ovl *v, const struct jrec *r, struct diag *d);
 int jr_load(struct ovl *v, struct jrec **recs, size_t *nrecs,
 	    unsigned char **buf, struct diag *d);
 
+/* Add NUL-terminated @s as the next field of @r. */
+static inline void jr_field(struct jrec *r, const char *s)
+{
+	r->f[r->nf] = s;
+	r->len[r->nf++] = strlen(s);
+}
+
 /* A decimal field as a number; false if it is not one. */
 bool jr_num(const struct jrec *r, int i, uint64_t *out);
 
-/* ---- ovl.c's pieces that ovl_view.c uses too ---- */
+/* ---- ovl_store.c: the services everything else uses ---- */
+
+static inline bool ovl_is_dir(const struct ckpt_node *n)
+{
+	return n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ;
+}
+
+/* How much of @s a one-line message shows: its first line, <= 40. */
+int ovl_line_len(const char *s, size_t n);
 
 int ovl_sys_err(struct ovl *v, struct diag *d, int err, const char *what);
 /* Edits allowed now?  0, or -EROFS with @d set. */
@@ -65,6 +84,8 @@ void ovl_notify(struct ovl *v, struct ckpt_storage *s,
 int ovl_ensure_dir(struct ovl *v, struct diag *d);
 /* openat() of data file "<i><sfx>" in the overlay directory. */
 int ovl_data_open(struct ovl *v, uint32_t i, const char *sfx, int flags);
+/* A storage's first write: copy it into the overlay (once). */
+int ovl_copy_up(struct ovl *v, struct ckpt_storage *s, struct diag *d);
 /* Copy @len bytes at @in_off of @in to @out at 0. */
 int ovl_copy_range(int in, uint64_t in_off, int out, uint64_t len);
 /* Replace all of @t's values by bytes of @src from @src_off, atomically. */
@@ -92,6 +113,12 @@ const char *ovl_label(const struct ckpt_node *n);
 int ovl_parse_shape(const char *s, size_t n, int64_t *shape);
 /* Free a stage (NULL is fine) and clear the pointer. */
 void ovl_stage_free(struct ckpt_stage **pst);
+
+/* ---- ovl.c: the operations ---- */
+
+/* A new file @nm in @dir over new storage @index's data file. */
+int ovl_create_at(struct ovl *v, struct ckpt_node *dir, char *nm,
+		  uint32_t index, struct ckpt_node **out, struct diag *d);
 
 /* ---- the views: ovl_view.c (reading, staging), ovl_view_apply.c ---- */
 
