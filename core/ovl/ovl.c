@@ -74,12 +74,14 @@ int ovl_create(struct ovl *v, struct ckpt_node *dir, const char *name,
 		rc = ovl_ensure_dir(v, d);
 	if (rc)
 		return rc;
-	/* the data file exists before the record that names it */
-	fd = ovl_data_open(v, index, "", O_RDWR | O_CREAT | O_TRUNC);
-	if (fd < 0 || fsync(v->dfd)) {
+	/* named in the journal (JR_DATA), then made, then the record that
+	   makes it a file: a crash in between leaves nothing unnamed */
+	fd = ovl_data_open(v, index, "", O_RDWR | O_CREAT | O_TRUNC, d);
+	if (fd < 0)
+		return fd;
+	if (fsync(v->dfd)) {
 		rc = ovl_sys_err(v, d, -errno, "cannot create a new file");
-		if (fd >= 0)
-			close(fd);
+		close(fd);
 		return rc;
 	}
 	close(fd);

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,9 +45,11 @@ static int replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
 	if (!dir || (!name && r->op != JR_VALUE && r->op != JR_XATTR &&
 		     r->op != JR_TENSOR)) {
 		free(name);
-		return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s: a record names "
-				    "'%.*s', which is not there", v->dir,
-				    OVL_JOURNAL, r->nf ? (int)r->len[0] : 0,
+		return diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset 0x%llx: a "
+				    "record names '%.*s', which is not there",
+				    v->jpath, (unsigned long long)r->off,
+				    r->nf ? (int)(r->len[0] < 200 ?
+						  r->len[0] : 200) : 0,
 				    r->nf ? r->f[0] : "");
 	}
 	switch (r->op) {
@@ -54,11 +57,15 @@ static int replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
 		rc = ovl_mkdir(v, dir, name, &out, d);
 		break;
 	case JR_CREATE:
-		rc = !jr_num(r, 2, &idx) ? diag_corrupt(d, DIAG_NO_OFFSET,
-							"bad create record") :
-		     ovl_create_at(v, dir, arena_strndup(&v->c->arena, name,
-						     strlen(name)),
-			       (uint32_t)idx, &out, d);
+		nname = arena_strndup(&v->c->arena, name, strlen(name));
+		rc = !jr_num(r, 2, &idx) || idx > UINT32_MAX ||
+		     !ovl_is_dir(dir) || ckpt_node_child(dir, name) ?
+		     diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset 0x%llx: bad "
+				  "create record", v->jpath,
+				  (unsigned long long)r->off) :
+		     !nname ? diag_nomem(d) :
+		     ovl_create_at(v, dir, nname, (uint32_t)idx, &out, d);
+		nname = NULL;	/* the arena's */
 		break;
 	case JR_UNLINK:
 		out = ckpt_node_child(dir, name);
@@ -91,142 +98,101 @@ static int replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
 		     ovl_setxattr(v, dir, nname, r->f[2], r->len[2], d);
 		break;
 	default:
-		rc = diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s: unknown record "
-				  "'%c'", v->dir, OVL_JOURNAL, r->op);
+		rc = diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset 0x%llx: "
+				  "unknown record '%c'", v->jpath,
+				  (unsigned long long)r->off, r->op);
 	}
 	free(name);
 	free(nname);
 	return rc;
 }
 
-/* Remove the overlay directory and everything in it. */
-static bool ours(const char *name)
-{
-	size_t k = strspn(name, "0123456789");
 
-	return !strcmp(name, OVL_JOURNAL) ||
-	       (k && (!name[k] || !strcmp(name + k, ".tmp")));
+/* One line for the user (the first one wins), printf-style. */
+__attribute__((format(printf, 2, 3)))
+static void note(struct ovl *v, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (v->note)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&v->note, fmt, ap) < 0)
+		v->note = NULL;
+	va_end(ap);
 }
 
-/* Remove the overlay directory and the files we keep in it. */
-static int remove_overlay(struct ovl *v)
+/* Close the overlay's fds: it is not used (read-only mounts, discard). */
+static void drop_dir(struct ovl *v)
 {
-	int dfd = open(v->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dp = dfd >= 0 ? fdopendir(dfd) : NULL;
-	struct dirent *e;
-
-	if (!dp) {
-		if (dfd >= 0)
-			close(dfd);
-		return errno == ENOENT ? 0 : -errno;
-	}
-	while ((e = readdir(dp)))
-		if (ours(e->d_name))
-			unlinkat(dfd, e->d_name, 0);
-	closedir(dp);
-	if (rmdir(v->dir) && errno != ENOENT)
-		return -errno;
-	return io_fsync_dir_of(v->dir);
-}
-
-static bool same_file(const struct stat *st, uint64_t size, uint64_t sec,
-		      uint64_t nsec)
-{
-	return (uint64_t)st->st_size == size &&
-	       (uint64_t)st->st_mtim.tv_sec == sec &&
-	       (uint64_t)st->st_mtim.tv_nsec == nsec;
-}
-
-static int replay(struct ovl *v, struct diag *d)
-{
-	struct jrec *recs;
-	unsigned char *buf;
-	size_t n;
-	uint64_t size, sec, nsec;
-	struct stat now;
-	int rc;
-
-	v->jfd = openat(v->dfd, OVL_JOURNAL, O_RDWR | O_CLOEXEC);
-	if (v->jfd < 0 && errno == ENOENT)
-		return 0;	/* an empty directory: nothing staged yet */
-	if (v->jfd < 0)
-		return ovl_sys_err(v, d, -errno, "cannot open the journal");
-	rc = jr_load(v, &recs, &n, &buf, d);
-	if (rc)
-		return rc;
-	if (!n) {
-		/* a crash between creating it and its header reaching the
-		   disk: nothing was staged after it (ovl_ensure_dir) */
+	if (v->jfd >= 0)
 		close(v->jfd);
-		v->jfd = -1;
-		goto out;
-	}
-	if (recs[0].op != JR_HEAD || recs[0].nf != 4 ||
-	    recs[0].len[0] != strlen(OVL_MAGIC) ||
-	    memcmp(recs[0].f[0], OVL_MAGIC, recs[0].len[0]) ||
-	    !jr_num(&recs[0], 1, &size) || !jr_num(&recs[0], 2, &sec) ||
-	    !jr_num(&recs[0], 3, &nsec)) {
-		rc = diag_corrupt(d, 0, "%s/%s: not a ptfs journal", v->dir,
-				  OVL_JOURNAL);
-		goto out;
-	}
-	now = v->base;
-	if (!same_file(&now, size, sec, nsec)) {
-		/* written back, then the crash came before the overlay went */
-		const struct jrec *k = recs[n - 1].op == JR_COMMIT ?
-				       &recs[n - 1] : NULL;
-
-		if (k && jr_num(k, 0, &size) && jr_num(k, 1, &sec) &&
-		    jr_num(k, 2, &nsec) && same_file(&now, size, sec, nsec)) {
-			close(v->jfd);
-			v->jfd = -1;
-			rc = remove_overlay(v);
-			close(v->dfd);
-			v->dfd = -1;
-			if (rc)
-				rc = ovl_sys_err(v, d, rc, "cannot remove");
-			goto out;
-		}
-		rc = diag_errno(d, -ESTALE, "%s holds edits for another version "
-				"of %s (it changed since); restore the file, "
-				"or mount with -o discard to drop them",
-				v->dir, v->path);
-		goto out;
-	}
-	v->replaying = true;
-	for (size_t i = 1; i < n && !rc; i++)
-		if (recs[i].op != JR_COMMIT)
-			rc = replay_one(v, &recs[i], d);
-	v->replaying = false;
-out:
-	free(recs);
-	free(buf);
-	return rc;
+	if (v->dfd >= 0)
+		close(v->dfd);
+	v->jfd = v->dfd = -1;
+	memset(v->named, 0, v->nnamed);
 }
 
-/* Storages copied up earlier: "<i>" for i below nstorages0. */
+/*
+ * What a read-only mount does with an overlay it cannot or must not use:
+ * mount the checkpoint as it is on disk and say so in one line (it never
+ * changes the overlay, and never trusts one that is not the caller's).
+ */
+static int ro_ignore(struct ovl *v, struct diag *d)
+{
+	char line[512];
+
+	note(v, "%s: staged edits not shown (%s); this read-only mount shows "
+	     "the checkpoint as it is on disk", v->dir,
+	     diag_line(d, line, sizeof(line)));
+	diag_init(d, d->path);
+	drop_dir(v);
+	return 0;
+}
+
+/* Is the file written back (JR_COMMIT @k) the checkpoint we opened? */
+static bool commit_is(const struct jrec *k, const struct ovl_ident *id)
+{
+	uint64_t x[5];
+
+	for (int i = 0; i < 5; i++)
+		if (!jr_num(k, i, &x[i]))
+			return false;
+	return x[0] == id->dev && x[1] == id->ino && x[2] == id->size &&
+	       x[3] == (uint64_t)id->mtime_s && x[4] == (uint64_t)id->mtime_ns;
+}
+
+/* Storages copied up earlier: the named data files of original storages. */
 static int attach_copies(struct ovl *v, struct diag *d)
 {
 	struct ckpt *c = v->c;
 
-	for (uint32_t i = 0; i < v->nstorages0; i++) {
+	for (uint32_t i = 0; i < v->nstorages0 && i < v->nnamed; i++) {
 		struct ckpt_storage *s = c->storages[i];
 		struct stat st;
-		int fd = ovl_data_open(v, i, "", O_RDWR);
+		char name[64];
+		int fd;
 
-		if (fd < 0 && errno == ENOENT)
+		if (!v->named[i])
 			continue;
+		ovl_data_name(v, i, "", name, sizeof(name));
+		fd = openat(v->dfd, name, (v->readonly ? O_RDONLY : O_RDWR) |
+			    O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT)
+			continue;	/* its copy-up never finished */
 		if (fd < 0 || fstat(fd, &st))
 			return ovl_sys_err(v, d, -errno, "cannot open staged data");
-		if ((uint64_t)st.st_size != s->nbytes) {
+		if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != s->nbytes) {
 			close(fd);
-			return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%u has %llu "
+			return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s has %llu "
 					    "bytes, storage %s needs %llu",
-					    v->dir, i,
+					    v->dir, name,
 					    (unsigned long long)st.st_size,
 					    s->key,
 					    (unsigned long long)s->nbytes);
 		}
+		if (s->fd != c->fd && s->fd >= 0)
+			close(s->fd);
 		s->fd = fd;
 		s->data_off = 0;
 		s->modified = true;
@@ -234,33 +200,145 @@ static int attach_copies(struct ovl *v, struct diag *d)
 	return 0;
 }
 
-/*
- * A write-back that was killed leaves its temporary file beside the
- * checkpoint (".NAME.ptfs-new.XXXXXX", see ckpt_save()); nobody else
- * makes such names, and the lock says no other ptfs is writing.
- */
-static void remove_stale_temps(const struct ovl *v)
+/* Leftovers of a killed copy-up or write-back, all named in the journal. */
+static void remove_leftovers(struct ovl *v)
 {
-	const char *slash = strrchr(v->path, '/');
-	char *dir = strndup(v->path, slash - v->path + 1), pre[300];
-	struct dirent *e;
-	DIR *dp = dir ? opendir(dir) : NULL;
+	char name[64];
 
-	snprintf(pre, sizeof(pre), ".%s" CKPT_TMP_SUFFIX, slash + 1);
-	while (dp && (e = readdir(dp)))
-		if (!strncmp(e->d_name, pre, strlen(pre)) &&
-		    strlen(e->d_name) == strlen(pre) + 6)
-			unlinkat(dirfd(dp), e->d_name, 0);
-	if (dp)
-		closedir(dp);
-	free(dir);
+	for (uint32_t i = 0; i < v->nnamed; i++) {
+		if (!v->named[i])
+			continue;
+		ovl_data_name(v, i, ".tmp", name, sizeof(name));
+		(void)unlinkat(v->dfd, name, 0);
+	}
+	for (size_t i = 0; i < v->ntemps; i++)
+		ovl_temp_remove(v->temps[i]);
 }
 
+/*
+ * Read the journal by streaming: the header decides whether its edits are
+ * this checkpoint's (replayed one record at a time) or not (then only the
+ * manifest and the last JR_COMMIT are kept).
+ */
+static int load(struct ovl *v, bool discard, struct diag *d)
+{
+	struct jr_reader rd;
+	struct jrec r;
+	struct stat st;
+	struct ovl_ident hid;
+	bool mine = false, ours, matched = false;
+	int rc;
+
+	v->jfd = openat(v->dfd, OVL_JOURNAL, (v->readonly ? O_RDONLY : O_RDWR) |
+			O_NOFOLLOW | O_CLOEXEC);
+	if (v->jfd < 0 && errno == ENOENT)
+		return 0;	/* nothing staged yet */
+	if (v->jfd < 0)
+		return diag_errno(d, -errno, "%s: %s", v->jpath,
+				  strerror(errno));
+	if (fstat(v->jfd, &st))
+		return diag_errno(d, -errno, "%s: %s", v->jpath,
+				  strerror(errno));
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid())
+		return diag_errno(d, -EPERM, "%s: not a regular file of yours; "
+				  "ptfs will not read it", v->jpath);
+	jr_reader_init(&rd, v->jfd, st.st_size);
+	rc = jr_next(&rd, &r, v->jpath, d);
+	if (rc == 0) {
+		/* made, then the crash came before its header was on disk:
+		   nothing was staged after it */
+		jr_reader_release(&rd);
+		close(v->jfd);
+		v->jfd = -1;
+		if (!v->readonly)
+			(void)unlinkat(v->dfd, OVL_JOURNAL, 0);
+		return 0;
+	}
+	if (rc < 0)
+		goto out;
+	if (!jr_head_parse(&r, &hid, v->jid, &ours)) {
+		rc = diag_corrupt(d, DIAG_NO_OFFSET, "%s: not a ptfs journal "
+				  "(or one of another version); ptfs will not "
+				  "use or remove it: move it away, or choose "
+				  "another overlay with -o overlay=DIR",
+				  v->jpath);
+		goto out;
+	}
+	v->dir_ours = ours || v->default_dir;
+	mine = !discard && ovl_ident_same(&hid, &v->id);
+	v->replaying = mine;
+	while ((rc = jr_next(&rd, &r, v->jpath, d)) > 0) {
+		uint64_t i;
+
+		rc = 0;
+		if (r.op == JR_DATA) {
+			if (r.nf != 1 || !jr_num(&r, 0, &i) || i >= UINT32_MAX)
+				rc = diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset "
+						  "0x%llx: bad data record",
+						  v->jpath,
+						  (unsigned long long)r.off);
+			else if (ovl_name_mark(v, (uint32_t)i))
+				rc = diag_nomem(d);
+		} else if (r.op == JR_TEMP) {
+			if (r.nf != 1 || !r.len[0] || r.f[0][0] != '/' ||
+			    memchr(r.f[0], 0, r.len[0]))
+				rc = diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset "
+						  "0x%llx: bad temporary "
+						  "record", v->jpath,
+						  (unsigned long long)r.off);
+			else if (ovl_temp_add(v, r.f[0], r.len[0]))
+				rc = diag_nomem(d);
+		} else if (r.op == JR_COMMIT) {
+			matched = commit_is(&r, &v->id);
+		} else if (r.op == JR_HEAD) {
+			rc = diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset 0x%llx: "
+					  "a second header", v->jpath,
+					  (unsigned long long)r.off);
+		} else if (mine) {
+			rc = replay_one(v, &r, d);
+			v->resumed++;
+		}
+		if (rc)
+			break;
+	}
+	v->replaying = false;
+	if (rc < 0)
+		goto out;
+	rc = 0;
+	v->jend = rd.pos;
+	v->jseq = rd.seq;
+	/* a torn tail is cut only by a writable mount, and only here */
+	if (rd.torn && !v->readonly && ftruncate(v->jfd, rd.pos)) {
+		rc = diag_errno(d, -errno, "%s: cannot cut off a torn record: "
+				"%s", v->jpath, strerror(errno));
+		goto out;
+	}
+	if (mine)
+		goto out;
+	if (v->readonly) {
+		rc = diag_errno(d, -ESTALE, "it holds edits for another "
+				"version of %s", v->path);
+	} else if (discard || matched) {
+		/* dropped on request, or written back before a crash */
+		rc = ovl_forget(v, d);
+	} else {
+		rc = diag_errno(d, -ESTALE, "%s holds edits for another "
+				"version of %s (it was replaced or rewritten "
+				"since they were staged); restore that version, "
+				"or mount with -o discard to drop them",
+				v->dir, v->path);
+	}
+out:
+	v->replaying = false;
+	jr_reader_release(&rd);
+	return rc;
+}
 
 int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 	     struct ovl **out, struct diag *d)
 {
 	struct ovl *v = calloc(1, sizeof(*v));
+	bool zip = c->format == CKPT_ZIP || c->format == CKPT_TORCHSCRIPT;
 	int rc = 0;
 
 	*out = NULL;
@@ -275,8 +353,16 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 		rc = diag_errno(d, -errno, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
+	rc = ovl_ident_of(c->fd, zip ? c->zip.cdir_off : 0,
+			  zip ? c->zip.cdir_size : 0, &v->id);
+	if (rc) {
+		rc = diag_errno(d, rc, "%s: %s", path, strerror(-rc));
+		goto fail;
+	}
+	v->default_dir = !o->dir;
 	v->dir = o->dir ? strdup(o->dir) : io_beside(v->path, ".ptfs");
-	if (!v->dir) {
+	if (!v->dir || asprintf(&v->jpath, "%s/%s", v->dir, OVL_JOURNAL) < 0) {
+		v->jpath = NULL;
 		rc = diag_nomem(d);
 		goto fail;
 	}
@@ -286,29 +372,37 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 				v->path);
 		goto fail;
 	}
-	v->dfd = open(v->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (v->dfd < 0 && errno != ENOENT) {
-		rc = ovl_sys_err(v, d, -errno, "cannot open the overlay");
+	if (v->readonly && o->discard) {
+		rc = diag_errno(d, -EINVAL, "-o discard needs a writable "
+				"mount: a read-only one never changes the "
+				"overlay");
 		goto fail;
 	}
-	if (v->dfd >= 0 && o->discard) {
-		rc = remove_overlay(v);
-		close(v->dfd);
-		v->dfd = -1;
-		if (rc) {
-			rc = ovl_sys_err(v, d, rc, "cannot discard");
-			goto fail;
-		}
-	}
-	/* the journal first: it says whether the overlay is this file's */
-	if (v->dfd >= 0)
-		rc = replay(v, d);
+	rc = ovl_dir_open(v->dir, false, NULL, &v->dfd, d);
+	if (!rc && v->dfd >= 0 && !v->readonly)
+		rc = ovl_dir_lock(v, d);
+	if (!rc && v->dfd >= 0)
+		rc = load(v, o->discard, d);
 	if (!rc && v->dfd >= 0)
 		rc = attach_copies(v, d);
-	if (!rc && !v->readonly)
-		remove_stale_temps(v);
+	if (rc && v->readonly && (rc == -EPERM || rc == -EACCES ||
+				  rc == -ESTALE)) {
+		/* undo what a replay did: open the checkpoint afresh */
+		if (v->resumed) {
+			note(v, "%s: cannot use it", v->dir);
+			goto fail;
+		}
+		rc = ro_ignore(v, d);
+	}
 	if (rc)
 		goto fail;
+	if (v->dfd >= 0 && !v->readonly)
+		remove_leftovers(v);
+	if (v->resumed && !v->note)
+		note(v, "resumed %llu staged edit%s from %s (ptfs umount writes "
+		     "them back; mount with -o discard to drop them)",
+		     (unsigned long long)v->resumed, v->resumed == 1 ? "" : "s",
+		     v->dir);
 	*out = v;
 	return 0;
 fail:
@@ -335,8 +429,14 @@ void ovl_close(struct ovl *v)
 		close(v->jfd);
 	if (v->dfd >= 0)
 		close(v->dfd);
+	for (size_t i = 0; i < v->ntemps; i++)
+		free(v->temps[i]);
+	free(v->temps);
+	free(v->named);
+	free(v->note);
 	free(v->path);
 	free(v->dir);
+	free(v->jpath);
 	free(v);
 }
 
@@ -364,20 +464,69 @@ static int check_fresh(const struct ovl *v, struct diag *d)
 	return 0;
 }
 
-/* Just before the rename: journal where the new file is going. */
-static int note_commit(void *arg, const struct stat *st, struct diag *d)
+/* Is the checkpoint still what was mounted (data we read; the target)? */
+static int still_same(struct ovl *v, bool target, struct diag *d)
+{
+	bool zip = v->c->format == CKPT_ZIP ||
+		   v->c->format == CKPT_TORCHSCRIPT;
+	uint64_t off = zip ? v->c->zip.cdir_off : 0;
+	uint64_t size = zip ? v->c->zip.cdir_size : 0;
+	struct ovl_ident now;
+	int fd, rc = ovl_ident_of(v->c->fd, off, size, &now);
+
+	if (!rc && ovl_ident_same(&now, &v->id) && target) {
+		fd = open(v->path, O_RDONLY | O_CLOEXEC);
+		rc = fd < 0 ? -errno : ovl_ident_of(fd, off, size, &now);
+		if (fd >= 0)
+			close(fd);
+	}
+	if (rc == -ENOMEM)
+		return diag_nomem(d);
+	if (!rc && ovl_ident_same(&now, &v->id))
+		return 0;
+	return diag_errno(d, -ESTALE, "changed since it was mounted (another "
+			  "program replaced or rewrote it): nothing written, "
+			  "edits kept in %s; mount again with -o discard to "
+			  "drop them, or -o output=FILE to write elsewhere",
+			  v->dir);
+}
+
+/*
+ * ckpt_save()'s hook: before anything is read, journal the temporary
+ * file's name (the next mount removes it if the write-back is killed) and
+ * check the checkpoint; just before the rename, check it again and
+ * journal where the new file is going (JR_COMMIT).
+ */
+static int save_check(void *arg, int stage, const char *tmp,
+		      const struct stat *st, struct diag *d)
 {
 	struct ovl *v = arg;
-	char size[24], sec[24], nsec[24];
-	struct jrec k = { .op = JR_COMMIT, .nf = 3, .f = { size, sec, nsec } };
-	int rc = ovl_ensure_dir(v, d);
+	bool target = !v->output;
+	char num[5][24];
+	struct jrec k = { .op = JR_COMMIT, .nf = 5 };
+	int rc = still_same(v, target, d);
 
-	snprintf(size, sizeof(size), "%llu", (unsigned long long)st->st_size);
-	snprintf(sec, sizeof(sec), "%lld", (long long)st->st_mtim.tv_sec);
-	snprintf(nsec, sizeof(nsec), "%ld", (long)st->st_mtim.tv_nsec);
-	for (int i = 0; i < 3; i++)
-		k.len[i] = strlen(k.f[i]);
-	return rc ? rc : jr_append(v, &k, d);
+	if (rc)
+		return rc;
+	if (stage == CKPT_SAVE_START) {
+		struct jrec w = { .op = JR_TEMP };
+
+		rc = ovl_ensure_dir(v, d);
+		jr_field(&w, tmp);
+		return rc ? rc : jr_append(v, &w, d);
+	}
+	if (!target)
+		return 0;
+	snprintf(num[0], 24, "%llu", (unsigned long long)st->st_dev);
+	snprintf(num[1], 24, "%llu", (unsigned long long)st->st_ino);
+	snprintf(num[2], 24, "%llu", (unsigned long long)st->st_size);
+	snprintf(num[3], 24, "%lld", (long long)st->st_mtim.tv_sec);
+	snprintf(num[4], 24, "%ld", (long)st->st_mtim.tv_nsec);
+	for (int i = 0; i < 5; i++) {
+		k.f[i] = num[i];
+		k.len[i] = strlen(num[i]);
+	}
+	return jr_append(v, &k, d);
 }
 
 int ovl_commit(struct ovl *v, const char *output, struct diag *d)
@@ -390,29 +539,30 @@ int ovl_commit(struct ovl *v, const char *output, struct diag *d)
 		return 1;
 	if (!ovl_changed(v)) {
 		/* temporary files came and went: nothing to keep either */
-		if (v->dfd >= 0 && !remove_overlay(v)) {
-			if (v->jfd >= 0)
-				close(v->jfd);
-			close(v->dfd);
-			v->jfd = v->dfd = -1;
-		}
+		if (v->dfd >= 0)
+			(void)ovl_forget(v, d);
+		diag_init(d, d->path);
 		return 1;
 	}
 	rc = check_fresh(v, d);
 	if (!rc) {
 		struct ckpt_write_opts o = {
 			.progress = v->progress, .progress_arg = v->arg,
+			.tmp_tag = v->jid, .check = save_check,
+			.check_arg = v,
 		};
 
-		rc = ckpt_save(v->c, output ? output : v->path, &o, &v->base,
-			       output ? NULL : note_commit, v, d);
+		v->output = output;
+		rc = ovl_ensure_dir(v, d);	/* the tag is the journal's id */
+		if (!rc)
+			rc = ckpt_save(v->c, output ? output : v->path, &o,
+				       &v->base, NULL, NULL, d);
+		v->output = NULL;
 	}
 	if (rc)
 		return rc;
 	v->committed = true;
-	if (v->jfd >= 0)
-		close(v->jfd);
-	v->jfd = -1;
-	remove_overlay(v);	/* best effort: the edits are written */
+	(void)ovl_forget(v, d);	/* best effort: the edits are written */
+	diag_init(d, d->path);
 	return 0;
 }

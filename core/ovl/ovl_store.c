@@ -89,6 +89,14 @@ int ovl_check_writable(const struct ovl *v, struct diag *d)
 				  "written back already: the mount is "
 				  "read-only until it is unmounted" :
 				  "mounted read-only");
+	/* removed under the mount (a tmp cleaner, git clean): an edit now
+	   would live in a deleted file and die with the daemon */
+	if (!ovl_dir_alive(v))
+		return diag_errno(d, -EIO, "%s: the overlay was removed while "
+				  "mounted: edits staged in it are lost and "
+				  "no more are taken; unmount (ptfs umount "
+				  "writes back what is still open) and mount "
+				  "again", v->dir);
 	return 0;
 }
 
@@ -103,46 +111,80 @@ void ovl_notify(struct ovl *v, struct ckpt_storage *s,
 
 int ovl_ensure_dir(struct ovl *v, struct diag *d)
 {
+	bool made;
 	int rc;
 
 	if (v->jfd >= 0)
 		return 0;
-	if (v->dfd >= 0)
-		return jr_create(v, d);
-	if (mkdir(v->dir, 0700) && errno != EEXIST)
-		return ovl_sys_err(v, d, -errno, "cannot create the overlay");
-	v->dfd = open(v->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (v->dfd < 0)
-		return ovl_sys_err(v, d, -errno, "cannot open the overlay");
-	rc = jr_create(v, d);
-	if (!rc && (fsync(v->dfd) || (rc = io_fsync_dir_of(v->dir))))
-		rc = ovl_sys_err(v, d, rc ? rc : -errno, "fsync");
-	return rc;
+	if (v->dfd < 0) {
+		rc = ovl_dir_open(v->dir, true, &made, &v->dfd, d);
+		if (rc)
+			return rc;
+		if ((rc = ovl_dir_lock(v, d))) {
+			close(v->dfd);
+			v->dfd = -1;
+			return rc;
+		}
+		v->dir_ours = made || v->default_dir;
+		if (made && (rc = io_fsync_dir_of(v->dir)))
+			return ovl_sys_err(v, d, rc, "fsync");
+	}
+	return jr_create(v, d);
 }
 
-int ovl_data_open(struct ovl *v, uint32_t i, const char *sfx, int flags)
+int ovl_data_open(struct ovl *v, uint32_t i, const char *sfx, int flags,
+		  struct diag *d)
 {
-	char name[32];
+	char name[64], idx[16];
+	int fd, rc;
 
-	snprintf(name, sizeof(name), "%u%s", i, sfx);
-	return openat(v->dfd, name, flags | O_CLOEXEC, 0600);
+	if ((flags & O_CREAT) && !ovl_named(v, i)) {
+		/* named in the journal before it exists: the manifest */
+		struct jrec r = { .op = JR_DATA };
+
+		rc = ovl_ensure_dir(v, d);
+		snprintf(idx, sizeof(idx), "%u", i);
+		jr_field(&r, idx);
+		if (!rc && !v->replaying)
+			rc = jr_append(v, &r, d);
+		if (!rc && ovl_name_mark(v, i))
+			rc = diag_nomem(d);
+		if (rc)
+			return rc;
+	}
+	ovl_data_name(v, i, sfx, name, sizeof(name));
+	fd = openat(v->dfd, name, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return ovl_sys_err(v, d, -errno, name);
+	return fd;
 }
 
-/* Move "<i>.tmp" (fd @fd, complete) over "<i>" and make it storage i's. */
-static int ovl_data_install(struct ovl *v, struct ckpt_storage *s, int fd,
-			struct diag *d)
+int ovl_data_finish(struct ovl *v, uint32_t i, int fd, struct diag *d)
 {
-	char tmp[32], name[32];
+	char tmp[64], name[64];
 
-	snprintf(tmp, sizeof(tmp), "%u.tmp", s->index);
-	snprintf(name, sizeof(name), "%u", s->index);
+	ovl_data_name(v, i, ".tmp", tmp, sizeof(tmp));
+	ovl_data_name(v, i, "", name, sizeof(name));
 	if (fsync(fd) || renameat(v->dfd, tmp, v->dfd, name) ||
 	    fsync(v->dfd)) {
 		int err = -errno;
 
-		close(fd);
 		unlinkat(v->dfd, tmp, 0);
 		return ovl_sys_err(v, d, err, "cannot stage storage");
+	}
+	return 0;
+}
+
+/* Move the temporary (fd @fd, complete) over storage @s's data file and
+ * make it @s's. */
+static int ovl_data_install(struct ovl *v, struct ckpt_storage *s, int fd,
+			    struct diag *d)
+{
+	int rc = ovl_data_finish(v, s->index, fd, d);
+
+	if (rc) {
+		close(fd);
+		return rc;
 	}
 	if (s->fd != v->c->fd && s->fd >= 0)
 		close(s->fd);
@@ -153,31 +195,29 @@ static int ovl_data_install(struct ovl *v, struct ckpt_storage *s, int fd,
 	return 0;
 }
 
-/* Start "<i>.tmp" as a copy of storage @s as it is now. */
+/* Start "<jid>.<i>.tmp" as a copy of storage @s as it is now. */
 static int data_copy(struct ovl *v, struct ckpt_storage *s, int *out,
 		     struct diag *d)
 {
 	uint64_t off;
 	int src, fd, rc;
 
-	rc = ovl_ensure_dir(v, d);
-	if (rc)
-		return rc;
 	/* a deflated storage is copied from its inflated copy */
 	rc = ckpt_storage_data(v->c, s, &src, &off, d);
 	if (rc)
 		return rc;
-	fd = ovl_data_open(v, s->index, ".tmp", O_RDWR | O_CREAT | O_TRUNC);
+	fd = ovl_data_open(v, s->index, ".tmp", O_RDWR | O_CREAT | O_TRUNC,
+			   d);
 	if (fd < 0)
-		return ovl_sys_err(v, d, -errno, "cannot stage storage");
+		return fd;
 	if ((rc = ovl_copy_range(src, off, fd, s->nbytes)))
 		rc = ovl_sys_err(v, d, rc, "cannot stage storage");
 	if (rc) {
-		char tmp[32];
+		char tmp[64];
 
 		close(fd);
 		/* no half copy left in the overlay (an EIO did) */
-		snprintf(tmp, sizeof(tmp), "%u.tmp", s->index);
+		ovl_data_name(v, s->index, ".tmp", tmp, sizeof(tmp));
 		unlinkat(v->dfd, tmp, 0);
 		return rc;
 	}
@@ -199,7 +239,8 @@ int ovl_copy_up(struct ovl *v, struct ckpt_storage *s, struct diag *d)
 /*
  * Replace all of tensor @t's contents by its size in bytes of @src, from
  * @src_off on:
- * build the new storage in "<i>.tmp" and rename it over "<i>", so that a
+ * build the new storage in "<jid>.<i>.tmp" and rename it over "<jid>.<i>",
+ * so that a
  * crash leaves the old bytes or the new ones.
  */
 int ovl_replace_contents(struct ovl *v, const struct ckpt_tensor *t,
@@ -213,10 +254,9 @@ int ovl_replace_contents(struct ovl *v, const struct ckpt_tensor *t,
 	int fd = -1, rc;
 
 	if (whole) {
-		rc = ovl_ensure_dir(v, d);
-		if (!rc && (fd = ovl_data_open(v, s->index, ".tmp", O_RDWR |
-					   O_CREAT | O_TRUNC)) < 0)
-			rc = ovl_sys_err(v, d, -errno, "cannot stage storage");
+		fd = ovl_data_open(v, s->index, ".tmp", O_RDWR | O_CREAT |
+				   O_TRUNC, d);
+		rc = fd < 0 ? fd : 0;
 		if (!rc && (rc = ovl_copy_range(src, src_off, fd, len)))
 			rc = ovl_sys_err(v, d, rc, "cannot stage storage");
 	} else {
@@ -366,9 +406,13 @@ int ovl_fresh_tensor(struct ovl *v, uint32_t index, bool create,
 		return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s: a new tensor "
 				    "should be storage %u, is %u", v->dir,
 				    OVL_JOURNAL, index, s->index);
-	s->fd = ovl_data_open(v, index, "", O_RDWR | (create ? O_CREAT |
-						      O_TRUNC : 0));
-	if (s->fd < 0 || fstat(s->fd, &st))
+	/* replaying, the file may be missing: the crash came between its
+	   record and its creation, before the edit returned */
+	s->fd = ovl_data_open(v, index, "", O_RDWR | O_CREAT |
+			      (create ? O_TRUNC : 0), d);
+	if (s->fd < 0)
+		return s->fd;
+	if (fstat(s->fd, &st))
 		return ovl_sys_err(v, d, -errno, "cannot open a new file's data");
 	s->nbytes = s->numel = st.st_size;
 	*out = ckpt_tensor_fresh(v->c, s);
