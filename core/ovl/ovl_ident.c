@@ -278,7 +278,13 @@ int ovl_name_mark(struct ovl *v, uint32_t i)
 
 int ovl_temp_add(struct ovl *v, const char *p, size_t len)
 {
-	char **nt = realloc(v->temps, (v->ntemps + 1) * sizeof(*nt));
+	char **nt;
+
+	/* one per target: memory stays bounded however long the journal */
+	for (size_t i = 0; i < v->ntemps; i++)
+		if (strlen(v->temps[i]) == len && !memcmp(v->temps[i], p, len))
+			return 0;
+	nt = realloc(v->temps, (v->ntemps + 1) * sizeof(*nt));
 
 	if (!nt)
 		return -ENOMEM;

@@ -280,8 +280,8 @@ static int load(struct ovl *v, bool discard, struct diag *d)
 			else if (ovl_name_mark(v, (uint32_t)i))
 				rc = diag_nomem(d);
 		} else if (r.op == JR_TEMP) {
-			if (r.nf != 1 || !r.len[0] || r.f[0][0] != '/' ||
-			    memchr(r.f[0], 0, r.len[0]))
+			if (r.nf != 1 || !r.len[0] || r.len[0] >= PATH_MAX ||
+			    r.f[0][0] != '/' || memchr(r.f[0], 0, r.len[0]))
 				rc = diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset "
 						  "0x%llx: bad temporary "
 						  "record", v->jpath,
@@ -323,10 +323,9 @@ static int load(struct ovl *v, bool discard, struct diag *d)
 		rc = ovl_forget(v, d);
 	} else {
 		rc = diag_errno(d, -ESTALE, "%s holds edits for another "
-				"version of %s (it was replaced or rewritten "
-				"since they were staged); restore that version, "
-				"or mount with -o discard to drop them",
-				v->dir, v->path);
+				"version of this file (it was replaced, "
+				"rewritten or touched since they were staged); "
+				"mount with -o discard to drop them", v->dir);
 	}
 out:
 	v->replaying = false;

@@ -138,6 +138,9 @@ int ovl_data_open(struct ovl *v, uint32_t i, const char *sfx, int flags,
 	char name[64], idx[16];
 	int fd, rc;
 
+	/* a read-only mount opens what is there and never makes a file */
+	if (v->readonly)
+		flags = O_RDONLY | (flags & ~(O_ACCMODE | O_CREAT | O_TRUNC));
 	if ((flags & O_CREAT) && !ovl_named(v, i)) {
 		/* named in the journal before it exists: the manifest */
 		struct jrec r = { .op = JR_DATA };
