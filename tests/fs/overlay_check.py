@@ -12,6 +12,11 @@ run by the torch under test (natively for 1.13, in the torch 2.x root for
                         inode, truncated and rewritten)
   show PATH             one line: w[0] w[1] b[0] epoch and the sorted keys
                         (torch.load, weights_only where the torch has it)
+  crashmake PATH        the crash loop's checkpoint: t0..t7 (4096 float32
+                        each), big (8M float32, never edited), epoch
+  serve -               read paths on stdin, answer each with one line of
+                        JSON: key -> sha256 of a tensor's bytes, a dict's
+                        sorted keys, or a value's repr; or {"error": ...}
 
 Prints "error: ..." and exits 1 when torch cannot load the file.
 """
@@ -40,8 +45,43 @@ def load(path):
         return torch.load(path)
 
 
+def digest(o):
+    import hashlib
+    out = {}
+    for k, v in o.items():
+        if isinstance(v, torch.Tensor):
+            out[str(k)] = hashlib.sha256(
+                v.contiguous().numpy().tobytes()).hexdigest()[:16]
+        elif isinstance(v, dict):
+            out[str(k)] = "dict:" + ",".join(sorted(str(x) for x in v))
+        else:
+            out[str(k)] = repr(v)
+    return out
+
+
+def serve():
+    import json
+    print("ready", flush=True)
+    for line in sys.stdin:
+        try:
+            ans = digest(load(line.strip()))
+        except Exception as e:  # noqa: BLE001 - reported to the driver
+            ans = {"error": str(e).splitlines()[0] if str(e) else repr(e)}
+        print(json.dumps(ans, sort_keys=True), flush=True)
+
+
 def main():
     cmd, path = sys.argv[1], sys.argv[2]
+    if cmd == "serve":
+        serve()
+        return
+    if cmd == "crashmake":
+        o = {"t%d" % i: torch.arange(4096, dtype=torch.float32) * (i + 1)
+             for i in range(8)}
+        o["big"] = torch.zeros(8 << 20, dtype=torch.float32)
+        o["epoch"] = 3
+        torch.save(o, path)
+        return
     if cmd == "make":
         mb = int(sys.argv[4]) if len(sys.argv) > 4 else 0
         torch.save(obj(float(sys.argv[3]), mb), path)
