@@ -275,7 +275,13 @@ static int umount_main(const char *mnt)
 
 	snprintf(path, sizeof(path), "%s/.ptfs", mnt);
 	if (access(path, F_OK)) {
-		fprintf(stderr, "ptfs: %s: not a ptfs mount\n", mnt);
+		if (errno == ENOTCONN || errno == ECONNABORTED)
+			fprintf(stderr, "ptfs: %s: the ptfs daemon is gone "
+				"(killed?); staged edits are safe on disk: run "
+				"fusermount3 -u %s, mount the checkpoint again "
+				"(they come back), then ptfs umount\n", mnt, mnt);
+		else
+			fprintf(stderr, "ptfs: %s: not a ptfs mount\n", mnt);
 		return 1;
 	}
 	snprintf(path, sizeof(path), "%s/.ptfs/commit", mnt);
@@ -287,13 +293,25 @@ static int umount_main(const char *mnt)
 			"come back\n", mnt, mnt);
 		return 1;
 	}
-	if (fd < 0 && errno != ENOENT) {
+	/* read-only: -o ro, or written back already through .ptfs/commit */
+	if (fd < 0 && errno != ENOENT && errno != EROFS) {
 		fprintf(stderr, "ptfs: %s: %s\n", path, strerror(errno));
 		return 1;
 	}
 	snprintf(path, sizeof(path), "%s/.ptfs/progress", mnt);
 	pfd = fd >= 0 ? open(path, O_RDONLY) : -1;
 	if (fd >= 0 && commit(fd, pfd, mnt, &err) != 7) {
+		if (err == ENOTCONN || err == ECONNABORTED) {
+			fprintf(stderr, "ptfs: %s: the ptfs daemon died during "
+				"write-back: the checkpoint is the old file or "
+				"the complete new one, and the edits stay staged; "
+				"run fusermount3 -u %s and mount it again\n", mnt,
+				mnt);
+			close(fd);
+			if (pfd >= 0)
+				close(pfd);
+			return 1;
+		}
 		n = pread(fd, msg, sizeof(msg) - 1, 0);
 		msg[n > 0 ? n : 0] = 0;
 		msg[strcspn(msg, "\n")] = 0;

@@ -264,11 +264,40 @@ int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
 }
 
 /* close(): check and apply a replacement being written. */
+/*
+ * A value keeps its python type: code that reads the checkpoint expects
+ * it (an epoch counter that became 8.5 breaks range()).  An int written
+ * into a float is widened; None can become anything and anything None.
+ * 0, or -EINVAL with @d set.  A widened int's journal text goes to @buf.
+ */
+static int same_type(const struct ckpt_node *n, struct ckpt_literal *lit,
+		     char *buf, size_t size, struct diag *d)
+{
+	const char *text = n->stage->text;
+	size_t len = n->stage->len;
+
+	if (!strcmp(n->type, lit->type) || !strcmp(n->type, "NoneType") ||
+	    !strcmp(lit->type, "NoneType"))
+		return 0;
+	if (!strcmp(n->type, "float") && !strcmp(lit->type, "int")) {
+		lit->type = "float";
+		lit->f = (double)lit->i;
+		snprintf(buf, size, "%lld.0", (long long)lit->i);
+		return 0;
+	}
+	return diag_errno(d, -EINVAL, "%s: is %s %s, '%.*s' is %s %s: a change "
+			  "of type is refused; the value stays %s",
+			  ovl_label(n), strchr("aeiou", n->type[0]) ? "an" : "a",
+			  n->type, ovl_line_len(text, len), text,
+			  strchr("aeiou", lit->type[0]) ? "an" : "a",
+			  lit->type, n->text);
+}
+
 static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
 	struct ckpt_stage *st = n->stage;
 	struct ckpt_literal lit;
-	char *path;
+	char *path, widened[32] = "";
 	int rc;
 
 	if (n->kind == CKPT_N_VALUE) {
@@ -280,6 +309,10 @@ static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 			ovl_stage_free(&n->stage);
 			return rc;
 		}
+		if ((rc = same_type(n, &lit, widened, sizeof(widened), d))) {
+			ovl_stage_free(&n->stage);
+			return rc;
+		}
 		path = ckpt_node_path(n);
 		if (!path)
 			return diag_nomem(d);
@@ -288,8 +321,8 @@ static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 
 			rc = ovl_ensure_dir(v, d);
 			jr_field(&r, path);
-			r.f[r.nf] = st->text;
-			r.len[r.nf++] = st->len;
+			r.f[r.nf] = widened[0] ? widened : st->text;
+			r.len[r.nf++] = widened[0] ? strlen(widened) : st->len;
 			if (!rc)
 				rc = jr_append(v, &r, d);
 		}

@@ -463,7 +463,12 @@ static int check_fresh(const struct ovl *v, struct diag *d)
 	return 0;
 }
 
-/* Is the checkpoint still what was mounted (data we read; the target)? */
+/*
+ * Is the checkpoint still what was mounted?  The fd the mount reads must
+ * hold the same bytes (its ctime may change: a rename over the path
+ * unlinks it, and that is no change of its data); with @target, the file
+ * at the path must be that same file, unchanged in every respect.
+ */
 static int still_same(struct ovl *v, bool target, struct diag *d)
 {
 	bool zip = v->c->format == CKPT_ZIP ||
@@ -473,6 +478,10 @@ static int still_same(struct ovl *v, bool target, struct diag *d)
 	struct ovl_ident now;
 	int fd, rc = ovl_ident_of(v->c->fd, off, size, &now);
 
+	if (!rc) {
+		now.ctime_s = v->id.ctime_s;
+		now.ctime_ns = v->id.ctime_ns;
+	}
 	if (!rc && ovl_ident_same(&now, &v->id) && target) {
 		fd = open(v->path, O_RDONLY | O_CLOEXEC);
 		rc = fd < 0 ? -errno : ovl_ident_of(fd, off, size, &now);

@@ -129,6 +129,23 @@ for how in replace inplace; do
 	fi
 done
 
+# ---- 1 with -o output=: the job's saves and the edits both kept
+setup c_output
+if start_daemon "$ck" "$m" "$e" -o output="$d/edited.pt"; then
+	set_w1 "$m/w"
+	tpy replace "$ck" 5
+	out=$("$PTFS" umount "$m" 2>&1)
+	rc=$?
+	stop_daemon "$m"
+	a=$(tpy show "$d/edited.pt")
+	b=$(tpy show "$ck")
+	[ $rc = 0 ] && has "$a" "0 2 0 3" && has "$b" "5 6 5 3" &&
+		pass "case 1 with -o output=: the edits and the job's save both kept" "$a / $b" ||
+		fail "case 1 with -o output=: the edits and the job's save both kept" "exit $rc $out; $a / $b"
+else
+	fail "case 1 with -o output=" "$(head -n 1 "$e")"
+fi
+
 # a group-shared directory that the second user can write
 S=$WORK/shared
 mkdir -p "$S"
@@ -442,6 +459,67 @@ run_limited 20 "$PTFS" "$WORK/bad.pt" >/dev/null 2>"$e"
 rc2=$?
 [ $rc1 = 2 ] && [ $rc2 = 2 ] && pass "ptfs exits 2 for unreadable input and usage" "" ||
 	fail "ptfs exits 2 for unreadable input and usage" "exits $rc1, $rc2"
+
+# ---- issue 15, items 3 and 4: values that do not parse or change type
+setup values
+if start_daemon "$ck" "$m" "$e"; then
+	r=$(python3 - "$m" <<'PY'
+import errno, sys
+m = sys.argv[1]
+out = []
+for key, text in (("epoch", "eight"), ("epoch", "8.5"), ("epoch", "8"),
+                  ("lr", "2")):
+    try:
+        with open(m + "/" + key, "w") as f:
+            f.write(text + "\n")
+        out.append("ok")
+    except OSError as e:
+        out.append(errno.errorcode.get(e.errno, str(e.errno)))
+print(" ".join(out), open(m + "/epoch").read().strip(),
+      open(m + "/lr").read().strip())
+PY
+)
+	[ "$r" = "EINVAL EINVAL ok ok 8 2.0" ] &&
+		pass "a value that does not parse or changes type fails close() with EINVAL" "$r; $(grep -m1 'change of type' "$e")" ||
+		fail "a value that does not parse or changes type fails close() with EINVAL" "$r"
+	"$PTFS" umount "$m" >/dev/null 2>&1
+	stop_daemon "$m"
+	shown=$(tpy show "$ck")
+	has "$shown" "0 1 0 8" && pass "the int stays an int after write-back" "$shown" ||
+		fail "the int stays an int after write-back" "$shown"
+else
+	fail "values" "$(head -n 1 "$e")"
+fi
+
+# ---- issue 15, item 6: ptfs umount on a dead daemon, and after a commit
+setup dead
+if start_daemon "$ck" "$m" "$e"; then
+	set_w1 "$m/w"
+	kill -9 "$(ptfs_pid)"
+	wait "$DPID" 2>/dev/null
+	DPID=
+	out=$("$PTFS" umount "$m" 2>&1)
+	rc=$?
+	fusermount3 -uz "$m" 2>/dev/null
+	[ $rc = 1 ] && has "$out" "daemon is gone" && has "$out" "fusermount3 -u" &&
+		pass "ptfs umount on a dead daemon says what to do" "$out" ||
+		fail "ptfs umount on a dead daemon says what to do" "exit $rc: $out"
+fi
+if start_daemon "$ck" "$m" "$e"; then
+	echo commit >"$m/.ptfs/commit"
+	out=$("$PTFS" umount "$m" 2>&1)
+	rc=$?
+	is_mounted "$m" && um=still || um=
+	stop_daemon "$m"
+	[ $rc = 0 ] && [ -z "$um" ] &&
+		pass "ptfs umount after .ptfs/commit unmounts" "" ||
+		fail "ptfs umount after .ptfs/commit unmounts" "exit $rc ${um:+mounted }$out"
+	shown=$(tpy show "$ck")
+	has "$shown" "0 2 0 3" && pass "the resumed edit was written back" "$shown" ||
+		fail "the resumed edit was written back" "$shown"
+else
+	fail "resumed edits" "$(head -n 1 "$e")"
+fi
 
 summary
 [ "$nfail" -eq 0 ]

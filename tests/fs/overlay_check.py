@@ -4,7 +4,8 @@ run by the torch under test (natively for 1.13, in the torch 2.x root for
 
   make PATH SEED [MB]   torch.save a small training checkpoint: w (1024
                         float32, arange + SEED), b (16 ones * SEED), epoch
-                        (an int), opt/m (a tensor), and MB MiB more in
+                        (an int), lr (a float), opt/m (a tensor), and MB
+                        MiB more in
                         big (float32) when MB is given
   replace PATH SEED     a job saving to a temporary file and renaming it
                         over PATH (os.replace), as torch training loops do
@@ -31,6 +32,7 @@ def obj(seed, mb=0):
         "w": torch.arange(1024, dtype=torch.float32) + seed,
         "b": torch.ones(16) * seed,
         "epoch": 3,
+        "lr": 0.5,
         "opt": {"m": torch.zeros(8)},
     }
     if mb:
