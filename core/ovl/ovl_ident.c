@@ -54,7 +54,7 @@ int ovl_ident_of(int fd, uint64_t cdir_off, uint64_t cdir_size,
 		return 0;
 	if (cdir_off > id->size || cdir_size > id->size - cdir_off)
 		return -ESTALE;	/* shorter than it was: not the same file */
-	buf = malloc(1u << 20);
+	buf = malloc(cdir_size < (1u << 20) ? cdir_size : 1u << 20);
 	if (!buf)
 		return -ENOMEM;
 	for (uint64_t k = 0; k < cdir_size && !rc; k += 1u << 20) {
@@ -337,7 +337,8 @@ int ovl_forget(struct ovl *v, struct diag *d)
 	if (!rc && fsync(v->dfd))
 		rc = diag_errno(d, -errno, "%s: fsync: %s", v->dir,
 				strerror(errno));
-	memset(v->named, 0, v->nnamed);
+	if (v->named)
+		memset(v->named, 0, v->nnamed);
 	v->jend = v->jseq = 0;
 	close(v->dfd);
 	v->dfd = -1;

@@ -130,7 +130,8 @@ static void drop_dir(struct ovl *v)
 	if (v->dfd >= 0)
 		close(v->dfd);
 	v->jfd = v->dfd = -1;
-	memset(v->named, 0, v->nnamed);
+	if (v->named)
+		memset(v->named, 0, v->nnamed);
 }
 
 /*

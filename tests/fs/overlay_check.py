@@ -43,7 +43,11 @@ def obj(seed, mb=0):
 def load(path):
     try:
         return torch.load(path, weights_only=True)
-    except TypeError:  # torch 1.13 has weights_only; older ones not
+    except Exception as e:  # noqa: BLE001
+        # torch 1.13's weights-only loader has no BINFLOAT (lr); these
+        # are files the tests made, so the full loader is safe
+        if "Weights only" not in str(e) and not isinstance(e, TypeError):
+            raise
         return torch.load(path)
 
 

@@ -17,7 +17,9 @@
 #define _GNU_SOURCE
 #include "fuzz_common.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -70,7 +72,9 @@ static void setup(void)
 	if (n <= 0)
 		abort();
 	close(in);
-	strcpy(dir, "/tmp/fuzz_ovl.XXXXXX");
+	/* tmpfs where there is one: every run writes the journal */
+	strcpy(dir, access("/dev/shm", W_OK) ? "/tmp/fuzz_ovl.XXXXXX" :
+	       "/dev/shm/fuzz_ovl.XXXXXX");
 	if (!mkdtemp(dir))
 		abort();
 	snprintf(ck, sizeof(ck), "%s/model.pt", dir);
@@ -169,10 +173,12 @@ static void write_journal(const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	static struct ckpt *c;	/* reused while no replay changed it */
 	struct ovl_opts o = { .readonly = true };
-	struct ckpt *c;
 	struct ovl *v;
 	struct diag d;
+	bool fresh;
+	int rc;
 
 	if (!head)
 		setup();
@@ -180,14 +186,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	write_journal(data, size);
 	diag_init(&d, ck);
-	if (ckpt_open(ck, &c, &d))
+	if (!c && ckpt_open(ck, &c, &d))
 		abort();
-	if (ovl_open(c, ck, &o, &v, &d) == 0) {
-		(void)ovl_changed(v);
+	rc = ovl_open(c, ck, &o, &v, &d);
+	fresh = !rc && !v->resumed && !ovl_changed(v);
+	if (!rc)
 		ovl_close(v);
-	} else if (!d.msg[0]) {
+	else if (!d.msg[0])
 		abort();	/* every refusal says why */
+	/* a replay (even one refused half-way) changed the model */
+	if (!fresh || (rc && d.err != -ESTALE && d.err != -EPERM)) {
+		ckpt_close(c);
+		c = NULL;
 	}
-	ckpt_close(c);
 	return 0;
 }
