@@ -31,7 +31,7 @@ PTFS, DIR, INNER = sys.argv[1], sys.argv[2], sys.argv[3]
 ITERS, SEED = int(sys.argv[4]), int(sys.argv[5])
 WORKER = sys.argv[6:]
 CK = os.path.join(DIR, "model.pt")
-MNT = os.path.join(DIR, "mnt")
+MNT = os.path.join(DIR, "mnt", "m")
 rng = random.Random(SEED)
 fails = []
 
@@ -125,7 +125,10 @@ def expect_digest():
 
 
 def tensors():
-    return [k for k, v in model.items() if isinstance(v, bytes)]
+    """Tensors to edit: not a replacement's leftover temporary file."""
+    return [k for k, v in model.items()
+            if isinstance(v, bytes) and len(v) >= 8 and
+            not k.startswith("tmp")]
 
 
 def p(k):
@@ -369,7 +372,8 @@ def main():
         fails.append("final: torch.load differs from the edits: %s" % sorted(
             k for k in set(got) | set(expect_digest())
             if got.get(k) != expect_digest().get(k))[:5])
-    left = sorted(set(os.listdir(DIR)) - {"model.pt", "mnt", "daemon.err", "py"})
+    left = sorted(set(os.listdir(DIR)) - {"model.pt", "mnt", "daemon.err",
+                                          "py"})
     if left:
         fails.append("left beside the checkpoint: %s" % left)
     print("iterations: %d; edits that returned success: %d (%s)" % (
@@ -384,4 +388,24 @@ def main():
     return 1 if fails else 0
 
 
-sys.exit(main())
+daemons = []
+_Daemon = Daemon
+
+
+def tracked():
+    d = _Daemon()
+    daemons.append(d)
+    return d
+
+
+Daemon = tracked
+try:
+    rc = main()
+finally:
+    # never leave a daemon behind, whatever happened above
+    for dm in daemons:
+        if dm.p.poll() is None:
+            dm.p.kill()
+            dm.p.wait()
+    subprocess.run(["fusermount3", "-uz", MNT], stderr=subprocess.DEVNULL)
+sys.exit(rc)

@@ -29,12 +29,12 @@ WORK=$work
 . "$here/lib.sh"
 cleanup() {
 	cleanup_mounts
-	fusermount3 -uz "$WORK/mnt" 2>/dev/null
+	fusermount3 -uz "$WORK/mnt/m" 2>/dev/null
 	[ -n "${PTFS_KEEP_WORK:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
-mkdir -p "$WORK/py" "$WORK/mnt"
+mkdir -p "$WORK/py" "$WORK/mnt/m"
 cp "$here/overlay_check.py" "$WORK/py/"
 if [ "$version" = 1.13 ]; then
 	set -- "$py" "$WORK/py/overlay_check.py"
