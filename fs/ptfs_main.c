@@ -278,8 +278,9 @@ static int umount_main(const char *mnt)
 		if (errno == ENOTCONN || errno == ECONNABORTED)
 			fprintf(stderr, "ptfs: %s: the ptfs daemon is gone "
 				"(killed?); staged edits are safe on disk: run "
-				"fusermount3 -u %s, mount the checkpoint again "
-				"(they come back), then ptfs umount\n", mnt, mnt);
+				"fusermount3 -u %s, mount the checkpoint "
+				"again (they come back), then ptfs umount\n",
+				mnt, mnt);
 		else
 			fprintf(stderr, "ptfs: %s: not a ptfs mount\n", mnt);
 		return 1;
@@ -304,9 +305,9 @@ static int umount_main(const char *mnt)
 		if (err == ENOTCONN || err == ECONNABORTED) {
 			fprintf(stderr, "ptfs: %s: the ptfs daemon died during "
 				"write-back: the checkpoint is the old file or "
-				"the complete new one, and the edits stay staged; "
-				"run fusermount3 -u %s and mount it again\n", mnt,
-				mnt);
+				"the complete new one, and the edits stay "
+				"staged; run fusermount3 -u %s and mount it "
+				"again\n", mnt, mnt);
 			close(fd);
 			if (pfd >= 0)
 				close(pfd);

@@ -287,7 +287,8 @@ static int same_type(const struct ckpt_node *n, struct ckpt_literal *lit,
 	}
 	return diag_errno(d, -EINVAL, "%s: is %s %s, '%.*s' is %s %s: a change "
 			  "of type is refused; the value stays %s",
-			  ovl_label(n), strchr("aeiou", n->type[0]) ? "an" : "a",
+			  ovl_label(n),
+			  strchr("aeiou", n->type[0]) ? "an" : "a",
 			  n->type, ovl_line_len(text, len), text,
 			  strchr("aeiou", lit->type[0]) ? "an" : "a",
 			  lit->type, n->text);

@@ -53,12 +53,13 @@ int ovl_ident_of(int fd, uint64_t cdir_off, uint64_t cdir_size,
 	if (!cdir_size)
 		return 0;
 	if (cdir_off > id->size || cdir_size > id->size - cdir_off)
-		return -ESTALE;	/* shorter than it was: not the same file */
+		return -ESTALE;	/* shorter than it was: another file */
 	buf = malloc(cdir_size < (1u << 20) ? cdir_size : 1u << 20);
 	if (!buf)
 		return -ENOMEM;
 	for (uint64_t k = 0; k < cdir_size && !rc; k += 1u << 20) {
-		size_t m = cdir_size - k < (1u << 20) ? cdir_size - k : 1u << 20;
+		size_t m = cdir_size - k < (1u << 20) ? cdir_size - k :
+			   1u << 20;
 
 		rc = io_pread_full(fd, buf, m, cdir_off + k);
 		crc = libdeflate_crc32(crc, buf, m);

@@ -182,7 +182,8 @@ static int attach_copies(struct ovl *v, struct diag *d)
 		if (fd < 0 && errno == ENOENT)
 			continue;	/* its copy-up never finished */
 		if (fd < 0 || fstat(fd, &st))
-			return ovl_sys_err(v, d, -errno, "cannot open staged data");
+			return ovl_sys_err(v, d, -errno,
+					   "cannot open staged data");
 		if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != s->nbytes) {
 			close(fd);
 			return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s has %llu "
@@ -274,27 +275,27 @@ static int load(struct ovl *v, bool discard, struct diag *d)
 		rc = 0;
 		if (r.op == JR_DATA) {
 			if (r.nf != 1 || !jr_num(&r, 0, &i) || i >= UINT32_MAX)
-				rc = diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset "
-						  "0x%llx: bad data record",
-						  v->jpath,
+				rc = diag_corrupt(d, DIAG_NO_OFFSET,
+						  "%s: offset 0x%llx: bad data "
+						  "record", v->jpath,
 						  (unsigned long long)r.off);
 			else if (ovl_name_mark(v, (uint32_t)i))
 				rc = diag_nomem(d);
 		} else if (r.op == JR_TEMP) {
 			if (r.nf != 1 || !r.len[0] || r.len[0] >= PATH_MAX ||
 			    r.f[0][0] != '/' || memchr(r.f[0], 0, r.len[0]))
-				rc = diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset "
-						  "0x%llx: bad temporary "
-						  "record", v->jpath,
+				rc = diag_corrupt(d, DIAG_NO_OFFSET,
+						  "%s: offset 0x%llx: bad "
+						  "temporary record", v->jpath,
 						  (unsigned long long)r.off);
 			else if (ovl_temp_add(v, r.f[0], r.len[0]))
 				rc = diag_nomem(d);
 		} else if (r.op == JR_COMMIT) {
 			matched = commit_is(&r, &v->id);
 		} else if (r.op == JR_HEAD) {
-			rc = diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset 0x%llx: "
-					  "a second header", v->jpath,
-					  (unsigned long long)r.off);
+			rc = diag_corrupt(d, DIAG_NO_OFFSET,
+					  "%s: offset 0x%llx: a second header",
+					  v->jpath, (unsigned long long)r.off);
 		} else if (mine) {
 			rc = replay_one(v, &r, d);
 			v->resumed++;
@@ -399,8 +400,8 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 	if (v->dfd >= 0 && !v->readonly)
 		remove_leftovers(v);
 	if (v->resumed && !v->note)
-		note(v, "resumed %llu staged edit%s from %s (ptfs umount writes "
-		     "them back; mount with -o discard to drop them)",
+		note(v, "resumed %llu staged edit%s from %s (ptfs umount "
+		     "writes them back; mount with -o discard to drop them)",
 		     (unsigned long long)v->resumed, v->resumed == 1 ? "" : "s",
 		     v->dir);
 	*out = v;
@@ -562,7 +563,8 @@ int ovl_commit(struct ovl *v, const char *output, struct diag *d)
 		};
 
 		v->output = output;
-		rc = ovl_ensure_dir(v, d);	/* the tag is the journal's id */
+		/* the temporary's tag is the journal's id */
+		rc = ovl_ensure_dir(v, d);
 		if (!rc)
 			rc = ckpt_save(v->c, output ? output : v->path, &o,
 				       &v->base, NULL, NULL, d);
