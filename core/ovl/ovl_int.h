@@ -1,8 +1,11 @@
 /*
  * ovl_int.h - what the overlay's files share: the journal's records
  * (ovl_journal.c), the services of ovl_store.c and what the other files
- * call across.  Call order, with no cycle: ovl_store.c and ovl_journal.c
- * at the bottom; ovl_data.c; the views; ovl.c; ovl_open.c.  Not for callers.
+ * call across.  Call order: ovl_journal.c and ovl_ident.c at the bottom,
+ * ovl_store.c, ovl_data.c, the views, ovl.c, ovl_open.c; no file calls
+ * one above it.  NEEDSWORK: ovl_view.c and ovl_view_apply.c still call
+ * each other (scratch files, numel, byte order one way, applying a view
+ * the other).  Not for callers.
  */
 #ifndef PT_OVL_OVL_INT_H
 #define PT_OVL_OVL_INT_H
