@@ -19,11 +19,14 @@
 #include "ptfs.h"
 
 #include "diag/diag.h"
+#include "util/io.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_opt.h>
 #include <limits.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <sys/wait.h>
 #include <stddef.h>
@@ -186,6 +189,13 @@ out_signals:
 	fuse_remove_signal_handlers(se);
 out_destroy:
 	fuse_session_destroy(se);	/* runs op_destroy: the write-back */
+	/*
+	 * libfuse's loop returns the signal number when SIGTERM, SIGINT or
+	 * SIGHUP ended it: a clean way to stop (a supervisor's), so the
+	 * status is the write-back's.
+	 */
+	if (rc == SIGTERM || rc == SIGINT || rc == SIGHUP)
+		rc = 0;
 	return rc || fs->commit_failed ? 1 : 0;
 }
 
@@ -265,7 +275,14 @@ static int umount_main(const char *mnt)
 
 	snprintf(path, sizeof(path), "%s/.ptfs", mnt);
 	if (access(path, F_OK)) {
-		fprintf(stderr, "ptfs: %s: not a ptfs mount\n", mnt);
+		if (errno == ENOTCONN || errno == ECONNABORTED)
+			fprintf(stderr, "ptfs: %s: the ptfs daemon is gone "
+				"(killed?); staged edits are safe on disk: run "
+				"fusermount3 -u %s, mount the checkpoint "
+				"again (they come back), then ptfs umount\n",
+				mnt, mnt);
+		else
+			fprintf(stderr, "ptfs: %s: not a ptfs mount\n", mnt);
 		return 1;
 	}
 	snprintf(path, sizeof(path), "%s/.ptfs/commit", mnt);
@@ -277,13 +294,25 @@ static int umount_main(const char *mnt)
 			"come back\n", mnt, mnt);
 		return 1;
 	}
-	if (fd < 0 && errno != ENOENT) {
+	/* read-only: -o ro, or written back already through .ptfs/commit */
+	if (fd < 0 && errno != ENOENT && errno != EROFS) {
 		fprintf(stderr, "ptfs: %s: %s\n", path, strerror(errno));
 		return 1;
 	}
 	snprintf(path, sizeof(path), "%s/.ptfs/progress", mnt);
 	pfd = fd >= 0 ? open(path, O_RDONLY) : -1;
 	if (fd >= 0 && commit(fd, pfd, mnt, &err) != 7) {
+		if (err == ENOTCONN || err == ECONNABORTED) {
+			fprintf(stderr, "ptfs: %s: the ptfs daemon died during "
+				"write-back: the checkpoint is the old file or "
+				"the complete new one, and the edits stay "
+				"staged; run fusermount3 -u %s and mount it "
+				"again\n", mnt, mnt);
+			close(fd);
+			if (pfd >= 0)
+				close(pfd);
+			return 1;
+		}
 		n = pread(fd, msg, sizeof(msg) - 1, 0);
 		msg[n > 0 ? n : 0] = 0;
 		msg[strcspn(msg, "\n")] = 0;
@@ -335,6 +364,107 @@ static const char *not_writable(const char *path)
 	return why;
 }
 
+/*
+ * @path made absolute against the caller's directory (the daemon changes
+ * to / when it detaches): the directory part resolved, the last name kept
+ * as given, so a file that does not exist yet is fine.  malloc'd; NULL
+ * with errno set.
+ */
+static char *absolute(const char *path)
+{
+	char *copy = strdup(path), *slash, *dir, *out = NULL;
+	const char *base;
+
+	if (!copy)
+		return NULL;
+	slash = strrchr(copy, '/');
+	while (slash && slash > copy && !slash[1]) {	/* "dir/" */
+		*slash = 0;
+		slash = strrchr(copy, '/');
+	}
+	if (slash) {
+		*slash = 0;
+		base = slash + 1;
+		dir = realpath(slash == copy ? "/" : copy, NULL);
+	} else {
+		base = copy;
+		dir = realpath(".", NULL);
+	}
+	if (dir && (out = malloc(strlen(dir) + strlen(base) + 2)))
+		sprintf(out, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", base);
+	free(dir);
+	free(copy);
+	return out;
+}
+
+/* Is @path the directory @mnt or inside it?  (Both absolute.) */
+static bool inside(const char *path, const char *mnt)
+{
+	size_t n = strlen(mnt);
+
+	if (!strcmp(mnt, "/"))
+		return true;
+	return !strncmp(path, mnt, n) && (path[n] == '/' || !path[n]);
+}
+
+/*
+ * A mount point over the checkpoint, its overlay or its output deadlocks
+ * the first edit (the daemon would reach its own files through itself):
+ * refuse it with one line.  0 or 2.
+ */
+static int check_layout(const char *ckpt, const char *overlay,
+			const char *output, const char *mountpoint)
+{
+	char *mnt = realpath(mountpoint, NULL), *ovl = NULL;
+	const char *what = NULL;
+	int rc = 0;
+
+	if (!mnt)
+		return 0;	/* libfuse says what is wrong with it */
+	if (!overlay)
+		ovl = io_beside(ckpt, ".ptfs");
+	if (inside(ckpt, mnt))
+		what = "the checkpoint";
+	else if (inside(overlay ? overlay : ovl ? ovl : "", mnt))
+		what = "its overlay";
+	else if (output && inside(output, mnt))
+		what = "the output file";
+	if (what) {
+		fprintf(stderr, "ptfs: %s: the mount point holds %s (%s); the "
+			"mount would hide it from ptfs itself: mount somewhere "
+			"else\n", mountpoint, what,
+			!strcmp(what, "the checkpoint") ? ckpt :
+			!strcmp(what, "the output file") ? output :
+			overlay ? overlay : ovl);
+		rc = 2;
+	}
+	free(ovl);
+	free(mnt);
+	return rc;
+}
+
+/* Make -o overlay= and -o output= absolute now (issue: they meant /). */
+static int absolutize(char **opt, const char *what)
+{
+	char *abs;
+
+	if (!*opt)
+		return 0;
+	if (!**opt) {
+		fprintf(stderr, "ptfs: -o %s= needs a path\n", what);
+		return 2;
+	}
+	abs = absolute(*opt);
+	if (!abs) {
+		fprintf(stderr, "ptfs: -o %s=%s: %s\n", what, *opt,
+			strerror(errno));
+		return 2;
+	}
+	free(*opt);
+	*opt = abs;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -347,6 +477,7 @@ int main(int argc, char **argv)
 
 	if (argc == 3 && !strcmp(argv[1], "umount"))
 		return umount_main(argv[2]);
+	rc = 2;		/* usage errors and unreadable input */
 	if (fuse_opt_parse(&args, &o, opt_spec, opt_proc))
 		goto out_args;
 	if (o.show_help) {
@@ -365,17 +496,30 @@ int main(int argc, char **argv)
 	/* name it in mount(8) output; the kernel checks permissions */
 	if (fuse_opt_add_arg(&args, "-osubtype=ptfs,default_permissions") ||
 	    fuse_parse_cmdline(&args, &co))
-		return 1;
+		goto out_args;
 	if (!o.ckpt || !co.mountpoint) {
 		fprintf(stderr, "usage: %s [options] CHECKPOINT MOUNTPOINT "
 			"(--help for more)\n", argv[0]);
 		goto out_args;
 	}
+	if (absolutize(&o.overlay, "overlay") || absolutize(&o.output, "output"))
+		goto out_args;
 	diag_init(&d, o.ckpt);
 	if (ckpt_open(o.ckpt, &fs.c, &d)) {
 		fprintf(stderr, "ptfs: %s\n", diag_line(&d, line, sizeof(line)));
 		goto out_args;
 	}
+	{
+		char *real = realpath(o.ckpt, NULL);
+
+		if (real && check_layout(real, o.overlay, o.output,
+					 co.mountpoint)) {
+			free(real);
+			goto out_close;
+		}
+		free(real);
+	}
+	rc = 1;		/* from here on: problems */
 	{
 		/* a legacy (torch < 1.6) file is written back as a zip */
 		const char *why = o.ro ? NULL : not_writable(o.ckpt);
@@ -399,6 +543,8 @@ int main(int argc, char **argv)
 				diag_line(&d, line, sizeof(line)));
 			goto out_close;
 		}
+		if (fs.ovl->note)
+			fprintf(stderr, "ptfs: %s\n", fs.ovl->note);
 		fs.output = o.output;
 		if (fs.readonly && fuse_opt_add_arg(&args, "-oro"))
 			goto out_close;

@@ -450,6 +450,7 @@ struct ckpt_write_stats {
 	uint64_t size;		/* bytes of the archive */
 };
 
+struct stat;
 struct ckpt_write_opts {
 	bool repickle;		/* write a new data.pkl even if unchanged */
 	uint32_t align;		/* 0: the .storage_alignment record, or 64 */
@@ -462,7 +463,17 @@ struct ckpt_write_opts {
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 	void *progress_arg;
 	struct ckpt_write_stats *stats;	/* filled in when not NULL */
+	/* ckpt_save(): the temporary is ".NAME.ptfs-new.<tmp_tag>" made with
+	   O_EXCL (NULL: a mkstemp() name); @check runs before anything is
+	   read (CKPT_SAVE_START, @st NULL) and just before the rename
+	   (CKPT_SAVE_RENAME, @st the finished file's); non-zero stops the
+	   write-back with nothing changed */
+	const char *tmp_tag;
+	int (*check)(void *arg, int stage, const char *tmp,
+		     const struct stat *st, struct diag *d);
+	void *check_arg;
 };
+enum { CKPT_SAVE_START, CKPT_SAVE_RENAME };
 
 /*
  * Write the checkpoint as it is now (with its edits) as a torch zip
@@ -478,14 +489,14 @@ int ckpt_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	       struct diag *d);
 
 /*
- * Write the checkpoint to @target safely: into a temporary file beside
- * it, fsync'd, with the mode (and, as root, the owner) of @like (or 0644),
+ * Write the checkpoint to @target safely: a symbolic link's target is
+ * what gets replaced, anything but a regular file (or no file) is refused.
+ * Into a temporary file beside it, fsync'd, with the mode (and, as root, the owner) of @like (or 0644),
  * then renamed over @target, then the directory fsync'd.  @before, if
  * given, runs just before the rename with the finished file's stat (the
  * overlay journals it there).  On failure @target is untouched and the
  * temporary file removed.  0 or -errno with @d set.
  */
-struct stat;
 #define CKPT_TMP_SUFFIX	".ptfs-new."	/* its temporary: .NAME.ptfs-new.XXXXXX */
 int ckpt_save(struct ckpt *c, const char *target,
 	      const struct ckpt_write_opts *o, const struct stat *like,

@@ -4,13 +4,21 @@
  * for why it is built this way).
  *
  * The overlay is a directory, by default ".NAME.ptfs" beside checkpoint
- * NAME, created on the first edit:
+ * NAME, made by ptfs (mode 0700) on the first edit and used only when it
+ * is a real directory of the effective user that nobody else can write:
  *
- *   journal   structural edits, append-only, each record CRC'd and
- *             fdatasync'd before the edit returns (ovl_journal.c)
- *   <i>       the bytes of storage i: a copy of an original storage made
- *             on its first write, or the contents of a new file
+ *   ptfs.journal       structural edits, append-only, each record with a
+ *                      sequence number and CRC, fdatasync'd before the
+ *                      edit returns (ovl_journal.c); its header binds
+ *                      everything to one checkpoint identity and to one
+ *                      random journal id
+ *   <jid>.<i>          the bytes of storage i: a copy of an original
+ *                      storage made on its first write, or a new file's;
+ *                      named in the journal (a JR_DATA record) before it
+ *                      is created
  *
+ * Nothing else in the directory is read or removed: clean-up goes by the
+ * journal's records (a manifest), never by pattern (docs/design.md).
  * Opening replays the journal over the freshly opened checkpoint, so the
  * model shows the staged edits again after a crash.  Nothing here is
  * thread-safe: the caller serializes every call that changes anything
@@ -28,10 +36,22 @@
 
 struct diag;
 
+#define OVL_JID_LEN	16		/* hex digits of a journal id */
 #define OVL_MAX_VALUE	(1u << 20)	/* a python value file's new text */
 
+/*
+ * Which checkpoint an overlay belongs to: the file as it was opened, and
+ * a fingerprint of its central directory (0 for formats without one).
+ */
+struct ovl_ident {
+	uint64_t dev, ino, size;
+	int64_t mtime_s, mtime_ns, ctime_s, ctime_ns;
+	uint32_t cdir_crc;
+};
+
 struct ovl_opts {
-	const char *dir;	/* overlay directory, NULL for the default */
+	const char *dir;	/* overlay directory (absolute), NULL for the
+				   default */
 	bool discard;		/* drop what an earlier session staged */
 	bool readonly;		/* no edits; no lock */
 };
@@ -40,14 +60,30 @@ struct ovl {
 	struct ckpt *c;
 	char *path;		/* the checkpoint, absolute */
 	char *dir;		/* the overlay directory */
-	int dfd;		/* its fd, -1 until the first edit */
+	char *jpath;		/* its journal, for messages */
+	int dfd;		/* its fd (O_NOFOLLOW, checked), -1 until the
+				   first edit or when there is none */
 	int jfd;		/* the journal's, -1 likewise */
 	uint64_t jend;		/* end of the last good journal record */
+	uint64_t jseq;		/* sequence number of the next record */
+	char jid[OVL_JID_LEN + 1];	/* this journal's random id, hex */
+	bool dir_ours;		/* ptfs made it: rmdir it when empty */
+	bool default_dir;	/* .NAME.ptfs, not -o overlay= */
+	uint8_t *named;		/* storage indexes with a JR_DATA record */
+	uint32_t nnamed;
+	char **temps;		/* JR_TEMP paths read at open */
+	size_t ntemps;
 	struct stat base;	/* the checkpoint as opened */
+	struct ovl_ident id;	/* and its identity */
+	char *note;		/* one line for the user (read-only mounts
+				   that ignored an overlay; resumed edits),
+				   or NULL */
+	uint64_t resumed;	/* journal records replayed at open */
 	uint32_t nstorages0;	/* storages of the checkpoint itself */
 	bool replaying;		/* applying the journal: data is there */
 	bool readonly;
 	bool committed;		/* written back: no more edits */
+	const char *output;	/* during ovl_commit(): -o output=, or NULL */
 	/* told after storage @s changed through anything but @except */
 	void (*changed)(void *arg, struct ckpt_storage *s,
 			const struct ckpt_node *except);

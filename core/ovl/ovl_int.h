@@ -1,6 +1,11 @@
 /*
  * ovl_int.h - what the overlay's files share: the journal's records
- * (ovl_journal.c) and the replay of them (ovl.c).  Not for callers.
+ * (ovl_journal.c), the services of ovl_store.c and what the other files
+ * call across.  Call order: ovl_journal.c and ovl_ident.c at the bottom,
+ * ovl_store.c, ovl_data.c, the views, ovl.c, ovl_open.c; no file calls
+ * one above it.  NEEDSWORK: ovl_view.c and ovl_view_apply.c still call
+ * each other (scratch files, numel, byte order one way, applying a view
+ * the other).  Not for callers.
  */
 #ifndef PT_OVL_OVL_INT_H
 #define PT_OVL_OVL_INT_H
@@ -8,14 +13,26 @@
 #include "ovl.h"
 #include "diag/diag.h"
 
-#define OVL_JOURNAL	"journal"
-#define OVL_MAGIC	"ptfs-journal-1"
-#define JR_MAXF		8		/* fields of one record */
-#define JR_MAX		(16u << 20)	/* bytes of one record */
+#include <string.h>
+
+#define OVL_JOURNAL	"ptfs.journal"
+#define OVL_MAGIC	"ptfs-journal-2"
+#define JR_MAXF		16		/* fields of one record */
+#define JR_MAX		(16u << 20)	/* bytes of one record's payload */
+#define JR_HDR		16		/* length, CRC, sequence number */
 
 /* Journal operations (the first byte of a record's payload). */
 enum {
-	JR_HEAD = 'H',		/* magic, size, mtime s, mtime ns */
+	JR_HEAD = 'H',		/* magic, journal id, made-the-directory
+				   (0/1), then the checkpoint's identity:
+				   dev, ino, size, mtime s, mtime ns, ctime
+				   s, ctime ns, CRC-32 of its central
+				   directory (struct ovl_ident) */
+	JR_DATA = 'D',		/* storage index: data file "<jid>.<i>" (and
+				   its "<jid>.<i>.tmp") may exist from now
+				   on; the manifest clean-up goes by */
+	JR_TEMP = 'W',		/* absolute path of a write-back's temporary
+				   file, journaled before it is created */
 	JR_MKDIR = 'M',		/* dir path, name */
 	JR_CREATE = 'C',	/* dir path, name, storage index */
 	JR_UNLINK = 'U',	/* dir path, name (file, link or empty dir) */
@@ -25,7 +42,8 @@ enum {
 	JR_TENSOR = 'T',	/* dir path, name, storage index, dtype, shape,
 				   flags [, dir path, name of a file it
 				   consumed]: a new tensor from a .npy */
-	JR_COMMIT = 'K',	/* size, mtime s, mtime ns of the new file */
+	JR_COMMIT = 'K',	/* dev, ino, size, mtime s, mtime ns of the
+				   new file, just before its rename */
 };
 
 struct jrec {
@@ -33,27 +51,101 @@ struct jrec {
 	int nf;
 	const char *f[JR_MAXF];	/* not NUL-terminated in general */
 	uint32_t len[JR_MAXF];
+	uint64_t off;		/* where the record starts */
 };
 
-/* Create the journal with its header record (the overlay dir exists). */
+/* Streaming reader: one record in memory at a time. */
+struct jr_reader {
+	int fd;
+	uint64_t size;		/* of the file when reading started */
+	uint64_t pos;		/* next record */
+	uint64_t seq;		/* its expected sequence number */
+	bool torn;		/* stopped at a torn tail, at pos */
+	unsigned char *buf;
+	size_t cap;
+};
+
+void jr_reader_init(struct jr_reader *rd, int fd, uint64_t size);
+void jr_reader_release(struct jr_reader *rd);
+
+/*
+ * The next record into @r (its fields point into the reader's buffer,
+ * valid until the next call): 1, or 0 at the end (rd->torn set when the
+ * end is a torn tail at rd->pos: a crash during an append), or -EILSEQ
+ * with @d set when the journal @name is damaged (a bad record with a
+ * valid one after it), or another -errno.
+ */
+int jr_next(struct jr_reader *rd, struct jrec *r, const char *name,
+	    struct diag *d);
+
+/* Record @r with sequence number @seq as bytes (malloc'd); -E2BIG,
+ * -ENOMEM. */
+int jr_encode(const struct jrec *r, uint64_t seq, unsigned char **out,
+	      size_t *outlen);
+
+/* Create the journal with its header record (the overlay dir is open). */
 int jr_create(struct ovl *v, struct diag *d);
 
 /* Append @r and fdatasync it.  0 or -errno with @d set. */
 int jr_append(struct ovl *v, const struct jrec *r, struct diag *d);
 
+/* Add NUL-terminated @s as the next field of @r. */
+static inline void jr_field(struct jrec *r, const char *s)
+{
+	r->f[r->nf] = s;
+	r->len[r->nf++] = strlen(s);
+}
+
+/* ---- ovl_ident.c: identity, the directory, the header, the manifest */
+
+/* @fd's identity; the CRC-32 of its bytes [@cdir_off, +@cdir_size). */
+int ovl_ident_of(int fd, uint64_t cdir_off, uint64_t cdir_size,
+		 struct ovl_ident *id);
+bool ovl_ident_same(const struct ovl_ident *a, const struct ovl_ident *b);
+/* Is directory @dfd (@dir) the user's own and closed to others? */
+int ovl_dir_check(int dfd, const char *dir, struct diag *d);
 /*
- * Read the whole journal of @v (v->jfd open): its records, the header
- * first, into *@recs (fields point into *@buf; free both).  A torn tail
- * (a record cut short or with a bad CRC: the crash came while it was being
- * written) ends the journal and is cut off the file.  0 or -errno.
+ * Open overlay directory @dir without following a link, and check it
+ * (@create: mkdir it 0700 first, *@made says whether this did).  *@out is
+ * the fd, or -1 when it does not exist and !@create.  0 or -errno.
  */
-int jr_load(struct ovl *v, struct jrec **recs, size_t *nrecs,
-	    unsigned char **buf, struct diag *d);
+int ovl_dir_open(const char *dir, bool create, bool *made, int *out,
+		 struct diag *d);
+/* One writable mount per overlay: flock() its directory, or -EBUSY. */
+int ovl_dir_lock(const struct ovl *v, struct diag *d);
+/* False once the overlay directory was removed under the mount. */
+bool ovl_dir_alive(const struct ovl *v);
+/* Header record @r into @id, @jid (OVL_JID_LEN + 1 bytes), @ours. */
+bool jr_head_parse(const struct jrec *r, struct ovl_ident *id, char *jid,
+		   bool *ours);
+/* Data file "<jid>.<i><sfx>" of storage @i. */
+void ovl_data_name(const struct ovl *v, uint32_t i, const char *sfx,
+		   char *buf, size_t size);
+/* Has storage @i a JR_DATA record?  Mark that it has. */
+bool ovl_named(const struct ovl *v, uint32_t i);
+int ovl_name_mark(struct ovl *v, uint32_t i);
+/* Remember JR_TEMP path @p; remove such a file if still ours. */
+int ovl_temp_add(struct ovl *v, const char *p, size_t len);
+void ovl_temp_remove(const char *path);
+/*
+ * Remove what the journal names (data files, their temporaries, write-back
+ * temporaries), then the journal, then the directory if ptfs made it and
+ * it is empty.  Closes the directory.  0 or -errno with @d set.
+ */
+int ovl_forget(struct ovl *v, struct diag *d);
 
 /* A decimal field as a number; false if it is not one. */
 bool jr_num(const struct jrec *r, int i, uint64_t *out);
 
-/* ---- ovl.c's pieces that ovl_view.c uses too ---- */
+/* ---- ovl_store.c: the services everything else uses ---- */
+
+static inline bool ovl_is_dir(const struct ckpt_node *n)
+{
+	return n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ;
+}
+
+/* How much of @s a one-line message shows: its first line, <= 40. */
+int ovl_line_len(const char *s, size_t n);
 
 int ovl_sys_err(struct ovl *v, struct diag *d, int err, const char *what);
 /* Edits allowed now?  0, or -EROFS with @d set. */
@@ -63,8 +155,17 @@ void ovl_notify(struct ovl *v, struct ckpt_storage *s,
 		const struct ckpt_node *except);
 /* The overlay directory and journal exist (made on the first edit). */
 int ovl_ensure_dir(struct ovl *v, struct diag *d);
-/* openat() of data file "<i><sfx>" in the overlay directory. */
-int ovl_data_open(struct ovl *v, uint32_t i, const char *sfx, int flags);
+/*
+ * openat() of data file "<jid>.<i><sfx>"; with O_CREAT, the journal names
+ * it first (JR_DATA).  The fd, or -errno with @d set.
+ */
+int ovl_data_open(struct ovl *v, uint32_t i, const char *sfx, int flags,
+		  struct diag *d);
+/* fsync @fd (data file "<jid>.<i>.tmp", complete) and rename it to
+ * "<jid>.<i>", then fsync the directory.  0 or -errno with @d set. */
+int ovl_data_finish(struct ovl *v, uint32_t i, int fd, struct diag *d);
+/* A storage's first write: copy it into the overlay (once). */
+int ovl_copy_up(struct ovl *v, struct ckpt_storage *s, struct diag *d);
 /* Copy @len bytes at @in_off of @in to @out at 0. */
 int ovl_copy_range(int in, uint64_t in_off, int out, uint64_t len);
 /* Replace all of @t's values by bytes of @src from @src_off, atomically. */
@@ -92,6 +193,12 @@ const char *ovl_label(const struct ckpt_node *n);
 int ovl_parse_shape(const char *s, size_t n, int64_t *shape);
 /* Free a stage (NULL is fine) and clear the pointer. */
 void ovl_stage_free(struct ckpt_stage **pst);
+
+/* ---- ovl.c: the operations ---- */
+
+/* A new file @nm in @dir over new storage @index's data file. */
+int ovl_create_at(struct ovl *v, struct ckpt_node *dir, char *nm,
+		  uint32_t index, struct ckpt_node **out, struct diag *d);
 
 /* ---- the views: ovl_view.c (reading, staging), ovl_view_apply.c ---- */
 

@@ -278,24 +278,17 @@ static int apply_new(struct ovl *v, struct ckpt_node *dir, const char *name,
 	struct ckpt_tensor *t;
 	int fd, rc = p1 ? 0 : diag_nomem(d);
 
-	/* the data file "<index>", whole, before the record naming it */
+	/* the data file "<jid>.<index>" (named in the journal first),
+	   whole, before the record that makes it a tensor */
 	fd = rc ? -1 : ovl_data_open(v, index, ".tmp", O_RDWR | O_CREAT |
-				     O_TRUNC);
+				     O_TRUNC, d);
 	if (!rc && fd < 0)
-		rc = ovl_sys_err(v, d, -errno, "cannot stage a new tensor");
+		rc = fd;
 	if (!rc)
 		rc = copy_data(v, src, h->header_len, h->nbytes, fd, dt,
 			       h->big != ovl_view_big(v), d);
-	if (!rc) {
-		char tmp[32], fin[32];
-
-		snprintf(tmp, sizeof(tmp), "%u.tmp", index);
-		snprintf(fin, sizeof(fin), "%u", index);
-		if (fsync(fd) || renameat(v->dfd, tmp, v->dfd, fin) ||
-		    fsync(v->dfd))
-			rc = ovl_sys_err(v, d, -errno, "cannot stage a new "
-					 "tensor");
-	}
+	if (!rc)
+		rc = ovl_data_finish(v, index, fd, d);
 	if (fd >= 0)
 		close(fd);
 	if (rc)
@@ -500,8 +493,8 @@ int ovl_replay_tensor(struct ovl *v, const struct jrec *r, struct diag *d)
 	if ((r->nf != 6 && r->nf != 8) || !dir || r->len[1] >= sizeof(name) ||
 	    r->len[3] >= sizeof(dtn) || r->len[5] >= sizeof(flags) ||
 	    !jr_num(r, 2, &index) || index > UINT32_MAX)
-		return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s: bad tensor "
-				    "record", v->dir, OVL_JOURNAL);
+		return diag_corrupt(d, DIAG_NO_OFFSET, "%s: bad tensor record",
+				    v->jpath);
 	memcpy(name, r->f[1], r->len[1]);
 	name[r->len[1]] = 0;
 	memcpy(dtn, r->f[3], r->len[3]);
@@ -520,13 +513,13 @@ int ovl_replay_tensor(struct ovl *v, const struct jrec *r, struct diag *d)
 			consumed = ckpt_node_child(cdir, cname);
 		}
 		if (!consumed)
-			return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s: a tensor "
-					    "record consumes a file that is "
-					    "not there", v->dir, OVL_JOURNAL);
+			return diag_corrupt(d, DIAG_NO_OFFSET, "%s: a tensor record "
+					    "consumes a file that is not "
+					    "there", v->jpath);
 	}
 	if (!dt || ndim < 0)
-		return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s: bad tensor "
-				    "record", v->dir, OVL_JOURNAL);
+		return diag_corrupt(d, DIAG_NO_OFFSET, "%s: bad tensor record",
+				    v->jpath);
 	rc = make_tensor(v, (uint32_t)index, dt, ndim, shape, flags, &t, d);
 	return rc ? rc : tensor_put(v, dir, name, NULL, t, consumed, d);
 }

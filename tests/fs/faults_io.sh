@@ -94,9 +94,9 @@ finally:
         print("close: " + e.strerror)
 ' "$MNT/$1" 2>&1
 }
-for case in "journal creation|t0|write .model.pt.ptfs/journal 1 EIO" \
+for case in "journal creation|t0|write .model.pt.ptfs/ptfs.journal 1 EIO" \
 	    "copy-up of a storage|t1|copy .model.pt.ptfs/ 1 EIO
-write .model.pt.ptfs/1 1 EIO"; do
+write .1.tmp 1 EIO"; do
 	L=${case%%|*} rest=${case#*|}
 	t=${rest%%|*} rule=${rest#*|}
 	arm "$rule"

@@ -1,0 +1,407 @@
+/*
+ * ovl_data.c - the data of tensor and value files through the overlay:
+ * size, read, in-place write (copy-up on first write), and rewrites that
+ * are staged (a scratch file or a text buffer) and applied at close().
+ * In-place writes go to the storage's data file directly and are fsync'd
+ * at close().
+ */
+#define _GNU_SOURCE 1	/* fdatasync, O_TMPFILE */
+#include "ovl_int.h"
+#include "util/io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CHUNK	(1u << 20)
+
+uint64_t ovl_size(const struct ovl *v, const struct ckpt_node *n)
+{
+	(void)v;
+	if (n->stage)
+		return n->stage->len;
+	if (n->kind == CKPT_N_TENSOR && n->tensor->fresh)
+		return n->tensor->storage->nbytes;
+	if (n->kind == CKPT_N_TENSOR)
+		return ckpt_tensor_size(n->tensor);
+	if (n->kind == CKPT_N_VALUE && !strcmp(n->type, "bytes"))
+		return n->textlen;
+	return n->text ? n->textlen + 1 : 0;
+}
+
+long long ovl_read(struct ovl *v, struct ckpt_node *n, void *buf,
+		   uint64_t len, uint64_t off, struct diag *d)
+{
+	uint64_t size = ovl_size(v, n);
+	int rc;
+
+	if (off >= size)
+		return 0;
+	if (len > size - off)
+		len = size - off;
+	if (n->stage && n->stage->scratch) {
+		rc = io_pread_full(n->stage->scratch->fd, buf, len, off);
+		return rc ? ovl_sys_err(v, d, rc, "read") : (long long)len;
+	}
+	if (n->stage) {
+		memcpy(buf, n->stage->text + off, len);
+		return len;
+	}
+	if (n->kind == CKPT_N_TENSOR && n->tensor->fresh) {
+		rc = io_pread_full(n->tensor->storage->fd, buf, len, off);
+		return rc ? ovl_sys_err(v, d, rc, "read") : (long long)len;
+	}
+	if (n->kind == CKPT_N_TENSOR)
+		return ckpt_tensor_read(v->c, n->tensor, buf, len, off, d);
+	/* a value: its text and a newline (bytes: none) */
+	if (off + len <= n->textlen) {
+		memcpy(buf, n->text + off, len);
+	} else {
+		memcpy(buf, n->text + off, n->textlen - off);
+		((char *)buf)[n->textlen - off] = '\n';
+	}
+	return len;
+}
+
+void ovl_stage_free(struct ckpt_stage **pst)
+{
+	struct ckpt_stage *st = *pst;
+
+	if (!st)
+		return;
+	if (st->scratch) {
+		close(st->scratch->fd);
+		free(st->scratch);
+	}
+	free(st->text);
+	free(st);
+	*pst = NULL;
+}
+
+/* Start rewriting @n: a scratch file (tensor) or a text buffer (value),
+ * holding the first @keep bytes of what @n holds now. */
+static int stage_start(struct ovl *v, struct ckpt_node *n, uint64_t keep,
+		       struct diag *d)
+{
+	struct ckpt_stage *st = calloc(1, sizeof(*st));
+	uint64_t size = ovl_size(v, n);
+	int rc = 0;
+
+	if (!st)
+		return diag_nomem(d);
+	keep = keep < size ? keep : size;
+	n->stage = st;
+	if (n->kind == CKPT_N_VALUE) {
+		st->cap = OVL_MAX_VALUE;
+		st->text = malloc(st->cap);
+		if (!st->text)
+			rc = diag_nomem(d);
+		else if (keep)
+			rc = ovl_read(v, n, st->text, keep, 0, d) < 0 ? d->err
+								      : 0;
+		st->len = keep;
+		n->stage = rc ? NULL : st;
+		if (rc) {
+			free(st->text);
+			free(st);
+		}
+		return rc;
+	}
+	rc = ovl_ensure_dir(v, d);
+	st->scratch = calloc(1, sizeof(*st->scratch));
+	if (!rc && !st->scratch)
+		rc = diag_nomem(d);
+	if (!rc) {
+		st->scratch->fd = openat(v->dfd, ".", O_TMPFILE | O_RDWR |
+					 O_CLOEXEC, 0600);
+		if (st->scratch->fd < 0)
+			rc = ovl_sys_err(v, d, -errno, "cannot make a scratch file");
+	}
+	n->stage = NULL;	/* read the current contents, not the stage */
+	for (uint64_t pos = 0; pos < keep && !rc; pos += CHUNK) {
+		char *buf = malloc(CHUNK);
+		uint64_t k = keep - pos < CHUNK ? keep - pos : CHUNK;
+		long long got = buf ? ovl_read(v, n, buf, k, pos, d) : -ENOMEM;
+
+		rc = got < 0 ? (int)got : io_pwrite_full(st->scratch->fd, buf, k,
+						      pos);
+		free(buf);
+	}
+	n->stage = st;
+	st->len = keep;
+	if (rc)
+		ovl_stage_free(&n->stage);
+	return rc;
+}
+
+static long long write_stage(struct ovl *v, struct ckpt_node *n,
+			     const void *buf, uint64_t len, uint64_t off,
+			     struct diag *d)
+{
+	struct ckpt_stage *st = n->stage;
+	uint64_t limit = n->kind == CKPT_N_VALUE ? OVL_MAX_VALUE :
+			 ckpt_tensor_size(n->tensor);
+	int rc;
+
+	if (off > limit || len > limit - off)
+		return diag_errno(d, -EFBIG, "%s: %s is %llu bytes; this write "
+				  "goes past that", ovl_label(n),
+				  n->kind == CKPT_N_VALUE ? "a value's text" :
+				  "the tensor", (unsigned long long)limit);
+	if (st->scratch) {
+		rc = io_pwrite_full(st->scratch->fd, buf, len, off);
+		if (rc)
+			return ovl_sys_err(v, d, rc, "write");
+	} else {
+		if (off > st->len)
+			memset(st->text + st->len, 0, off - st->len);
+		memcpy(st->text + off, buf, len);
+	}
+	if (off + len > st->len)
+		st->len = off + len;
+	st->written = true;
+	return len;
+}
+
+long long ovl_write(struct ovl *v, struct ckpt_node *n, const void *buf,
+		    uint64_t len, uint64_t off, struct diag *d)
+{
+	struct ckpt_tensor *t = n->tensor;
+	long long w;
+	int rc = ovl_check_writable(v, d);
+
+	if (rc)
+		return rc;
+	if (n->kind == CKPT_N_VALUE) {
+		if (!ckpt_value_editable(n))
+			return diag_errno(d, -EPERM, "%s: a %s cannot be "
+					  "edited as text", ovl_label(n),
+					  n->type);
+		if (!n->stage && (rc = stage_start(v, n, UINT64_MAX, d)))
+			return rc;
+		return write_stage(v, n, buf, len, off, d);
+	}
+	if (n->kind != CKPT_N_TENSOR)
+		return diag_errno(d, -EPERM, "%s cannot be written",
+				  ovl_label(n));
+	if (n->stage)
+		return write_stage(v, n, buf, len, off, d);
+	if (t->fresh && !t->fixed) {
+		struct ckpt_storage *s = t->storage;
+
+		rc = io_pwrite_full(s->fd, buf, len, off);
+		if (rc)
+			return ovl_sys_err(v, d, rc, "write");
+		if (off + len > s->nbytes) {
+			s->nbytes = off + len;
+			ckpt_tensor_fresh_sync(t);
+		}
+		ovl_notify(v, s, n);	/* its views changed */
+		return len;
+	}
+	if (!t->storage || t->kind == CKPT_T_META || t->kind == CKPT_T_INLINE)
+		return diag_errno(d, -EPERM, "%s has no storage to write",
+				  ovl_label(n));
+	if (off >= ckpt_tensor_size(t) || len > ckpt_tensor_size(t) - off)
+		return diag_errno(d, -EFBIG, "%s: the tensor is %llu bytes; "
+				  "this write goes past that", ovl_label(n),
+				  (unsigned long long)ckpt_tensor_size(t));
+	rc = ovl_copy_up(v, t->storage, d);
+	if (rc)
+		return rc;
+	w = ckpt_tensor_write(v->c, t, buf, len, off, d);
+	if (w > 0)
+		ovl_notify(v, t->storage, n);
+	return w;
+}
+
+int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
+		 struct diag *d)
+{
+	struct ckpt_tensor *t = n->tensor;
+	int rc = ovl_check_writable(v, d);
+
+	if (rc)
+		return rc;
+	if (n->kind == CKPT_N_TENSOR && t->fresh && !t->fixed && !n->stage) {
+		struct ckpt_storage *s = t->storage;
+
+		if (ftruncate(s->fd, size))
+			return ovl_sys_err(v, d, -errno, "truncate");
+		s->nbytes = size;
+		ckpt_tensor_fresh_sync(t);
+		return 0;
+	}
+	if (n->kind == CKPT_N_VALUE && !ckpt_value_editable(n))
+		return diag_errno(d, -EPERM, "%s: a %s cannot be edited as "
+				  "text", ovl_label(n), n->type);
+	if (n->kind != CKPT_N_VALUE && n->kind != CKPT_N_TENSOR)
+		return diag_errno(d, -EPERM, "%s cannot be written",
+				  ovl_label(n));
+	if (!n->stage && size == ovl_size(v, n))
+		return 0;
+	if (n->kind == CKPT_N_TENSOR && (!t->storage ||
+					 t->kind == CKPT_T_META ||
+					 t->kind == CKPT_T_INLINE))
+		return diag_errno(d, -EPERM, "%s has no storage to write",
+				  ovl_label(n));
+	if (size > (n->kind == CKPT_N_VALUE ? OVL_MAX_VALUE :
+		    ckpt_tensor_size(t)))
+		return diag_errno(d, -EFBIG, "%s: cannot grow past its size",
+				  ovl_label(n));
+	if (!n->stage && (rc = stage_start(v, n, size, d)))
+		return rc;
+	if (n->stage->scratch && ftruncate(n->stage->scratch->fd, size))
+		return ovl_sys_err(v, d, -errno, "truncate");
+	if (!n->stage->scratch && size > n->stage->len)
+		memset(n->stage->text + n->stage->len, 0,
+		       size - n->stage->len);
+	n->stage->len = size;
+	return 0;
+}
+
+/* close(): check and apply a replacement being written. */
+/*
+ * A value keeps its python type: code that reads the checkpoint expects
+ * it (an epoch counter that became 8.5 breaks range()).  An int written
+ * into a float is widened; None can become anything and anything None.
+ * 0, or -EINVAL with @d set.  A widened int's journal text goes to @buf.
+ */
+static int same_type(const struct ckpt_node *n, struct ckpt_literal *lit,
+		     char *buf, size_t size, struct diag *d)
+{
+	const char *text = n->stage->text;
+	size_t len = n->stage->len;
+
+	if (!strcmp(n->type, lit->type) || !strcmp(n->type, "NoneType") ||
+	    !strcmp(lit->type, "NoneType"))
+		return 0;
+	if (!strcmp(n->type, "float") && !strcmp(lit->type, "int")) {
+		lit->type = "float";
+		lit->f = (double)lit->i;
+		snprintf(buf, size, "%lld.0", (long long)lit->i);
+		return 0;
+	}
+	return diag_errno(d, -EINVAL, "%s: is %s %s, '%.*s' is %s %s: a change "
+			  "of type is refused; the value stays %s",
+			  ovl_label(n),
+			  strchr("aeiou", n->type[0]) ? "an" : "a",
+			  n->type, ovl_line_len(text, len), text,
+			  strchr("aeiou", lit->type[0]) ? "an" : "a",
+			  lit->type, n->text);
+}
+
+static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
+{
+	struct ckpt_stage *st = n->stage;
+	struct ckpt_literal lit;
+	char *path, widened[32] = "";
+	int rc;
+
+	if (n->kind == CKPT_N_VALUE) {
+		if (ckpt_value_parse(n, st->text, st->len, &lit)) {
+			rc = diag_errno(d, -EINVAL, "%s: '%.*s' is not a python "
+					"literal; the value stays %s",
+					ovl_label(n), ovl_line_len(st->text, st->len),
+					st->text, n->text);
+			ovl_stage_free(&n->stage);
+			return rc;
+		}
+		if ((rc = same_type(n, &lit, widened, sizeof(widened), d))) {
+			ovl_stage_free(&n->stage);
+			return rc;
+		}
+		path = ckpt_node_path(n);
+		if (!path)
+			return diag_nomem(d);
+		{
+			struct jrec r = { .op = JR_VALUE };
+
+			rc = ovl_ensure_dir(v, d);
+			jr_field(&r, path);
+			r.f[r.nf] = widened[0] ? widened : st->text;
+			r.len[r.nf++] = widened[0] ? strlen(widened) : st->len;
+			if (!rc)
+				rc = jr_append(v, &r, d);
+		}
+		free(path);
+		if (!rc)
+			rc = ckpt_value_set(v->c, n, &lit) ? diag_nomem(d) : 0;
+		ovl_stage_free(&n->stage);
+		return rc;
+	}
+	if (st->len != ckpt_tensor_size(n->tensor)) {
+		rc = diag_errno(d, -EINVAL, "%s: new contents are %llu bytes, "
+				"the tensor is %llu; it keeps its old values",
+				ovl_label(n), (unsigned long long)st->len,
+				(unsigned long long)ckpt_tensor_size(n->tensor));
+		ovl_stage_free(&n->stage);
+		return rc;
+	}
+	rc = ovl_replace_contents(v, n->tensor, st->scratch->fd, 0, d);
+	ovl_stage_free(&n->stage);
+	if (!rc)
+		ovl_notify(v, n->tensor->storage, NULL);
+	return rc;
+}
+
+static int sync_storage(struct ovl *v, struct ckpt_storage *s,
+			struct diag *d)
+{
+	if (s && s->fd != v->c->fd && s->fd >= 0 && fdatasync(s->fd))
+		return ovl_sys_err(v, d, -errno, "fsync");
+	return 0;
+}
+
+/*
+ * A replacement is applied at the first close() after a write: not at a
+ * close() before any (a shell's `> file` closes a dup of the new fd
+ * first), and at the latest when the last fd goes (ovl_release()).
+ */
+int ovl_flush(struct ovl *v, struct ckpt_node *n, struct diag *d)
+{
+	if (n->stage)
+		return n->stage->written ? stage_apply(v, n, d) : 0;
+	return ovl_fsync(v, n, d);
+}
+
+int ovl_release(struct ovl *v, struct ckpt_node *n, struct diag *d)
+{
+	return n->stage ? stage_apply(v, n, d) : 0;
+}
+
+int ovl_fsync(struct ovl *v, struct ckpt_node *n, struct diag *d)
+{
+	if (n->kind != CKPT_N_TENSOR || !n->tensor->storage)
+		return 0;
+	return sync_storage(v, n->tensor->storage, d);
+}
+
+long long ovl_write_storage(struct ovl *v, struct ckpt_storage *s,
+			    const void *buf, uint64_t len, uint64_t off,
+			    struct diag *d)
+{
+	int rc = ovl_check_writable(v, d);
+
+	if (rc)
+		return rc;
+	if (off >= s->nbytes || len > s->nbytes - off)
+		return diag_errno(d, -EFBIG, "storage %s is %llu bytes; this "
+				  "write goes past that", s->key,
+				  (unsigned long long)s->nbytes);
+	rc = ovl_copy_up(v, s, d);
+	if (!rc && (rc = io_pwrite_full(s->fd, buf, len, off)))
+		rc = ovl_sys_err(v, d, rc, "write");
+	if (rc)
+		return rc;
+	ovl_notify(v, s, NULL);
+	return len;
+}
+
+int ovl_fsync_storage(struct ovl *v, struct ckpt_storage *s, struct diag *d)
+{
+	return sync_storage(v, s, d);
+}

@@ -1,0 +1,579 @@
+/*
+ * ovl_open.c - taking an overlay (lock, checks, replay of the journal)
+ * and giving it back (write-back, clean-up).  It calls the operations of
+ * ovl.c to replay; nothing below calls it.
+ */
+#define _GNU_SOURCE 1
+#include "ovl_int.h"
+#include "util/io.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+bool ovl_changed(const struct ovl *v)
+{
+	const struct ckpt *c = v->c;
+
+	for (uint32_t i = 0; i < v->nstorages0; i++)
+		if (c->storages[i]->modified)
+			return true;
+	return ckpt_changed(c);
+}
+
+static char *field_str(const struct jrec *r, int i)
+{
+	return i < r->nf ? strndup(r->f[i], r->len[i]) : NULL;
+}
+
+/* Apply journal record @r again (data is already in place). */
+static int replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
+{
+	struct ckpt_node *dir = r->nf ? ovl_resolve(v, r->f[0], r->len[0]) : NULL;
+	struct ckpt_node *out, *ndir;
+	char *name = field_str(r, 1), *nname = NULL;
+	uint64_t idx;
+	int rc;
+
+	if (!dir || (!name && r->op != JR_VALUE && r->op != JR_XATTR &&
+		     r->op != JR_TENSOR)) {
+		free(name);
+		return diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset 0x%llx: a "
+				    "record names '%.*s', which is not there",
+				    v->jpath, (unsigned long long)r->off,
+				    r->nf ? (int)(r->len[0] < 200 ?
+						  r->len[0] : 200) : 0,
+				    r->nf ? r->f[0] : "");
+	}
+	switch (r->op) {
+	case JR_MKDIR:
+		rc = ovl_mkdir(v, dir, name, &out, d);
+		break;
+	case JR_CREATE:
+		nname = arena_strndup(&v->c->arena, name, strlen(name));
+		rc = !jr_num(r, 2, &idx) || idx > UINT32_MAX ||
+		     !ovl_is_dir(dir) || ckpt_node_child(dir, name) ?
+		     diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset 0x%llx: bad "
+				  "create record", v->jpath,
+				  (unsigned long long)r->off) :
+		     !nname ? diag_nomem(d) :
+		     ovl_create_at(v, dir, nname, (uint32_t)idx, &out, d);
+		nname = NULL;	/* the arena's */
+		break;
+	case JR_UNLINK:
+		out = ckpt_node_child(dir, name);
+		rc = out && ovl_is_dir(out) ? ovl_rmdir(v, dir, name, d) :
+		     ovl_unlink(v, dir, name, d);
+		break;
+	case JR_RENAME:
+		ndir = r->nf == 4 ? ovl_resolve(v, r->f[2], r->len[2]) : NULL;
+		nname = field_str(r, 3);
+		rc = ndir && nname ? ovl_rename(v, dir, name, ndir, nname,
+						false, d) :
+		     diag_corrupt(d, DIAG_NO_OFFSET, "bad rename record");
+		break;
+	case JR_VALUE: {
+		struct ckpt_literal lit;
+
+		rc = r->nf != 2 || dir->kind != CKPT_N_VALUE ||
+		     ckpt_value_parse(dir, r->f[1], r->len[1], &lit) ?
+		     diag_corrupt(d, DIAG_NO_OFFSET, "bad value record") :
+		     ckpt_value_set(v->c, dir, &lit);
+		break;
+	}
+	case JR_TENSOR:
+		rc = ovl_replay_tensor(v, r, d);
+		break;
+	case JR_XATTR:
+		nname = field_str(r, 1);
+		rc = r->nf != 3 || !nname ? diag_corrupt(d, DIAG_NO_OFFSET,
+							 "bad xattr record") :
+		     ovl_setxattr(v, dir, nname, r->f[2], r->len[2], d);
+		break;
+	default:
+		rc = diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset 0x%llx: "
+				  "unknown record '%c'", v->jpath,
+				  (unsigned long long)r->off, r->op);
+	}
+	free(name);
+	free(nname);
+	return rc;
+}
+
+
+/* One line for the user (the first one wins), printf-style. */
+__attribute__((format(printf, 2, 3)))
+static void note(struct ovl *v, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (v->note)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&v->note, fmt, ap) < 0)
+		v->note = NULL;
+	va_end(ap);
+}
+
+/* Close the overlay's fds: it is not used (read-only mounts, discard). */
+static void drop_dir(struct ovl *v)
+{
+	if (v->jfd >= 0)
+		close(v->jfd);
+	if (v->dfd >= 0)
+		close(v->dfd);
+	v->jfd = v->dfd = -1;
+	if (v->named)
+		memset(v->named, 0, v->nnamed);
+}
+
+/*
+ * What a read-only mount does with an overlay it cannot or must not use:
+ * mount the checkpoint as it is on disk and say so in one line (it never
+ * changes the overlay, and never trusts one that is not the caller's).
+ */
+static int ro_ignore(struct ovl *v, struct diag *d)
+{
+	char line[512];
+
+	note(v, "%s: staged edits not shown (%s); this read-only mount shows "
+	     "the checkpoint as it is on disk", v->dir,
+	     diag_line(d, line, sizeof(line)));
+	diag_init(d, d->path);
+	drop_dir(v);
+	return 0;
+}
+
+/* Is the file written back (JR_COMMIT @k) the checkpoint we opened? */
+static bool commit_is(const struct jrec *k, const struct ovl_ident *id)
+{
+	uint64_t x[5];
+
+	for (int i = 0; i < 5; i++)
+		if (!jr_num(k, i, &x[i]))
+			return false;
+	return x[0] == id->dev && x[1] == id->ino && x[2] == id->size &&
+	       x[3] == (uint64_t)id->mtime_s && x[4] == (uint64_t)id->mtime_ns;
+}
+
+/* Storages copied up earlier: the named data files of original storages. */
+static int attach_copies(struct ovl *v, struct diag *d)
+{
+	struct ckpt *c = v->c;
+
+	for (uint32_t i = 0; i < v->nstorages0 && i < v->nnamed; i++) {
+		struct ckpt_storage *s = c->storages[i];
+		struct stat st;
+		char name[64];
+		int fd;
+
+		if (!v->named[i])
+			continue;
+		ovl_data_name(v, i, "", name, sizeof(name));
+		fd = openat(v->dfd, name, (v->readonly ? O_RDONLY : O_RDWR) |
+			    O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT)
+			continue;	/* its copy-up never finished */
+		if (fd < 0 || fstat(fd, &st))
+			return ovl_sys_err(v, d, -errno,
+					   "cannot open staged data");
+		if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != s->nbytes) {
+			close(fd);
+			return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s has %llu "
+					    "bytes, storage %s needs %llu",
+					    v->dir, name,
+					    (unsigned long long)st.st_size,
+					    s->key,
+					    (unsigned long long)s->nbytes);
+		}
+		if (s->fd != c->fd && s->fd >= 0)
+			close(s->fd);
+		s->fd = fd;
+		s->data_off = 0;
+		s->modified = true;
+	}
+	return 0;
+}
+
+/* Leftovers of a killed copy-up or write-back, all named in the journal. */
+static void remove_leftovers(struct ovl *v)
+{
+	char name[64];
+
+	for (uint32_t i = 0; i < v->nnamed; i++) {
+		if (!v->named[i])
+			continue;
+		ovl_data_name(v, i, ".tmp", name, sizeof(name));
+		(void)unlinkat(v->dfd, name, 0);
+	}
+	for (size_t i = 0; i < v->ntemps; i++)
+		ovl_temp_remove(v->temps[i]);
+}
+
+/*
+ * Read the journal by streaming: the header decides whether its edits are
+ * this checkpoint's (replayed one record at a time) or not (then only the
+ * manifest and the last JR_COMMIT are kept).
+ */
+static int load(struct ovl *v, bool discard, struct diag *d)
+{
+	struct jr_reader rd;
+	struct jrec r;
+	struct stat st;
+	struct ovl_ident hid;
+	bool mine = false, ours, matched = false;
+	int rc;
+
+	v->jfd = openat(v->dfd, OVL_JOURNAL, (v->readonly ? O_RDONLY : O_RDWR) |
+			O_NOFOLLOW | O_CLOEXEC);
+	if (v->jfd < 0 && errno == ENOENT)
+		return 0;	/* nothing staged yet */
+	if (v->jfd < 0)
+		return diag_errno(d, -errno, "%s: %s", v->jpath,
+				  strerror(errno));
+	if (fstat(v->jfd, &st))
+		return diag_errno(d, -errno, "%s: %s", v->jpath,
+				  strerror(errno));
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid())
+		return diag_errno(d, -EPERM, "%s: not a regular file of yours; "
+				  "ptfs will not read it", v->jpath);
+	jr_reader_init(&rd, v->jfd, st.st_size);
+	rc = jr_next(&rd, &r, v->jpath, d);
+	if (rc == 0) {
+		/* made, then the crash came before its header was on disk:
+		   nothing was staged after it */
+		jr_reader_release(&rd);
+		close(v->jfd);
+		v->jfd = -1;
+		if (!v->readonly)
+			(void)unlinkat(v->dfd, OVL_JOURNAL, 0);
+		return 0;
+	}
+	if (rc < 0)
+		goto out;
+	if (!jr_head_parse(&r, &hid, v->jid, &ours)) {
+		rc = diag_corrupt(d, DIAG_NO_OFFSET, "%s: not a ptfs journal "
+				  "(or one of another version); ptfs will not "
+				  "use or remove it: move it away, or choose "
+				  "another overlay with -o overlay=DIR",
+				  v->jpath);
+		goto out;
+	}
+	v->dir_ours = ours || v->default_dir;
+	mine = !discard && ovl_ident_same(&hid, &v->id);
+	v->replaying = mine;
+	while ((rc = jr_next(&rd, &r, v->jpath, d)) > 0) {
+		uint64_t i;
+
+		rc = 0;
+		if (r.op == JR_DATA) {
+			if (r.nf != 1 || !jr_num(&r, 0, &i) || i >= UINT32_MAX)
+				rc = diag_corrupt(d, DIAG_NO_OFFSET,
+						  "%s: offset 0x%llx: bad data "
+						  "record", v->jpath,
+						  (unsigned long long)r.off);
+			else if (ovl_name_mark(v, (uint32_t)i))
+				rc = diag_nomem(d);
+		} else if (r.op == JR_TEMP) {
+			if (r.nf != 1 || !r.len[0] || r.len[0] >= PATH_MAX ||
+			    r.f[0][0] != '/' || memchr(r.f[0], 0, r.len[0]))
+				rc = diag_corrupt(d, DIAG_NO_OFFSET,
+						  "%s: offset 0x%llx: bad "
+						  "temporary record", v->jpath,
+						  (unsigned long long)r.off);
+			else if (ovl_temp_add(v, r.f[0], r.len[0]))
+				rc = diag_nomem(d);
+		} else if (r.op == JR_COMMIT) {
+			matched = commit_is(&r, &v->id);
+		} else if (r.op == JR_HEAD) {
+			rc = diag_corrupt(d, DIAG_NO_OFFSET,
+					  "%s: offset 0x%llx: a second header",
+					  v->jpath, (unsigned long long)r.off);
+		} else if (mine) {
+			rc = replay_one(v, &r, d);
+			v->resumed++;
+		}
+		if (rc)
+			break;
+	}
+	v->replaying = false;
+	if (rc < 0)
+		goto out;
+	rc = 0;
+	v->jend = rd.pos;
+	v->jseq = rd.seq;
+	/* a torn tail is cut only by a writable mount, and only here */
+	if (rd.torn && !v->readonly && ftruncate(v->jfd, rd.pos)) {
+		rc = diag_errno(d, -errno, "%s: cannot cut off a torn record: "
+				"%s", v->jpath, strerror(errno));
+		goto out;
+	}
+	if (mine)
+		goto out;
+	if (v->readonly) {
+		rc = diag_errno(d, -ESTALE, "it holds edits for another "
+				"version of %s", v->path);
+	} else if (discard || matched) {
+		/* dropped on request, or written back before a crash */
+		rc = ovl_forget(v, d);
+	} else {
+		rc = diag_errno(d, -ESTALE, "%s holds edits for another "
+				"version of this file (it was replaced, "
+				"rewritten or touched since they were staged); "
+				"mount with -o discard to drop them", v->dir);
+	}
+out:
+	v->replaying = false;
+	jr_reader_release(&rd);
+	return rc;
+}
+
+int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
+	     struct ovl **out, struct diag *d)
+{
+	struct ovl *v = calloc(1, sizeof(*v));
+	bool zip = c->format == CKPT_ZIP || c->format == CKPT_TORCHSCRIPT;
+	int rc = 0;
+
+	*out = NULL;
+	if (!v)
+		return diag_nomem(d);
+	v->c = c;
+	v->dfd = v->jfd = -1;
+	v->readonly = o->readonly;
+	v->nstorages0 = c->nstorages;
+	v->path = realpath(path, NULL);
+	if (!v->path || fstat(c->fd, &v->base)) {
+		rc = diag_errno(d, -errno, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	rc = ovl_ident_of(c->fd, zip ? c->zip.cdir_off : 0,
+			  zip ? c->zip.cdir_size : 0, &v->id);
+	if (rc) {
+		rc = diag_errno(d, rc, "%s: %s", path, strerror(-rc));
+		goto fail;
+	}
+	v->default_dir = !o->dir;
+	v->dir = o->dir ? strdup(o->dir) : io_beside(v->path, ".ptfs");
+	if (!v->dir || asprintf(&v->jpath, "%s/%s", v->dir, OVL_JOURNAL) < 0) {
+		v->jpath = NULL;
+		rc = diag_nomem(d);
+		goto fail;
+	}
+	if (!v->readonly && flock(c->fd, LOCK_EX | LOCK_NB)) {
+		rc = diag_errno(d, errno == EWOULDBLOCK ? -EBUSY : -errno,
+				"%s is mounted writable by another ptfs",
+				v->path);
+		goto fail;
+	}
+	if (v->readonly && o->discard) {
+		rc = diag_errno(d, -EINVAL, "-o discard needs a writable "
+				"mount: a read-only one never changes the "
+				"overlay");
+		goto fail;
+	}
+	rc = ovl_dir_open(v->dir, false, NULL, &v->dfd, d);
+	if (!rc && v->dfd >= 0 && !v->readonly)
+		rc = ovl_dir_lock(v, d);
+	if (!rc && v->dfd >= 0)
+		rc = load(v, o->discard, d);
+	if (!rc && v->dfd >= 0)
+		rc = attach_copies(v, d);
+	if (rc && v->readonly && (rc == -EPERM || rc == -EACCES ||
+				  rc == -ESTALE)) {
+		/* undo what a replay did: open the checkpoint afresh */
+		if (v->resumed) {
+			note(v, "%s: cannot use it", v->dir);
+			goto fail;
+		}
+		rc = ro_ignore(v, d);
+	}
+	if (rc)
+		goto fail;
+	if (v->dfd >= 0 && !v->readonly)
+		remove_leftovers(v);
+	if (v->resumed && !v->note)
+		note(v, "resumed %llu staged edit%s from %s (ptfs umount "
+		     "writes them back; mount with -o discard to drop them)",
+		     (unsigned long long)v->resumed, v->resumed == 1 ? "" : "s",
+		     v->dir);
+	*out = v;
+	return 0;
+fail:
+	ovl_close(v);
+	return rc;
+}
+
+void ovl_close(struct ovl *v)
+{
+	if (!v)
+		return;
+	for (uint32_t i = 0; i < v->c->nstorages; i++) {
+		struct ckpt_storage *s = v->c->storages[i];
+
+		if (s->fd != v->c->fd && s->fd >= 0)
+			close(s->fd);
+		s->fd = v->c->fd;
+	}
+	for (uint32_t i = 0; i < v->c->nnodes; i++) {
+		ovl_stage_free(&v->c->nodes[i]->stage);
+		ovl_stage_free(&v->c->nodes[i]->vstage);
+	}
+	if (v->jfd >= 0)
+		close(v->jfd);
+	if (v->dfd >= 0)
+		close(v->dfd);
+	for (size_t i = 0; i < v->ntemps; i++)
+		free(v->temps[i]);
+	free(v->temps);
+	free(v->named);
+	free(v->note);
+	free(v->path);
+	free(v->dir);
+	free(v->jpath);
+	free(v);
+}
+
+/* Every new tensor must fit its dtype and shape before anything is written. */
+static int check_fresh(const struct ovl *v, struct diag *d)
+{
+	const struct ckpt *c = v->c;
+
+	for (uint32_t i = 0; i < c->nnodes; i++) {
+		const struct ckpt_node *n = c->nodes[i];
+		char *path;
+
+		if (n->dead || n->kind != CKPT_N_TENSOR || !n->tensor->fresh ||
+		    !ckpt_tensor_fresh_fits(n->tensor))
+			continue;
+		path = ckpt_node_path(n);
+		diag_errno(d, -EINVAL, "new tensor %s: its %llu bytes do not "
+			   "make a %s tensor of shape user.shape; fix them, or "
+			   "remove the file", path ? path : n->name,
+			   (unsigned long long)n->tensor->storage->nbytes,
+			   n->tensor->dtype->name);
+		free(path);
+		return d->err;
+	}
+	return 0;
+}
+
+/*
+ * Is the checkpoint still what was mounted?  The fd the mount reads must
+ * hold the same bytes (its ctime may change: a rename over the path
+ * unlinks it, and that is no change of its data); with @target, the file
+ * at the path must be that same file, unchanged in every respect.
+ */
+static int still_same(struct ovl *v, bool target, struct diag *d)
+{
+	bool zip = v->c->format == CKPT_ZIP ||
+		   v->c->format == CKPT_TORCHSCRIPT;
+	uint64_t off = zip ? v->c->zip.cdir_off : 0;
+	uint64_t size = zip ? v->c->zip.cdir_size : 0;
+	struct ovl_ident now;
+	int fd, rc = ovl_ident_of(v->c->fd, off, size, &now);
+
+	if (!rc) {
+		now.ctime_s = v->id.ctime_s;
+		now.ctime_ns = v->id.ctime_ns;
+	}
+	if (!rc && ovl_ident_same(&now, &v->id) && target) {
+		fd = open(v->path, O_RDONLY | O_CLOEXEC);
+		rc = fd < 0 ? -errno : ovl_ident_of(fd, off, size, &now);
+		if (fd >= 0)
+			close(fd);
+	}
+	if (rc == -ENOMEM)
+		return diag_nomem(d);
+	if (!rc && ovl_ident_same(&now, &v->id))
+		return 0;
+	return diag_errno(d, -ESTALE, "changed since it was mounted (another "
+			  "program replaced or rewrote it): nothing written, "
+			  "edits kept in %s; mount again with -o discard to "
+			  "drop them, or -o output=FILE to write elsewhere",
+			  v->dir);
+}
+
+/*
+ * ckpt_save()'s hook: before anything is read, journal the temporary
+ * file's name (the next mount removes it if the write-back is killed) and
+ * check the checkpoint; just before the rename, check it again and
+ * journal where the new file is going (JR_COMMIT).
+ */
+static int save_check(void *arg, int stage, const char *tmp,
+		      const struct stat *st, struct diag *d)
+{
+	struct ovl *v = arg;
+	bool target = !v->output;
+	char num[5][24];
+	struct jrec k = { .op = JR_COMMIT, .nf = 5 };
+	int rc = still_same(v, target, d);
+
+	if (rc)
+		return rc;
+	if (stage == CKPT_SAVE_START) {
+		struct jrec w = { .op = JR_TEMP };
+
+		rc = ovl_ensure_dir(v, d);
+		jr_field(&w, tmp);
+		return rc ? rc : jr_append(v, &w, d);
+	}
+	if (!target)
+		return 0;
+	snprintf(num[0], 24, "%llu", (unsigned long long)st->st_dev);
+	snprintf(num[1], 24, "%llu", (unsigned long long)st->st_ino);
+	snprintf(num[2], 24, "%llu", (unsigned long long)st->st_size);
+	snprintf(num[3], 24, "%lld", (long long)st->st_mtim.tv_sec);
+	snprintf(num[4], 24, "%ld", (long)st->st_mtim.tv_nsec);
+	for (int i = 0; i < 5; i++) {
+		k.f[i] = num[i];
+		k.len[i] = strlen(num[i]);
+	}
+	return jr_append(v, &k, d);
+}
+
+int ovl_commit(struct ovl *v, const char *output, struct diag *d)
+{
+	int rc = v->committed ? 0 : ovl_check_writable(v, d);
+
+	if (rc)
+		return rc;
+	if (v->committed)
+		return 1;
+	if (!ovl_changed(v)) {
+		/* temporary files came and went: nothing to keep either */
+		if (v->dfd >= 0)
+			(void)ovl_forget(v, d);
+		diag_init(d, d->path);
+		return 1;
+	}
+	rc = check_fresh(v, d);
+	if (!rc) {
+		struct ckpt_write_opts o = {
+			.progress = v->progress, .progress_arg = v->arg,
+			.tmp_tag = v->jid, .check = save_check,
+			.check_arg = v,
+		};
+
+		v->output = output;
+		/* the temporary's tag is the journal's id */
+		rc = ovl_ensure_dir(v, d);
+		if (!rc)
+			rc = ckpt_save(v->c, output ? output : v->path, &o,
+				       &v->base, NULL, NULL, d);
+		v->output = NULL;
+	}
+	if (rc)
+		return rc;
+	v->committed = true;
+	(void)ovl_forget(v, d);	/* best effort: the edits are written */
+	diag_init(d, d->path);
+	return 0;
+}
