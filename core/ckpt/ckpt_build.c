@@ -168,6 +168,7 @@ static int strided(struct ckpt_build *b, const struct pkl_value *args,
 		   uint64_t off, struct ckpt_tensor **out)
 {
 	const struct pkl_value *pid = arg(args, 0);
+	const struct ckpt_dtype *dt;
 	struct ckpt_storage *s;
 	struct ckpt_tensor *t;
 	uint64_t voff;
@@ -177,7 +178,7 @@ static int strided(struct ckpt_build *b, const struct pkl_value *args,
 	if (!pid || pid->kind != PKL_PERSID)
 		return diag_corrupt(b->d, off, "tensor without a storage "
 				    "persistent id");
-	rc = ckpt_storage_ref(b, pid, &s, &voff);
+	rc = ckpt_storage_ref(b, pid, &dt, &s, &voff);
 	if (rc)
 		return rc;
 	if (!as_int(arg(args, 1), &soff) || soff < 0)
@@ -187,7 +188,7 @@ static int strided(struct ckpt_build *b, const struct pkl_value *args,
 		return rc;
 	t->kind = CKPT_T_STRIDED;
 	t->storage = s;
-	t->dtype = s->dtype;
+	t->dtype = dt;
 	t->device = s->location;
 	t->offset = (uint64_t)soff + voff;
 	s->ntensors++;
@@ -489,11 +490,12 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 	}
 	if (v->kind == PKL_PERSID) {
 		/* a storage saved on its own: its bytes as a 1-d tensor */
+		const struct ckpt_dtype *dt;
 		struct ckpt_storage *s;
 		struct ckpt_tensor *t;
 		uint64_t voff;
 
-		rc = ckpt_storage_ref(b, v, &s, &voff);
+		rc = ckpt_storage_ref(b, v, &dt, &s, &voff);
 		if (rc)
 			return rc;
 		t = ckpt_tensor_new(b, 1);
@@ -501,7 +503,7 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 			return diag_nomem(b->d);
 		t->kind = CKPT_T_STORAGE;
 		t->storage = s;
-		t->dtype = s->dtype;
+		t->dtype = dt;
 		t->device = s->location;
 		t->offset = voff;
 		t->shape[0] = s->numel - voff;

@@ -145,8 +145,14 @@ int ckpt_storage_add(struct ckpt_build *b, const char *key,
 		     const struct ckpt_dtype *dt, const char *loc,
 		     uint64_t numel, uint64_t off, struct ckpt_storage **out);
 
-/* ckpt_build.c: storage of a persistent id (registered on first use). */
+/*
+ * ckpt_storage.c: storage of a persistent id (registered on first use),
+ * and in *@dt the element type this reference gives it: the storage's
+ * own, except for an empty storage, which torch lets every reference
+ * view with its own dtype (nothing can disagree in 0 bytes).
+ */
 int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
+		     const struct ckpt_dtype **dt,
 		     struct ckpt_storage **out, uint64_t *view_off);
 
 /* ckpt_build.c: the storage called @key, or NULL. */
