@@ -527,6 +527,21 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 	return 0;
 }
 
+const struct pkl_value *ckpt_module_class(const struct pkl_value *v)
+{
+	const struct pkl_value *t, *cls;
+	const char *tag;
+
+	if (!v || v->kind != PKL_PERSID)
+		return NULL;
+	t = v->u.call.args;
+	tag = as_str(arg(t, 0));
+	cls = arg(t, 1);
+	if (!tag || strcmp(tag, "module") || !cls || cls->kind != PKL_GLOBAL)
+		return NULL;
+	return cls;
+}
+
 bool ckpt_is_tensor_value(const struct pkl_value *v)
 {
 	const char *tag;

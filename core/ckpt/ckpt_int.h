@@ -158,6 +158,13 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 /* ckpt_build.c: the storage called @key, or NULL. */
 struct ckpt_storage *ckpt_storage_find(struct ckpt_build *b, const char *key);
 
+/*
+ * ckpt_build.c: the class GLOBAL of a legacy ('module', cls, file, source)
+ * persistent id (torch-format.md 7: how torch < 1.6 pickled the class of
+ * an nn.Module), NULL when @v is not one.
+ */
+const struct pkl_value *ckpt_module_class(const struct pkl_value *v);
+
 /* ckpt_build.c: is @v a tensor (rebuild call or persistent id)? */
 bool ckpt_is_tensor_value(const struct pkl_value *v);
 

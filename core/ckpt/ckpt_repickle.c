@@ -102,10 +102,21 @@ static int hook_persid(struct pkl_emit *e, const struct pkl_value *pid,
 {
 	struct wb *w = wbp;
 	const struct pkl_value *t = pid->u.call.args;
-	struct ckpt_storage *s = pid_storage(w->c, t);
+	struct ckpt_storage *s;
 	size_t n = pkl_len(t);
 	int rc;
 
+	/*
+	 * A legacy module's class: torch.load of a zip knows only storage
+	 * ids, and torch.save of a zip pickles a class by reference, so the
+	 * class GLOBAL goes in its place (its source text is dropped, as a
+	 * zip has no place for it).
+	 */
+	if (ckpt_module_class(pid)) {
+		rc = pkl_emit_value(e, ckpt_module_class(pid));
+		return rc ? rc : 1;
+	}
+	s = pid_storage(w->c, t);
 	if (!s || (n != 5 && n != 6) || (n == 6 && pid_view(t) < 0))
 		return diag_unsupported(w->d, pid->off, "cannot rewrite this "
 					"persistent id");

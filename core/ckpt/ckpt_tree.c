@@ -506,6 +506,9 @@ static int call(struct ckpt_build *b, const struct pkl_value *v, int depth,
 				  text ? strlen(text) : 0, out);
 	}
 generic:
+	/* a legacy whole-module pickle: NEWOBJ of ('module', cls, ...) */
+	if (ckpt_module_class(f))
+		f = ckpt_module_class(f);
 	if (f && f->kind == PKL_GLOBAL)
 		return object(b, v, f->u.global.name, depth, out);
 	return opaque(b, v, out);

@@ -527,7 +527,7 @@ static int persid(struct pkl_emit *e, const struct pkl_value *v)
 
 	if (rc < 0)
 		return fail(e, rc);
-	return pkl_emit_op(e, OP_BINPERSID);
+	return rc ? e->err : pkl_emit_op(e, OP_BINPERSID);
 }
 
 /*
