@@ -37,6 +37,11 @@ struct ckpt_build {
 	int (*persid)(struct ckpt_build *b, const struct pkl_value *pid,
 		      struct ckpt_tensor **out);
 	void *persid_arg;
+	/* the LINK nodes by target id, made on the first ckpt_node_drop()
+	   of a container (arena) */
+	struct ckpt_node **links;
+	uint32_t nlinks;
+	bool links_made;
 };
 
 /* Small accessors over pickle values: item @i of a tuple, a str, an int. */

@@ -687,6 +687,17 @@ void ckpt_dir_remove(struct ckpt_node *dir, struct ckpt_node *n)
 	dir->nlive--;
 }
 
+int ckpt_dir_restore(struct ckpt *c, struct ckpt_node *dir,
+		     struct ckpt_node *n)
+{
+	if (2 * (dir->nlive + 1) > dir->hash_mask + 1 && hash_grow(c, dir))
+		return -ENOMEM;
+	dir->kids[n->index] = n;
+	dir->nlive++;
+	*slot(dir, n->name) = n;
+	return 0;
+}
+
 void ckpt_dir_rename(struct ckpt_node *dir, struct ckpt_node *n,
 		     char *name)
 {
