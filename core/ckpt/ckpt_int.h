@@ -170,6 +170,13 @@ struct ckpt_storage *ckpt_storage_find(struct ckpt_build *b, const char *key);
  */
 const struct pkl_value *ckpt_module_class(const struct pkl_value *v);
 
+/*
+ * ckpt_zipdir.c: when the zip's members include checkpoints (a zip of
+ * them, not one), -ENOTSUP with @d naming the file and those members;
+ * else 0 (the caller reports what is wrong).
+ */
+int ckpt_zip_of_checkpoints(struct ckpt *c, struct diag *d);
+
 /* ckpt_build.c: is @v a tensor (rebuild call or persistent id)? */
 bool ckpt_is_tensor_value(const struct pkl_value *v);
 
