@@ -149,8 +149,9 @@ long ptfs_xattrs(const struct ptfs *fs, fuse_ino_t ino, char *buf,
 	if (ptfs_ino_get(fs, ino, &i))
 		return -ENOENT;
 	if (i.kind == PTFS_NODE || i.kind == PTFS_ROOT) {
-		/* a bare-tensor root is a directory; its entry has them */
-		if (i.node->kind == CKPT_N_TENSOR && i.kind == PTFS_NODE)
+		/* a bare-tensor root is a directory; its entry has them.
+		   A wrapper subclass is a directory with a tensor too */
+		if (i.node->tensor && i.kind == PTFS_NODE)
 			tensor_xattrs(fs, i.node->tensor, &x);
 		if (i.kind == PTFS_NODE || fs->c->root->kind == CKPT_N_DIR ||
 		    fs->c->root->kind == CKPT_N_SEQ)

@@ -177,6 +177,14 @@ const struct pkl_value *ckpt_module_class(const struct pkl_value *v);
  */
 int ckpt_zip_of_checkpoints(struct ckpt *c, struct diag *d);
 
+/*
+ * ckpt_build.c: the state dict of a wrapper subclass,
+ * _rebuild_from_type_v2(_rebuild_wrapper_subclass, cls, args, state),
+ * which holds its real tensors; NULL when @v is not one (or its state is
+ * not a dict: then it is a tensor without data, shown as a file).
+ */
+const struct pkl_value *ckpt_wrapper_state(const struct pkl_value *v);
+
 /* ckpt_build.c: is @v a tensor (rebuild call or persistent id)? */
 bool ckpt_is_tensor_value(const struct pkl_value *v);
 

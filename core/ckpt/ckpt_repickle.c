@@ -555,6 +555,36 @@ static int emit_call_dir(struct wb *w, const struct ckpt_node *dir)
 	return rc ? rc : pkl_emit_op(w->e, PKL_OP_BUILD);
 }
 
+/*
+ * An edited wrapper subclass: _rebuild_from_type_v2(func, cls, args,
+ * state) with the state dict written from its attribute children (the
+ * call's own args hold it; there is no BUILD).
+ */
+static int emit_wrapper_dir(struct wb *w, const struct ckpt_node *dir)
+{
+	const struct pkl_value *v = dir->val, *a = v->u.call.args;
+	const struct pkl_value *st = pkl_item(a, 3);
+	int rc = pkl_emit_value(w->e, v->u.call.func);
+
+	if (!rc)
+		rc = pkl_emit_mark(w->e);
+	for (size_t i = 0; i < 3 && !rc; i++)
+		rc = pkl_emit_value(w->e, pkl_item(a, i));
+	if (!rc)
+		rc = pkl_emit_op(w->e, PKL_OP_EMPTY_DICT);
+	if (!rc)
+		rc = pkl_emit_memo_put(w->e, st->id);
+	if (!rc)
+		rc = emit_items(w, dir, CKPT_S_ATTR, true);
+	if (!rc)
+		rc = pkl_emit_op(w->e, PKL_OP_TUPLE);
+	if (!rc)
+		rc = pkl_emit_memo_put(w->e, a->id);
+	if (!rc)
+		rc = pkl_emit_op(w->e, PKL_OP_REDUCE);
+	return rc ? rc : pkl_emit_memo_put(w->e, v->id);
+}
+
 /* An edited or new directory, from its children. */
 static int emit_dir(struct wb *w, const struct ckpt_node *dir)
 {
@@ -591,6 +621,8 @@ static int emit_dir(struct wb *w, const struct ckpt_node *dir)
 			rc = pkl_emit_op(w->e, PKL_OP_REDUCE);
 		return rc ? rc : pkl_emit_memo_put(w->e, v->id);
 	case PKL_CALL:
+		if (dir->tensor)
+			return emit_wrapper_dir(w, dir);
 		return emit_call_dir(w, dir);
 	default:
 		return diag_unsupported(w->d, v->off, "cannot rewrite %s",
