@@ -964,6 +964,7 @@ static void remove_common(fuse_req_t req, fuse_ino_t parent,
 			  const char *name, bool dir)
 {
 	struct ptfs *fs = fs_of(req);
+	struct ckpt_node *gone = NULL;
 	struct diag d;
 	int rc;
 
@@ -975,9 +976,15 @@ static void remove_common(fuse_req_t req, fuse_ino_t parent,
 	if (!rc && is_view_name(dir_node(fs, parent), name))
 		rc = diag_errno(&d, -EPERM, "%s is a view: remove the tensor "
 				"itself", name);
+	if (!rc && dir)
+		gone = ckpt_node_child(dir_node(fs, parent), name);
 	if (!rc)
 		rc = dir ? ovl_rmdir(fs->ovl, dir_node(fs, parent), name, &d) :
 		     ovl_unlink(fs->ovl, dir_node(fs, parent), name, &d);
+	/* a shared directory lives on where a link to it was (the symlink
+	   the kernel has cached under that name is a directory now) */
+	if (!rc && gone && !gone->dead && gone->parent)
+		inval_entry(fs, ptfs_ino_of(fs, gone->parent), gone->name);
 	ptfs_texts_drop(fs);
 	unlock(fs);
 	inval_wait(fs);
