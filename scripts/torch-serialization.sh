@@ -66,9 +66,14 @@ fetch() {
 	d=$W/src-$want
 	mkdir -p "$d"
 	if [ ! -f "$d/test_serialization.py" ]; then
-		(cd "$d" && apt-get -q source --download-only "pytorch=$SRCVER" \
-			>"$d/fetch.log" 2>&1) ||
-			{ echo "apt-get source failed: $(tail -n 1 "$d/fetch.log")" >&2; return 1; }
+		# the mirror may lack the Debian part (404): the upstream
+		# tarball holds the test file (then without Debian's patches)
+		if ! (cd "$d" && apt-get -q source --download-only \
+			"pytorch=$SRCVER" >"$d/fetch.log" 2>&1); then
+			ls "$d"/pytorch_*.orig.tar.xz >/dev/null 2>&1 ||
+				{ echo "apt-get source failed: $(tail -n 1 "$d/fetch.log")" >&2; return 1; }
+			echo "# apt-get source: $(grep -m 1 '^E: Failed to fetch' "$d/fetch.log" | sed 's/.*\///') : the upstream file, without Debian's patches" >"$d/note"
+		fi
 		tar -xJf "$d"/pytorch_*.orig.tar.xz -C "$d" --wildcards \
 			'*/test/test_serialization.py' 2>>"$d/fetch.log" ||
 			{ echo "no test/test_serialization.py in the tarball" >&2; return 1; }
@@ -76,6 +81,7 @@ fetch() {
 		rm -f "$d"/pytorch_*.tar.xz
 	fi
 	echo "# torch $want: test_serialization.py from Debian's pytorch $SRCVER ($note)"
+	cat "$d/note" 2>/dev/null
 }
 
 # serve ROOT FIFO: the host half of ptfs_hook.py's via_host(): each
@@ -115,6 +121,7 @@ run_one() {
 		cat >"$R/expecttest.py" <<'EOF'
 # stand-in for expecttest (not installed): what common_utils needs
 import unittest
+ACCEPT = False
 class TestCase(unittest.TestCase):
     def assertExpectedInline(self, actual, expect, skip=0):
         self.assertEqual(actual, expect)

@@ -63,11 +63,16 @@ def eq(a, b, where, seen):
         eq(a.__dict__, b.__dict__, where + '.__dict__', seen)
         return
     if isinstance(a, dict):
-        if list(a.keys()) != list(b.keys()):
+        # keys may be tensors (an optimizer's state): compared as values,
+        # in order
+        if len(a) != len(b):
             raise Diff('%s: keys %s != %s' % (where, list(a)[:8],
                                               list(b)[:8]))
-        for k in a:
-            eq(a[k], b[k], '%s[%r]' % (where, k), seen)
+        for i, ((ka, va), (kb, vb)) in enumerate(zip(a.items(),
+                                                     b.items())):
+            eq(ka, kb, '%s.keys()[%d]' % (where, i), seen)
+            eq(va, vb, '%s[%r]' % (where, ka if isinstance(
+                ka, (str, int)) else i), seen)
         return
     if isinstance(a, (list, tuple)):
         if len(a) != len(b):
@@ -104,7 +109,8 @@ def sharing(a, b):
         out[id(x)] = (x, [path])
         if isinstance(x, dict):
             for k, v in x.items():
-                walk(v, path + (k,), out, depth + 1)
+                if isinstance(k, (str, int)):
+                    walk(v, path + (k,), out, depth + 1)
         elif isinstance(x, (list, tuple)):
             for i, v in enumerate(x):
                 walk(v, path + (i,), out, depth + 1)
