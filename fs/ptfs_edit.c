@@ -166,6 +166,7 @@ static void remove_common(fuse_req_t req, fuse_ino_t parent,
 			  const char *name, bool dir)
 {
 	struct ptfs *fs = ptfs_fs(req);
+	struct ckpt_node *gone = NULL;
 	struct diag d;
 	int rc;
 
@@ -181,9 +182,15 @@ static void remove_common(fuse_req_t req, fuse_ino_t parent,
 		struct ckpt_node *dn = dir_node(fs, parent);
 
 		name = real_name(dn, name);
+		if (dir)
+			gone = ckpt_node_child(dn, name);
 		rc = dir ? ovl_rmdir(fs->ovl, dn, name, &d) :
 		     ovl_unlink(fs->ovl, dn, name, &d);
 	}
+	/* a shared directory lives on where a link to it was (the symlink
+	   the kernel has cached under that name is a directory now) */
+	if (!rc && gone && !gone->dead && gone->parent)
+		ptfs_inval_entry(fs, ptfs_ino_of(fs, gone->parent), gone->name);
 	ptfs_texts_drop(fs);
 	ptfs_unlock(fs);
 	ptfs_inval_wait(fs);

@@ -160,8 +160,9 @@ int ptfs_xattr_each(const struct ptfs *fs, fuse_ino_t ino,
 	if (ptfs_ino_get(fs, ino, &i))
 		return -ENOENT;
 	if (i.kind == PTFS_NODE || i.kind == PTFS_ROOT) {
-		/* a bare-tensor root is a directory; its entry has them */
-		if (i.node->kind == CKPT_N_TENSOR && i.kind == PTFS_NODE)
+		/* a bare-tensor root is a directory; its entry has them.
+		   A wrapper subclass is a directory with a tensor too */
+		if (i.node->tensor && i.kind == PTFS_NODE)
 			tensor_xattrs(fs, i.node->tensor, &x);
 		if (i.kind == PTFS_NODE || ptfs_node_is_dir(fs->c->root))
 			put(&x, "user.type", i.node->type);

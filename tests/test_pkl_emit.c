@@ -792,16 +792,50 @@ Test(pkl_hooks, value_hook_replaces_a_dict)
 
 /* ---- hostile graphs ---- */
 
-Test(pkl_emit, refuses_cyclic_tuple)
+/*
+ * A cycle through a tuple or a call (torch 1.13's OneCycleLR state holds
+ * a bound method of the scheduler, getattr(sched, name), inside the
+ * scheduler's own state): pickle writes the value again inside itself and
+ * drops the outer copy with POP (POP_MARK) + BINGET.  The inputs are
+ * CPython's pickle.dumps(..., protocol=2) of the objects named.
+ */
+Test(pkl_emit, writes_cycles_as_pickle_does)
 {
-	/* t = (l,) with l = [t]: the tuple is reached again inside itself */
-	expect_emit_fail(LIT("\x80\x02]q\x00h\x00\x85q\x01" "a0h\x01."), 7,
-			 "cyclic tuple");
-	/* c = F(l) with l = [c] */
-	expect_emit_fail(LIT("\x80\x02" "c__main__\nF\n]q\x00\x85Rq\x01"
-			     "h\x00h\x01" "a0h\x01."), 18, "cyclic call");
-	/* but a list reaching itself through a tuple is fine */
+	struct pkl_doc *a, *b;
+	unsigned char *out;
+	size_t nout;
+	struct diag d;
+
+	/* t = (l,) with l = [t] */
+	roundtrip_identical(LIT("\x80\x02]q\x00h\x00\x85q\x01" "a0h\x01."));
+	/* t = (l, 1, 2, 3) with l = [t] */
+	roundtrip_identical(LIT("\x80\x02(]q\x00(h\x00K\x01K\x02K\x03tq\x01"
+				"aK\x01K\x02K\x03" "1h\x01."));
+	/* a list reaching itself through a tuple */
 	roundtrip_identical(LIT("\x80\x02]q\x00h\x00\x85q\x01" "a."));
+	/*
+	 * c = F(l) with l = [c] (F.__reduce__ gives (F, (l,))): pickle's
+	 * outer copy had a tuple of its own, ours shares the parsed one, so
+	 * the bytes differ; the object graph must not
+	 */
+	a = parse_ok(LIT("\x80\x02" "c__main__\nF\nq\x00]q\x01h\x00h\x01"
+			 "\x85q\x02Rq\x03" "a\x85q\x04R0h\x03."));
+	cr_assert_eq(emit_doc(a, NULL, &out, &nout, &d), 0, "%s", d.msg);
+	b = parse_ok(out, nout);
+	assert_isomorphic(a, b);
+	cr_assert_eq(b->root->kind, PKL_CALL);
+	cr_assert_eq(pkl_item(pkl_item(b->root->u.call.args, 0), 0), b->root);
+	pkl_doc_free(a);
+	pkl_doc_free(b);
+	free(out);
+	assert_no_leaks();
+}
+
+/* a set holding itself: no pickler writes that (it would recurse) */
+Test(pkl_emit, refuses_cycle_no_pickler_writes)
+{
+	expect_emit_fail(LIT("\x80\x04\x8f\x94(h\x00\x90."), 2,
+			 "cyclic set that no pickler writes");
 	assert_no_leaks();
 }
 

@@ -206,14 +206,35 @@ Test(pkl_malformed, refuses_stack_past_limit)
 	assert_no_leaks();
 }
 
+/* one value memoized over and over: PKL_MAX_MEMO plus its one node */
 Test(pkl_malformed, refuses_memo_past_limit)
 {
 	struct bytes b = { 0 };
 
 	add(&b, "N", 1);
-	add_rep(&b, "\x94", PKL_MAX_MEMO + 1);
+	add_rep(&b, "\x94", PKL_MAX_MEMO + 2);
 	add(&b, ".", 1);
-	expect_corrupt(b.p, b.n, 1 + PKL_MAX_MEMO, "PKL_MAX_MEMO");
+	expect_corrupt(b.p, b.n, 2 + PKL_MAX_MEMO, "PKL_MAX_MEMO");
+	free(b.p);
+	assert_no_leaks();
+}
+
+/*
+ * torch memoizes about 8 entries per tensor: 530,000 tensors need more
+ * than PKL_MAX_MEMO, and each entry comes with a value of its own.
+ */
+Test(pkl_malformed, memo_grows_with_the_values)
+{
+	struct bytes b = { 0 };
+	struct pkl_doc *doc = NULL;
+	struct diag d;
+
+	diag_init(&d, "test");
+	add_rep(&b, "]\x94" "0", PKL_MAX_MEMO + 1000);
+	add(&b, "N.", 2);
+	cr_assert_eq(pkl_parse(b.p, b.n, 0, &doc, &d), 0, "%s", d.msg);
+	cr_assert_eq(doc->root->kind, PKL_NONE);
+	pkl_doc_free(doc);
 	free(b.p);
 	assert_no_leaks();
 }

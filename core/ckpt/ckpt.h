@@ -397,6 +397,24 @@ void ckpt_dir_rename(struct ckpt_node *dir, struct ckpt_node *n,
 void ckpt_dir_swap(struct ckpt_node *dir, struct ckpt_node *old,
 		   struct ckpt_node *n);
 
+/*
+ * @n leaves @dir for good (unlink, rmdir): out of the directory, marked
+ * dead.  A container that links show elsewhere too ({'a': s, 'b': s}
+ * shows a/ and b -> a) lives on while a link does: the first live link
+ * gives it its place, and the children that removals inside it took out
+ * (an rm -r empties a directory before its rmdir; each child removed and
+ * not moved elsewhere) come back, so the names that remain keep the
+ * object as it was.  Returns the node that now shows @n, or NULL.
+ * Allocates only once per checkpoint (the link index): NULL on ENOMEM
+ * too, and then @n is simply removed.
+ */
+struct ckpt_node *ckpt_node_drop(struct ckpt *c, struct ckpt_node *dir,
+				 struct ckpt_node *n);
+
+/* Put @n, a child removed from @dir, back in its slot: 0 or -ENOMEM. */
+int ckpt_dir_restore(struct ckpt *c, struct ckpt_node *dir,
+		     struct ckpt_node *n);
+
 /* How a new child of @dir is reached: key, attribute or index. */
 int ckpt_dir_step(const struct ckpt_node *dir);
 

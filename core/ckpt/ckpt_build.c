@@ -51,7 +51,7 @@ static const struct pkl_value *int_seq(const struct pkl_value *v)
 
 enum rebuild {
 	R_NONE, R_V1, R_V2, R_V3, R_QTENSOR, R_PARAM, R_PARAM_STATE,
-	R_FROM_TYPE, R_META, R_DEV_CPU, R_PARAM_CLASS, R_DEV_NUMPY,
+	R_FROM_TYPE, R_META, R_DEV_CPU, R_PARAM_CLASS, R_DEV_NUMPY, R_WRAPPER,
 };
 
 static enum rebuild rebuild_kind(const struct pkl_value *f)
@@ -69,6 +69,7 @@ static enum rebuild rebuild_kind(const struct pkl_value *f)
 		{ "_rebuild_meta_tensor_no_storage", R_META },
 		{ "_rebuild_device_tensor_from_cpu_tensor", R_DEV_CPU },
 		{ "_rebuild_device_tensor_from_numpy", R_DEV_NUMPY },
+		{ "_rebuild_wrapper_subclass", R_WRAPPER },
 	};
 
 	if (!f || f->kind != PKL_GLOBAL)
@@ -168,6 +169,7 @@ static int strided(struct ckpt_build *b, const struct pkl_value *args,
 		   uint64_t off, struct ckpt_tensor **out)
 {
 	const struct pkl_value *pid = arg(args, 0);
+	const struct ckpt_dtype *dt;
 	struct ckpt_storage *s;
 	struct ckpt_tensor *t;
 	uint64_t voff;
@@ -177,7 +179,7 @@ static int strided(struct ckpt_build *b, const struct pkl_value *args,
 	if (!pid || pid->kind != PKL_PERSID)
 		return diag_corrupt(b->d, off, "tensor without a storage "
 				    "persistent id");
-	rc = ckpt_storage_ref(b, pid, &s, &voff);
+	rc = ckpt_storage_ref(b, pid, &dt, &s, &voff);
 	if (rc)
 		return rc;
 	if (!as_int(arg(args, 1), &soff) || soff < 0)
@@ -187,7 +189,7 @@ static int strided(struct ckpt_build *b, const struct pkl_value *args,
 		return rc;
 	t->kind = CKPT_T_STRIDED;
 	t->storage = s;
-	t->dtype = s->dtype;
+	t->dtype = dt;
 	t->device = s->location;
 	t->offset = (uint64_t)soff + voff;
 	s->ntensors++;
@@ -345,6 +347,59 @@ static int numpy_tensor(struct ckpt_build *b, const struct pkl_value *args,
 	return 0;
 }
 
+/* torch.device('cuda', 0) as "cuda:0" (arena); NULL if @v is not one. */
+static const char *device_text(struct ckpt_build *b, const struct pkl_value *v)
+{
+	const char *type;
+	int64_t idx;
+	char buf[48];
+
+	if (!is_func(v, "torch", "device") ||
+	    !(type = as_str(arg(v->u.call.args, 0))))
+		return NULL;
+	if (!as_int(arg(v->u.call.args, 1), &idx))
+		return type;
+	snprintf(buf, sizeof(buf), "%.24s:%lld", type, (long long)idx);
+	return arena_strndup(&b->c->arena, buf, strlen(buf));
+}
+
+/*
+ * _rebuild_wrapper_subclass(cls, dtype, size, stride, storage_offset,
+ * layout, device, requires_grad) (torch 2.x: TwoTensor, DTensor, torchao's
+ * quantized tensors, jagged nested tensors): a tensor with no data of its
+ * own, whose real tensors are attributes in the state that
+ * _rebuild_from_type_v2 sets on it.  Modelled as a meta tensor (nothing to
+ * read) with the device it was saved on.
+ */
+static int wrapper_tensor(struct ckpt_build *b, const struct pkl_value *args,
+			  uint64_t off, struct ckpt_tensor **out)
+{
+	const struct pkl_value *cls = arg(args, 0);
+	struct ckpt_tensor *t;
+	int64_t soff = 0, flag = 0;
+	int rc;
+
+	rc = set_view(b, arg(args, 2), arg(args, 3), off, &t);
+	if (rc)
+		return rc;
+	t->kind = CKPT_T_META;
+	t->dtype = dtype_global(arg(args, 1));
+	if (!t->dtype)
+		return diag_unsupported(b->d, off, "unknown tensor dtype");
+	if (!as_int(arg(args, 4), &soff) || soff < 0)
+		return diag_corrupt(b->d, off, "bad tensor storage offset");
+	t->offset = (uint64_t)soff;
+	t->device = device_text(b, arg(args, 6));
+	if (!t->device)
+		t->device = "cpu";
+	as_int(arg(args, 7), &flag);
+	t->requires_grad = flag;
+	if (cls && cls->kind == PKL_GLOBAL)
+		t->cls = class_name(b, cls);
+	*out = t;
+	return 0;
+}
+
 static int rebuild(struct ckpt_build *b, enum rebuild r,
 		   const struct pkl_value *args, uint64_t off,
 		   struct ckpt_tensor **out)
@@ -457,6 +512,11 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 	}
 	case R_DEV_NUMPY:
 		return numpy_tensor(b, args, off, out);	/* checked there */
+	case R_WRAPPER:
+		rc = wrapper_tensor(b, args, off, &t);
+		if (rc)
+			return rc;
+		break;
 	case R_NONE:
 		return diag_unsupported(b->d, off, "not a tensor");
 	}
@@ -489,11 +549,12 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 	}
 	if (v->kind == PKL_PERSID) {
 		/* a storage saved on its own: its bytes as a 1-d tensor */
+		const struct ckpt_dtype *dt;
 		struct ckpt_storage *s;
 		struct ckpt_tensor *t;
 		uint64_t voff;
 
-		rc = ckpt_storage_ref(b, v, &s, &voff);
+		rc = ckpt_storage_ref(b, v, &dt, &s, &voff);
 		if (rc)
 			return rc;
 		t = ckpt_tensor_new(b, 1);
@@ -501,7 +562,7 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 			return diag_nomem(b->d);
 		t->kind = CKPT_T_STORAGE;
 		t->storage = s;
-		t->dtype = s->dtype;
+		t->dtype = dt;
 		t->device = s->location;
 		t->offset = voff;
 		t->shape[0] = s->numel - voff;
@@ -523,6 +584,34 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 		return rc;
 	b->memo[v->id] = *out;
 	return 0;
+}
+
+const struct pkl_value *ckpt_module_class(const struct pkl_value *v)
+{
+	const struct pkl_value *t, *cls;
+	const char *tag;
+
+	if (!v || v->kind != PKL_PERSID)
+		return NULL;
+	t = v->u.call.args;
+	tag = as_str(arg(t, 0));
+	cls = arg(t, 1);
+	if (!tag || strcmp(tag, "module") || !cls || cls->kind != PKL_GLOBAL)
+		return NULL;
+	return cls;
+}
+
+const struct pkl_value *ckpt_wrapper_state(const struct pkl_value *v)
+{
+	const struct pkl_value *a, *st;
+
+	if (!is_func(v, "torch._tensor", "_rebuild_from_type_v2"))
+		return NULL;
+	a = v->u.call.args;
+	if (rebuild_kind(arg(a, 0)) != R_WRAPPER)
+		return NULL;
+	st = arg(a, 3);
+	return st && st->kind == PKL_DICT ? st : NULL;
 }
 
 bool ckpt_is_tensor_value(const struct pkl_value *v)

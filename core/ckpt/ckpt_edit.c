@@ -293,3 +293,122 @@ int ckpt_value_set(struct ckpt *c, struct ckpt_node *n,
 	n->edited = true;
 	return 0;
 }
+
+/* ---- shared containers (ckpt_node_drop) ---- */
+
+static int link_cmp(const void *a, const void *b)
+{
+	const struct ckpt_node *x = *(struct ckpt_node *const *)a;
+	const struct ckpt_node *y = *(struct ckpt_node *const *)b;
+
+	if (x->target->id != y->target->id)
+		return x->target->id < y->target->id ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The link index: every LINK node, sorted by target, then by id. */
+static int links_make(struct ckpt *c)
+{
+	struct ckpt_build *b = c->b;
+	uint32_t n = 0;
+
+	if (b->links_made)
+		return 0;
+	for (uint32_t i = 0; i < c->nnodes; i++)
+		n += c->nodes[i]->kind == CKPT_N_LINK;
+	b->links = arena_alloc(&c->arena, (n ? n : 1) * sizeof(*b->links));
+	if (!b->links)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->nnodes; i++)
+		if (c->nodes[i]->kind == CKPT_N_LINK)
+			b->links[b->nlinks++] = c->nodes[i];
+	qsort(b->links, b->nlinks, sizeof(*b->links), link_cmp);
+	b->links_made = true;
+	return 0;
+}
+
+/* Is @n in the tree: not dead, nor any directory above it? */
+static bool node_live(const struct ckpt *c, const struct ckpt_node *n)
+{
+	for (int depth = 0; n && depth <= CKPT_MAX_DEPTH + 8; depth++) {
+		if (n->dead)
+			return false;
+		if (n == c->root)
+			return true;
+		n = n->parent;
+	}
+	return false;
+}
+
+/* The first live link to @n, or NULL. */
+static struct ckpt_node *live_link(struct ckpt *c, const struct ckpt_node *n)
+{
+	struct ckpt_build *b = c->b;
+	uint32_t lo = 0, hi = b->nlinks;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (b->links[mid]->target->id < n->id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < b->nlinks && b->links[lo]->target == n; lo++)
+		if (node_live(c, b->links[lo]))
+			return b->links[lo];
+	return NULL;
+}
+
+/* Is @p @top or inside it, through live directories? */
+static bool under(const struct ckpt_node *p, const struct ckpt_node *top)
+{
+	for (int depth = 0; p && depth <= CKPT_MAX_DEPTH + 8; depth++) {
+		if (p == top)
+			return true;
+		if (p->dead)
+			return false;
+		p = p->parent;
+	}
+	return false;
+}
+
+/*
+ * Bring back what removals took out of @top's subtree: dead nodes still
+ * parented there whose slot is empty and whose name is free.  Nodes are
+ * made parents first (ckpt_tree.c builds a container before its
+ * children), so one pass in id order restores a directory before its
+ * children are considered.
+ */
+static void restore_subtree(struct ckpt *c, struct ckpt_node *top)
+{
+	for (uint32_t i = top->id + 1; i < c->nnodes; i++) {
+		struct ckpt_node *m = c->nodes[i], *p = m->parent;
+
+		if (!m->dead || m->fresh || !p || p != m->home ||
+		    m->index >= p->nkids || p->kids[m->index] ||
+		    strcmp(m->name, m->home_name) || !under(p, top) ||
+		    ckpt_node_child(p, m->name))
+			continue;
+		if (ckpt_dir_restore(c, p, m))
+			return;	/* ENOMEM: the rest stays removed */
+		m->dead = false;
+	}
+}
+
+struct ckpt_node *ckpt_node_drop(struct ckpt *c, struct ckpt_node *dir,
+				 struct ckpt_node *n)
+{
+	struct ckpt_node *l;
+
+	ckpt_dir_remove(dir, n);
+	n->dead = true;
+	if ((n->kind != CKPT_N_DIR && n->kind != CKPT_N_SEQ) || n->fresh ||
+	    !c->b || links_make(c) || !(l = live_link(c, n)))
+		return NULL;
+	ckpt_dir_swap(l->parent, l, n);
+	l->dead = true;
+	n->dead = false;
+	restore_subtree(c, n);
+	return n;
+}

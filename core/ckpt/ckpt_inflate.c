@@ -107,8 +107,13 @@ bool ckpt_storage_crc(const struct ckpt_storage *s, uint32_t *crc)
 	if (!s->rec)
 		return false;
 	if (s->rec->method == PTZ_STORED) {
+		/*
+		 * torch 2.x with set_crc32_options(False) writes 0 for
+		 * every CRC: unknown, so the writer computes it (a real
+		 * CRC of 0 is merely computed again).
+		 */
 		*crc = s->rec->crc32;
-		return true;
+		return *crc || !s->rec->usize;
 	}
 	if (!__atomic_load_n(&s->zdone, __ATOMIC_ACQUIRE))
 		return false;

@@ -37,6 +37,11 @@ struct ckpt_build {
 	int (*persid)(struct ckpt_build *b, const struct pkl_value *pid,
 		      struct ckpt_tensor **out);
 	void *persid_arg;
+	/* the LINK nodes by target id, made on the first ckpt_node_drop()
+	   of a container (arena) */
+	struct ckpt_node **links;
+	uint32_t nlinks;
+	bool links_made;
 };
 
 /* Small accessors over pickle values: item @i of a tuple, a str, an int. */
@@ -145,12 +150,40 @@ int ckpt_storage_add(struct ckpt_build *b, const char *key,
 		     const struct ckpt_dtype *dt, const char *loc,
 		     uint64_t numel, uint64_t off, struct ckpt_storage **out);
 
-/* ckpt_build.c: storage of a persistent id (registered on first use). */
+/*
+ * ckpt_storage.c: storage of a persistent id (registered on first use),
+ * and in *@dt the element type this reference gives it: the storage's
+ * own, except for an empty storage, which torch lets every reference
+ * view with its own dtype (nothing can disagree in 0 bytes).
+ */
 int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
+		     const struct ckpt_dtype **dt,
 		     struct ckpt_storage **out, uint64_t *view_off);
 
 /* ckpt_build.c: the storage called @key, or NULL. */
 struct ckpt_storage *ckpt_storage_find(struct ckpt_build *b, const char *key);
+
+/*
+ * ckpt_build.c: the class GLOBAL of a legacy ('module', cls, file, source)
+ * persistent id (torch-format.md 7: how torch < 1.6 pickled the class of
+ * an nn.Module), NULL when @v is not one.
+ */
+const struct pkl_value *ckpt_module_class(const struct pkl_value *v);
+
+/*
+ * ckpt_zipdir.c: when the zip's members include checkpoints (a zip of
+ * them, not one), -ENOTSUP with @d naming the file and those members;
+ * else 0 (the caller reports what is wrong).
+ */
+int ckpt_zip_of_checkpoints(struct ckpt *c, struct diag *d);
+
+/*
+ * ckpt_build.c: the state dict of a wrapper subclass,
+ * _rebuild_from_type_v2(_rebuild_wrapper_subclass, cls, args, state),
+ * which holds its real tensors; NULL when @v is not one (or its state is
+ * not a dict: then it is a tensor without data, shown as a file).
+ */
+const struct pkl_value *ckpt_wrapper_state(const struct pkl_value *v);
 
 /* ckpt_build.c: is @v a tensor (rebuild call or persistent id)? */
 bool ckpt_is_tensor_value(const struct pkl_value *v);

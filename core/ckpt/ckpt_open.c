@@ -98,6 +98,12 @@ static int zip_records(struct ckpt *c, struct diag *d)
 	if (z->nentries == 0)
 		return diag_corrupt(d, z->cdir_off, "zip archive without "
 				    "records, not a checkpoint");
+	/* a Stable-Baselines3 model and the like: checkpoints inside */
+	if ((!z->prefix || (!ptz_find_rel(z, "data.pkl") &&
+			    !ptz_find_rel(z, "constants.pkl") &&
+			    !ptz_find_rel(z, "model.json"))) &&
+	    (rc = ckpt_zip_of_checkpoints(c, d)))
+		return rc;
 	if (!z->prefix)
 		return diag_corrupt(d, z->entries[0].header_off, "record '%s' "
 				    "is not in a folder (torch needs one top "

@@ -103,10 +103,21 @@ static int hook_persid(struct pkl_emit *e, const struct pkl_value *pid,
 {
 	struct wb *w = wbp;
 	const struct pkl_value *t = pid->u.call.args;
-	struct ckpt_storage *s = pid_storage(w->c, t);
+	struct ckpt_storage *s;
 	size_t n = pkl_len(t);
 	int rc;
 
+	/*
+	 * A legacy module's class: torch.load of a zip knows only storage
+	 * ids, and torch.save of a zip pickles a class by reference, so the
+	 * class GLOBAL goes in its place (its source text is dropped, as a
+	 * zip has no place for it).
+	 */
+	if (ckpt_module_class(pid)) {
+		rc = pkl_emit_value(e, ckpt_module_class(pid));
+		return rc ? rc : 1;
+	}
+	s = pid_storage(w->c, t);
 	if (!s || (n != 5 && n != 6) || (n == 6 && pid_view(t) < 0))
 		return diag_unsupported(w->d, pid->off, "cannot rewrite this "
 					"persistent id");
@@ -373,17 +384,20 @@ static int emit_key(struct wb *w, const struct ckpt_node *k)
 	return rc;
 }
 
-/* MARK k v k v ... SETITEMS for the children reached by @step. */
-static int emit_items(struct wb *w, const struct ckpt_node *dir, int step,
-		      bool pairs)
+/*
+ * MARK k v k v ... SETITEMS for the children reached by @step whose slot
+ * in @dir is in [@lo, @hi).
+ */
+static int emit_items_in(struct wb *w, const struct ckpt_node *dir, int step,
+			 bool pairs, uint32_t lo, uint32_t hi)
 {
-	uint32_t in_batch = 0;
+	uint32_t in_batch = 0, end = hi < dir->nkids ? hi : dir->nkids;
 	int rc = 0;
 
-	for (uint32_t i = 0; i <= dir->nkids && !rc; i++) {
-		struct ckpt_node *k = i < dir->nkids ? dir->kids[i] : NULL;
+	for (uint32_t i = lo; i <= end && !rc; i++) {
+		struct ckpt_node *k = i < end ? dir->kids[i] : NULL;
 
-		if (i < dir->nkids && (!k || k->step != step))
+		if (i < end && (!k || k->step != step))
 			continue;
 		if (in_batch && (!k || in_batch == BATCH)) {
 			rc = pkl_emit_op(w->e, pairs ? PKL_OP_SETITEMS : PKL_OP_APPENDS);
@@ -401,6 +415,13 @@ static int emit_items(struct wb *w, const struct ckpt_node *dir, int step,
 	return rc;
 }
 
+/* MARK k v k v ... SETITEMS for all the children reached by @step. */
+static int emit_items(struct wb *w, const struct ckpt_node *dir, int step,
+		      bool pairs)
+{
+	return emit_items_in(w, dir, step, pairs, 0, UINT32_MAX);
+}
+
 /* A tuple or list of the children in slot order. */
 static int emit_seq_items(struct wb *w, const struct ckpt_node *dir)
 {
@@ -412,15 +433,77 @@ static int emit_seq_items(struct wb *w, const struct ckpt_node *dir)
 	return rc ? rc : pkl_emit_op(w->e, PKL_OP_TUPLE);
 }
 
+/*
+ * One half of a (dict, slots) state: the attribute children in slots
+ * [@lo, @hi), plus those added since the open when @fresh; None when the
+ * original half @v was None and nothing is in it now.
+ */
+static int emit_state_half(struct wb *w, const struct ckpt_node *dir,
+			   const struct pkl_value *v, uint32_t lo,
+			   uint32_t hi, bool fresh)
+{
+	bool any = false;
+	int rc;
+
+	for (uint32_t i = lo; i < dir->nkids && !any; i++) {
+		if (i >= hi && !(fresh && i >= dir->norig))
+			continue;
+		any = dir->kids[i] && dir->kids[i]->step == CKPT_S_ATTR;
+	}
+	if ((!v || v->kind != PKL_DICT) && !any)
+		return pkl_emit_op(w->e, PKL_OP_NONE);
+	rc = pkl_emit_op(w->e, PKL_OP_EMPTY_DICT);
+	if (!rc)
+		rc = pkl_emit_memo_put(w->e, v && v->kind == PKL_DICT ? v->id :
+				       2 * SYNTH_KEY + dir->id);
+	if (!rc)
+		rc = emit_items_in(w, dir, CKPT_S_ATTR, true, lo, hi);
+	if (!rc && fresh && dir->norig < dir->nkids)
+		rc = emit_items_in(w, dir, CKPT_S_ATTR, true, dir->norig,
+				   UINT32_MAX);
+	return rc;
+}
+
+/*
+ * The (dict, slots) state of a class with __slots__ (copyreg's
+ * _reduce_ex and object.__reduce_ex__(2) give it; either half may be
+ * None): the tree built the attributes of the dict half first, then the
+ * slots, so a child's slot in @dir says which half it belongs to.  New
+ * attributes go to the dict half, or to the slots when there is no dict.
+ */
+static int emit_slots_state(struct wb *w, const struct ckpt_node *dir,
+			    const struct pkl_value *st)
+{
+	const struct pkl_value *d0 = pkl_item(st, 0), *d1 = pkl_item(st, 1);
+	uint32_t n0 = d0->kind == PKL_DICT ? (uint32_t)pkl_len(d0) : 0;
+	uint32_t n1 = d1->kind == PKL_DICT ? (uint32_t)pkl_len(d1) : 0;
+	bool in0 = d0->kind == PKL_DICT;
+	int rc;
+
+	rc = emit_state_half(w, dir, d0, 0, n0, in0);
+	if (!rc)
+		rc = emit_state_half(w, dir, d1, n0, n0 + n1, !in0);
+	if (!rc)
+		rc = pkl_emit_op(w->e, PKL_OP_TUPLE2);
+	if (!rc)
+		rc = pkl_emit_memo_put(w->e, st->id);
+	return rc ? rc : pkl_emit_op(w->e, PKL_OP_BUILD);
+}
+
 /* BUILD's state of an object, from its attribute children. */
 static int emit_state(struct wb *w, const struct ckpt_node *dir,
 		      const struct pkl_value *st)
 {
 	int rc;
 
+	/* the tree shows only these two forms as directories (object()) */
+	if (st && st->kind == PKL_TUPLE && pkl_len(st) == 2)
+		return emit_slots_state(w, dir, st);
 	if (st && st->kind != PKL_DICT)
 		return diag_unsupported(w->d, st->off, "cannot rewrite the "
-					"state of %s", dir->name);
+					"state of '%s', a %s: it is a %s, "
+					"not a dict", dir->name, dir->type,
+					pkl_kind_name(st->kind));
 	rc = pkl_emit_op(w->e, PKL_OP_EMPTY_DICT);
 	if (!rc && st)
 		rc = pkl_emit_memo_put(w->e, st->id);
@@ -482,6 +565,36 @@ static int emit_call_dir(struct wb *w, const struct ckpt_node *dir)
 	return rc ? rc : pkl_emit_op(w->e, PKL_OP_BUILD);
 }
 
+/*
+ * An edited wrapper subclass: _rebuild_from_type_v2(func, cls, args,
+ * state) with the state dict written from its attribute children (the
+ * call's own args hold it; there is no BUILD).
+ */
+static int emit_wrapper_dir(struct wb *w, const struct ckpt_node *dir)
+{
+	const struct pkl_value *v = dir->val, *a = v->u.call.args;
+	const struct pkl_value *st = pkl_item(a, 3);
+	int rc = pkl_emit_value(w->e, v->u.call.func);
+
+	if (!rc)
+		rc = pkl_emit_mark(w->e);
+	for (size_t i = 0; i < 3 && !rc; i++)
+		rc = pkl_emit_value(w->e, pkl_item(a, i));
+	if (!rc)
+		rc = pkl_emit_op(w->e, PKL_OP_EMPTY_DICT);
+	if (!rc)
+		rc = pkl_emit_memo_put(w->e, st->id);
+	if (!rc)
+		rc = emit_items(w, dir, CKPT_S_ATTR, true);
+	if (!rc)
+		rc = pkl_emit_op(w->e, PKL_OP_TUPLE);
+	if (!rc)
+		rc = pkl_emit_memo_put(w->e, a->id);
+	if (!rc)
+		rc = pkl_emit_op(w->e, PKL_OP_REDUCE);
+	return rc ? rc : pkl_emit_memo_put(w->e, v->id);
+}
+
 /* An edited or new directory, from its children. */
 static int emit_dir(struct wb *w, const struct ckpt_node *dir)
 {
@@ -518,6 +631,8 @@ static int emit_dir(struct wb *w, const struct ckpt_node *dir)
 			rc = pkl_emit_op(w->e, PKL_OP_REDUCE);
 		return rc ? rc : pkl_emit_memo_put(w->e, v->id);
 	case PKL_CALL:
+		if (dir->tensor)
+			return emit_wrapper_dir(w, dir);
 		return emit_call_dir(w, dir);
 	default:
 		return diag_unsupported(w->d, v->off, "cannot rewrite %s",

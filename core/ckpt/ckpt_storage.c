@@ -133,6 +133,7 @@ static int storage_new(struct ckpt_build *b, struct ckpt_storage **slot,
 }
 
 int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
+		     const struct ckpt_dtype **dtp,
 		     struct ckpt_storage **out, uint64_t *view_off)
 {
 	const struct pkl_value *t = pid->u.call.args, *cls, *view;
@@ -187,7 +188,14 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 		return diag_nomem(b->d);
 	s = *slot;
 	if (s) {
-		if (s->dtype != dt || s->untyped != untyped)
+		/*
+		 * torch checks dtypes only for storages with data
+		 * (data_ptr() != 0): an empty one may be viewed as
+		 * float32 by one tensor and int64 by another, and its
+		 * references keep their own classes at write-back.
+		 */
+		if ((s->dtype != dt || s->untyped != untyped) &&
+		    (s->numel || numel))
 			return diag_corrupt(b->d, off, "storage '%s' used as "
 					    "%s and as %s", key, s->dtype->name,
 					    dt->name);
@@ -216,6 +224,7 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 					    "storage '%s'", key);
 		*view_off = voff;
 	}
+	*dtp = dt;
 	*out = s;
 	return 0;
 }

@@ -506,9 +506,44 @@ static int call(struct ckpt_build *b, const struct pkl_value *v, int depth,
 				  text ? strlen(text) : 0, out);
 	}
 generic:
+	/* a legacy whole-module pickle: NEWOBJ of ('module', cls, ...) */
+	if (ckpt_module_class(f))
+		f = ckpt_module_class(f);
 	if (f && f->kind == PKL_GLOBAL)
 		return object(b, v, f->u.global.name, depth, out);
 	return opaque(b, v, out);
+}
+
+/*
+ * A wrapper subclass (TwoTensor, DTensor, ...): a directory of its python
+ * attributes, the inner tensors among them, that carries the outer
+ * tensor's metadata (node->tensor, no data of its own) for the xattrs.
+ */
+static int wrapper(struct ckpt_build *b, const struct pkl_value *v,
+		   const struct pkl_value *st, int depth,
+		   struct ckpt_node **out)
+{
+	struct ckpt_tensor *t;
+	struct kids k = { 0 };
+	int rc = ckpt_tensor_value(b, v, &t);
+
+	if (rc)
+		return rc;
+	rc = container(b, v, CKPT_N_DIR, t->cls ? t->cls : "Tensor", out);
+	if (rc || (*out)->kind == CKPT_N_LINK)
+		return rc;
+	(*out)->tensor = t;
+	t->state = NULL;	/* the attributes are the children here */
+	if (!t->shown) {
+		t->shown = true;
+		b->c->nshown++;
+	}
+	rc = add_items(b, *out, &k, CKPT_S_ATTR, st->u.items.v, st->u.items.n,
+		       true, depth);
+	if (!rc)
+		rc = finish_dir(b, *out, &k);
+	free(k.v);
+	return rc;
 }
 
 static int build(struct ckpt_build *b, struct ckpt_node *parent,
@@ -523,6 +558,12 @@ static int build(struct ckpt_build *b, struct ckpt_node *parent,
 	if (depth > CKPT_MAX_DEPTH)
 		return diag_corrupt(b->d, v->off, "objects nested deeper than "
 				    "%d levels", CKPT_MAX_DEPTH);
+	if (ckpt_wrapper_state(v)) {
+		rc = wrapper(b, v, ckpt_wrapper_state(v), depth, out);
+		if (rc)
+			return rc;
+		goto done;
+	}
 	if (ckpt_is_tensor_value(v)) {
 		struct ckpt_tensor *t;
 
@@ -682,6 +723,17 @@ void ckpt_dir_remove(struct ckpt_node *dir, struct ckpt_node *n)
 	hash_del(dir, n);
 	dir->kids[n->index] = NULL;
 	dir->nlive--;
+}
+
+int ckpt_dir_restore(struct ckpt *c, struct ckpt_node *dir,
+		     struct ckpt_node *n)
+{
+	if (2 * (dir->nlive + 1) > dir->hash_mask + 1 && hash_grow(c, dir))
+		return -ENOMEM;
+	dir->kids[n->index] = n;
+	dir->nlive++;
+	*slot(dir, n->name) = n;
+	return 0;
 }
 
 void ckpt_dir_rename(struct ckpt_node *dir, struct ckpt_node *n,

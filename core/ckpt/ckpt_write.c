@@ -101,7 +101,8 @@ static int record_source(struct ckpt *c, struct ptz_entry *e,
 	src->fd = c->fd;
 	src->off = e->data_off;
 	src->len = e->usize;
-	src->has_crc = true;
+	/* CRC 0: a CRC-less torch 2.x file; computed while copying */
+	src->has_crc = e->crc32 || !e->usize;
 	src->crc32 = e->crc32;
 	return rc;
 }

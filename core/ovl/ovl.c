@@ -310,8 +310,8 @@ static int remove_node(struct ovl *v, struct ckpt_node *dir,
 	rc = ovl_journal(v, JR_UNLINK, dir, name, NULL, NULL, NULL, 0, d);
 	if (rc)
 		return rc;
-	ckpt_dir_remove(dir, n);
-	n->dead = true;
+	/* a shared container lives on under a name that links to it */
+	ckpt_node_drop(v->c, dir, n);
 	return 0;
 }
 

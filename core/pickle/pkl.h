@@ -26,7 +26,13 @@ struct diag;
 /* Hard limits; exceeding any is a corrupt-input error with its offset. */
 #define PKL_MAX_STACK	(1u << 22)	/* values on the stack */
 #define PKL_MAX_MARKS	4096u		/* nested MARKs */
-#define PKL_MAX_MEMO	(1u << 22)	/* memo entries */
+#define PKL_MAX_MEMO	(1u << 22)	/* memo entries beyond one per node:
+					   torch memoizes ~8 per tensor, so
+					   the memo grows with the nodes and
+					   its 8 bytes an entry stay below
+					   their 40 (PKL_MAX_NODES bounds
+					   both); only MEMOIZE spam of one
+					   value meets this */
 #define PKL_MAX_ITEMS	(1u << 26)	/* elements of one container */
 #define PKL_MAX_NODES	(1u << 26)	/* nodes in one document */
 #define PKL_MAX_LONG	(1u << 16)	/* bytes of one LONG1/LONG4/LONG */

@@ -37,7 +37,8 @@
 
 #define BATCH		1000u		/* pickle's _BATCHSIZE */
 #define MEMO_BUSY	UINT32_MAX	/* being written, not yet memoized */
-#define MEMO_MAX	(UINT32_MAX - 2)
+#define MEMO_AGAIN	(UINT32_MAX - 1)	/* a second copy being written */
+#define MEMO_MAX	(UINT32_MAX - 3)
 
 /* Open addressing: u64 key (or the hash of @s) -> memo index + 1. */
 struct memo_ent {
@@ -231,7 +232,7 @@ bool pkl_emit_memo_get(struct pkl_emit *e, uint64_t key)
 {
 	uint32_t val = e->err ? 0 : memo_of(e, key);
 
-	if (!val || val == MEMO_BUSY)
+	if (!val || val == MEMO_BUSY || val == MEMO_AGAIN)
 		return false;
 	get(e, val);
 	return true;
@@ -458,7 +459,8 @@ static int set(struct pkl_emit *e, const struct pkl_value *v)
 	return pkl_emit_op(e, OP_REDUCE);
 }
 
-static int tuple(struct pkl_emit *e, const struct pkl_value *v)
+/* A tuple's items (after a MARK when there are more than 3). */
+static int tuple_items(struct pkl_emit *e, const struct pkl_value *v)
 {
 	size_t n = v->u.items.n;
 
@@ -467,6 +469,27 @@ static int tuple(struct pkl_emit *e, const struct pkl_value *v)
 	for (size_t i = 0; i < n; i++)
 		if (pkl_emit_value(e, v->u.items.v[i]) < 0)
 			return e->err;
+	return 0;
+}
+
+/*
+ * The end of a tuple whose items are on the stack: TUPLE1-3 or TUPLE, or,
+ * when a copy of it was memoized meanwhile (a cycle through the tuple),
+ * what pickle writes instead: the items dropped (POP each, or POP_MARK)
+ * and that copy fetched.
+ */
+static int tuple_end(struct pkl_emit *e, const struct pkl_value *v,
+		     uint32_t copy)
+{
+	size_t n = v->u.items.n;
+
+	if (copy) {
+		if (n > 3)
+			pkl_emit_op(e, OP_POP_MARK);
+		for (size_t i = 0; n <= 3 && i < n; i++)
+			pkl_emit_op(e, OP_POP);
+		return get(e, copy);
+	}
 	if (n > 3)
 		return pkl_emit_op(e, OP_TUPLE);
 	return pkl_emit_op(e, (unsigned char)(OP_TUPLE1 + n - 1));
@@ -504,28 +527,49 @@ static int persid(struct pkl_emit *e, const struct pkl_value *v)
 
 	if (rc < 0)
 		return fail(e, rc);
-	return pkl_emit_op(e, OP_BINPERSID);
+	return rc ? e->err : pkl_emit_op(e, OP_BINPERSID);
 }
 
 /*
  * Values Python memoizes only after writing their parts (tuples, calls,
- * bytes, sets) are marked busy meanwhile: reaching one again means a cycle
- * through it, which pickle would break with POP_MARK + BINGET (opcodes the
- * weights-only loader refuses), so it is refused here.
+ * bytes, sets) are marked busy meanwhile.  Reaching one again means a
+ * cycle through it (a scheduler whose state holds a bound method of
+ * itself: getattr(obj, name) with obj's state holding that very call).
+ * pickle then writes the value a second time, inside, where everything
+ * the cycle passes through is memoized by now, and at the end of the
+ * first copy drops it (POP, or POP_MARK for a long tuple) and fetches
+ * the second.  So do we, which gives CPython's bytes back.  A value
+ * reached while its second copy is being written is a cycle no pickler
+ * wrote (pickle would recurse forever), and is refused: each value is
+ * written at most twice.
  */
 static int compound(struct pkl_emit *e, const struct pkl_value *v)
 {
-	if (memo_set(e, v->id, MEMO_BUSY) < 0)
+	uint32_t was = memo_of(e, v->id), copy;
+
+	if (memo_set(e, v->id, was == MEMO_BUSY ? MEMO_AGAIN : MEMO_BUSY) < 0)
 		return e->err;
 	switch (v->kind) {
-	case PKL_TUPLE: tuple(e, v); break;
+	case PKL_TUPLE: tuple_items(e, v); break;
 	case PKL_BYTES: bytes(e, v); break;
 	case PKL_CALL: call(e, v); break;
 	default: set(e, v); break;
 	}
-	if (pkl_emit_memo_put(e, v->id) < 0)
+	if (e->err)
 		return e->err;
-	return v->kind == PKL_CALL ? call_tail(e, v) : 0;
+	copy = memo_of(e, v->id);
+	if (copy == MEMO_BUSY || copy == MEMO_AGAIN)
+		copy = 0;
+	if (v->kind == PKL_TUPLE)
+		return tuple_end(e, v, copy) < 0 || copy ? e->err :
+		       pkl_emit_memo_put(e, v->id);
+	if (copy) {
+		pkl_emit_op(e, OP_POP);
+		get(e, copy);
+	} else if (pkl_emit_memo_put(e, v->id) < 0) {
+		return e->err;
+	}
+	return v->kind == PKL_CALL ? call_tail(e, v) : e->err;
 }
 
 /* Big ints and strings: the opcode whose length field fits. */
@@ -606,10 +650,11 @@ int pkl_emit_value(struct pkl_emit *e, const struct pkl_value *v)
 	if (e->err)
 		return e->err;
 	val = memo_of(e, v->id);
-	if (val == MEMO_BUSY)
-		return fail(e, diag_unsupported(e->d, v->off, "cyclic %s",
+	if (val == MEMO_AGAIN)
+		return fail(e, diag_unsupported(e->d, v->off, "cyclic %s "
+						"that no pickler writes",
 						pkl_kind_name(v->kind)));
-	if (val)
+	if (val && val != MEMO_BUSY)
 		return get(e, val);
 	if (e->depth >= PKL_EMIT_MAX_DEPTH)
 		return fail(e, diag_unsupported(e->d, v->off, "nested deeper "

@@ -47,7 +47,9 @@ struct pkl_emit_hooks {
 	 * Called for each PKL_PERSID value: write the persistent id object
 	 * (e.g. a 5-tuple with a new storage key); the emitter then writes
 	 * BINPERSID.  NULL: the original id (pid->u.call.args) is written.
-	 * Return 0 or -errno.
+	 * Return 0, 1 when the hook wrote the object the id stands for
+	 * instead (no BINPERSID follows: a legacy module class becomes its
+	 * GLOBAL), or -errno.
 	 */
 	int (*persid)(struct pkl_emit *e, const struct pkl_value *pid,
 		      void *arg);

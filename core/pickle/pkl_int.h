@@ -56,6 +56,8 @@ struct pkl_memo {
 	uint32_t hcap, hcount;
 	uint32_t seed;
 	uint32_t count;			/* entries in both */
+	uint32_t limit;			/* most entries (pkl_op_put() sets
+					   it); 0: PKL_MAX_MEMO */
 };
 
 /* The node stored under @key, or NULL. */
@@ -63,7 +65,7 @@ struct pkl_value *pkl_memo_get(const struct pkl_memo *m, uint32_t key);
 
 /*
  * Store @v under @key (replacing any earlier node).  Returns 0, -ENOMEM, or
- * -E2BIG when a new key would exceed PKL_MAX_MEMO entries.
+ * -E2BIG when a new key would exceed m->limit (or PKL_MAX_MEMO) entries.
  */
 int pkl_memo_put(struct pkl_memo *m, uint32_t key, struct pkl_value *v);
 

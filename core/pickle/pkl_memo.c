@@ -129,7 +129,7 @@ int pkl_memo_put(struct pkl_memo *m, uint32_t key, struct pkl_value *v)
 	}
 	if (key < m->dcap) {
 		if (!m->dense[key]) {
-			if (m->count >= PKL_MAX_MEMO)
+			if (m->count >= (m->limit ? m->limit : PKL_MAX_MEMO))
 				return -E2BIG;
 			m->count++;
 		}
@@ -143,7 +143,7 @@ int pkl_memo_put(struct pkl_memo *m, uint32_t key, struct pkl_value *v)
 			return 0;
 		}
 	}
-	if (m->count >= PKL_MAX_MEMO)
+	if (m->count >= (m->limit ? m->limit : PKL_MAX_MEMO))
 		return -E2BIG;
 	/* Keep the load at most 1/2 so probes stay short. */
 	if (2 * (uint64_t)(m->hcount + 1) > m->hcap) {

@@ -319,10 +319,13 @@ int pkl_op_put(struct pkl_parser *p, uint64_t key)
 	if (key > UINT32_MAX)
 		return diag_corrupt(p->d, p->off, "%s memo key %" PRIu64
 				    " out of range", p->name, key);
+	/* the memo may grow with the values (nnodes <= PKL_MAX_NODES) */
+	p->memo.limit = PKL_MAX_MEMO + p->doc->nnodes;
 	rc = pkl_memo_put(&p->memo, (uint32_t)key, PKL_TOP(p, 0));
 	if (rc == -E2BIG)
-		return diag_corrupt(p->d, p->off, "memo holds more than "
-				    "PKL_MAX_MEMO (%u) entries", PKL_MAX_MEMO);
+		return diag_corrupt(p->d, p->off, "memo holds more than %u "
+				    "entries (PKL_MAX_MEMO plus one per "
+				    "value)", p->memo.limit);
 	if (rc < 0)
 		return diag_nomem(p->d);
 	return 0;
