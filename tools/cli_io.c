@@ -143,21 +143,26 @@ int cli_open(const char *arg, struct ckpt **out, struct diag *d)
 	return rc;
 }
 
-void cli_json_error(FILE *f, const struct diag *d)
+void cli_json_error(FILE *f, const struct diag *d, const char *head,
+		    const char *tail)
 {
 	char line[1024];
 
-	fputs("{\"file\":", f);
+	fputs("{", f);
+	if (head)
+		fputs(head, f);
+	fputs("\"file\":", f);
 	json_cstr(f, d->path);
-	fputs(",\"error\":{\"message\":", f);
+	fputs(",\"status\":\"unreadable\",\"error\":", f);
 	json_cstr(f, diag_line(d, line, sizeof(line)));
 	if (d->off == DIAG_NO_OFFSET)
 		fputs(",\"offset\":null", f);
 	else
 		fprintf(f, ",\"offset\":%" PRIu64, d->off);
-	fprintf(f, ",\"errno\":%d,\"kind\":\"%s\"}}\n", -d->err,
+	fprintf(f, ",\"errno\":%d,\"kind\":\"%s\"%s}\n", -d->err,
 		d->err == -EILSEQ ? "corrupt" :
-		d->err == -ENOTSUP ? "unsupported" : "system");
+		d->err == -ENOTSUP ? "unsupported" : "system",
+		tail ? tail : "");
 }
 
 static const char *kind_name(mode_t m)

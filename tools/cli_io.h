@@ -35,11 +35,13 @@ const char *cli_input(const char *arg);
 int cli_open(const char *arg, struct ckpt **out, struct diag *d);
 
 /*
- * Write @d's failure as one JSON object on stdout, for --json callers:
- * {"file":..,"error":{"message":..,"offset":N|null,"errno":N,"kind":..}}
- * where kind is "corrupt", "unsupported" or "system".
+ * Write @d's failure as one JSON object and a newline, for --json:
+ * {HEAD"file":..,"status":"unreadable","error":"the one-line message",
+ *  "offset":N|null,"errno":N,"kind":..TAIL} where kind is "corrupt",
+ * "unsupported" or "system"; @head and @tail (or NULL) add fields.
  */
-void cli_json_error(FILE *f, const struct diag *d);
+void cli_json_error(FILE *f, const struct diag *d, const char *head,
+		    const char *tail);
 
 /*
  * What an output argument is: CLI_OUT_FILE (a regular file, or nothing

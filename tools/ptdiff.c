@@ -10,6 +10,9 @@
  */
 #include "ptdiff.h"
 
+#include "cli.h"
+#include "cli_io.h"
+
 #include "ckpt/ckpt.h"
 #include "diag/diag.h"
 #include "view/view.h"
@@ -39,18 +42,16 @@ static void usage(FILE *f)
 {
 	fputs("usage: ptdiff [OPTIONS] A B\n"
 	      "Compare two PyTorch checkpoints without loading them.\n\n"
-	      "  -q, --quiet          no output, exit status only\n"
-	      "  -v, --verbose        also list the items that are equal\n"
-	      "  -j, --json           one JSON object (see ptdiff(1))\n"
-	      "      --atol X         absolute tolerance (default 0)\n"
-	      "      --rtol X         relative tolerance (default 0):\n"
-	      "                       equal when |a - b| <= atol + rtol * |b|\n"
-	      "      --nan-differ     a NaN never equals anything\n"
-	      "      --ignore-layout  stride and storage offset differences"
+	      "      --atol X          absolute tolerance (default 0)\n"
+	      "      --rtol X          relative tolerance (default 0):\n"
+	      "                        equal when |a - b| <= atol + rtol * "
+	      "|b|\n"
+	      "      --nan-differ      a NaN never equals anything\n"
+	      "      --ignore-layout   stride and storage offset differences"
 	      " do not count\n"
-	      "  -h, --help           this text\n"
-	      "  -V, --version        print the version\n\n"
-	      "Exit status: 0 equal, 1 different, 2 error.\n", f);
+	      "  -v, --verbose         also list the items that are equal\n"
+	      CLI_COMMON_HELP
+	      "\nExit status: 0 equal, 1 different, 2 error.\n", f);
 }
 
 /* ---- the walk: pair up paths ---- */
@@ -354,13 +355,19 @@ static bool parse_tol(const char *s, double *out)
 	return true;
 }
 
-static int open_one(const char *path, struct ckpt **c, struct diag *d)
+/*
+ * Open one side; on failure one line on stderr and, with --json, the
+ * error object (naming the side) on stdout.
+ */
+static int open_one(const char *path, struct ckpt **c, struct diag *d,
+		    const struct pd_opts *o, const char *side)
 {
 	char line[512];
 
-	diag_init(d, path);
-	if (!ckpt_open(path, c, d))
+	if (!cli_open(path, c, d))
 		return 0;
+	if (o->json)
+		cli_json_error(stdout, d, side, NULL);
 	fprintf(stderr, "ptdiff: %s\n", diag_line(d, line, sizeof(line)));
 	return -1;
 }
@@ -476,6 +483,7 @@ int main(int argc, char **argv)
 	struct pd_ctx x = { .o = &o, .da = &da, .db = &db };
 	int opt, status = 2;
 
+	cli_init(argv[0], "[OPTIONS] A B");
 	while ((opt = getopt_long(argc, argv, "qvjhV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'q': o.quiet = true; break;
@@ -490,22 +498,21 @@ int main(int argc, char **argv)
 			fprintf(stderr, "ptdiff: --%s: '%s' is not a number "
 				">= 0\n", opt == 'a' ? "atol" : "rtol", optarg);
 			return 2;
-		case 'h': usage(stdout); return 0;
-		case 'V': puts("ptdiff " PT_VERSION); return 0;
-		default: usage(stderr); return 2;
+		case 'h': usage(stdout); return cli_finish(CLI_OK);
+		case 'V': return cli_version();
+		default: return cli_usage(NULL);
 		}
 	}
-	if (argc - optind != 2) {
-		usage(stderr);
-		return 2;
-	}
+	if (argc - optind != 2)
+		return cli_usage("expected A and B, got %d file name%s",
+				 argc - optind, argc - optind == 1 ? "" : "s");
 	if (o.quiet)
 		o.json = o.verbose = false;
 	stdout_tty = isatty(STDOUT_FILENO);
 	if (!stdout_tty)
 		setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
-	if (open_one(argv[optind], &a, &da) ||
-	    open_one(argv[optind + 1], &b, &db))
+	if (open_one(argv[optind], &a, &da, &o, "\"side\":\"a\",") ||
+	    open_one(argv[optind + 1], &b, &db, &o, "\"side\":\"b\","))
 		goto out;
 	x.a = a;
 	x.b = b;
@@ -522,7 +529,7 @@ int main(int argc, char **argv)
 		t_start = now();
 		x.tick = tick;
 	}
-	status = run(&x, &p, argv[optind], argv[optind + 1]);
+	status = run(&x, &p, a->path, b->path);
 	if (fflush(stdout) || ferror(stdout)) {
 		perror("ptdiff: write");
 		status = 2;

@@ -399,7 +399,7 @@ static int list_one(struct ckpt *c, struct opts *o, char **paths,
 				diag_init(&d, c->path);
 				diag_set(&d, -ENOENT, DIAG_NO_OFFSET,
 					 "%s: no such key path", paths[k]);
-				cli_json_error(stdout, &d);
+				cli_json_error(stdout, &d, NULL, NULL);
 			}
 			status = CLI_ERROR;
 			continue;
@@ -492,7 +492,7 @@ int main(int argc, char **argv)
 		if (cli_open(argv[i], &c, &d)) {
 			cli_diag(&d);
 			if (o.json && !o.quiet)
-				cli_json_error(stdout, &d);
+				cli_json_error(stdout, &d, NULL, NULL);
 			status = CLI_ERROR;
 			i += 1 + np;
 			continue;

@@ -7,6 +7,7 @@
  */
 #include "ckpt/ckpt.h"
 #include "pickle/pkl.h"
+#include "ckpt_fmt.h"
 #include "ptls.h"
 
 #include <stdlib.h>
@@ -14,21 +15,7 @@
 
 const struct ckpt_node *ls_find(const struct ckpt *c, const char *path)
 {
-	const struct ckpt_node *n = c->root;
-	char *copy = strdup(path), *save = NULL, *part;
-
-	if (!copy)
-		return NULL;
-	for (part = strtok_r(copy, "/", &save); part && n;
-	     part = strtok_r(NULL, "/", &save)) {
-		if (!strcmp(part, "."))
-			continue;
-		while (n->kind == CKPT_N_LINK && n->target)
-			n = n->target;
-		n = ls_is_dir(n) ? ckpt_node_child(n, part) : NULL;
-	}
-	free(copy);
-	return n;
+	return fmt_find(c, path);
 }
 
 bool ls_is_dir(const struct ckpt_node *n)

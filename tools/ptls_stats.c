@@ -230,7 +230,7 @@ static int stats_one(struct ckpt *c, const struct opts *o,
 	if (rc) {
 		cli_diag(&d);
 		if (o->json && !o->quiet)
-			cli_json_error(stdout, &d);
+			cli_json_error(stdout, &d, NULL, NULL);
 	} else if (o->json && !o->quiet) {
 		json_rows(stdout, c, &r, bad);
 	} else if (!o->quiet) {
