@@ -10,7 +10,9 @@
  */
 #include "ptdiff.h"
 
+#include "ckpt_fmt.h"
 #include "cli.h"
+#include "pickle/pkl.h"
 #include "cli_io.h"
 
 #include "ckpt/ckpt.h"
@@ -30,6 +32,7 @@
 /* One path present in A, in B or in both. */
 struct pair {
 	const struct ckpt_node *a, *b;
+	int64_t tie_a, tie_b;	/* see ties(); -1: none */
 };
 
 struct pairs {
@@ -40,8 +43,9 @@ struct pairs {
 
 static void usage(FILE *f)
 {
-	fputs("usage: ptdiff [OPTIONS] A B\n"
-	      "Compare two PyTorch checkpoints without loading them.\n\n"
+	fputs("usage: ptdiff [OPTIONS] A B [KEY-PATH...]\n"
+	      "Compare two PyTorch checkpoints without loading them (with "
+	      "KEY-PATHs, only\nthose subtrees).\n\n"
 	      "      --atol X          absolute tolerance (default 0)\n"
 	      "      --rtol X          relative tolerance (default 0):\n"
 	      "                        equal when |a - b| <= atol + rtol * "
@@ -49,6 +53,9 @@ static void usage(FILE *f)
 	      "      --nan-differ      a NaN never equals anything\n"
 	      "      --ignore-layout   stride and storage offset differences"
 	      " do not count\n"
+	      "      --ignore-dtype    a dtype difference alone does not count"
+	      " (values are\n"
+	      "                        compared across dtypes either way)\n"
 	      "  -v, --verbose         also list the items that are equal\n"
 	      CLI_COMMON_HELP
 	      "\nExit status: 0 equal, 1 different, 2 error.\n", f);
@@ -68,7 +75,7 @@ static int push(struct pairs *p, const struct ckpt_node *a,
 		p->v = v;
 		p->cap = cap;
 	}
-	p->v[p->n++] = (struct pair){ a, b };
+	p->v[p->n++] = (struct pair){ a, b, -1, -1 };
 	if (a && b && a->kind == CKPT_N_TENSOR && b->kind == CKPT_N_TENSOR &&
 	    a->tensor->kind != CKPT_T_META && b->tensor->kind != CKPT_T_META &&
 	    a->tensor->nbytes == b->tensor->nbytes)
@@ -82,6 +89,45 @@ static int push(struct pairs *p, const struct ckpt_node *a,
  * B has in B's; everything else (leaves, a directory on one side only,
  * a directory against a leaf) is one pair.
  */
+/* What a container holds besides its items: an OrderedDict's
+   _metadata, an object's other attributes (NULL: nothing). */
+static const struct pkl_value *hidden_state(const struct ckpt_node *n)
+{
+	const struct pkl_value *v = n->val;
+
+	return v && v->kind == PKL_CALL && v->u.call.x ? v->u.call.x->state :
+	       NULL;
+}
+
+/* Their hidden states as short text (caller frees both), NULL: none. */
+static bool states_differ(const struct ckpt_node *a,
+			  const struct ckpt_node *b)
+{
+	const struct pkl_value *sa = hidden_state(a), *sb = hidden_state(b);
+	char *ra, *rb;
+	size_t la = 0, lb = 0;
+	bool differ;
+
+	if (!sa || !sb)
+		return !sa != !sb;
+	ra = ckpt_repr(sa, 1u << 20, &la);
+	rb = ckpt_repr(sb, 1u << 20, &lb);
+	differ = !ra || !rb || la != lb || memcmp(ra, rb, la);
+	free(ra);
+	free(rb);
+	return differ;
+}
+
+/*
+ * Two containers at one path whose own type or hidden state differ (an
+ * OrderedDict turned into a dict, _metadata dropped) are an item of their
+ * own, before their children.
+ */
+static bool dirs_differ(const struct ckpt_node *a, const struct ckpt_node *b)
+{
+	return strcmp(a->type, b->type) || states_differ(a, b);
+}
+
 static int collect(struct pairs *p, const struct ckpt_node *a,
 		   const struct ckpt_node *b)
 {
@@ -90,6 +136,8 @@ static int collect(struct pairs *p, const struct ckpt_node *a,
 	if (!a || !b || !pd_is_dir(a) || !pd_is_dir(b) ||
 	    (!a->nkids && !b->nkids))
 		return push(p, a, b);
+	if (dirs_differ(a, b))
+		rc = push(p, a, b);
 	for (uint32_t i = 0; i < a->nkids && !rc; i++)
 		if (a->kids[i])
 			rc = collect(p, a->kids[i],
@@ -98,6 +146,48 @@ static int collect(struct pairs *p, const struct ckpt_node *a,
 		if (b->kids[i] && !ckpt_node_child(a, b->kids[i]->name))
 			rc = push(p, NULL, b->kids[i]);
 	return rc;
+}
+
+/* A storage index, or -1, of side @n of a tensor pair. */
+static int64_t storage_of(const struct ckpt_node *n)
+{
+	return n && n->kind == CKPT_N_TENSOR && n->tensor->storage ?
+	       (int64_t)n->tensor->storage->index : -1;
+}
+
+/*
+ * Ties: for every pair of tensors, the first earlier pair whose tensor
+ * shares its storage, on each side.  They differ when A ties two keys
+ * that B saves apart (a conversion that untied weights) or the reverse.
+ */
+static int ties(struct pairs *p, const struct ckpt *a, const struct ckpt *b)
+{
+	int64_t *fa = malloc((a->nstorages + 1) * sizeof(*fa));
+	int64_t *fb = malloc((b->nstorages + 1) * sizeof(*fb));
+
+	if (!fa || !fb) {
+		free(fa);
+		free(fb);
+		return -ENOMEM;
+	}
+	memset(fa, 0xff, (a->nstorages + 1) * sizeof(*fa));
+	memset(fb, 0xff, (b->nstorages + 1) * sizeof(*fb));
+	for (size_t i = 0; i < p->n; i++) {
+		int64_t sa = storage_of(p->v[i].a), sb = storage_of(p->v[i].b);
+
+		if (sa < 0 || sb < 0 || sa >= a->nstorages ||
+		    sb >= b->nstorages)
+			continue;
+		if (fa[sa] < 0)
+			fa[sa] = (int64_t)i;
+		if (fb[sb] < 0)
+			fb[sb] = (int64_t)i;
+		p->v[i].tie_a = fa[sa] == (int64_t)i ? -1 : fa[sa];
+		p->v[i].tie_b = fb[sb] == (int64_t)i ? -1 : fb[sb];
+	}
+	free(fa);
+	free(fb);
+	return 0;
 }
 
 /* ---- comparing one pair ---- */
@@ -247,6 +337,53 @@ static bool strides_differ(const struct ckpt_tensor *a,
 	return false;
 }
 
+/* A container's hidden state for a message: "_metadata" (its keys). */
+static const char *describe_state(const struct ckpt_node *n)
+{
+	static char buf[2][96];
+	static int k;
+	const struct pkl_value *s = hidden_state(n);
+	char *out = buf[k++ & 1];
+	size_t o = 0;
+
+	if (!s)
+		return "None";
+	if (s->kind != PKL_DICT) {
+		snprintf(out, 96, "a %s", pkl_kind_name(s->kind));
+		return out;
+	}
+	out[0] = 0;
+	for (size_t i = 0; i + 1 < s->u.items.n && o < 80; i += 2) {
+		const struct pkl_value *key = s->u.items.v[i];
+
+		o += (size_t)snprintf(out + o, 96 - o, "%s%s", o ? " " : "",
+				      key->kind == PKL_STR ? key->u.s.p : "?");
+	}
+	if (!o)
+		snprintf(out, 96, "{}");
+	return out;
+}
+
+/* Ties: the earlier path sharing the storage differs between A and B. */
+static int tie_attr(struct pd_item *it)
+{
+	char *pa, *pb;
+
+	if (!it->tie_diff)
+		return 0;
+	pa = it->tie_a ? ckpt_node_path(it->tie_a) : NULL;
+	pb = it->tie_b ? ckpt_node_path(it->tie_b) : NULL;
+	if ((it->tie_a && !pa) || (it->tie_b && !pb)) {
+		free(pa);
+		free(pb);
+		return -ENOMEM;
+	}
+	add_attr(it, "shares_storage_with", pa, pb);
+	free(pa);
+	free(pb);
+	return 0;
+}
+
 static int compare_tensors(struct pd_ctx *x, struct pd_item *it)
 {
 	const struct ckpt_tensor *a = it->a->tensor, *b = it->b->tensor;
@@ -257,6 +394,19 @@ static int compare_tensors(struct pd_ctx *x, struct pd_item *it)
 	it->shape = a->ndim != b->ndim ||
 		    memcmp(a->shape, b->shape, a->ndim * sizeof(*a->shape));
 	rc = tensor_attrs(x, it, a, b);
+	/* storage sharing is layout too: a view against its copy */
+	if (!rc && !x->o->ignore_layout && tie_attr(it))
+		rc = diag_nomem(x->da);
+	if (!rc && it->dtype && !it->shape && a->kind != CKPT_T_META &&
+	    b->kind != CKPT_T_META && pd_cross_comparable(a, b)) {
+		/* values across dtypes: did the conversion stay close? */
+		rc = pd_compare_cross(x, a, b, &it->el);
+		it->compared = !rc;
+		it->values = !rc && it->el.differ;
+		if (x->o->ignore_dtype)
+			it->dtype = false;
+		return rc;
+	}
 	if (rc || it->dtype || it->shape)
 		return rc;
 	it->stride_diff = strides_differ(a, b);
@@ -283,6 +433,12 @@ static int compare_pair(struct pd_ctx *x, struct pd_item *it)
 	}
 	if (pd_kind_of(a) != pd_kind_of(b)) {
 		it->kind = true;
+	} else if (pd_is_dir(a)) {
+		if (strcmp(a->type, b->type))
+			add_attr(it, "type", a->type, b->type);
+		if (states_differ(a, b))
+			add_attr(it, "state", describe_state(a),
+				 describe_state(b));
 	} else if (a->kind == CKPT_N_TENSOR) {
 		rc = compare_tensors(x, it);
 	} else if (a->kind == CKPT_N_LINK) {
@@ -411,7 +567,12 @@ static int run(struct pd_ctx *x, const struct pairs *p, const char *pa,
 	if (o->json)
 		pd_json_head(stdout, pa, pb, o);
 	for (size_t i = 0; i < p->n && !rc; i++) {
-		struct pd_item it = { .a = p->v[i].a, .b = p->v[i].b };
+		const struct pair *v = &p->v[i];
+		struct pd_item it = {
+			.a = v->a, .b = v->b, .tie_diff = v->tie_a != v->tie_b,
+			.tie_a = v->tie_a >= 0 ? p->v[v->tie_a].a : NULL,
+			.tie_b = v->tie_b >= 0 ? p->v[v->tie_b].b : NULL,
+		};
 		const struct ckpt_node *n = it.a ? it.a : it.b;
 
 		it.path = ckpt_node_path(n);
@@ -471,6 +632,7 @@ int main(int argc, char **argv)
 		{ "rtol", required_argument, NULL, 'r' },
 		{ "nan-differ", no_argument, NULL, 'n' },
 		{ "ignore-layout", no_argument, NULL, 'l' },
+		{ "ignore-dtype", no_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -483,7 +645,7 @@ int main(int argc, char **argv)
 	struct pd_ctx x = { .o = &o, .da = &da, .db = &db };
 	int opt, status = 2;
 
-	cli_init(argv[0], "[OPTIONS] A B");
+	cli_init(argv[0], "[OPTIONS] A B [KEY-PATH...]");
 	while ((opt = getopt_long(argc, argv, "qvjhV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'q': o.quiet = true; break;
@@ -491,6 +653,7 @@ int main(int argc, char **argv)
 		case 'j': o.json = true; break;
 		case 'n': o.nan_differ = true; break;
 		case 'l': o.ignore_layout = true; break;
+		case 'D': o.ignore_dtype = true; break;
 		case 'a':
 		case 'r':
 			if (parse_tol(optarg, opt == 'a' ? &o.atol : &o.rtol))
@@ -503,7 +666,7 @@ int main(int argc, char **argv)
 		default: return cli_usage(NULL);
 		}
 	}
-	if (argc - optind != 2)
+	if (argc - optind < 2)
 		return cli_usage("expected A and B, got %d file name%s",
 				 argc - optind, argc - optind == 1 ? "" : "s");
 	if (o.quiet)
@@ -520,7 +683,23 @@ int main(int argc, char **argv)
 	x.big_b = big_endian(b);
 	x.buf_a = malloc(PD_CHUNK);
 	x.buf_b = malloc(PD_CHUNK);
-	if (!x.buf_a || !x.buf_b || collect(&p, a->root, b->root)) {
+	for (int i = optind + 2; i < argc; i++) {
+		const struct ckpt_node *na = fmt_find(a, argv[i]);
+		const struct ckpt_node *nb = fmt_find(b, argv[i]);
+
+		if (!na && !nb) {
+			fprintf(stderr, "ptdiff: %s: no such key path in %s or "
+				"%s\n", argv[i], a->path, b->path);
+			goto out;
+		}
+		if (collect(&p, na, nb)) {
+			fprintf(stderr, "ptdiff: out of memory\n");
+			goto out;
+		}
+	}
+	if (!x.buf_a || !x.buf_b ||
+	    (argc - optind == 2 && collect(&p, a->root, b->root)) ||
+	    ties(&p, a, b)) {
 		fprintf(stderr, "ptdiff: out of memory\n");
 		goto out;
 	}

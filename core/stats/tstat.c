@@ -194,10 +194,87 @@ static inline size_t put(struct tstat *s, size_t k, double v)
 	return k + 1;
 }
 
+/*
+ * The common case, a block of little-endian float32 with nothing
+ * non-finite, in one pass: sums of the elements shifted by the first one
+ * (K) and of their squares, in four independent lanes so the additions
+ * do not wait on each other; the block's mean is K + S1/n and its sum of
+ * squared differences S2 - S1^2/n, accurate while K is near the mean
+ * (the shifted-data algorithm).  0.35 s of CPU for 500 MB became ~0.1 s.
+ * Returns false (nothing counted) if the block has a NaN or an Inf.
+ */
+static bool f32_block(struct tstat *s, const unsigned char *p, size_t n)
+{
+	double s1[4] = { 0 }, s2[4] = { 0 }, k, S1, S2, bmean, delta, tot;
+	float mn[4], mx[4], x0;
+	uint64_t zeros = 0;
+	uint32_t bad = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint32_t u;
+
+		memcpy(&u, p + 4 * i, 4);
+		bad |= (u & 0x7f800000u) == 0x7f800000u;
+	}
+	if (bad || !n)
+		return false;
+	memcpy(&x0, p, 4);
+	k = x0;
+	for (int l = 0; l < 4; l++)
+		mn[l] = mx[l] = x0;
+	for (i = 0; i + 4 <= n; i += 4) {
+		float f[4];
+
+		memcpy(f, p + 4 * i, 16);
+		for (int l = 0; l < 4; l++) {
+			double d = (double)f[l] - k;
+
+			s1[l] += d;
+			s2[l] += d * d;
+			mn[l] = f[l] < mn[l] ? f[l] : mn[l];
+			mx[l] = f[l] > mx[l] ? f[l] : mx[l];
+			zeros += f[l] == 0;
+		}
+	}
+	for (; i < n; i++) {
+		float f;
+		double d;
+
+		memcpy(&f, p + 4 * i, 4);
+		d = (double)f - k;
+		s1[0] += d;
+		s2[0] += d * d;
+		mn[0] = f < mn[0] ? f : mn[0];
+		mx[0] = f > mx[0] ? f : mx[0];
+		zeros += f == 0;
+	}
+	S1 = (s1[0] + s1[1]) + (s1[2] + s1[3]);
+	S2 = (s2[0] + s2[1]) + (s2[2] + s2[3]);
+	for (int l = 0; l < 4; l++) {
+		if (mn[l] < s->min)
+			s->min = mn[l];
+		if (mx[l] > s->max)
+			s->max = mx[l];
+	}
+	s->zero += zeros;
+	s->sumsq += S2 + 2 * k * S1 + (double)n * k * k;
+	bmean = k + S1 / (double)n;
+	tot = (double)(s->finite + n);
+	delta = bmean - s->mean;
+	s->mean += delta * ((double)n / tot);
+	s->m2 += (S2 - S1 * S1 / (double)n) +
+		 delta * delta * ((double)s->finite * (double)n / tot);
+	s->finite += n;
+	return true;
+}
+
 static void feed_float(struct tstat *s, const unsigned char *p, size_t n)
 {
 	size_t k = 0;
 
+	if (s->fmt == F_F32 && !s->big && f32_block(s, p, n))
+		return;
 	if (s->fmt == F_F32 && !s->big) {
 		for (size_t i = 0; i < n; i++) {
 			float f;

@@ -125,7 +125,7 @@ expect 0 "" --help
 expect 0 "^ptdiff 0" --version
 expect 2 "usage" --bogus "$same" "$same"
 expect 2 "usage" "$same"
-expect 2 "usage" "$same" "$same" "$same"
+expect 2 "no such key path" "$same" "$same" "$same"
 expect 2 "--atol: 'x' is not" --atol x "$same" "$same"
 expect 2 "--rtol: '-1' is not" --rtol -1 "$same" "$same"
 expect 0 "^# 0 differences" "$same" "$g/copy_b.pt"
