@@ -22,7 +22,8 @@ struct diag;
  */
 #define CLI_COMMON_HELP \
 	"\nCommon options:\n" \
-	"  -j, --json            the same as JSON (errors too: {\"error\": ..})\n" \
+	"  -j, --json            the same as JSON (errors too: " \
+	"{\"error\": ..})\n" \
 	"  -q, --quiet           nothing on standard output: the exit status " \
 	"says it\n" \
 	"  -h, --help            this text\n" \

@@ -203,7 +203,8 @@ enum cli_out cli_output(const char *arg, char **target)
 		if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))
 			return CLI_OUT_STREAM;
 		cli_error("%s: %s: only a regular file, a pipe or a "
-			  "character device can be written", arg, kind_name(st.st_mode));
+			  "character device can be written", arg,
+			  kind_name(st.st_mode));
 		return CLI_OUT_REFUSED;
 	}
 	if (S_ISLNK(l.st_mode)) {

@@ -29,18 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* One path present in A, in B or in both. */
-struct pair {
-	const struct ckpt_node *a, *b;
-	int64_t tie_a, tie_b;	/* see ties(); -1: none */
-};
-
-struct pairs {
-	struct pair *v;
-	size_t n, cap;
-	uint64_t bytes;		/* tensor bytes whose elements get compared */
-};
-
 static void usage(FILE *f)
 {
 	fputs("usage: ptdiff [OPTIONS] A B [KEY-PATH...]\n"
@@ -89,45 +77,6 @@ static int push(struct pairs *p, const struct ckpt_node *a,
  * B has in B's; everything else (leaves, a directory on one side only,
  * a directory against a leaf) is one pair.
  */
-/* What a container holds besides its items: an OrderedDict's
-   _metadata, an object's other attributes (NULL: nothing). */
-static const struct pkl_value *hidden_state(const struct ckpt_node *n)
-{
-	const struct pkl_value *v = n->val;
-
-	return v && v->kind == PKL_CALL && v->u.call.x ? v->u.call.x->state :
-	       NULL;
-}
-
-/* Their hidden states as short text (caller frees both), NULL: none. */
-static bool states_differ(const struct ckpt_node *a,
-			  const struct ckpt_node *b)
-{
-	const struct pkl_value *sa = hidden_state(a), *sb = hidden_state(b);
-	char *ra, *rb;
-	size_t la = 0, lb = 0;
-	bool differ;
-
-	if (!sa || !sb)
-		return !sa != !sb;
-	ra = ckpt_repr(sa, 1u << 20, &la);
-	rb = ckpt_repr(sb, 1u << 20, &lb);
-	differ = !ra || !rb || la != lb || memcmp(ra, rb, la);
-	free(ra);
-	free(rb);
-	return differ;
-}
-
-/*
- * Two containers at one path whose own type or hidden state differ (an
- * OrderedDict turned into a dict, _metadata dropped) are an item of their
- * own, before their children.
- */
-static bool dirs_differ(const struct ckpt_node *a, const struct ckpt_node *b)
-{
-	return strcmp(a->type, b->type) || states_differ(a, b);
-}
-
 static int collect(struct pairs *p, const struct ckpt_node *a,
 		   const struct ckpt_node *b)
 {
@@ -136,7 +85,7 @@ static int collect(struct pairs *p, const struct ckpt_node *a,
 	if (!a || !b || !pd_is_dir(a) || !pd_is_dir(b) ||
 	    (!a->nkids && !b->nkids))
 		return push(p, a, b);
-	if (dirs_differ(a, b))
+	if (pd_dirs_differ(a, b))
 		rc = push(p, a, b);
 	for (uint32_t i = 0; i < a->nkids && !rc; i++)
 		if (a->kids[i])
@@ -146,48 +95,6 @@ static int collect(struct pairs *p, const struct ckpt_node *a,
 		if (b->kids[i] && !ckpt_node_child(a, b->kids[i]->name))
 			rc = push(p, NULL, b->kids[i]);
 	return rc;
-}
-
-/* A storage index, or -1, of side @n of a tensor pair. */
-static int64_t storage_of(const struct ckpt_node *n)
-{
-	return n && n->kind == CKPT_N_TENSOR && n->tensor->storage ?
-	       (int64_t)n->tensor->storage->index : -1;
-}
-
-/*
- * Ties: for every pair of tensors, the first earlier pair whose tensor
- * shares its storage, on each side.  They differ when A ties two keys
- * that B saves apart (a conversion that untied weights) or the reverse.
- */
-static int ties(struct pairs *p, const struct ckpt *a, const struct ckpt *b)
-{
-	int64_t *fa = malloc((a->nstorages + 1) * sizeof(*fa));
-	int64_t *fb = malloc((b->nstorages + 1) * sizeof(*fb));
-
-	if (!fa || !fb) {
-		free(fa);
-		free(fb);
-		return -ENOMEM;
-	}
-	memset(fa, 0xff, (a->nstorages + 1) * sizeof(*fa));
-	memset(fb, 0xff, (b->nstorages + 1) * sizeof(*fb));
-	for (size_t i = 0; i < p->n; i++) {
-		int64_t sa = storage_of(p->v[i].a), sb = storage_of(p->v[i].b);
-
-		if (sa < 0 || sb < 0 || sa >= a->nstorages ||
-		    sb >= b->nstorages)
-			continue;
-		if (fa[sa] < 0)
-			fa[sa] = (int64_t)i;
-		if (fb[sb] < 0)
-			fb[sb] = (int64_t)i;
-		p->v[i].tie_a = fa[sa] == (int64_t)i ? -1 : fa[sa];
-		p->v[i].tie_b = fb[sb] == (int64_t)i ? -1 : fb[sb];
-	}
-	free(fa);
-	free(fb);
-	return 0;
 }
 
 /* ---- comparing one pair ---- */
@@ -337,33 +244,6 @@ static bool strides_differ(const struct ckpt_tensor *a,
 	return false;
 }
 
-/* A container's hidden state for a message: "_metadata" (its keys). */
-static const char *describe_state(const struct ckpt_node *n)
-{
-	static char buf[2][96];
-	static int k;
-	const struct pkl_value *s = hidden_state(n);
-	char *out = buf[k++ & 1];
-	size_t o = 0;
-
-	if (!s)
-		return "None";
-	if (s->kind != PKL_DICT) {
-		snprintf(out, 96, "a %s", pkl_kind_name(s->kind));
-		return out;
-	}
-	out[0] = 0;
-	for (size_t i = 0; i + 1 < s->u.items.n && o < 80; i += 2) {
-		const struct pkl_value *key = s->u.items.v[i];
-
-		o += (size_t)snprintf(out + o, 96 - o, "%s%s", o ? " " : "",
-				      key->kind == PKL_STR ? key->u.s.p : "?");
-	}
-	if (!o)
-		snprintf(out, 96, "{}");
-	return out;
-}
-
 /* Ties: the earlier path sharing the storage differs between A and B. */
 static int tie_attr(struct pd_item *it)
 {
@@ -436,9 +316,9 @@ static int compare_pair(struct pd_ctx *x, struct pd_item *it)
 	} else if (pd_is_dir(a)) {
 		if (strcmp(a->type, b->type))
 			add_attr(it, "type", a->type, b->type);
-		if (states_differ(a, b))
-			add_attr(it, "state", describe_state(a),
-				 describe_state(b));
+		if (pd_states_differ(a, b))
+			add_attr(it, "state", pd_describe_state(a),
+				 pd_describe_state(b));
 	} else if (a->kind == CKPT_N_TENSOR) {
 		rc = compare_tensors(x, it);
 	} else if (a->kind == CKPT_N_LINK) {
@@ -699,7 +579,7 @@ int main(int argc, char **argv)
 	}
 	if (!x.buf_a || !x.buf_b ||
 	    (argc - optind == 2 && collect(&p, a->root, b->root)) ||
-	    ties(&p, a, b)) {
+	    pd_ties(&p, a, b)) {
 		fprintf(stderr, "ptdiff: out of memory\n");
 		goto out;
 	}

@@ -20,7 +20,7 @@ struct pd_opts {
 	double atol, rtol;	/* |a - b| <= atol + rtol * |b| is equal */
 	bool nan_differ;	/* every NaN differs, even from a NaN */
 	bool ignore_layout;	/* stride/offset differences do not count */
-	bool ignore_dtype;	/* a dtype difference alone does not count */
+	bool ignore_dtype;	/* a dtype change alone does not count */
 	bool quiet;		/* status only: stop at the first difference */
 	bool verbose;		/* list equal items too */
 	bool json;
@@ -101,6 +101,29 @@ struct pd_item {
 struct pd_totals {
 	uint64_t changed, only_a, only_b, equal, tensors, values, other;
 };
+
+/* One path present in A, in B or in both. */
+struct pair {
+	const struct ckpt_node *a, *b;
+	int64_t tie_a, tie_b;	/* see pd_ties(); -1: none */
+};
+
+struct pairs {
+	struct pair *v;
+	size_t n, cap;
+	uint64_t bytes;		/* tensor bytes whose elements get compared */
+};
+
+/* ---- ptdiff_struct.c: containers and ties ---- */
+
+/* Containers at one path whose own type or hidden state differ. */
+bool pd_dirs_differ(const struct ckpt_node *a, const struct ckpt_node *b);
+bool pd_states_differ(const struct ckpt_node *a, const struct ckpt_node *b);
+/* The hidden state for a message: its keys ("_metadata"), or "None";
+ * static storage, valid for two calls. */
+const char *pd_describe_state(const struct ckpt_node *n);
+/* Fill every pair's tie_a/tie_b.  0 or -ENOMEM. */
+int pd_ties(struct pairs *p, const struct ckpt *a, const struct ckpt *b);
 
 /* ---- ptdiff_out.c: the report ---- */
 

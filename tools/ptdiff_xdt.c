@@ -17,7 +17,7 @@
 #include <math.h>
 #include <string.h>
 
-#define XCHUNK	(PD_CHUNK / 16)	/* elements: fits both buffers at 16 B */
+#define XCHUNK	(PD_CHUNK / 16)	/* elements: 16 B each fit a buffer */
 
 static bool real_kind(const struct ckpt_dtype *dt)
 {

@@ -145,8 +145,9 @@ int dump_values(const char *path, const struct dump_opts *o)
 	}
 	n = fmt_find(c, o->values);
 	if (!n || n->kind != CKPT_N_TENSOR) {
-		cli_error("%s: %s: %s", c->path, o->values, n ?
-			  "not a tensor" : "no such key path (ptls lists them)");
+		cli_error("%s: %s: %s", c->path, o->values,
+			  n ? "not a tensor" :
+			  "no such key path (ptls lists them)");
 		ckpt_close(c);
 		return CLI_ERROR;
 	}

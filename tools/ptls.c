@@ -141,7 +141,8 @@ static int text_dir_line(const struct ckpt_node *n, const char *path,
 	}
 	ls_count(n, &tensors, &bytes, 0);
 	return printf("%-*s  %-*s  (%u item%s, %u tensor%s, %s)\n", w->path,
-		      path, w->type, n->type, n->nkids, n->nkids == 1 ? "" : "s",
+		      path, w->type, n->type, n->nkids,
+		      n->nkids == 1 ? "" : "s",
 		      tensors, tensors == 1 ? "" : "s",
 		      o->human ? cli_size(bytes, text, sizeof(text)) :
 		      (snprintf(sz, sizeof(sz), "%" PRIu64 " B", bytes), sz));

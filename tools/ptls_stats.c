@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHUNK	(1u << 20)	/* a whole number of elements of any size */
+#define CHUNK	(1u << 20)	/* whole elements of any size */
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 
 struct row {
@@ -129,8 +129,9 @@ static void text_rows(const struct rows *r)
 		printf("%-*s  %-*s  ", wp, r->v[i].path, wt,
 		       r->v[i].n->tensor->dtype->name);
 		if (!s) {
-			printf("(%s)\n", r->v[i].n->tensor->kind == CKPT_T_META ?
-			       "meta tensor: no data" :
+			bool meta = r->v[i].n->tensor->kind == CKPT_T_META;
+
+			printf("(%s)\n", meta ? "meta tensor: no data" :
 			       "no statistics for this dtype");
 			continue;
 		}
@@ -175,9 +176,10 @@ static void json_rows(FILE *f, const struct ckpt *c, const struct rows *r,
 			continue;
 		}
 		fprintf(f, ",\"computed\":true,\"finite\":%" PRIu64
-			",\"nan\":%" PRIu64 ",\"posinf\":%" PRIu64 ",\"neginf\":%"
-			PRIu64 ",\"zeros\":%" PRIu64 ",\"min\":", s->finite,
-			s->nan, s->pinf, s->ninf, s->zero);
+			",\"nan\":%" PRIu64 ",\"posinf\":%" PRIu64
+			",\"neginf\":%" PRIu64 ",\"zeros\":%" PRIu64
+			",\"min\":", s->finite, s->nan, s->pinf, s->ninf,
+			s->zero);
 		if (!s->finite)
 			fputs("null,\"max\":null", f);
 		else if (s->kind == TSTAT_INT)

@@ -119,8 +119,9 @@ static void summary(FILE *f, const char *in, const char *out,
  * writer patches headers it wrote before.  Not atomic: the shell already
  * truncated a redirected file.  0 or -errno.
  */
-static int write_stream(struct ckpt *c, int out, const struct ckpt_write_opts *o,
-			const struct stat *in, struct diag *d)
+static int write_stream(struct ckpt *c, int out,
+			const struct ckpt_write_opts *o, const struct stat *in,
+			struct diag *d)
 {
 	struct stat st;
 	int fd, fl, rc;
