@@ -58,17 +58,63 @@ static int collect(struct rows *r, const struct ckpt_node *n, int depth)
 	return 0;
 }
 
+/*
+ * @t with every broadcast dimension (stride 0, size > 1: an expand()
+ * view) cut to size 1, in *@u (sharing @t's storage; @shape holds
+ * CKPT_MAX_DIMS entries).  Each of its elements stands for *@factor of
+ * @t's: min, max, mean and std are the same, counts and the sums of
+ * squares scale.  A 4 TB expand of one row is read as one row.
+ */
+static void unbroadcast(const struct ckpt_tensor *t, struct ckpt_tensor *u,
+			int64_t *shape, uint64_t *factor)
+{
+	*u = *t;
+	u->shape = shape;
+	u->numel = 1;
+	*factor = 1;
+	for (int i = 0; i < t->ndim; i++) {
+		shape[i] = t->shape[i];
+		if (t->stride[i] == 0 && shape[i] > 1) {
+			*factor *= (uint64_t)shape[i];
+			shape[i] = 1;
+		}
+		u->numel *= (uint64_t)shape[i];
+	}
+	u->nbytes = u->numel * t->dtype->size;
+}
+
+static void scale(struct tstat *s, uint64_t f)
+{
+	s->n *= f;
+	s->nan *= f;
+	s->pinf *= f;
+	s->ninf *= f;
+	s->zero *= f;
+	s->finite *= f;
+	s->m2 *= (double)f;
+	s->sumsq *= (double)f;
+}
+
 /* Stream tensor @t through a new tstat in *@out.  0 or -errno. */
-static int measure(struct ckpt *c, const struct ckpt_tensor *t,
+static int measure(struct ckpt *c, const struct ckpt_tensor *t0,
 		   unsigned char *buf, struct tstat **out,
 		   struct cli_progress *pr, uint64_t *done, struct diag *d)
 {
-	uint64_t size = ckpt_tensor_size(t), pos = 0;
+	int64_t shape[CKPT_MAX_DIMS];
+	struct ckpt_tensor tb, *t = &tb;
+	uint64_t size, pos = 0, factor;
 	struct tstat *s;
 
 	*out = NULL;
-	if (t->kind == CKPT_T_META || !tstat_supported(t->dtype))
+	if (t0->kind == CKPT_T_META || !tstat_supported(t0->dtype))
 		return 0;
+	if (t0->ndim > CKPT_MAX_DIMS || !t0->numel) {
+		tb = *t0;
+		factor = 1;
+	} else {
+		unbroadcast(t0, &tb, shape, &factor);
+	}
+	size = ckpt_tensor_size(t);
 	s = malloc(sizeof(*s));
 	if (!s)
 		return diag_nomem(d);
@@ -84,9 +130,10 @@ static int measure(struct ckpt *c, const struct ckpt_tensor *t,
 		}
 		tstat_feed(s, buf, (size_t)got / t->dtype->size);
 		pos += (uint64_t)got;
-		*done += (uint64_t)got;
+		*done += (uint64_t)got * factor;
 		cli_progress(pr, *done);
 	}
+	scale(s, factor);
 	*out = s;
 	return 0;
 }

@@ -39,6 +39,8 @@ sd["f.transposed"] = sd["f.clean32"].t()          # a strided view
 sd["f.scalar"] = torch.tensor(2.5)
 sd["f.empty"] = torch.zeros(0, 4)
 sd["f.allnan"] = torch.full((7,), float("nan"))
+# an expand() view: 300 rows that are one row (stride 0), read once
+sd["f.expanded"] = planted(torch.float32, 50).view(1, 50).expand(300, 50)
 sd["f.big"] = torch.randn(3 * 1024 * 1024 // 4 + 77, generator=g) * 1e3 + 5
 sd["i.int8"] = torch.tensor([-128, 127, 0, 5, -3], dtype=torch.int8)
 sd["i.int16"] = torch.randint(-30000, 30000, (999,), generator=g,
