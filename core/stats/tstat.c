@@ -208,16 +208,9 @@ static bool f32_block(struct tstat *s, const unsigned char *p, size_t n)
 	double s1[4] = { 0 }, s2[4] = { 0 }, k, S1, S2, bmean, delta, tot;
 	float mn[4], mx[4], x0;
 	uint64_t zeros = 0;
-	uint32_t bad = 0;
 	size_t i;
 
-	for (i = 0; i < n; i++) {
-		uint32_t u;
-
-		memcpy(&u, p + 4 * i, 4);
-		bad |= (u & 0x7f800000u) == 0x7f800000u;
-	}
-	if (bad || !n)
+	if (!n)
 		return false;
 	memcpy(&x0, p, 4);
 	k = x0;
@@ -251,6 +244,14 @@ static bool f32_block(struct tstat *s, const unsigned char *p, size_t n)
 	}
 	S1 = (s1[0] + s1[1]) + (s1[2] + s1[3]);
 	S2 = (s2[0] + s2[1]) + (s2[2] + s2[3]);
+	/*
+	 * No pre-scan for NaN and Inf: a float32's square cannot overflow a
+	 * double, so the sums are finite exactly when every element is
+	 * (an Inf makes S2 inf, a NaN makes both NaN; x0 NaN or Inf too).
+	 * Otherwise nothing was counted yet: the general path redoes it.
+	 */
+	if (!isfinite(S1) || !isfinite(S2) || !isfinite(k))
+		return false;
 	for (int l = 0; l < 4; l++) {
 		if (mn[l] < s->min)
 			s->min = mn[l];
