@@ -4,7 +4,7 @@
 # source it.  Options come from the table below (docs/user-guide.md has
 # the same); file arguments complete checkpoints (*.pt *.pth *.bin *.ckpt
 # *.tar and directories); after a checkpoint, ptls and ptdump --values
-# complete key paths read from `ptls -t` (tensors) or `ptls` (all).
+# complete key paths read from `ptls -v`, one level at a time.
 
 _pt_tools_opts()
 {
@@ -19,7 +19,7 @@ _pt_tools_opts()
 	ptrepack) echo "$common --repickle --drop-unused --clone --align
 		--verbose -P -d -C -A -v" ;;
 	ptdiff) echo "$common --atol --rtol --nan-differ --ignore-layout
-		--verbose -v" ;;
+		--ignore-dtype --verbose -v" ;;
 	esac
 }
 
