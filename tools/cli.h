@@ -15,6 +15,21 @@
 
 struct diag;
 
+/*
+ * The options every tool has, the same letters with the same meaning,
+ * printed the same way at the end of each --help (docs/user-guide.md
+ * has the whole table of short options).
+ */
+#define CLI_COMMON_HELP \
+	"\nCommon options:\n" \
+	"  -j, --json            the same as JSON (errors too: " \
+	"{\"error\": ..})\n" \
+	"  -q, --quiet           nothing on standard output: the exit status " \
+	"says it\n" \
+	"  -h, --help            this text\n" \
+	"  -V, --version         print the version\n" \
+	"A file name - is standard input (or output, where one is written).\n"
+
 /* Exit codes shared by the tools (each man page says what 1 means). */
 #define CLI_OK		0	/* done, nothing to report */
 #define CLI_FOUND	1	/* done, and found what the tool looks for */

@@ -10,6 +10,11 @@
  */
 #include "ptdiff.h"
 
+#include "ckpt_fmt.h"
+#include "cli.h"
+#include "pickle/pkl.h"
+#include "cli_io.h"
+
 #include "ckpt/ckpt.h"
 #include "diag/diag.h"
 #include "view/view.h"
@@ -24,33 +29,24 @@
 #include <time.h>
 #include <unistd.h>
 
-/* One path present in A, in B or in both. */
-struct pair {
-	const struct ckpt_node *a, *b;
-};
-
-struct pairs {
-	struct pair *v;
-	size_t n, cap;
-	uint64_t bytes;		/* tensor bytes whose elements get compared */
-};
-
 static void usage(FILE *f)
 {
-	fputs("usage: ptdiff [OPTIONS] A B\n"
-	      "Compare two PyTorch checkpoints without loading them.\n\n"
-	      "  -q, --quiet          no output, exit status only\n"
-	      "  -v, --verbose        also list the items that are equal\n"
-	      "  -j, --json           one JSON object (see ptdiff(1))\n"
-	      "      --atol X         absolute tolerance (default 0)\n"
-	      "      --rtol X         relative tolerance (default 0):\n"
-	      "                       equal when |a - b| <= atol + rtol * |b|\n"
-	      "      --nan-differ     a NaN never equals anything\n"
-	      "      --ignore-layout  stride and storage offset differences"
+	fputs("usage: ptdiff [OPTIONS] A B [KEY-PATH...]\n"
+	      "Compare two PyTorch checkpoints without loading them (with "
+	      "KEY-PATHs, only\nthose subtrees).\n\n"
+	      "      --atol X          absolute tolerance (default 0)\n"
+	      "      --rtol X          relative tolerance (default 0):\n"
+	      "                        equal when |a - b| <= atol + rtol * "
+	      "|b|\n"
+	      "      --nan-differ      a NaN never equals anything\n"
+	      "      --ignore-layout   stride and storage offset differences"
 	      " do not count\n"
-	      "  -h, --help           this text\n"
-	      "  -V, --version        print the version\n\n"
-	      "Exit status: 0 equal, 1 different, 2 error.\n", f);
+	      "      --ignore-dtype    a dtype difference alone does not count"
+	      " (values are\n"
+	      "                        compared across dtypes either way)\n"
+	      "  -v, --verbose         also list the items that are equal\n"
+	      CLI_COMMON_HELP
+	      "\nExit status: 0 equal, 1 different, 2 error.\n", f);
 }
 
 /* ---- the walk: pair up paths ---- */
@@ -67,7 +63,7 @@ static int push(struct pairs *p, const struct ckpt_node *a,
 		p->v = v;
 		p->cap = cap;
 	}
-	p->v[p->n++] = (struct pair){ a, b };
+	p->v[p->n++] = (struct pair){ a, b, -1, -1 };
 	if (a && b && a->kind == CKPT_N_TENSOR && b->kind == CKPT_N_TENSOR &&
 	    a->tensor->kind != CKPT_T_META && b->tensor->kind != CKPT_T_META &&
 	    a->tensor->nbytes == b->tensor->nbytes)
@@ -89,6 +85,8 @@ static int collect(struct pairs *p, const struct ckpt_node *a,
 	if (!a || !b || !pd_is_dir(a) || !pd_is_dir(b) ||
 	    (!a->nkids && !b->nkids))
 		return push(p, a, b);
+	if (pd_dirs_differ(a, b))
+		rc = push(p, a, b);
 	for (uint32_t i = 0; i < a->nkids && !rc; i++)
 		if (a->kids[i])
 			rc = collect(p, a->kids[i],
@@ -246,6 +244,26 @@ static bool strides_differ(const struct ckpt_tensor *a,
 	return false;
 }
 
+/* Ties: the earlier path sharing the storage differs between A and B. */
+static int tie_attr(struct pd_item *it)
+{
+	char *pa, *pb;
+
+	if (!it->tie_diff)
+		return 0;
+	pa = it->tie_a ? ckpt_node_path(it->tie_a) : NULL;
+	pb = it->tie_b ? ckpt_node_path(it->tie_b) : NULL;
+	if ((it->tie_a && !pa) || (it->tie_b && !pb)) {
+		free(pa);
+		free(pb);
+		return -ENOMEM;
+	}
+	add_attr(it, "shares_storage_with", pa, pb);
+	free(pa);
+	free(pb);
+	return 0;
+}
+
 static int compare_tensors(struct pd_ctx *x, struct pd_item *it)
 {
 	const struct ckpt_tensor *a = it->a->tensor, *b = it->b->tensor;
@@ -256,6 +274,19 @@ static int compare_tensors(struct pd_ctx *x, struct pd_item *it)
 	it->shape = a->ndim != b->ndim ||
 		    memcmp(a->shape, b->shape, a->ndim * sizeof(*a->shape));
 	rc = tensor_attrs(x, it, a, b);
+	/* storage sharing is layout too: a view against its copy */
+	if (!rc && !x->o->ignore_layout && tie_attr(it))
+		rc = diag_nomem(x->da);
+	if (!rc && it->dtype && !it->shape && a->kind != CKPT_T_META &&
+	    b->kind != CKPT_T_META && pd_cross_comparable(a, b)) {
+		/* values across dtypes: did the conversion stay close? */
+		rc = pd_compare_cross(x, a, b, &it->el);
+		it->compared = !rc;
+		it->values = !rc && it->el.differ;
+		if (x->o->ignore_dtype)
+			it->dtype = false;
+		return rc;
+	}
 	if (rc || it->dtype || it->shape)
 		return rc;
 	it->stride_diff = strides_differ(a, b);
@@ -282,6 +313,12 @@ static int compare_pair(struct pd_ctx *x, struct pd_item *it)
 	}
 	if (pd_kind_of(a) != pd_kind_of(b)) {
 		it->kind = true;
+	} else if (pd_is_dir(a)) {
+		if (strcmp(a->type, b->type))
+			add_attr(it, "type", a->type, b->type);
+		if (pd_states_differ(a, b))
+			add_attr(it, "state", pd_describe_state(a),
+				 pd_describe_state(b));
 	} else if (a->kind == CKPT_N_TENSOR) {
 		rc = compare_tensors(x, it);
 	} else if (a->kind == CKPT_N_LINK) {
@@ -354,13 +391,19 @@ static bool parse_tol(const char *s, double *out)
 	return true;
 }
 
-static int open_one(const char *path, struct ckpt **c, struct diag *d)
+/*
+ * Open one side; on failure one line on stderr and, with --json, the
+ * error object (naming the side) on stdout.
+ */
+static int open_one(const char *path, struct ckpt **c, struct diag *d,
+		    const struct pd_opts *o, const char *side)
 {
 	char line[512];
 
-	diag_init(d, path);
-	if (!ckpt_open(path, c, d))
+	if (!cli_open(path, c, d))
 		return 0;
+	if (o->json)
+		cli_json_error(stdout, d, side, NULL);
 	fprintf(stderr, "ptdiff: %s\n", diag_line(d, line, sizeof(line)));
 	return -1;
 }
@@ -404,7 +447,12 @@ static int run(struct pd_ctx *x, const struct pairs *p, const char *pa,
 	if (o->json)
 		pd_json_head(stdout, pa, pb, o);
 	for (size_t i = 0; i < p->n && !rc; i++) {
-		struct pd_item it = { .a = p->v[i].a, .b = p->v[i].b };
+		const struct pair *v = &p->v[i];
+		struct pd_item it = {
+			.a = v->a, .b = v->b, .tie_diff = v->tie_a != v->tie_b,
+			.tie_a = v->tie_a >= 0 ? p->v[v->tie_a].a : NULL,
+			.tie_b = v->tie_b >= 0 ? p->v[v->tie_b].b : NULL,
+		};
 		const struct ckpt_node *n = it.a ? it.a : it.b;
 
 		it.path = ckpt_node_path(n);
@@ -464,6 +512,7 @@ int main(int argc, char **argv)
 		{ "rtol", required_argument, NULL, 'r' },
 		{ "nan-differ", no_argument, NULL, 'n' },
 		{ "ignore-layout", no_argument, NULL, 'l' },
+		{ "ignore-dtype", no_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -476,6 +525,7 @@ int main(int argc, char **argv)
 	struct pd_ctx x = { .o = &o, .da = &da, .db = &db };
 	int opt, status = 2;
 
+	cli_init(argv[0], "[OPTIONS] A B [KEY-PATH...]");
 	while ((opt = getopt_long(argc, argv, "qvjhV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'q': o.quiet = true; break;
@@ -483,6 +533,7 @@ int main(int argc, char **argv)
 		case 'j': o.json = true; break;
 		case 'n': o.nan_differ = true; break;
 		case 'l': o.ignore_layout = true; break;
+		case 'D': o.ignore_dtype = true; break;
 		case 'a':
 		case 'r':
 			if (parse_tol(optarg, opt == 'a' ? &o.atol : &o.rtol))
@@ -490,22 +541,21 @@ int main(int argc, char **argv)
 			fprintf(stderr, "ptdiff: --%s: '%s' is not a number "
 				">= 0\n", opt == 'a' ? "atol" : "rtol", optarg);
 			return 2;
-		case 'h': usage(stdout); return 0;
-		case 'V': puts("ptdiff " PT_VERSION); return 0;
-		default: usage(stderr); return 2;
+		case 'h': usage(stdout); return cli_finish(CLI_OK);
+		case 'V': return cli_version();
+		default: return cli_usage(NULL);
 		}
 	}
-	if (argc - optind != 2) {
-		usage(stderr);
-		return 2;
-	}
+	if (argc - optind < 2)
+		return cli_usage("expected A and B, got %d file name%s",
+				 argc - optind, argc - optind == 1 ? "" : "s");
 	if (o.quiet)
 		o.json = o.verbose = false;
 	stdout_tty = isatty(STDOUT_FILENO);
 	if (!stdout_tty)
 		setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
-	if (open_one(argv[optind], &a, &da) ||
-	    open_one(argv[optind + 1], &b, &db))
+	if (open_one(argv[optind], &a, &da, &o, "\"side\":\"a\",") ||
+	    open_one(argv[optind + 1], &b, &db, &o, "\"side\":\"b\","))
 		goto out;
 	x.a = a;
 	x.b = b;
@@ -513,7 +563,23 @@ int main(int argc, char **argv)
 	x.big_b = big_endian(b);
 	x.buf_a = malloc(PD_CHUNK);
 	x.buf_b = malloc(PD_CHUNK);
-	if (!x.buf_a || !x.buf_b || collect(&p, a->root, b->root)) {
+	for (int i = optind + 2; i < argc; i++) {
+		const struct ckpt_node *na = fmt_find(a, argv[i]);
+		const struct ckpt_node *nb = fmt_find(b, argv[i]);
+
+		if (!na && !nb) {
+			fprintf(stderr, "ptdiff: %s: no such key path in %s or "
+				"%s\n", argv[i], a->path, b->path);
+			goto out;
+		}
+		if (collect(&p, na, nb)) {
+			fprintf(stderr, "ptdiff: out of memory\n");
+			goto out;
+		}
+	}
+	if (!x.buf_a || !x.buf_b ||
+	    (argc - optind == 2 && collect(&p, a->root, b->root)) ||
+	    pd_ties(&p, a, b)) {
 		fprintf(stderr, "ptdiff: out of memory\n");
 		goto out;
 	}
@@ -522,7 +588,7 @@ int main(int argc, char **argv)
 		t_start = now();
 		x.tick = tick;
 	}
-	status = run(&x, &p, argv[optind], argv[optind + 1]);
+	status = run(&x, &p, a->path, b->path);
 	if (fflush(stdout) || ferror(stdout)) {
 		perror("ptdiff: write");
 		status = 2;

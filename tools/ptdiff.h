@@ -20,6 +20,7 @@ struct pd_opts {
 	double atol, rtol;	/* |a - b| <= atol + rtol * |b| is equal */
 	bool nan_differ;	/* every NaN differs, even from a NaN */
 	bool ignore_layout;	/* stride/offset differences do not count */
+	bool ignore_dtype;	/* a dtype change alone does not count */
 	bool quiet;		/* status only: stop at the first difference */
 	bool verbose;		/* list equal items too */
 	bool json;
@@ -35,6 +36,8 @@ struct pd_elems {
 	double max_rel;		/* |a - b| / |b|; inf where b == 0 != a */
 	bool raw;		/* compared byte-wise: no abs/rel figures */
 	bool partial;		/* quiet: stopped at the first difference */
+	bool has_rel_l2;	/* rel_l2 was computed (across dtypes) */
+	double rel_l2;		/* ||a - b|| / ||b|| over the finite pairs */
 };
 
 /* Reading state shared by all comparisons of one run. */
@@ -55,6 +58,15 @@ struct pd_ctx {
  * @out.  Returns 0, or -errno with x->da or x->db set.
  */
 int pd_compare_elems(struct pd_ctx *x, const struct ckpt_tensor *ta,
+		     const struct ckpt_tensor *tb, struct pd_elems *out);
+
+/*
+ * ptdiff_xdt.c: the same for two tensors of one shape and different real
+ * dtypes (float, float8, int, bool), with the relative L2 error.
+ */
+bool pd_cross_comparable(const struct ckpt_tensor *a,
+			 const struct ckpt_tensor *b);
+int pd_compare_cross(struct pd_ctx *x, const struct ckpt_tensor *ta,
 		     const struct ckpt_tensor *tb, struct pd_elems *out);
 
 enum pd_kind { K_TENSOR, K_VALUE, K_DIR, K_LINK };
@@ -80,11 +92,38 @@ struct pd_item {
 	struct pd_elems el;
 	struct pd_attr attrs[PD_MAX_ATTRS];
 	int nattrs;
+	/* the first earlier path on each side whose tensor shares this
+	   one's storage (ties), or NULL */
+	const struct ckpt_node *tie_a, *tie_b;
+	bool tie_diff;		/* they are not the same pair */
 };
 
 struct pd_totals {
 	uint64_t changed, only_a, only_b, equal, tensors, values, other;
 };
+
+/* One path present in A, in B or in both. */
+struct pair {
+	const struct ckpt_node *a, *b;
+	int64_t tie_a, tie_b;	/* see pd_ties(); -1: none */
+};
+
+struct pairs {
+	struct pair *v;
+	size_t n, cap;
+	uint64_t bytes;		/* tensor bytes whose elements get compared */
+};
+
+/* ---- ptdiff_struct.c: containers and ties ---- */
+
+/* Containers at one path whose own type or hidden state differ. */
+bool pd_dirs_differ(const struct ckpt_node *a, const struct ckpt_node *b);
+bool pd_states_differ(const struct ckpt_node *a, const struct ckpt_node *b);
+/* The hidden state for a message: its keys ("_metadata"), or "None";
+ * static storage, valid for two calls. */
+const char *pd_describe_state(const struct ckpt_node *n);
+/* Fill every pair's tie_a/tie_b.  0 or -ENOMEM. */
+int pd_ties(struct pairs *p, const struct ckpt *a, const struct ckpt *b);
 
 /* ---- ptdiff_out.c: the report ---- */
 

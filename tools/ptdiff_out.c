@@ -78,6 +78,8 @@ static void text_values(const struct pd_item *it)
 		printf(", max abs %s, max rel %s",
 		       ckpt_float_repr(e->max_abs, sa, sizeof(sa)),
 		       ckpt_float_repr(e->max_rel, sb, sizeof(sb)));
+	if (e->has_rel_l2)
+		printf(", rel L2 %.3g", e->rel_l2);
 	putchar('\n');
 }
 
@@ -188,6 +190,29 @@ static void json_pair_str(FILE *f, const char *key, const char *a,
 	putc(']', f);
 }
 
+/* "attrs":{name:[A, B], ...}, when there are any. */
+static void json_attrs(FILE *f, const struct pd_item *it)
+{
+	if (!it->nattrs)
+		return;
+	fputs(",\"attrs\":{", f);
+	for (int i = 0; i < it->nattrs; i++) {
+		const struct pd_attr *t = &it->attrs[i];
+
+		fprintf(f, "%s\"%s\":[", i ? "," : "", t->name);
+		if (t->boolean) {
+			fprintf(f, "%s,%s]", *t->a == 'T' ? "true" : "false",
+				*t->b == 'T' ? "true" : "false");
+		} else {
+			json_cstr(f, t->a);
+			putc(',', f);
+			json_cstr(f, t->b);
+			putc(']', f);
+		}
+	}
+	putc('}', f);
+}
+
 static void json_tensors(FILE *f, const struct pd_item *it)
 {
 	const struct ckpt_tensor *a = it->a->tensor, *b = it->b->tensor;
@@ -206,25 +231,7 @@ static void json_tensors(FILE *f, const struct pd_item *it)
 		b->offset);
 	fprintf(f, ",\"layout_differs\":%s",
 		it->stride_diff || it->offset_diff ? "true" : "false");
-	if (it->nattrs) {
-		fputs(",\"attrs\":{", f);
-		for (int i = 0; i < it->nattrs; i++) {
-			const struct pd_attr *t = &it->attrs[i];
-
-			fprintf(f, "%s\"%s\":[", i ? "," : "", t->name);
-			if (t->boolean)
-				fprintf(f, "%s,%s]", *t->a == 'T' ? "true" :
-					"false", *t->b == 'T' ? "true" :
-					"false");
-			else {
-				json_cstr(f, t->a);
-				putc(',', f);
-				json_cstr(f, t->b);
-				putc(']', f);
-			}
-		}
-		putc('}', f);
-	}
+	json_attrs(f, it);
 	if (!it->compared)
 		return;
 	fputs(",\"elements\":{\"numel\":", f);
@@ -248,6 +255,10 @@ static void json_tensors(FILE *f, const struct pd_item *it)
 		fputs("null", f);
 	else
 		json_num(f, e->max_rel);
+	if (e->has_rel_l2) {
+		fputs(",\"rel_l2\":", f);
+		json_num(f, e->rel_l2);
+	}
 	fputs("}", f);
 }
 
@@ -298,6 +309,8 @@ void pd_json_item(FILE *f, const struct pd_item *it, bool first)
 		putc(',', f);
 		json_str(f, b->text, b->textlen);
 		putc(']', f);
+	} else {
+		json_attrs(f, it);
 	}
 	fputs("}", f);
 }

@@ -13,6 +13,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt_fmt.h"
 #include "cli.h"
+#include "cli_io.h"
 #include "diag/diag.h"
 #include "json_out.h"
 #include "pickle/pkl.h"
@@ -50,10 +51,12 @@ static void usage(FILE *f)
 	      "                    (stored and recomputed), alignment\n"
 	      "  -n, --no-crc      with --records: do not read the data to "
 	      "check CRCs\n"
-	      "  -j, --json        the same as JSON\n"
-	      "  -h, --help        this text\n"
-	      "  -V, --version     print the version\n\n"
-	      "Exit status: 0 ok, 2 error.\n", f);
+	      "      --values KEY  the values of tensor KEY (a path as ptls "
+	      "prints it),\n"
+	      "                    in the text view's format\n"
+	      "      --head N      with --values: the first N elements only\n"
+	      CLI_COMMON_HELP
+	      "\nExit status: 0 ok, 2 error.\n", f);
 }
 
 void dump_error(const char *path, uint64_t off, const char *fmt, ...)
@@ -420,11 +423,14 @@ static int dump_tree(const char *path, const struct dump_opts *o)
 	struct ckpt *c;
 	struct diag d;
 
-	diag_init(&d, path);
+	diag_init(&d, o->name);
 	if (ckpt_open(path, &c, &d)) {
+		if (o->json)
+			cli_json_error(stdout, &d, NULL, NULL);
 		cli_diag(&d);
 		return CLI_ERROR;
 	}
+	c->path = o->name;
 	if (o->json) {
 		dump_json(c);
 	} else {
@@ -452,32 +458,32 @@ static int dump_pickle_file(const char *path, const struct dump_opts *o)
 	size_t len;
 	int fd, rc = CLI_ERROR;
 
-	diag_init(&d, path);
+	diag_init(&d, o->name);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st)) {
-		dump_error(path, DIAG_NO_OFFSET, "%s", strerror(errno));
+		dump_error(o->name, DIAG_NO_OFFSET, "%s", strerror(errno));
 		goto out;
 	}
 	if (S_ISDIR(st.st_mode) || !st.st_size) {
-		dump_error(path, DIAG_NO_OFFSET, "%s", S_ISDIR(st.st_mode) ?
+		dump_error(o->name, DIAG_NO_OFFSET, "%s", S_ISDIR(st.st_mode) ?
 			   "is a directory" : "empty file, not a pickle");
 		goto out;
 	}
 	if (pread(fd, head, 4, 0) == 4 && !memcmp(head, "PK\3\4", 4)) {
-		if (ptz_reader_open(&z, fd, path, &d)) {
+		if (ptz_reader_open(&z, fd, o->name, &d)) {
 			cli_diag(&d);
 			goto out;
 		}
 		e = ptz_find_rel(&z, "data.pkl");
 		if (!e) {
-			dump_error(path, z.cdir_off, "no data.pkl record");
+			dump_error(o->name, z.cdir_off, "no data.pkl record");
 			goto out;
 		}
 		if (ptz_entry_read(&z, e, UINT32_MAX, &buf, &len, &d)) {
 			cli_diag(&d);
 			goto out;
 		}
-		rc = dump_pickles(stdout, o, path, buf, len, 0, 1, e->data_off)
+		rc = dump_pickles(stdout, o, o->name, buf, len, 0, 1, e->data_off)
 		     ? CLI_ERROR : CLI_OK;
 		free(buf);
 	} else {
@@ -487,10 +493,10 @@ static int dump_pickle_file(const char *path, const struct dump_opts *o)
 		static const unsigned char magic[] = { 0x80, 0x02, 0x8a, 0x0a };
 
 		if (map == MAP_FAILED) {
-			dump_error(path, DIAG_NO_OFFSET, "%s", strerror(errno));
+			dump_error(o->name, DIAG_NO_OFFSET, "%s", strerror(errno));
 			goto out;
 		}
-		rc = dump_pickles(stdout, o, path, map, (size_t)st.st_size, 0,
+		rc = dump_pickles(stdout, o, o->name, map, (size_t)st.st_size, 0,
 				  memcmp(map, magic, 4) ? 1 : 5, 0) ?
 		     CLI_ERROR : CLI_OK;
 		munmap(map, (size_t)st.st_size);
@@ -509,19 +515,31 @@ int main(int argc, char **argv)
 		{ "annotate", no_argument, NULL, 'a' },
 		{ "records", no_argument, NULL, 'r' },
 		{ "no-crc", no_argument, NULL, 'n' },
+		{ "values", required_argument, NULL, 'e' },
+		{ "head", required_argument, NULL, 'N' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static char outbuf[1 << 20];
-	struct dump_opts o = { 0 };
-	bool pickle = false, records = false;
+	struct dump_opts o = { .head = -1 };
+	bool pickle = false, records = false, quiet = false;
 	int ch, status = CLI_OK;
+	char *end;
 
 	cli_init(argv[0], "[OPTIONS] CHECKPOINT...");
-	while ((ch = getopt_long(argc, argv, "parnjhV", lopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "parnjqhV", lopts, NULL)) != -1) {
 		switch (ch) {
+		case 'e': o.values = optarg; break;
+		case 'N':
+			o.head = strtoll(optarg, &end, 10);
+			if (*end || end == optarg || o.head < 0)
+				return cli_usage("--head %s: not a count",
+						 optarg);
+			break;
+		case 'q': quiet = true; break;
 		case 'a': o.annotate = true; /* fall through */
 		case 'p': pickle = true; break;
 		case 'r': records = true; break;
@@ -534,18 +552,33 @@ int main(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return cli_usage("no checkpoint given");
-	if (pickle && records)
-		return cli_usage("--pickle and --records: one at a time");
+	if (pickle + records + !!o.values > 1)
+		return cli_usage("--pickle, --records and --values: one at a "
+				 "time");
+	if (o.head >= 0 && !o.values)
+		return cli_usage("--head goes with --values");
+	/* --quiet: the whole dump is made (every byte parsed), then dropped */
+	if (quiet && !freopen("/dev/null", "w", stdout)) {
+		cli_error("/dev/null: %s", strerror(errno));
+		return CLI_ERROR;
+	}
 	setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
 	for (int i = optind; i < argc; i++) {
+		const char *in = o.values ? argv[i] : cli_input(argv[i]);
 		int rc;
 
+		if (!in) {
+			status = CLI_ERROR;
+			continue;
+		}
+		o.name = cli_name(argv[i]);
 		if (argc - optind > 1 && !o.json)
 			printf("%s==> %s <==\n", i > optind ? "\n" : "",
-			       argv[i]);
-		rc = pickle ? dump_pickle_file(argv[i], &o) :
-		     records ? dump_records(argv[i], &o) :
-		     dump_tree(argv[i], &o);
+			       o.name);
+		rc = o.values ? dump_values(argv[i], &o) :
+		     pickle ? dump_pickle_file(in, &o) :
+		     records ? dump_records(in, &o) :
+		     dump_tree(in, &o);
 		if (rc > status)
 			status = rc;
 	}

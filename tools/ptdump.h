@@ -15,6 +15,9 @@ struct dump_opts {
 	bool json;
 	bool annotate;		/* --pickle: pickletools -a */
 	bool no_crc;		/* --records: do not read the data */
+	const char *values;	/* --values KEY, or NULL */
+	long long head;		/* --head N: elements shown; -1 all */
+	const char *name;	/* the file as messages name it */
 };
 
 /* "ptdump: FILE: offset 0xOFF: MESSAGE" on stderr. */
@@ -33,5 +36,8 @@ int dump_pickles(FILE *out, const struct dump_opts *o, const char *path,
 
 /* ptdump_rec.c: the records of the zip archive @path.  0, or CLI_ERROR. */
 int dump_records(const char *path, const struct dump_opts *o);
+
+/* ptdump_val.c: --values of one tensor.  0, or CLI_ERROR. */
+int dump_values(const char *path, const struct dump_opts *o);
 
 #endif

@@ -94,7 +94,7 @@ static void row_json(const struct ptz_entry *e, uint32_t i,
 		fputs(",\"align_mod64\":null,\"align\":null}", stdout);
 }
 
-static int zip_records(const char *path, int fd, const struct dump_opts *o)
+static int zip_records(int fd, const struct dump_opts *o)
 {
 	struct ptz_reader z = { 0 };
 	struct prog pr = { 0 };
@@ -102,8 +102,8 @@ static int zip_records(const char *path, int fd, const struct dump_opts *o)
 	struct diag d;
 	int status = CLI_OK;
 
-	diag_init(&d, path);
-	if (ptz_reader_open(&z, fd, path, &d)) {
+	diag_init(&d, o->name);
+	if (ptz_reader_open(&z, fd, o->name, &d)) {
 		cli_diag(&d);
 		return CLI_ERROR;
 	}
@@ -111,7 +111,7 @@ static int zip_records(const char *path, int fd, const struct dump_opts *o)
 		total += z.entries[i].csize;
 	if (o->json) {
 		fputs("{\"file\":", stdout);
-		json_cstr(stdout, path);
+		json_cstr(stdout, o->name);
 		printf(",\"file_size\":%" PRIu64 ",\"cdir_offset\":%" PRIu64
 		       ",\"cdir_size\":%" PRIu64 ",\"eocd_offset\":%" PRIu64
 		       ",\"zip64\":%s,\"prefix\":", z.file_size, z.cdir_off,
@@ -121,7 +121,7 @@ static int zip_records(const char *path, int fd, const struct dump_opts *o)
 	} else {
 		printf("# %s: %u records, central directory at 0x%" PRIx64
 		       " (%" PRIu64 " bytes), end of central directory at 0x%"
-		       PRIx64 "%s, file %" PRIu64 " bytes\n", path, z.nentries,
+		       PRIx64 "%s, file %" PRIu64 " bytes\n", o->name, z.nentries,
 		       z.cdir_off, z.cdir_size, z.eocd_off,
 		       z.zip64 ? " after ZIP64 end records" : "", z.file_size);
 		printf("%4s  %10s  %10s  %10s  %10s  %-7s  %-8s  %-9s  %3s  "
@@ -134,7 +134,7 @@ static int zip_records(const char *path, int fd, const struct dump_opts *o)
 		struct row r = { 0 };
 		struct diag rd;
 
-		diag_init(&rd, path);
+		diag_init(&rd, o->name);
 		r.located = !ptz_entry_locate(&z, e, &rd);
 		if (r.located && !o->no_crc) {
 			int rc = zrec_crc32(&z, e, &r.crc, step, &pr, &rd);
@@ -168,15 +168,16 @@ static int legacy_records(const char *path, const struct dump_opts *o)
 	struct ckpt *c;
 	struct diag d;
 
-	diag_init(&d, path);
+	diag_init(&d, o->name);
 	if (ckpt_open(path, &c, &d)) {
 		cli_diag(&d);
 		return CLI_ERROR;
 	}
+	c->path = o->name;
 	v = malloc((c->nstorages + 1) * sizeof(*v));
 	if (!v) {
 		ckpt_close(c);
-		cli_error("%s: out of memory", path);
+		cli_error("%s: out of memory", o->name);
 		return CLI_ERROR;
 	}
 	if (c->nstorages)
@@ -192,14 +193,14 @@ static int legacy_records(const char *path, const struct dump_opts *o)
 		}
 	if (o->json) {
 		fputs("{\"file\":", stdout);
-		json_cstr(stdout, path);
+		json_cstr(stdout, o->name);
 		printf(",\"format\":\"legacy\",\"file_size\":%" PRIu64
 		       ",\"pickle_offset\":%" PRIu64 ",\"storages\":[",
 		       c->file_size, c->pkl_off);
 	} else {
 		printf("# %s: legacy stream (torch < 1.6), no zip records; "
 		       "main pickle at 0x%" PRIx64 ", %u storage blocks, file "
-		       "%" PRIu64 " bytes\n", path, c->pkl_off, c->nstorages,
+		       "%" PRIu64 " bytes\n", o->name, c->pkl_off, c->nstorages,
 		       c->file_size);
 		printf("%4s  %10s  %10s  %10s  %3s  %6s  %s\n", "#", "count at",
 		       "data", "bytes", "%64", "align", "key");
@@ -238,16 +239,16 @@ int dump_records(const char *path, const struct dump_opts *o)
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st)) {
-		dump_error(path, DIAG_NO_OFFSET, "%s", strerror(errno));
+		dump_error(o->name, DIAG_NO_OFFSET, "%s", strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return CLI_ERROR;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		dump_error(path, DIAG_NO_OFFSET, "is a directory");
+		dump_error(o->name, DIAG_NO_OFFSET, "is a directory");
 		rc = CLI_ERROR;
 	} else if (pread(fd, head, 4, 0) == 4 && !memcmp(head, "PK\3\4", 4)) {
-		rc = zip_records(path, fd, o);
+		rc = zip_records(fd, o);
 	} else {
 		rc = legacy_records(path, o);
 	}

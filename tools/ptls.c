@@ -13,16 +13,19 @@
  */
 #include "ckpt/ckpt.h"
 #include "cli.h"
+#include "cli_io.h"
 #include "diag/diag.h"
 #include "json_out.h"
 #include "ptls.h"
 #include "pickle/pkl.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -30,22 +33,32 @@
 
 static void usage(FILE *f)
 {
-	fputs("usage: ptls [OPTIONS] CHECKPOINT...\n"
+	fputs("usage: ptls [OPTIONS] CHECKPOINT [KEY-PATH...]...\n"
 	      "List the tensors and values of PyTorch checkpoints without "
-	      "loading them.\n\n"
-	      "  -j, --json       machine-readable output (see ptls(1))\n"
-	      "  -t, --tensors    tensors only, no python values\n"
-	      "  -r, --tree       the object tree, indented, containers "
+	      "loading them;\nwith KEY-PATHs (\"optimizer/state\"), only "
+	      "those subtrees.  CHECKPOINT - is\nstandard input.\n\n"
+	      "  -t, --tensors         tensors only, no python values\n"
+	      "  -T, --tree            the object tree, indented, containers "
 	      "included\n"
-	      "  -s, --totals     tensors, storages and bytes per dtype "
+	      "  -L, --depth N         show N levels; deeper containers as "
+	      "one summary line\n"
+	      "  -H, --human-readable  sizes as 2.6 MiB\n"
+	      "  -s, --totals          tensors, storages and bytes per dtype "
 	      "after the list\n"
-	      "  -c, --check      exit 1 if the pickle imports globals outside"
-	      " torch's\n"
-	      "                   weights-only allowlist\n"
-	      "  -h, --help       this text\n"
-	      "  -V, --version    print the version\n\n"
-	      "Exit status: 0 ok, 1 --check found unsafe globals, 2 error.\n",
-	      f);
+	      "  -S, --stats           per-tensor statistics: min, max, mean, "
+	      "std, L2 norm,\n"
+	      "                        NaN/+Inf/-Inf/zero counts (reads the "
+	      "data); exit 1\n"
+	      "                        if a value is NaN or infinite\n"
+	      "  -c, --check           exit 1 if the pickle imports globals "
+	      "outside torch's\n"
+	      "                        weights-only allowlist\n"
+	      "  -v, --verbose         long lists of python scalars in full "
+	      "(collapsed\n"
+	      "                        to one line above 16 items)\n"
+	      CLI_COMMON_HELP
+	      "\nExit status: 0 ok, 1 --check or --stats found something, "
+	      "2 error.\n", f);
 }
 
 /* strlen of ckpt_node_path(@n), without building it */
@@ -66,7 +79,21 @@ struct widths {
 };
 
 static int text_node(const struct ckpt_node *n, const struct opts *o,
-		     struct widths *w, bool print);
+		     struct widths *w, bool print, int depth);
+
+/* A container shown as one line: a long scalar list, or the depth cut. */
+static bool cut(const struct ckpt_node *n, const struct opts *o, int depth)
+{
+	return ls_is_dir(n) && n->nkids &&
+	       (ls_collapsed(n, o) || (o->depth >= 0 && depth >= o->depth));
+}
+
+/* Does @n print a line?  (--tensors hides python values.) */
+static bool listed(const struct ckpt_node *n, const struct opts *o)
+{
+	return n->kind == CKPT_N_TENSOR || o->values ||
+	       (ls_is_dir(n) && !ls_collapsed(n, o));
+}
 
 /* First pass: widen the columns for leaf @n. */
 static void measure_leaf(const struct ckpt_node *n, const struct opts *o,
@@ -74,7 +101,7 @@ static void measure_leaf(const struct ckpt_node *n, const struct opts *o,
 {
 	const struct ckpt_tensor *t = n->tensor;
 
-	if (n->kind != CKPT_N_TENSOR && !o->values)
+	if (!listed(n, o))
 		return;
 	w->path = MAX(w->path, path_len(n));
 	if (n->kind != CKPT_N_TENSOR) {
@@ -87,26 +114,63 @@ static void measure_leaf(const struct ckpt_node *n, const struct opts *o,
 	w->key = MAX(w->key, t->storage ? (int)strlen(t->storage->key) : 1);
 }
 
+/* "   512 B" or "2.6 MiB", right-aligned in 10 columns plus the unit. */
+static const char *size_cell(uint64_t v, const struct opts *o, char *buf,
+			     size_t size)
+{
+	char h[16];
+
+	if (o->human)
+		snprintf(buf, size, "%10s", cli_size(v, h, sizeof(h)));
+	else
+		snprintf(buf, size, "%10" PRIu64 " B", v);
+	return buf;
+}
+
+static int text_dir_line(const struct ckpt_node *n, const char *path,
+			 const struct opts *o, struct widths *w)
+{
+	char text[128], sz[32];
+	uint32_t tensors = 0;
+	uint64_t bytes = 0;
+
+	if (ls_collapsed(n, o)) {
+		ls_collapsed_text(n, text, sizeof(text));
+		return printf("%-*s  %-*s  [%s]\n", w->path, path, w->type,
+			      n->type, text);
+	}
+	ls_count(n, &tensors, &bytes, 0);
+	return printf("%-*s  %-*s  (%u item%s, %u tensor%s, %s)\n", w->path,
+		      path, w->type, n->type, n->nkids,
+		      n->nkids == 1 ? "" : "s",
+		      tensors, tensors == 1 ? "" : "s",
+		      o->human ? cli_size(bytes, text, sizeof(text)) :
+		      (snprintf(sz, sizeof(sz), "%" PRIu64 " B", bytes), sz));
+}
+
 static int text_leaf(const struct ckpt_node *n, const char *path,
 		     const struct opts *o, struct widths *w)
 {
-	char shape[1024], stride[1024], fl[80];
+	char shape[1024], stride[1024], fl[80], sz[32];
 	const struct ckpt_tensor *t = n->tensor;
 	const char *key;
 
+	if (!listed(n, o))
+		return 0;
+	if (ls_is_dir(n) && n->nkids)
+		return text_dir_line(n, path, o, w);
 	if (n->kind == CKPT_N_TENSOR) {
 		fmt_dims(shape, sizeof(shape), t->shape, t->ndim);
 		fmt_dims(stride, sizeof(stride), t->stride, t->ndim);
 		key = t->storage ? t->storage->key : "-";
 		return printf("%-*s  %-*s  %-*s  stride %-*s  offset %-4" PRIu64
-			      "  storage %-*s  %10" PRIu64 " B  %-5s  %s\n",
+			      "  storage %-*s  %s  %-5s  %s\n",
 			      w->path, path, w->type, t->dtype->name, w->shape,
 			      shape, w->stride, stride, t->offset, w->key, key,
-			      t->nbytes, t->device ? t->device : "-",
+			      size_cell(t->nbytes, o, sz, sizeof(sz)),
+			      t->device ? t->device : "-",
 			      fmt_flags(t, fl, sizeof(fl)));
 	}
-	if (!o->values)
-		return 0;
 	if (n->kind == CKPT_N_LINK) {
 		char *to = ckpt_node_path(n->target);
 		int r = printf("%-*s  %-*s  -> %s\n", w->path, path, w->type,
@@ -126,14 +190,14 @@ static int text_leaf(const struct ckpt_node *n, const char *path,
 }
 
 static int text_node(const struct ckpt_node *n, const struct opts *o,
-		     struct widths *w, bool print)
+		     struct widths *w, bool print, int depth)
 {
 	char *path;
 	int rc = 0;
 
-	if ((n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ) && n->nkids) {
+	if (ls_is_dir(n) && n->nkids && !cut(n, o, depth)) {
 		for (uint32_t i = 0; i < n->nkids && rc >= 0; i++)
-			rc = text_node(n->kids[i], o, w, print);
+			rc = text_node(n->kids[i], o, w, print, depth + 1);
 		return rc;
 	}
 	if (!print) {
@@ -148,30 +212,48 @@ static int text_node(const struct ckpt_node *n, const struct opts *o,
 	return rc;
 }
 
+/* The unsafe globals, each with the key that holds it. */
+static void text_globals(const struct ckpt *c)
+{
+	for (uint32_t i = 0; i < c->nglobals; i++) {
+		const struct ckpt_node *h = ls_global_holder(c,
+							     c->globals[i].off);
+		char *p = h ? ckpt_node_path(h) : NULL;
+
+		printf("# unsafe global %s.%s (offset 0x%" PRIx64 "): "
+		       "torch.load would import it", c->globals[i].module,
+		       c->globals[i].name, c->globals[i].off);
+		if (p)
+			printf("; held by %s", p[0] ? p : ". (the root)");
+		putchar('\n');
+		free(p);
+	}
+}
+
 static void text_list(const struct ckpt *c, const struct opts *o)
 {
 	struct widths w = { 0 };
 	uint64_t bytes = 0;
+	char hb[16];
 
 	if (o->tree) {
 		ls_tree_text(c, o);
 	} else {
-		text_node(c->root, o, &w, false);
-		text_node(c->root, o, &w, true);
+		text_node(o->start, o, &w, false, 0);
+		text_node(o->start, o, &w, true, 0);
 	}
 	for (uint32_t i = 0; i < c->nstorages; i++)
 		bytes += c->storages[i]->nbytes;
-	printf("# %u tensors, %u storages, %" PRIu64 " bytes of data; "
+	printf("# %u tensors, %u storages, %" PRIu64 " bytes of data%s%s%s; "
 	       "%s format%s%s\n", c->nshown, c->nstorages, bytes,
-	       ckpt_format_name(c->format),
+	       o->human ? " (" : "",
+	       o->human ? cli_size(bytes, hb, sizeof(hb)) : "",
+	       o->human ? ")" : "", ckpt_format_name(c->format),
 	       c->byteorder ? ", byteorder " : "",
 	       c->byteorder ? c->byteorder : "");
 	if (o->totals)
-		ls_totals_text(c);
-	for (uint32_t i = 0; i < c->nglobals; i++)
-		printf("# unsafe global %s.%s (offset 0x%" PRIx64
-		       "): torch.load would import it\n", c->globals[i].module,
-		       c->globals[i].name, c->globals[i].off);
+		ls_totals_text(c, o);
+	text_globals(c);
 }
 
 /* ---- JSON output ---- */
@@ -234,8 +316,10 @@ static void json_node(FILE *f, const struct ckpt_node *n, bool *first,
 
 static void json_list(const struct ckpt *c, const struct opts *o)
 {
+	const struct ckpt_node *holder;
 	FILE *f = stdout;
 	bool first = true;
+	char *hp;
 
 	fputs("{\"file\":", f);
 	json_cstr(f, c->path);
@@ -251,7 +335,7 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 		ls_tree_json(f, c, o);
 	} else {
 		fputs(",\"entries\":[", f);
-		json_node(f, c->root, &first, o);
+		json_node(f, o->start, &first, o);
 		fputs("\n ]", f);
 	}
 	fputs(",\"storages\":[", f);
@@ -274,11 +358,78 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 		json_cstr(f, c->globals[i].module);
 		fputs(",\"name\":", f);
 		json_cstr(f, c->globals[i].name);
-		fprintf(f, ",\"offset\":%" PRIu64 "}", c->globals[i].off);
+		fprintf(f, ",\"offset\":%" PRIu64 ",\"path\":",
+			c->globals[i].off);
+		holder = ls_global_holder(c, c->globals[i].off);
+		hp = holder ? ckpt_node_path(holder) : NULL;
+		json_cstr(f, hp);
+		free(hp);
+		fputs("}", f);
 	}
 	fprintf(f, "\n ],\"tensors\":%u,\"totals\":", c->nshown);
 	ls_totals_json(f, c);
 	fputs("}\n", f);
+}
+
+/* Does @arg name a file (so it is a checkpoint, not a key path)? */
+static bool is_file(const char *arg)
+{
+	struct stat st;
+
+	return !strcmp(arg, "-") || !stat(arg, &st);
+}
+
+/*
+ * List @c, or the subtrees its path arguments @paths[0..@npaths) name.
+ * Returns the exit status for this file.
+ */
+static int list_one(struct ckpt *c, struct opts *o, char **paths,
+		    int npaths, bool many)
+{
+	static int headed;
+	int status = CLI_OK;
+
+	for (int k = 0; k < (npaths ? npaths : 1); k++) {
+		o->start = npaths ? ls_find(c, paths[k]) : c->root;
+		if (!o->start) {
+			cli_error("%s: %s: no such key path (ptls %s lists "
+				  "the paths)", c->path, paths[k], c->path);
+			if (o->json) {
+				struct diag d;
+
+				diag_init(&d, c->path);
+				diag_set(&d, -ENOENT, DIAG_NO_OFFSET,
+					 "%s: no such key path", paths[k]);
+				cli_json_error(stdout, &d, NULL, NULL);
+			}
+			status = CLI_ERROR;
+			continue;
+		}
+		if (!o->quiet && many && !o->json)
+			printf("%s%s%s%s:\n", headed++ ? "\n" : "", c->path,
+			       npaths ? " " : "", npaths ? paths[k] : "");
+		if (o->quiet)
+			;
+		else if (o->json)
+			json_list(c, o);
+		else
+			text_list(c, o);
+	}
+	if (o->check && c->nglobals && !status)
+		status = CLI_FOUND;
+	return status;
+}
+
+static int parse_depth(const char *arg, int *depth)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+
+	if (*end || end == arg || v < 0 || v > CKPT_MAX_DEPTH)
+		return cli_usage("--depth %s: not a number from 0 to %d", arg,
+				 CKPT_MAX_DEPTH);
+	*depth = (int)v;
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -286,26 +437,39 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "tensors", no_argument, NULL, 't' },
-		{ "tree", no_argument, NULL, 'r' },
+		{ "tree", no_argument, NULL, 'T' },
 		{ "totals", no_argument, NULL, 's' },
 		{ "check", no_argument, NULL, 'c' },
+		{ "depth", required_argument, NULL, 'L' },
+		{ "human-readable", no_argument, NULL, 'H' },
+		{ "stats", no_argument, NULL, 'S' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct opts o = { .values = true };
+	struct opts o = { .values = true, .depth = -1 };
 	static char outbuf[1 << 20];
-	int opt, status = CLI_OK;
+	int opt, status = CLI_OK, nfiles = 0;
 
-	cli_init(argv[0], "[OPTIONS] CHECKPOINT...");
-	while ((opt = getopt_long(argc, argv, "jtrschV", longopts,
+	cli_init(argv[0], "[OPTIONS] CHECKPOINT [KEY-PATH...]...");
+	while ((opt = getopt_long(argc, argv, "jtTscL:HSqvhV", longopts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'j': o.json = true; break;
 		case 't': o.values = false; break;
-		case 'r': o.tree = true; break;
+		case 'T': o.tree = true; break;
 		case 's': o.totals = true; break;
 		case 'c': o.check = true; break;
+		case 'L':
+			if (parse_depth(optarg, &o.depth))
+				return CLI_ERROR;
+			break;
+		case 'H': o.human = true; break;
+		case 'S': o.stats = true; break;
+		case 'q': o.quiet = true; break;
+		case 'v': o.expand = true; break;
 		case 'h': usage(stdout); return cli_finish(CLI_OK);
 		case 'V': return cli_version();
 		default: return cli_usage(NULL);
@@ -313,26 +477,34 @@ int main(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return cli_usage("no checkpoint given");
+	/* the first argument is a checkpoint (a missing one is an error);
+	   after it, one that names no file is a key path into it */
+	for (int i = optind + 1; i < argc; i++)
+		nfiles += is_file(argv[i]);
+	nfiles++;
 	setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
-	for (int i = optind; i < argc; i++) {
+	for (int i = optind; i < argc;) {
+		int np = 0, rc;
 		struct ckpt *c;
 		struct diag d;
 
-		diag_init(&d, argv[i]);
-		if (ckpt_open(argv[i], &c, &d)) {
+		while (i + 1 + np < argc && !is_file(argv[i + 1 + np]))
+			np++;
+		if (cli_open(argv[i], &c, &d)) {
 			cli_diag(&d);
+			if (o.json && !o.quiet)
+				cli_json_error(stdout, &d, NULL, NULL);
 			status = CLI_ERROR;
+			i += 1 + np;
 			continue;
 		}
-		if (argc - optind > 1 && !o.json)
-			printf("%s%s:\n", i > optind ? "\n" : "", argv[i]);
-		if (o.json)
-			json_list(c, &o);
-		else
-			text_list(c, &o);
-		if (o.check && c->nglobals && !status)
-			status = CLI_FOUND;
+		rc = o.stats ? ls_stats(c, &o, argv + i + 1, np, nfiles > 1 ||
+					np > 1) :
+		     list_one(c, &o, argv + i + 1, np, nfiles > 1 || np > 1);
+		if (rc == CLI_ERROR || (rc == CLI_FOUND && status == CLI_OK))
+			status = rc;
 		ckpt_close(c);
+		i += 1 + np;
 	}
 	return cli_finish(status);
 }

@@ -13,6 +13,10 @@
 #include "ckpt_fmt.h"
 
 struct ckpt;
+struct ckpt_node;
+
+/* A container of more python scalars than this is shown on one line. */
+#define LS_COLLAPSE_OVER	16
 
 struct opts {
 	bool json;
@@ -20,14 +24,37 @@ struct opts {
 	bool values;
 	bool tree;
 	bool totals;
+	bool human;		/* sizes as "2.6 MiB" */
+	bool expand;		/* --verbose: no collapsed lists */
+	bool quiet;		/* nothing on stdout: the status says it */
+	bool stats;		/* per-tensor statistics (ptls_stats.c) */
+	int depth;		/* levels below start shown; -1: all */
+	const struct ckpt_node *start;	/* the subtree listed */
 };
+
+/* ptls_find.c: the node @path names ("a/b/0"), or NULL. */
+const struct ckpt_node *ls_find(const struct ckpt *c, const char *path);
+bool ls_is_dir(const struct ckpt_node *n);
+/* Is @n a long container of python scalars, shown on one line? */
+bool ls_collapsed(const struct ckpt_node *n, const struct opts *o);
+/* "746 int: 1, 2, 3, ..." (at most about 80 bytes) into @buf. */
+void ls_collapsed_text(const struct ckpt_node *n, char *buf, size_t size);
+/* The deepest node whose value refers to the unsafe GLOBAL at @off. */
+const struct ckpt_node *ls_global_holder(const struct ckpt *c, uint64_t off);
+/* Tensors under @n and their bytes (links not followed). */
+void ls_count(const struct ckpt_node *n, uint32_t *tensors, uint64_t *bytes,
+	      int depth);
 
 /* ptls_tree.c: the indented tree, as text or as one nested JSON value. */
 int ls_tree_text(const struct ckpt *c, const struct opts *o);
 void ls_tree_json(FILE *f, const struct ckpt *c, const struct opts *o);
 
 /* ptls_tree.c: tensors, storages and bytes per dtype. */
-void ls_totals_text(const struct ckpt *c);
+void ls_totals_text(const struct ckpt *c, const struct opts *o);
 void ls_totals_json(FILE *f, const struct ckpt *c);
+
+/* ptls_stats.c: --stats of @c (or of the subtrees @paths name). */
+int ls_stats(struct ckpt *c, struct opts *o, char **paths, int npaths,
+	     bool many);
 
 #endif

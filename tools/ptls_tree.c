@@ -5,6 +5,7 @@
  * tensors, storages and bytes per dtype.  Only the model is read.
  */
 #include "ckpt/ckpt.h"
+#include "cli.h"
 #include "json_out.h"
 #include "ptls.h"
 
@@ -16,15 +17,20 @@
 
 /* ---- text ---- */
 
-static bool is_dir(const struct ckpt_node *n)
-{
-	return n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ;
-}
+#define is_dir ls_is_dir
 
 /* Is @n shown with these options?  (--tensors hides python values.) */
 static bool shown(const struct ckpt_node *n, const struct opts *o)
 {
-	return o->values || is_dir(n) || n->kind == CKPT_N_TENSOR;
+	return o->values || (is_dir(n) && !ls_collapsed(n, o)) ||
+	       n->kind == CKPT_N_TENSOR;
+}
+
+/* Are @n's children listed below it (not collapsed, not cut by -L)? */
+static bool opened(const struct ckpt_node *n, int depth, const struct opts *o)
+{
+	return is_dir(n) && !ls_collapsed(n, o) && depth < CKPT_MAX_DEPTH &&
+	       (o->depth < 0 || depth < o->depth);
 }
 
 /* Width of the name column: indentation plus name (plus "/"). */
@@ -33,10 +39,10 @@ static int measure(const struct ckpt_node *n, int depth, const struct opts *o)
 	int w = 2 * depth + (n->parent ? (int)strlen(n->name) : 1) +
 		is_dir(n);
 
-	for (uint32_t i = 0; is_dir(n) && i < n->nkids; i++) {
+	for (uint32_t i = 0; opened(n, depth, o) && i < n->nkids; i++) {
 		int k;
 
-		if (!shown(n->kids[i], o) || depth >= CKPT_MAX_DEPTH)
+		if (!shown(n->kids[i], o))
 			continue;
 		/* not inside MAX(), which would measure the subtree twice:
 		   2^40 walks for 40 levels of lists (tests/hostile) */
@@ -46,9 +52,9 @@ static int measure(const struct ckpt_node *n, int depth, const struct opts *o)
 	return w;
 }
 
-static void tensor_text(const struct ckpt_tensor *t)
+static void tensor_text(const struct ckpt_tensor *t, const struct opts *o)
 {
-	char shape[1024], stride[1024], fl[80];
+	char shape[1024], stride[1024], fl[80], h[16];
 	const char *f = fmt_flags(t, fl, sizeof(fl));
 
 	fmt_dims(shape, sizeof(shape), t->shape, t->ndim);
@@ -61,7 +67,10 @@ static void tensor_text(const struct ckpt_tensor *t)
 		printf("  storage %s", t->storage->key);
 	if (t->offset)
 		printf(" offset %" PRIu64, t->offset);
-	printf("  %" PRIu64 " B", t->nbytes);
+	if (o->human)
+		printf("  %s", cli_size(t->nbytes, h, sizeof(h)));
+	else
+		printf("  %" PRIu64 " B", t->nbytes);
 	if (t->device && strcmp(t->device, "cpu"))
 		printf("  %s", t->device);
 	if (strcmp(f, "-"))
@@ -71,7 +80,9 @@ static void tensor_text(const struct ckpt_tensor *t)
 static int node_text(const struct ckpt_node *n, int depth, int width,
 		     const struct opts *o)
 {
-	char shown_val[80 * 4 + 8];
+	char shown_val[80 * 4 + 8], h[16];
+	uint32_t tensors = 0;
+	uint64_t bytes = 0;
 	int pad;
 
 	if (n->parent)
@@ -83,13 +94,25 @@ static int node_text(const struct ckpt_node *n, int depth, int width,
 	switch (n->kind) {
 	case CKPT_N_DIR:
 	case CKPT_N_SEQ:
-		if (n->nkids)
-			printf("%s (%u)\n", n->type, n->nkids);
-		else
+		if (!n->nkids) {
 			printf("%s (empty)\n", n->type);
+		} else if (ls_collapsed(n, o)) {
+			ls_collapsed_text(n, shown_val, sizeof(shown_val));
+			printf("%s [%s]\n", n->type, shown_val);
+		} else if (!opened(n, depth, o)) {
+			ls_count(n, &tensors, &bytes, 0);
+			printf("%s (%u) ... %u tensor%s, ", n->type, n->nkids,
+			       tensors, tensors == 1 ? "" : "s");
+			if (o->human)
+				printf("%s\n", cli_size(bytes, h, sizeof(h)));
+			else
+				printf("%" PRIu64 " B\n", bytes);
+		} else {
+			printf("%s (%u)\n", n->type, n->nkids);
+		}
 		break;
 	case CKPT_N_TENSOR:
-		tensor_text(n->tensor);
+		tensor_text(n->tensor, o);
 		putchar('\n');
 		break;
 	case CKPT_N_LINK: {
@@ -103,15 +126,16 @@ static int node_text(const struct ckpt_node *n, int depth, int width,
 		fmt_printable(shown_val, n);
 		printf("%s = %s\n", n->type, shown_val);
 	}
-	for (uint32_t i = 0; is_dir(n) && i < n->nkids; i++)
-		if (shown(n->kids[i], o) && depth < CKPT_MAX_DEPTH)
+	for (uint32_t i = 0; opened(n, depth, o) && i < n->nkids; i++)
+		if (shown(n->kids[i], o))
 			node_text(n->kids[i], depth + 1, width, o);
 	return 0;
 }
 
 int ls_tree_text(const struct ckpt *c, const struct opts *o)
 {
-	return node_text(c->root, 0, measure(c->root, 0, o), o);
+	(void)c;
+	return node_text(o->start, 0, measure(o->start, 0, o), o);
 }
 
 /* ---- JSON ---- */
@@ -168,7 +192,8 @@ static void node_json(FILE *f, const struct ckpt_node *n, int depth,
 
 void ls_tree_json(FILE *f, const struct ckpt *c, const struct opts *o)
 {
-	node_json(f, c->root, 0, o);
+	(void)c;
+	node_json(f, o->start, 0, o);
 }
 
 /* ---- totals ---- */
@@ -239,8 +264,9 @@ static struct total *totals(const struct ckpt *c, size_t *n)
 	return t;
 }
 
-void ls_totals_text(const struct ckpt *c)
+void ls_totals_text(const struct ckpt *c, const struct opts *o)
 {
+	char h1[16], h2[16];
 	size_t n, w = 5;
 	struct total *t = totals(c, &n);
 
@@ -250,7 +276,12 @@ void ls_totals_text(const struct ckpt *c)
 		w = MAX(w, strlen(t[i].dtype));
 	printf("# %-*s  %8s  %14s  %8s  %14s\n", (int)w, "dtype", "tensors",
 	       "tensor bytes", "storages", "storage bytes");
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n && o->human; i++)
+		printf("# %-*s  %8u  %14s  %8u  %14s\n", (int)w, t[i].dtype,
+		       t[i].tensors, cli_size(t[i].tensor_bytes, h1,
+					      sizeof(h1)), t[i].storages,
+		       cli_size(t[i].storage_bytes, h2, sizeof(h2)));
+	for (size_t i = 0; i < n && !o->human; i++)
 		printf("# %-*s  %8u  %14" PRIu64 "  %8u  %14" PRIu64 "\n",
 		       (int)w, t[i].dtype, t[i].tensors, t[i].tensor_bytes,
 		       t[i].storages, t[i].storage_bytes);

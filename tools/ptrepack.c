@@ -8,11 +8,19 @@
  * storages down to the part their tensors use; --align changes the data
  * alignment.
  *
+ * OUT "-" (or a path that is standard output, such as /dev/stdout) is
+ * standard output: written in place when it is a regular file at offset
+ * 0, else (a pipe) written to a deleted temporary file in $TMPDIR and
+ * copied out sequentially: the zip writer seeks back to patch headers.
+ * An OUT that is a symlink to a regular file replaces the file it names
+ * (the link stays); a directory, device or dangling link is refused.
+ *
  * Exit status: 0 written, 2 error (one line on stderr says why; OUT is
  * then untouched).
  */
 #include "ckpt/ckpt.h"
 #include "cli.h"
+#include "cli_io.h"
 #include "ptrepack_cvt.h"
 #include "diag/diag.h"
 #include "json_out.h"
@@ -24,43 +32,47 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 static void usage(FILE *f)
 {
 	fputs("usage: ptrepack [OPTIONS] IN OUT\n"
 	      "Write PyTorch checkpoint IN to OUT in torch's own archive "
 	      "layout.\n\n"
-	      "  -p, --repickle     write a new data.pkl from the object tree "
+	      "  -P, --repickle     write a new data.pkl from the object tree "
 	      "(keys 0..N-1\n"
 	      "                     in first-use order, unused storages "
 	      "dropped)\n"
 	      "  -d, --drop-unused  leave out data/ records nothing refers to "
 	      "(data.pkl\n"
 	      "                     and keys kept)\n"
-	      "  -c, --clone[=PCT]  cut a storage to the span its tensors use "
+	      "  -C, --clone[=PCT]  cut a storage to the span its tensors use "
 	      "when that\n"
 	      "                     is at most PCT% of it (default 50); "
 	      "implies --repickle\n"
-	      "  -a, --align N      align record data to N bytes (a power of "
+	      "  -A, --align N      align record data to N bytes (a power of "
 	      "two, 64 to\n"
 	      "                     32768; default: the file's "
 	      ".storage_alignment, or 64)\n"
-	      "  -t, --dtype TYPE   convert every floating tensor to TYPE "
+	      "      --dtype TYPE   convert every floating tensor to TYPE "
 	      "(float64, float32,\n"
 	      "                     float16, bfloat16, float8_e4m3fn, "
 	      "float8_e5m2,\n"
 	      "                     float8_e4m3fnuz, float8_e5m2fnuz), rounding "
 	      "as .to() does\n"
-	      "  -o, --only GLOB    with --dtype: only tensors whose key path "
+	      "      --only GLOB    with --dtype: only tensors whose key path "
 	      "matches GLOB\n"
 	      "      --torch VER    with --dtype: NaN patterns of torch VER "
 	      "(2 or 1.13)\n"
-	      "  -v, --verbose      say what was written\n"
-	      "  -j, --json         the same as a JSON object\n"
-	      "  -h, --help         this text\n"
-	      "  -V, --version      print the version\n\n"
-	      "A legacy (torch < 1.6) IN is converted to the zip format.  OUT "
-	      "is written\nto a temporary file beside it, fsync'd and renamed."
+	      "  -v, --verbose      say what was written (on stderr when OUT "
+	      "is -)\n"
+	      CLI_COMMON_HELP
+	      "\nA legacy (torch < 1.6) IN is converted to the zip format.  OUT "
+	      "is written\nto a temporary file beside it, fsync'd and renamed; "
+	      "OUT - (or a pipe, or a\ncharacter device) is written in "
+	      "order, never to a terminal.  A symlink OUT\nreplaces its "
+	      "target.\n"
 	      "\nExit status: 0 ok, 2 error.\n", f);
 }
 
@@ -72,17 +84,18 @@ static void progress(void *arg, uint64_t done, uint64_t total)
 	cli_progress(p, done);
 }
 
-static void summary(const char *in, const char *out, const struct ckpt *c,
-		    const struct ckpt_write_stats *st, bool json)
+static void summary(FILE *f, const char *in, const char *out,
+		    const struct ckpt *c, const struct ckpt_write_stats *st,
+		    bool json)
 {
 	char a[16], b[16];
 
 	if (json) {
-		fputs("{\"in\":", stdout);
-		json_cstr(stdout, in);
-		fputs(",\"out\":", stdout);
-		json_cstr(stdout, out);
-		printf(",\"converted\":%s,\"repickled\":%s,\"records\":%u,"
+		fputs("{\"in\":", f);
+		json_cstr(f, in);
+		fputs(",\"out\":", f);
+		json_cstr(f, out);
+		fprintf(f, ",\"converted\":%s,\"repickled\":%s,\"records\":%u,"
 		       "\"storages\":%u,\"dropped\":%u,\"trimmed\":%u,"
 		       "\"saved\":%" PRIu64 ",\"size\":%" PRIu64 "}\n",
 		       c->format == CKPT_LEGACY ? "true" : "false",
@@ -91,7 +104,7 @@ static void summary(const char *in, const char *out, const struct ckpt *c,
 		       st->size);
 		return;
 	}
-	printf("%s: %u record%s, %u storage%s%s, %s (was %s)", out,
+	fprintf(f, "%s: %u record%s, %u storage%s%s, %s (was %s)", out,
 	       st->records, st->records == 1 ? "" : "s", st->storages,
 	       st->storages == 1 ? "" : "s",
 	       c->format == CKPT_LEGACY ? ", converted from the legacy format"
@@ -99,28 +112,87 @@ static void summary(const char *in, const char *out, const struct ckpt *c,
 	       cli_size(st->size, a, sizeof(a)),
 	       cli_size(c->file_size, b, sizeof(b)));
 	if (st->dropped)
-		printf("; %u unused storage record%s left out", st->dropped,
+		fprintf(f, "; %u unused storage record%s left out", st->dropped,
 		       st->dropped == 1 ? "" : "s");
 	if (st->trimmed)
-		printf("; %u storage%s cut to what %s tensors use",
+		fprintf(f, "; %u storage%s cut to what %s tensors use",
 		       st->trimmed, st->trimmed == 1 ? "" : "s",
 		       st->trimmed == 1 ? "its" : "their");
 	if (st->dropped || st->trimmed)
-		printf(", %s saved", cli_size(st->saved, a, sizeof(a)));
-	putchar('\n');
+		fprintf(f, ", %s saved", cli_size(st->saved, a, sizeof(a)));
+	fputc('\n', f);
+}
+
+/*
+ * Write @c to the stream @out (standard output, a pipe, a device): in
+ * place when it is a regular file at offset 0 (not O_APPEND: pwrite
+ * would append), else through a spooled temporary file, since the zip
+ * writer patches headers it wrote before.  Not atomic: the shell already
+ * truncated a redirected file.  0 or -errno.
+ */
+static int write_stream(struct ckpt *c, int out,
+			const struct ckpt_write_opts *o, const struct stat *in,
+			struct diag *d)
+{
+	struct stat st;
+	int fd, fl, rc;
+
+	if (isatty(out))
+		return diag_set(d, -ENOTTY, DIAG_NO_OFFSET, "is a terminal: "
+				"redirect it to a file or a pipe");
+	if (fstat(out, &st))
+		return diag_errno(d, -errno, "%s", strerror(errno));
+	if (st.st_dev == in->st_dev && st.st_ino == in->st_ino)
+		return diag_set(d, -EINVAL, DIAG_NO_OFFSET, "is the input "
+				"file itself");
+	fl = fcntl(out, F_GETFL);
+	if (S_ISREG(st.st_mode) && fl >= 0 && !(fl & O_APPEND) &&
+	    lseek(out, 0, SEEK_CUR) == 0) {
+		rc = ckpt_write(c, out, o, d);
+		if (!rc && (ftruncate(out, (off_t)o->stats->size) ||
+			    lseek(out, (off_t)o->stats->size, SEEK_SET) < 0))
+			rc = diag_errno(d, -errno, "%s", strerror(errno));
+		return rc;
+	}
+	fd = cli_spool_fd();
+	if (fd < 0)
+		return diag_errno(d, fd, "cannot make a temporary file in "
+				  "$TMPDIR: %s", strerror(-fd));
+	rc = ckpt_write(c, fd, o, d);
+	if (!rc && lseek(fd, 0, SEEK_SET))
+		rc = diag_errno(d, -errno, "%s", strerror(errno));
+	if (!rc) {
+		rc = cli_copy_fd(fd, out);
+		if (rc)
+			diag_errno(d, rc, "%s", strerror(-rc));
+	}
+	close(fd);
+	return rc;
+}
+
+/* A name in $TMPDIR for spooling beside (the file is never made). */
+static const char *spool_near(void)
+{
+	static char path[4096];
+	const char *t = getenv("TMPDIR");
+
+	snprintf(path, sizeof(path), "%s/ptrepack", t && *t ? t : "/tmp");
+	return path;
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option lopts[] = {
-		{ "repickle", no_argument, NULL, 'p' },
+		{ "repickle", no_argument, NULL, 'P' },
 		{ "drop-unused", no_argument, NULL, 'd' },
-		{ "clone", optional_argument, NULL, 'c' },
-		{ "align", required_argument, NULL, 'a' },
-		{ "dtype", required_argument, NULL, 't' },
-		{ "only", required_argument, NULL, 'o' },
-		{ "torch", required_argument, NULL, 'T' },
+		{ "clone", optional_argument, NULL, 'C' },
+		{ "align", required_argument, NULL, 'A' },
+		/* long only: -t and -o mean other things in the family */
+		{ "dtype", required_argument, NULL, 't' + 256 },
+		{ "only", required_argument, NULL, 'o' + 256 },
+		{ "torch", required_argument, NULL, 'T' + 256 },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -129,26 +201,30 @@ int main(int argc, char **argv)
 	struct ckpt_write_stats st = { 0 };
 	struct ckpt_write_opts o = { .stats = &st };
 	struct cli_progress pr;
-	bool verbose = false, json = false;
+	bool verbose = false, json = false, quiet = false;
 	struct cvt_opt cv = { .tmpfd = -1 };
+	enum cli_out how;
+	char *target = NULL;
+	const char *out;
+	FILE *sf;
 	struct ckpt *c;
 	struct diag d;
 	struct stat sb;
 	char *end;
 	unsigned long a;
-	int ch, rc;
+	int ch, rc, sfd;
 
 	cli_init(argv[0], "[OPTIONS] IN OUT");
-	while ((ch = getopt_long(argc, argv, "pdc::a:t:o:vjhV", lopts,
+	while ((ch = getopt_long(argc, argv, "PdC::A:vqjhV", lopts,
 				 NULL)) != -1) {
 		switch (ch) {
-		case 'p':
+		case 'P':
 			o.repickle = true;
 			break;
 		case 'd':
 			o.drop_unused = true;
 			break;
-		case 'c':
+		case 'C':
 			a = optarg ? strtoul(optarg, &end, 10) : 50;
 			if ((optarg && (*end || end == optarg)) || !a ||
 			    a > 100)
@@ -156,7 +232,7 @@ int main(int argc, char **argv)
 						 "from 1 to 100", optarg);
 			o.clone_pct = (uint8_t)a;
 			break;
-		case 'a':
+		case 'A':
 			a = strtoul(optarg, &end, 10);
 			if (*end || a < 64 || a > 32768 || (a & (a - 1)))
 				return cli_usage("--align %s: not a power of "
@@ -164,14 +240,17 @@ int main(int argc, char **argv)
 						 optarg);
 			o.align = a;
 			break;
-		case 't':
-		case 'o':
-		case 'T':
-			if (cvt_opt_parse(&cv, ch, optarg))
+		case 't' + 256:
+		case 'o' + 256:
+		case 'T' + 256:
+			if (cvt_opt_parse(&cv, ch - 256, optarg))
 				return CLI_ERROR;
 			break;
 		case 'v':
 			verbose = true;
+			break;
+		case 'q':
+			quiet = true;
 			break;
 		case 'j':
 			json = true;
@@ -190,20 +269,41 @@ int main(int argc, char **argv)
 				 argc - optind, argc - optind == 1 ? "" : "s");
 	if (cvt_opt_check(&cv, o.clone_pct))
 		return CLI_ERROR;
-	diag_init(&d, argv[optind]);
-	if (ckpt_open(argv[optind], &c, &d)) {
+	out = argv[optind + 1];
+	how = cli_output(out, &target);
+	if (how == CLI_OUT_REFUSED)
+		return CLI_ERROR;
+	if (cli_open(argv[optind], &c, &d)) {
 		cli_diag(&d);
+		free(target);
 		return CLI_ERROR;
 	}
 	cli_progress_start(&pr, "writing", c->file_size);
 	o.progress = progress;
 	o.progress_arg = &pr;
 	rc = fstat(c->fd, &sb) ? -errno : 0;
+	/* converted storages are spooled beside OUT, or in $TMPDIR for a
+	   stream */
 	if (!rc && cv.to)
-		rc = cvt_opt_run(&cv, c, argv[optind + 1], &d);
-	if (!rc)
-		rc = ckpt_save(c, argv[optind + 1], &o, &sb, NULL, NULL, &d);
+		rc = cvt_opt_run(&cv, c, how == CLI_OUT_STDOUT ||
+				 how == CLI_OUT_STREAM ? spool_near() :
+				 target ? target : out, &d);
+	if (!rc && how == CLI_OUT_STDOUT) {
+		diag_init(&d, "(stdout)");
+		rc = write_stream(c, STDOUT_FILENO, &o, &sb, &d);
+	} else if (!rc && how == CLI_OUT_STREAM) {
+		diag_init(&d, out);
+		sfd = open(out, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+		rc = sfd < 0 ? diag_errno(&d, -errno, "%s", strerror(errno)) :
+		     write_stream(c, sfd, &o, &sb, &d);
+		if (sfd >= 0 && close(sfd) && !rc)
+			rc = diag_errno(&d, -errno, "%s", strerror(errno));
+	} else if (!rc) {
+		rc = ckpt_save(c, target ? target : out, &o, &sb, NULL, NULL,
+			       &d);
+	}
 	cli_progress_end(&pr);
+	free(target);
 	if (rc) {
 		if (!d.err)
 			diag_errno(&d, rc, "%s", strerror(-rc));
@@ -212,9 +312,12 @@ int main(int argc, char **argv)
 		ckpt_close(c);
 		return CLI_ERROR;
 	}
-	if (verbose || json)
-		summary(argv[optind], argv[optind + 1], c, &st, json);
-	if (verbose && cv.to && !json)
+	/* the archive owns stdout when OUT is -: the summary goes aside */
+	sf = how == CLI_OUT_STDOUT ? stderr : stdout;
+	if ((verbose || json) && !quiet)
+		summary(sf, cli_name(argv[optind]), how == CLI_OUT_STDOUT ?
+			"(stdout)" : out, c, &st, json);
+	if (verbose && cv.to && !json && !quiet && how != CLI_OUT_STDOUT)
 		cvt_opt_report(&cv);
 	cvt_opt_release(&cv);
 	ckpt_close(c);

@@ -11,13 +11,15 @@
  * outside 1..10) make the file unreadable.
  *
  * Output: one line per problem on stdout, "ptverify: FILE: offset 0x..:
- * message", then "FILE: ok" or "FILE: N problems" unless --quiet; with
- * --json one JSON object per file, each on one line.
+ * message", then "FILE: ok" or "FILE: N problems"; with --json one JSON
+ * object per file, each on one line; with --quiet nothing (the status
+ * says it).  CHECKPOINT - is standard input.
  * Exit status: 0 clean, 1 problems found, 2 unreadable (one line on
  * stderr says why).
  */
 #include "ckpt/ckpt.h"
 #include "cli.h"
+#include "cli_io.h"
 #include "diag/diag.h"
 #include "json_out.h"
 #include "util/le.h"
@@ -58,11 +60,9 @@ static void usage(FILE *f)
 	      "Check PyTorch checkpoints for what torch.load would trip on "
 	      "and what it\ndoes not check (CRC-32, alignment, stray bytes, "
 	      "unsafe globals).\n\n"
-	      "  -q, --quiet      only the problems, no summary line\n"
-	      "  -n, --no-crc     do not read record data to check CRC-32s\n"
-	      "  -j, --json       one JSON object per file\n"
-	      "  -h, --help       this text\n"
-	      "  -V, --version    print the version\n\n"
+	      "  -n, --no-crc          do not read record data to check "
+	      "CRC-32s\n"
+	      CLI_COMMON_HELP "\n"
 	      "Exit status: 0 no problems, 1 problems found, 2 a file could "
 	      "not be read.\n", f);
 }
@@ -77,6 +77,10 @@ static void problem(struct ver *v, const char *check, uint64_t off,
 	char msg[512];
 	va_list ap;
 
+	if (v->o->quiet) {	/* the exit status says it */
+		v->nproblems++;
+		return;
+	}
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
@@ -484,20 +488,13 @@ static int verify(const char *path, const struct vopts *o)
 	uint64_t total = 0;
 	struct diag d;
 
-	diag_init(&d, path);
-	if (ckpt_open(path, &v.c, &d)) {
-		if (o->json) {
-			char line[1024];
-
-			fputs("{\"file\":", stdout);
-			json_cstr(stdout, path);
-			fputs(",\"status\":\"unreadable\",\"error\":", stdout);
-			json_cstr(stdout, diag_line(&d, line, sizeof(line)));
-			fputs(",\"problems\":[]}\n", stdout);
-		}
+	if (cli_open(path, &v.c, &d)) {
+		if (o->json && !o->quiet)
+			cli_json_error(stdout, &d, NULL, ",\"problems\":[]");
 		cli_diag(&d);
 		return CLI_ERROR;
 	}
+	path = v.c->path;
 	if (o->json) {
 		fputs("{\"file\":", stdout);
 		json_cstr(stdout, path);
@@ -555,9 +552,9 @@ int main(int argc, char **argv)
 	cli_init(argv[0], "[OPTIONS] CHECKPOINT...");
 	while ((ch = getopt_long(argc, argv, "qnjhV", lopts, NULL)) != -1) {
 		switch (ch) {
-		case 'q': o.quiet = true; break;
+		case 'q': o.quiet = true; o.json = false; break;
 		case 'n': o.no_crc = true; break;
-		case 'j': o.json = true; break;
+		case 'j': o.json = !o.quiet; break;
 		case 'h': usage(stdout); return cli_finish(CLI_OK);
 		case 'V': return cli_version();
 		default: return cli_usage(NULL);

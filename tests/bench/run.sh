@@ -11,6 +11,7 @@ for p in fuse-zip archivemount; do
 done
 /usr/bin/python3 tests/bench/bench_ptls.py build/ptls "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 /usr/bin/python3 tests/bench/bench_ptdiff.py build/ptdiff "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
+/usr/bin/python3 tests/bench/bench_stats.py build/ptls "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 /usr/bin/python3 tests/bench/bench_mount.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 /usr/bin/python3 tests/bench/bench_views.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 /usr/bin/python3 tests/bench/bench_writeback.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"

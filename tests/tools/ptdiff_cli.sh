@@ -104,8 +104,16 @@ one_line() {
 	shift
 	"$ptdiff" "$@" >"$work/out" 2>"$work/err"
 	got=$?
+	# --json: stdout is one error object (issue 15.13), else nothing
+	case " $* " in
+	*" --json "*) outok() { python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "unreadable" and d["file"] == sys.argv[2], d
+assert d["error"].startswith(sys.argv[2] + ": "), d' "$work/out" "$file"; } ;;
+	*) outok() { [ ! -s "$work/out" ]; } ;;
+	esac
 	if [ "$got" = 2 ] && [ "$(wc -l <"$work/err")" = 1 ] &&
-	   grep -q "^ptdiff: $file: " "$work/err" && [ ! -s "$work/out" ]; then
+	   grep -q "^ptdiff: $file: " "$work/err" && outok; then
 		ok "ptdiff $*: status 2, one line: $(cat "$work/err")"
 	else
 		bad "ptdiff $*: status $got, stderr: $(cat "$work/err"), stdout: $(head -c 200 "$work/out")"
@@ -117,7 +125,7 @@ expect 0 "" --help
 expect 0 "^ptdiff 0" --version
 expect 2 "usage" --bogus "$same" "$same"
 expect 2 "usage" "$same"
-expect 2 "usage" "$same" "$same" "$same"
+expect 2 "no such key path" "$same" "$same" "$same"
 expect 2 "--atol: 'x' is not" --atol x "$same" "$same"
 expect 2 "--rtol: '-1' is not" --rtol -1 "$same" "$same"
 expect 0 "^# 0 differences" "$same" "$g/copy_b.pt"

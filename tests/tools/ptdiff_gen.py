@@ -120,8 +120,12 @@ def cases():
                 {"w": {"differ": 3, "first": 5, "max_abs": 0.5}}))
     # dtype, shape, keys
     x = rnd(6, 16, 8)
+    # values are compared across dtypes too (issue 19.4): a float16 copy
+    # differs by rounding, within 1e-3 relative
     out.append(("dtype", {"x": x}, {"x": x.half()}, [],
-                {"x": {"diffs": ["dtype"]}}))
+                {"x": {"diffs": ["dtype", "values"]}}))
+    out.append(("dtype_rtol", {"x": x}, {"x": x.half()},
+                ["--rtol", "1e-3", "--ignore-dtype"], {"differences": 0}))
     out.append(("shape", {"y": x}, {"y": x.reshape(8, 16).clone()}, [],
                 {"y": {"diffs": ["shape"]}}))
     keys_b = OD(base)
@@ -200,7 +204,8 @@ def cases():
     lay_b = OD([("t", big.t().contiguous()), ("s", big[4:6].clone()),
                 ("row", torch.empty(1, 8).copy_(row))])
     out.append(("layout", lay_a, lay_b, [],
-                {"t": {"diffs": ["layout"]}, "s": {"diffs": ["layout"]},
+                {"t": {"diffs": ["layout"]},
+                 "s": {"diffs": ["layout", "attrs"]},  # a view, a copy
                  "row": {"status": "equal"}}))
     out.append(("layout_ignored", lay_a, lay_b, ["--ignore-layout"],
                 {"differences": 0}))
@@ -470,9 +475,40 @@ def arrays(t):
     return "int", np.array(t.contiguous().view(-1).tolist(), dtype=object)
 
 
-def elements(ta, tb, o):
-    ka, a = arrays(ta)
-    _, b = arrays(tb)
+F8 = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+      "float8_e8m0fnu")
+
+
+def real(t):
+    """Values ptdiff compares across dtypes: floats (float8 too), ints."""
+    name = str(t.dtype).split(".")[1]
+    if t.is_quantized or t.dtype.is_complex:
+        return False
+    return name in F8 or not name.startswith(RAW)
+
+
+def cross_elements(ta, tb, o):
+    """Two real tensors of one shape and different dtypes: both as
+    float64, compared like floats, plus the relative L2 error over the
+    pairs without NaN or infinite difference."""
+    a = ta.detach().contiguous().to(torch.float64).numpy().ravel()
+    b = tb.detach().contiguous().to(torch.float64).numpy().ravel()
+    r = elements(ta, tb, o, (a, b))
+    with np.errstate(all="ignore"):
+        d = np.abs(a - b)
+        m = ~(np.isnan(a) | np.isnan(b)) & np.isfinite(d)
+        d2, b2 = float((d[m] ** 2).sum()), float((b[m] ** 2).sum())
+    r["rel_l2"] = (d2 / b2) ** 0.5 if b2 > 0 else (
+        float("inf") if d2 > 0 else 0.0)
+    return r
+
+
+def elements(ta, tb, o, given=None):
+    if given:
+        ka, (a, b) = "float", given
+    else:
+        ka, a = arrays(ta)
+        _, b = arrays(tb)
     r = {"numel": int(a.size)}
     if ka == "raw":
         dm = a != b
@@ -563,11 +599,40 @@ def strides_differ(ta, tb):
                zip(ta.shape, ta.stride(), tb.stride()))
 
 
+def storage_id(t):
+    """Which storage a tensor views (None: meta, quantized, empty)."""
+    try:
+        s = t.untyped_storage() if hasattr(t, "untyped_storage") else \
+            t.storage()
+        return s.data_ptr() or None
+    except Exception:
+        return None
+
+
+def tie_partners(pairs, A, B):
+    """Per pair index of two tensors: the first earlier such pair whose
+    tensor shares its storage, in A and in B (ptdiff's ties())."""
+    first_a, first_b, out = {}, {}, {}
+    for i, (path, a, b, in_a, in_b) in enumerate(pairs):
+        if not (in_a and in_b and A.kind(a, path) == "tensor" and
+                B.kind(b, path) == "tensor"):
+            continue
+        sa, sb = storage_id(a), storage_id(b)
+        if sa is None or sb is None or a.is_quantized or b.is_quantized:
+            continue
+        ja = first_a.setdefault(sa, i)
+        jb = first_b.setdefault(sb, i)
+        out[i] = (None if ja == i else ja, None if jb == i else jb)
+    return out
+
+
 def expect(A, B, o):
     """The items ptdiff should report, as dicts like its JSON ones, plus
     "lines": the text lines for each."""
     items = []
-    for path, a, b, in_a, in_b in pair_up(A, B):
+    pairs = list(pair_up(A, B))
+    ties = tie_partners(pairs, A, B)
+    for i, (path, a, b, in_a, in_b) in enumerate(pairs):
         p = jpath(path)
         it = {"path": p, "diffs": [], "lines": []}
         ka = A.kind(a, path) if in_a else None
@@ -598,25 +663,33 @@ def expect(A, B, o):
                 it["lines"].append("value: %s: %s vs %s%s" % (
                     p, va, vb, " (%s vs %s)" % (ta, tb) if ta != tb else ""))
         elif ka == "tensor":
-            tensor_item(it, p, a, b, o)
+            ta, tb = ties.get(i, (None, None))
+            tie = None
+            if ta != tb and not o["ignore_layout"]:
+                tie = ("shares_storage_with",
+                       jpath(pairs[ta][0]) if ta is not None else "None",
+                       jpath(pairs[tb][0]) if tb is not None else "None")
+            tensor_item(it, p, a, b, o, tie)
         it["status"] = "changed" if it["diffs"] else "equal"
     return items
 
 
-def tensor_item(it, p, a, b, o):
+def tensor_item(it, p, a, b, o, tie=None):
     da, db = str(a.dtype).split(".")[1], str(b.dtype).split(".")[1]
     it["dtype"] = [da, db]
     it["shape"] = [list(a.shape), list(b.shape)]
     it["stride"] = [list(a.stride()), list(b.stride())]
     it["offset"] = [a.storage_offset(), b.storage_offset()]
-    if da != db:
+    cross = (da != db and list(a.shape) == list(b.shape) and
+             not a.is_meta and not b.is_meta and real(a) and real(b))
+    if da != db and not (cross and o.get("ignore_dtype")):
         it["diffs"].append("dtype")
         it["lines"].append("dtype: %s: %s vs %s" % (p, da, db))
     if list(a.shape) != list(b.shape):
         it["diffs"].append("shape")
         it["lines"].append("shape: %s: %s vs %s" % (p, dims(a.shape),
                                                     dims(b.shape)))
-    at = attrs(a, b)
+    at = attrs(a, b) + ([tie] if tie else [])
     same = da == db and list(a.shape) == list(b.shape)
     if same:
         sd = strides_differ(a, b)
@@ -637,8 +710,8 @@ def tensor_item(it, p, a, b, o):
         it["attrs"] = {n: [x, y] for n, x, y in at}
         it["lines"].append("attrs: %s: %s" % (p, ", ".join(
             "%s %s vs %s" % (n, x, y) for n, x, y in at)))
-    if same and not a.is_meta and not b.is_meta:
-        e = elements(a, b, o)
+    if same and not a.is_meta and not b.is_meta or cross:
+        e = cross_elements(a, b, o) if cross else elements(a, b, o)
         it["elements"] = e
         if e["differ"]:
             it["diffs"].append("values")
@@ -649,6 +722,8 @@ def tensor_item(it, p, a, b, o):
             if e["max_abs"] is not None:
                 line += ", max abs %s, max rel %s" % (
                     repr_f(e["max_abs"]), repr_f(e["max_rel"]))
+            if "rel_l2" in e:
+                line += ", rel L2 %s" % ("%.3g" % e["rel_l2"])
             it["lines"].append(line)
 
 
@@ -678,7 +753,8 @@ def same_num(x, y):
 
 def check_case(ck, d, name, opts, facts):
     o = {"atol": 0.0, "rtol": 0.0, "nan_differ": "--nan-differ" in opts,
-         "ignore_layout": "--ignore-layout" in opts}
+         "ignore_layout": "--ignore-layout" in opts,
+         "ignore_dtype": "--ignore-dtype" in opts}
     for flag in ("atol", "rtol"):
         if "--" + flag in opts:
             o[flag] = float(opts[opts.index("--" + flag) + 1])
@@ -747,6 +823,12 @@ def check_case(ck, d, name, opts, facts):
                 for k in ("max_abs", "max_rel"):
                     if not same_num(num(ge[k]), we[k]):
                         bad.append("%s %r, want %r" % (k, ge[k], we[k]))
+                if ("rel_l2" in ge) != ("rel_l2" in we) or (
+                        "rel_l2" in we and not math.isclose(
+                            num(ge["rel_l2"]), we["rel_l2"],
+                            rel_tol=1e-9, abs_tol=1e-300)):
+                    bad.append("rel_l2 %r, want %r" % (ge.get("rel_l2"),
+                                                       we.get("rel_l2")))
         ck.check(not bad, "%s: %s %s%s" % (name, w["path"], w["status"],
                                            ": " + "; ".join(bad)
                                            if bad else ""))

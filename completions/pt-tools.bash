@@ -1,0 +1,90 @@
+# bash completion for the ptfs tools: ptls, ptdump, ptverify, ptrepack,
+# ptdiff.  Installed as share/bash-completion/completions/<tool> (one
+# copy per tool name, which bash-completion loads on first use), or
+# source it.  Options come from the table below (docs/user-guide.md has
+# the same); file arguments complete checkpoints (*.pt *.pth *.bin *.ckpt
+# *.tar and directories); after a checkpoint, ptls and ptdump --values
+# complete key paths read from `ptls -v`, one level at a time.
+
+_pt_tools_opts()
+{
+	local common="--json --quiet --help --version -j -q -h -V"
+
+	case $1 in
+	ptls) echo "$common --tensors --tree --depth --human-readable --totals
+		--stats --check --verbose -t -T -L -H -s -S -c -v" ;;
+	ptdump) echo "$common --pickle --annotate --records --no-crc --values
+		--head -p -a -r -n" ;;
+	ptverify) echo "$common --no-crc -n" ;;
+	ptrepack) echo "$common --repickle --drop-unused --clone --align
+		--verbose -P -d -C -A -v" ;;
+	ptdiff) echo "$common --atol --rtol --nan-differ --ignore-layout
+		--ignore-dtype --verbose -v" ;;
+	esac
+}
+
+# Key paths of checkpoint $1 that extend $2 by one level (a container
+# ends in "/"), the way a shell completes one directory at a time.
+_pt_tools_keys()
+{
+	local flag=$3
+	# shellcheck disable=SC2086 # flag is one word or none
+	command "${PTLS:-ptls}" -v $flag -- "$1" 2>/dev/null |
+		awk -v cur="$2" '!/^#/ && NF { p = $1; print p
+			while (sub(/\/[^\/]*$/, "", p)) print p "/" }' |
+		awk -v cur="$2" 'index($0, cur) == 1 &&
+			substr($0, length(cur) + 1) ~ /^[^\/]*\/?$/' |
+		sort -u
+}
+
+_pt_tools()
+{
+	local cur prev cmd i ckpt=""
+	cur=${COMP_WORDS[COMP_CWORD]}
+	prev=${COMP_WORDS[COMP_CWORD - 1]}
+	cmd=${COMP_WORDS[0]##*/}
+	COMPREPLY=()
+
+	case $prev in
+	--depth|-L|--head|--atol|--rtol|--align|-A)
+		return 0 ;;	# a number: nothing to offer
+	--values)
+		# the checkpoint may come after: look for one on the line
+		for ((i = 1; i < ${#COMP_WORDS[@]}; i++)); do
+			[[ $i != "$COMP_CWORD" && -f ${COMP_WORDS[i]} ]] &&
+				ckpt=${COMP_WORDS[i]} && break
+		done
+		[[ -n $ckpt ]] && mapfile -t COMPREPLY < <(compgen -W \
+			"$(_pt_tools_keys "$ckpt" "$cur")" -- "$cur")
+		return 0 ;;
+	esac
+	if [[ $cur == -* ]]; then
+		mapfile -t COMPREPLY < <(compgen -W "$(_pt_tools_opts "$cmd")" \
+			-- "$cur")
+		return 0
+	fi
+	# ptls CHECKPOINT KEY-PATH...: key paths after the first checkpoint
+	if [[ $cmd == ptls ]]; then
+		for ((i = 1; i < COMP_CWORD; i++)); do
+			case ${COMP_WORDS[i]} in
+			-L|--depth) ((i++)) ;;
+			-*) ;;
+			*) [[ -f ${COMP_WORDS[i]} ]] && ckpt=${COMP_WORDS[i]} ;;
+			esac
+		done
+		if [[ -n $ckpt && ! -e $cur ]]; then
+			mapfile -t COMPREPLY < <(compgen -W \
+				"$(_pt_tools_keys "$ckpt" "$cur")" -- "$cur")
+			((${#COMPREPLY[@]})) && { compopt -o nospace 2>/dev/null
+				return 0; }
+		fi
+	fi
+	mapfile -t COMPREPLY < <(compgen -f -X \
+		'!*.@(pt|pth|bin|ckpt|tar|zip|PT|PTH|BIN)' -- "$cur"
+		compgen -d -- "$cur")
+	compopt -o filenames 2>/dev/null
+	return 0
+}
+
+shopt -s extglob
+complete -F _pt_tools ptls ptdump ptverify ptrepack ptdiff

@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""bench_stats.py - ptls --stats (issue 19.2) over a 500 MB checkpoint,
+against `cat FILE > /dev/null` and against the torch script a user would
+write, in the same run, and its memory.
+
+    /usr/bin/python3 tests/bench/bench_stats.py [PTLS] [WORKDIR]
+
+Uses gpt2.pt (GPT-2-small-shaped state_dict, 148 float32 tensors,
+~500 MB; ckpt_gen.py, cached in WORKDIR, default /tmp/ptfs-bench, shared
+with the other benchmarks).  Warm page cache (the file read once first);
+best of 3 wall times of each command, its output dropped:
+  cat        cat gpt2.pt > /dev/null
+  ptls       ptls --stats gpt2.pt
+  torch      /usr/bin/python3 (torch 1.13): torch.load, then per tensor
+             min, max, mean, std, norm over the finite values and the
+             NaN/+Inf/-Inf/zero counts (the script in TORCH_SCRIPT)
+Goal: ptls --stats >= 0.5x cat's speed.  Peak RSS (GNU time's %M) of
+ptls --stats on gpt2.pt and on the 148-key tiny file: one 1 MiB buffer
+plus the metadata, not the data.
+"""
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ckpt_gen import gpt2_state, make  # noqa: E402
+
+PTLS = sys.argv[1] if len(sys.argv) > 1 else "build/ptls"
+WORK = sys.argv[2] if len(sys.argv) > 2 else "/tmp/ptfs-bench"
+RUNS = 3
+MB = 1e6
+
+TORCH_SCRIPT = r"""
+import sys, torch
+sd = torch.load(sys.argv[1])
+for k, t in sd.items():
+    x = t.double() if t.is_floating_point() else t
+    fin = x[torch.isfinite(x)]
+    print(k, fin.min().item(), fin.max().item(), fin.mean().item(),
+          fin.std(unbiased=False).item(), fin.norm().item(),
+          torch.isnan(x).sum().item(), torch.isposinf(x).sum().item(),
+          torch.isneginf(x).sum().item(), (x == 0).sum().item())
+"""
+
+
+def best(cmd, want=0):
+    """best wall time of @cmd over RUNS runs, stdout dropped"""
+    times = []
+    for _ in range(RUNS):
+        t = time.perf_counter()
+        rc = subprocess.run(cmd, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL).returncode
+        times.append(time.perf_counter() - t)
+        if rc != want:
+            sys.exit("%s: exit %d, want %d" % (" ".join(cmd), rc, want))
+    return min(times)
+
+
+def peak_rss(cmd):
+    if not os.path.exists("/usr/bin/time"):
+        return None
+    r = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True)
+    return int(r.stderr.split()[-1])
+
+
+def mib(kib):
+    return "n/a (no /usr/bin/time)" if kib is None else "%.1f MiB" % (kib / 1024)
+
+
+def main():
+    os.makedirs(WORK, exist_ok=True)
+    f = make(WORK, "gpt2.pt", lambda: gpt2_state(False))
+    tiny = make(WORK, "gpt2tiny.pt", lambda: gpt2_state(True))
+    script = os.path.join(WORK, "stats_torch.py")
+    with open(script, "w") as s:
+        s.write(TORCH_SCRIPT)
+    subprocess.run(["cat", f], stdout=subprocess.DEVNULL, check=True)
+    size = os.path.getsize(f) / MB
+    t_cat = best(["cat", f])
+    t_ls = best([PTLS, "--stats", f])
+    t_torch = best(["/usr/bin/python3", script, f])
+    print("%-34s %8s %9s %8s" % ("gpt2.pt (%.0f MB), warm" % size, "s",
+                                 "MB/s", "vs cat"))
+    for label, t in (("cat > /dev/null", t_cat),
+                     ("ptls --stats", t_ls),
+                     ("torch.load + per-tensor stats", t_torch)):
+        print("%-34s %8.3f %9.0f %7.2fx" % (label, t, size / t, t_cat / t))
+    print("ptls --stats vs the torch script: %.1fx faster" % (t_torch / t_ls))
+    print("peak RSS ptls --stats gpt2.pt:     %s" % mib(peak_rss([PTLS, "--stats", f])))
+    print("peak RSS ptls --stats gpt2tiny.pt: %s" % mib(peak_rss([PTLS, "--stats", tiny])))
+    print("peak RSS torch script gpt2.pt:     %s" %
+          mib(peak_rss(["/usr/bin/python3", script, f])))
+    ratio = t_cat / t_ls
+    print("goal ptls --stats >= 0.5x cat (warm): %s (%.2fx)" %
+          ("met" if ratio >= 0.5 else "NOT met", ratio))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+#!/bin/sh
+# completion.sh BINDIR SOURCE_DIR - the bash completion (issue 19.6) run
+# in a real bash: complete -p, options per tool, compgen, checkpoint file
+# names, key paths from ptls, and that every long option each tool's
+# --help lists is offered (and nothing it does not have).  The zsh file
+# is checked with zsh -n when zsh is installed.  "N passed, N failed".
+set -u
+bin=$(cd "$1" && pwd) src=$(cd "$2" && pwd)
+comp=$src/completions/pt-tools.bash
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+
+# complete WORD... : what TAB offers for the last word, one per line
+complete_words() {
+	(cd "$tmp" && PTLS=$bin/ptls bash -c '. "$1"; shift
+		COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
+		COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+		_pt_tools; printf "%s\n" "${COMPREPLY[@]}"' sh "$comp" "$@")
+}
+
+out=$(bash -c '. "$1"; complete -p ptls ptdump ptverify ptrepack ptdiff' sh "$comp" 2>&1)
+[ "$(echo "$out" | grep -c '^complete -F _pt_tools pt')" = 5 ] &&
+	ok "complete -p: the five tools" || bad "complete -p: $out"
+out=$(bash -c '. "$1"; compgen -W "$(_pt_tools_opts ptdiff)" -- --a' sh "$comp")
+[ "$out" = "--atol" ] && ok "compgen over ptdiff's options: --a -> --atol" ||
+	bad "compgen --a: $out"
+
+# every long option of --help is offered, and nothing else
+for t in ptls ptdump ptverify ptrepack ptdiff; do
+	"$bin/$t" --help | grep -o -- '--[a-z][a-z-]*' | sort -u >"$tmp/help"
+	complete_words "$t" -- | grep -- '^--' | sort -u >"$tmp/comp"
+	if [ -s "$tmp/help" ] && cmp -s "$tmp/help" "$tmp/comp"; then
+		ok "$t: completion offers exactly --help's $(wc -l <"$tmp/help") long options"
+	else
+		bad "$t: --help vs completion: $(diff "$tmp/help" "$tmp/comp" | grep '^[<>]' | tr '\n' ' ')"
+	fi
+done
+[ "$(complete_words ptls --de)" = "--depth" ] && ok "ptls --de -> --depth" ||
+	bad "ptls --de: $(complete_words ptls --de)"
+[ "$(complete_words ptrepack -)" != "" ] &&
+	complete_words ptrepack - | grep -qx -- "-P" &&
+	! complete_words ptrepack - | grep -qx -- "-p" &&
+	ok "ptrepack -: -P (repickle), no -p" || bad "ptrepack -: $(complete_words ptrepack - | tr '\n' ' ')"
+
+# file names: checkpoints and directories, not other files
+mkdir "$tmp/sub"
+: >"$tmp/a.pt"; : >"$tmp/b.pth"; : >"$tmp/notes.txt"
+got=$(complete_words ptls "" | sort | tr '\n' ' ')
+[ "$got" = "a.pt b.pth sub " ] && ok "file names: a.pt b.pth sub" ||
+	bad "file names: '$got'"
+
+# key paths after a checkpoint (ptls) and for --values (ptdump)
+cp "$src/tests/data/sample.pt" "$tmp/s.pt"
+got=$(complete_words ptls s.pt optimizer/st | tr '\n' ' ')
+[ "$got" = "optimizer/state/ " ] && ok "ptls s.pt optimizer/st -> optimizer/state/" ||
+	bad "key path: '$got'"
+got=$(complete_words ptls s.pt model/block.0. | tr '\n' ' ')
+[ "$got" = "model/block.0.bias model/block.0.weight " ] &&
+	ok "ptls s.pt model/block.0. -> its two tensors" || bad "key path 2: '$got'"
+got=$(complete_words ptdump s.pt --values model/h | tr '\n' ' ')
+[ "$got" = "model/head.weight " ] && ok "ptdump --values model/h -> model/head.weight" ||
+	bad "--values: '$got'"
+got=$(complete_words ptls s.pt --depth "")
+[ -z "$got" ] && ok "after --depth: nothing (a number)" || bad "--depth: $got"
+
+if command -v zsh >/dev/null 2>&1; then
+	zsh -n "$src/completions/_pt-tools" && ok "zsh -n _pt-tools" ||
+		bad "zsh: syntax"
+else
+	echo "note: zsh not installed: the zsh file is only checked by install.sh"
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,149 @@
+/*
+ * ptls_find.c - what ptls needs to find in the model: the node a path
+ * argument names ("optimizer/state", the paths ptls prints), whether a
+ * container is a long list of python scalars to show on one line, and
+ * which key holds an unsafe global (the deepest node whose pickle value
+ * refers to the GLOBAL opcode at that offset).
+ */
+#include "ckpt/ckpt.h"
+#include "pickle/pkl.h"
+#include "ckpt_fmt.h"
+#include "ptls.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const struct ckpt_node *ls_find(const struct ckpt *c, const char *path)
+{
+	return fmt_find(c, path);
+}
+
+bool ls_is_dir(const struct ckpt_node *n)
+{
+	return n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ;
+}
+
+bool ls_collapsed(const struct ckpt_node *n, const struct opts *o)
+{
+	if (o->expand || !ls_is_dir(n) || n->nkids <= LS_COLLAPSE_OVER)
+		return false;
+	for (uint32_t i = 0; i < n->nkids; i++)
+		if (!n->kids[i] || n->kids[i]->kind != CKPT_N_VALUE)
+			return false;
+	return true;
+}
+
+void ls_collapsed_text(const struct ckpt_node *n, char *buf, size_t size)
+{
+	const char *type = n->kids[0]->type;
+	size_t o = 0;
+	bool same = true;
+
+	for (uint32_t i = 1; i < n->nkids && same; i++)
+		same = !strcmp(n->kids[i]->type, type);
+	o += (size_t)snprintf(buf, size, "%u %s: ", n->nkids,
+			      same ? type : "values");
+	for (uint32_t i = 0; i < n->nkids && o + 1 < size; i++) {
+		const struct ckpt_node *k = n->kids[i];
+
+		if (o + k->textlen + 8 > 72 || o + k->textlen + 8 > size) {
+			snprintf(buf + o, size - o, "...");
+			return;
+		}
+		o += (size_t)snprintf(buf + o, size - o, "%s%.*s",
+				      i ? ", " : "", (int)k->textlen, k->text);
+	}
+}
+
+/* Values already visited in this search (a DAG: memo links). */
+struct seen {
+	uint32_t *gen;		/* per value id: the search that saw it */
+	uint32_t n, cur;
+};
+
+/* Does @v refer to the GLOBAL at @off? */
+static bool refers(const struct pkl_value *v, uint64_t off, struct seen *s,
+		   int depth)
+{
+	const struct pkl_call_ext *x;
+
+	if (!v || depth > 512)
+		return false;
+	if (v->id < s->n) {
+		if (s->gen[v->id] == s->cur)
+			return false;
+		s->gen[v->id] = s->cur;
+	}
+	switch (v->kind) {
+	case PKL_GLOBAL:
+		return v->off == off;
+	case PKL_TUPLE: case PKL_LIST: case PKL_DICT: case PKL_SET:
+	case PKL_FROZENSET:
+		for (size_t i = 0; i < v->u.items.n; i++)
+			if (refers(v->u.items.v[i], off, s, depth + 1))
+				return true;
+		return false;
+	case PKL_CALL: case PKL_PERSID:
+		x = v->u.call.x;
+		if (refers(v->u.call.func, off, s, depth + 1) ||
+		    refers(v->u.call.args, off, s, depth + 1))
+			return true;
+		if (!x)
+			return false;
+		if (refers(x->kwargs, off, s, depth + 1) ||
+		    refers(x->state, off, s, depth + 1))
+			return true;
+		for (size_t i = 0; i < x->nlist; i++)
+			if (refers(x->list[i], off, s, depth + 1))
+				return true;
+		for (size_t i = 0; i < x->ndict; i++)
+			if (refers(x->dict[i], off, s, depth + 1))
+				return true;
+		return false;
+	default:
+		return false;
+	}
+}
+
+static bool node_refers(const struct ckpt_node *n, uint64_t off,
+			struct seen *s)
+{
+	s->cur++;
+	return refers(n->val, off, s, 0);
+}
+
+const struct ckpt_node *ls_global_holder(const struct ckpt *c, uint64_t off)
+{
+	const struct ckpt_node *n = c->root, *best = NULL;
+	struct seen s = { calloc(c->doc->nnodes + 1u, sizeof(*s.gen)),
+			  c->doc->nnodes, 0 };
+
+	if (!s.gen)
+		return NULL;
+	for (int depth = 0; n && depth < CKPT_MAX_DEPTH; depth++) {
+		const struct ckpt_node *next = NULL;
+
+		if (!node_refers(n, off, &s))
+			break;
+		best = n;
+		for (uint32_t i = 0; ls_is_dir(n) && i < n->nkids && !next; i++)
+			if (n->kids[i] && node_refers(n->kids[i], off, &s))
+				next = n->kids[i];
+		n = next;
+	}
+	free(s.gen);
+	return best;
+}
+
+void ls_count(const struct ckpt_node *n, uint32_t *tensors, uint64_t *bytes,
+	      int depth)
+{
+	if (!n || depth >= CKPT_MAX_DEPTH)
+		return;
+	if (n->kind == CKPT_N_TENSOR) {
+		(*tensors)++;
+		*bytes += n->tensor->nbytes;
+	}
+	for (uint32_t i = 0; ls_is_dir(n) && i < n->nkids; i++)
+		ls_count(n->kids[i], tensors, bytes, depth + 1);
+}
