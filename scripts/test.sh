@@ -42,13 +42,15 @@ cmake -S . -B build-nofs -DPT_BUILD_FS=OFF -DPT_BUILD_TESTS=OFF -DPT_WERROR=ON >
 cmake --build build-nofs -j"$jobs" >/dev/null
 echo "ok"
 
-run_suite() {	# build-dir sanitize
+# label manual: by hand only (ctest -L manual); label slow (the 4 GiB
+# storage): in the optimized build only, where it checks what it is for
+run_suite() {	# build-dir sanitize labels-to-leave-out
 	PT_WERROR=ON PT_SANITIZE=$2 scripts/setup.sh "$1" >/dev/null
 	cmake "$1" -DPT_SHARED_DIR="$shared" >/dev/null
-	(cd "$1" && ctest --output-on-failure -j"$jobs")
+	(cd "$1" && ctest --output-on-failure -j"$jobs" -LE "$3")
 }
 echo "== build and test =="
-run_suite build OFF
+run_suite build OFF manual
 echo "== ASan + UBSan build and test =="
-run_suite build-asan ON
+run_suite build-asan ON 'manual|slow'
 echo "set-up $setup, build and tests $(since "$t1"), in all $(since "$t0")"
