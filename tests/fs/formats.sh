@@ -75,12 +75,7 @@ cleanup() {
 		kill "$wpid" 2>/dev/null
 		wait "$wpid" 2>/dev/null
 	fi
-	cleanup_mounts
-	if no_mounts_left; then
-		[ -n "${PTFS_KEEP_WORK:-}" ] || rm -rf "$WORK"
-	else
-		echo "mounts left under $WORK; not removing it" >&2
-	fi
+	release_work
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP

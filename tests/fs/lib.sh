@@ -172,6 +172,17 @@ daemon_problems() {
 
 # cleanup_mounts: unmount everything still mounted under $WORK/mnt and
 # stop the daemons we started (by pid).  For EXIT traps.
+# release_work: unmount what is left, then remove WORK, unless a mount
+# stayed (or PTFS_KEEP_WORK is set): the scripts' EXIT trap ends with it
+release_work() {
+	cleanup_mounts
+	if no_mounts_left; then
+		[ -n "${PTFS_KEEP_WORK:-}" ] || rm -rf "$WORK"
+	else
+		echo "mounts left under $WORK; not removing it" >&2
+	fi
+}
+
 cleanup_mounts() {
 	[ -n "${WORK:-}" ] && [ -d "$WORK" ] || return 0
 	awk -v w="$WORK/mnt/" 'index($2, w) == 1 { print $2 }' /proc/mounts |

@@ -52,11 +52,7 @@ cleanup() {
 		umount "$robind" 2>/dev/null || umount -l "$robind" 2>/dev/null
 	fi
 	id "$U2" >/dev/null 2>&1 && userdel "$U2" 2>/dev/null
-	if no_mounts_left; then
-		[ -n "${PTFS_KEEP_WORK:-}" ] || rm -rf "$WORK"
-	else
-		echo "mounts left under $WORK; not removing it" >&2
-	fi
+	release_work
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP

@@ -52,12 +52,7 @@ WORK=$work
 
 cleanup() {
 	trap '' INT TERM HUP
-	cleanup_mounts
-	if no_mounts_left; then
-		[ -n "${PTFS_KEEP_WORK:-}" ] || rm -rf "$WORK"
-	else
-		echo "mounts left under $WORK; not removing it" >&2
-	fi
+	release_work
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP

@@ -36,11 +36,7 @@ surprise_cleanup() {
 	trap '' INT TERM HUP
 	cleanup_mounts
 	[ -n "${EXTRA_CLEANUP:-}" ] && eval "$EXTRA_CLEANUP"
-	if no_mounts_left; then
-		[ -n "${PTFS_KEEP_WORK:-}" ] || rm -rf "$WORK"
-	else
-		echo "mounts left under $WORK; not removing it" >&2
-	fi
+	release_work
 }
 trap surprise_cleanup EXIT
 trap 'exit 130' INT TERM HUP
