@@ -67,5 +67,5 @@ chroot "$root.partial" sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y 
 	>>"$root.log" 2>&1 || echo "torch2-root: no python3-safetensors in sid (optional)" >&2
 chroot "$root.partial" apt-get clean >/dev/null 2>&1 || true
 mv "$root.partial" "$root"
-echo "torch2-root: $(chroot "$root" python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null)" >&2
+echo "torch2-root: $(chroot "$root" python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null | tail -n 1)" >&2
 echo "$root"
