@@ -17,7 +17,7 @@ _pt_tools_opts()
 		--head -p -a -r -n" ;;
 	ptverify) echo "$common --no-crc -n" ;;
 	ptrepack) echo "$common --repickle --drop-unused --clone --align
-		--verbose -P -d -C -A -v" ;;
+		--dtype --only --torch --verbose -P -d -C -A -v" ;;
 	ptdiff) echo "$common --atol --rtol --nan-differ --ignore-layout
 		--ignore-dtype --verbose -v" ;;
 	esac
@@ -46,8 +46,16 @@ _pt_tools()
 	COMPREPLY=()
 
 	case $prev in
-	--depth|-L|--head|--atol|--rtol|--align|-A)
-		return 0 ;;	# a number: nothing to offer
+	--depth|-L|--head|--atol|--rtol|--align|-A|--only)
+		return 0 ;;	# a number or a pattern: nothing to offer
+	--dtype)
+		mapfile -t COMPREPLY < <(compgen -W "float64 float32 float16
+			bfloat16 float8_e4m3fn float8_e5m2 float8_e4m3fnuz
+			float8_e5m2fnuz" -- "$cur")
+		return 0 ;;
+	--torch)
+		mapfile -t COMPREPLY < <(compgen -W "2 1.13" -- "$cur")
+		return 0 ;;
 	--values)
 		# the checkpoint may come after: look for one on the line
 		for ((i = 1; i < ${#COMP_WORDS[@]}; i++)); do
