@@ -22,6 +22,7 @@
  * which quiets a signalling one.
  */
 #include "cvt/cvt.h"
+#include "util/le.h"
 
 #include <string.h>
 
@@ -71,21 +72,6 @@ static float u2f(uint32_t u)
 }
 
 /* @size (1, 2, 4, 8) bytes at @p in the given order. */
-static uint64_t load(const unsigned char *p, unsigned size, bool big)
-{
-	uint64_t v = 0;
-
-	for (unsigned i = 0; i < size; i++)
-		v |= (uint64_t)p[i] << (8 * (big ? size - 1 - i : i));
-	return v;
-}
-
-static void store(unsigned char *p, unsigned size, bool big, uint64_t v)
-{
-	for (unsigned i = 0; i < size; i++)
-		p[big ? size - 1 - i : i] = (unsigned char)(v >> (8 * i));
-}
-
 /*
  * Round the float32 magnitude @a (no NaN; infinity is fine) to a format
  * with @m fraction bits and exponent bias @bias, ties to even, as if its
@@ -259,7 +245,7 @@ run(enum kind a, enum kind b, bool big, enum cvt_flavour fl,
 	bool wide = a == K_F32 || a == K_F64;
 
 	for (size_t i = 0; i < n; i++, p += sa, q += sb) {
-		uint64_t x = load(p, sa, big), y;
+		uint64_t x = ord_load(p, sa, big), y;
 		uint32_t f;
 
 		if (a == K_F64)
@@ -270,7 +256,7 @@ run(enum kind a, enum kind b, bool big, enum cvt_flavour fl,
 			y = from_f64((double)u2f(f));
 		else
 			y = from_f32(f, b, fl, wide);
-		store(q, sb, big, y);
+		ord_store(q, sb, big, y);
 	}
 }
 

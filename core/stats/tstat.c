@@ -7,6 +7,7 @@
  * elements where a naive sum of squares would cancel.
  */
 #include "stats/tstat.h"
+#include "util/le.h"
 
 #include "ckpt/ckpt.h"
 #include "view/view.h"
@@ -107,19 +108,6 @@ void tstat_init(struct tstat *s, const struct ckpt_dtype *dt, bool big)
 	s->imax = INT64_MIN;
 	s->umin = UINT64_MAX;
 	s->umax = 0;
-}
-
-static uint64_t load(const unsigned char *p, int size, bool big)
-{
-	uint64_t v = 0;
-
-	if (big)
-		for (int i = 0; i < size; i++)
-			v = v << 8 | p[i];
-	else
-		for (int i = size - 1; i >= 0; i--)
-			v = v << 8 | p[i];
-	return v;
 }
 
 static double as_double(int fmt, uint64_t bits)
@@ -285,7 +273,7 @@ static void feed_float(struct tstat *s, const unsigned char *p, size_t n)
 		}
 	} else {
 		for (size_t i = 0; i < n; i++)
-			k = put(s, k, as_double(s->fmt, load(p + i * s->size,
+			k = put(s, k, as_double(s->fmt, ord_load(p + i * s->size,
 							      s->size,
 							      s->big)));
 	}
@@ -300,8 +288,8 @@ static void feed_complex(struct tstat *s, const unsigned char *p, size_t n)
 
 	for (size_t i = 0; i < n; i++) {
 		const unsigned char *q = p + i * s->size;
-		double re = as_double(part, load(q, half, s->big));
-		double im = as_double(part, load(q + half, half, s->big));
+		double re = as_double(part, ord_load(q, half, s->big));
+		double im = as_double(part, ord_load(q + half, half, s->big));
 
 		if (isnan(re) || isnan(im))
 			s->nan++;
@@ -318,7 +306,7 @@ static void feed_int(struct tstat *s, const unsigned char *p, size_t n)
 	int bits = 8 * s->size;
 
 	for (size_t i = 0; i < n; i++) {
-		uint64_t u = load(p + i * s->size, s->size, s->big);
+		uint64_t u = ord_load(p + i * s->size, s->size, s->big);
 
 		if (s->kind == TSTAT_INT) {
 			int64_t v = bits == 64 ? (int64_t)u :

@@ -1,10 +1,12 @@
 /*
  * le.h - decode little- and big-endian integers at named offsets of a byte
- * buffer (never by casting a struct over it: no alignment or padding traps).
+ * buffer (never by casting a struct over it: no alignment or padding traps),
+ * and elements of either byte order.
  */
 #ifndef PT_UTIL_LE_H
 #define PT_UTIL_LE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 static inline uint16_t le16(const unsigned char *p)
@@ -29,6 +31,26 @@ static inline uint64_t be64(const unsigned char *p)
 	for (int i = 0; i < 8; i++)
 		v = v << 8 | p[i];
 	return v;
+}
+
+/* An integer of @size (1 to 8) bytes at @p, big- or little-endian: the
+ * elements of a tensor in its checkpoint's byte order. */
+static inline uint64_t ord_load(const unsigned char *p, unsigned size,
+				bool big)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < size; i++)
+		v |= (uint64_t)p[i] << (8 * (big ? size - 1 - i : i));
+	return v;
+}
+
+/* The low @size bytes of @v at @p in that order. */
+static inline void ord_store(unsigned char *p, unsigned size, bool big,
+			     uint64_t v)
+{
+	for (unsigned i = 0; i < size; i++)
+		p[big ? size - 1 - i : i] = (unsigned char)(v >> (8 * i));
 }
 
 #endif

@@ -7,6 +7,7 @@
  * signaling NaNs.
  */
 #include "view/view.h"
+#include "util/le.h"
 
 #include <string.h>
 
@@ -42,15 +43,6 @@ enum view_kind view_kind_of(const struct ckpt_dtype *dt)
 }
 
 /* @size (1..8) bytes at @p as an unsigned integer in the given order. */
-static uint64_t load(const unsigned char *p, unsigned size, bool big)
-{
-	uint64_t v = 0;
-
-	for (unsigned i = 0; i < size; i++)
-		v |= (uint64_t)p[i] << (8 * (big ? size - 1 - i : i));
-	return v;
-}
-
 static double f32_bits(uint32_t b)
 {
 	float f;
@@ -91,16 +83,16 @@ void view_get(const struct ckpt_dtype *dt, bool big, const unsigned char *p,
 	memset(out, 0, sizeof(*out));
 	switch (kind) {
 	case VIEW_FLOAT:
-		out->re = get_float(load(p, size, big), size,
+		out->re = get_float(ord_load(p, size, big), size,
 				    !strcmp(dt->name, "bfloat16"));
 		break;
 	case VIEW_COMPLEX:
 		/* complex32's parts are float16, never bfloat16 */
-		out->re = get_float(load(p, half, big), half, false);
-		out->im = get_float(load(p + half, half, big), half, false);
+		out->re = get_float(ord_load(p, half, big), half, false);
+		out->im = get_float(ord_load(p + half, half, big), half, false);
 		break;
 	case VIEW_INT:
-		v = load(p, size, big);
+		v = ord_load(p, size, big);
 		/* sign-extend without shifting into the sign bit */
 		if (size < 8 && v >> (8 * size - 1))
 			v |= ~UINT64_C(0) << (8 * size);
@@ -110,11 +102,11 @@ void view_get(const struct ckpt_dtype *dt, bool big, const unsigned char *p,
 		out->u = p[0] != 0;
 		break;
 	case VIEW_UINT:
-		out->u = load(p, size, big);
+		out->u = ord_load(p, size, big);
 		break;
 	case VIEW_RAW:
 		/* the bytes as stored, whatever the checkpoint's order */
-		out->u = load(p, size, false);
+		out->u = ord_load(p, size, false);
 		break;
 	}
 }

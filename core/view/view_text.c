@@ -7,6 +7,7 @@
  * setlocale); NaN payloads travel as "nan(0xBITS)".
  */
 #include "view/view.h"
+#include "util/le.h"
 
 #include "diag/diag.h"
 
@@ -61,21 +62,6 @@ static uint64_t frac_mask(const struct ffmt *f)
 static uint64_t quiet_nan(const struct ffmt *f)
 {
 	return exp_mask(f) | UINT64_C(1) << (f->mbits - 1);
-}
-
-static uint64_t load(const unsigned char *p, unsigned size, bool big)
-{
-	uint64_t v = 0;
-
-	for (unsigned i = 0; i < size; i++)
-		v |= (uint64_t)p[i] << (8 * (big ? size - 1 - i : i));
-	return v;
-}
-
-static void store(unsigned char *p, uint64_t v, unsigned size, bool big)
-{
-	for (unsigned i = 0; i < size; i++)
-		p[big ? size - 1 - i : i] = (unsigned char)(v >> (8 * i));
 }
 
 static uint64_t dbl_bits(double x)
@@ -139,12 +125,12 @@ static size_t format_elem(const struct ckpt_dtype *dt, enum view_kind kind,
 
 	switch (kind) {
 	case VIEW_FLOAT:
-		return (size_t)format_float(ffmt_of(dt), load(p, dt->size, big),
+		return (size_t)format_float(ffmt_of(dt), ord_load(p, dt->size, big),
 					    out);
 	case VIEW_COMPLEX:
 		f = ffmt_of(dt);
-		n = format_float(f, load(p, f->size, big), out);
-		format_float(f, load(p + f->size, f->size, big), im);
+		n = format_float(f, ord_load(p, f->size, big), out);
+		format_float(f, ord_load(p + f->size, f->size, big), im);
 		n += sprintf(out + n, "%s%sj", im[0] == '-' ? "" : "+", im);
 		return (size_t)n;
 	case VIEW_INT:
@@ -524,8 +510,8 @@ static int parse_elem(const struct view_parser *p, unsigned char *dst)
 		f = ffmt_of(dt);
 		rc = parse_complex(f, s, n, &v, &im);
 		if (!rc) {
-			store(dst, v, f->size, p->big);
-			store(dst + f->size, im, f->size, p->big);
+			ord_store(dst, f->size, p->big, v);
+			ord_store(dst + f->size, f->size, p->big, im);
 		}
 		return rc;
 	case VIEW_INT:
@@ -545,11 +531,11 @@ static int parse_elem(const struct view_parser *p, unsigned char *dst)
 		/* RAW: the value of its bytes in storage order, always */
 		rc = parse_int(s, n, dt->size, false, &v);
 		if (!rc)
-			store(dst, v, dt->size, false);
+			ord_store(dst, dt->size, false, v);
 		return rc;
 	}
 	if (!rc)
-		store(dst, v, dt->size, p->big);
+		ord_store(dst, dt->size, p->big, v);
 	return rc;
 }
 
