@@ -26,6 +26,7 @@
 #include <fuse_opt.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <sys/wait.h>
@@ -343,6 +344,25 @@ static int umount_main(const char *mnt)
 }
 
 /*
+ * Every staged storage keeps its data file open (core/ovl/ovl_store.c,
+ * docs/design.md): take the hard limit on open files, not the soft one
+ * (1024 by default, which 1,100 edited tensors exceed).  ptfs never uses
+ * select(), so high descriptor numbers are fine.
+ */
+static void raise_nofile(void)
+{
+	struct rlimit lim;
+
+	if (getrlimit(RLIMIT_NOFILE, &lim) || lim.rlim_cur == lim.rlim_max)
+		return;
+	lim.rlim_cur = lim.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &lim) && lim.rlim_max == RLIM_INFINITY) {
+		lim.rlim_cur = 1u << 20;	/* the kernel's nr_open default */
+		(void)setrlimit(RLIMIT_NOFILE, &lim);
+	}
+}
+
+/*
  * Writable only if the checkpoint and its directory are (write-back
  * renames a new file into the directory); else say why.
  */
@@ -477,6 +497,7 @@ int main(int argc, char **argv)
 
 	if (argc == 3 && !strcmp(argv[1], "umount"))
 		return umount_main(argv[2]);
+	raise_nofile();
 	rc = 2;		/* usage errors and unreadable input */
 	if (fuse_opt_parse(&args, &o, opt_spec, opt_proc))
 		goto out_args;

@@ -92,6 +92,9 @@ static const char *write_tmp(const void *p, size_t n)
 {
 	int fd;
 
+	/* one file at a time: a test that writes several reuses the name */
+	if (tmp_path[0])
+		unlink(tmp_path);
 	strcpy(tmp_path, "/tmp/ptfs-ckpt-XXXXXX");
 	fd = mkstemp(tmp_path);
 	cr_assert_geq(fd, 0);

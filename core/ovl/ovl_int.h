@@ -20,6 +20,8 @@
 #define JR_MAXF		16		/* fields of one record */
 #define JR_MAX		(16u << 20)	/* bytes of one record's payload */
 #define JR_HDR		16		/* length, CRC, sequence number */
+#define OVL_FD_RESERVE	64		/* descriptors kept free for
+					   write-back (ovl_data_open) */
 
 /* Journal operations (the first byte of a record's payload). */
 enum {

@@ -492,7 +492,13 @@ static int still_same(struct ovl *v, bool target, struct diag *d)
 	}
 	if (rc == -ENOMEM)
 		return diag_nomem(d);
-	if (!rc && ovl_ident_same(&now, &v->id))
+	/* cannot tell (EMFILE, EIO, ENOENT after a rm): say so, not "changed" */
+	if (rc)
+		return diag_errno(d, rc, "%s: cannot check it is the file that "
+				  "was mounted: %s; nothing written, edits "
+				  "kept in %s", v->path, strerror(-rc),
+				  v->dir);
+	if (ovl_ident_same(&now, &v->id))
 		return 0;
 	return diag_errno(d, -ESTALE, "changed since it was mounted (another "
 			  "program replaced or rewrote it): nothing written, "

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define CHUNK	(1u << 20)
@@ -136,6 +137,7 @@ int ovl_data_open(struct ovl *v, uint32_t i, const char *sfx, int flags,
 		  struct diag *d)
 {
 	char name[64], idx[16];
+	struct rlimit lim;
 	int fd, rc;
 
 	/* a read-only mount opens what is there and never makes a file */
@@ -159,6 +161,29 @@ int ovl_data_open(struct ovl *v, uint32_t i, const char *sfx, int flags,
 	fd = openat(v->dfd, name, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return ovl_sys_err(v, d, -errno, name);
+	/*
+	 * Each staged storage keeps its data file open for the rest of the
+	 * mount (readers use it with pread under the read lock, so it cannot
+	 * be closed and reopened beside them: docs/design.md, "One open
+	 * file per staged storage").  The daemon raises its soft limit to
+	 * the hard one; here it refuses the storage that would leave fewer
+	 * than OVL_FD_RESERVE descriptors, so that write-back (the new
+	 * archive, its directory, FUSE's threads) always has what it needs.
+	 * The kernel gives the lowest free number: below @fd all are taken.
+	 */
+	if (getrlimit(RLIMIT_NOFILE, &lim) == 0 &&
+	    lim.rlim_cur != RLIM_INFINITY &&
+	    (rlim_t)fd + OVL_FD_RESERVE >= lim.rlim_cur) {
+		close(fd);
+		if (flags & O_TRUNC)	/* made empty just now: nothing kept */
+			unlinkat(v->dfd, name, 0);
+		return diag_errno(d, -EMFILE, "%s: cannot stage storage %u: "
+				  "each staged storage holds an open file "
+				  "and the open-file limit (%llu) is nearly "
+				  "used up; write back (ptfs umount) or raise "
+				  "the hard limit (ulimit -Hn)", v->dir, i,
+				  (unsigned long long)lim.rlim_cur);
+	}
 	return fd;
 }
 

@@ -202,8 +202,31 @@ def textcheck(ckpt, key, txt):
     return 0
 
 
+def many(out, n):
+    """N small tensors t0..t{N-1}, each four float32 zeros: one storage
+    each, so that editing them all stages N storages"""
+    torch.save({"t%d" % i: torch.zeros(4) for i in range(int(n))}, out)
+
+
+def manycheck(path, n, edited):
+    """Are t0..t{EDITED-1} of PATH all 1.0 and the rest still 0.0?"""
+    d = load(path)
+    n, edited = int(n), int(edited)
+    if len(d) != n:
+        print("%d tensors, want %d" % (len(d), n))
+        return 1
+    for i in range(n):
+        want = 1.0 if i < edited else 0.0
+        if not torch.equal(d["t%d" % i], torch.full((4,), want)):
+            print("t%d is %s, want all %s" % (i, d["t%d" % i].tolist(), want))
+            return 1
+    print("ok")
+    return 0
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     rc = {"attrs": attrs, "names": names, "names_edited": names_edited, "pair": pair, "compare": compare,
-          "big": big, "resave": resave, "textcheck": textcheck}[cmd](*args)
+          "big": big, "resave": resave, "textcheck": textcheck,
+          "many": many, "manycheck": manycheck}[cmd](*args)
     sys.exit(rc or 0)
