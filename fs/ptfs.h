@@ -157,9 +157,6 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 		const char **name, fuse_ino_t *ino, char *buf);
 
-/* Bytes of a value / opaque node's file: "12\n" (bytes: no newline). */
-uint64_t ptfs_text_size(const struct ckpt_node *n);
-
 /* The inode number of storage @s's file (.ptfs/storages/KEY), or 0. */
 fuse_ino_t ptfs_ino_of_storage(const struct ptfs *fs,
 			       const struct ckpt_storage *s);

@@ -211,14 +211,6 @@ fuse_ino_t ptfs_ino_of_storage(const struct ptfs *fs,
 	return s->index < fs->nstor ? fs->plumb + 2 + s->index : 0;
 }
 
-uint64_t ptfs_text_size(const struct ckpt_node *n)
-{
-	/* bytes are raw; every other value is text ending in a newline */
-	if (n->kind == CKPT_N_VALUE && !strcmp(n->type, "bytes"))
-		return n->textlen;
-	return n->textlen + 1;
-}
-
 static uint32_t subdirs(const struct ckpt_node *n)
 {
 	uint32_t k = 0;
@@ -278,7 +270,7 @@ static void node_stat(const struct ptfs *fs, const struct ckpt_node *n,
 		break;
 	default:
 		st->st_mode = S_IFREG | r;
-		st->st_size = ptfs_text_size(n);
+		st->st_size = ovl_size(fs->ovl, n);
 		break;
 	}
 }

@@ -37,80 +37,39 @@ static size_t clip(uint64_t total, off_t off, size_t size)
 	return total - off < size ? total - off : size;
 }
 
-/* Anything the overlay serves: staged, new or edited files. */
-static void read_ovl(fuse_req_t req, struct ptfs *fs, struct ckpt_node *n,
-		     size_t size, off_t off)
+/*
+ * A tensor's or value's file, or its .npy view: where the bytes are is
+ * the overlay's to say (ovl_locate); bytes lying as they are in a file
+ * are spliced, the rest copied by the core's readers.  A short reply
+ * means end of file to the kernel, so only a whole request is spliced.
+ */
+static void read_file(fuse_req_t req, struct ptfs *fs, struct ckpt_node *n,
+		      int view, size_t size, off_t off)
 {
+	struct ovl_loc loc;
 	struct diag d;
 	long long got;
 	char *buf;
 
-	size = clip(ovl_size(fs->ovl, n), off, size);
+	diag_init(&d, fs->c->path);
+	got = ovl_locate(fs->ovl, n, view, off, &loc, &d);
+	if (got)
+		return ptfs_reply_err(req, got, &d);
+	size = clip(loc.size, off, size);
 	if (!size)
 		return (void)fuse_reply_buf(req, NULL, 0);
+	if (loc.fd >= 0 && loc.len >= size)
+		return reply_fd(req, loc.fd, loc.pos, size);
 	buf = malloc(size);
 	if (!buf)
 		return ptfs_reply_err(req, -ENOMEM, NULL);
-	diag_init(&d, fs->c->path);
-	got = ovl_read(fs->ovl, n, buf, size, off, &d);
+	got = view ? ovl_npy_read(fs->ovl, n, buf, size, off, &d) :
+	      ovl_read(fs->ovl, n, buf, size, off, &d);
 	if (got < 0)
 		ptfs_reply_err(req, got, &d);
 	else
 		fuse_reply_buf(req, buf, got);
 	free(buf);
-}
-
-static void read_tensor(fuse_req_t req, struct ptfs *fs,
-			const struct ckpt_tensor *t, size_t size, off_t off)
-{
-	struct diag d;
-	uint64_t base;
-	long long n;
-	char *buf;
-	int fd;
-
-	diag_init(&d, fs->c->path);
-	size = clip(ckpt_tensor_size(t), off, size);
-	if (!size)
-		return (void)fuse_reply_buf(req, NULL, 0);
-	if (t->contiguous && t->storage) {
-		n = ckpt_storage_data(fs->c, t->storage, &fd, &base, &d);
-		if (n)
-			return ptfs_reply_err(req, n, &d);
-		return reply_fd(req, fd, base + t->offset * t->dtype->size +
-				off, size);
-	}
-	buf = malloc(size);
-	if (!buf)
-		return ptfs_reply_err(req, -ENOMEM, NULL);
-	n = ckpt_tensor_read(fs->c, t, buf, size, off, &d);
-	if (n < 0)
-		ptfs_reply_err(req, n, &d);
-	else
-		fuse_reply_buf(req, buf, n);
-	free(buf);
-}
-
-static void read_text(fuse_req_t req, const struct ckpt_node *n, size_t size,
-		      off_t off)
-{
-	uint64_t total = ptfs_text_size(n);
-
-	size = clip(total, off, size);
-	if (!size)
-		return (void)fuse_reply_buf(req, NULL, 0);
-	if ((uint64_t)off + size <= n->textlen)
-		return (void)fuse_reply_buf(req, n->text + off, size);
-	{
-		char *buf = malloc(size);
-
-		if (!buf)
-			return ptfs_reply_err(req, -ENOMEM, NULL);
-		memcpy(buf, n->text + off, size - 1);
-		buf[size - 1] = '\n';	/* the newline after the text */
-		fuse_reply_buf(req, buf, size);
-		free(buf);
-	}
 }
 
 static void read_record(fuse_req_t req, struct ptfs *fs,
@@ -157,22 +116,20 @@ static void read_storage(fuse_req_t req, struct ptfs *fs,
 }
 
 /*
- * KEY.npy: the header from memory, the data part exactly as KEY's own
- * reads (spliced from the checkpoint when it can be).  KEY.txt: the
- * chunks the request covers, formatted now (ptfs_view.c).  A view being
- * written: what was written so far.
+ * KEY.txt: the chunks the request covers, formatted now (ptfs_view.c),
+ * unless a new text is being written; everything else as read_file().
  */
 static void read_view(fuse_req_t req, struct ptfs *fs, struct ckpt_node *n,
 		      int view, size_t size, off_t off)
 {
-	unsigned char h[VIEW_NPY_HEADER_MAX];
+	struct ovl_loc loc;
 	struct diag d;
-	uint64_t hl, total;
 	long long got;
 	char *buf;
 
 	diag_init(&d, fs->c->path);
-	if (view == CKPT_V_TXT && !n->vstage) {
+	if (view == CKPT_V_TXT &&
+	    !ovl_locate(fs->ovl, n, view, off, &loc, &d) && loc.fd < 0) {
 		buf = malloc(size ? size : 1);
 		if (!buf)
 			return ptfs_reply_err(req, -ENOMEM, NULL);
@@ -184,29 +141,7 @@ static void read_view(fuse_req_t req, struct ptfs *fs, struct ckpt_node *n,
 		free(buf);
 		return;
 	}
-	if (view == CKPT_V_NPY && !n->vstage && !n->pending &&
-	    (uint64_t)off >= (hl = ovl_npy_header(fs->ovl, n, h)) &&
-	    !n->stage && !n->tensor->fresh)
-		return read_tensor(req, fs, n->tensor, size, off - hl);
-	total = view == CKPT_V_NPY ? ovl_npy_size(fs->ovl, n) :
-		n->vstage->len;
-	size = clip(total, off, size);
-	if (!size)
-		return (void)fuse_reply_buf(req, NULL, 0);
-	buf = malloc(size);
-	if (!buf)
-		return ptfs_reply_err(req, -ENOMEM, NULL);
-	if (view == CKPT_V_NPY)
-		got = ovl_npy_read(fs->ovl, n, buf, size, off, &d);
-	else
-		got = pread(n->vstage->scratch->fd, buf, size, off) < 0 ?
-		      diag_errno(&d, -errno, "read: %s", strerror(errno)) :
-		      (long long)size;
-	if (got < 0)
-		ptfs_reply_err(req, got, &d);
-	else
-		fuse_reply_buf(req, buf, got);
-	free(buf);
+	read_file(req, fs, n, view, size, off);
 }
 
 /* Do the bytes of @i come from the checkpoint file (or were made from
@@ -282,12 +217,9 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	case PTFS_ROOT:
 	case PTFS_NODE:
 		n = i.node;
-		if (n->stage || (n->kind == CKPT_N_TENSOR && n->tensor->fresh))
-			read_ovl(req, fs, n, size, off);
-		else if (n->kind == CKPT_N_TENSOR)
-			read_tensor(req, fs, n->tensor, size, off);
-		else if (n->kind == CKPT_N_VALUE || n->kind == CKPT_N_OPAQUE)
-			read_text(req, n, size, off);
+		if (n->kind == CKPT_N_TENSOR || n->kind == CKPT_N_VALUE ||
+		    n->kind == CKPT_N_OPAQUE)
+			read_file(req, fs, n, 0, size, off);
 		else
 			ptfs_reply_err(req, -EISDIR, NULL);
 		break;

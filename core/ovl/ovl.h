@@ -140,6 +140,27 @@ int ovl_flush(struct ovl *v, struct ckpt_node *n, struct diag *d);
 int ovl_release(struct ovl *v, struct ckpt_node *n, struct diag *d);
 int ovl_fsync(struct ovl *v, struct ckpt_node *n, struct diag *d);
 
+/*
+ * Where a read of @n's file from offset @off finds its bytes: the one
+ * place that knows (staged rewrites, new tensors, staged storages,
+ * inflated copies, the checkpoint itself, views being written).  @view is
+ * 0 for the file itself, CKPT_V_NPY or CKPT_V_TXT for a view.
+ *   loc->fd >= 0: the bytes are @loc->len bytes of that file (borrowed)
+ *                 from @loc->pos on, as they are: splice or pread them;
+ *   loc->fd < 0:  they must be made: ovl_read() / ovl_npy_read() copy
+ *                 them (gathered strided views, values, .npy headers), a
+ *                 text view is formatted by its reader.
+ * @loc->size is the file's size.  0 or -errno with @d set.  Callers hold
+ * the read lock; the fd stays valid until the next change.
+ */
+struct ovl_loc {
+	int fd;
+	uint64_t pos, len;
+	uint64_t size;
+};
+int ovl_locate(struct ovl *v, struct ckpt_node *n, int view, uint64_t off,
+	       struct ovl_loc *loc, struct diag *d);
+
 /* ---- raw storages (.ptfs/storages/KEY): in place only */
 long long ovl_write_storage(struct ovl *v, struct ckpt_storage *s,
 			    const void *buf, uint64_t len, uint64_t off,

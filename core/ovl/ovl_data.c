@@ -32,27 +32,56 @@ uint64_t ovl_size(const struct ovl *v, const struct ckpt_node *n)
 	return n->text ? n->textlen + 1 : 0;
 }
 
+int ovl_data_locate(struct ovl *v, struct ckpt_node *n, uint64_t off,
+		    struct ovl_loc *loc, struct diag *d)
+{
+	const struct ckpt_tensor *t = n->tensor;
+	uint64_t base;
+	int rc;
+
+	loc->fd = -1;
+	loc->pos = off;
+	loc->size = ovl_size(v, n);
+	loc->len = off < loc->size ? loc->size - off : 0;
+	if (n->stage) {
+		if (n->stage->scratch)	/* a rewrite being written */
+			loc->fd = n->stage->scratch->fd;
+		return 0;		/* else its text, in memory */
+	}
+	if (n->kind != CKPT_N_TENSOR || !t->storage)
+		return 0;		/* values; inline and meta tensors */
+	if (t->fresh) {			/* a new file: its data file */
+		loc->fd = t->storage->fd;
+		return 0;
+	}
+	if (!t->contiguous)
+		return 0;		/* gathered by ckpt_tensor_read() */
+	rc = ckpt_storage_data(v->c, t->storage, &loc->fd, &base, d);
+	if (rc)
+		return rc;
+	loc->pos = base + t->offset * t->dtype->size + off;
+	return 0;
+}
+
 long long ovl_read(struct ovl *v, struct ckpt_node *n, void *buf,
 		   uint64_t len, uint64_t off, struct diag *d)
 {
-	uint64_t size = ovl_size(v, n);
-	int rc;
+	struct ovl_loc loc;
+	int rc = ovl_data_locate(v, n, off, &loc, d);
 
-	if (off >= size)
+	if (rc)
+		return rc;
+	if (len > loc.len)
+		len = loc.len;
+	if (!len)
 		return 0;
-	if (len > size - off)
-		len = size - off;
-	if (n->stage && n->stage->scratch) {
-		rc = io_pread_full(n->stage->scratch->fd, buf, len, off);
+	if (loc.fd >= 0) {
+		rc = io_pread_full(loc.fd, buf, len, loc.pos);
 		return rc ? ovl_sys_err(v, d, rc, "read") : (long long)len;
 	}
 	if (n->stage) {
 		memcpy(buf, n->stage->text + off, len);
 		return len;
-	}
-	if (n->kind == CKPT_N_TENSOR && n->tensor->fresh) {
-		rc = io_pread_full(n->tensor->storage->fd, buf, len, off);
-		return rc ? ovl_sys_err(v, d, rc, "read") : (long long)len;
 	}
 	if (n->kind == CKPT_N_TENSOR)
 		return ckpt_tensor_read(v->c, n->tensor, buf, len, off, d);

@@ -85,6 +85,10 @@ int jr_next(struct jr_reader *rd, struct jrec *r, const char *name,
 int jr_encode(const struct jrec *r, uint64_t seq, unsigned char **out,
 	      size_t *outlen);
 
+/* ovl_locate() for the file itself (ovl_data.c; views: ovl_view.c). */
+int ovl_data_locate(struct ovl *v, struct ckpt_node *n, uint64_t off,
+		    struct ovl_loc *loc, struct diag *d);
+
 /* Create the journal with its header record (the overlay dir is open). */
 int jr_create(struct ovl *v, struct diag *d);
 

@@ -124,6 +124,36 @@ long long ovl_npy_read(struct ovl *v, struct ckpt_node *n, void *buf,
 	return got < 0 ? got : got + (long long)k;
 }
 
+int ovl_locate(struct ovl *v, struct ckpt_node *n, int view, uint64_t off,
+	       struct ovl_loc *loc, struct diag *d)
+{
+	unsigned char h[VIEW_NPY_HEADER_MAX];
+	uint64_t hl;
+	int rc;
+
+	if (!view)
+		return ovl_data_locate(v, n, off, loc, d);
+	loc->fd = -1;
+	loc->pos = off;
+	if (n->vstage && n->vstage->view == view) {	/* being written */
+		loc->fd = n->vstage->scratch->fd;
+		loc->size = n->vstage->len;
+	} else if (view == CKPT_V_TXT || n->pending) {
+		loc->size = 0;		/* formatted (fs/), or not yet there */
+	} else {
+		hl = ovl_npy_header(v, n, h);
+		loc->size = ovl_npy_size(v, n);
+		if (off >= hl) {	/* past the header: the tensor's bytes */
+			rc = ovl_data_locate(v, n, off - hl, loc, d);
+			if (rc)
+				return rc;
+			loc->size = ovl_npy_size(v, n);
+		}
+	}
+	loc->len = off < loc->size ? loc->size - off : 0;
+	return 0;
+}
+
 int ovl_text_render(struct ovl *v, struct ckpt_node *n, int fd,
 		    uint64_t *size, struct diag *d)
 {
