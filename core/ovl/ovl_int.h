@@ -200,6 +200,17 @@ void ovl_stage_free(struct ckpt_stage **pst);
 int ovl_create_at(struct ovl *v, struct ckpt_node *dir, char *nm,
 		  uint32_t index, struct ckpt_node **out, struct diag *d);
 
+/* ---- ovl_summary.c: the live tree against its places at open ---- */
+
+/* live[id] is 1 for every node in the tree now (reachable from the root
+ * through directories' slots).  0 or -ENOMEM; free *@out. */
+int ovl_live_map(const struct ckpt *c, uint8_t **out);
+/* @n's key path at open, from its home places (malloc'd; NULL: ENOMEM). */
+char *ovl_home_path(const struct ckpt_node *n);
+/* Is @l a removed link whose target lives on in its slot (see
+ * ckpt_node_drop())? */
+bool ovl_standin(const struct ckpt_node *l, const uint8_t *live);
+
 /* ---- the views: ovl_view.c (reading, staging), ovl_view_apply.c ---- */
 
 /* Is the checkpoint big-endian? */

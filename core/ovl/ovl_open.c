@@ -349,6 +349,7 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 	v->dfd = v->jfd = -1;
 	v->readonly = o->readonly;
 	v->nstorages0 = c->nstorages;
+	v->nnodes0 = c->nnodes;
 	v->path = realpath(path, NULL);
 	if (!v->path || fstat(c->fd, &v->base)) {
 		rc = diag_errno(d, -errno, "%s: %s", path, strerror(errno));
@@ -559,7 +560,7 @@ int ovl_commit(struct ovl *v, const char *output, struct diag *d)
 		struct ckpt_write_opts o = {
 			.progress = v->progress, .progress_arg = v->arg,
 			.tmp_tag = v->jid, .check = save_check,
-			.check_arg = v,
+			.check_arg = v, .stats = &v->wstats,
 		};
 
 		v->output = output;
