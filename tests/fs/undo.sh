@@ -1,0 +1,232 @@
+#!/bin/sh
+# Undo and status through real mounts (issue 19 item 5, issue 15 item 6):
+# `ptfs status` after each kind of edit (and on a dead daemon, a path that
+# is no mount, a path inside one), the summary `ptfs umount` prints (counts,
+# bytes written, refused edits, "nothing to write back", -q).  Torch (the
+# version under test) writes the checkpoints and loads what was written
+# back (undo_check.py).
+#
+#   usage: sh tests/fs/undo.sh VERSION PTFS PTLS SHARED_DIR
+#
+# VERSION "1.13": Debian's torch (/usr/bin/python3); "2": torch 2.x in the
+# root scripts/torch2-root.sh builds (the scratch directory and the mounts
+# are under its /tmp, so the chroot sees them).  SHARED_DIR holds the
+# generated fixtures (a state dict of each torch is edited and reverted).
+# Prints one line per check and finally "N passed, N failed"; exit 0 when
+# all passed, 1 otherwise, 77 without /dev/fuse.
+set -u
+LC_ALL=C
+export LC_ALL
+
+usage() { echo "usage: sh $0 1.13|2 PTFS PTLS SHARED_DIR" >&2; exit 2; }
+[ $# -eq 4 ] || usage
+version=$1 PTFS=$2 ptls=$3 shared=$4
+case $version in 1.13|2) ;; *) usage ;; esac
+here=$(cd "$(dirname "$0")" && pwd) || exit 1
+case $PTFS in /*) ;; *) PTFS=$(pwd)/$PTFS ;; esac
+case $ptls in /*) ;; *) ptls=$(pwd)/$ptls ;; esac
+for b in "$PTFS" "$ptls"; do
+	[ -x "$b" ] || { echo "not executable: $b" >&2; exit 1; }
+done
+if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
+	echo "no /dev/fuse or no fusermount3: skipping"
+	exit 77
+fi
+
+: "${PTFS_TEST_TIMEOUT:=120}"
+. "$here/../fixtures/fx.sh"
+. "$here/../torch/select.sh"
+torch_select "$version" "$shared" ptfs-undo
+WORK=$work
+DAEMON_LOGS_OK=1	# refused edits log why, one "ptfs: " line each
+. "$here/lib.sh"
+
+cleanup() {
+	trap '' INT TERM HUP
+	release_work
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+mkdir -p "$WORK/py" "$WORK/mnt" || exit 1
+cp "$here/undo_check.py" "$WORK/py/" || exit 1
+# tpy CMD PATH: undo_check.py under the torch being tested
+tpy() {
+	if [ "$version" = 1.13 ]; then
+		"$py" "$WORK/py/undo_check.py" "$1" "$2" 2>>"$WORK/py.err"
+	else
+		# torch 2's UCX warns on stdout: keep only the answer
+		chroot "$root" python3 "$inner/py/undo_check.py" "$1" \
+			"$inner${2#"$work"}" 2>>"$WORK/py.err" | grep -v ' UCX '
+	fi
+}
+sum() { sha256sum <"$1" | cut -c1-16; }
+has() { case $1 in *"$2"*) return 0 ;; esac; return 1; }
+# the ptfs process itself (start_daemon's $DPID may be timeout's)
+ptfs_pid() { pgrep -P "$DPID" -x ptfs 2>/dev/null || echo "$DPID"; }
+kill9() {
+	kill -9 "$(ptfs_pid)" 2>/dev/null
+	wait "$DPID" 2>/dev/null
+	DPID=
+	fusermount3 -uz "$1" 2>/dev/null
+}
+# check LABEL COND-STATUS DETAIL: pass when the status before is 0
+check() {
+	if [ "$2" = 0 ]; then pass "$1" "$3"; else fail "$1" "$3"; fi
+}
+# setup NAME: a fresh $d/model.pt (undo_check.py make), its digest in
+# $d/orig, mount point $m, daemon stderr $e
+setup() {
+	d=$WORK/$1 m=$WORK/mnt/$1 e=$WORK/$1.err ck=$WORK/$1/model.pt
+	mkdir -p "$d" "$m"
+	tpy make "$ck"
+	tpy digest "$ck" >"$d/orig"
+}
+# digest_is FILE EXPECTED: torch.load of FILE gives the digest lines in
+# EXPECTED (a file); the difference on failure in $WORK/diff
+digest_is() {
+	tpy digest "$1" >"$WORK/got"
+	diff "$2" "$WORK/got" >"$WORK/diff"
+}
+# expect SED-SCRIPT: $d/orig edited by sed into $d/want
+expect() { sed "$1" "$d/orig" >"$d/want"; }
+# st: ptfs status of $m into $WORK/st (its exit status)
+st() { "$PTFS" status "$m" >"$WORK/st" 2>"$WORK/st.err"; }
+stline() { grep -c -x -F -- "$1" "$WORK/st" >/dev/null; }
+
+# Is FUSE usable at all?
+setup probe
+probe_fuse "$ck" "$m" "$e"
+stop_daemon "$m"
+
+# ---- status: nothing staged, then each kind of edit
+setup status
+if start_daemon "$ck" "$m" "$e"; then
+	st
+	rc=$?
+	[ $rc = 0 ] && stline "checkpoint: $ck" &&
+		stline "daemon: pid $(ptfs_pid)" &&
+		stline "overlay: $d/.model.pt.ptfs: nothing in it yet" &&
+		stline "staged: nothing (unmounting writes nothing)"
+	check "status of a fresh mount" $? "exit $rc: $(tr '\n' '|' <"$WORK/st")"
+	printf '\1\2\3\4' | dd of="$m/w" conv=notrunc 2>/dev/null
+	st && stline "staged: 1 tensor changed" && stline "  changed  w"
+	check "status after an in-place write" $? "$(tr '\n' '|' <"$WORK/st")"
+	mv "$m/b" "$m/b2"
+	st && stline "  renamed  b -> b2" &&
+		stline "staged: 1 tensor changed, 1 key renamed"
+	check "status after mv" $? "$(tr '\n' '|' <"$WORK/st")"
+	rm -r "$m/opt"
+	st && stline "  removed  opt/"
+	check "status after rm -r" $? "$(tr '\n' '|' <"$WORK/st")"
+	mkdir "$m/extra" && printf '\0\0\200\77' >"$m/extra/one"
+	st && stline "  added    extra/" && ! grep -q "extra/one" "$WORK/st"
+	check "status after mkdir and a new file in it" $? "$(tr '\n' '|' <"$WORK/st")"
+	echo 8 >"$m/epoch"
+	st && stline "  value    epoch: 3 -> 8" &&
+		stline "staged: 1 tensor changed, 1 key renamed, 1 removed, 1 added, 1 value edited"
+	check "status after a value edit" $? "$(tr '\n' '|' <"$WORK/st")"
+	echo eight >"$m/epoch"		# refused at close(); the shell cannot tell
+	st && stline "refused: 1 edit since the mount (not staged; the reasons are in the daemon's log too)" &&
+		stline "  epoch: EINVAL: epoch: 'eight' is not a python literal; the value stays 8"
+	check "status lists a refused edit with its reason" $? "$(tr '\n' '|' <"$WORK/st")"
+	# w's copy (4096 bytes) and extra/one's data (4)
+	grep -q "^overlay: $d/.model.pt.ptfs: journal [0-9]* bytes, 2 data files of 4100 bytes$" "$WORK/st"
+	check "status describes the overlay" $? "$(grep overlay "$WORK/st")"
+	"$PTFS" status "$m/layer3" >"$WORK/st2" 2>&1 && cmp -s "$WORK/st" "$WORK/st2"
+	check "status of a path inside the mount" $? "$(head -n 2 "$WORK/st2" | tr '\n' '|')"
+	cat "$m/.ptfs/status" >"$WORK/st3" && cmp -s "$WORK/st" "$WORK/st3"
+	check ".ptfs/status reads the same" $? "$(diff "$WORK/st" "$WORK/st3" | head -n 3)"
+	# the daemon dies: status says so in one line, exit 2
+	cp "$WORK/st" "$WORK/st.before"
+	kill -9 "$(ptfs_pid)"
+	wait "$DPID" 2>/dev/null
+	DPID=
+	"$PTFS" status "$m" >"$WORK/st" 2>"$WORK/st.err"
+	rc=$?
+	[ $rc = 2 ] && [ ! -s "$WORK/st" ] && [ "$(wc -l <"$WORK/st.err")" = 1 ] &&
+		has "$(cat "$WORK/st.err")" "daemon is gone" &&
+		has "$(cat "$WORK/st.err")" "fusermount3 -u $m, then ptfs $ck $m"
+	check "status on a dead daemon: one line, exit 2" $? "exit $rc: $(cat "$WORK/st.err")"
+	fusermount3 -uz "$m"
+	# mounted again: the same edits, and how many records were resumed
+	if start_daemon "$ck" "$m" "$e"; then
+		st
+		grep -v '^daemon: \|^resumed: \|^refused: \|^  epoch: EINVAL' "$WORK/st.before" >"$WORK/a"
+		grep -v '^daemon: \|^resumed: ' "$WORK/st" >"$WORK/b"
+		cmp -s "$WORK/a" "$WORK/b" && grep -q '^resumed: [1-9][0-9]* journal records staged by an earlier mount$' "$WORK/st"
+		check "status after a crash and a new mount: the same, resumed" $? "$(diff "$WORK/a" "$WORK/b" | tr '\n' '|')"
+		stop_daemon "$m"
+	else
+		fail "mount after kill -9" "$(head -n 1 "$e")"
+	fi
+else
+	fail "status" "no mount: $(head -n 1 "$e")"
+fi
+"$PTFS" status "$WORK" >"$WORK/st" 2>"$WORK/st.err"
+rc=$?
+[ $rc = 2 ] && [ "$(cat "$WORK/st.err")" = "ptfs: $WORK: not in a ptfs mount" ]
+check "status of a path in no ptfs mount: one line, exit 2" $? "exit $rc: $(cat "$WORK/st.err")"
+"$PTFS" status >/dev/null 2>"$WORK/st.err"
+rc=$?
+[ $rc = 2 ] && grep -q "usage: ptfs umount" "$WORK/st.err"
+check "status without a path: usage, exit 2" $? "exit $rc: $(head -n 1 "$WORK/st.err")"
+
+# ---- ptfs umount says what it wrote, and what was refused
+setup summary
+if start_daemon "$ck" "$m" "$e"; then
+	printf '\0\0\0\100' | dd of="$m/w" bs=4 seek=1 conv=notrunc 2>/dev/null
+	mv "$m/b" "$m/b2"
+	rm -r "$m/opt"
+	mkdir "$m/extra"
+	echo 8 >"$m/epoch"
+	echo 8.5 >"$m/epoch"
+	"$PTFS" umount "$m" >"$WORK/out" 2>"$WORK/err"
+	rc=$?
+	size=$(stat -c %s "$ck")
+	[ $rc = 0 ] && [ ! -s "$WORK/err" ] &&
+		[ "$(sed -n 1p "$WORK/out")" = "written back: 1 tensor changed, 1 key renamed, 1 removed, 1 added, 1 value edited; $size bytes to $ck" ] &&
+		[ "$(sed -n 2p "$WORK/out")" = "refused: 1 edit since the mount (not staged; the reasons are in the daemon's log too)" ] &&
+		[ "$(sed -n 3p "$WORK/out")" = "  epoch: EINVAL: epoch: is an int, '8.5' is a float: a change of type is refused; the value stays 8" ] &&
+		[ "$(wc -l <"$WORK/out")" = 3 ]
+	check "ptfs umount: counts, bytes, output path, refused edits" $? "exit $rc: $(tr '\n' '|' <"$WORK/out") $(cat "$WORK/err")"
+	stop_daemon "$m"
+	expect '/^b\t/s/^b/b2/; /^opt/d; s/^epoch\t3$/epoch\t8/; /^w\t/d'
+	printf 'extra\tdict\n' >>"$d/want"
+	tpy digest "$ck" | grep -v '^w	' >"$WORK/got"
+	sort "$d/want" | diff - "$WORK/got" >"$WORK/diff" &&
+		[ "$(tpy digest "$ck" | grep '^w	')" != "$(grep '^w	' "$d/orig")" ]
+	check "torch.load of what was written back" $? "$(head -n 4 "$WORK/diff" | tr '\n' '|')"
+else
+	fail "summary" "no mount: $(head -n 1 "$e")"
+fi
+setup nothing
+before=$(sum "$ck")
+if start_daemon "$ck" "$m" "$e"; then
+	cat "$m/w" >/dev/null
+	"$PTFS" umount "$m" >"$WORK/out" 2>"$WORK/err"
+	rc=$?
+	stop_daemon "$m"
+	[ $rc = 0 ] && [ "$(cat "$WORK/out")" = "nothing to write back" ] &&
+		[ "$(sum "$ck")" = "$before" ]
+	check "ptfs umount without edits: nothing to write back" $? "exit $rc: $(cat "$WORK/out" "$WORK/err")"
+fi
+if start_daemon "$ck" "$m" "$e"; then
+	echo 9 >"$m/epoch"
+	"$PTFS" umount -q "$m" >"$WORK/out" 2>"$WORK/err"
+	rc=$?
+	stop_daemon "$m"
+	[ $rc = 0 ] && [ ! -s "$WORK/out" ] && [ ! -s "$WORK/err" ] &&
+		tpy digest "$ck" | grep -qx "$(printf 'epoch\t9')"
+	check "ptfs umount -q: written back, nothing printed" $? "exit $rc: $(cat "$WORK/out" "$WORK/err")"
+fi
+if start_daemon "$ck" "$m" "$e" -o ro; then
+	"$PTFS" umount "$m" >"$WORK/out" 2>"$WORK/err"
+	rc=$?
+	stop_daemon "$m"
+	[ $rc = 0 ] && [ "$(cat "$WORK/out")" = "nothing to write back (a read-only mount)" ]
+	check "ptfs umount of a read-only mount" $? "exit $rc: $(cat "$WORK/out" "$WORK/err")"
+fi
+
+summary
+[ "$nfail" -eq 0 ]
