@@ -42,6 +42,8 @@ enum ptfs_ctl {
 	PTFS_CTL_COMMIT,	/* write: write back; read: the last result */
 	PTFS_CTL_PROGRESS,	/* read: record bytes written back, and all */
 	PTFS_CTL_STATUS,	/* read: what is staged (ptfs status) */
+	PTFS_CTL_DISCARD,	/* write: drop every staged edit, unmount;
+				   read: what was dropped */
 	PTFS_NCTL
 };
 
@@ -392,8 +394,8 @@ int ptfs_commit(struct ptfs *fs, struct diag *d);
 /* open() of control file @k: per-open state in fi->fh (status: its
  * text, made now).  0 or -errno. */
 int ptfs_ctl_open(struct ptfs *fs, int k, struct fuse_file_info *fi);
-/* release(): free it. */
-void ptfs_ctl_release(struct fuse_file_info *fi);
+/* release(): free it (after a discard: end the session, unmount). */
+void ptfs_ctl_release(struct ptfs *fs, struct fuse_file_info *fi);
 /* read() of control file @k. */
 void ptfs_ctl_read(fuse_req_t req, struct ptfs *fs, int k, size_t size,
 		   off_t off, struct fuse_file_info *fi);

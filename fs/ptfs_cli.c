@@ -4,6 +4,8 @@
  *
  *   ptfs umount [-q] MOUNTPOINT   write back, wait, say what was written
  *                                 (and what was refused), unmount
+ *   ptfs umount --discard MOUNTPOINT
+ *                                 drop every staged edit, unmount
  *   ptfs status PATH              what is staged in the mount holding PATH
  *
  * Messages are one line on stderr; reports go to stdout (-q: none).
@@ -465,11 +467,107 @@ static int umount_main(const char *mnt, bool quiet)
 	return 0;
 }
 
+/* Is @root still a ptfs mount point? */
+static bool still_mounted(const char *root)
+{
+	struct mnt m;
+	bool yes = !find_mount(root, &m) && !strcmp(m.root, root);
+
+	mnt_free(&m);
+	return yes;
+}
+
+/*
+ * Drop every staged edit through .ptfs/discard (the daemon removes its
+ * overlay, says what it dropped, and unmounts when the file is closed),
+ * then make sure the mount is gone.
+ */
+static int discard_main(const char *mnt, bool quiet)
+{
+	struct mnt m;
+	char *text;
+	int fd, err, rc = find_mount(mnt, &m);
+
+	if (rc || *m.rest) {
+		fprintf(stderr, "ptfs: %s: %s\n", mnt, rc < 0 ? strerror(-rc) :
+			rc ? "not a ptfs mount" : "not the mount point");
+		if (!rc)
+			mnt_free(&m);
+		return 1;
+	}
+	fd = open_ctl(&m, "discard", O_RDWR);
+	err = errno;
+	if (fd < 0 && (err == ENOTCONN || err == ECONNABORTED)) {
+		daemon_gone(mnt, &m, true);
+		mnt_free(&m);
+		return 1;
+	}
+	if (fd < 0 && err == EROFS) {
+		/* written back (or discarded) already: say which */
+		fd = open_ctl(&m, "status", O_RDONLY);
+		text = fd >= 0 ? read_all(fd) : NULL;
+		if (fd >= 0)
+			close(fd);
+		const char *why = "the mount takes no more edits";
+
+		for (char *l = text, *e; l && *l; l = e) {
+			e = l + strcspn(l, "\n");
+			if (*e)
+				*e++ = 0;
+			if (!strncmp(l, "written back:", 13) ||
+			    !strncmp(l, "discarded:", 10)) {
+				why = l;
+				break;
+			}
+		}
+		fprintf(stderr, "ptfs: %s: nothing to discard (%s); it stays "
+			"mounted\n", mnt, why);
+		free(text);
+		mnt_free(&m);
+		return 1;
+	}
+	if (fd < 0 && err != ENOENT) {
+		fprintf(stderr, "ptfs: %s/.ptfs/discard: %s\n", mnt,
+			strerror(err));
+		mnt_free(&m);
+		return 1;
+	}
+	if (fd >= 0 && write(fd, "discard\n", 8) != 8) {
+		err = errno;
+		text = read_all(fd);
+		if (text)
+			text[strcspn(text, "\n")] = 0;
+		fprintf(stderr, "ptfs: %s: %s; it stays mounted\n", mnt,
+			text && *text ? text : strerror(err));
+		free(text);
+		close(fd);
+		mnt_free(&m);
+		return 1;
+	}
+	text = fd >= 0 ? read_all(fd) : NULL;
+	if (fd >= 0)
+		close(fd);	/* the daemon unmounts now */
+	if (!quiet)
+		fputs(fd < 0 ? "nothing to discard (a read-only mount takes "
+		      "no edits)\n" : text ? text : "discarded\n", stdout);
+	free(text);
+	if (fflush(stdout))
+		fprintf(stderr, "ptfs: standard output: %s\n", strerror(errno));
+	for (int i = 0; i < 100 && fd >= 0 && still_mounted(m.root); i++)
+		usleep(100 * 1000);
+	rc = still_mounted(m.root) && fusermount_u(m.root) ? 1 : 0;
+	if (rc)
+		fprintf(stderr, "ptfs: %s: discarded, but fusermount3 -u %s "
+			"failed\n", mnt, m.root);
+	mnt_free(&m);
+	return rc;
+}
+
 static int usage_error(const char *fmt, const char *arg)
 {
 	fprintf(stderr, "ptfs: ");
 	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nusage: ptfs umount [-q] MOUNTPOINT\n"
+	fprintf(stderr, "\nusage: ptfs umount [-q] [--discard] MOUNTPOINT\n"
 		"       ptfs status PATH\n");
 	return 2;
 }
@@ -477,7 +575,7 @@ static int usage_error(const char *fmt, const char *arg)
 int ptfs_cli_main(int argc, char **argv)
 {
 	const char *cmd = argc >= 2 ? argv[1] : "", *arg = NULL;
-	bool quiet = false;
+	bool quiet = false, drop = false;
 
 	if (strcmp(cmd, "umount") && strcmp(cmd, "status"))
 		return -1;
@@ -485,6 +583,9 @@ int ptfs_cli_main(int argc, char **argv)
 		if (!strcmp(cmd, "umount") && (!strcmp(argv[i], "-q") ||
 					       !strcmp(argv[i], "--quiet")))
 			quiet = true;
+		else if (!strcmp(cmd, "umount") &&
+			 !strcmp(argv[i], "--discard"))
+			drop = true;
 		else if (argv[i][0] == '-' && argv[i][1])
 			return usage_error("%s: unknown option", argv[i]);
 		else if (arg)
@@ -496,5 +597,5 @@ int ptfs_cli_main(int argc, char **argv)
 		return usage_error("%s: which mount?", cmd);
 	if (!strcmp(cmd, "status"))
 		return status_main(arg);
-	return umount_main(arg, quiet);
+	return drop ? discard_main(arg, quiet) : umount_main(arg, quiet);
 }

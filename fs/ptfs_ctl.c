@@ -1,8 +1,9 @@
 /*
  * ptfs_ctl.c - the control files under .ptfs/ of a writable mount and what
  * they say: commit (write back), progress (how far), status (what is
- * staged, the daemon, the overlay, refused edits, what was written back).
- * `ptfs status` and `ptfs umount` (ptfs_main.c) are their clients.
+ * staged, the daemon, the overlay, refused edits, what was written back),
+ * discard (drop every staged edit and unmount).  `ptfs status` and `ptfs
+ * umount` (ptfs_cli.c) are their clients.
  *
  * Status is made when it is opened and kept with that open file (fi->fh),
  * so a reader sees one consistent text however it reads it.  Edits the
@@ -28,12 +29,15 @@ const struct ptfs_ctl_file ptfs_ctl_files[PTFS_NCTL] = {
 	[PTFS_CTL_COMMIT] = { "commit", true },
 	[PTFS_CTL_PROGRESS] = { "progress", false },
 	[PTFS_CTL_STATUS] = { "status", false },
+	[PTFS_CTL_DISCARD] = { "discard", true },
 };
 
 /* What one open of a control file keeps. */
 struct ctl_handle {
 	char *text;		/* what reads give */
 	size_t len;
+	bool end;		/* a discard was done through it: end the
+				   session when it is closed */
 };
 
 /* ---- refused edits ---- */
@@ -330,6 +334,68 @@ int ptfs_commit(struct ptfs *fs, struct diag *d)
 	return rc;
 }
 
+/* ---- discard ---- */
+
+/*
+ * Drop every staged edit, say what was dropped in @h, and end the session
+ * when @h is closed (after the caller read what was dropped): the model
+ * still shows the edits, and a mount that showed what is no longer
+ * anywhere would mislead; unmounting (serve() in ptfs_main.c) leaves
+ * nothing to see and nothing to write back.
+ */
+static long long discard(struct ptfs *fs, struct ctl_handle *h, size_t size)
+{
+	struct ovl_summary s = { 0 };
+	char *done = NULL, *res = NULL;
+	size_t len;
+	struct diag d;
+	FILE *f;
+	int rc;
+
+	diag_init(&d, fs->c->path);
+	ptfs_wrlock(fs);
+	rc = fs->ovl->committed ? 0 : ovl_summarize(fs->ovl, 0, &s, &d);
+	if (!rc)
+		rc = ovl_discard(fs->ovl, &d);
+	f = open_memstream(&done, &len);
+	if (f && rc) {
+		fprintf(f, "discard failed: %s\n", d.msg);
+	} else if (f) {
+		fputs("discarded: ", f);
+		if (nothing(&s))
+			fputs("nothing was staged", f);
+		else
+			counts_text(f, &s);
+		fprintf(f, "; %s removed, %s untouched\n", fs->ovl->dir,
+			fs->ovl->path);
+	}
+	if (f && fclose(f))
+		done = NULL;
+	res = done ? strdup(done) : NULL;
+	pthread_mutex_lock(&fs->ctl_lock);
+	if (!rc && done) {
+		free(fs->done_msg);
+		fs->done_msg = done;
+		done = NULL;
+	}
+	if (h && res) {
+		free(h->text);
+		h->text = res;
+		h->len = strlen(res);
+		res = NULL;
+	}
+	if (h && !rc)
+		h->end = true;
+	pthread_mutex_unlock(&fs->ctl_lock);
+	free(done);
+	free(res);
+	ovl_summary_free(&s);
+	ptfs_unlock(fs);
+	if (rc)
+		return -ptfs_errno(rc, &d);	/* logged */
+	return (long long)size;
+}
+
 /* ---- the files ---- */
 
 int ptfs_ctl_open(struct ptfs *fs, int k, struct fuse_file_info *fi)
@@ -350,12 +416,14 @@ int ptfs_ctl_open(struct ptfs *fs, int k, struct fuse_file_info *fi)
 	return 0;
 }
 
-void ptfs_ctl_release(struct fuse_file_info *fi)
+void ptfs_ctl_release(struct ptfs *fs, struct fuse_file_info *fi)
 {
 	struct ctl_handle *h = (struct ctl_handle *)(uintptr_t)fi->fh;
 
 	if (!h)
 		return;
+	if (h->end && fs->inval.se)
+		fuse_session_exit(fs->inval.se);
 	free(h->text);
 	free(h);
 	fi->fh = 0;
@@ -404,10 +472,10 @@ void ptfs_ctl_read(fuse_req_t req, struct ptfs *fs, int k, size_t size,
 long long ptfs_ctl_write(struct ptfs *fs, int k, const char *buf,
 			 size_t size, struct fuse_file_info *fi)
 {
+	struct ctl_handle *h = (struct ctl_handle *)(uintptr_t)fi->fh;
 	struct diag d;
 
 	(void)buf;
-	(void)fi;
 	diag_init(&d, fs->c->path);
 	switch (k) {
 	case PTFS_CTL_COMMIT:
@@ -416,6 +484,8 @@ long long ptfs_ctl_write(struct ptfs *fs, int k, const char *buf,
 		if (ptfs_commit(fs, &d) < 0)
 			return -ptfs_errno(-EIO, &d);
 		return (long long)size;
+	case PTFS_CTL_DISCARD:
+		return discard(fs, h, size);
 	default:
 		return -EACCES;
 	}

@@ -402,7 +402,7 @@ void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
 	struct diag d;
 
 	/* only the control files keep something per open (ptfs_ctl.c) */
-	ptfs_ctl_release(fi);
+	ptfs_ctl_release(fs, fi);
 	if (fs->ovl && !fs->readonly) {
 		diag_init(&d, fs->c->path);
 		ptfs_wrlock(fs);

@@ -3,8 +3,8 @@
  * and its overlay first (so a bad file gets ptls's one-line error and
  * nothing is mounted), then mount it and serve requests on several
  * threads; at unmount, write back what was edited.
- * The commands that talk to a running mount (ptfs umount, status) are
- * ptfs_cli.c.
+ * The commands that talk to a running mount (ptfs umount [--discard],
+ * status) are ptfs_cli.c.
  *
  * Options are libfuse's (-f, -d, -s, -o ...) plus ptfs's own:
  *   -o timeout=SECONDS   entry/attribute cache time (default 3600)
@@ -79,7 +79,7 @@ static int opt_proc(void *data, const char *arg, int key,
 static void usage(const char *prog)
 {
 	printf("usage: %s [options] CHECKPOINT MOUNTPOINT\n"
-	       "       %s umount [-q] MOUNTPOINT\n"
+	       "       %s umount [-q] [--discard] MOUNTPOINT\n"
 	       "       %s status PATH\n"
 	       "Mount a PyTorch checkpoint (torch.save) as a directory: "
 	       "tensors are files,\nmetadata are user.* xattrs, storages are "
@@ -89,6 +89,9 @@ static void usage(const char *prog)
 	       "    umount MOUNTPOINT      write back, wait, say what was "
 	       "written, unmount\n"
 	       "      -q, --quiet          say nothing on standard output\n"
+	       "      --discard            drop every staged edit instead "
+	       "(the checkpoint\n"
+	       "                           stays as it is)\n"
 	       "    status PATH            what is staged in the mount that "
 	       "holds PATH\n\n"
 	       "ptfs options:\n"

@@ -83,7 +83,8 @@ struct ovl {
 	uint32_t nnodes0;	/* nodes of the checkpoint itself */
 	bool replaying;		/* applying the journal: data is there */
 	bool readonly;
-	bool committed;		/* written back: no more edits */
+	bool committed;		/* written back or discarded: no more edits */
+	bool discarded;		/* ovl_discard() dropped every staged edit */
 	const char *output;	/* during ovl_commit(): -o output=, or NULL */
 	struct ckpt_write_stats wstats;	/* what ovl_commit() wrote */
 	/* told after storage @s changed through anything but @except */
@@ -206,6 +207,16 @@ int ovl_view_create(struct ovl *v, struct ckpt_node *dir, const char *key,
  * -errno with @d set (then the original and the overlay are as they were).
  */
 int ovl_commit(struct ovl *v, const char *output, struct diag *d);
+
+/*
+ * Drop every staged edit: remove the overlay by its manifest, exactly as
+ * a successful write-back does (the data files and temporaries the
+ * journal names, the journal, the directory if ptfs made it and it is
+ * empty); the checkpoint is not touched.  Then no more edits are taken,
+ * and nothing is written back (ovl_commit() has nothing to write).  What
+ * the model shows is not undone: unmount.  0 or -errno with @d set.
+ */
+int ovl_discard(struct ovl *v, struct diag *d);
 
 /* ---- what is staged (ovl_summary.c) ---- */
 

@@ -228,5 +228,103 @@ if start_daemon "$ck" "$m" "$e" -o ro; then
 	check "ptfs umount of a read-only mount" $? "exit $rc: $(cat "$WORK/out" "$WORK/err")"
 fi
 
+# ---- ptfs umount --discard: every staged edit dropped, then unmounted
+setup discard
+before=$(sum "$ck")
+if start_daemon "$ck" "$m" "$e"; then
+	printf '\1\2\3\4' | dd of="$m/w" conv=notrunc 2>/dev/null
+	rm -r "$m/opt"
+	mkdir "$m/extra"
+	"$PTFS" umount --discard "$m" >"$WORK/out" 2>"$WORK/err"
+	rc=$?
+	i=0
+	while kill -0 "$DPID" 2>/dev/null && [ $i -lt 200 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	is_mounted "$m" && um=mounted || um=
+	stop_daemon "$m"
+	[ $rc = 0 ] && [ -z "$um" ] && [ "${DRC:-x}" = 0 ] && [ ! -s "$WORK/err" ] &&
+		[ "$(cat "$WORK/out")" = "discarded: 1 tensor changed, 1 removed, 1 added; $d/.model.pt.ptfs removed, $ck untouched" ]
+	check "ptfs umount --discard: says what it dropped, unmounts, the daemon exits 0" $? "exit $rc, daemon ${DRC:-?} $um: $(cat "$WORK/out" "$WORK/err")"
+	[ "$(sum "$ck")" = "$before" ] && [ ! -e "$d/.model.pt.ptfs" ] &&
+		[ "$(ls -A "$d" | tr '\n' ' ')" = "model.pt orig " ]
+	check "--discard: the checkpoint byte-identical, no overlay left" $? "$(ls -A "$d" | tr '\n' ' ')"
+	digest_is "$ck" "$d/orig"
+	check "--discard: torch.load gives the original" $? "$(head -n 3 "$WORK/diff" | tr '\n' '|')"
+else
+	fail "discard" "no mount: $(head -n 1 "$e")"
+fi
+# -o overlay=DIR with the user's own files in it: only ptfs's go
+mkdir -p "$d/runs"
+for f in 2024 journal ptfs.journal.bak; do echo "$f" >"$d/runs/$f"; done
+if start_daemon "$ck" "$m" "$e" -o overlay="$d/runs"; then
+	printf '\1\2\3\4' | dd of="$m/b" conv=notrunc 2>/dev/null
+	echo 4 >"$m/epoch"
+	"$PTFS" umount --discard "$m" >"$WORK/out" 2>"$WORK/err"
+	rc=$?
+	stop_daemon "$m"
+	[ $rc = 0 ] && [ "$(sum "$ck")" = "$before" ] &&
+		[ "$(ls -A "$d/runs" | tr '\n' ' ')" = "2024 journal ptfs.journal.bak " ]
+	check "--discard with -o overlay=DIR keeps the user's files" $? "exit $rc: $(ls -A "$d/runs" | tr '\n' ' ') $(cat "$WORK/err")"
+fi
+# through the control file: the mount goes away by itself, nothing is
+# written back at its end
+if start_daemon "$ck" "$m" "$e"; then
+	echo 11 >"$m/epoch"
+	mv "$m/b" "$m/b2"
+	echo discard >"$m/.ptfs/discard"
+	rc=$?
+	i=0
+	while is_mounted "$m" && [ $i -lt 200 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	is_mounted "$m" && um=mounted || um=
+	stop_daemon "$m"
+	[ $rc = 0 ] && [ -z "$um" ] && [ "${DRC:-x}" = 0 ] &&
+		[ "$(sum "$ck")" = "$before" ] && [ ! -e "$d/.model.pt.ptfs" ]
+	check "echo > .ptfs/discard: dropped, unmounted, nothing written back" $? "exit $rc, daemon ${DRC:-?} $um; $(ls -A "$d" | tr '\n' ' ')"
+	if start_daemon "$ck" "$m" "$e"; then
+		st
+		stop_daemon "$m"
+		[ ! -s "$e" ] && stline "staged: nothing (unmounting writes nothing)"
+		check "the next mount resumes nothing" $? "$(head -n 1 "$e") $(grep staged "$WORK/st")"
+	fi
+fi
+# after a write-back there is nothing left to drop: refused, still mounted
+if start_daemon "$ck" "$m" "$e"; then
+	echo 12 >"$m/epoch"
+	echo commit >"$m/.ptfs/commit"
+	"$PTFS" umount --discard "$m" >"$WORK/out" 2>"$WORK/err"
+	rc=$?
+	is_mounted "$m" && um=mounted || um=
+	"$PTFS" umount "$m" >/dev/null 2>&1
+	stop_daemon "$m"
+	[ $rc = 1 ] && [ "$um" = mounted ] &&
+		has "$(cat "$WORK/err")" "nothing to discard (written back: 1 value edited;" &&
+		tpy digest "$ck" | grep -qx "$(printf 'epoch\t12')"
+	check "--discard after a write-back is refused; the mount stays" $? "exit $rc: $(cat "$WORK/err")"
+fi
+# a dead daemon: say exactly what to run, and it works
+setup discard_dead
+before=$(sum "$ck")
+if start_daemon "$ck" "$m" "$e"; then
+	rm -r "$m/layer3"
+	kill9x() { kill -9 "$(ptfs_pid)" 2>/dev/null; wait "$DPID" 2>/dev/null; DPID=; }
+	kill9x
+	"$PTFS" umount --discard "$m" >"$WORK/out" 2>"$WORK/err"
+	rc=$?
+	want="ptfs: $m: the ptfs daemon is gone (killed?); to drop the staged edits: fusermount3 -u $m; ptfs $ck $m -o discard; ptfs umount $m"
+	[ $rc = 1 ] && [ "$(cat "$WORK/err")" = "$want" ]
+	check "--discard on a dead daemon says what to run" $? "exit $rc: $(cat "$WORK/err")"
+	fusermount3 -u "$m" && "$PTFS" "$ck" "$m" -o discard 2>"$e" &&
+		"$PTFS" umount "$m" >"$WORK/out" 2>>"$e" &&
+		[ "$(sum "$ck")" = "$before" ] && [ ! -e "$d/.model.pt.ptfs" ] &&
+		[ "$(cat "$WORK/out")" = "nothing to write back" ]
+	check "... and what it says works" $? "$(cat "$e" "$WORK/out")"
+	unmount "$m"
+fi
+
 summary
 [ "$nfail" -eq 0 ]
