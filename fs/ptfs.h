@@ -44,6 +44,8 @@ enum ptfs_ctl {
 	PTFS_CTL_STATUS,	/* read: what is staged (ptfs status) */
 	PTFS_CTL_DISCARD,	/* write: drop every staged edit, unmount;
 				   read: what was dropped */
+	PTFS_CTL_REVERT,	/* write key paths, one a line: make them
+				   what the checkpoint holds; read: result */
 	PTFS_NCTL
 };
 
@@ -84,7 +86,11 @@ struct ptfs_inval {
 	   over: the kernel thinks the name is the renamed file now) */
 	struct ptfs_ent { fuse_ino_t parent; char *name; } *ents;
 	uint32_t nents, capents;
+	/* inodes whose attributes and pages are stale (a revert) */
+	fuse_ino_t *inos;
+	uint32_t ninos, capinos;
 	uint64_t queued, done;	/* batches asked for and finished */
+	uint64_t equeued, edone;	/* the same, entries included */
 	bool stop, running;
 	bool wait;		/* writers wait for their invalidations */
 	struct fuse_session *se;
@@ -432,5 +438,12 @@ void ptfs_inval_wait(struct ptfs *fs);
 /* Make the kernel look up @name in @parent again (a file was renamed
  * onto a view, which is still no entry of its own). */
 void ptfs_inval_entry(struct ptfs *fs, fuse_ino_t parent, const char *name);
+
+/* Make the kernel drop what it caches of @ino (attributes, pages). */
+void ptfs_inval_inode(struct ptfs *fs, fuse_ino_t ino);
+
+/* ptfs_inval_wait(), and until the entries queued so far were dropped
+ * too: for a request that holds no directory lock (a revert). */
+void ptfs_inval_wait_all(struct ptfs *fs);
 
 #endif

@@ -7,6 +7,8 @@
  *   ptfs umount --discard MOUNTPOINT
  *                                 drop every staged edit, unmount
  *   ptfs status PATH              what is staged in the mount holding PATH
+ *   ptfs revert [-q] PATH...      make key paths what the checkpoint holds,
+ *                                 keeping the other staged edits
  *
  * Messages are one line on stderr; reports go to stdout (-q: none).
  * A dead daemon is told apart from a path that is no ptfs mount: the
@@ -186,16 +188,19 @@ static int find_mount(const char *arg, struct mnt *m)
 /* "the daemon is gone" for @arg in mount @m: what to run. */
 static void daemon_gone(const char *arg, const struct mnt *m, bool discard)
 {
+	/* the checkpoint, unless its path could not be the fsname (a ',') */
+	const char *ck = m->source[0] == '/' ? m->source : "CHECKPOINT";
+
 	if (discard)
 		fprintf(stderr, "ptfs: %s: the ptfs daemon is gone (killed?); "
 			"to drop the staged edits: fusermount3 -u %s; ptfs %s "
 			"%s -o discard; ptfs umount %s\n", arg, m->root,
-			m->source, m->root, m->root);
+			ck, m->root, m->root);
 	else
 		fprintf(stderr, "ptfs: %s: the ptfs daemon is gone (killed?); "
 			"staged edits are safe on disk: fusermount3 -u %s, "
 			"then ptfs %s %s shows them again\n", arg, m->root,
-			m->source, m->root);
+			ck, m->root);
 }
 
 /* A control file of mount @m: open(2)'s result. */
@@ -563,12 +568,115 @@ static int discard_main(const char *mnt, bool quiet)
 	return rc;
 }
 
+/* ---- ptfs revert ---- */
+
+/*
+ * Send @n key paths of mount @m (relative to its root) to .ptfs/revert in
+ * one request, so that they are reverted together; print what was done.
+ * 0, 1 refused (the reason on stderr), 2 no daemon.
+ */
+static int revert_batch(const char *arg, const struct mnt *m,
+			char *const *rel, int n, bool quiet)
+{
+	size_t len = 0;
+	char *req, *text;
+	int fd, rc = 0;
+
+	for (int k = 0; k < n; k++)
+		len += strlen(rel[k]) + 2;
+	req = malloc(len + 1);
+	if (!req) {
+		fprintf(stderr, "ptfs: out of memory\n");
+		return 1;
+	}
+	len = 0;
+	/* the mount point itself is "." (an empty line is no path) */
+	for (int k = 0; k < n; k++)
+		len += sprintf(req + len, "%s\n", *rel[k] ? rel[k] : ".");
+	fd = open_ctl(m, "revert", O_RDWR);
+	if (fd < 0 && (errno == ENOTCONN || errno == ECONNABORTED)) {
+		daemon_gone(arg, m, false);
+		free(req);
+		return 2;
+	}
+	if (fd < 0) {
+		fprintf(stderr, "ptfs: %s: %s\n", arg, errno == ENOENT ||
+			errno == EROFS ? "the mount takes no edits (read-only, "
+			"written back or discarded): nothing to revert" :
+			strerror(errno));
+		free(req);
+		return 1;
+	}
+	if (write(fd, req, len) != (ssize_t)len) {
+		int err = errno;
+
+		text = read_all(fd);
+		if (text)
+			text[strcspn(text, "\n")] = 0;
+		fprintf(stderr, "ptfs: %s\n", text && *text ? text :
+			strerror(err));
+		rc = err == ENOTCONN || err == ECONNABORTED ? 2 : 1;
+	} else if (!quiet && (text = read_all(fd))) {
+		fputs(text, stdout);
+	} else {
+		text = NULL;
+	}
+	free(text);
+	free(req);
+	close(fd);
+	return rc;
+}
+
+static int revert_main(char **args, int n, bool quiet)
+{
+	struct mnt m0 = { 0 }, m;
+	char *rel[16];
+	int nrel = 0, rc = 0;
+
+	for (int i = 0; i < n && !rc; i++) {
+		int r = find_mount(args[i], &m);
+
+		if (r) {
+			fprintf(stderr, "ptfs: %s: %s\n", args[i], r > 0 ?
+				"not in a ptfs mount" : strerror(-r));
+			rc = 2;
+			break;
+		}
+		if (m0.root && strcmp(m0.root, m.root)) {
+			fprintf(stderr, "ptfs: %s: not in the mount at %s "
+				"(revert the paths of each mount by "
+				"themselves)\n", args[i], m0.root);
+			rc = 2;
+		}
+		rel[nrel++] = m.rest;
+		m.rest = NULL;
+		if (!m0.root) {
+			m0 = m;
+		} else {
+			mnt_free(&m);
+		}
+		/* 16 to a request: those are reverted together */
+		if (!rc && (nrel == 16 || i == n - 1)) {
+			rc = revert_batch(args[0], &m0, rel, nrel, quiet);
+			while (nrel)
+				free(rel[--nrel]);
+		}
+	}
+	while (nrel)
+		free(rel[--nrel]);
+	mnt_free(&m0);
+	if (fflush(stdout) && !rc)
+		rc = 2;
+	return rc;
+}
+
 static int usage_error(const char *fmt, const char *arg)
 {
 	fprintf(stderr, "ptfs: ");
 	fprintf(stderr, fmt, arg);
 	fprintf(stderr, "\nusage: ptfs umount [-q] [--discard] MOUNTPOINT\n"
-		"       ptfs status PATH\n");
+		"       ptfs status PATH\n"
+		"       ptfs revert [-q] PATH...\n");
 	return 2;
 }
 
@@ -576,9 +684,37 @@ int ptfs_cli_main(int argc, char **argv)
 {
 	const char *cmd = argc >= 2 ? argv[1] : "", *arg = NULL;
 	bool quiet = false, drop = false;
+	char **paths;
+	int npaths = 0, rc;
 
-	if (strcmp(cmd, "umount") && strcmp(cmd, "status"))
+	if (strcmp(cmd, "umount") && strcmp(cmd, "status") &&
+	    strcmp(cmd, "revert"))
 		return -1;
+	if (!strcmp(cmd, "revert")) {
+		bool opts = true;
+
+		paths = calloc(argc, sizeof(*paths));
+		if (!paths)
+			return 2;
+		for (int i = 2; i < argc; i++) {
+			if (opts && !strcmp(argv[i], "--")) {
+				opts = false;
+			} else if (opts && (!strcmp(argv[i], "-q") ||
+					    !strcmp(argv[i], "--quiet"))) {
+				quiet = true;
+			} else if (opts && argv[i][0] == '-' && argv[i][1]) {
+				free(paths);
+				return usage_error("%s: unknown option",
+						   argv[i]);
+			} else {
+				paths[npaths++] = argv[i];
+			}
+		}
+		rc = npaths ? revert_main(paths, npaths, quiet) :
+		     usage_error("%s: which key path?", cmd);
+		free(paths);
+		return rc;
+	}
 	for (int i = 2; i < argc; i++) {
 		if (!strcmp(cmd, "umount") && (!strcmp(argv[i], "-q") ||
 					       !strcmp(argv[i], "--quiet")))

@@ -2,8 +2,9 @@
  * ptfs_ctl.c - the control files under .ptfs/ of a writable mount and what
  * they say: commit (write back), progress (how far), status (what is
  * staged, the daemon, the overlay, refused edits, what was written back),
- * discard (drop every staged edit and unmount).  `ptfs status` and `ptfs
- * umount` (ptfs_cli.c) are their clients.
+ * discard (drop every staged edit and unmount), revert (make key paths
+ * what the checkpoint holds).  `ptfs status`, `ptfs umount` and `ptfs
+ * revert` (ptfs_cli.c) are their clients.
  *
  * Status is made when it is opened and kept with that open file (fi->fh),
  * so a reader sees one consistent text however it reads it.  Edits the
@@ -30,6 +31,7 @@ const struct ptfs_ctl_file ptfs_ctl_files[PTFS_NCTL] = {
 	[PTFS_CTL_PROGRESS] = { "progress", false },
 	[PTFS_CTL_STATUS] = { "status", false },
 	[PTFS_CTL_DISCARD] = { "discard", true },
+	[PTFS_CTL_REVERT] = { "revert", true },
 };
 
 /* What one open of a control file keeps. */
@@ -396,6 +398,120 @@ static long long discard(struct ptfs *fs, struct ctl_handle *h, size_t size)
 	return (long long)size;
 }
 
+/* ---- revert ---- */
+
+/*
+ * @path as the mount shows it (from its root) in the model's names: each
+ * name that is there found as lookups find it (a long key is shown cut),
+ * the rest as written (a removed key is no entry to find).  malloc'd.
+ */
+static char *model_path(const struct ptfs *fs, const char *path, size_t len)
+{
+	const struct ckpt_node *n = fs->c->root;
+	size_t cap = len + 1, k = 0;
+	char *out = malloc(cap), comp[PTFS_NAME_BUF];
+
+	if (!out)
+		return NULL;
+	/* a root that is no directory is shown as one file (ptfs_ino.c) */
+	if (!ptfs_node_is_dir(n) && len == strlen(fs->root_name) &&
+	    !memcmp(path, fs->root_name, len)) {
+		*out = 0;
+		return out;
+	}
+	for (size_t i = 0; i < len;) {
+		size_t m = 0;
+		const char *name;
+
+		while (i < len && path[i] == '/')
+			i++;
+		while (i + m < len && path[i + m] != '/')
+			m++;
+		if (!m || (m == 1 && path[i] == '.') || m >= sizeof(comp)) {
+			i += m;
+			continue;
+		}
+		memcpy(comp, path + i, m);
+		comp[m] = 0;
+		i += m;
+		n = n && ptfs_node_is_dir(n) ? ptfs_child(n, comp,
+							  CKPT_NAME_MAX) : NULL;
+		name = n ? n->name : comp;
+		if (k + strlen(name) + 2 > cap) {
+			char *nb = realloc(out, cap = k + strlen(name) + 2 +
+					   len);
+
+			if (!nb) {
+				free(out);
+				return NULL;
+			}
+			out = nb;
+		}
+		if (k)
+			out[k++] = '/';
+		strcpy(out + k, name);
+		k += strlen(name);
+	}
+	out[k] = 0;
+	return out;
+}
+
+/* The key paths in @buf (one a line, as the mount shows them) reverted
+ * together; what was done in @h. */
+static long long revert(struct ptfs *fs, struct ctl_handle *h,
+			const char *buf, size_t size)
+{
+	char *paths[16], *res = NULL;
+	int n = 0, rc = 0;
+	struct diag d;
+
+	diag_init(&d, fs->c->path);
+	ptfs_wrlock(fs);
+	for (size_t i = 0; i < size && !rc;) {
+		size_t m = 0;
+
+		while (i + m < size && buf[i + m] != '\n')
+			m++;
+		if (m && n == 16)
+			rc = diag_errno(&d, -E2BIG, "at most 16 paths at once");
+		else if (m && !(paths[n++] = model_path(fs, buf + i, m)))
+			rc = diag_nomem(&d);
+		i += m + 1;
+	}
+	if (!rc && !n)
+		rc = diag_errno(&d, -EINVAL, "which key path?");
+	if (!rc)
+		rc = ovl_revert(fs->ovl, (const char *const *)paths, n, &d);
+	ptfs_texts_drop(fs);
+	ptfs_unlock(fs);
+	ptfs_inval_wait(fs);
+	ptfs_inval_wait_all(fs);
+	if (rc < 0 && asprintf(&res, "%s\n", d.msg) < 0)
+		res = NULL;
+	for (int k = 0; k < n && rc >= 0; k++) {
+		char *was = res;
+
+		if (asprintf(&res, "%s%s%s%s\n", was ? was : "",
+			     rc ? "nothing to revert at " : "reverted: ",
+			     *paths[k] ? paths[k] : ".",
+			     rc ? ": it is what the checkpoint holds" : "") < 0)
+			res = NULL;
+		free(was);
+	}
+	for (int k = 0; k < n; k++)
+		free(paths[k]);
+	pthread_mutex_lock(&fs->ctl_lock);
+	if (h && res) {
+		free(h->text);
+		h->text = res;
+		h->len = strlen(res);
+		res = NULL;
+	}
+	pthread_mutex_unlock(&fs->ctl_lock);
+	free(res);
+	return rc < 0 ? rc : (long long)size;
+}
+
 /* ---- the files ---- */
 
 int ptfs_ctl_open(struct ptfs *fs, int k, struct fuse_file_info *fi)
@@ -475,7 +591,6 @@ long long ptfs_ctl_write(struct ptfs *fs, int k, const char *buf,
 	struct ctl_handle *h = (struct ctl_handle *)(uintptr_t)fi->fh;
 	struct diag d;
 
-	(void)buf;
 	diag_init(&d, fs->c->path);
 	switch (k) {
 	case PTFS_CTL_COMMIT:
@@ -486,6 +601,8 @@ long long ptfs_ctl_write(struct ptfs *fs, int k, const char *buf,
 		return (long long)size;
 	case PTFS_CTL_DISCARD:
 		return discard(fs, h, size);
+	case PTFS_CTL_REVERT:
+		return revert(fs, h, buf, size);
 	default:
 		return -EACCES;
 	}

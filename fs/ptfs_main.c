@@ -430,9 +430,11 @@ int main(int argc, char **argv)
 	{
 		char fsname[4200];
 
-		/* shows the checkpoint in mount(8) and /proc/mounts */
-		snprintf(fsname, sizeof(fsname), "-ofsname=%s", o.ckpt);
-		if (!strchr(o.ckpt, ','))
+		/* shows the checkpoint in mount(8) and /proc/mounts, and
+		   tells ptfs umount where it is when the daemon is gone:
+		   absolute, so that it names the file from anywhere */
+		snprintf(fsname, sizeof(fsname), "-ofsname=%s", fs.ovl->path);
+		if (!strchr(fs.ovl->path, ','))
 			fuse_opt_add_arg(&args, fsname);
 	}
 	rc = serve(&fs, &args, &co);

@@ -93,6 +93,17 @@ struct ovl {
 	void *arg;
 	/* told as write-back writes: record data bytes done of total */
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
+	/* told by ovl_revert() of each name @name in @dir that now stands
+	   for something else (or nothing), and of each node @n whose
+	   contents changed (the other arguments NULL) */
+	void (*touched)(void *arg, const struct ckpt_node *dir,
+			const char *name, const struct ckpt_node *n);
+	/* ovl_undo.c: the checkpoint read again (reverts), and the
+	   storages replayed reverts covered (attach_copies()) */
+	struct ckpt *pristine;
+	char *pristine_path;
+	uint8_t *reverted;
+	uint32_t nreverted;
 };
 
 /*
@@ -217,6 +228,22 @@ int ovl_commit(struct ovl *v, const char *output, struct diag *d);
  * the model shows is not undone: unmount.  0 or -errno with @d set.
  */
 int ovl_discard(struct ovl *v, struct diag *d);
+
+/*
+ * Make each of the key paths @paths (@n of them, at most 16; names as
+ * ckpt_node_path() writes them, "" the root) exactly what the checkpoint
+ * on disk holds there, keeping every other staged edit: a key the
+ * checkpoint does not have is removed, a removed or renamed one comes
+ * back, values, tensors and storages are the checkpoint's again (the
+ * overlay's copies go).  The paths are reverted together: a staged
+ * storage they share with a tensor outside all of them is refused
+ * (reverting would change that tensor too), as are files being written.
+ * Journaled (JR_REVERT), so a crash after it returns gives the same.
+ * Returns 0, 1 when nothing was staged there, or -errno with @d set and
+ * nothing changed.
+ */
+int ovl_revert(struct ovl *v, const char *const *paths, int n,
+	       struct diag *d);
 
 /* ---- what is staged (ovl_summary.c) ---- */
 

@@ -326,5 +326,133 @@ if start_daemon "$ck" "$m" "$e"; then
 	unmount "$m"
 fi
 
+# ---- ptfs revert PATH: that path as the checkpoint has it, the other
+# edits kept
+setup revert
+if start_daemon "$ck" "$m" "$e"; then
+	od -An -tx1 "$m/w" >"$WORK/w.orig"
+	printf '\1\2\3\4' | dd of="$m/w" conv=notrunc 2>/dev/null
+	echo 8 >"$m/epoch"
+	rm -r "$m/layer3"
+	mv "$m/b" "$m/b2"
+	mkdir "$m/extra" && printf 'abcd' >"$m/extra/x"
+	mv "$m/opt" "$m/opt2" && printf '\1\2\3\4' | dd of="$m/opt2/m" conv=notrunc 2>/dev/null
+	out=$("$PTFS" revert "$m/w" 2>&1)
+	rc=$?
+	od -An -tx1 "$m/w" >"$WORK/w.now"
+	st
+	[ $rc = 0 ] && [ "$out" = "reverted: w" ] && cmp -s "$WORK/w.orig" "$WORK/w.now" &&
+		! grep -q "changed  w" "$WORK/st" && stline "  value    epoch: 3 -> 8"
+	check "revert of an edited tensor: its bytes back, the rest kept" $? "exit $rc: $out; $(tr '\n' '|' <"$WORK/st")"
+	out=$("$PTFS" revert "$m/layer3" 2>&1)
+	rc=$?
+	[ $rc = 0 ] && [ "$(ls "$m/layer3" 2>&1 | tr '\n' ' ')" = "bias weight " ] &&
+		! "$PTFS" status "$m" | grep -q "removed  layer3"
+	check "revert of an rm -r'd subtree" $? "exit $rc: $out; $(ls "$m/layer3" 2>&1 | tr '\n' ' ')"
+	out=$("$PTFS" revert "$m/b" 2>&1)
+	rc=$?
+	[ $rc = 0 ] && [ -f "$m/b" ] && [ ! -e "$m/b2" ] &&
+		[ "$(ls "$m" | tr '\n' ' ')" = "b epoch extra layer3 lr model name opt2 w " ]
+	check "revert of a renamed key: back under its name, the new name gone" $? "exit $rc: $out; $(ls "$m" | tr '\n' ' ')"
+	out=$("$PTFS" revert "$m/extra" 2>&1)
+	rc=$?
+	[ $rc = 0 ] && [ ! -e "$m/extra" ]
+	check "revert of a new key removes it" $? "exit $rc: $out; $(ls "$m" | tr '\n' ' ')"
+	out=$("$PTFS" revert "$m/opt" 2>&1)
+	rc=$?
+	[ $rc = 0 ] && [ ! -e "$m/opt2" ] && [ "$(ls "$m/opt" | tr '\n' ' ')" = "m v " ] &&
+		[ "$(od -An -tx1 -N4 "$m/opt/m" | tr -d ' ')" = 00000000 ]
+	check "revert of a renamed directory with an edit inside" $? "exit $rc: $out; $(ls "$m" | tr '\n' ' ')"
+	out=$("$PTFS" revert "$m/no/such" 2>&1)
+	rc=$?
+	[ $rc = 2 ] || [ $rc = 1 ]
+	out2=$("$PTFS" revert "$m/nosuch" 2>&1)
+	rc2=$?
+	[ $rc2 = 0 ] && [ "$out2" = "nothing to revert at nosuch: it is what the checkpoint holds" ] &&
+		[ $rc = 1 ] && [ "$out" = "ptfs: no/such: no is not in the mount (revert it first, or with it)" ]
+	check "revert of what is in neither: says so" $? "exit $rc: $out; exit $rc2: $out2"
+	st
+	cp "$WORK/st" "$WORK/st.before"
+	stline "staged: 1 value edited"
+	check "status after the reverts: only the value edit is left" $? "$(tr '\n' '|' <"$WORK/st")"
+	# a crash right after the reverts: the next mount shows the same
+	kill9 "$m"
+	if start_daemon "$ck" "$m" "$e"; then
+		st
+		grep -v '^daemon: \|^resumed: \|^overlay: ' "$WORK/st.before" >"$WORK/a"
+		grep -v '^daemon: \|^resumed: \|^overlay: ' "$WORK/st" >"$WORK/b"
+		od -An -tx1 "$m/w" >"$WORK/w.now"
+		cmp -s "$WORK/a" "$WORK/b" && cmp -s "$WORK/w.orig" "$WORK/w.now" &&
+			[ "$(ls "$m" | tr '\n' ' ')" = "b epoch layer3 lr model name opt w " ]
+		check "revert across kill -9: the same state after the next mount" $? "$(diff "$WORK/a" "$WORK/b" | tr '\n' '|') $(ls "$m" | tr '\n' ' ')"
+		"$PTFS" umount "$m" >"$WORK/out" 2>"$WORK/err"
+		rc=$?
+		stop_daemon "$m"
+		expect 's/^epoch\t3$/epoch\t8/'
+		digest_is "$ck" "$d/want"
+		[ $rc = 0 ] && [ -z "$(cat "$WORK/diff")" ] &&
+			[ "$(head -n 1 "$WORK/out")" = "written back: 1 value edited; $(stat -c %s "$ck") bytes to $ck" ]
+		check "torch.load after the reverts: the checkpoint's, with the kept edit" $? "exit $rc: $(head -n 4 "$WORK/diff" | tr '\n' '|') $(cat "$WORK/out" "$WORK/err")"
+	else
+		fail "mount after kill -9 of a revert" "$(head -n 1 "$e")"
+	fi
+else
+	fail "revert" "no mount: $(head -n 1 "$e")"
+fi
+
+# tied weights: a staged storage shared with a key outside the path
+setup tied
+if start_daemon "$ck" "$m" "$e"; then
+	printf '\1\2\3\4' | dd of="$m/model/emb" conv=notrunc 2>/dev/null
+	echo 5 >"$m/epoch"
+	"$PTFS" revert "$m/model/emb" >"$WORK/out" 2>"$WORK/err"
+	rc=$?
+	[ $rc = 1 ] && [ ! -s "$WORK/out" ] && [ "$(wc -l <"$WORK/err")" = 1 ] &&
+		has "$(cat "$WORK/err")" "model/emb: its storage" &&
+		has "$(cat "$WORK/err")" "model/head views it too" &&
+		[ "$(od -An -tx1 -N4 "$m/model/emb" | tr -d ' ')" = 01020304 ]
+	check "revert of one of two tied tensors is refused, naming the other" $? "exit $rc: $(cat "$WORK/err")"
+	"$PTFS" revert "$m/model/emb" "$m/model/head" >"$WORK/out" 2>"$WORK/err"
+	rc=$?
+	[ $rc = 0 ] && [ "$(cat "$WORK/out")" = "$(printf 'reverted: model/emb\nreverted: model/head')" ] &&
+		[ "$(od -An -tx1 -N4 "$m/model/head" | tr -d ' ')" = 00000000 ]
+	check "reverting both at once is fine" $? "exit $rc: $(cat "$WORK/out" "$WORK/err")"
+	"$PTFS" umount "$m" >"$WORK/out" 2>&1
+	stop_daemon "$m"
+	expect 's/^epoch\t3$/epoch\t5/'
+	digest_is "$ck" "$d/want"
+	check "torch.load: the tie kept, the other edit kept" $? "$(head -n 4 "$WORK/diff" | tr '\n' '|')"
+fi
+
+# a state dict the torch under test wrote (fixtures): edit everything
+# kind of way, revert it all, and nothing is left to write back
+fxf=$fx/torch-$version/state_dict.pt
+d=$WORK/sd m=$WORK/mnt/sd e=$WORK/sd.err ck=$d/state_dict.pt
+mkdir -p "$d" "$m"
+cp "$fxf" "$ck"
+before=$(sum "$ck")
+if start_daemon "$ck" "$m" "$e"; then
+	rm "$m/1.running_mean"
+	printf '\1\2\3\4' | dd of="$m/0.weight" conv=notrunc 2>/dev/null
+	mv "$m/0.bias" "$m/zz"
+	mkdir "$m/new"
+	"$PTFS" revert "$m/1.running_mean" "$m/0.weight" >/dev/null 2>"$WORK/err" &&
+		"$PTFS" revert "$m/" >"$WORK/out" 2>>"$WORK/err"
+	rc=$?
+	st
+	[ $rc = 0 ] && [ "$(cat "$WORK/out")" = "reverted: ." ] &&
+		stline "staged: nothing (unmounting writes nothing)" &&
+		[ "$(ls "$m" | tr '\n' ' ')" = "$(ls "$m" | sort | tr '\n' ' ')" ]
+	check "a fixture state dict: revert of the whole mount" $? "exit $rc: $(cat "$WORK/err") $(tr '\n' '|' <"$WORK/st")"
+	"$PTFS" umount "$m" >"$WORK/out" 2>&1
+	rc=$?
+	stop_daemon "$m"
+	[ $rc = 0 ] && [ "$(cat "$WORK/out")" = "nothing to write back" ] &&
+		[ "$(sum "$ck")" = "$before" ]
+	check "... then nothing to write back, the file byte-identical" $? "exit $rc: $(cat "$WORK/out")"
+else
+	fail "fixture state dict" "no mount: $(head -n 1 "$e")"
+fi
+
 summary
 [ "$nfail" -eq 0 ]
