@@ -4,7 +4,7 @@
  * nothing is mounted), then mount it and serve requests on several
  * threads; at unmount, write back what was edited.
  * The commands that talk to a running mount (ptfs umount [--discard],
- * status) are ptfs_cli.c.
+ * status, revert) are ptfs_cli.c.
  *
  * Options are libfuse's (-f, -d, -s, -o ...) plus ptfs's own:
  *   -o timeout=SECONDS   entry/attribute cache time (default 3600)
@@ -81,6 +81,7 @@ static void usage(const char *prog)
 	printf("usage: %s [options] CHECKPOINT MOUNTPOINT\n"
 	       "       %s umount [-q] [--discard] MOUNTPOINT\n"
 	       "       %s status PATH\n"
+	       "       %s revert [-q] PATH...\n"
 	       "Mount a PyTorch checkpoint (torch.save) as a directory: "
 	       "tensors are files,\nmetadata are user.* xattrs, storages are "
 	       "under .ptfs/.  Edits are staged\non disk and written back at "
@@ -93,7 +94,11 @@ static void usage(const char *prog)
 	       "(the checkpoint\n"
 	       "                           stays as it is)\n"
 	       "    status PATH            what is staged in the mount that "
-	       "holds PATH\n\n"
+	       "holds PATH\n"
+	       "    revert PATH...         make key paths what the checkpoint "
+	       "holds; keep the\n"
+	       "                           other staged edits (-q: say "
+	       "nothing)\n\n"
 	       "ptfs options:\n"
 	       "    -o timeout=SECONDS     kernel cache time for names and "
 	       "attributes (3600)\n"
@@ -109,7 +114,7 @@ static void usage(const char *prog)
 	       "    -o ro                  read-only: no edits\n"
 	       "    -h, --help             this text\n"
 	       "    -V, --version          print versions\n\n", prog, prog,
-	       prog);
+	       prog, prog);
 	fuse_cmdline_help();
 	fuse_lowlevel_help();
 }
