@@ -74,6 +74,14 @@ kill9() {
 check() {
 	if [ "$2" = 0 ]; then pass "$1" "$3"; else fail "$1" "$3"; fi
 }
+# startd [OPTION...]: ptfs -f on $ck at $m, its stderr in a file of its
+# own ($e; all are scanned for sanitizer reports at the end)
+ndaemon=0
+startd() {
+	ndaemon=$((ndaemon + 1))
+	e=$WORK/daemon.$ndaemon.err
+	start_daemon "$ck" "$m" "$e" "$@"
+}
 # setup NAME: a fresh $d/model.pt (undo_check.py make), its digest in
 # $d/orig, mount point $m, daemon stderr $e
 setup() {
@@ -96,12 +104,12 @@ stline() { grep -c -x -F -- "$1" "$WORK/st" >/dev/null; }
 
 # Is FUSE usable at all?
 setup probe
-probe_fuse "$ck" "$m" "$e"
+probe_fuse "$ck" "$m" "$WORK/probe.err"
 stop_daemon "$m"
 
 # ---- status: nothing staged, then each kind of edit
 setup status
-if start_daemon "$ck" "$m" "$e"; then
+if startd; then
 	st
 	rc=$?
 	[ $rc = 0 ] && stline "checkpoint: $ck" &&
@@ -150,7 +158,7 @@ if start_daemon "$ck" "$m" "$e"; then
 	check "status on a dead daemon: one line, exit 2" $? "exit $rc: $(cat "$WORK/st.err")"
 	fusermount3 -uz "$m"
 	# mounted again: the same edits, and how many records were resumed
-	if start_daemon "$ck" "$m" "$e"; then
+	if startd; then
 		st
 		grep -v '^daemon: \|^resumed: \|^refused: \|^  epoch: EINVAL' "$WORK/st.before" >"$WORK/a"
 		grep -v '^daemon: \|^resumed: ' "$WORK/st" >"$WORK/b"
@@ -174,7 +182,7 @@ check "status without a path: usage, exit 2" $? "exit $rc: $(head -n 1 "$WORK/st
 
 # ---- ptfs umount says what it wrote, and what was refused
 setup summary
-if start_daemon "$ck" "$m" "$e"; then
+if startd; then
 	printf '\0\0\0\100' | dd of="$m/w" bs=4 seek=1 conv=notrunc 2>/dev/null
 	mv "$m/b" "$m/b2"
 	rm -r "$m/opt"
@@ -202,7 +210,7 @@ else
 fi
 setup nothing
 before=$(sum "$ck")
-if start_daemon "$ck" "$m" "$e"; then
+if startd; then
 	cat "$m/w" >/dev/null
 	"$PTFS" umount "$m" >"$WORK/out" 2>"$WORK/err"
 	rc=$?
@@ -211,7 +219,7 @@ if start_daemon "$ck" "$m" "$e"; then
 		[ "$(sum "$ck")" = "$before" ]
 	check "ptfs umount without edits: nothing to write back" $? "exit $rc: $(cat "$WORK/out" "$WORK/err")"
 fi
-if start_daemon "$ck" "$m" "$e"; then
+if startd; then
 	echo 9 >"$m/epoch"
 	"$PTFS" umount -q "$m" >"$WORK/out" 2>"$WORK/err"
 	rc=$?
@@ -220,7 +228,7 @@ if start_daemon "$ck" "$m" "$e"; then
 		tpy digest "$ck" | grep -qx "$(printf 'epoch\t9')"
 	check "ptfs umount -q: written back, nothing printed" $? "exit $rc: $(cat "$WORK/out" "$WORK/err")"
 fi
-if start_daemon "$ck" "$m" "$e" -o ro; then
+if startd -o ro; then
 	"$PTFS" umount "$m" >"$WORK/out" 2>"$WORK/err"
 	rc=$?
 	stop_daemon "$m"
@@ -231,7 +239,7 @@ fi
 # ---- ptfs umount --discard: every staged edit dropped, then unmounted
 setup discard
 before=$(sum "$ck")
-if start_daemon "$ck" "$m" "$e"; then
+if startd; then
 	printf '\1\2\3\4' | dd of="$m/w" conv=notrunc 2>/dev/null
 	rm -r "$m/opt"
 	mkdir "$m/extra"
@@ -258,7 +266,7 @@ fi
 # -o overlay=DIR with the user's own files in it: only ptfs's go
 mkdir -p "$d/runs"
 for f in 2024 journal ptfs.journal.bak; do echo "$f" >"$d/runs/$f"; done
-if start_daemon "$ck" "$m" "$e" -o overlay="$d/runs"; then
+if startd -o overlay="$d/runs"; then
 	printf '\1\2\3\4' | dd of="$m/b" conv=notrunc 2>/dev/null
 	echo 4 >"$m/epoch"
 	"$PTFS" umount --discard "$m" >"$WORK/out" 2>"$WORK/err"
@@ -270,7 +278,7 @@ if start_daemon "$ck" "$m" "$e" -o overlay="$d/runs"; then
 fi
 # through the control file: the mount goes away by itself, nothing is
 # written back at its end
-if start_daemon "$ck" "$m" "$e"; then
+if startd; then
 	echo 11 >"$m/epoch"
 	mv "$m/b" "$m/b2"
 	echo discard >"$m/.ptfs/discard"
@@ -285,7 +293,7 @@ if start_daemon "$ck" "$m" "$e"; then
 	[ $rc = 0 ] && [ -z "$um" ] && [ "${DRC:-x}" = 0 ] &&
 		[ "$(sum "$ck")" = "$before" ] && [ ! -e "$d/.model.pt.ptfs" ]
 	check "echo > .ptfs/discard: dropped, unmounted, nothing written back" $? "exit $rc, daemon ${DRC:-?} $um; $(ls -A "$d" | tr '\n' ' ')"
-	if start_daemon "$ck" "$m" "$e"; then
+	if startd; then
 		st
 		stop_daemon "$m"
 		[ ! -s "$e" ] && stline "staged: nothing (unmounting writes nothing)"
@@ -293,7 +301,7 @@ if start_daemon "$ck" "$m" "$e"; then
 	fi
 fi
 # after a write-back there is nothing left to drop: refused, still mounted
-if start_daemon "$ck" "$m" "$e"; then
+if startd; then
 	echo 12 >"$m/epoch"
 	echo commit >"$m/.ptfs/commit"
 	"$PTFS" umount --discard "$m" >"$WORK/out" 2>"$WORK/err"
@@ -309,7 +317,7 @@ fi
 # a dead daemon: say exactly what to run, and it works
 setup discard_dead
 before=$(sum "$ck")
-if start_daemon "$ck" "$m" "$e"; then
+if startd; then
 	rm -r "$m/layer3"
 	kill9x() { kill -9 "$(ptfs_pid)" 2>/dev/null; wait "$DPID" 2>/dev/null; DPID=; }
 	kill9x
@@ -318,18 +326,18 @@ if start_daemon "$ck" "$m" "$e"; then
 	want="ptfs: $m: the ptfs daemon is gone (killed?); to drop the staged edits: fusermount3 -u $m; ptfs $ck $m -o discard; ptfs umount $m"
 	[ $rc = 1 ] && [ "$(cat "$WORK/err")" = "$want" ]
 	check "--discard on a dead daemon says what to run" $? "exit $rc: $(cat "$WORK/err")"
-	fusermount3 -u "$m" && "$PTFS" "$ck" "$m" -o discard 2>"$e" &&
-		"$PTFS" umount "$m" >"$WORK/out" 2>>"$e" &&
+	fusermount3 -u "$m" && "$PTFS" "$ck" "$m" -o discard 2>"$WORK/dd.err" &&
+		"$PTFS" umount "$m" >"$WORK/out" 2>>"$WORK/dd.err" &&
 		[ "$(sum "$ck")" = "$before" ] && [ ! -e "$d/.model.pt.ptfs" ] &&
 		[ "$(cat "$WORK/out")" = "nothing to write back" ]
-	check "... and what it says works" $? "$(cat "$e" "$WORK/out")"
+	check "... and what it says works" $? "$(cat "$WORK/dd.err" "$WORK/out")"
 	unmount "$m"
 fi
 
 # ---- ptfs revert PATH: that path as the checkpoint has it, the other
 # edits kept
 setup revert
-if start_daemon "$ck" "$m" "$e"; then
+if startd; then
 	od -An -tx1 "$m/w" >"$WORK/w.orig"
 	printf '\1\2\3\4' | dd of="$m/w" conv=notrunc 2>/dev/null
 	echo 8 >"$m/epoch"
@@ -377,7 +385,7 @@ if start_daemon "$ck" "$m" "$e"; then
 	check "status after the reverts: only the value edit is left" $? "$(tr '\n' '|' <"$WORK/st")"
 	# a crash right after the reverts: the next mount shows the same
 	kill9 "$m"
-	if start_daemon "$ck" "$m" "$e"; then
+	if startd; then
 		st
 		grep -v '^daemon: \|^resumed: \|^overlay: ' "$WORK/st.before" >"$WORK/a"
 		grep -v '^daemon: \|^resumed: \|^overlay: ' "$WORK/st" >"$WORK/b"
@@ -402,7 +410,7 @@ fi
 
 # tied weights: a staged storage shared with a key outside the path
 setup tied
-if start_daemon "$ck" "$m" "$e"; then
+if startd; then
 	printf '\1\2\3\4' | dd of="$m/model/emb" conv=notrunc 2>/dev/null
 	echo 5 >"$m/epoch"
 	"$PTFS" revert "$m/model/emb" >"$WORK/out" 2>"$WORK/err"
@@ -431,7 +439,7 @@ d=$WORK/sd m=$WORK/mnt/sd e=$WORK/sd.err ck=$d/state_dict.pt
 mkdir -p "$d" "$m"
 cp "$fxf" "$ck"
 before=$(sum "$ck")
-if start_daemon "$ck" "$m" "$e"; then
+if startd; then
 	rm "$m/1.running_mean"
 	printf '\1\2\3\4' | dd of="$m/0.weight" conv=notrunc 2>/dev/null
 	mv "$m/0.bias" "$m/zz"
@@ -453,6 +461,15 @@ if start_daemon "$ck" "$m" "$e"; then
 else
 	fail "fixture state dict" "no mount: $(head -n 1 "$e")"
 fi
+
+# ---- every daemon's stderr: refusals log one "ptfs: " line each, and
+# nothing else may be there (sanitizer reports in the ASan build)
+: >"$WORK/reports"
+for f in "$WORK"/daemon.*.err; do
+	daemon_problems "$f" "$WORK/reports" || echo "  (${f##*/})" >>"$WORK/reports"
+done
+[ ! -s "$WORK/reports" ]
+check "no daemon printed anything but refusals ($ndaemon daemons)" $? "$(head -n 8 "$WORK/reports" | tr '\n' '|')"
 
 summary
 [ "$nfail" -eq 0 ]
