@@ -1,9 +1,10 @@
 /*
  * ptfs_edit.c - the FUSE requests that change the tree or its bytes:
- * create, mkdir, unlink, rename, write, truncate, close/fsync, setxattr,
- * and the write-back (.ptfs/commit, unmount).  Edits go to the overlay
- * (core/ovl) under the write lock, then wait for the views they changed to
- * leave the page cache (ptfs_inval.c) before they answer.
+ * create, mkdir, unlink, rename, write, truncate, close/fsync and
+ * setxattr (writes to the control files go to ptfs_ctl.c).  Edits go to
+ * the overlay (core/ovl) under the write lock, then wait for the views
+ * they changed to leave the page cache (ptfs_inval.c) before they answer.
+ * An edit refused with a reason is remembered for status (ptfs_refused()).
  */
 #include "ptfs.h"
 
@@ -20,24 +21,6 @@
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE	(1 << 0)	/* linux/fs.h, renameat2(2) */
 #endif
-
-/* ---- write-back ---- */
-
-int ptfs_commit(struct ptfs *fs, struct diag *d)
-{
-	int rc;
-
-	ptfs_wrlock(fs);
-	rc = fs->ovl ? ovl_commit(fs->ovl, fs->output, d) : 1;
-	if (rc < 0)
-		diag_line(d, fs->commit_msg, sizeof(fs->commit_msg) - 1);
-	else
-		snprintf(fs->commit_msg, sizeof(fs->commit_msg) - 1, "%s",
-			 rc ? "unchanged" : "ok");
-	strcat(fs->commit_msg, "\n");
-	ptfs_unlock(fs);
-	return rc;
-}
 
 /* ---- edits ---- */
 
@@ -120,6 +103,7 @@ static void make_common(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (!rc)
 			ptfs_fill_entry(fs, ptfs_ino_of_view(n, CKPT_V_NPY),
 					&e);
+		ptfs_refused(fs, dir_node(fs, parent), name, rc, &d);
 		ptfs_unlock(fs);
 		goto reply;
 	}
@@ -129,6 +113,7 @@ static void make_common(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     ovl_create(fs->ovl, dir_node(fs, parent), name, &n, &d);
 	if (!rc)
 		ptfs_fill_entry(fs, ptfs_ino_of(fs, n), &e);
+	ptfs_refused(fs, dir_node(fs, parent), name, rc, &d);
 	ptfs_unlock(fs);
 reply:
 	if (rc)
@@ -191,6 +176,7 @@ static void remove_common(fuse_req_t req, fuse_ino_t parent,
 	   the kernel has cached under that name is a directory now) */
 	if (!rc && gone && !gone->dead && gone->parent)
 		ptfs_inval_entry(fs, ptfs_ino_of(fs, gone->parent), gone->name);
+	ptfs_refused(fs, dir_node(fs, parent), name, rc, &d);
 	ptfs_texts_drop(fs);
 	ptfs_unlock(fs);
 	ptfs_inval_wait(fs);
@@ -238,6 +224,7 @@ void ptfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	   and the name is still no entry of its own */
 	onto_view = !rc && !ptfs_child(dir_node(fs, newparent), newname,
 					CKPT_NAME_MAX);
+	ptfs_refused(fs, dir_node(fs, parent), name, rc, &d);
 	ptfs_texts_drop(fs);
 	ptfs_unlock(fs);
 	if (!rc && onto_view)
@@ -254,7 +241,6 @@ void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	struct diag d;
 	long long n;
 
-	(void)fi;
 	diag_init(&d, fs->c->path);
 	if (size && (fs->readonly || !fs->ovl))
 		return ptfs_reply_err(req, -EROFS, NULL);
@@ -263,11 +249,12 @@ void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		n = -ENOENT;
 	} else if (i.kind == PTFS_CTL) {
 		ptfs_unlock(fs);
-		/* any write asks for write-back; it answers when done */
-		n = ptfs_commit(fs, &d);
+		/* a request; it answers when done (the reason of a failure
+		   is what the file reads, and logged) */
+		n = ptfs_ctl_write(fs, i.ctl, buf, size, fi);
 		if (n < 0)
-			return ptfs_reply_err(req, -EIO, &d);
-		return (void)fuse_reply_write(req, size);
+			return ptfs_reply_err(req, n, NULL);
+		return (void)fuse_reply_write(req, n);
 	} else {
 		/* the writer's own pages stay cached (see storage_changed) */
 		fs->writing_ino = ino;
@@ -282,6 +269,7 @@ void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		else
 			n = -EACCES;
 		fs->writing_ino = 0;
+		ptfs_refused_ino(fs, &i, (int)(n < 0 ? n : 0), &d);
 		/* in place: only the views of that storage changed */
 		if (i.kind == PTFS_STORAGE)
 			ptfs_texts_drop_storage(fs, i.storage);
@@ -340,6 +328,8 @@ void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		rc = -EACCES;
 	if (to_set & FUSE_SET_ATTR_SIZE)
 		ptfs_texts_drop(fs);
+	if (rc && rc != -ENOENT)
+		ptfs_refused_ino(fs, &i, rc, &d);
 	if (!rc)
 		rc = ptfs_stat(fs, ino, &st);
 	tmo = ptfs_attr_timeout(fs, ino);
@@ -387,6 +377,8 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 		rc = ovl_fsync(fs->ovl, i.node, &d);
 	else if (i.kind == PTFS_STORAGE)
 		rc = ovl_fsync_storage(fs->ovl, i.storage, &d);
+	if (rc)
+		ptfs_refused_ino(fs, &i, rc, &d);
 	if (flush && drop)
 		ptfs_texts_drop(fs);
 	ptfs_unlock(fs);
@@ -409,18 +401,21 @@ void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
 	struct ptfs_ino i;
 	struct diag d;
 
-	(void)fi;
+	/* only the control files keep something per open (ptfs_ctl.c) */
+	ptfs_ctl_release(fs, fi);
 	if (fs->ovl && !fs->readonly) {
 		diag_init(&d, fs->c->path);
 		ptfs_wrlock(fs);
 		if (!ptfs_ino_get(fs, ino, &i)) {
 			bool drop = staging(&i);
+			int rc = i.kind == PTFS_NODE ?
+				 ovl_release(fs->ovl, i.node, &d) :
+				 i.kind == PTFS_VIEW ?
+				 ovl_view_release(fs->ovl, i.node, &d) : 0;
 
-			if ((i.kind == PTFS_NODE &&
-			     ovl_release(fs->ovl, i.node, &d)) ||
-			    (i.kind == PTFS_VIEW &&
-			     ovl_view_release(fs->ovl, i.node, &d)))
-				ptfs_reply_err(NULL, 0, &d);	/* just log */
+			ptfs_refused_ino(fs, &i, rc, &d);
+			if (rc)
+				ptfs_reply_err(NULL, rc, &d);	/* just log */
 			if (drop)
 				ptfs_texts_drop(fs);
 		}
@@ -455,6 +450,8 @@ void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	rc = ptfs_ino_get(fs, ino, &i) ? -ENOENT :
 	     i.kind != PTFS_NODE ? -EPERM :
 	     ovl_setxattr(fs->ovl, i.node, name, value, size, &d);
+	if (rc != -ENOENT)
+		ptfs_refused_ino(fs, &i, rc, &d);
 	ptfs_unlock(fs);
 	ptfs_reply_err(req, rc, &d);
 }

@@ -2,8 +2,8 @@
  * ovl_int.h - what the overlay's files share: the journal's records
  * (ovl_journal.c), the services of ovl_store.c and what the other files
  * call across.  Call order: ovl_journal.c and ovl_ident.c at the bottom,
- * ovl_store.c, ovl_data.c, the views, ovl.c, ovl_open.c; no file calls
- * one above it.  NEEDSWORK: ovl_view.c and ovl_view_apply.c still call
+ * ovl_store.c, ovl_data.c, the views, ovl.c, ovl_summary.c, ovl_revert.c,
+ * ovl_undo.c, ovl_open.c; no file calls one above it.  NEEDSWORK: ovl_view.c and ovl_view_apply.c still call
  * each other (scratch files, numel, byte order one way, applying a view
  * the other).  Not for callers.
  */
@@ -46,6 +46,8 @@ enum {
 				   consumed]: a new tensor from a .npy */
 	JR_COMMIT = 'K',	/* dev, ino, size, mtime s, mtime ns of the
 				   new file, just before its rename */
+	JR_REVERT = 'Z',	/* key paths (1 to JR_MAXF): made what the
+				   checkpoint holds there (ovl_undo.c) */
 };
 
 struct jrec {
@@ -205,6 +207,29 @@ void ovl_stage_free(struct ckpt_stage **pst);
 /* A new file @nm in @dir over new storage @index's data file. */
 int ovl_create_at(struct ovl *v, struct ckpt_node *dir, char *nm,
 		  uint32_t index, struct ckpt_node **out, struct diag *d);
+
+/* ---- ovl_summary.c: the live tree against its places at open ---- */
+
+/* live[id] is 1 for every node in the tree now (reachable from the root
+ * through directories' slots).  0 or -ENOMEM; free *@out. */
+int ovl_live_map(const struct ckpt *c, uint8_t **out);
+/* @n's key path at open, from its home places (malloc'd; NULL: ENOMEM). */
+char *ovl_home_path(const struct ckpt_node *n);
+/* Is @l a removed link whose target lives on in its slot (see
+ * ckpt_node_drop())? */
+bool ovl_standin(const struct ckpt_node *l, const uint8_t *live);
+
+/* ---- ovl_undo.c: reverts ---- */
+
+/* Replay JR_REVERT record @r (the checkpoint is read again once for all
+ * of the journal's; ovl_pristine_drop() when done). */
+int ovl_revert_replay(struct ovl *v, const struct jrec *r, struct diag *d);
+void ovl_pristine_drop(struct ovl *v);
+/* Storage @i: a replayed revert covered it (its data file, if any, is
+ * void), until a JR_DATA record names it again. */
+void ovl_revert_mark(struct ovl *v, uint32_t i);
+bool ovl_reverted(const struct ovl *v, uint32_t i);
+void ovl_revert_named(struct ovl *v, uint32_t i);
 
 /* ---- the views: ovl_view.c (reading, staging), ovl_view_apply.c ---- */
 

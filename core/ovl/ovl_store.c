@@ -86,7 +86,10 @@ int ovl_check_writable(const struct ovl *v, struct diag *d)
 	if (v->replaying)
 		return 0;
 	if (v->readonly || v->committed)
-		return diag_errno(d, -EROFS, "%s", v->committed ?
+		return diag_errno(d, -EROFS, "%s", v->discarded ?
+				  "the staged edits were dropped (discard): "
+				  "the mount takes no more edits" :
+				  v->committed ?
 				  "written back already: the mount is "
 				  "read-only until it is unmounted" :
 				  "mounted read-only");
