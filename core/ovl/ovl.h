@@ -88,6 +88,10 @@ struct ovl {
 	void (*changed)(void *arg, struct ckpt_storage *s,
 			const struct ckpt_node *except);
 	void *arg;
+	/* told one line about an edit that worked but changed more than
+	   the caller may expect (a .npy that replaced a tensor by one of
+	   another shape, the names a cast converted too) */
+	void (*notice)(void *arg, const char *line);
 	/* told as write-back writes: record data bytes done of total */
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 };

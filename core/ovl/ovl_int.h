@@ -148,6 +148,15 @@ static inline bool ovl_is_dir(const struct ckpt_node *n)
 int ovl_line_len(const char *s, size_t n);
 
 int ovl_sys_err(struct ovl *v, struct diag *d, int err, const char *what);
+/* The paths of the live tensor names over storage @s but @except, at
+ * most @max of them and "and N more" ("a/b, c"), malloc'd; NULL when
+ * there are none (or no memory). */
+char *ovl_names_over(const struct ovl *v, const struct ckpt_storage *s,
+		     const struct ckpt_node *except, unsigned max);
+/* Tell the mount one line about an edit that worked but changed more
+ * than its caller may expect (v->notice); not while replaying. */
+void ovl_tell(struct ovl *v, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* Edits allowed now?  0, or -EROFS with @d set. */
 int ovl_check_writable(const struct ovl *v, struct diag *d);
 /* Tell the mount that storage @s changed through anything but @except. */

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,56 @@ int ovl_check_writable(const struct ovl *v, struct diag *d)
 				  "writes back what is still open) and mount "
 				  "again", v->dir);
 	return 0;
+}
+
+void ovl_tell(struct ovl *v, const char *fmt, ...)
+{
+	va_list ap;
+	char *line;
+	int n;
+
+	if (!v->notice || v->replaying)
+		return;
+	va_start(ap, fmt);
+	n = vasprintf(&line, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;		/* out of memory: the edit stands, untold */
+	v->notice(v->arg, line);
+	free(line);
+}
+
+char *ovl_names_over(const struct ovl *v, const struct ckpt_storage *s,
+		     const struct ckpt_node *except, unsigned max)
+{
+	const struct ckpt *c = v->c;
+	char *list = NULL;
+	size_t size = 0;
+	unsigned k = 0, more = 0;
+	FILE *f = open_memstream(&list, &size);
+
+	for (uint32_t i = 0; f && i < c->nnodes; i++) {
+		const struct ckpt_node *x = c->nodes[i];
+		char *p;
+
+		if (x == except || x->dead || x->kind != CKPT_N_TENSOR ||
+		    !x->tensor || x->tensor->storage != s)
+			continue;
+		if (k == max) {
+			more++;
+			continue;
+		}
+		p = ckpt_node_path(x);
+		fprintf(f, "%s%s", k++ ? ", " : "", p ? p : "?");
+		free(p);
+	}
+	if (f && more)
+		fprintf(f, " and %u more", more);
+	if (!f || fclose(f) || !k) {
+		free(list);
+		return NULL;
+	}
+	return list;
 }
 
 void ovl_notify(struct ovl *v, struct ckpt_storage *s,
