@@ -455,6 +455,11 @@ void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	rc = ptfs_ino_get(fs, ino, &i) ? -ENOENT :
 	     i.kind != PTFS_NODE ? -EPERM :
 	     ovl_setxattr(fs->ovl, i.node, name, value, size, &d);
+	/* user.dtype may have converted a storage: every file viewing it
+	   has new bytes and a new size (the overlay told ptfs_inval.c) */
+	if (!rc && !strcmp(name, "user.dtype"))
+		ptfs_texts_drop(fs);
 	ptfs_unlock(fs);
+	ptfs_inval_wait(fs);
 	ptfs_reply_err(req, rc, &d);
 }

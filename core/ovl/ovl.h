@@ -125,7 +125,8 @@ int ovl_rename(struct ovl *v, struct ckpt_node *dir, const char *name,
 	       struct ckpt_node *ndir, const char *nname, bool noreplace,
 	       struct diag *d);
 /* user.dtype, user.shape, user.requires_grad, user.parameter of a new
- * tensor */
+ * file; user.dtype of a tensor with values (the checkpoint's, or one made
+ * from a .npy) converts its storage's values (ovl_retype.c) */
 int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 		 const char *value, size_t len, struct diag *d);
 

@@ -30,7 +30,9 @@ enum {
 				   directory (struct ovl_ident) */
 	JR_DATA = 'D',		/* storage index: data file "<jid>.<i>" (and
 				   its "<jid>.<i>.tmp") may exist from now
-				   on; the manifest clean-up goes by */
+				   on; the manifest clean-up goes by.  With
+				   a dtype as second field: its converted
+				   copies "<jid>.<i>.<dtype>" (and .tmp) */
 	JR_TEMP = 'W',		/* absolute path of a write-back's temporary
 				   file, journaled before it is created */
 	JR_MKDIR = 'M',		/* dir path, name */
@@ -42,6 +44,9 @@ enum {
 	JR_TENSOR = 'T',	/* dir path, name, storage index, dtype, shape,
 				   flags [, dir path, name of a file it
 				   consumed]: a new tensor from a .npy */
+	JR_RETYPE = 'Y',	/* storage index, dtype from, dtype to: its
+				   data is "<jid>.<i>.<to>" now, converted
+				   (ovl_retype.c) */
 	JR_COMMIT = 'K',	/* dev, ino, size, mtime s, mtime ns of the
 				   new file, just before its rename */
 };
@@ -118,12 +123,26 @@ bool ovl_dir_alive(const struct ovl *v);
 /* Header record @r into @id, @jid (OVL_JID_LEN + 1 bytes), @ours. */
 bool jr_head_parse(const struct jrec *r, struct ovl_ident *id, char *jid,
 		   bool *ours);
-/* Data file "<jid>.<i><sfx>" of storage @i. */
+/*
+ * Data file "<jid>.<i><sfx>" of storage @i, or "<jid>.<i>.<dtype><sfx>"
+ * once the storage was converted to that dtype (its retyped): the copy
+ * that holds its bytes now.  The _as form names the copy for dtype @dt
+ * (NULL: the plain one).
+ */
 void ovl_data_name(const struct ovl *v, uint32_t i, const char *sfx,
 		   char *buf, size_t size);
-/* Has storage @i a JR_DATA record?  Mark that it has. */
+void ovl_data_name_as(const struct ovl *v, uint32_t i,
+		      const struct ckpt_dtype *dt, const char *sfx, char *buf,
+		      size_t size);
+/* Has storage @i a JR_DATA record?  Mark that it has; _cvt: one with a
+ * dtype (converted copies). */
 bool ovl_named(const struct ovl *v, uint32_t i);
+bool ovl_named_cvt(const struct ovl *v, uint32_t i);
 int ovl_name_mark(struct ovl *v, uint32_t i);
+int ovl_name_mark_cvt(struct ovl *v, uint32_t i);
+/* Remove storage @i's data files the journal names (@tmp_only: only the
+ * temporaries a killed copy left). */
+void ovl_data_unlink(struct ovl *v, uint32_t i, bool tmp_only);
 /* Remember JR_TEMP path @p; remove such a file if still ours. */
 int ovl_temp_add(struct ovl *v, const char *p, size_t len);
 void ovl_temp_remove(const char *path);
@@ -226,5 +245,12 @@ bool ovl_view_target(const struct ckpt_node *s, const struct ckpt_node *ndir,
 int ovl_view_rename(struct ovl *v, struct ckpt_node *s,
 		    struct ckpt_node *ndir, const char *nname, struct diag *d);
 int ovl_replay_tensor(struct ovl *v, const struct jrec *r, struct diag *d);
+
+/* ---- ovl_retype.c: user.dtype of a tensor with values: a cast ---- */
+
+/* Convert @n's storage (and every tensor viewing it) to dtype @value. */
+int ovl_retype(struct ovl *v, struct ckpt_node *n, const char *value,
+	       size_t len, struct diag *d);
+int ovl_replay_retype(struct ovl *v, const struct jrec *r, struct diag *d);
 
 #endif
