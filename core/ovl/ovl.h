@@ -38,6 +38,7 @@ struct diag;
 
 #define OVL_JID_LEN	16		/* hex digits of a journal id */
 #define OVL_MAX_VALUE	(1u << 20)	/* a python value file's new text */
+#define OVL_MAX_KEY	(1u << 16)	/* an escaped key's name (user.key) */
 
 /*
  * Which checkpoint an overlay belongs to: the file as it was opened, and
@@ -182,7 +183,10 @@ int ovl_text_render(struct ovl *v, struct ckpt_node *n, int fd,
  * After a truncate (open with O_TRUNC, cp, np.save) the whole new file
  * is staged and applied at close(): a .npy of the same dtype and shape
  * (or a .txt with the right count of numbers) replaces the values; a .npy
- * of another dtype or shape replaces the tensor by a new one.
+ * of the same dtype and another shape replaces the tensor by a new one
+ * (told, v->notice); a .npy of another dtype is refused with -EINVAL and
+ * changes nothing (a change of dtype is a cast: user.dtype), except over
+ * a new file that is still plain bytes.
  */
 long long ovl_view_write(struct ovl *v, struct ckpt_node *n, int view,
 			 const void *buf, uint64_t len, uint64_t off,
