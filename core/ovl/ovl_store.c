@@ -418,14 +418,19 @@ int ovl_dir_editable(struct ovl *v, const struct ckpt_node *dir,
 	return 0;
 }
 
-/* A name a key can have (names.md), arena-copied into *@out. */
+/*
+ * A name a key can have (names.md), arena-copied into *@out.  It may be
+ * longer than a file name (NAME_MAX): the whole name of a key shown cut,
+ * which a rename onto that cut name replaces, or one given as user.key
+ * (at most an attribute value's 64 KiB).
+ */
 int ovl_key_name(struct ovl *v, const struct ckpt_node *dir,
 		    const char *name, char **out, struct diag *d)
 {
 	size_t n = strlen(name);
 	char *buf;
 
-	if (!n || n > 255 || strchr(name, '/'))
+	if (!n || n > OVL_MAX_KEY || strchr(name, '/'))
 		return diag_errno(d, -EINVAL, "invalid name '%s'", name);
 	if (dir->kind == CKPT_N_DIR) {
 		buf = malloc(n + 1);
