@@ -494,6 +494,11 @@ static int set_key(struct ptfs *fs, struct ckpt_node *n, const char *value,
 	key = strndup(value, size);
 	if (!key)
 		return diag_nomem(d);
+	if (ckpt_node_child(dir, key)) {
+		free(key);
+		return diag_errno(d, -EEXIST, "user.key: another entry has that "
+				  "key (mv onto its name replaces it)");
+	}
 	/* the names the kernel knows it by: the entry's, its views' */
 	snprintf(was[0], sizeof(was[0]), "%s",
 		 ptfs_shown_name(n, n->index, CKPT_NAME_MAX, buf));

@@ -215,7 +215,9 @@ int ovl_dir_editable(struct ovl *v, const struct ckpt_node *dir,
 /* Check @name as a key name of @dir and arena-copy it into *@out. */
 int ovl_key_name(struct ovl *v, const struct ckpt_node *dir,
 		 const char *name, char **out, struct diag *d);
-/* A node's name for messages ("the root" for the root). */
+/* A node's name for messages ("the root" for the root; a long one cut
+ * to 64 bytes as names.md cuts names, valid until the thread's fourth
+ * next call). */
 const char *ovl_label(const struct ckpt_node *n);
 /* "2,3" into @shape: the number of dims, or -1. */
 int ovl_parse_shape(const char *s, size_t n, int64_t *shape);

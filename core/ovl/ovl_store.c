@@ -489,9 +489,22 @@ int ovl_line_len(const char *s, size_t n)
 	return (int)k;
 }
 
+/*
+ * A name longer than LABEL_MAX would fill a message's 256 bytes before
+ * its reason: shown cut the way names.md cuts a long key, "eee...%~2",
+ * in one of a few per-thread buffers (a message may name two entries).
+ */
+#define LABEL_MAX	64
+
 const char *ovl_label(const struct ckpt_node *n)
 {
-	return n->name && n->name[0] ? n->name : "the root";
+	static _Thread_local char ring[4][LABEL_MAX + 1];
+	static _Thread_local unsigned next;
+
+	if (!n->name || !n->name[0])
+		return "the root";
+	return ckpt_name_short(n->name, n->index, LABEL_MAX,
+			       ring[next++ % 4]);
 }
 
 /* "2,3" (or "" for 0-d) into @shape; the number of dims or -1. */

@@ -46,7 +46,10 @@ static void label_set(struct diag *d, struct label *l,
 		      const struct ckpt_node *dir, const char *key, int view)
 {
 	char *p = dir ? ckpt_node_path(dir) : strdup("");
+	const struct ckpt_node *k = dir ? ckpt_node_child(dir, key) : NULL;
 
+	if (k)
+		key = ovl_label(k);	/* a long key cut, as names.md does */
 	l->saved = d->path;
 	l->name = p ? malloc(strlen(p) + strlen(key) + 8) : NULL;
 	if (l->name)
@@ -350,12 +353,12 @@ static int refuse_dtype(const struct ckpt_node *x, const struct ckpt_dtype *dt,
 	const struct ckpt_dtype *has = x->tensor->dtype;
 
 	if (cvt_supported(dt) && cvt_supported(has))
-		return diag_errno(d, -EINVAL, "%s data for a %s tensor: "
+		return diag_errno(d, -EINVAL, "%s data, the tensor is %s: "
 				  "refused, nothing changed; cast it first "
 				  "(setfattr -n user.dtype -v %s %s) or save "
 				  "%s data", dt->name, has->name, dt->name,
-				  x->name, has->name);
-	return diag_errno(d, -EINVAL, "%s data for a %s tensor: refused, "
+				  ovl_label(x), has->name);
+	return diag_errno(d, -EINVAL, "%s data, the tensor is %s: refused, "
 			  "nothing changed (a change of dtype is a cast, and "
 			  "ptfs casts only floating dtypes); save %s data",
 			  dt->name, has->name, has->name);
