@@ -376,9 +376,9 @@ static void tell_shape(struct ovl *v, const struct ckpt_node *x,
 	shape_text(h->shape, h->ndim, now, sizeof(now));
 	if (p)
 		ovl_tell(v, "%s.npy: shape (%s) for a tensor of shape (%s): "
-			 "%s is a new tensor of that shape%s%s%s", p, now, was,
-			 p, tied ? "; " : "", tied ? tied : "",
-			 tied ? " keep the old one" : "");
+			 "%s is a new tensor of that shape%s%s", p, now, was,
+			 p, tied ? "; these keep the old one: " : "",
+			 tied ? tied : "");
 	free(p);
 }
 
