@@ -66,6 +66,34 @@ static const char *real_name(const struct ckpt_node *dir, const char *name)
 	return k ? k->name : name;
 }
 
+/*
+ * The model's name for a rename's target @name in @dir: real_name(), or
+ * for a view of a key shown cut ("xxx%~3.npy", rsync -a into a mount with
+ * -o views) the view of the whole key, made in *@buf (caller frees).
+ * NULL on ENOMEM.
+ */
+static const char *real_target(const struct ckpt_node *dir, const char *name,
+			       char **buf)
+{
+	const struct ckpt_node *k;
+	char key[CKPT_NAME_MAX + 1];
+	size_t kl;
+
+	*buf = NULL;
+	if (!dir || ptfs_child(dir, name, CKPT_NAME_MAX) ||
+	    ovl_view_name(name, &kl) == CKPT_V_RAW || kl > PTFS_VIEW_KEY_MAX)
+		return real_name(dir, name);
+	memcpy(key, name, kl);
+	key[kl] = 0;
+	k = ptfs_child(dir, key, PTFS_VIEW_KEY_MAX);
+	if (!k || !strcmp(k->name, key))
+		return name;
+	*buf = malloc(strlen(k->name) + 5);
+	if (*buf)
+		sprintf(*buf, "%s%s", k->name, name + kl);
+	return *buf;
+}
+
 /* Is @name a view of a tensor in @dir rather than an entry of its own? */
 static bool is_view_name(const struct ckpt_node *dir, const char *name)
 {
@@ -198,6 +226,8 @@ void ptfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      unsigned int flags)
 {
 	struct ptfs *fs = ptfs_fs(req);
+	const char *to;
+	char *buf = NULL;
 	struct diag d;
 	bool onto_view;
 	int rc;
@@ -214,12 +244,16 @@ void ptfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!rc && is_view_name(dir_node(fs, parent), name))
 		rc = diag_errno(&d, -EPERM, "%s is a view: rename the tensor "
 				"itself", name);
+	/* onto a cut name: the whole key it shows (docs/names.md) */
+	to = rc ? NULL : real_target(dir_node(fs, newparent), newname, &buf);
+	if (!rc && !to)
+		rc = diag_nomem(&d);
 	if (!rc)
 		rc = ovl_rename(fs->ovl, dir_node(fs, parent),
 				real_name(dir_node(fs, parent), name),
-				dir_node(fs, newparent),
-				real_name(dir_node(fs, newparent), newname),
+				dir_node(fs, newparent), to,
 				flags & RENAME_NOREPLACE, &d);
+	free(buf);
 	/* onto a view (ovl_view.c): the file's bytes became the view's,
 	   and the name is still no entry of its own */
 	onto_view = !rc && !ptfs_child(dir_node(fs, newparent), newname,
@@ -432,6 +466,61 @@ void ptfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	sync_common(req, ino, false);
 }
 
+/*
+ * setfattr -n user.key: rename @n within its directory to the key whose
+ * escaped name is @value (docs/names.md) -- the way to give an entry a
+ * key longer than a file name may be.  Not over an existing entry (mv
+ * onto its name does that).  The kernel's cached entries for the old and
+ * new names (and their views) are dropped.
+ */
+static int set_key(struct ptfs *fs, struct ckpt_node *n, const char *value,
+		   size_t size, struct diag *d)
+{
+	char was[2][CKPT_NAME_MAX + 1], buf[CKPT_NAME_MAX + 1], *key;
+	struct ckpt_node *dir = n->parent;
+	fuse_ino_t pino;
+	int rc;
+
+	if (!dir || n->dead)
+		return diag_errno(d, -EPERM, "user.key: the root has no key");
+	if (size > OVL_MAX_KEY || memchr(value, 0, size))
+		return diag_errno(d, -EINVAL, "%s: user.key: not a key name "
+				  "(docs/names.md)", n->name);
+	key = strndup(value, size);
+	if (!key)
+		return diag_nomem(d);
+	if (ckpt_node_child(dir, key)) {
+		free(key);
+		return diag_errno(d, -EEXIST, "user.key: another entry has that "
+				  "key (mv onto its name replaces it)");
+	}
+	/* the names the kernel knows it by: the entry's, its views' */
+	snprintf(was[0], sizeof(was[0]), "%s",
+		 ptfs_shown_name(n, n->index, CKPT_NAME_MAX, buf));
+	snprintf(was[1], sizeof(was[1]), "%s",
+		 ptfs_shown_name(n, n->index, PTFS_VIEW_KEY_MAX, buf));
+	rc = ovl_rename(fs->ovl, dir, n->name, dir, key, true, d);
+	free(key);
+	if (rc)
+		return rc;
+	pino = ptfs_ino_of(fs, dir);
+	for (int old = 0; old < 2; old++) {
+		char e[CKPT_NAME_MAX + 5];
+		const char *k = old ? was[1] :
+				ptfs_shown_name(n, n->index, PTFS_VIEW_KEY_MAX,
+						buf);
+
+		ptfs_inval_entry(fs, pino, old ? was[0] :
+				 ptfs_shown_name(n, n->index, CKPT_NAME_MAX,
+						 buf));
+		snprintf(e, sizeof(e), "%s.npy", k);
+		ptfs_inval_entry(fs, pino, e);
+		snprintf(e, sizeof(e), "%s.txt", k);
+		ptfs_inval_entry(fs, pino, e);
+	}
+	return 0;
+}
+
 void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
@@ -449,9 +538,15 @@ void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	ptfs_wrlock(fs);
 	rc = ptfs_ino_get(fs, ino, &i) ? -ENOENT :
 	     i.kind != PTFS_NODE ? -EPERM :
+	     !strcmp(name, "user.key") ? set_key(fs, i.node, value, size, &d) :
 	     ovl_setxattr(fs->ovl, i.node, name, value, size, &d);
 	if (rc != -ENOENT)
 		ptfs_refused_ino(fs, &i, rc, &d);
+	/* user.dtype may have converted a storage: every file viewing it
+	   has new bytes and a new size (the overlay told ptfs_inval.c) */
+	if (!rc && !strcmp(name, "user.dtype"))
+		ptfs_texts_drop(fs);
 	ptfs_unlock(fs);
+	ptfs_inval_wait(fs);
 	ptfs_reply_err(req, rc, &d);
 }

@@ -289,6 +289,14 @@ static void wb_progress(void *arg, uint64_t done, uint64_t total)
 	__atomic_store_n(&fs->wb_done, done, __ATOMIC_RELEASE);
 }
 
+/* ovl's hook: one line about an edit that changed more than it says
+ * (docs/editing.md): logged like a refusal, syslog when daemonized. */
+static void edit_notice(void *arg, const char *line)
+{
+	(void)arg;
+	fuse_log(FUSE_LOG_NOTICE, "ptfs: %s\n", line);
+}
+
 void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se,
 		      bool multithreaded)
 {
@@ -302,6 +310,7 @@ void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se,
 		fs->ovl->changed = storage_changed;
 		fs->ovl->touched = node_touched;
 		fs->ovl->progress = wb_progress;
+		fs->ovl->notice = edit_notice;
 		fs->ovl->arg = fs;
 	}
 	iv->running = !pthread_create(&iv->thread, NULL, inval_main, fs);
@@ -322,6 +331,7 @@ void ptfs_inval_stop(struct ptfs *fs)
 	if (fs->ovl) {
 		fs->ovl->changed = NULL;
 		fs->ovl->touched = NULL;
+		fs->ovl->notice = NULL;
 	}
 	free(iv->q);
 	free(iv->except);

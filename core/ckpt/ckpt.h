@@ -172,6 +172,9 @@ struct ckpt_node {
 	char *home_name;	/* name at open */
 	struct ckpt_stage *stage;	/* a replacement being written */
 	struct ckpt_stage *vstage;	/* a view (.npy/.txt) being written */
+	int verr;		/* -errno its apply at a close() failed with:
+				   the later close()s of that open file (a
+				   dup'd fd's came first) report it too */
 	bool pending;		/* a tensor being created through NAME.npy:
 				   in no directory, no tensor until close() */
 };

@@ -38,6 +38,7 @@ struct diag;
 
 #define OVL_JID_LEN	16		/* hex digits of a journal id */
 #define OVL_MAX_VALUE	(1u << 20)	/* a python value file's new text */
+#define OVL_MAX_KEY	(1u << 16)	/* an escaped key's name (user.key) */
 
 /*
  * Which checkpoint an overlay belongs to: the file as it was opened, and
@@ -91,6 +92,10 @@ struct ovl {
 	void (*changed)(void *arg, struct ckpt_storage *s,
 			const struct ckpt_node *except);
 	void *arg;
+	/* told one line about an edit that worked but changed more than
+	   the caller may expect (a .npy that replaced a tensor by one of
+	   another shape, the names a cast converted too) */
+	void (*notice)(void *arg, const char *line);
 	/* told as write-back writes: record data bytes done of total */
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 	/* told by ovl_revert() of each name @name in @dir that now stands
@@ -135,7 +140,8 @@ int ovl_rename(struct ovl *v, struct ckpt_node *dir, const char *name,
 	       struct ckpt_node *ndir, const char *nname, bool noreplace,
 	       struct diag *d);
 /* user.dtype, user.shape, user.requires_grad, user.parameter of a new
- * tensor */
+ * file; user.dtype of a tensor with values (the checkpoint's, or one made
+ * from a .npy) converts its storage's values (ovl_retype.c) */
 int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 		 const char *value, size_t len, struct diag *d);
 
@@ -212,7 +218,10 @@ int ovl_text_render(struct ovl *v, struct ckpt_node *n, int fd,
  * After a truncate (open with O_TRUNC, cp, np.save) the whole new file
  * is staged and applied at close(): a .npy of the same dtype and shape
  * (or a .txt with the right count of numbers) replaces the values; a .npy
- * of another dtype or shape replaces the tensor by a new one.
+ * of the same dtype and another shape replaces the tensor by a new one
+ * (told, v->notice); a .npy of another dtype is refused with -EINVAL and
+ * changes nothing (a change of dtype is a cast: user.dtype), except over
+ * a new file that is still plain bytes.
  */
 long long ovl_view_write(struct ovl *v, struct ckpt_node *n, int view,
 			 const void *buf, uint64_t len, uint64_t off,

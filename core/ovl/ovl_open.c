@@ -44,10 +44,12 @@ static int replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
 	/* its paths need not be there: they are made what they were */
 	if (r->op == JR_REVERT)
 		return ovl_revert_replay(v, r, d);
-	dir = r->nf ? ovl_resolve(v, r->f[0], r->len[0]) : NULL;
+	/* a retype names a storage, not a path */
+	dir = r->op == JR_RETYPE ? v->c->root :
+	      r->nf ? ovl_resolve(v, r->f[0], r->len[0]) : NULL;
 	name = field_str(r, 1);
 	if (!dir || (!name && r->op != JR_VALUE && r->op != JR_XATTR &&
-		     r->op != JR_TENSOR)) {
+		     r->op != JR_TENSOR && r->op != JR_RETYPE)) {
 		free(name);
 		return diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset 0x%llx: a "
 				    "record names '%.*s', which is not there",
@@ -94,6 +96,9 @@ static int replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
 	}
 	case JR_TENSOR:
 		rc = ovl_replay_tensor(v, r, d);
+		break;
+	case JR_RETYPE:
+		rc = ovl_replay_retype(v, r, d);
 		break;
 	case JR_XATTR:
 		nname = field_str(r, 1);
@@ -216,14 +221,8 @@ static int attach_copies(struct ovl *v, struct diag *d)
 /* Leftovers of a killed copy-up or write-back, all named in the journal. */
 static void remove_leftovers(struct ovl *v)
 {
-	char name[64];
-
-	for (uint32_t i = 0; i < v->nnamed; i++) {
-		if (!v->named[i])
-			continue;
-		ovl_data_name(v, i, ".tmp", name, sizeof(name));
-		(void)unlinkat(v->dfd, name, 0);
-	}
+	for (uint32_t i = 0; i < v->nnamed; i++)
+		ovl_data_unlink(v, i, true);
 	for (size_t i = 0; i < v->ntemps; i++)
 		ovl_temp_remove(v->temps[i]);
 }
@@ -285,12 +284,15 @@ static int load(struct ovl *v, bool discard, struct diag *d)
 
 		rc = 0;
 		if (r.op == JR_DATA) {
-			if (r.nf != 1 || !jr_num(&r, 0, &i) || i >= UINT32_MAX)
+			/* a second field (a dtype): converted copies */
+			if ((r.nf != 1 && r.nf != 2) || !jr_num(&r, 0, &i) ||
+			    i >= UINT32_MAX)
 				rc = diag_corrupt(d, DIAG_NO_OFFSET,
 						  "%s: offset 0x%llx: bad data "
 						  "record", v->jpath,
 						  (unsigned long long)r.off);
-			else if (ovl_name_mark(v, (uint32_t)i))
+			else if (r.nf == 2 ? ovl_name_mark_cvt(v, (uint32_t)i) :
+				 ovl_name_mark(v, (uint32_t)i))
 				rc = diag_nomem(d);
 			else
 				ovl_revert_named(v, (uint32_t)i);
