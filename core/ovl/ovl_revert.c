@@ -248,7 +248,6 @@ static void revert_storage(const struct rv *R, uint32_t i)
 	struct ovl *v = R->v;
 	struct ckpt_storage *s = R->c->storages[i];
 	const struct ckpt_storage *ps = R->p->storages[i];
-	char name[64];
 
 	if (v->replaying) {
 		ovl_revert_mark(v, i);
@@ -288,12 +287,10 @@ static void revert_storage(const struct rv *R, uint32_t i)
 	/* the journal says this storage is the checkpoint's now: its file
 	   goes, and its name with it, so that a later copy-up names it
 	   again (JR_DATA) after the JR_REVERT */
-	if (v->dfd >= 0) {
-		ovl_data_name(v, i, "", name, sizeof(name));
-		(void)unlinkat(v->dfd, name, 0);
-		ovl_data_name(v, i, ".tmp", name, sizeof(name));
-		(void)unlinkat(v->dfd, name, 0);
-	}
+	/* every name the manifest gave it: the plain copy and a converted
+	   one ("<jid>.<i>.<dtype>", which s->retyped no longer tells) */
+	if (v->dfd >= 0)
+		ovl_data_unlink(v, i, false);
 	if (i < v->nnamed)
 		v->named[i] = 0;
 	ovl_notify(v, s, NULL);
