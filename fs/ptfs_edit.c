@@ -473,19 +473,35 @@ void ptfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
  * onto its name does that).  The kernel's cached entries for the old and
  * new names (and their views) are dropped.
  */
+/* The names the kernel knows @n by: its entry's (@names[0]) and its
+ * views' key (@names[1]), each CKPT_NAME_MAX + 1 bytes. */
+static void known_names(const struct ckpt_node *n,
+			char (*names)[CKPT_NAME_MAX + 1])
+{
+	char buf[CKPT_NAME_MAX + 1];
+
+	snprintf(names[0], CKPT_NAME_MAX + 1, "%s",
+		 ptfs_shown_name(n, n->index, CKPT_NAME_MAX, buf));
+	snprintf(names[1], CKPT_NAME_MAX + 1, "%s",
+		 ptfs_shown_name(n, n->index, PTFS_VIEW_KEY_MAX, buf));
+}
+
 static int set_key(struct ptfs *fs, struct ckpt_node *n, const char *value,
 		   size_t size, struct diag *d)
 {
-	char was[2][CKPT_NAME_MAX + 1], buf[CKPT_NAME_MAX + 1], *key;
+	char names[2][2][CKPT_NAME_MAX + 1], *key;
 	struct ckpt_node *dir = n->parent;
 	fuse_ino_t pino;
 	int rc;
 
-	if (!dir || n->dead)
+	if (!dir)
 		return diag_errno(d, -EPERM, "user.key: the root has no key");
+	if (n->dead)
+		return diag_errno(d, -ENOENT, "user.key: the entry was "
+				  "removed");
 	if (size > OVL_MAX_KEY || memchr(value, 0, size))
-		return diag_errno(d, -EINVAL, "%s: user.key: not a key name "
-				  "(docs/names.md)", n->name);
+		return diag_errno(d, -EINVAL, "user.key: not a key name (a NUL "
+				  "byte, or over 64 KiB; docs/names.md)");
 	key = strndup(value, size);
 	if (!key)
 		return diag_nomem(d);
@@ -494,28 +510,20 @@ static int set_key(struct ptfs *fs, struct ckpt_node *n, const char *value,
 		return diag_errno(d, -EEXIST, "user.key: another entry has that "
 				  "key (mv onto its name replaces it)");
 	}
-	/* the names the kernel knows it by: the entry's, its views' */
-	snprintf(was[0], sizeof(was[0]), "%s",
-		 ptfs_shown_name(n, n->index, CKPT_NAME_MAX, buf));
-	snprintf(was[1], sizeof(was[1]), "%s",
-		 ptfs_shown_name(n, n->index, PTFS_VIEW_KEY_MAX, buf));
+	known_names(n, names[0]);
 	rc = ovl_rename(fs->ovl, dir, n->name, dir, key, true, d);
 	free(key);
 	if (rc)
 		return rc;
+	known_names(n, names[1]);
 	pino = ptfs_ino_of(fs, dir);
-	for (int old = 0; old < 2; old++) {
+	for (int i = 0; i < 2; i++) {	/* before and after */
 		char e[CKPT_NAME_MAX + 5];
-		const char *k = old ? was[1] :
-				ptfs_shown_name(n, n->index, PTFS_VIEW_KEY_MAX,
-						buf);
 
-		ptfs_inval_entry(fs, pino, old ? was[0] :
-				 ptfs_shown_name(n, n->index, CKPT_NAME_MAX,
-						 buf));
-		snprintf(e, sizeof(e), "%s.npy", k);
+		ptfs_inval_entry(fs, pino, names[i][0]);
+		snprintf(e, sizeof(e), "%s.npy", names[i][1]);
 		ptfs_inval_entry(fs, pino, e);
-		snprintf(e, sizeof(e), "%s.txt", k);
+		snprintf(e, sizeof(e), "%s.txt", names[i][1]);
 		ptfs_inval_entry(fs, pino, e);
 	}
 	return 0;
