@@ -10,7 +10,7 @@
  * with that open file (fi->fh), so a reader sees one consistent text
  * however it reads it; discard and revert keep their result there.
  */
-#define _GNU_SOURCE 1	/* strerrorname_np, open_memstream */
+#define _GNU_SOURCE 1	/* open_memstream, asprintf */
 #include "ptfs.h"
 
 #include "diag/diag.h"
