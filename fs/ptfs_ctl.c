@@ -242,7 +242,9 @@ static long long revert(struct ptfs *fs, struct ctl_handle *h,
 
 		if (asprintf(&res, "%s%s%s%s\n", was ? was : "",
 			     rc ? "nothing to revert at " : "reverted: ",
-			     *paths[k] ? paths[k] : ".",
+			     *paths[k] ? paths[k] :
+			     ptfs_node_is_dir(fs->c->root) ? "." :
+			     fs->root_name,
 			     rc ? ": it is what the checkpoint holds" : "") < 0)
 			res = NULL;
 		free(was);
