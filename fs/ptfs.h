@@ -12,6 +12,7 @@
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include <pthread.h>
@@ -368,6 +369,31 @@ void ptfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		      const char *value, size_t size, int flags);
 
+/* ---- ptfs_mnt.c: which ptfs mount a path is in ---- */
+
+struct ptfs_mnt {
+	char *root;		/* its mount point */
+	char *source;		/* the checkpoint (fsname) */
+	char *rest;		/* the path asked about, inside it ("" for
+				   the mount point itself) */
+};
+
+/* The mount @arg is in, when that is a ptfs mount: 0, 1 when it is not
+ * (or no mount is listed), -errno. */
+int ptfs_find_mount(const char *arg, struct ptfs_mnt *m);
+void ptfs_mnt_free(struct ptfs_mnt *m);
+
+/* "the daemon is gone" for @arg in mount @m, with what to run (to drop
+ * the staged edits, when @discard). */
+void ptfs_daemon_gone(const char *arg, const struct ptfs_mnt *m,
+		      bool discard);
+
+/* Control file @name of mount @m: open(2)'s result. */
+int ptfs_open_ctl(const struct ptfs_mnt *m, const char *name, int flags);
+
+/* All of @fd from offset 0 (malloc'd, NUL-terminated), or NULL. */
+char *ptfs_read_all(int fd);
+
 /* ---- ptfs_cli.c ---- */
 
 /* ptfs umount|status ...: run it and return the exit status; -1 when
@@ -376,7 +402,7 @@ int ptfs_cli_main(int argc, char **argv);
 
 /* ---- ptfs_ctl.c: the control files under .ptfs/ ---- */
 
-/* How many refused edits status keeps (the last ones). */
+/* How many refused edits status keeps (the last ones, ptfs_status.c). */
 #define PTFS_REFUSED_MAX	16
 
 /* An edit the daemon refused: where, and why. */
@@ -420,6 +446,18 @@ void ptfs_refused_ino(struct ptfs *fs, const struct ptfs_ino *i, int rc,
 
 /* Free what ptfs_ctl.c keeps. */
 void ptfs_ctl_release_all(struct ptfs *fs);
+
+/* ---- ptfs_status.c: what status says ---- */
+
+/* The whole of .ptfs/status (malloc'd; NULL: no memory); takes the lock
+ * for reading. */
+char *ptfs_status_text(struct ptfs *fs, size_t *len);
+
+/* "2 tensors changed, 1 key renamed, ..." of @s into @f. */
+void ptfs_counts_text(FILE *f, const struct ovl_summary *s);
+
+/* Is nothing staged according to @s? */
+bool ptfs_nothing_staged(const struct ovl_summary *s);
 
 /* ---- ptfs_inval.c ---- */
 

@@ -30,245 +30,41 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- finding the mount ---- */
-
-/* A ptfs mount from /proc/self/mountinfo. */
-struct mnt {
-	char *root;		/* its mount point */
-	char *source;		/* the checkpoint (fsname) */
-	char *rest;		/* the path asked about, inside it ("" for the
-				   mount point itself) */
-};
-
-static void mnt_free(struct mnt *m)
-{
-	free(m->root);
-	free(m->source);
-	free(m->rest);
-}
-
-/* mountinfo's octal escapes (\040 for a space) undone in place. */
-static void unescape(char *s)
-{
-	char *o = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
-		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
-				      (s[3] - '0'));
-			s += 3;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o = 0;
-}
-
-/* Append @comp to absolute @p (PATH_MAX), handling "." and "..". */
-static void path_push(char *p, const char *comp, size_t len)
-{
-	size_t n = strlen(p);
-
-	if (!len || (len == 1 && comp[0] == '.'))
-		return;
-	if (len == 2 && comp[0] == '.' && comp[1] == '.') {
-		while (n > 1 && p[n - 1] != '/')
-			n--;
-		p[n > 1 ? n - 1 : 1] = 0;
-		return;
-	}
-	if (n + len + 2 > PATH_MAX)
-		return;
-	if (n > 1)
-		p[n++] = '/';
-	memcpy(p + n, comp, len);
-	p[n + len] = 0;
-}
-
-/*
- * @arg as an absolute path: its longest prefix that resolves (realpath:
- * symbolic links followed), then the rest as written.  A removed key or a
- * dead daemon's mount point do not resolve, and need not.
- */
-static void absolute_path(const char *arg, char *out)
-{
-	char buf[PATH_MAX], *real;
-	size_t cut = strlen(arg);
-
-	if (cut >= PATH_MAX) {
-		strcpy(out, "/");
-		return;
-	}
-	for (;;) {
-		memcpy(buf, arg, cut);
-		buf[cut] = 0;
-		real = realpath(cut ? buf : ".", NULL);
-		if (real || !cut)
-			break;
-		while (cut && arg[cut - 1] == '/')
-			cut--;
-		while (cut && arg[cut - 1] != '/')
-			cut--;
-		if (cut == 0 && arg[0] == '/')
-			cut = 1;
-	}
-	strcpy(out, "/");
-	if (real) {
-		snprintf(out, PATH_MAX, "%s", real);
-		free(real);
-	}
-	for (const char *p = arg + cut; *p;) {
-		size_t n = strcspn(p, "/");
-
-		path_push(out, p, n);
-		p += n;
-		while (*p == '/')
-			p++;
-	}
-}
-
-/* Is mount point @mp a prefix of @path, component-wise? */
-static bool under(const char *path, const char *mp)
-{
-	size_t n = strlen(mp);
-
-	if (!strcmp(mp, "/"))
-		return true;
-	return !strncmp(path, mp, n) && (path[n] == '/' || !path[n]);
-}
-
-/*
- * The mount @arg is in, when that is a ptfs mount: 0, 1 when it is not
- * (or no mount is listed), -errno.
- */
-static int find_mount(const char *arg, struct mnt *m)
-{
-	char path[PATH_MAX], line[3 * PATH_MAX], best[PATH_MAX] = "";
-	char src[PATH_MAX] = "";
-	bool ptfs = false;
-	FILE *f;
-
-	memset(m, 0, sizeof(*m));
-	absolute_path(arg, path);
-	f = fopen("/proc/self/mountinfo", "r");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		char mp[PATH_MAX], fstype[256], source[PATH_MAX];
-		const char *dash = strstr(line, " - ");
-
-		/* id parent maj:min root mountpoint ... - fstype source */
-		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1 ||
-		    sscanf(dash + 3, "%255s %4095s", fstype, source) != 2)
-			continue;
-		unescape(mp);
-		unescape(source);
-		/* the longest one holding it; the last of equals is on top */
-		if (!under(path, mp) || strlen(mp) < strlen(best))
-			continue;
-		strcpy(best, mp);
-		strcpy(src, source);
-		ptfs = !strcmp(fstype, "fuse.ptfs");
-	}
-	fclose(f);
-	if (!ptfs)
-		return 1;
-	m->root = strdup(best);
-	m->source = strdup(src);
-	m->rest = strdup(path + strlen(best) + (strcmp(best, "/") &&
-						 path[strlen(best)] == '/'));
-	if (!m->root || !m->source || !m->rest) {
-		mnt_free(m);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-/* "the daemon is gone" for @arg in mount @m: what to run. */
-static void daemon_gone(const char *arg, const struct mnt *m, bool discard)
-{
-	/* the checkpoint, unless its path could not be the fsname (a ',') */
-	const char *ck = m->source[0] == '/' ? m->source : "CHECKPOINT";
-
-	if (discard)
-		fprintf(stderr, "ptfs: %s: the ptfs daemon is gone (killed?); "
-			"to drop the staged edits: fusermount3 -u %s; ptfs %s "
-			"%s -o discard; ptfs umount %s\n", arg, m->root,
-			ck, m->root, m->root);
-	else
-		fprintf(stderr, "ptfs: %s: the ptfs daemon is gone (killed?); "
-			"staged edits are safe on disk: fusermount3 -u %s, "
-			"then ptfs %s %s shows them again\n", arg, m->root,
-			ck, m->root);
-}
-
-/* A control file of mount @m: open(2)'s result. */
-static int open_ctl(const struct mnt *m, const char *name, int flags)
-{
-	char path[PATH_MAX + 16];
-
-	snprintf(path, sizeof(path), "%s/.ptfs/%s", m->root, name);
-	return open(path, flags | O_CLOEXEC);
-}
-
-/* All of @fd from offset 0 (malloc'd, NUL-terminated), or NULL. */
-static char *read_all(int fd)
-{
-	size_t cap = 4096, len = 0;
-	char *buf = malloc(cap);
-	ssize_t n;
-
-	while (buf && (n = pread(fd, buf + len, cap - len - 1, len)) > 0) {
-		len += n;
-		if (cap - len < 1024) {
-			char *nb = realloc(buf, cap *= 2);
-
-			if (!nb)
-				break;
-			buf = nb;
-		}
-	}
-	if (buf)
-		buf[len] = 0;
-	return buf;
-}
-
 /* ---- ptfs status ---- */
 
 static int status_main(const char *arg)
 {
-	struct mnt m;
+	struct ptfs_mnt m;
 	char *text;
-	int fd, rc = find_mount(arg, &m);
+	int fd, rc = ptfs_find_mount(arg, &m);
 
 	if (rc) {
 		fprintf(stderr, "ptfs: %s: %s\n", arg, rc > 0 ?
 			"not in a ptfs mount" : strerror(-rc));
 		return 2;
 	}
-	fd = open_ctl(&m, "status", O_RDONLY);
+	fd = ptfs_open_ctl(&m, "status", O_RDONLY);
 	if (fd < 0 && (errno == ENOTCONN || errno == ECONNABORTED)) {
-		daemon_gone(arg, &m, false);
-		mnt_free(&m);
+		ptfs_daemon_gone(arg, &m, false);
+		ptfs_mnt_free(&m);
 		return 2;
 	}
 	if (fd < 0 && errno == ENOENT) {
 		/* a read-only mount has no control files */
 		printf("checkpoint: %s\nread-only mount: no edits are taken "
 		       "or written back through it\n", m.source);
-		mnt_free(&m);
+		ptfs_mnt_free(&m);
 		return fflush(stdout) ? 2 : 0;
 	}
 	if (fd < 0) {
 		fprintf(stderr, "ptfs: %s: %s/.ptfs/status: %s\n", arg, m.root,
 			strerror(errno));
-		mnt_free(&m);
+		ptfs_mnt_free(&m);
 		return 2;
 	}
-	text = read_all(fd);
+	text = ptfs_read_all(fd);
 	close(fd);
-	mnt_free(&m);
+	ptfs_mnt_free(&m);
 	if (!text) {
 		fprintf(stderr, "ptfs: %s: out of memory\n", arg);
 		return 2;
@@ -346,10 +142,10 @@ static ssize_t commit(int fd, int pfd, const char *mnt, int *err)
  * What was done, for the user: status's "written back:" line ("nothing
  * to write back" when nothing was) and its "refused:" section, on stdout.
  */
-static void report(const struct mnt *m)
+static void report(const struct ptfs_mnt *m)
 {
-	int fd = open_ctl(m, "status", O_RDONLY);
-	char *text = fd >= 0 ? read_all(fd) : NULL;
+	int fd = ptfs_open_ctl(m, "status", O_RDONLY);
+	char *text = fd >= 0 ? ptfs_read_all(fd) : NULL;
 	bool on = false;
 
 	if (fd >= 0)
@@ -390,15 +186,15 @@ static int fusermount_u(const char *mnt)
 static int umount_main(const char *mnt, bool quiet)
 {
 	char path[PATH_MAX], msg[600];
-	struct mnt m = { 0 };
+	struct ptfs_mnt m = { 0 };
 	ssize_t n;
 	int fd, pfd, err = 0;
 
 	snprintf(path, sizeof(path), "%s/.ptfs", mnt);
 	if (access(path, F_OK)) {
 		if ((errno == ENOTCONN || errno == ECONNABORTED) &&
-		    !find_mount(mnt, &m))
-			daemon_gone(mnt, &m, false);
+		    !ptfs_find_mount(mnt, &m))
+			ptfs_daemon_gone(mnt, &m, false);
 		else if (errno == ENOTCONN || errno == ECONNABORTED)
 			fprintf(stderr, "ptfs: %s: the ptfs daemon is gone "
 				"(killed?); staged edits are safe on disk: run "
@@ -407,7 +203,7 @@ static int umount_main(const char *mnt, bool quiet)
 				mnt, mnt);
 		else
 			fprintf(stderr, "ptfs: %s: not a ptfs mount\n", mnt);
-		mnt_free(&m);
+		ptfs_mnt_free(&m);
 		return 1;
 	}
 	m.root = strdup(mnt);
@@ -416,22 +212,22 @@ static int umount_main(const char *mnt, bool quiet)
 		return 1;
 	}
 	/* a read-only mount has no control file: nothing to write back */
-	fd = open_ctl(&m, "commit", O_RDWR);
+	fd = ptfs_open_ctl(&m, "commit", O_RDWR);
 	if (fd < 0 && errno == ENOTCONN) {
 		fprintf(stderr, "ptfs: %s: the ptfs daemon is gone (killed?); "
 			"run fusermount3 -u %s, then mount again: staged edits "
 			"come back\n", mnt, mnt);
-		mnt_free(&m);
+		ptfs_mnt_free(&m);
 		return 1;
 	}
 	/* read-only: -o ro, or written back already through .ptfs/commit */
 	if (fd < 0 && errno != ENOENT && errno != EROFS) {
 		fprintf(stderr, "ptfs: %s/.ptfs/commit: %s\n", mnt,
 			strerror(errno));
-		mnt_free(&m);
+		ptfs_mnt_free(&m);
 		return 1;
 	}
-	pfd = fd >= 0 ? open_ctl(&m, "progress", O_RDONLY) : -1;
+	pfd = fd >= 0 ? ptfs_open_ctl(&m, "progress", O_RDONLY) : -1;
 	if (fd >= 0 && commit(fd, pfd, mnt, &err) != 7) {
 		if (err == ENOTCONN || err == ECONNABORTED) {
 			fprintf(stderr, "ptfs: %s: the ptfs daemon died during "
@@ -450,7 +246,7 @@ static int umount_main(const char *mnt, bool quiet)
 		close(fd);
 		if (pfd >= 0)
 			close(pfd);
-		mnt_free(&m);
+		ptfs_mnt_free(&m);
 		return 1;
 	}
 	if (pfd >= 0)
@@ -461,7 +257,7 @@ static int umount_main(const char *mnt, bool quiet)
 		report(&m);
 	else if (!quiet)
 		puts("nothing to write back (a read-only mount)");
-	mnt_free(&m);
+	ptfs_mnt_free(&m);
 	if (fflush(stdout))
 		fprintf(stderr, "ptfs: standard output: %s\n", strerror(errno));
 	if (fusermount_u(mnt)) {
@@ -475,10 +271,10 @@ static int umount_main(const char *mnt, bool quiet)
 /* Is @root still a ptfs mount point? */
 static bool still_mounted(const char *root)
 {
-	struct mnt m;
-	bool yes = !find_mount(root, &m) && !strcmp(m.root, root);
+	struct ptfs_mnt m;
+	bool yes = !ptfs_find_mount(root, &m) && !strcmp(m.root, root);
 
-	mnt_free(&m);
+	ptfs_mnt_free(&m);
 	return yes;
 }
 
@@ -489,28 +285,28 @@ static bool still_mounted(const char *root)
  */
 static int discard_main(const char *mnt, bool quiet)
 {
-	struct mnt m;
+	struct ptfs_mnt m;
 	char *text;
-	int fd, err, rc = find_mount(mnt, &m);
+	int fd, err, rc = ptfs_find_mount(mnt, &m);
 
 	if (rc || *m.rest) {
 		fprintf(stderr, "ptfs: %s: %s\n", mnt, rc < 0 ? strerror(-rc) :
 			rc ? "not a ptfs mount" : "not the mount point");
 		if (!rc)
-			mnt_free(&m);
+			ptfs_mnt_free(&m);
 		return 1;
 	}
-	fd = open_ctl(&m, "discard", O_RDWR);
+	fd = ptfs_open_ctl(&m, "discard", O_RDWR);
 	err = errno;
 	if (fd < 0 && (err == ENOTCONN || err == ECONNABORTED)) {
-		daemon_gone(mnt, &m, true);
-		mnt_free(&m);
+		ptfs_daemon_gone(mnt, &m, true);
+		ptfs_mnt_free(&m);
 		return 1;
 	}
 	if (fd < 0 && err == EROFS) {
 		/* written back (or discarded) already: say which */
-		fd = open_ctl(&m, "status", O_RDONLY);
-		text = fd >= 0 ? read_all(fd) : NULL;
+		fd = ptfs_open_ctl(&m, "status", O_RDONLY);
+		text = fd >= 0 ? ptfs_read_all(fd) : NULL;
 		if (fd >= 0)
 			close(fd);
 		const char *why = "the mount takes no more edits";
@@ -528,28 +324,28 @@ static int discard_main(const char *mnt, bool quiet)
 		fprintf(stderr, "ptfs: %s: nothing to discard (%s); it stays "
 			"mounted\n", mnt, why);
 		free(text);
-		mnt_free(&m);
+		ptfs_mnt_free(&m);
 		return 1;
 	}
 	if (fd < 0 && err != ENOENT) {
 		fprintf(stderr, "ptfs: %s/.ptfs/discard: %s\n", mnt,
 			strerror(err));
-		mnt_free(&m);
+		ptfs_mnt_free(&m);
 		return 1;
 	}
 	if (fd >= 0 && write(fd, "discard\n", 8) != 8) {
 		err = errno;
-		text = read_all(fd);
+		text = ptfs_read_all(fd);
 		if (text)
 			text[strcspn(text, "\n")] = 0;
 		fprintf(stderr, "ptfs: %s: %s; it stays mounted\n", mnt,
 			text && *text ? text : strerror(err));
 		free(text);
 		close(fd);
-		mnt_free(&m);
+		ptfs_mnt_free(&m);
 		return 1;
 	}
-	text = fd >= 0 ? read_all(fd) : NULL;
+	text = fd >= 0 ? ptfs_read_all(fd) : NULL;
 	if (fd >= 0)
 		close(fd);	/* the daemon unmounts now */
 	if (!quiet)
@@ -564,7 +360,7 @@ static int discard_main(const char *mnt, bool quiet)
 	if (rc)
 		fprintf(stderr, "ptfs: %s: discarded, but fusermount3 -u %s "
 			"failed\n", mnt, m.root);
-	mnt_free(&m);
+	ptfs_mnt_free(&m);
 	return rc;
 }
 
@@ -575,7 +371,7 @@ static int discard_main(const char *mnt, bool quiet)
  * one request, so that they are reverted together; print what was done.
  * 0, 1 refused (the reason on stderr), 2 no daemon.
  */
-static int revert_batch(const char *arg, const struct mnt *m,
+static int revert_batch(const char *arg, const struct ptfs_mnt *m,
 			char *const *rel, int n, bool quiet)
 {
 	size_t len = 0;
@@ -593,9 +389,9 @@ static int revert_batch(const char *arg, const struct mnt *m,
 	/* the mount point itself is "." (an empty line is no path) */
 	for (int k = 0; k < n; k++)
 		len += sprintf(req + len, "%s\n", *rel[k] ? rel[k] : ".");
-	fd = open_ctl(m, "revert", O_RDWR);
+	fd = ptfs_open_ctl(m, "revert", O_RDWR);
 	if (fd < 0 && (errno == ENOTCONN || errno == ECONNABORTED)) {
-		daemon_gone(arg, m, false);
+		ptfs_daemon_gone(arg, m, false);
 		free(req);
 		return 2;
 	}
@@ -610,13 +406,13 @@ static int revert_batch(const char *arg, const struct mnt *m,
 	if (write(fd, req, len) != (ssize_t)len) {
 		int err = errno;
 
-		text = read_all(fd);
+		text = ptfs_read_all(fd);
 		if (text)
 			text[strcspn(text, "\n")] = 0;
 		fprintf(stderr, "ptfs: %s\n", text && *text ? text :
 			strerror(err));
 		rc = err == ENOTCONN || err == ECONNABORTED ? 2 : 1;
-	} else if (!quiet && (text = read_all(fd))) {
+	} else if (!quiet && (text = ptfs_read_all(fd))) {
 		fputs(text, stdout);
 	} else {
 		text = NULL;
@@ -629,12 +425,12 @@ static int revert_batch(const char *arg, const struct mnt *m,
 
 static int revert_main(char **args, int n, bool quiet)
 {
-	struct mnt m0 = { 0 }, m;
+	struct ptfs_mnt m0 = { 0 }, m;
 	char *rel[16];
 	int nrel = 0, rc = 0;
 
 	for (int i = 0; i < n && !rc; i++) {
-		int r = find_mount(args[i], &m);
+		int r = ptfs_find_mount(args[i], &m);
 
 		if (r) {
 			fprintf(stderr, "ptfs: %s: %s\n", args[i], r > 0 ?
@@ -653,7 +449,7 @@ static int revert_main(char **args, int n, bool quiet)
 		if (!m0.root) {
 			m0 = m;
 		} else {
-			mnt_free(&m);
+			ptfs_mnt_free(&m);
 		}
 		/* 16 to a request: those are reverted together */
 		if (!rc && (nrel == 16 || i == n - 1)) {
@@ -664,7 +460,7 @@ static int revert_main(char **args, int n, bool quiet)
 	}
 	while (nrel)
 		free(rel[--nrel]);
-	mnt_free(&m0);
+	ptfs_mnt_free(&m0);
 	if (fflush(stdout) && !rc)
 		rc = 2;
 	return rc;

@@ -223,8 +223,9 @@ static int put(const struct rv *R, struct ckpt_node *dir, const char *name,
 	if (y != x0 || y->parent != dir || strcmp(y->name, name)) {
 		if (y && (rc = detach(R, y)))
 			return rc;
+		/* the new file that took its place */
 		if (y && y != x0)
-			y->dead = true;	/* the new file that took its place */
+			y->dead = true;
 		if ((rc = place(R, dir, x0, o)))
 			return rc;
 	}
@@ -276,7 +277,8 @@ static void revert_storage(const struct rv *R, uint32_t i)
 				continue;
 			t->dtype = pt->dtype;
 			t->offset = pt->offset;
-			memcpy(t->shape, pt->shape, pt->ndim * sizeof(*t->shape));
+			memcpy(t->shape, pt->shape,
+			       pt->ndim * sizeof(*t->shape));
 			memcpy(t->stride, pt->stride,
 			       pt->ndim * sizeof(*t->stride));
 			t->numel = pt->numel;

@@ -11,28 +11,28 @@
 
 /* One path being reverted. */
 struct rv_tgt {
-	const char *path;		/* as asked ("" the root) */
-	struct ckpt_node *dir;		/* its parent in the mount (NULL: root) */
-	char *name;			/* its last name (NULL: root) */
+	const char *path;	/* as asked ("" the root) */
+	struct ckpt_node *dir;	/* its parent in the mount (NULL: root) */
+	char *name;		/* its last name (NULL: root) */
 	const struct ckpt_node *o;	/* the checkpoint's node there */
-	struct ckpt_node *x;		/* the mount's node there */
+	struct ckpt_node *x;	/* the mount's node there */
 };
 
 struct rv {
 	struct ovl *v;
-	struct ckpt *c;			/* the mount's model */
-	const struct ckpt *p;		/* the checkpoint's, pristine */
+	struct ckpt *c;		/* the mount's model */
+	const struct ckpt *p;	/* the checkpoint's, pristine */
 	struct diag *d;
 	struct rv_tgt *t;
 	int nt;
-	uint8_t *live;			/* by node id, before anything moved */
-	uint8_t *osub;			/* by pristine node id: under a path in
-					   the checkpoint */
-	uint8_t *keep;			/* by node id: in the paths afterwards
-					   (the nodes osub's come back as) */
-	uint8_t *under;			/* by node id: under a path now */
-	uint8_t *stor;			/* by storage index: viewed under a
-					   path in the checkpoint */
+	uint8_t *live;		/* by node id, before anything moved */
+	uint8_t *osub;		/* by pristine node id: under a path in the
+				   checkpoint */
+	uint8_t *keep;		/* by node id: in the paths afterwards (the
+				   nodes osub's come back as) */
+	uint8_t *under;		/* by node id: under a path now */
+	uint8_t *stor;		/* by storage index: viewed under a path in
+				   the checkpoint */
 	struct ckpt_node **xfer;	/* by pristine id: the new file that
 					   took that node's place */
 	struct ckpt_node **links;	/* the checkpoint's link nodes */

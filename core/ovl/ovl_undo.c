@@ -81,9 +81,9 @@ static int pristine(struct ovl *v, struct diag *d)
 	if (rc == -ENOMEM)
 		rc = diag_nomem(d);
 	else if (rc || !ovl_ident_same(&now, &v->id))
-		rc = diag_errno(d, -ESTALE, "%s: changed since it was mounted "
-				"(another program rewrote it): there is nothing "
-				"to revert to", v->path);
+		rc = diag_errno(d, -ESTALE, "%s: changed since it was "
+				"mounted (another program rewrote it): there "
+				"is nothing to revert to", v->path);
 	if (!rc && (v->pristine->nnodes < v->nnodes0 ||
 		    v->pristine->nstorages != v->nstorages0))
 		rc = diag_corrupt(d, DIAG_NO_OFFSET, "%s: read again, it does "
@@ -177,9 +177,12 @@ static int find_target(struct rv *R, struct rv_tgt *t)
 		       diag_nomem(R->d);
 	}
 	if (!t->dir || !ovl_is_dir(t->dir)) {
-		int rc = diag_errno(R->d, -ENOENT, "%s: %s is not in the mount "
+		int rc = t->dir ?
+			 diag_errno(R->d, -ENOTDIR, "%s: %s is not a "
+				    "directory", t->path, copy) :
+			 diag_errno(R->d, -ENOENT, "%s: %s is not in the mount "
 				    "(revert it first, or with it)", t->path,
-				    slash ? copy : "its directory");
+				    copy);
 
 		free(copy);
 		return rc;
@@ -355,10 +358,11 @@ static int check(const struct rv *R)
 		for (const struct ckpt_node *a = R->t[k].dir;
 		     a && a != c->root; a = a->parent)
 			if (a->id < p->nnodes && !a->fresh && R->osub[a->id])
-				return diag_errno(R->d, -EINVAL, "%s: the mount "
-						  "has %s above it, and the "
-						  "checkpoint has it inside it: "
-						  "revert where it is now",
+				return diag_errno(R->d, -EINVAL, "%s: the "
+						  "mount has %s above it, and "
+						  "the checkpoint has it "
+						  "inside it: revert where it "
+						  "is now",
 						  R->t[k].path, a->name);
 	}
 	return check_shared(R);
@@ -382,9 +386,12 @@ static bool needs_work(const struct rv *R)
 			continue;
 		o = p->nodes[i];
 		y = rv_carrier(R, i);
-		if (y != n || y->edited || (o->parent && R->osub[o->parent->id] &&
-					    (y->parent != c->nodes[o->parent->id] ||
-					     strcmp(y->name, o->name))))
+		if (y != n || y->edited)
+			return true;
+		/* under its own parent, under its own name */
+		if (o->parent && R->osub[o->parent->id] &&
+		    (y->parent != c->nodes[o->parent->id] ||
+		     strcmp(y->name, o->name)))
 			return true;
 		if (o->kind == CKPT_N_TENSOR &&
 		    y->tensor != c->tensors[o->tensor->index])
