@@ -462,6 +462,23 @@ else
 	fail "fixture state dict" "no mount: $(head -n 1 "$e")"
 fi
 
+# ---- a cast undone: revert leaves no converted copy in the overlay
+cp "$fxf" "$ck"
+before=$(sum "$ck")
+ov=$(dirname "$ck")/.$(basename "$ck").ptfs
+if startd; then
+	setfattr -n user.dtype -v bfloat16 "$m/0.weight" 2>"$WORK/err" &&
+		"$PTFS" revert "$m/0.weight" >/dev/null 2>>"$WORK/err"
+	rc=$?
+	"$PTFS" umount "$m" >"$WORK/out" 2>>"$WORK/err"
+	stop_daemon "$m"
+	[ $rc = 0 ] && [ "$(cat "$WORK/out")" = "nothing to write back" ] &&
+		[ "$(sum "$ck")" = "$before" ] && [ ! -e "$ov" ]
+	check "setfattr user.dtype, revert, umount: nothing written, no overlay left" $? "exit $rc: $(cat "$WORK/out" "$WORK/err") $(ls -A "$ov" 2>/dev/null | tr '\n' ' ')"
+else
+	fail "a cast undone" "no mount: $(head -n 1 "$e")"
+fi
+
 # ---- every daemon's stderr: refusals log one "ptfs: " line each, and
 # nothing else may be there (sanitizer reports in the ASan build)
 : >"$WORK/reports"
