@@ -185,6 +185,10 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
  * lists).  The name is borrowed, or made in @buf (PTFS_NAME_BUF bytes).
  */
 #define PTFS_NAME_BUF	512
+
+/* fi->fh of a tensor's, value's or view's file opened for writing (the
+   control files' handles are pointers, ptfs_ctl.c) */
+#define PTFS_FH_WRITER	UINT64_MAX
 int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 		const char **name, fuse_ino_t *ino, char *buf);
 

@@ -131,9 +131,7 @@ static void make_common(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (!rc)
 			ptfs_fill_entry(fs, ptfs_ino_of_view(n, CKPT_V_NPY),
 					&e);
-		ptfs_refused(fs, dir_node(fs, parent), name, rc, &d);
-		ptfs_unlock(fs);
-		goto reply;
+		goto opened;
 	}
 	if (!rc)
 		rc = dir ? ovl_mkdir(fs->ovl, dir_node(fs, parent), name, &n,
@@ -141,9 +139,14 @@ static void make_common(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     ovl_create(fs->ovl, dir_node(fs, parent), name, &n, &d);
 	if (!rc)
 		ptfs_fill_entry(fs, ptfs_ino_of(fs, n), &e);
+opened:
+	/* create() opens it for writing: a writer, as in op_open */
+	if (!rc && fi) {
+		n->wopen++;
+		fi->fh = PTFS_FH_WRITER;
+	}
 	ptfs_refused(fs, dir_node(fs, parent), name, rc, &d);
 	ptfs_unlock(fs);
-reply:
 	if (rc)
 		return ptfs_reply_err(req, rc, &d);
 	if (!fi)
@@ -424,7 +427,12 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 void ptfs_op_flush(fuse_req_t req, fuse_ino_t ino,
 		     struct fuse_file_info *fi)
 {
-	(void)fi;
+	/*
+	 * Only a writer's close() applies a replacement: a reader closing
+	 * the file while cp writes it must not apply half of it.
+	 */
+	if (fi->fh != PTFS_FH_WRITER)
+		return ptfs_reply_err(req, 0, NULL);
 	sync_common(req, ino, true);
 }
 
@@ -435,12 +443,21 @@ void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
 	struct ptfs_ino i;
 	struct diag d;
 
-	/* only the control files keep something per open (ptfs_ctl.c) */
-	ptfs_ctl_release(fs, fi);
-	if (fs->ovl && !fs->readonly) {
+	/* the control files keep something per open (ptfs_ctl.c) */
+	if (fi->fh != PTFS_FH_WRITER)
+		ptfs_ctl_release(fs, fi);
+	/*
+	 * What is still staged is applied by the last writer's release
+	 * only: releases come asynchronously, and an earlier writer's could
+	 * arrive after the next one truncated the file (echo 8 > v; echo 9
+	 * > v), applying its empty replacement.
+	 */
+	if (fi->fh == PTFS_FH_WRITER && fs->ovl && !fs->readonly) {
 		diag_init(&d, fs->c->path);
 		ptfs_wrlock(fs);
-		if (!ptfs_ino_get(fs, ino, &i)) {
+		if (!ptfs_ino_get(fs, ino, &i) &&
+		    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW) &&
+		    (!i.node->wopen || --i.node->wopen == 0)) {
 			bool drop = staging(&i);
 			int rc = i.kind == PTFS_NODE ?
 				 ovl_release(fs->ovl, i.node, &d) :

@@ -287,6 +287,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = ovl_view_truncate(fs->ovl, i.node, i.view, 0, &d);
 	if (!rc && (fi->flags & O_TRUNC))
 		ptfs_texts_drop(fs);
+	/* a writer: its close() applies what it wrote, and the last
+	   writer's release what is still pending (ptfs_edit.c) */
+	if (!rc && (fi->flags & O_ACCMODE) != O_RDONLY &&
+	    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW ||
+	     i.kind == PTFS_STORAGE)) {
+		if (i.kind != PTFS_STORAGE)
+			i.node->wopen++;
+		fi->fh = PTFS_FH_WRITER;
+	}
 	ptfs_unlock(fs);
 	if (rc)
 		return ptfs_reply_err(req, rc, &d);

@@ -177,6 +177,9 @@ struct ckpt_node {
 				   dup'd fd's came first) report it too */
 	bool pending;		/* a tensor being created through NAME.npy:
 				   in no directory, no tensor until close() */
+	uint32_t wopen;		/* open for writing through the mount (fs/
+				   counts them: the last one's release
+				   applies what is still staged) */
 };
 
 /* The files a tensor node is seen through (docs/views.md). */

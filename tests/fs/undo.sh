@@ -462,6 +462,21 @@ else
 	fail "fixture state dict" "no mount: $(head -n 1 "$e")"
 fi
 
+# ---- two writers and readers of one value file: only the writer that
+# truncated applies its text, at its own close()
+setup writers
+if startd; then
+	/usr/bin/python3 "$here/writers.py" "$m" >"$WORK/out" 2>"$WORK/err"
+	rc=$?
+	"$PTFS" status "$m" >"$WORK/st" 2>&1
+	[ $rc = 0 ] && [ "$(cat "$WORK/out")" = 91 ] && ! grep -q '^refused' "$WORK/st"
+	check "an earlier writer's release and readers' closes apply nothing" $? "exit $rc: $(cat "$WORK/out" "$WORK/err" | tr '\n' ' ') $(grep -A2 '^refused' "$WORK/st" | tr '\n' ' ')"
+	"$PTFS" umount "$m" >/dev/null 2>&1
+	stop_daemon "$m"
+else
+	fail "two writers" "no mount: $(head -n 1 "$e")"
+fi
+
 # ---- a cast undone: revert leaves no converted copy in the overlay
 cp "$fxf" "$ck"
 before=$(sum "$ck")
