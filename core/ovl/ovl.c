@@ -181,6 +181,7 @@ static int transfer_identity(struct ovl *v, struct ckpt_node *s,
 	s->key = x->key;
 	s->step = x->step;
 	s->tensor = x->tensor;
+	free(s->text);		/* applied to @x already: @x's is the text now */
 	s->text = x->text;
 	s->textlen = x->textlen;
 	s->edited = x->edited;
