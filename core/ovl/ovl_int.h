@@ -212,6 +212,9 @@ int ovl_fresh_tensor(struct ovl *v, uint32_t index, bool create,
 		     struct ckpt_tensor **out, struct diag *d);
 /* The node at path @p (as ckpt_node_path() writes it), or NULL. */
 struct ckpt_node *ovl_resolve(struct ovl *v, const char *p, size_t len);
+/* The same in any model @c (revert resolves in the checkpoint as on disk). */
+struct ckpt_node *ovl_resolve_in(const struct ckpt *c, const char *p,
+				 size_t len);
 /* Append journal record @op on (@dir, @name)[, (@ndir, @nname)][, @extra]. */
 int ovl_journal(struct ovl *v, char op, const struct ckpt_node *dir,
 		const char *name, const struct ckpt_node *ndir,

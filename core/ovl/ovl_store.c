@@ -376,7 +376,13 @@ int ovl_replace_contents(struct ovl *v, const struct ckpt_tensor *t,
 
 struct ckpt_node *ovl_resolve(struct ovl *v, const char *p, size_t len)
 {
-	struct ckpt_node *n = v->c->root;
+	return ovl_resolve_in(v->c, p, len);
+}
+
+struct ckpt_node *ovl_resolve_in(const struct ckpt *c, const char *p,
+				 size_t len)
+{
+	struct ckpt_node *n = c->root;
 	char *copy = strndup(p, len), *save = NULL;
 
 	if (!copy)

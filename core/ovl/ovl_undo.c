@@ -137,29 +137,13 @@ static void mark_tensor(const struct rv *R, const struct ckpt_tensor *t)
 
 /* ---- finding the paths, and what is where ---- */
 
-/* The node at @path (ckpt_node_path() names) in model @c, or NULL. */
-static const struct ckpt_node *resolve(const struct ckpt *c,
-				       const char *path)
-{
-	const struct ckpt_node *n = c->root;
-	char *copy = strdup(path), *save = NULL;
-
-	if (!copy)
-		return NULL;
-	for (char *tok = strtok_r(copy, "/", &save); tok && n;
-	     tok = strtok_r(NULL, "/", &save))
-		n = ovl_is_dir(n) ? ckpt_node_child(n, tok) : NULL;
-	free(copy);
-	return n;
-}
-
 static int find_target(struct rv *R, struct rv_tgt *t)
 {
 	char *copy = strdup(t->path), *slash;
 
 	if (!copy)
 		return diag_nomem(R->d);
-	t->o = resolve(R->p, t->path);
+	t->o = ovl_resolve_in(R->p, t->path, strlen(t->path));
 	if (!*copy) {
 		free(copy);
 		t->x = R->c->root;
