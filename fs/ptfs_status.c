@@ -54,12 +54,11 @@ void ptfs_refused(struct ptfs *fs, const struct ckpt_node *dir,
 	if (rc >= 0 || !d || !d->err)
 		return;
 	p = dir ? ckpt_node_path(dir) : strdup("");
-	if (p && name && asprintf(&path, "%s%s%s", p, *p ? "/" : "",
-				  name) < 0)
+	if (!p)
 		path = NULL;
-	else if (p && !name)
+	else if (!name)
 		path = strdup(*p ? p : ".");
-	else
+	else if (asprintf(&path, "%s%s%s", p, *p ? "/" : "", name) < 0)
 		path = NULL;
 	free(p);
 	refusal_add(fs, path, -rc, d->msg);

@@ -141,6 +141,16 @@ if startd; then
 	# w's copy (4096 bytes) and extra/one's data (4)
 	grep -q "^overlay: $d/.model.pt.ptfs: journal [0-9]* bytes, 2 data files of 4100 bytes$" "$WORK/st"
 	check "status describes the overlay" $? "$(grep overlay "$WORK/st")"
+	# a refused rename (a temp file of the wrong size over w) is listed
+	# under the name it was refused for
+	printf '\0\0\0\0' >"$m/.w.tmp"
+	mv "$m/.w.tmp" "$m/w" 2>/dev/null
+	rc=$?
+	rm -f "$m/.w.tmp"
+	st && [ $rc != 0 ] &&
+		stline "refused: 2 edits since the mount (not staged; the reasons are in the daemon's log too)" &&
+		grep -q "^  .w.tmp: EINVAL: w: new contents are 4 bytes, the tensor is [0-9]*; it keeps its old values$" "$WORK/st"
+	check "status lists a refused rename under its name" $? "mv exit $rc: $(tr '\n' '|' <"$WORK/st")"
 	"$PTFS" status "$m/layer3" >"$WORK/st2" 2>&1 && cmp -s "$WORK/st" "$WORK/st2"
 	check "status of a path inside the mount" $? "$(head -n 2 "$WORK/st2" | tr '\n' '|')"
 	cat "$m/.ptfs/status" >"$WORK/st3" && cmp -s "$WORK/st" "$WORK/st3"
@@ -160,7 +170,7 @@ if startd; then
 	# mounted again: the same edits, and how many records were resumed
 	if startd; then
 		st
-		grep -v '^daemon: \|^resumed: \|^refused: \|^  epoch: EINVAL' "$WORK/st.before" >"$WORK/a"
+		grep -v '^daemon: \|^resumed: \|^refused: \|^  \(epoch\|\.w\.tmp\): EINVAL' "$WORK/st.before" >"$WORK/a"
 		grep -v '^daemon: \|^resumed: ' "$WORK/st" >"$WORK/b"
 		cmp -s "$WORK/a" "$WORK/b" && grep -q '^resumed: [1-9][0-9]* journal records staged by an earlier mount$' "$WORK/st"
 		check "status after a crash and a new mount: the same, resumed" $? "$(diff "$WORK/a" "$WORK/b" | tr '\n' '|')"
