@@ -9,55 +9,11 @@
  */
 #define _GNU_SOURCE 1
 #include "test_util.h"
-
-#include "ckpt/ckpt.h"
-#include "diag/diag.h"
-#include "ovl/ovl_int.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#define SAMPLE PT_TEST_DATA "/sample.pt"
-
-struct fx {
-	char dir[64];		/* scratch directory */
-	char ck[128];		/* its copy of the sample */
-	char ovl[128];		/* the default overlay */
-	char jr[160];		/* its journal */
-	struct ckpt *c;
-	struct ovl *v;
-	struct diag d;
-};
-
-static void copy_file(const char *from, const char *to)
-{
-	char buf[65536];
-	int in = open(from, O_RDONLY), out;
-	ssize_t n;
-
-	cr_assert(in >= 0, "%s: %s", from, strerror(errno));
-	out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	cr_assert(out >= 0);
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		cr_assert_eq(write(out, buf, n), n);
-	close(in);
-	close(out);
-}
+#include "ovl_fixture.h"
 
 static void fx_init(struct fx *f)
 {
-	memset(f, 0, sizeof(*f));
-	strcpy(f->dir, "/tmp/test_ovl.XXXXXX");
-	cr_assert(mkdtemp(f->dir));
-	snprintf(f->ck, sizeof(f->ck), "%s/model.pt", f->dir);
-	snprintf(f->ovl, sizeof(f->ovl), "%s/.model.pt.ptfs", f->dir);
-	snprintf(f->jr, sizeof(f->jr), "%s/" OVL_JOURNAL, f->ovl);
-	copy_file(SAMPLE, f->ck);
+	fx_make(f, "test_ovl");
 }
 
 /* Open the checkpoint and its overlay: ovl_open()'s result. */
@@ -65,26 +21,7 @@ static int fx_open(struct fx *f, const char *dir, bool ro, bool discard)
 {
 	struct ovl_opts o = { .dir = dir, .readonly = ro, .discard = discard };
 
-	diag_init(&f->d, f->ck);
-	cr_assert_eq(ckpt_open(f->ck, &f->c, &f->d), 0);
-	return ovl_open(f->c, f->ck, &o, &f->v, &f->d);
-}
-
-static void fx_close(struct fx *f)
-{
-	ovl_close(f->v);
-	ckpt_close(f->c);
-	f->v = NULL;
-	f->c = NULL;
-}
-
-static void fx_fini(struct fx *f)
-{
-	char cmd[128];
-
-	fx_close(f);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-	cr_assert_eq(system(cmd), 0);
+	return fx_load(f, &o);
 }
 
 /* Two edits: a new dict and an in-place write to storage 0 (copy-up). */
@@ -97,13 +34,6 @@ static void fx_edit(struct fx *f)
 		     "%s", f->d.msg);
 	cr_assert_eq(ovl_write_storage(f->v, f->c->storages[0], b, 4, 0,
 				       &f->d), 4, "%s", f->d.msg);
-}
-
-static off_t size_of(const char *p)
-{
-	struct stat st;
-
-	return stat(p, &st) ? -1 : st.st_size;
 }
 
 static void read_all(const char *p, unsigned char **buf, size_t *n)

@@ -11,87 +11,31 @@
  */
 #define _GNU_SOURCE 1
 #include "test_util.h"
+#include "ovl_fixture.h"
 
-#include "ckpt/ckpt.h"
 #include "cvt/cvt.h"
-#include "diag/diag.h"
-#include "ovl/ovl_int.h"
 
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#define SAMPLE PT_TEST_DATA "/sample.pt"
 #define EMB "model/embed.weight"	/* tied with model/head.weight */
 #define NEMB 128			/* its elements */
 
-struct fx {
-	char dir[64], ck[128], ovl[128], jr[160];
-	struct ckpt *c;
-	struct ovl *v;
-	struct diag d;
-};
-
 static void fx_open(struct fx *f, bool discard)
 {
-	struct ovl_opts o = { .discard = discard };
-
-	diag_init(&f->d, f->ck);
-	cr_assert_eq(ckpt_open(f->ck, &f->c, &f->d), 0, "%s", f->d.msg);
-	cr_assert_eq(ovl_open(f->c, f->ck, &o, &f->v, &f->d), 0, "%s",
-		     f->d.msg);
-}
-
-static void fx_close(struct fx *f)
-{
-	ovl_close(f->v);
-	ckpt_close(f->c);
-	f->v = NULL;
-	f->c = NULL;
+	fx_load_ok(f, discard);
 }
 
 static void fx_init(struct fx *f)
 {
-	char cmd[256];
-
-	memset(f, 0, sizeof(*f));
-	strcpy(f->dir, "/tmp/test_ovl_retype.XXXXXX");
-	cr_assert(mkdtemp(f->dir));
-	snprintf(f->ck, sizeof(f->ck), "%s/model.pt", f->dir);
-	snprintf(f->ovl, sizeof(f->ovl), "%s/.model.pt.ptfs", f->dir);
-	snprintf(f->jr, sizeof(f->jr), "%s/" OVL_JOURNAL, f->ovl);
-	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", SAMPLE, f->ck);
-	cr_assert_eq(system(cmd), 0);
+	fx_make(f, "test_ovl_retype");
 	fx_open(f, false);
-}
-
-static void fx_fini(struct fx *f)
-{
-	char cmd[128];
-
-	fx_close(f);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-	cr_assert_eq(system(cmd), 0);
-}
-
-static struct ckpt_node *node(struct fx *f, const char *path)
-{
-	struct ckpt_node *n = ovl_resolve(f->v, path, strlen(path));
-
-	cr_assert(n, "%s", path);
-	return n;
 }
 
 /* All of @path's bytes as its file shows them: their count. */
 static size_t bytes(struct fx *f, const char *path, unsigned char *buf,
 		    size_t max)
 {
-	struct ckpt_node *n = node(f, path);
+	struct ckpt_node *n = fx_node(f, path);
 	long long got = ovl_read(f->v, n, buf, max, 0, &f->d);
 
 	cr_assert(got >= 0, "%s", f->d.msg);
@@ -101,13 +45,13 @@ static size_t bytes(struct fx *f, const char *path, unsigned char *buf,
 static int set_dtype(struct fx *f, const char *path, const char *dt)
 {
 	diag_init(&f->d, f->ck);
-	return ovl_setxattr(f->v, node(f, path), "user.dtype", dt, strlen(dt),
+	return ovl_setxattr(f->v, fx_node(f, path), "user.dtype", dt, strlen(dt),
 			    &f->d);
 }
 
 static const char *dtype(struct fx *f, const char *path)
 {
-	return node(f, path)->tensor->dtype->name;
+	return fx_node(f, path)->tensor->dtype->name;
 }
 
 /* @src (float32) converted to @to as cvt_elems() does it. */
@@ -119,13 +63,6 @@ static size_t expect(const unsigned char *src, const char *to,
 
 	cvt_elems(a, b, false, CVT_TORCH2, src, out, NEMB);
 	return (size_t)NEMB * b->size;
-}
-
-static off_t size_of(const char *p)
-{
-	struct stat st;
-
-	return stat(p, &st) ? -1 : st.st_size;
 }
 
 /* Files in the overlay directory (-1: it is gone). */
@@ -154,8 +91,8 @@ Test(ovl_retype, casts_the_storage_with_its_ties_and_replays)
 	cr_assert_eq(set_dtype(&f, EMB, "bfloat16\n"), 0, "%s", f.d.msg);
 	cr_assert_str_eq(dtype(&f, EMB), "bfloat16");
 	cr_assert_str_eq(dtype(&f, "model/head.weight"), "bfloat16");
-	cr_assert_eq(node(&f, EMB)->tensor->storage,
-		     node(&f, "model/head.weight")->tensor->storage);
+	cr_assert_eq(fx_node(&f, EMB)->tensor->storage,
+		     fx_node(&f, "model/head.weight")->tensor->storage);
 	n = expect(f32, "bfloat16", want);
 	cr_assert_eq(bytes(&f, EMB, got, sizeof(got)), n);
 	cr_assert_eq(memcmp(got, want, n), 0);
@@ -213,7 +150,7 @@ Test(ovl_retype, in_place_writes_before_and_after_stay)
 	size_t n;
 
 	fx_init(&f);
-	s = node(&f, EMB)->tensor->storage;
+	s = fx_node(&f, EMB)->tensor->storage;
 	cr_assert_eq(ovl_write_storage(f.v, s, one, 4, 8, &f.d), 4, "%s",
 		     f.d.msg);
 	cr_assert_eq(bytes(&f, EMB, f32, sizeof(f32)), sizeof(f32));
@@ -259,7 +196,7 @@ Test(ovl_retype, what_it_does_not_cast_is_refused_unjournaled)
 	cr_assert(strstr(f.d.msg, "not a cast"), "%s", f.d.msg);
 	cr_assert_eq(set_dtype(&f, EMB, "complex64"), -ENOTSUP);
 	cr_assert_eq(set_dtype(&f, EMB, "floaty"), -EINVAL);
-	cr_assert_eq(ovl_setxattr(f.v, node(&f, EMB), "user.shape", "128", 3,
+	cr_assert_eq(ovl_setxattr(f.v, fx_node(&f, EMB), "user.shape", "128", 3,
 				  &f.d), -EPERM);
 	cr_assert_eq(size_of(f.jr), j);
 	cr_assert_str_eq(dtype(&f, EMB), "float16");

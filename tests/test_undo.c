@@ -10,67 +10,17 @@
  */
 #define _GNU_SOURCE 1
 #include "test_util.h"
-
-#include "ckpt/ckpt.h"
-#include "diag/diag.h"
-#include "ovl/ovl_int.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#define SAMPLE PT_TEST_DATA "/sample.pt"
-
-struct fx {
-	char dir[64], ck[128], ovl[128];
-	struct ckpt *c;
-	struct ovl *v;
-	struct diag d;
-};
+#include "ovl_fixture.h"
 
 static void fx_open(struct fx *f)
 {
-	struct ovl_opts o = { 0 };
-
-	diag_init(&f->d, f->ck);
-	cr_assert_eq(ckpt_open(f->ck, &f->c, &f->d), 0, "%s", f->d.msg);
-	cr_assert_eq(ovl_open(f->c, f->ck, &o, &f->v, &f->d), 0, "%s",
-		     f->d.msg);
-}
-
-static void fx_close(struct fx *f)
-{
-	ovl_close(f->v);
-	ckpt_close(f->c);
-	f->v = NULL;
-	f->c = NULL;
+	fx_load_ok(f, false);
 }
 
 static void fx_init(struct fx *f)
 {
-	char cmd[256];
-
-	memset(f, 0, sizeof(*f));
-	strcpy(f->dir, "/tmp/test_undo.XXXXXX");
-	cr_assert(mkdtemp(f->dir));
-	snprintf(f->ck, sizeof(f->ck), "%s/model.pt", f->dir);
-	snprintf(f->ovl, sizeof(f->ovl), "%s/.model.pt.ptfs", f->dir);
-	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", SAMPLE, f->ck);
-	cr_assert_eq(system(cmd), 0);
+	fx_make(f, "test_undo");
 	fx_open(f);
-}
-
-static void fx_fini(struct fx *f)
-{
-	char cmd[128];
-
-	fx_close(f);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-	cr_assert_eq(system(cmd), 0);
 }
 
 static struct ckpt_node *at(struct fx *f, const char *path)
