@@ -11,21 +11,13 @@
 # counts, where the kills landed, then "N passed, N failed"; exit 0/1, 77
 # without /dev/fuse.
 set -u
-LC_ALL=C
-export LC_ALL
-usage() { echo "usage: sh $0 1.13|2 PTFS [ITERATIONS [SEED]]" >&2; exit 2; }
-[ $# -ge 2 ] || usage
-version=$1 PTFS=$2 iters=${3:-300} seed=${4:-$$}
-case $version in 1.13|2) ;; *) usage ;; esac
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
-case $PTFS in /*) ;; *) PTFS=$(pwd)/$PTFS ;; esac
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
-	echo "no /dev/fuse or no fusermount3: skipping"
-	exit 77
-fi
-. "$here/../torch/select.sh"
-torch_select "$version" "" ptfs-crash
-WORK=$work
+. "$here/begin.sh"
+fs_args "1.13|2 PTFS [ITERATIONS [SEED]]" 2 4 "$@"
+PTFS=$2 iters=${3:-300} seed=${4:-$$}
+fs_progs PTFS
+fs_need_fuse
+fs_torch "" ptfs-crash
 . "$here/lib.sh"
 cleanup() {
 	cleanup_mounts

@@ -16,21 +16,15 @@
 # scripts/torch2-root.sh chroot.  Prints one line per check and "N
 # passed, N failed".  Exit 0 all passed, 1 a failure, 77 skipped.
 set -u
-LC_ALL=C
-export LC_ALL
-[ $# -eq 2 ] || { echo "usage: sh $0 1.13|2 PTFS" >&2; exit 2; }
-version=$1 PTFS=$2
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
-case $PTFS in /*) ;; *) PTFS=$(pwd)/$PTFS ;; esac
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
-	echo "no /dev/fuse or no fusermount3: skipping"
-	exit 77
-fi
+. "$here/begin.sh"
+fs_args "1.13|2 PTFS" 2 2 "$@"
+PTFS=$2
+fs_progs PTFS
+fs_need_fuse
 /usr/bin/python3 -c 'import numpy' 2>/dev/null ||
 	{ echo "numpy is missing for /usr/bin/python3" >&2; exit 1; }
-. "$here/../torch/select.sh"
-torch_select "$version" "" ptfs-dtype
-WORK=$work
+fs_torch "" ptfs-dtype
 . "$here/lib.sh"
 trap release_work EXIT
 trap 'exit 130' INT TERM HUP

@@ -24,34 +24,16 @@
 # PTFS_TEST_TIMEOUT (default here 60) bounds each ptfs daemon's life,
 # PTFS_CHECK_TIMEOUT (default 60) each python request.
 set -u
-LC_ALL=C
-export LC_ALL
-
-usage() { echo "usage: sh $0 1.13|2 PTFS PTLS SHARED_DIR" >&2; exit 2; }
-[ $# -eq 4 ] || usage
-version=$1 PTFS=$2 ptls=$3 shared=$4
-case $version in 1.13|2) ;; *) usage ;; esac
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
+. "$here/begin.sh"
+fs_args "1.13|2 PTFS PTLS SHARED_DIR" 4 4 "$@"
+PTFS=$2 ptls=$3 shared=$4
 sample=$here/../data/sample.pt
-for b in "$PTFS" "$ptls"; do
-	if [ ! -x "$b" ]; then
-		echo "not found or not executable: $b" >&2
-		exit 1
-	fi
-done
-case $PTFS in /*) ;; *) PTFS=$(pwd)/$PTFS ;; esac
-case $ptls in /*) ;; *) ptls=$(pwd)/$ptls ;; esac
+fs_progs PTFS ptls
 [ -d "$shared" ] && shared=$(cd "$shared" && pwd)
-
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
-	echo "no /dev/fuse or no fusermount3: skipping"
-	exit 77
-fi
-
+fs_need_fuse
 : "${PTFS_TEST_TIMEOUT:=60}"
-. "$here/../torch/select.sh"
-torch_select "$version" "$shared" ptfs-edit
-WORK=$work
+fs_torch "$shared" ptfs-edit
 DAEMON_LOGS_OK=1	# refused edits log why, one "ptfs: " line each
 . "$here/lib.sh"
 

@@ -46,32 +46,19 @@
 # (default "a wb b c d") runs some parts only; FAULTS_ALLOW_RO=1 goes on
 # when a mount is read-only (to try the script on a ptfs without writes).
 set -u
-LC_ALL=C
-export LC_ALL
-
-usage() { echo "usage: sh $0 1.13|2 PTFS PTLS SHARED_DIR" >&2; exit 2; }
-[ $# -eq 4 ] || usage
-version=$1 PTFS=$2 shared=$4
-case $version in 1.13|2) ;; *) usage ;; esac
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
+. "$here/begin.sh"
+fs_args "1.13|2 PTFS PTLS SHARED_DIR" 4 4 "$@"
+PTFS=$2 shared=$4
 sample=$here/../data/sample.pt
-if [ ! -x "$PTFS" ]; then
-	echo "not found or not executable: $PTFS" >&2
-	exit 1
-fi
-case $PTFS in /*) ;; *) PTFS=$(pwd)/$PTFS ;; esac
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
-	echo "no /dev/fuse or no fusermount3: skipping"
-	exit 77
-fi
+fs_progs PTFS
+fs_need_fuse
 DELAYS=${FAULTS_DELAYS:-0.05 0.2 0.5}
 ONLY=" ${FAULTS_ONLY:-a wb b c d} "
 want() { case $ONLY in *" $1 "*) return 0 ;; esac; return 1; }
 FU_DELAYS=${FAULTS_FU_DELAYS:-0.1}
 
-. "$here/../torch/select.sh"
-torch_select "$version" "$shared" ptfs-faults
-WORK=$work
+fs_torch "$shared" ptfs-faults
 
 . "$here/lib.sh"
 

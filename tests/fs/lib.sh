@@ -1,4 +1,4 @@
-# lib.sh - shell helpers shared by tests/fs/run.sh and tests/fs/smoke.sh
+# lib.sh - shell helpers shared by the mount tests (tests/fs/*.sh)
 # (POSIX sh; sourced, not run).  The caller sets:
 #   PTFS   the ptfs binary (absolute path)
 #   WORK   a scratch directory (mount points go under $WORK/mnt)

@@ -16,20 +16,12 @@
 # Prints one line per check and finally "N passed, N failed"; exit 0 when
 # all passed, 1 otherwise, 77 without /dev/fuse or useradd.
 set -u
-LC_ALL=C
-export LC_ALL
-
-usage() { echo "usage: sh $0 1.13|2 PTFS" >&2; exit 2; }
-[ $# -eq 2 ] || usage
-version=$1 PTFS=$2
-case $version in 1.13|2) ;; *) usage ;; esac
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
-case $PTFS in /*) ;; *) PTFS=$(pwd)/$PTFS ;; esac
-[ -x "$PTFS" ] || { echo "not executable: $PTFS" >&2; exit 1; }
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
-	echo "no /dev/fuse or no fusermount3: skipping"
-	exit 77
-fi
+. "$here/begin.sh"
+fs_args "1.13|2 PTFS" 2 2 "$@"
+PTFS=$2
+fs_progs PTFS
+fs_need_fuse
 if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null 2>&1 ||
     ! command -v setpriv >/dev/null 2>&1; then
 	echo "needs root, useradd and setpriv (a second real user): skipping"
@@ -37,9 +29,7 @@ if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null 2>&1 ||
 fi
 
 : "${PTFS_TEST_TIMEOUT:=120}"
-. "$here/../torch/select.sh"
-torch_select "$version" "" ptfs-ovl
-WORK=$work
+fs_torch "" ptfs-ovl
 DAEMON_LOGS_OK=1
 . "$here/lib.sh"
 chmod 755 "$WORK"

@@ -19,35 +19,22 @@
 # Prints one line per check and "N passed, N failed[, N skipped]"; exits
 # 0, 1, or 77 (no /dev/fuse).  Never leaves a mount or daemon behind.
 set -u
-LC_ALL=C
-export LC_ALL
-
-usage() { echo "usage: sh $0 1.13|2 PTFS PTLS PTREPACK [CASE...]" >&2; exit 2; }
-[ $# -ge 4 ] || usage
-version=$1 PTFS=$2 ptls=$3 ptrepack=$4
+here=$(cd "$(dirname "$0")" && pwd) || exit 1
+. "$here/begin.sh"
+fs_args "1.13|2 PTFS PTLS PTREPACK [CASE...]" 4 99 "$@"
+PTFS=$2 ptls=$3 ptrepack=$4
 shift 4
 cases=${*:-legacy_module legacy_seq empty_two_dtypes crcless onecycle slots shared_dict subclass zip_of_ckpts}
-case $version in 1.13|2) ;; *) usage ;; esac
-here=$(cd "$(dirname "$0")" && pwd) || exit 1
-for b in "$PTFS" "$ptls" "$ptrepack"; do
-	[ -x "$b" ] || { echo "not found or not executable: $b" >&2; exit 1; }
-done
-case $PTFS in /*) ;; *) PTFS=$(pwd)/$PTFS ;; esac
-case $ptls in /*) ;; *) ptls=$(pwd)/$ptls ;; esac
-case $ptrepack in /*) ;; *) ptrepack=$(pwd)/$ptrepack ;; esac
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
-	echo "no /dev/fuse or no fusermount3: skipping"
-	exit 77
-fi
+fs_progs PTFS ptls ptrepack
+fs_need_fuse
 
 : "${PTFS_TEST_TIMEOUT:=600}"
-. "$here/../torch/select.sh"
 # both torches check every file: the scratch directory lives in the torch
 # 2.x root, where 1.13 (on the host) sees it too
-torch_select 2 "" ptfs-rt
+version=2
+fs_torch "" ptfs-rt
 py13=/usr/bin/python3
 "$py13" -c 'import torch' >/dev/null 2>&1 || no_torch 1.13 "$py13 has no torch"
-WORK=$work
 . "$here/lib.sh"
 
 cleanup() {

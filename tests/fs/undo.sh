@@ -15,29 +15,15 @@
 # Prints one line per check and finally "N passed, N failed"; exit 0 when
 # all passed, 1 otherwise, 77 without /dev/fuse.
 set -u
-LC_ALL=C
-export LC_ALL
-
-usage() { echo "usage: sh $0 1.13|2 PTFS PTLS SHARED_DIR" >&2; exit 2; }
-[ $# -eq 4 ] || usage
-version=$1 PTFS=$2 ptls=$3 shared=$4
-case $version in 1.13|2) ;; *) usage ;; esac
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
-case $PTFS in /*) ;; *) PTFS=$(pwd)/$PTFS ;; esac
-case $ptls in /*) ;; *) ptls=$(pwd)/$ptls ;; esac
-for b in "$PTFS" "$ptls"; do
-	[ -x "$b" ] || { echo "not executable: $b" >&2; exit 1; }
-done
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
-	echo "no /dev/fuse or no fusermount3: skipping"
-	exit 77
-fi
-
+. "$here/begin.sh"
+fs_args "1.13|2 PTFS PTLS SHARED_DIR" 4 4 "$@"
+PTFS=$2 ptls=$3 shared=$4
+fs_progs PTFS ptls
+fs_need_fuse
 : "${PTFS_TEST_TIMEOUT:=120}"
 . "$here/../fixtures/fx.sh"
-. "$here/../torch/select.sh"
-torch_select "$version" "$shared" ptfs-undo
-WORK=$work
+fs_torch "$shared" ptfs-undo
 DAEMON_LOGS_OK=1	# refused edits log why, one "ptfs: " line each
 . "$here/lib.sh"
 

@@ -14,25 +14,19 @@
 # chroot SHARED_DIR/tools/torch2-root builds.  Prints one line per check
 # and "N passed, N failed".  Exit 0 all passed, 1 a failure, 77 skipped.
 set -u
-LC_ALL=C
-export LC_ALL
-[ $# -eq 3 ] || { echo "usage: sh $0 1.13|2 PTFS SHARED_DIR" >&2; exit 2; }
-version=$1 PTFS=$2 shared=$3
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
-case $PTFS in /*) ;; *) PTFS=$(pwd)/$PTFS ;; esac
+. "$here/begin.sh"
+fs_args "1.13|2 PTFS SHARED_DIR" 3 3 "$@"
+PTFS=$2 shared=$3
+fs_progs PTFS
 [ -d "$shared" ] && shared=$(cd "$shared" && pwd)
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
-	echo "no /dev/fuse or no fusermount3: skipping"
-	exit 77
-fi
+fs_need_fuse
 for t in rsync diff sed cmp; do
 	command -v $t >/dev/null 2>&1 || { echo "$t is missing" >&2; exit 1; }
 done
 /usr/bin/python3 -c 'import numpy' 2>/dev/null ||
 	{ echo "numpy is missing for /usr/bin/python3" >&2; exit 1; }
-. "$here/../torch/select.sh"
-torch_select "$version" "$shared" ptfs-views
-WORK=$work
+fs_torch "$shared" ptfs-views
 cleanup() {
 	awk -v w="$WORK/mnt/" 'index($2, w) == 1 { print $2 }' /proc/mounts |
 		while read -r m; do fusermount3 -uz "$m" 2>/dev/null; done
