@@ -9,7 +9,6 @@
 #include "ckpt/ckpt.h"
 #include "pyrepr_np.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,68 +17,6 @@
 
 /* Python 3.11's default limit on int <-> str conversions (digits). */
 #define PY_INT_MAX_STR_DIGITS 4300
-
-/* ---- buffer ---- */
-
-static bool sb_room(struct sbuf *b, size_t n)
-{
-	if (b->oom)
-		return false;
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 64;
-		char *p;
-
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return false;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	return true;
-}
-
-void sb_add(struct sbuf *b, const char *s, size_t n)
-{
-	if (!sb_room(b, n))
-		return;
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = '\0';
-}
-
-void sb_puts(struct sbuf *b, const char *s)
-{
-	sb_add(b, s, strlen(s));
-}
-
-void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0 || !sb_room(b, (size_t)n))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->n += (size_t)n;
-}
-
-size_t sb_chars(const struct sbuf *b)
-{
-	size_t k = 0;
-
-	for (size_t i = 0; i < b->n; i++)
-		k += ((unsigned char)b->p[i] & 0xc0) != 0x80;
-	return k;
-}
 
 /* ---- str ---- */
 
@@ -100,33 +37,6 @@ static bool printable(uint32_t c)
 			return false;
 	}
 	return true;
-}
-
-static void sb_utf8(struct sbuf *b, uint32_t c)
-{
-	char u[4];
-	size_t n;
-
-	if (c < 0x80) {
-		u[0] = (char)c;
-		n = 1;
-	} else if (c < 0x800) {
-		u[0] = (char)(0xc0 | c >> 6);
-		u[1] = (char)(0x80 | (c & 0x3f));
-		n = 2;
-	} else if (c < 0x10000) {
-		u[0] = (char)(0xe0 | c >> 12);
-		u[1] = (char)(0x80 | (c >> 6 & 0x3f));
-		u[2] = (char)(0x80 | (c & 0x3f));
-		n = 3;
-	} else {
-		u[0] = (char)(0xf0 | c >> 18);
-		u[1] = (char)(0x80 | (c >> 12 & 0x3f));
-		u[2] = (char)(0x80 | (c >> 6 & 0x3f));
-		u[3] = (char)(0x80 | (c & 0x3f));
-		n = 4;
-	}
-	sb_add(b, u, n);
 }
 
 void py_repr_str(struct sbuf *b, const uint32_t *cp, size_t n)

@@ -6,23 +6,11 @@
 #ifndef PT_TOOLS_PYREPR_H
 #define PT_TOOLS_PYREPR_H
 
+#include "util/sbuf.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* A growable NUL-terminated string; zeroed is empty.  Free ->p. */
-struct sbuf {
-	char *p;
-	size_t n, cap;
-	bool oom;		/* an append failed; the text is cut short */
-};
-
-void sb_add(struct sbuf *b, const char *s, size_t n);
-void sb_puts(struct sbuf *b, const char *s);
-void sb_printf(struct sbuf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-/* Number of characters (UTF-8 code points) in @b, as Python's len(). */
-size_t sb_chars(const struct sbuf *b);
 
 /* repr() of a str given as code points. */
 void py_repr_str(struct sbuf *b, const uint32_t *cp, size_t n);

@@ -17,6 +17,7 @@
  */
 #include "ckpt_int.h"
 #include "pickle/pkl.h"
+#include "util/sbuf.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -25,64 +26,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct sbuf {
-	char *p;
-	size_t n, cap;
-	bool oom;
-};
-
-static void sb_add(struct sbuf *b, const void *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 32;
-		char *p;
-
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = 0;
-}
-
-static void sb_str(struct sbuf *b, const char *s)
-{
-	sb_add(b, s, strlen(s));
-}
-
-static char *sb_detach(struct sbuf *b, size_t *len)
-{
-	if (len)
-		*len = b->oom ? 0 : b->n;
-	if (b->oom) {
-		free(b->p);
-		return NULL;
-	}
-	return b->p ? b->p : strdup("");
-}
-
 static void escape_bytes(struct sbuf *b, const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
 
 		if (c == '%')
-			sb_str(b, "%25");
+			sb_puts(b, "%25");
 		else if (c == '/')
-			sb_str(b, "%2F");
+			sb_puts(b, "%2F");
 		else if (c == 0)
-			sb_str(b, "%00");
+			sb_puts(b, "%00");
 		else if (c == '.' && i == 0)
-			sb_str(b, "%2E");
+			sb_puts(b, "%2E");
 		else
 			sb_add(b, &c, 1);
 	}
@@ -119,29 +75,29 @@ const char *ckpt_float_repr(double f, char *buf, size_t size)
 		char tmp[16];
 
 		if (signbit(f))
-			sb_str(&b, "-");
+			sb_puts(&b, "-");
 		if (exp < -4 || exp >= 16) {
 			sb_add(&b, digits, 1);
 			if (nd > 1) {
-				sb_str(&b, ".");
+				sb_puts(&b, ".");
 				sb_add(&b, digits + 1, nd - 1);
 			}
 			snprintf(tmp, sizeof(tmp), "e%c%02d", exp < 0 ? '-' : '+',
 				 abs(exp));
-			sb_str(&b, tmp);
+			sb_puts(&b, tmp);
 		} else if (exp < 0) {
-			sb_str(&b, "0.");
+			sb_puts(&b, "0.");
 			for (int i = 0; i < -exp - 1; i++)
-				sb_str(&b, "0");
+				sb_puts(&b, "0");
 			sb_add(&b, digits, nd);
 		} else {
 			for (int i = 0; i <= exp; i++)
 				sb_add(&b, i < nd ? &digits[i] : "0", 1);
-			sb_str(&b, ".");
+			sb_puts(&b, ".");
 			if (nd > exp + 1)
 				sb_add(&b, digits + exp + 1, nd - exp - 1);
 			else
-				sb_str(&b, "0");
+				sb_puts(&b, "0");
 		}
 		snprintf(buf, size, "%s", b.oom ? "?" : b.p);
 		free(b.p);
@@ -158,7 +114,7 @@ static void bigint_text(struct sbuf *b, const unsigned char *p, size_t n)
 	bool neg = n && (p[n - 1] & 0x80);
 
 	if (!n) {
-		sb_str(b, "0");
+		sb_puts(b, "0");
 		return;
 	}
 	mag = malloc(n);
@@ -195,7 +151,7 @@ static void bigint_text(struct sbuf *b, const unsigned char *p, size_t n)
 			break;
 	}
 	if (neg)
-		sb_str(b, "-");
+		sb_puts(b, "-");
 	while (nd-- > 0)
 		sb_add(b, &dig[nd], 1);
 out:
@@ -209,33 +165,33 @@ static void value_text(struct sbuf *b, const struct pkl_value *v, bool quote)
 
 	switch (v->kind) {
 	case PKL_NONE:
-		sb_str(b, "None");
+		sb_puts(b, "None");
 		break;
 	case PKL_BOOL:
-		sb_str(b, v->u.i ? "True" : "False");
+		sb_puts(b, v->u.i ? "True" : "False");
 		break;
 	case PKL_INT:
 		snprintf(tmp, sizeof(tmp), "%" PRId64, v->u.i);
-		sb_str(b, tmp);
+		sb_puts(b, tmp);
 		break;
 	case PKL_BIGINT:
 		bigint_text(b, (const unsigned char *)v->u.s.p, v->u.s.n);
 		break;
 	case PKL_FLOAT:
-		sb_str(b, ckpt_float_repr(v->u.f, tmp, sizeof(tmp)));
+		sb_puts(b, ckpt_float_repr(v->u.f, tmp, sizeof(tmp)));
 		break;
 	case PKL_STR:
 	case PKL_STRING:
 	case PKL_BYTES:
 		if (quote)
-			sb_str(b, v->kind == PKL_BYTES ? "b'" : "'");
+			sb_puts(b, v->kind == PKL_BYTES ? "b'" : "'");
 		sb_add(b, v->u.s.p, v->u.s.n);
 		if (quote)
-			sb_str(b, "'");
+			sb_puts(b, "'");
 		break;
 	default:
-		sb_str(b, "%?");
-		sb_str(b, pkl_kind_name(v->kind));
+		sb_puts(b, "%?");
+		sb_puts(b, pkl_kind_name(v->kind));
 		break;
 	}
 }
@@ -266,7 +222,7 @@ static void repr(struct sbuf *b, const struct pkl_value *v, int depth,
 	if (b->n > max)
 		return;
 	if (level > REPR_MAX_LEVEL) {
-		sb_str(b, "...");
+		sb_puts(b, "...");
 		return;
 	}
 	switch (v->kind) {
@@ -280,9 +236,9 @@ static void repr(struct sbuf *b, const struct pkl_value *v, int depth,
 			open = "{", close = "}";
 		break;
 	case PKL_GLOBAL:
-		sb_str(b, v->u.global.module);
-		sb_str(b, ".");
-		sb_str(b, v->u.global.name);
+		sb_puts(b, v->u.global.module);
+		sb_puts(b, ".");
+		sb_puts(b, v->u.global.name);
 		return;
 	case PKL_CALL:
 		repr(b, v->u.call.func, depth, level + 1, max, false);
@@ -290,34 +246,34 @@ static void repr(struct sbuf *b, const struct pkl_value *v, int depth,
 			repr(b, v->u.call.args, depth, level + 1, max, true);
 			return;
 		}
-		sb_str(b, "(");
+		sb_puts(b, "(");
 		if (v->u.call.args)
 			repr(b, v->u.call.args, depth + 1, level + 1, max,
 			     false);
-		sb_str(b, ")");
+		sb_puts(b, ")");
 		return;
 	case PKL_PERSID:
-		sb_str(b, "persistent_id(");
+		sb_puts(b, "persistent_id(");
 		repr(b, v->u.call.args, depth + 1, level + 1, max, false);
-		sb_str(b, ")");
+		sb_puts(b, ")");
 		return;
 	default:
 		value_text(b, v, true);
 		return;
 	}
-	sb_str(b, open);
+	sb_puts(b, open);
 	if (depth >= 3 && n) {
-		sb_str(b, "...");
+		sb_puts(b, "...");
 		n = 0;
 	}
 	for (size_t i = 0; i < n && b->n <= max; i++) {
 		if (i)
-			sb_str(b, v->kind == PKL_DICT && i % 2 ? ": " : ", ");
+			sb_puts(b, v->kind == PKL_DICT && i % 2 ? ": " : ", ");
 		repr(b, it[i], depth + 1, level + 1, max, false);
 	}
 	if (v->kind == PKL_TUPLE && n == 1 && !call_args)
-		sb_str(b, ",");
-	sb_str(b, close);
+		sb_puts(b, ",");
+	sb_puts(b, close);
 }
 
 char *ckpt_repr(const struct pkl_value *v, size_t max, size_t *len)
@@ -327,7 +283,7 @@ char *ckpt_repr(const struct pkl_value *v, size_t max, size_t *len)
 	repr(&b, v, 0, 0, max, false);
 	if (!b.oom && b.n > max) {
 		b.n = max;
-		sb_str(&b, "...");
+		sb_puts(&b, "...");
 	}
 	return sb_detach(&b, len);
 }
@@ -340,7 +296,7 @@ char *ckpt_name_escape(const struct pkl_value *key)
 	case PKL_STR:
 	case PKL_STRING:
 		if (!key->u.s.n)
-			sb_str(&b, "%");
+			sb_puts(&b, "%");
 		escape_bytes(&b, key->u.s.p, key->u.s.n);
 		break;
 	case PKL_BYTES: {
@@ -366,8 +322,8 @@ char *ckpt_name_escape(const struct pkl_value *key)
 		break;
 	}
 	default:
-		sb_str(&b, "%?");
-		sb_str(&b, pkl_kind_name(key->kind));
+		sb_puts(&b, "%?");
+		sb_puts(&b, pkl_kind_name(key->kind));
 		break;
 	}
 	return sb_detach(&b, NULL);

@@ -12,6 +12,7 @@
 #include "pkl_int.h"
 
 #include "diag/diag.h"
+#include "util/utf8.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -255,26 +256,6 @@ out_free:
 	return rc;
 }
 
-static unsigned char *put_utf8(unsigned char *o, uint32_t cp)
-{
-	if (cp < 0x80) {
-		*o++ = (unsigned char)cp;
-	} else if (cp < 0x800) {
-		*o++ = (unsigned char)(0xc0 | cp >> 6);
-		*o++ = (unsigned char)(0x80 | (cp & 0x3f));
-	} else if (cp < 0x10000) {
-		*o++ = (unsigned char)(0xe0 | cp >> 12);
-		*o++ = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
-		*o++ = (unsigned char)(0x80 | (cp & 0x3f));
-	} else {
-		*o++ = (unsigned char)(0xf0 | cp >> 18);
-		*o++ = (unsigned char)(0x80 | (cp >> 12 & 0x3f));
-		*o++ = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
-		*o++ = (unsigned char)(0x80 | (cp & 0x3f));
-	}
-	return o;
-}
-
 int pkl_text_unicode(const unsigned char *s, size_t n, char **out,
 		     size_t *nout, const char **why)
 {
@@ -292,13 +273,13 @@ int pkl_text_unicode(const unsigned char *s, size_t n, char **out,
 		int64_t cp;
 
 		if (c != '\\' || k == n) {
-			o = put_utf8(o, c);
+			o += utf8_put(o, c);
 			continue;
 		}
 		if (s[k] != 'u' && s[k] != 'U') {
 			/* A backslash pair: neither starts an escape. */
 			*o++ = '\\';
-			o = put_utf8(o, s[k++]);
+			o += utf8_put(o, s[k++]);
 			continue;
 		}
 		cnt = s[k++] == 'u' ? 4 : 8;
@@ -311,7 +292,7 @@ int pkl_text_unicode(const unsigned char *s, size_t n, char **out,
 			rc = bad(why, "\\U escape past U+10FFFF in UNICODE");
 			goto out_free;
 		}
-		o = put_utf8(o, (uint32_t)cp);
+		o += utf8_put(o, (uint32_t)cp);
 		k += cnt;
 	}
 	*o = 0;

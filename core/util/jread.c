@@ -6,6 +6,8 @@
  */
 #include "jread.h"
 
+#include "utf8.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,21 +104,7 @@ static int string(struct rd *r, const char **out, size_t *len)
 			c = 0x10000 + ((c - 0xd800) << 10) + (lo - 0xdc00);
 		}
 		/* 6 source bytes (12 for a pair) make at most 4 here */
-		if (c < 0x80) {
-			*o++ = (char)c;
-		} else if (c < 0x800) {
-			*o++ = (char)(0xc0 | c >> 6);
-			*o++ = (char)(0x80 | (c & 0x3f));
-		} else if (c < 0x10000) {
-			*o++ = (char)(0xe0 | c >> 12);
-			*o++ = (char)(0x80 | (c >> 6 & 0x3f));
-			*o++ = (char)(0x80 | (c & 0x3f));
-		} else {
-			*o++ = (char)(0xf0 | c >> 18);
-			*o++ = (char)(0x80 | (c >> 12 & 0x3f));
-			*o++ = (char)(0x80 | (c >> 6 & 0x3f));
-			*o++ = (char)(0x80 | (c & 0x3f));
-		}
+		o += utf8_put((unsigned char *)o, c);
 	}
 	r->p++;
 	*o = 0;

@@ -1,0 +1,90 @@
+/*
+ * sbuf.c - the growable string of sbuf.h: doubling, NUL-terminated after
+ * every append, out of memory remembered rather than returned.
+ */
+#include "sbuf.h"
+
+#include "utf8.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool sb_room(struct sbuf *b, size_t n)
+{
+	if (b->oom)
+		return false;
+	if (b->n + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 64;
+		char *p;
+
+		while (cap < b->n + n + 1)
+			cap *= 2;
+		p = realloc(b->p, cap);
+		if (!p) {
+			b->oom = true;
+			return false;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	return true;
+}
+
+void sb_add(struct sbuf *b, const void *s, size_t n)
+{
+	if (!sb_room(b, n))
+		return;
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	b->p[b->n] = '\0';
+}
+
+void sb_puts(struct sbuf *b, const char *s)
+{
+	sb_add(b, s, strlen(s));
+}
+
+void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || !sb_room(b, (size_t)n))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->n += (size_t)n;
+}
+
+void sb_utf8(struct sbuf *b, uint32_t c)
+{
+	unsigned char u[4];
+
+	sb_add(b, u, utf8_put(u, c));
+}
+
+size_t sb_chars(const struct sbuf *b)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < b->n; i++)
+		k += ((unsigned char)b->p[i] & 0xc0) != 0x80;
+	return k;
+}
+
+char *sb_detach(struct sbuf *b, size_t *len)
+{
+	if (len)
+		*len = b->oom ? 0 : b->n;
+	if (b->oom) {
+		free(b->p);
+		return NULL;
+	}
+	return b->p ? b->p : strdup("");
+}

@@ -1,0 +1,32 @@
+/*
+ * sbuf.h - a growable NUL-terminated string (text built piece by piece:
+ * names, repr()s, messages).  Zeroed is empty; an append that cannot get
+ * memory sets ->oom and the text stays cut short, so callers check once
+ * at the end (sb_detach) instead of after every append.
+ */
+#ifndef PT_UTIL_SBUF_H
+#define PT_UTIL_SBUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sbuf {
+	char *p;
+	size_t n, cap;
+	bool oom;		/* an append failed; the text is cut short */
+};
+
+void sb_add(struct sbuf *b, const void *s, size_t n);
+void sb_puts(struct sbuf *b, const char *s);
+void sb_printf(struct sbuf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Code point @c as UTF-8. */
+void sb_utf8(struct sbuf *b, uint32_t c);
+/* Number of characters (UTF-8 code points) in @b, as Python's len(). */
+size_t sb_chars(const struct sbuf *b);
+/* The text (malloc'd, "" when empty; its length in *@len if @len), or
+ * NULL when an append failed (then freed).  @b is spent. */
+char *sb_detach(struct sbuf *b, size_t *len);
+
+#endif
