@@ -599,3 +599,56 @@ Test(ckpt_save, follows_a_link_and_refuses_special_files)
 	fx_fini(&f);
 	assert_no_leaks();
 }
+
+/* Whether storage @i's data file is in the overlay. */
+static bool data_file(struct fx *f, uint32_t i)
+{
+	char name[64], p[256];
+
+	ovl_data_name(f->v, i, "", name, sizeof(name));
+	snprintf(p, sizeof(p), "%s/%s", f->ovl, name);
+	return size_of(p) >= 0;
+}
+
+/*
+ * A new file renamed over a tensor (rsync's temporary, an editor's save)
+ * gives it its bytes; its own data file and descriptor go at once, not at
+ * write-back, and the journal still replays, writable or read-only.
+ */
+Test(ovl_edit, a_file_renamed_over_a_tensor_leaves_no_copy)
+{
+	struct fx f;
+	struct ckpt_node *n, *dir;
+	unsigned char b[32];
+	uint32_t fresh, head;
+	struct ovl_opts ro = { .readonly = true };
+
+	fx_init(&f);
+	fx_load_ok(&f, false);
+	dir = fx_node(&f, "model");
+	memset(b, 7, sizeof(b));
+	cr_assert_eq(ovl_create(f.v, dir, ".tmp", &n, &f.d), 0, "%s",
+		     f.d.msg);
+	cr_assert_eq(ovl_write(f.v, n, b, sizeof(b), 0, &f.d), 32);
+	fresh = n->tensor->storage->index;
+	cr_assert(data_file(&f, fresh));
+	cr_assert_eq(ovl_rename(f.v, dir, ".tmp", dir, "block.0.bias", false,
+				&f.d), 0, "%s", f.d.msg);
+	cr_assert_not(data_file(&f, fresh), "the temporary's data stayed");
+	cr_assert_eq(f.c->storages[fresh]->fd, -1);
+	for (int ro_pass = 0; ro_pass < 2; ro_pass++) {
+		fx_close(&f);
+		if (ro_pass)
+			cr_assert_eq(fx_load(&f, &ro), 0, "%s", f.d.msg);
+		else
+			fx_load_ok(&f, false);
+		head = 0;
+		cr_assert_eq(ovl_read(f.v, fx_node(&f, "model/block.0.bias"),
+				      &head, 4, 0, &f.d), 4, "%s", f.d.msg);
+		cr_assert_eq(head, 0x07070707);
+		cr_assert_null(ovl_resolve(f.v, "model/.tmp", 10));
+		cr_assert_not(data_file(&f, fresh));
+	}
+	fx_fini(&f);
+	assert_no_leaks();
+}

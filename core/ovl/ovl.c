@@ -150,14 +150,16 @@ static int transfer_data(struct ovl *v, struct ckpt_node *s,
 					  ovl_line_len(*text, src->nbytes), *text);
 		return 0;
 	}
+	/* replaying, the bytes are in @x's storage already, and the new
+	   file's may be gone (dropped below, after this very record) */
+	if (v->replaying)
+		return 0;
 	if (src->nbytes != ckpt_tensor_size(x->tensor))
 		return diag_errno(d, -EINVAL, "%s: new contents are %llu bytes, "
 				  "the tensor is %llu; it keeps its old values",
 				  ovl_label(x),
 				  (unsigned long long)src->nbytes,
 				  (unsigned long long)ckpt_tensor_size(x->tensor));
-	if (v->replaying)
-		return 0;
 	rc = ovl_replace_contents(v, x->tensor, src->fd, 0, d);
 	if (!rc)
 		ovl_notify(v, x->tensor->storage, NULL);
@@ -194,6 +196,25 @@ static int transfer_identity(struct ovl *v, struct ckpt_node *s,
 	return 0;
 }
 
+/*
+ * New file storage @s, whose bytes went to the key it was renamed over,
+ * is read by nobody now (the file's open descriptors reach that key's
+ * storage): its descriptor goes, and with @unlink its data file too, now
+ * rather than at write-back (rsync and editors write every file as a
+ * temporary renamed over it: each would keep a copy and a descriptor).
+ * A value's text is read again when the journal is replayed, so its file
+ * stays; a replay finds a tensor's gone (ovl_fresh_tensor()).
+ */
+static void drop_new_data(struct ovl *v, struct ckpt_storage *s, bool unlink)
+{
+	if (s->fd >= 0 && s->fd != v->c->fd)
+		close(s->fd);
+	s->fd = -1;
+	s->nbytes = s->numel = 0;
+	if (unlink && !v->readonly)
+		ovl_data_unlink(v, s->index, false);
+}
+
 /* Both halves, with journal record @op on (@dir, @name)[, @ndir, @nname]
  * in between: data, record, memory. */
 static int transfer(struct ovl *v, struct ckpt_node *s, struct ckpt_node *x,
@@ -201,6 +222,8 @@ static int transfer(struct ovl *v, struct ckpt_node *s, struct ckpt_node *x,
 		    const char *name, struct ckpt_node *ndir,
 		    const char *nname, struct diag *d)
 {
+	struct ckpt_storage *was = s->tensor->storage;
+	bool value = x->kind == CKPT_N_VALUE;
 	struct ckpt_literal lit;
 	char *text;
 	int rc = transfer_data(v, s, x, &lit, &text, d);
@@ -210,6 +233,8 @@ static int transfer(struct ovl *v, struct ckpt_node *s, struct ckpt_node *x,
 	if (!rc)
 		rc = transfer_identity(v, s, x, to, &lit, d);
 	free(text);
+	if (!rc)
+		drop_new_data(v, was, !value);
 	return rc;
 }
 

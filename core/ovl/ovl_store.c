@@ -499,8 +499,20 @@ int ovl_fresh_tensor(struct ovl *v, uint32_t index, bool create,
 		return diag_corrupt(d, DIAG_NO_OFFSET, "%s/%s: a new tensor "
 				    "should be storage %u, is %u", v->dir,
 				    OVL_JOURNAL, index, s->index);
-	/* replaying, the file may be missing: the crash came between its
-	   record and its creation, before the edit returned */
+	/* replaying, the file may be gone: a rename over a tensor later in
+	   the journal dropped it (ovl.c); a read-only mount does not make it
+	   again, and the rename needs nothing of it */
+	if (!create && v->readonly) {
+		char name[64];
+
+		ovl_data_name(v, index, "", name, sizeof(name));
+		if (faccessat(v->dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) &&
+		    errno == ENOENT) {
+			s->fd = -1;
+			*out = ckpt_tensor_fresh(v->c, s);
+			return *out ? 0 : diag_nomem(d);
+		}
+	}
 	s->fd = ovl_data_open(v, index, "", O_RDWR | O_CREAT |
 			      (create ? O_TRUNC : 0), d);
 	if (s->fd < 0)

@@ -51,6 +51,13 @@ while read -r f; do
 	cmp -s "$A/$f" "$B/$f" || note "$f still differs"
 done <"$WORK/files"
 check "after rsync, every file equal" "$(wc -l <"$WORK/files") files"
+# rsync writes each file as a temporary renamed over it: the overlay must
+# keep the new bytes once (one copy per storage), no temporary's as well
+"$PTFS" status "$B" >"$WORK/st" 2>&1
+nf=$(sed -n 's/^overlay: .*, \([0-9]*\) data files* of .*/\1/p' "$WORK/st")
+[ -n "$nf" ] && [ "$nf" -le "$(wc -l <"$WORK/want")" ] ||
+	note "$(grep '^overlay' "$WORK/st" || head -n 1 "$WORK/st") for $(wc -l <"$WORK/want") files transferred"
+check "the overlay holds no rsync temporary" "${nf:-?} data files for $(wc -l <"$WORK/want") files"
 DPID=$BPID
 if run_limited 60 "$PTFS" umount "$B" >"$DET" 2>&1; then
 	: >"$DET"
