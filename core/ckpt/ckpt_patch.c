@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 
 #include "zip/ptz_write.h"
 
@@ -108,6 +109,23 @@ int ckpt_clone_file(int out, int from)
 		return 1;
 	default:
 		return -errno;
+	}
+}
+
+uint32_t ckpt_shares_blocks(int fd)
+{
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf))
+		return 0;
+	switch ((unsigned long)sf.f_type) {
+	case 0x58465342:	/* XFS (with reflink=1, the default) */
+	case 0x9123683e:	/* btrfs */
+		return sf.f_bsize > 0 && sf.f_bsize <= (1 << 20) &&
+		       !(sf.f_bsize & (sf.f_bsize - 1)) ?
+		       (uint32_t)sf.f_bsize : 4096;
+	default:
+		return 0;
 	}
 }
 

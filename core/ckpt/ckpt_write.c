@@ -467,6 +467,7 @@ again:
 					 "into the new file: %s",
 					 strerror(-rc)) :
 		     ptz_writer_base(&w.zw, c->fd, cloned, d);
+		w.zw.share_align = ckpt_shares_blocks(fd);
 	}
 	if (!rc)
 		rc = same ? write_same(&w) : write_new(&w);

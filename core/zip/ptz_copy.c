@@ -11,7 +11,9 @@
  * copy_file_range when something different ends it (an edit, a changed
  * CRC field, the end of the archive) or, when the output began as a clone
  * of the base (FICLONE), left where it is: then only what differs is
- * written.  A record whose source is the base's own bytes at this very
+ * written.  (Where the file system shares blocks, a run's head up to a
+ * block boundary is copied alone, and the kernel clones the rest.)  A
+ * record whose source is the base's own bytes at this very
  * offset (an unchanged record) is not read at all; one that is the base's
  * bytes except in some chunks (an edited storage: the chunks written since
  * its copy-up) is compared in those chunks only.  Its new CRC-32 is then
@@ -111,12 +113,19 @@ static int copy_range(struct ptz_writer *w, const struct ptz_source *src,
 		      uint64_t at, uint64_t *done, struct diag *d)
 {
 	while (*done < src->len) {
-		uint64_t left = src->len - *done;
+		uint64_t left = src->len - *done, a = w->share_align;
 		loff_t in = (loff_t)(src->off + *done);
 		loff_t out = (loff_t)(at + *done);
-		ssize_t got = copy_file_range(src->fd, &in, w->fd, &out,
-					      left > RANGE_CHUNK ? RANGE_CHUNK : left,
-					      0);
+		uint64_t n = left > RANGE_CHUNK ? RANGE_CHUNK : left;
+		ssize_t got;
+
+		/* where blocks can be shared and both sides are as far from
+		   a block boundary, copy up to it alone: the kernel clones
+		   the rest (it clones whole blocks only) */
+		if (a && (uint64_t)in % a && (uint64_t)in % a ==
+		    (uint64_t)out % a && n > a - (uint64_t)in % a)
+			n = a - (uint64_t)in % a;
+		got = copy_file_range(src->fd, &in, w->fd, &out, n, 0);
 
 		if (got < 0) {
 			int err = errno;

@@ -80,6 +80,10 @@ struct ptz_writer {
 	int err;		/* first failure (-errno), sticky */
 	bool finished;
 	bool no_copy_range;	/* copy_file_range refused once: don't retry */
+	uint32_t share_align;	/* the output's file system shares blocks
+				   of this size (XFS, btrfs): copies are cut
+				   at block boundaries for the kernel to
+				   clone; 0: it does not */
 	unsigned char *buf;	/* staging buffer; buf[0] is at cursor-buf_len */
 	size_t buf_len;
 	struct ptz_wentry *ents;

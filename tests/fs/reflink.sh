@@ -55,9 +55,8 @@ WORK=$work
 . "$here/lib.sh"
 
 loops= fsmounts=
-cleanup() {
-	trap '' INT TERM HUP
-	cleanup_mounts
+# release_fs: unmount the file systems made so far, detach their loops
+release_fs() {
 	for m in $fsmounts; do
 		# FUSE mounts of the crash and fault runs first (they clean up
 		# after themselves; this is for a kill of this script)
@@ -71,6 +70,13 @@ cleanup() {
 	for l in $loops; do
 		losetup -d "$l" 2>/dev/null
 	done
+	loops= fsmounts=
+	rm -f "$WORK"/*.img
+}
+cleanup() {
+	trap '' INT TERM HUP
+	cleanup_mounts
+	release_fs
 	if awk -v w="$WORK/" 'index($2, w) == 1 { f = 1 } END { exit !f }' \
 		/proc/mounts; then
 		echo "mounts left under $WORK; not removing it" >&2
@@ -212,6 +218,7 @@ for fs in xfs btrfs; do
 	done
 	if [ "$iters" = 0 ]; then
 		skip "$fs crash" "ITERATIONS 0: crash.sh and faults.sh not run"
+		release_fs
 		continue
 	fi
 	if PT_SCRATCH_DIR=$d sh "$here/crash.sh" "$version" "$PTFS" "$iters" \
@@ -228,6 +235,7 @@ for fs in xfs btrfs; do
 		fail "$fs faults" "faults.sh failed"
 		grep -E '^FAIL' "$WORK/faults.log" | head -n 20
 	fi
+	release_fs
 done
 if [ $made = 0 ]; then
 	echo "neither XFS nor btrfs could be made here: skipping"
