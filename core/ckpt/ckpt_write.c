@@ -15,7 +15,9 @@
  *   .storage_alignment            kept if present (its value is our align)
  *   byteorder                     kept if present
  *   data/0 .. data/N-1            storages in first-use order, renumbered;
- *                                 storages nothing uses are dropped
+ *                                 storages nothing uses are dropped (in
+ *                                 the order of the keys as strings if
+ *                                 the file had it: torch < 2 wrote that)
  *   version                       kept
  *   .data/serialization_id        kept (torch only logs it)
  *   anything else                 kept, in its original order
@@ -338,6 +340,51 @@ static void count_new(struct out *w)
 }
 
 /*
+ * torch before 2.x wrote the data/ records in the order of sorted(keys),
+ * as strings ("0", "1", "10", "11", "2", ...).  Is the checkpoint such a
+ * file (it differs from numeric order from 11 storages on)?  Then a
+ * structural edit keeps that order: the storages that keep their keys
+ * then keep their places too when data.pkl keeps its size to within the
+ * padding, and are copied in runs, or cloned on XFS and btrfs.
+ */
+static bool string_order(const struct ckpt *c)
+{
+	const char *prev = NULL;
+	bool inverted = false;
+
+	for (uint32_t i = 0; i < c->zip.nentries; i++) {
+		const struct ptz_entry *e = &c->zip.entries[i];
+		const char *k = rel_name(c, e) + 5;
+		size_t n;
+
+		if (!is_data_rec(c, e))
+			continue;
+		n = strlen(k);
+		if (!n || strspn(k, "0123456789") != n || (k[0] == '0' && n > 1))
+			return false;
+		if (prev && strcmp(prev, k) >= 0)
+			return false;
+		if (prev && (strlen(prev) > n ||
+			     (strlen(prev) == n && strcmp(prev, k) > 0)))
+			inverted = true;
+		prev = k;
+	}
+	return inverted;
+}
+
+/* The key after @k among 0..@n-1 in the order of their decimal strings. */
+static uint32_t next_string_key(uint32_t k, uint32_t n)
+{
+	if (!k)
+		return 1;
+	if ((uint64_t)k * 10 < n)
+		return k * 10;
+	while (k && (k % 10 == 9 || k + 1 >= n))
+		k /= 10;
+	return k + 1;
+}
+
+/*
  * Write the new pickle and the storages it uses, in torch's order.  A
  * legacy file gets torch.save's records: prefix "archive", byteorder
  * "little" (legacy storages always are), version 3.
@@ -352,6 +399,7 @@ static int write_new(struct out *w)
 	size_t size = strlen(pre) + 32;	/* "/data/<u32>" fits */
 	char *name = malloc(size);
 	struct ptz_entry *e;
+	bool strs;
 	int rc;
 
 	if (!name)
@@ -366,9 +414,11 @@ static int write_new(struct out *w)
 		snprintf(name, size, "%s/byteorder", pre);
 		rc = put_text(w, name, "little");
 	}
-	for (uint32_t k = 0; k < r->nout && !rc; k++) {
+	strs = !legacy && string_order(c);
+	for (uint32_t i = 0, k = 0; i < r->nout && !rc; i++) {
 		snprintf(name, size, "%s/data/%u", pre, k);
 		rc = add_storage(w, name, r->order[k]);
+		k = strs ? next_string_key(k, r->nout) : k + 1;
 	}
 	for (size_t i = 0; i < 3 && !rc; i++)
 		if ((e = ptz_find_rel(&c->zip, after_data[i])))
