@@ -20,7 +20,7 @@
 #define BATCH		1000		/* items per SETITEMS/APPENDS */
 #define SYNTH_KEY	(UINT64_C(1) << 32)	/* memo keys for new objects */
 #define KEY_MEMO	(3 * SYNTH_KEY)		/* + storage index: its key */
-#define PID_MEMO	(4 * SYNTH_KEY)		/* + count: a persistent id */
+#define FRESH_MEMO	(4 * SYNTH_KEY)		/* + count: see memo_fresh() */
 
 struct wb {
 	struct ckpt *c;
@@ -42,11 +42,22 @@ struct wb {
 	uint64_t *keep;		/* storage index -> bytes kept, when cut */
 	bool *trim;		/* storage index -> it is cut */
 	bool in_args;		/* writing the pid of such a tuple */
-	uint64_t npid;		/* persistent ids written */
+	uint64_t nfresh;	/* memo_fresh() keys used */
 	bool retyped;		/* some storage has a new dtype (core/cvt) */
 };
 
 static int emit_node(struct wb *w, struct ckpt_node *n);
+
+/*
+ * pickle memoizes every str and tuple it writes, even those it never
+ * fetches again; so does the repickler for the ones it makes (a new key
+ * name, an edited str, a persistent id), under keys of their own, or
+ * data.pkl would come out shorter than torch's and move every record.
+ */
+static int memo_fresh(struct wb *w)
+{
+	return pkl_emit_memo_put(w->e, FRESH_MEMO + w->nfresh++);
+}
 
 /* The new key of @s, numbered on first use. */
 static uint32_t out_key(struct wb *w, struct ckpt_storage *s)
@@ -161,9 +172,8 @@ static int hook_persid(struct pkl_emit *e, const struct pkl_value *pid,
 	}
 	if (!rc)
 		rc = pkl_emit_op(e, PKL_OP_TUPLE);
-	/* pickle memoizes the tuple persistent_id returned, a new one each
-	   time: a key nothing fetches */
-	return rc ? rc : pkl_emit_memo_put(e, PID_MEMO + w->npid++);
+	/* persistent_id returns a new tuple each time */
+	return rc ? rc : memo_fresh(w);
 }
 
 /*
@@ -369,8 +379,11 @@ static int emit_edited_value(struct wb *w, const struct ckpt_node *n)
 	if (ckpt_value_parse(n, n->text, n->textlen, &lit))
 		return diag_corrupt(w->d, DIAG_NO_OFFSET, "value %s no longer "
 				    "parses", n->name);
-	if (!strcmp(lit.type, "str"))
-		return pkl_emit_str(w->e, lit.text, lit.len);
+	if (!strcmp(lit.type, "str")) {
+		int rc = pkl_emit_str(w->e, lit.text, lit.len);
+
+		return rc ? rc : memo_fresh(w);
+	}
 	if (!strcmp(lit.type, "bytes"))
 		return emit_bytes(w, lit.text, lit.len);
 	if (!strcmp(lit.type, "bool"))
@@ -399,7 +412,7 @@ static int emit_key(struct wb *w, const struct ckpt_node *k)
 			      "not a valid key", k->name) :
 	     pkl_emit_str(w->e, buf, n);
 	free(buf);
-	return rc;
+	return rc ? rc : memo_fresh(w);
 }
 
 /*
