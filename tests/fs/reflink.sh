@@ -17,6 +17,9 @@
 #   torch wrote, byte for byte;
 # - a deflated checkpoint (records move when written stored: the clone is
 #   given up, the full writer starts again): the same checks;
+# - mixed edits: 4 bytes in place, a tensor replaced whole, kill -9, a
+#   remount that resumes them (no dirty map then: compared whole), 4 more
+#   bytes: byte for byte the full writer's result of the same, cloned;
 # - tests/fs/crash.sh (ITERATIONS, default 20) and tests/fs/faults.sh
 #   (parts a, wb and d; b and c test a tmpfs of their own) with their
 #   scratch directory on that file system (PT_SCRATCH_DIR); ITERATIONS 0
@@ -148,6 +151,33 @@ writeback() {
 	return $_st
 }
 
+# mixed FILE: a 4-byte write into w3, w5 replaced whole (cp), the daemon
+# killed (-9) without writing back, a remount that resumes both (staged
+# before it: no dirty map, compared whole), 4 bytes into w9, ptfs umount
+mixed() {
+	_m=$WORK/mnt/m
+	"$PTFS" -f "$1" "$_m" 2>>"$WORK/ptfs.log" &
+	_p=$!
+	_i=0
+	while ! is_mounted "$_m" && [ $_i -lt 100 ]; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	printf '\011\012\013\014' |
+		dd of="$_m/w3" bs=1 seek=70000 conv=notrunc status=none &&
+		head -c "$(stat -c %s "$_m/w5")" "$WORK/orig.pt" >"$WORK/new5" &&
+		cp "$WORK/new5" "$_m/w5" || { kill -9 $_p; return 1; }
+	kill -9 $_p
+	wait $_p 2>/dev/null
+	fusermount3 -uz "$_m" 2>/dev/null
+	"$PTFS" "$1" "$_m" 2>>"$WORK/ptfs.log" || return 1
+	printf '\021\022\023\024' |
+		dd of="$_m/w9" bs=1 seek=12 conv=notrunc status=none
+	_st=$?
+	"$PTFS" umount "$_m" 2>>"$WORK/ptfs.log" || _st=1
+	return $_st
+}
+
 # check LABEL FILE KIND: torch loads FILE with the edit of KIND
 check_load() {
 	if [ "$3" = rename ]; then
@@ -181,6 +211,9 @@ for k in inplace rename deflated; do
 	writeback "$WORK/ref/$k.pt" "${k%deflated}" ||
 		{ echo "write-back on $WORK failed"; tail -n 3 "$WORK/ptfs.log"; exit 1; }
 done
+cp "$WORK/orig.pt" "$WORK/ref/mixed.pt"
+mixed "$WORK/ref/mixed.pt" ||
+	{ echo "the mixed edits on $WORK failed"; tail -n 3 "$WORK/ptfs.log"; exit 1; }
 
 # a key renamed and renamed back: the file torch wrote, byte for byte
 # (data.pkl is repickled as torch's pickler writes it, twice)
@@ -204,16 +237,20 @@ for fs in xfs btrfs; do
 	mkfs_mount $fs || continue
 	made=$((made + 1))
 	d=$WORK/$fs
-	for k in inplace rename deflated; do
+	for k in inplace rename deflated mixed; do
 		src=orig
 		[ $k = deflated ] && src=defl
 		cp --reflink=never "$WORK/$src.pt" "$d/$k.pt"
 		ln "$d/$k.pt" "$d/$k.orig"	# keeps the original's extents
 		sync
-		if ! writeback "$d/$k.pt" "${k%deflated}"; then
+		if [ $k = mixed ]; then
+			mixed "$d/$k.pt"
+		else
+			writeback "$d/$k.pt" "${k%deflated}"
+		fi || {
 			fail "$fs $k" "write-back failed: $(tail -n 1 "$WORK/ptfs.log")"
 			continue
-		fi
+		}
 		if cmp -s "$d/$k.pt" "$WORK/ref/$k.pt"; then
 			pass "$fs $k" "byte for byte the full writer's result"
 		else
@@ -224,7 +261,7 @@ for fs in xfs btrfs; do
 		else
 			fail "$fs $k" "the original changed"
 		fi
-		check_load "$fs $k" "$d/$k.pt" "${k%deflated}"
+		[ $k = mixed ] || check_load "$fs $k" "$d/$k.pt" "${k%deflated}"
 		pct=$(helper shared "$d/$k.pt")
 		if [ $k != deflated ]; then
 			if [ "${pct:-0}" -ge 90 ]; then
