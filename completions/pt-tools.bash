@@ -1,10 +1,13 @@
 # bash completion for the ptfs tools: ptls, ptdump, ptverify, ptrepack,
-# ptdiff.  Installed as share/bash-completion/completions/<tool> (one
-# copy per tool name, which bash-completion loads on first use), or
-# source it.  Options come from the table below (docs/user-guide.md has
-# the same); file arguments complete checkpoints (*.pt *.pth *.bin *.ckpt
-# *.tar and directories); after a checkpoint, ptls and ptdump --values
-# complete key paths read from `ptls -v`, one level at a time.
+# ptdiff, and ptfs itself.  Installed as
+# share/bash-completion/completions/<tool> (one copy per tool name, which
+# bash-completion loads on first use), or source it.  Options come from
+# the table below (docs/user-guide.md has the same); file arguments
+# complete checkpoints (*.pt *.pth *.bin *.ckpt *.tar and directories);
+# after a checkpoint, ptls and ptdump --values complete key paths read
+# from `ptls -v`, one level at a time.  ptfs completes its commands
+# (umount, status, revert) and their options, -o's options, a checkpoint
+# and a mount point.
 
 _pt_tools_opts()
 {
@@ -20,6 +23,8 @@ _pt_tools_opts()
 		--dtype --only --torch --verbose -P -d -C -A -v" ;;
 	ptdiff) echo "$common --atol --rtol --nan-differ --ignore-layout
 		--ignore-dtype --verbose -v" ;;
+	# ptfs's own: --quiet and --discard belong to its umount
+	ptfs) echo "--help --version --quiet --discard -h -V -q -f -d -s -o" ;;
 	esac
 }
 
@@ -94,5 +99,54 @@ _pt_tools()
 	return 0
 }
 
+# ptfs CHECKPOINT MOUNTPOINT, or ptfs umount|status|revert ...
+_ptfs()
+{
+	local cur prev cmd=""
+	cur=${COMP_WORDS[COMP_CWORD]}
+	prev=${COMP_WORDS[COMP_CWORD - 1]}
+	((COMP_CWORD > 1)) && cmd=${COMP_WORDS[1]}
+	COMPREPLY=()
+	if [[ $prev == -o ]]; then
+		mapfile -t COMPREPLY < <(compgen -W "timeout= overlay= output=
+			discard views ro allow_other" -- "$cur")
+		compopt -o nospace 2>/dev/null
+		return 0
+	fi
+	case $cmd in
+	umount|status|revert)
+		if [[ $cur == -* ]]; then
+			case $cmd in
+			umount) mapfile -t COMPREPLY < <(compgen -W "-q --quiet
+				--discard" -- "$cur") ;;
+			revert) mapfile -t COMPREPLY < <(compgen -W "-q --quiet" \
+				-- "$cur") ;;
+			esac
+			return 0
+		fi
+		# umount wants a mount point; status and revert any path in one
+		if [[ $cmd == umount ]]; then
+			mapfile -t COMPREPLY < <(compgen -d -- "$cur")
+		else
+			mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+		fi
+		compopt -o filenames 2>/dev/null
+		return 0 ;;
+	esac
+	if [[ $cur == -* ]]; then
+		mapfile -t COMPREPLY < <(compgen -W "$(_pt_tools_opts ptfs)" \
+			-- "$cur")
+		return 0
+	fi
+	((COMP_CWORD == 1)) && mapfile -t COMPREPLY < <(compgen -W "umount
+		status revert" -- "$cur")
+	mapfile -t -O ${#COMPREPLY[@]} COMPREPLY < <(compgen -f -X \
+		'!*.@(pt|pth|bin|ckpt|tar|zip|PT|PTH|BIN)' -- "$cur"
+		compgen -d -- "$cur")
+	compopt -o filenames 2>/dev/null
+	return 0
+}
+
 shopt -s extglob
 complete -F _pt_tools ptls ptdump ptverify ptrepack ptdiff
+complete -F _ptfs ptfs

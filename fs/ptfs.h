@@ -12,6 +12,7 @@
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include <pthread.h>
@@ -33,10 +34,29 @@ enum ptfs_kind {
 	PTFS_STORAGES,		/* .ptfs/storages/ */
 	PTFS_STORAGE,		/* .ptfs/storages/<key>: a raw storage */
 	PTFS_RECORD,		/* .ptfs/<record>: another archive record */
-	PTFS_CTL,		/* .ptfs/commit: write back on request */
+	PTFS_CTL,		/* .ptfs/commit, status, ...: control files */
 	PTFS_VIEW,		/* KEY.npy / KEY.txt of a tensor node */
-	PTFS_PROGRESS,		/* .ptfs/progress: how far a write-back is */
 };
+
+/* The control files under .ptfs/ of a writable mount (ptfs_ctl.c). */
+enum ptfs_ctl {
+	PTFS_CTL_COMMIT,	/* write: write back; read: the last result */
+	PTFS_CTL_PROGRESS,	/* read: record bytes written back, and all */
+	PTFS_CTL_STATUS,	/* read: what is staged (ptfs status) */
+	PTFS_CTL_DISCARD,	/* write: drop every staged edit, unmount;
+				   read: what was dropped */
+	PTFS_CTL_REVERT,	/* write key paths, one a line: make them
+				   what the checkpoint holds; read: result */
+	PTFS_NCTL
+};
+
+struct ptfs_ctl_file {
+	const char *name;
+	bool writable;
+};
+
+/* Their names and modes, in inode order (ptfs_ino.c numbers them). */
+extern const struct ptfs_ctl_file ptfs_ctl_files[PTFS_NCTL];
 
 struct ptfs_ino {
 	int kind;		/* enum ptfs_kind */
@@ -45,6 +65,7 @@ struct ptfs_ino {
 	struct ptz_entry *rec;		/* PTFS_RECORD (zip) */
 	uint32_t index;		/* storage or record number */
 	int view;		/* PTFS_VIEW: enum ckpt_view */
+	int ctl;		/* PTFS_CTL: enum ptfs_ctl */
 };
 
 /* A record shown under .ptfs/ (everything but the storages). */
@@ -66,7 +87,11 @@ struct ptfs_inval {
 	   over: the kernel thinks the name is the renamed file now) */
 	struct ptfs_ent { fuse_ino_t parent; char *name; } *ents;
 	uint32_t nents, capents;
+	/* inodes whose attributes and pages are stale (a revert) */
+	fuse_ino_t *inos;
+	uint32_t ninos, capinos;
 	uint64_t queued, done;	/* batches asked for and finished */
+	uint64_t equeued, edone;	/* the same, entries included */
 	bool stop, running;
 	bool wait;		/* writers wait for their invalidations */
 	struct fuse_session *se;
@@ -111,6 +136,12 @@ struct ptfs {
 	   the lock, which write-back holds) */
 	uint64_t wb_done, wb_total;
 	bool commit_failed;	/* write-back at unmount failed */
+	/* what status and ptfs umount say (ptfs_ctl.c), under ctl_lock */
+	pthread_mutex_t ctl_lock;
+	struct ptfs_refusal *refused;	/* the last PTFS_REFUSED_MAX */
+	uint64_t nrefused;	/* edits refused since the mount */
+	char *done_msg;		/* after write-back or discard: what was
+				   done, as status shows it; else NULL */
 };
 
 /* ---- ptfs_ino.c ---- */
@@ -154,6 +185,10 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
  * lists).  The name is borrowed, or made in @buf (PTFS_NAME_BUF bytes).
  */
 #define PTFS_NAME_BUF	512
+
+/* fi->fh of a tensor's, value's or view's file opened for writing (the
+   control files' handles are pointers, ptfs_ctl.c) */
+#define PTFS_FH_WRITER	UINT64_MAX
 int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 		const char **name, fuse_ino_t *ino, char *buf);
 
@@ -338,9 +373,95 @@ void ptfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		      const char *value, size_t size, int flags);
 
+/* ---- ptfs_mnt.c: which ptfs mount a path is in ---- */
+
+struct ptfs_mnt {
+	char *root;		/* its mount point */
+	char *source;		/* the checkpoint (fsname) */
+	char *rest;		/* the path asked about, inside it ("" for
+				   the mount point itself) */
+};
+
+/* The mount @arg is in, when that is a ptfs mount: 0, 1 when it is not
+ * (or no mount is listed), -errno. */
+int ptfs_find_mount(const char *arg, struct ptfs_mnt *m);
+void ptfs_mnt_free(struct ptfs_mnt *m);
+
+/* "the daemon is gone" for @arg in mount @m, with what to run (to drop
+ * the staged edits, when @discard). */
+void ptfs_daemon_gone(const char *arg, const struct ptfs_mnt *m,
+		      bool discard);
+
+/* Control file @name of mount @m: open(2)'s result. */
+int ptfs_open_ctl(const struct ptfs_mnt *m, const char *name, int flags);
+
+/* All of @fd from offset 0 (malloc'd, NUL-terminated), or NULL. */
+char *ptfs_read_all(int fd);
+
+/* ---- ptfs_cli.c ---- */
+
+/* ptfs umount|status ...: run it and return the exit status; -1 when
+ * @argv is no such command (then it is a mount). */
+int ptfs_cli_main(int argc, char **argv);
+
+/* ---- ptfs_ctl.c: the control files under .ptfs/ ---- */
+
+/* How many refused edits status keeps (the last ones, ptfs_status.c). */
+#define PTFS_REFUSED_MAX	16
+
+/* An edit the daemon refused: where, and why. */
+struct ptfs_refusal {
+	char *path;		/* key path (of the directory and name) */
+	int err;		/* the errno the caller got */
+	char *msg;		/* the reason, as logged */
+};
+
+/* The inode number of control file @k. */
+fuse_ino_t ptfs_ctl_ino(const struct ptfs *fs, int k);
+
 /* Write back now; 0 written, 1 nothing to write, or -errno with @d set.
- * The result is what .ptfs/commit reads next. */
+ * The result is what .ptfs/commit reads next, and status says what was
+ * written. */
 int ptfs_commit(struct ptfs *fs, struct diag *d);
+
+/* open() of control file @k: per-open state in fi->fh (status: its
+ * text, made now).  0 or -errno. */
+int ptfs_ctl_open(struct ptfs *fs, int k, struct fuse_file_info *fi);
+/* release(): free it (after a discard: end the session, unmount). */
+void ptfs_ctl_release(struct ptfs *fs, struct fuse_file_info *fi);
+/* read() of control file @k. */
+void ptfs_ctl_read(fuse_req_t req, struct ptfs *fs, int k, size_t size,
+		   off_t off, struct fuse_file_info *fi);
+/* write() to control file @k: the request it makes, done when it
+ * returns; bytes taken or -errno (the reason is what the file reads). */
+long long ptfs_ctl_write(struct ptfs *fs, int k, const char *buf,
+			 size_t size, struct fuse_file_info *fi);
+
+/*
+ * Remember that an edit of @dir/@name (@name NULL: of @dir itself) was
+ * refused with @rc and @d's reason, for status and ptfs umount.  Nothing
+ * when @rc is 0 or @d has no reason.  Call with the fs lock held.
+ */
+void ptfs_refused(struct ptfs *fs, const struct ckpt_node *dir,
+		  const char *name, int rc, const struct diag *d);
+/* The same for the file @i stands for (a node, a view, a storage). */
+void ptfs_refused_ino(struct ptfs *fs, const struct ptfs_ino *i, int rc,
+		      const struct diag *d);
+
+/* Free what ptfs_ctl.c keeps. */
+void ptfs_ctl_release_all(struct ptfs *fs);
+
+/* ---- ptfs_status.c: what status says ---- */
+
+/* The whole of .ptfs/status (malloc'd; NULL: no memory); takes the lock
+ * for reading. */
+char *ptfs_status_text(struct ptfs *fs, size_t *len);
+
+/* "2 tensors changed, 1 key renamed, ..." of @s into @f. */
+void ptfs_counts_text(FILE *f, const struct ovl_summary *s);
+
+/* Is nothing staged according to @s? */
+bool ptfs_nothing_staged(const struct ovl_summary *s);
 
 /* ---- ptfs_inval.c ---- */
 
@@ -356,5 +477,12 @@ void ptfs_inval_wait(struct ptfs *fs);
 /* Make the kernel look up @name in @parent again (a file was renamed
  * onto a view, which is still no entry of its own). */
 void ptfs_inval_entry(struct ptfs *fs, fuse_ino_t parent, const char *name);
+
+/* Make the kernel drop what it caches of @ino (attributes, pages). */
+void ptfs_inval_inode(struct ptfs *fs, fuse_ino_t ino);
+
+/* ptfs_inval_wait(), and until the entries queued so far were dropped
+ * too: for a request that holds no directory lock (a revert). */
+void ptfs_inval_wait_all(struct ptfs *fs);
 
 #endif

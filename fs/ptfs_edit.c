@@ -1,9 +1,10 @@
 /*
  * ptfs_edit.c - the FUSE requests that change the tree or its bytes:
- * create, mkdir, unlink, rename, write, truncate, close/fsync, setxattr,
- * and the write-back (.ptfs/commit, unmount).  Edits go to the overlay
- * (core/ovl) under the write lock, then wait for the views they changed to
- * leave the page cache (ptfs_inval.c) before they answer.
+ * create, mkdir, unlink, rename, write, truncate, close/fsync and
+ * setxattr (writes to the control files go to ptfs_ctl.c).  Edits go to
+ * the overlay (core/ovl) under the write lock, then wait for the views
+ * they changed to leave the page cache (ptfs_inval.c) before they answer.
+ * An edit refused with a reason is remembered for status (ptfs_refused()).
  */
 #include "ptfs.h"
 
@@ -20,24 +21,6 @@
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE	(1 << 0)	/* linux/fs.h, renameat2(2) */
 #endif
-
-/* ---- write-back ---- */
-
-int ptfs_commit(struct ptfs *fs, struct diag *d)
-{
-	int rc;
-
-	ptfs_wrlock(fs);
-	rc = fs->ovl ? ovl_commit(fs->ovl, fs->output, d) : 1;
-	if (rc < 0)
-		diag_line(d, fs->commit_msg, sizeof(fs->commit_msg) - 1);
-	else
-		snprintf(fs->commit_msg, sizeof(fs->commit_msg) - 1, "%s",
-			 rc ? "unchanged" : "ok");
-	strcat(fs->commit_msg, "\n");
-	ptfs_unlock(fs);
-	return rc;
-}
 
 /* ---- edits ---- */
 
@@ -83,6 +66,34 @@ static const char *real_name(const struct ckpt_node *dir, const char *name)
 	return k ? k->name : name;
 }
 
+/*
+ * The model's name for a rename's target @name in @dir: real_name(), or
+ * for a view of a key shown cut ("xxx%~3.npy", rsync -a into a mount with
+ * -o views) the view of the whole key, made in *@buf (caller frees).
+ * NULL on ENOMEM.
+ */
+static const char *real_target(const struct ckpt_node *dir, const char *name,
+			       char **buf)
+{
+	const struct ckpt_node *k;
+	char key[CKPT_NAME_MAX + 1];
+	size_t kl;
+
+	*buf = NULL;
+	if (!dir || ptfs_child(dir, name, CKPT_NAME_MAX) ||
+	    ovl_view_name(name, &kl) == CKPT_V_RAW || kl > PTFS_VIEW_KEY_MAX)
+		return real_name(dir, name);
+	memcpy(key, name, kl);
+	key[kl] = 0;
+	k = ptfs_child(dir, key, PTFS_VIEW_KEY_MAX);
+	if (!k || !strcmp(k->name, key))
+		return name;
+	*buf = malloc(strlen(k->name) + 5);
+	if (*buf)
+		sprintf(*buf, "%s%s", k->name, name + kl);
+	return *buf;
+}
+
 /* Is @name a view of a tensor in @dir rather than an entry of its own? */
 static bool is_view_name(const struct ckpt_node *dir, const char *name)
 {
@@ -120,8 +131,7 @@ static void make_common(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (!rc)
 			ptfs_fill_entry(fs, ptfs_ino_of_view(n, CKPT_V_NPY),
 					&e);
-		ptfs_unlock(fs);
-		goto reply;
+		goto opened;
 	}
 	if (!rc)
 		rc = dir ? ovl_mkdir(fs->ovl, dir_node(fs, parent), name, &n,
@@ -129,8 +139,14 @@ static void make_common(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     ovl_create(fs->ovl, dir_node(fs, parent), name, &n, &d);
 	if (!rc)
 		ptfs_fill_entry(fs, ptfs_ino_of(fs, n), &e);
+opened:
+	/* create() opens it for writing: a writer, as in op_open */
+	if (!rc && fi) {
+		n->wopen++;
+		fi->fh = PTFS_FH_WRITER;
+	}
+	ptfs_refused(fs, dir_node(fs, parent), name, rc, &d);
 	ptfs_unlock(fs);
-reply:
 	if (rc)
 		return ptfs_reply_err(req, rc, &d);
 	if (!fi)
@@ -191,6 +207,7 @@ static void remove_common(fuse_req_t req, fuse_ino_t parent,
 	   the kernel has cached under that name is a directory now) */
 	if (!rc && gone && !gone->dead && gone->parent)
 		ptfs_inval_entry(fs, ptfs_ino_of(fs, gone->parent), gone->name);
+	ptfs_refused(fs, dir_node(fs, parent), name, rc, &d);
 	ptfs_texts_drop(fs);
 	ptfs_unlock(fs);
 	ptfs_inval_wait(fs);
@@ -212,6 +229,8 @@ void ptfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      unsigned int flags)
 {
 	struct ptfs *fs = ptfs_fs(req);
+	const char *to;
+	char *buf = NULL;
 	struct diag d;
 	bool onto_view;
 	int rc;
@@ -228,16 +247,21 @@ void ptfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!rc && is_view_name(dir_node(fs, parent), name))
 		rc = diag_errno(&d, -EPERM, "%s is a view: rename the tensor "
 				"itself", name);
+	/* onto a cut name: the whole key it shows (docs/names.md) */
+	to = rc ? NULL : real_target(dir_node(fs, newparent), newname, &buf);
+	if (!rc && !to)
+		rc = diag_nomem(&d);
 	if (!rc)
 		rc = ovl_rename(fs->ovl, dir_node(fs, parent),
 				real_name(dir_node(fs, parent), name),
-				dir_node(fs, newparent),
-				real_name(dir_node(fs, newparent), newname),
+				dir_node(fs, newparent), to,
 				flags & RENAME_NOREPLACE, &d);
+	free(buf);
 	/* onto a view (ovl_view.c): the file's bytes became the view's,
 	   and the name is still no entry of its own */
 	onto_view = !rc && !ptfs_child(dir_node(fs, newparent), newname,
 					CKPT_NAME_MAX);
+	ptfs_refused(fs, dir_node(fs, parent), name, rc, &d);
 	ptfs_texts_drop(fs);
 	ptfs_unlock(fs);
 	if (!rc && onto_view)
@@ -254,7 +278,6 @@ void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	struct diag d;
 	long long n;
 
-	(void)fi;
 	diag_init(&d, fs->c->path);
 	if (size && (fs->readonly || !fs->ovl))
 		return ptfs_reply_err(req, -EROFS, NULL);
@@ -263,11 +286,12 @@ void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		n = -ENOENT;
 	} else if (i.kind == PTFS_CTL) {
 		ptfs_unlock(fs);
-		/* any write asks for write-back; it answers when done */
-		n = ptfs_commit(fs, &d);
+		/* a request; it answers when done (the reason of a failure
+		   is what the file reads, and logged) */
+		n = ptfs_ctl_write(fs, i.ctl, buf, size, fi);
 		if (n < 0)
-			return ptfs_reply_err(req, -EIO, &d);
-		return (void)fuse_reply_write(req, size);
+			return ptfs_reply_err(req, n, NULL);
+		return (void)fuse_reply_write(req, n);
 	} else {
 		/* the writer's own pages stay cached (see storage_changed) */
 		fs->writing_ino = ino;
@@ -282,6 +306,7 @@ void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		else
 			n = -EACCES;
 		fs->writing_ino = 0;
+		ptfs_refused_ino(fs, &i, (int)(n < 0 ? n : 0), &d);
 		/* in place: only the views of that storage changed */
 		if (i.kind == PTFS_STORAGE)
 			ptfs_texts_drop_storage(fs, i.storage);
@@ -340,6 +365,8 @@ void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		rc = -EACCES;
 	if (to_set & FUSE_SET_ATTR_SIZE)
 		ptfs_texts_drop(fs);
+	if (rc && rc != -ENOENT)
+		ptfs_refused_ino(fs, &i, rc, &d);
 	if (!rc)
 		rc = ptfs_stat(fs, ino, &st);
 	tmo = ptfs_attr_timeout(fs, ino);
@@ -387,6 +414,8 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 		rc = ovl_fsync(fs->ovl, i.node, &d);
 	else if (i.kind == PTFS_STORAGE)
 		rc = ovl_fsync_storage(fs->ovl, i.storage, &d);
+	if (rc)
+		ptfs_refused_ino(fs, &i, rc, &d);
 	if (flush && drop)
 		ptfs_texts_drop(fs);
 	ptfs_unlock(fs);
@@ -398,7 +427,12 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 void ptfs_op_flush(fuse_req_t req, fuse_ino_t ino,
 		     struct fuse_file_info *fi)
 {
-	(void)fi;
+	/*
+	 * Only a writer's close() applies a replacement: a reader closing
+	 * the file while cp writes it must not apply half of it.
+	 */
+	if (fi->fh != PTFS_FH_WRITER)
+		return ptfs_reply_err(req, 0, NULL);
 	sync_common(req, ino, true);
 }
 
@@ -409,18 +443,30 @@ void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
 	struct ptfs_ino i;
 	struct diag d;
 
-	(void)fi;
-	if (fs->ovl && !fs->readonly) {
+	/* the control files keep something per open (ptfs_ctl.c) */
+	if (fi->fh != PTFS_FH_WRITER)
+		ptfs_ctl_release(fs, fi);
+	/*
+	 * What is still staged is applied by the last writer's release
+	 * only: releases come asynchronously, and an earlier writer's could
+	 * arrive after the next one truncated the file (echo 8 > v; echo 9
+	 * > v), applying its empty replacement.
+	 */
+	if (fi->fh == PTFS_FH_WRITER && fs->ovl && !fs->readonly) {
 		diag_init(&d, fs->c->path);
 		ptfs_wrlock(fs);
-		if (!ptfs_ino_get(fs, ino, &i)) {
+		if (!ptfs_ino_get(fs, ino, &i) &&
+		    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW) &&
+		    (!i.node->wopen || --i.node->wopen == 0)) {
 			bool drop = staging(&i);
+			int rc = i.kind == PTFS_NODE ?
+				 ovl_release(fs->ovl, i.node, &d) :
+				 i.kind == PTFS_VIEW ?
+				 ovl_view_release(fs->ovl, i.node, &d) : 0;
 
-			if ((i.kind == PTFS_NODE &&
-			     ovl_release(fs->ovl, i.node, &d)) ||
-			    (i.kind == PTFS_VIEW &&
-			     ovl_view_release(fs->ovl, i.node, &d)))
-				ptfs_reply_err(NULL, 0, &d);	/* just log */
+			ptfs_refused_ino(fs, &i, rc, &d);
+			if (rc)
+				ptfs_reply_err(NULL, rc, &d);	/* just log */
 			if (drop)
 				ptfs_texts_drop(fs);
 		}
@@ -435,6 +481,69 @@ void ptfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	(void)datasync;
 	(void)fi;
 	sync_common(req, ino, false);
+}
+
+/*
+ * setfattr -n user.key: rename @n within its directory to the key whose
+ * escaped name is @value (docs/names.md) -- the way to give an entry a
+ * key longer than a file name may be.  Not over an existing entry (mv
+ * onto its name does that).  The kernel's cached entries for the old and
+ * new names (and their views) are dropped.
+ */
+/* The names the kernel knows @n by: its entry's (@names[0]) and its
+ * views' key (@names[1]), each CKPT_NAME_MAX + 1 bytes. */
+static void known_names(const struct ckpt_node *n,
+			char (*names)[CKPT_NAME_MAX + 1])
+{
+	char buf[CKPT_NAME_MAX + 1];
+
+	snprintf(names[0], CKPT_NAME_MAX + 1, "%s",
+		 ptfs_shown_name(n, n->index, CKPT_NAME_MAX, buf));
+	snprintf(names[1], CKPT_NAME_MAX + 1, "%s",
+		 ptfs_shown_name(n, n->index, PTFS_VIEW_KEY_MAX, buf));
+}
+
+static int set_key(struct ptfs *fs, struct ckpt_node *n, const char *value,
+		   size_t size, struct diag *d)
+{
+	char names[2][2][CKPT_NAME_MAX + 1], *key;
+	struct ckpt_node *dir = n->parent;
+	fuse_ino_t pino;
+	int rc;
+
+	if (!dir)
+		return diag_errno(d, -EPERM, "user.key: the root has no key");
+	if (n->dead)
+		return diag_errno(d, -ENOENT, "user.key: the entry was "
+				  "removed");
+	if (size > OVL_MAX_KEY || memchr(value, 0, size))
+		return diag_errno(d, -EINVAL, "user.key: not a key name (a NUL "
+				  "byte, or over 64 KiB; docs/names.md)");
+	key = strndup(value, size);
+	if (!key)
+		return diag_nomem(d);
+	if (ckpt_node_child(dir, key)) {
+		free(key);
+		return diag_errno(d, -EEXIST, "user.key: another entry has that "
+				  "key (mv onto its name replaces it)");
+	}
+	known_names(n, names[0]);
+	rc = ovl_rename(fs->ovl, dir, n->name, dir, key, true, d);
+	free(key);
+	if (rc)
+		return rc;
+	known_names(n, names[1]);
+	pino = ptfs_ino_of(fs, dir);
+	for (int i = 0; i < 2; i++) {	/* before and after */
+		char e[CKPT_NAME_MAX + 5];
+
+		ptfs_inval_entry(fs, pino, names[i][0]);
+		snprintf(e, sizeof(e), "%s.npy", names[i][1]);
+		ptfs_inval_entry(fs, pino, e);
+		snprintf(e, sizeof(e), "%s.txt", names[i][1]);
+		ptfs_inval_entry(fs, pino, e);
+	}
+	return 0;
 }
 
 void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -454,7 +563,15 @@ void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	ptfs_wrlock(fs);
 	rc = ptfs_ino_get(fs, ino, &i) ? -ENOENT :
 	     i.kind != PTFS_NODE ? -EPERM :
+	     !strcmp(name, "user.key") ? set_key(fs, i.node, value, size, &d) :
 	     ovl_setxattr(fs->ovl, i.node, name, value, size, &d);
+	if (rc != -ENOENT)
+		ptfs_refused_ino(fs, &i, rc, &d);
+	/* user.dtype may have converted a storage: every file viewing it
+	   has new bytes and a new size (the overlay told ptfs_inval.c) */
+	if (!rc && !strcmp(name, "user.dtype"))
+		ptfs_texts_drop(fs);
 	ptfs_unlock(fs);
+	ptfs_inval_wait(fs);
 	ptfs_reply_err(req, rc, &d);
 }

@@ -13,8 +13,9 @@
  *   P + 1                    .ptfs/storages/
  *   P + 2 + i                .ptfs/storages/<key of storage i>
  *   P + 2 + nstor + j        .ptfs/<record j> (data.pkl, version, ...)
- *   P + 2 + nstor + nrecs    .ptfs/commit (the write-back control file)
- *   P + 3 + nstor + nrecs    .ptfs/progress (how far write-back is)
+ *   P + 2 + nstor + nrecs + k  control file k of a writable mount
+ *                            (enum ptfs_ctl, ptfs_ctl_files[]: commit,
+ *                            progress, status, discard, revert)
  *   2^41 + node->id          KEY.npy of tensor node KEY
  *   2^42 + node->id          KEY.txt of tensor node KEY
  *
@@ -197,12 +198,18 @@ int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out)
 		out->index = ino;
 		return 0;
 	}
-	if ((ino == fs->nrecs || ino == fs->nrecs + 1) && fs->ovl &&
-	    !fs->readonly) {
-		out->kind = ino == fs->nrecs ? PTFS_CTL : PTFS_PROGRESS;
+	ino -= fs->nrecs;
+	if (ino < PTFS_NCTL && fs->ovl && !fs->readonly) {
+		out->kind = PTFS_CTL;
+		out->ctl = (int)ino;
 		return 0;
 	}
 	return -ENOENT;
+}
+
+fuse_ino_t ptfs_ctl_ino(const struct ptfs *fs, int k)
+{
+	return fs->plumb + 2 + fs->nstor + fs->nrecs + k;
 }
 
 fuse_ino_t ptfs_ino_of_storage(const struct ptfs *fs,
@@ -340,12 +347,11 @@ static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
 		ptfs_storage_mtime(fs, i.storage, &st->st_mtim);
 		break;
 	case PTFS_CTL:
-		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
-		st->st_size = strlen(fs->commit_msg);
-		break;
-	case PTFS_PROGRESS:
-		/* read with direct_io: the size is not what bounds it */
-		st->st_mode = S_IFREG | perm_r(fs);
+		st->st_mode = S_IFREG | perm_r(fs) |
+			      (ptfs_ctl_files[i.ctl].writable ? perm_w(fs) : 0);
+		/* read with direct_io: the size is not what bounds them */
+		if (i.ctl == PTFS_CTL_COMMIT)
+			st->st_size = strlen(fs->commit_msg);
 		break;
 	case PTFS_RECORD:
 		st->st_mode = S_IFREG | perm_r(fs);
@@ -433,10 +439,10 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 				   d.node->kids[i / per]->name : NULL,
 				   (uint32_t)(i / per), i % per, name, ino, buf);
 	case PTFS_PLUMB:
-		if (i >= fs->nrecs + 1 && i <= fs->nrecs + 2 && fs->ovl &&
-		    !fs->readonly) {
-			*name = i == fs->nrecs + 1 ? "commit" : "progress";
-			*ino = fs->plumb + 1 + fs->nstor + i;
+		if (i > fs->nrecs && i - fs->nrecs - 1 < PTFS_NCTL &&
+		    fs->ovl && !fs->readonly) {
+			*name = ptfs_ctl_files[i - fs->nrecs - 1].name;
+			*ino = ptfs_ctl_ino(fs, (int)(i - fs->nrecs - 1));
 			return 1;
 		}
 		if (i > fs->nrecs)
@@ -512,10 +518,10 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 		for (uint32_t i = 0; i < fs->nrecs; i++)
 			if (!strcmp(name, fs->recs[i].name))
 				return fs->plumb + 2 + fs->nstor + i;
-		if (!strcmp(name, "commit") && fs->ovl && !fs->readonly)
-			return fs->plumb + 2 + fs->nstor + fs->nrecs;
-		if (!strcmp(name, "progress") && fs->ovl && !fs->readonly)
-			return fs->plumb + 3 + fs->nstor + fs->nrecs;
+		for (int k = 0; k < PTFS_NCTL && fs->ovl && !fs->readonly;
+		     k++)
+			if (!strcmp(name, ptfs_ctl_files[k].name))
+				return ptfs_ctl_ino(fs, k);
 		return 0;
 	case PTFS_STORAGES: {
 		/* torch numbers storages in first-use order: try that first */

@@ -30,24 +30,29 @@ static void *inval_main(void *arg)
 	for (;;) {
 		struct ckpt_storage **q;
 		struct ptfs_ent *ents;
-		fuse_ino_t *except, *inos = NULL, ino[3];
-		uint32_t n, nents, ninos = 0;
-		uint64_t batch;
+		fuse_ino_t *except, *inos = NULL, ino[3], *more;
+		uint32_t n, nents, ninos = 0, nmore;
+		uint64_t batch, ebatch;
 
-		while (!iv->n && !iv->nents && !iv->stop)
+		while (!iv->n && !iv->nents && !iv->ninos && !iv->stop)
 			pthread_cond_wait(&iv->cond, &iv->lock);
 		if (iv->stop)
 			break;
 		batch = iv->queued;
+		ebatch = iv->equeued;
 		q = iv->q;
 		except = iv->except;
 		n = iv->n;
 		ents = iv->ents;
 		nents = iv->nents;
+		more = iv->inos;
+		nmore = iv->ninos;
 		iv->q = NULL;
 		iv->except = NULL;
 		iv->ents = NULL;
+		iv->inos = NULL;
 		iv->n = iv->cap = iv->nents = iv->capents = 0;
+		iv->ninos = iv->capinos = 0;
 		pthread_mutex_unlock(&iv->lock);
 		/* one pass over the nodes for the whole batch: each tensor
 		   file on a changed storage, and its .npy and .txt views */
@@ -78,7 +83,10 @@ static void *inval_main(void *arg)
 		ptfs_unlock(fs);
 		for (uint32_t i = 0; i < ninos; i++)
 			fuse_lowlevel_notify_inval_inode(iv->se, inos[i], 0, 0);
+		for (uint32_t i = 0; i < nmore; i++)
+			fuse_lowlevel_notify_inval_inode(iv->se, more[i], 0, 0);
 		free(inos);
+		free(more);
 		free(q);
 		free(except);
 		pthread_mutex_lock(&iv->lock);
@@ -98,6 +106,8 @@ static void *inval_main(void *arg)
 		}
 		free(ents);
 		pthread_mutex_lock(&iv->lock);
+		iv->edone = ebatch;
+		pthread_cond_broadcast(&iv->cond);
 	}
 	pthread_mutex_unlock(&iv->lock);
 	return NULL;
@@ -172,6 +182,31 @@ void ptfs_inval_entry(struct ptfs *fs, fuse_ino_t parent, const char *name)
 	e->name = strdup(name);
 	if (e->name)
 		iv->nents++;
+	iv->equeued++;
+	pthread_cond_broadcast(&iv->cond);
+out:
+	pthread_mutex_unlock(&iv->lock);
+}
+
+void ptfs_inval_inode(struct ptfs *fs, fuse_ino_t ino)
+{
+	struct ptfs_inval *iv = &fs->inval;
+
+	if (!iv->running)
+		return;
+	pthread_mutex_lock(&iv->lock);
+	if (iv->ninos == iv->capinos) {
+		uint32_t cap = iv->capinos ? 2 * iv->capinos : 16;
+		fuse_ino_t *p = realloc(iv->inos, cap * sizeof(*p));
+
+		if (!p)
+			goto out;	/* it lives out its timeout */
+		iv->inos = p;
+		iv->capinos = cap;
+	}
+	iv->inos[iv->ninos++] = ino;
+	iv->queued++;
+	iv->equeued++;
 	pthread_cond_broadcast(&iv->cond);
 out:
 	pthread_mutex_unlock(&iv->lock);
@@ -206,6 +241,45 @@ void ptfs_inval_wait(struct ptfs *fs)
 	pthread_mutex_unlock(&iv->lock);
 }
 
+void ptfs_inval_wait_all(struct ptfs *fs)
+{
+	struct ptfs_inval *iv = &fs->inval;
+	struct timespec until;
+	uint64_t target;
+
+	if (!iv->running || !iv->wait)
+		return;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += INVAL_WAIT_MAX;
+	pthread_mutex_lock(&iv->lock);
+	target = iv->equeued;
+	while (iv->edone < target && !iv->stop &&
+	       pthread_cond_timedwait(&iv->cond, &iv->lock, &until) !=
+	       ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&iv->lock);
+}
+
+/* ovl's hook: a revert changed what @dir's @name stands for, or what
+ * node @n holds. */
+static void node_touched(void *arg, const struct ckpt_node *dir,
+			 const char *name, const struct ckpt_node *n)
+{
+	struct ptfs *fs = arg;
+
+	if (dir && name) {
+		ptfs_inval_entry(fs, ptfs_ino_of(fs, dir), name);
+		ptfs_inval_inode(fs, ptfs_ino_of(fs, dir));
+	}
+	if (n) {
+		ptfs_inval_inode(fs, ptfs_ino_of(fs, n));
+		if (n->kind == CKPT_N_TENSOR) {
+			ptfs_inval_inode(fs, ptfs_ino_of_view(n, CKPT_V_NPY));
+			ptfs_inval_inode(fs, ptfs_ino_of_view(n, CKPT_V_TXT));
+		}
+	}
+}
+
 /* ovl's hook: write-back wrote @done of @total record bytes. */
 static void wb_progress(void *arg, uint64_t done, uint64_t total)
 {
@@ -213,6 +287,14 @@ static void wb_progress(void *arg, uint64_t done, uint64_t total)
 
 	__atomic_store_n(&fs->wb_total, total, __ATOMIC_RELAXED);
 	__atomic_store_n(&fs->wb_done, done, __ATOMIC_RELEASE);
+}
+
+/* ovl's hook: one line about an edit that changed more than it says
+ * (docs/editing.md): logged like a refusal, syslog when daemonized. */
+static void edit_notice(void *arg, const char *line)
+{
+	(void)arg;
+	fuse_log(FUSE_LOG_NOTICE, "ptfs: %s\n", line);
 }
 
 void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se,
@@ -226,7 +308,9 @@ void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se,
 	iv->se = se;
 	if (fs->ovl) {
 		fs->ovl->changed = storage_changed;
+		fs->ovl->touched = node_touched;
 		fs->ovl->progress = wb_progress;
+		fs->ovl->notice = edit_notice;
 		fs->ovl->arg = fs;
 	}
 	iv->running = !pthread_create(&iv->thread, NULL, inval_main, fs);
@@ -244,13 +328,18 @@ void ptfs_inval_stop(struct ptfs *fs)
 		pthread_join(iv->thread, NULL);
 		iv->running = false;
 	}
-	if (fs->ovl)
+	if (fs->ovl) {
 		fs->ovl->changed = NULL;
+		fs->ovl->touched = NULL;
+		fs->ovl->notice = NULL;
+	}
 	free(iv->q);
 	free(iv->except);
 	for (uint32_t i = 0; i < iv->nents; i++)
 		free(iv->ents[i].name);
 	free(iv->ents);
+	free(iv->inos);
+	iv->inos = NULL;
 	iv->q = NULL;
 	iv->except = NULL;
 	iv->ents = NULL;

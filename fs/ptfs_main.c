@@ -3,7 +3,8 @@
  * and its overlay first (so a bad file gets ptls's one-line error and
  * nothing is mounted), then mount it and serve requests on several
  * threads; at unmount, write back what was edited.
- * ptfs umount MOUNTPOINT: write back, wait for it, report, unmount.
+ * The commands that talk to a running mount (ptfs umount [--discard],
+ * status, revert) are ptfs_cli.c.
  *
  * Options are libfuse's (-f, -d, -s, -o ...) plus ptfs's own:
  *   -o timeout=SECONDS   entry/attribute cache time (default 3600)
@@ -22,19 +23,15 @@
 #include "util/io.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <fuse_opt.h>
-#include <limits.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <syslog.h>
-#include <sys/wait.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 struct opts {
@@ -83,11 +80,26 @@ static int opt_proc(void *data, const char *arg, int key,
 static void usage(const char *prog)
 {
 	printf("usage: %s [options] CHECKPOINT MOUNTPOINT\n"
-	       "       %s umount MOUNTPOINT\n"
+	       "       %s umount [-q] [--discard] MOUNTPOINT\n"
+	       "       %s status PATH\n"
+	       "       %s revert [-q] PATH...\n"
 	       "Mount a PyTorch checkpoint (torch.save) as a directory: "
 	       "tensors are files,\nmetadata are user.* xattrs, storages are "
 	       "under .ptfs/.  Edits are staged\non disk and written back at "
 	       "unmount; 'ptfs umount' waits and reports.\n\n"
+	       "commands:\n"
+	       "    umount MOUNTPOINT      write back, wait, say what was "
+	       "written, unmount\n"
+	       "      -q, --quiet          say nothing on standard output\n"
+	       "      --discard            drop every staged edit instead "
+	       "(the checkpoint\n"
+	       "                           stays as it is)\n"
+	       "    status PATH            what is staged in the mount that "
+	       "holds PATH\n"
+	       "    revert PATH...         make key paths what the checkpoint "
+	       "holds; keep the\n"
+	       "                           other staged edits (-q: say "
+	       "nothing)\n\n"
 	       "ptfs options:\n"
 	       "    -o timeout=SECONDS     kernel cache time for names and "
 	       "attributes (3600)\n"
@@ -102,7 +114,8 @@ static void usage(const char *prog)
 	       "                           by name) beside each tensor\n"
 	       "    -o ro                  read-only: no edits\n"
 	       "    -h, --help             this text\n"
-	       "    -V, --version          print versions\n\n", prog, prog);
+	       "    -V, --version          print versions\n\n", prog, prog,
+	       prog, prog);
 	fuse_cmdline_help();
 	fuse_lowlevel_help();
 }
@@ -198,149 +211,6 @@ out_destroy:
 	if (rc == SIGTERM || rc == SIGINT || rc == SIGHUP)
 		rc = 0;
 	return rc || fs->commit_failed ? 1 : 0;
-}
-
-/* The commit write, on a thread of its own while the caller shows progress. */
-struct commit_job {
-	int fd;
-	ssize_t n;
-	int err;
-	bool done;
-};
-
-static void *commit_thread(void *arg)
-{
-	struct commit_job *j = arg;
-
-	j->n = write(j->fd, "commit\n", 7);
-	j->err = errno;
-	__atomic_store_n(&j->done, true, __ATOMIC_RELEASE);
-	return NULL;
-}
-
-/*
- * Write "commit" to @fd (.ptfs/commit): it returns when write-back is done.
- * When stderr is a terminal and it takes over a second, show how far it is
- * from @pfd (.ptfs/progress, opened before: opening waits for the daemon's
- * lock, which write-back holds).  Returns write()'s result, errno in *@err.
- */
-static ssize_t commit(int fd, int pfd, const char *mnt, int *err)
-{
-	struct commit_job j = { .fd = fd };
-	struct timespec t0, now, tick = { 0, 100 * 1000 * 1000 };
-	bool shown = false;
-	pthread_t th;
-
-	if (pfd < 0 || !isatty(STDERR_FILENO) ||
-	    pthread_create(&th, NULL, commit_thread, &j)) {
-		commit_thread(&j);
-		*err = j.err;
-		return j.n;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (!__atomic_load_n(&j.done, __ATOMIC_ACQUIRE)) {
-		unsigned long long done, total;
-		char buf[64];
-		ssize_t n;
-
-		nanosleep(&tick, NULL);
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec - t0.tv_sec < 1)
-			continue;
-		n = pread(pfd, buf, sizeof(buf) - 1, 0);
-		buf[n > 0 ? n : 0] = 0;
-		if (sscanf(buf, "%llu %llu", &done, &total) != 2 || !total)
-			continue;
-		fprintf(stderr, "\rptfs: %s: writing back %3llu%% (%llu of %llu "
-			"MB)", mnt, done * 100 / total, done >> 20, total >> 20);
-		shown = true;
-	}
-	pthread_join(th, NULL);
-	if (shown)
-		fprintf(stderr, "\r\033[K");
-	*err = j.err;
-	return j.n;
-}
-
-/*
- * ptfs umount MOUNTPOINT: ask the daemon to write back through
- * .ptfs/commit (the write returns when the archive is on disk, or fails
- * with EIO and the reason is what the file then reads), then unmount.
- */
-static int umount_main(const char *mnt)
-{
-	char path[PATH_MAX], msg[600];
-	ssize_t n;
-	int fd, pfd, st, err = 0;
-	pid_t pid;
-
-	snprintf(path, sizeof(path), "%s/.ptfs", mnt);
-	if (access(path, F_OK)) {
-		if (errno == ENOTCONN || errno == ECONNABORTED)
-			fprintf(stderr, "ptfs: %s: the ptfs daemon is gone "
-				"(killed?); staged edits are safe on disk: run "
-				"fusermount3 -u %s, mount the checkpoint "
-				"again (they come back), then ptfs umount\n",
-				mnt, mnt);
-		else
-			fprintf(stderr, "ptfs: %s: not a ptfs mount\n", mnt);
-		return 1;
-	}
-	snprintf(path, sizeof(path), "%s/.ptfs/commit", mnt);
-	/* a read-only mount has no control file: nothing to write back */
-	fd = open(path, O_RDWR);
-	if (fd < 0 && errno == ENOTCONN) {
-		fprintf(stderr, "ptfs: %s: the ptfs daemon is gone (killed?); "
-			"run fusermount3 -u %s, then mount again: staged edits "
-			"come back\n", mnt, mnt);
-		return 1;
-	}
-	/* read-only: -o ro, or written back already through .ptfs/commit */
-	if (fd < 0 && errno != ENOENT && errno != EROFS) {
-		fprintf(stderr, "ptfs: %s: %s\n", path, strerror(errno));
-		return 1;
-	}
-	snprintf(path, sizeof(path), "%s/.ptfs/progress", mnt);
-	pfd = fd >= 0 ? open(path, O_RDONLY) : -1;
-	if (fd >= 0 && commit(fd, pfd, mnt, &err) != 7) {
-		if (err == ENOTCONN || err == ECONNABORTED) {
-			fprintf(stderr, "ptfs: %s: the ptfs daemon died during "
-				"write-back: the checkpoint is the old file or "
-				"the complete new one, and the edits stay "
-				"staged; run fusermount3 -u %s and mount it "
-				"again\n", mnt, mnt);
-			close(fd);
-			if (pfd >= 0)
-				close(pfd);
-			return 1;
-		}
-		n = pread(fd, msg, sizeof(msg) - 1, 0);
-		msg[n > 0 ? n : 0] = 0;
-		msg[strcspn(msg, "\n")] = 0;
-		fprintf(stderr, "ptfs: write-back failed, %s stays mounted and "
-			"nothing is lost: %s\n", mnt, n > 0 ? msg :
-			strerror(err));
-		close(fd);
-		if (pfd >= 0)
-			close(pfd);
-		return 1;
-	}
-	if (pfd >= 0)
-		close(pfd);
-	if (fd >= 0)
-		close(fd);
-	pid = fork();
-	if (pid == 0) {
-		execlp("fusermount3", "fusermount3", "-u", mnt, (char *)NULL);
-		_exit(127);
-	}
-	if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) ||
-	    WEXITSTATUS(st)) {
-		fprintf(stderr, "ptfs: written back, but fusermount3 -u %s "
-			"failed\n", mnt);
-		return 1;
-	}
-	return 0;
 }
 
 /*
@@ -495,8 +365,10 @@ int main(int argc, char **argv)
 	char line[512];
 	int rc = 1;
 
-	if (argc == 3 && !strcmp(argv[1], "umount"))
-		return umount_main(argv[2]);
+	/* ptfs umount|status|revert ...: a client of a running mount */
+	rc = ptfs_cli_main(argc, argv);
+	if (rc >= 0)
+		return rc;
 	raise_nofile();
 	rc = 2;		/* usage errors and unreadable input */
 	if (fuse_opt_parse(&args, &o, opt_spec, opt_proc))
@@ -572,6 +444,7 @@ int main(int argc, char **argv)
 	}
 	pthread_rwlock_init(&fs.lock, NULL);
 	pthread_mutex_init(&fs.text_lock, NULL);
+	pthread_mutex_init(&fs.ctl_lock, NULL);
 	fs.list_views = o.views;
 	if (fstat(fs.c->fd, &fs.st) || ptfs_ino_init(&fs)) {
 		perror("ptfs");
@@ -583,13 +456,16 @@ int main(int argc, char **argv)
 	{
 		char fsname[4200];
 
-		/* shows the checkpoint in mount(8) and /proc/mounts */
-		snprintf(fsname, sizeof(fsname), "-ofsname=%s", o.ckpt);
-		if (!strchr(o.ckpt, ','))
+		/* shows the checkpoint in mount(8) and /proc/mounts, and
+		   tells ptfs umount where it is when the daemon is gone:
+		   absolute, so that it names the file from anywhere */
+		snprintf(fsname, sizeof(fsname), "-ofsname=%s", fs.ovl->path);
+		if (!strchr(fs.ovl->path, ','))
 			fuse_opt_add_arg(&args, fsname);
 	}
 	rc = serve(&fs, &args, &co);
 out_close:
+	ptfs_ctl_release_all(&fs);
 	ptfs_texts_drop(&fs);
 	free(fs.texts);
 	ptfs_ino_release(&fs);

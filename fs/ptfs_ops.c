@@ -249,8 +249,9 @@ static int write_errno(const struct ptfs *fs, const struct ptfs_ino *i)
 		return -EACCES;
 	case PTFS_ROOT:
 		return -EISDIR;
-	case PTFS_STORAGE:
 	case PTFS_CTL:
+		return ptfs_ctl_files[i->ctl].writable ? 0 : -EACCES;
+	case PTFS_STORAGE:
 	case PTFS_VIEW:
 		return 0;
 	default:
@@ -286,6 +287,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = ovl_view_truncate(fs->ovl, i.node, i.view, 0, &d);
 	if (!rc && (fi->flags & O_TRUNC))
 		ptfs_texts_drop(fs);
+	/* a writer: its close() applies what it wrote, and the last
+	   writer's release what is still pending (ptfs_edit.c) */
+	if (!rc && (fi->flags & O_ACCMODE) != O_RDONLY &&
+	    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW ||
+	     i.kind == PTFS_STORAGE)) {
+		if (i.kind != PTFS_STORAGE)
+			i.node->wopen++;
+		fi->fh = PTFS_FH_WRITER;
+	}
 	ptfs_unlock(fs);
 	if (rc)
 		return ptfs_reply_err(req, rc, &d);
@@ -303,9 +313,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return ptfs_reply_err(req, -ENOSYS, NULL);
 	/* the control files and files being rewritten change under us; a
 	   text view is formatted anew after every edit */
-	fi->keep_cache = i.kind != PTFS_CTL && i.kind != PTFS_PROGRESS &&
+	fi->keep_cache = i.kind != PTFS_CTL &&
 			 !(i.kind == PTFS_VIEW && i.view == CKPT_V_TXT);
-	fi->direct_io = i.kind == PTFS_CTL || i.kind == PTFS_PROGRESS;
+	fi->direct_io = i.kind == PTFS_CTL;
+	if (i.kind == PTFS_CTL && (rc = ptfs_ctl_open(fs, i.ctl, fi)))
+		return ptfs_reply_err(req, rc, NULL);
 	fuse_reply_open(req, fi);
 }
 

@@ -183,20 +183,11 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct diag d;
 	int rc;
 
-	(void)fi;
-	/* .ptfs/progress: "DONE TOTAL\n" bytes, read while write-back holds
-	   the lock (its inode number depends on nothing an edit changes) */
-	if (ino == fs->plumb + 3 + fs->nstor + fs->nrecs) {
-		char buf[64];
-		int len = snprintf(buf, sizeof(buf), "%llu %llu\n",
-				   (unsigned long long)__atomic_load_n(
-					   &fs->wb_done, __ATOMIC_ACQUIRE),
-				   (unsigned long long)__atomic_load_n(
-					   &fs->wb_total, __ATOMIC_RELAXED));
-
-		return (void)fuse_reply_buf(req, buf + clip(len, 0, off),
-					    clip(len, off, size));
-	}
+	/* .ptfs/progress is read while write-back holds the lock (its
+	   inode number depends on nothing an edit changes) */
+	if (ino == ptfs_ctl_ino(fs, PTFS_CTL_PROGRESS) && fs->ovl &&
+	    !fs->readonly)
+		return ptfs_ctl_read(req, fs, PTFS_CTL_PROGRESS, size, off, fi);
 	ptfs_rdlock(fs);
 	if (ptfs_ino_get(fs, ino, &i)) {
 		ptfs_reply_err(req, -ENOENT, NULL);
@@ -232,13 +223,9 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	case PTFS_VIEW:
 		read_view(req, fs, i.node, i.view, size, off);
 		break;
-	case PTFS_CTL: {
-		size_t len = strlen(fs->commit_msg);
-
-		fuse_reply_buf(req, fs->commit_msg + clip(len, 0, off),
-			       clip(len, off, size));
+	case PTFS_CTL:
+		ptfs_ctl_read(req, fs, i.ctl, size, off, fi);
 		break;
-	}
 	default:
 		ptfs_reply_err(req, -EISDIR, NULL);
 	}

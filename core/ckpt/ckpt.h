@@ -177,8 +177,14 @@ struct ckpt_node {
 	char *home_name;	/* name at open */
 	struct ckpt_stage *stage;	/* a replacement being written */
 	struct ckpt_stage *vstage;	/* a view (.npy/.txt) being written */
+	int verr;		/* -errno its apply at a close() failed with:
+				   the later close()s of that open file (a
+				   dup'd fd's came first) report it too */
 	bool pending;		/* a tensor being created through NAME.npy:
 				   in no directory, no tensor until close() */
+	uint32_t wopen;		/* open for writing through the mount (fs/
+				   counts them: the last one's release
+				   applies what is still staged) */
 };
 
 /* The files a tensor node is seen through (docs/views.md). */

@@ -55,6 +55,13 @@ bool cvt_supported(const struct ckpt_dtype *dt)
 	return kind_of(dt) != K_NONE;
 }
 
+const struct ckpt_dtype *cvt_dtype(unsigned k)
+{
+	if (k > K_E5M2FNUZ - K_F64)
+		return NULL;
+	return ckpt_dtype_by_name(kind_names[K_F64 + k]);
+}
+
 static uint32_t f2u(float f)
 {
 	uint32_t u;

@@ -35,6 +35,9 @@ enum cvt_flavour {
 /* Can @dt's elements be converted (one of the eight types above)? */
 bool cvt_supported(const struct ckpt_dtype *dt);
 
+/* The @k-th of those eight (from 0), or NULL past the last. */
+const struct ckpt_dtype *cvt_dtype(unsigned k);
+
 /*
  * Convert @n elements of @from at @src into @to at @dst (the buffers must
  * not overlap), little-endian, or big-endian on both sides when @big.
@@ -66,11 +69,23 @@ const struct ckpt_dtype *cvt_storage_dtype(const struct ckpt *c,
 					   const char **why);
 
 /*
+ * The same for a conversion of @s to @to in particular, as the mount does
+ * it (user.dtype): also refused when the rebuild call cannot change as
+ * @to needs (cvt_select()'s rules: float8 for a tensor that requires
+ * grad, in a legacy file, or with python attributes).  The dtype @s is
+ * converted from, or NULL with *@why saying why not.
+ */
+const struct ckpt_dtype *cvt_storage_plan(const struct ckpt *c,
+					  const struct ckpt_storage *s,
+					  const struct ckpt_dtype *to,
+					  const char **why);
+
+/*
  * Write storage @s's bytes, elements of @from, converted to @to into @fd
  * at @off, streamed through a bounded buffer; nothing else changes.  The
  * checkpoint's byte order is kept.  An edit of user.dtype through the
- * mount would call this with an overlay file as @fd, then
- * cvt_storage_retype() (docs/editing.md).  0 or -errno with @d set.
+ * mount calls this with an overlay file as @fd, then cvt_storage_retype()
+ * (core/ovl/ovl_retype.c, docs/editing.md).  0 or -errno with @d set.
  */
 int cvt_storage_write(struct ckpt *c, struct ckpt_storage *s,
 		      const struct ckpt_dtype *from,

@@ -46,6 +46,10 @@ static const char *judge(const struct ckpt_tensor *t,
 	return NULL;
 }
 
+static const char *call_change(const struct ckpt *c,
+			       const struct ckpt_tensor *t,
+			       const struct ckpt_dtype *to);
+
 const struct ckpt_dtype *cvt_storage_dtype(const struct ckpt *c,
 					   const struct ckpt_storage *s,
 					   const char **why)
@@ -59,6 +63,30 @@ const struct ckpt_dtype *cvt_storage_dtype(const struct ckpt *c,
 			bad = judge(c->tensors[i], &dt, &floating);
 	*why = floating ? bad : NULL;
 	return floating && !bad ? dt : NULL;
+}
+
+const struct ckpt_dtype *cvt_storage_plan(const struct ckpt *c,
+					  const struct ckpt_storage *s,
+					  const struct ckpt_dtype *to,
+					  const char **why)
+{
+	const struct ckpt_dtype *dt = NULL;
+	const char *bad = NULL;
+	bool floating = false;
+
+	for (uint32_t i = 0; i < c->ntensors && !bad; i++) {
+		const struct ckpt_tensor *t = c->tensors[i];
+
+		if (t->storage != s)
+			continue;
+		bad = judge(t, &dt, &floating);
+		if (!bad)
+			bad = call_change(c, t, to);
+	}
+	if (!bad && !floating)
+		bad = "no floating tensor views its storage";
+	*why = bad;
+	return bad ? NULL : dt;
 }
 
 int cvt_storage_write(struct ckpt *c, struct ckpt_storage *s,

@@ -181,6 +181,7 @@ static int transfer_identity(struct ovl *v, struct ckpt_node *s,
 	s->key = x->key;
 	s->step = x->step;
 	s->tensor = x->tensor;
+	free(s->text);		/* applied to @x already: @x's is the text now */
 	s->text = x->text;
 	s->textlen = x->textlen;
 	s->edited = x->edited;
@@ -348,10 +349,15 @@ int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 
 	if (rc)
 		return rc;
+	/* a tensor with values: a cast (journaled as JR_RETYPE; a JR_XATTR
+	   of an older journal relabeled a .npy's tensor, and still does) */
+	if (n->kind == CKPT_N_TENSOR && !strcmp(name, "user.dtype") &&
+	    (!t->fresh || t->fixed) && !v->replaying)
+		return ovl_retype(v, n, value, len, d);
 	if (n->kind != CKPT_N_TENSOR || !t->fresh)
-		return diag_errno(d, -EPERM, "%s: only new tensors take "
-				  "user.* attributes (existing ones share "
-				  "storages)", ovl_label(n));
+		return diag_errno(d, -EPERM, "%s: %s: only new files take it "
+				  "(a checkpoint's tensors share storages; "
+				  "user.dtype converts)", ovl_label(n), name);
 	save = *t;
 	memcpy(saved_shape, t->shape, sizeof(saved_shape));
 	if (!strcmp(name, "user.dtype")) {

@@ -38,6 +38,7 @@ struct diag;
 
 #define OVL_JID_LEN	16		/* hex digits of a journal id */
 #define OVL_MAX_VALUE	(1u << 20)	/* a python value file's new text */
+#define OVL_MAX_KEY	(1u << 16)	/* an escaped key's name (user.key) */
 
 /*
  * Which checkpoint an overlay belongs to: the file as it was opened, and
@@ -80,16 +81,34 @@ struct ovl {
 				   or NULL */
 	uint64_t resumed;	/* journal records replayed at open */
 	uint32_t nstorages0;	/* storages of the checkpoint itself */
+	uint32_t nnodes0;	/* nodes of the checkpoint itself */
 	bool replaying;		/* applying the journal: data is there */
 	bool readonly;
-	bool committed;		/* written back: no more edits */
+	bool committed;		/* written back or discarded: no more edits */
+	bool discarded;		/* ovl_discard() dropped every staged edit */
 	const char *output;	/* during ovl_commit(): -o output=, or NULL */
+	struct ckpt_write_stats wstats;	/* what ovl_commit() wrote */
 	/* told after storage @s changed through anything but @except */
 	void (*changed)(void *arg, struct ckpt_storage *s,
 			const struct ckpt_node *except);
 	void *arg;
+	/* told one line about an edit that worked but changed more than
+	   the caller may expect (a .npy that replaced a tensor by one of
+	   another shape, the names a cast converted too) */
+	void (*notice)(void *arg, const char *line);
 	/* told as write-back writes: record data bytes done of total */
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
+	/* told by ovl_revert() of each name @name in @dir that now stands
+	   for something else (or nothing), and of each node @n whose
+	   contents changed (the other arguments NULL) */
+	void (*touched)(void *arg, const struct ckpt_node *dir,
+			const char *name, const struct ckpt_node *n);
+	/* ovl_undo.c: the checkpoint read again (reverts), and the
+	   storages replayed reverts covered (attach_copies()) */
+	struct ckpt *pristine;
+	char *pristine_path;
+	uint8_t *reverted;
+	uint32_t nreverted;
 };
 
 /*
@@ -121,7 +140,8 @@ int ovl_rename(struct ovl *v, struct ckpt_node *dir, const char *name,
 	       struct ckpt_node *ndir, const char *nname, bool noreplace,
 	       struct diag *d);
 /* user.dtype, user.shape, user.requires_grad, user.parameter of a new
- * tensor */
+ * file; user.dtype of a tensor with values (the checkpoint's, or one made
+ * from a .npy) converts its storage's values (ovl_retype.c) */
 int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 		 const char *value, size_t len, struct diag *d);
 
@@ -198,7 +218,10 @@ int ovl_text_render(struct ovl *v, struct ckpt_node *n, int fd,
  * After a truncate (open with O_TRUNC, cp, np.save) the whole new file
  * is staged and applied at close(): a .npy of the same dtype and shape
  * (or a .txt with the right count of numbers) replaces the values; a .npy
- * of another dtype or shape replaces the tensor by a new one.
+ * of the same dtype and another shape replaces the tensor by a new one
+ * (told, v->notice); a .npy of another dtype is refused with -EINVAL and
+ * changes nothing (a change of dtype is a cast: user.dtype), except over
+ * a new file that is still plain bytes.
  */
 long long ovl_view_write(struct ovl *v, struct ckpt_node *n, int view,
 			 const void *buf, uint64_t len, uint64_t off,
@@ -225,5 +248,77 @@ int ovl_view_create(struct ovl *v, struct ckpt_node *dir, const char *key,
  * -errno with @d set (then the original and the overlay are as they were).
  */
 int ovl_commit(struct ovl *v, const char *output, struct diag *d);
+
+/*
+ * Drop every staged edit: remove the overlay by its manifest, exactly as
+ * a successful write-back does (the data files and temporaries the
+ * journal names, the journal, the directory if ptfs made it and it is
+ * empty); the checkpoint is not touched.  Then no more edits are taken,
+ * and nothing is written back (ovl_commit() has nothing to write).  What
+ * the model shows is not undone: unmount.  0 or -errno with @d set.
+ */
+int ovl_discard(struct ovl *v, struct diag *d);
+
+/*
+ * Make each of the key paths @paths (@n of them, at most 16; names as
+ * ckpt_node_path() writes them, "" the root) exactly what the checkpoint
+ * on disk holds there, keeping every other staged edit: a key the
+ * checkpoint does not have is removed, a removed or renamed one comes
+ * back, values, tensors and storages are the checkpoint's again (the
+ * overlay's copies go).  The paths are reverted together: a staged
+ * storage they share with a tensor outside all of them is refused
+ * (reverting would change that tensor too), as are files being written.
+ * Journaled (JR_REVERT), so a crash after it returns gives the same.
+ * Returns 0, 1 when nothing was staged there, or -errno with @d set and
+ * nothing changed.
+ */
+int ovl_revert(struct ovl *v, const char *const *paths, int n,
+	       struct diag *d);
+
+/* ---- what is staged (ovl_summary.c) ---- */
+
+enum ovl_change_kind {
+	OVL_C_DATA,		/* a tensor's values: its storage staged, or
+				   the tensor replaced by one of another dtype
+				   or shape */
+	OVL_C_RENAME,		/* a key renamed or moved: from -> path */
+	OVL_C_REMOVE,		/* a key of the checkpoint removed (path: where
+				   it was at open) */
+	OVL_C_NEW,		/* a new key (the top of a new subtree) */
+	OVL_C_VALUE,		/* a python value edited: from -> to */
+	OVL_C_NKINDS
+};
+
+struct ovl_change {
+	uint8_t kind;		/* enum ovl_change_kind */
+	bool dir;		/* a dict, list or object */
+	char *path;		/* key path now (removed: at open) */
+	char *from;		/* RENAME: the path at open; VALUE: the text */
+	char *to;		/* VALUE: the new text (both cut to a line) */
+};
+
+struct ovl_summary {
+	uint64_t count[OVL_C_NKINDS];	/* all of them, listed or not */
+	uint32_t storages;	/* storages of the checkpoint that are staged */
+	uint32_t files;		/* data files in the overlay */
+	uint64_t file_bytes;	/* their bytes */
+	uint64_t journal_bytes;	/* the journal's */
+	bool changed;		/* write-back would write (ovl_changed()) */
+	struct ovl_change *items;	/* at most max of each kind, in the
+					   order of the tree */
+	size_t nitems;
+};
+
+/*
+ * What is staged, from the live tree compared with what it was at open
+ * (every node of the checkpoint is kept, with its place at open) and
+ * from the overlay's files: counts of each kind of change, and the key
+ * paths of at most @max changes of each kind.  A renamed directory is one
+ * rename, a removed subtree one removal, a new subtree one new key.
+ * 0 or -ENOMEM with @d set; free with ovl_summary_free() either way.
+ */
+int ovl_summarize(const struct ovl *v, size_t max, struct ovl_summary *s,
+		  struct diag *d);
+void ovl_summary_free(struct ovl_summary *s);
 
 #endif

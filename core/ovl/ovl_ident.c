@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cvt/cvt.h"
 #include "util/io.h"
 
 int ovl_ident_of(int fd, uint64_t cdir_off, uint64_t cdir_size,
@@ -250,18 +251,39 @@ bool jr_head_parse(const struct jrec *r, struct ovl_ident *id, char *jid,
 
 /* ---- the manifest: data files and temporaries the journal names ---- */
 
+void ovl_data_name_as(const struct ovl *v, uint32_t i,
+		      const struct ckpt_dtype *dt, const char *sfx, char *buf,
+		      size_t size)
+{
+	snprintf(buf, size, "%s.%u%s%s%s", v->jid, i, dt ? "." : "",
+		 dt ? dt->name : "", sfx);
+}
+
 void ovl_data_name(const struct ovl *v, uint32_t i, const char *sfx,
 		   char *buf, size_t size)
 {
-	snprintf(buf, size, "%s.%u%s", v->jid, i, sfx);
+	/* a converted storage's bytes are in the copy of its new dtype
+	   (ovl_retype.c); a new storage's index may not be taken yet */
+	const struct ckpt_dtype *dt = i < v->c->nstorages ?
+				      v->c->storages[i]->retyped : NULL;
+
+	ovl_data_name_as(v, i, dt, sfx, buf, size);
 }
+
+/* named[i]: NAMED_PLAIN for "<i>", NAMED_CVT for "<i>.<dtype>" */
+enum { NAMED_PLAIN = 1, NAMED_CVT = 2 };
 
 bool ovl_named(const struct ovl *v, uint32_t i)
 {
-	return i < v->nnamed && v->named[i];
+	return i < v->nnamed && (v->named[i] & NAMED_PLAIN);
 }
 
-int ovl_name_mark(struct ovl *v, uint32_t i)
+bool ovl_named_cvt(const struct ovl *v, uint32_t i)
+{
+	return i < v->nnamed && (v->named[i] & NAMED_CVT);
+}
+
+static int mark(struct ovl *v, uint32_t i, uint8_t bit)
 {
 	if (i >= v->nnamed) {
 		uint32_t n = i + 64;
@@ -273,8 +295,42 @@ int ovl_name_mark(struct ovl *v, uint32_t i)
 		v->named = nb;
 		v->nnamed = n;
 	}
-	v->named[i] = 1;
+	v->named[i] |= bit;
 	return 0;
+}
+
+int ovl_name_mark(struct ovl *v, uint32_t i)
+{
+	return mark(v, i, NAMED_PLAIN);
+}
+
+int ovl_name_mark_cvt(struct ovl *v, uint32_t i)
+{
+	return mark(v, i, NAMED_CVT);
+}
+
+void ovl_data_unlink(struct ovl *v, uint32_t i, bool tmp_only)
+{
+	char name[64];
+
+	if (i >= v->nnamed)
+		return;
+	/* the plain copy, and the converted copy of each dtype a JR_DATA
+	   record with a dtype may have named: exact names, no pattern */
+	for (int k = -1; k < 0 || (v->named[i] & NAMED_CVT); k++) {
+		const struct ckpt_dtype *dt = k < 0 ? NULL : cvt_dtype(k);
+
+		if (k >= 0 && !dt)
+			break;
+		if (k < 0 && !(v->named[i] & NAMED_PLAIN))
+			continue;
+		if (!tmp_only) {
+			ovl_data_name_as(v, i, dt, "", name, sizeof(name));
+			(void)unlinkat(v->dfd, name, 0);
+		}
+		ovl_data_name_as(v, i, dt, ".tmp", name, sizeof(name));
+		(void)unlinkat(v->dfd, name, 0);
+	}
 }
 
 int ovl_temp_add(struct ovl *v, const char *p, size_t len)
@@ -312,19 +368,12 @@ void ovl_temp_remove(const char *path)
 
 int ovl_forget(struct ovl *v, struct diag *d)
 {
-	char name[64];
 	int rc = 0;
 
 	if (v->dfd < 0)
 		return 0;
-	for (uint32_t i = 0; i < v->nnamed; i++) {
-		if (!v->named[i])
-			continue;
-		ovl_data_name(v, i, "", name, sizeof(name));
-		(void)unlinkat(v->dfd, name, 0);
-		ovl_data_name(v, i, ".tmp", name, sizeof(name));
-		(void)unlinkat(v->dfd, name, 0);
-	}
+	for (uint32_t i = 0; i < v->nnamed; i++)
+		ovl_data_unlink(v, i, false);
 	for (size_t i = 0; i < v->ntemps; i++)
 		ovl_temp_remove(v->temps[i]);
 	if (v->jfd >= 0) {

@@ -2,8 +2,8 @@
  * ovl_int.h - what the overlay's files share: the journal's records
  * (ovl_journal.c), the services of ovl_store.c and what the other files
  * call across.  Call order: ovl_journal.c and ovl_ident.c at the bottom,
- * ovl_store.c, ovl_data.c, the views, ovl.c, ovl_open.c; no file calls
- * one above it.  NEEDSWORK: ovl_view.c and ovl_view_apply.c still call
+ * ovl_store.c, ovl_data.c, the views, ovl.c, ovl_summary.c, ovl_revert.c,
+ * ovl_undo.c, ovl_open.c; no file calls one above it.  NEEDSWORK: ovl_view.c and ovl_view_apply.c still call
  * each other (scratch files, numel, byte order one way, applying a view
  * the other).  Not for callers.
  */
@@ -32,7 +32,9 @@ enum {
 				   directory (struct ovl_ident) */
 	JR_DATA = 'D',		/* storage index: data file "<jid>.<i>" (and
 				   its "<jid>.<i>.tmp") may exist from now
-				   on; the manifest clean-up goes by */
+				   on; the manifest clean-up goes by.  With
+				   a dtype as second field: its converted
+				   copies "<jid>.<i>.<dtype>" (and .tmp) */
 	JR_TEMP = 'W',		/* absolute path of a write-back's temporary
 				   file, journaled before it is created */
 	JR_MKDIR = 'M',		/* dir path, name */
@@ -44,8 +46,13 @@ enum {
 	JR_TENSOR = 'T',	/* dir path, name, storage index, dtype, shape,
 				   flags [, dir path, name of a file it
 				   consumed]: a new tensor from a .npy */
+	JR_RETYPE = 'Y',	/* storage index, dtype from, dtype to: its
+				   data is "<jid>.<i>.<to>" now, converted
+				   (ovl_retype.c) */
 	JR_COMMIT = 'K',	/* dev, ino, size, mtime s, mtime ns of the
 				   new file, just before its rename */
+	JR_REVERT = 'Z',	/* key paths (1 to JR_MAXF): made what the
+				   checkpoint holds there (ovl_undo.c) */
 };
 
 struct jrec {
@@ -124,12 +131,26 @@ bool ovl_dir_alive(const struct ovl *v);
 /* Header record @r into @id, @jid (OVL_JID_LEN + 1 bytes), @ours. */
 bool jr_head_parse(const struct jrec *r, struct ovl_ident *id, char *jid,
 		   bool *ours);
-/* Data file "<jid>.<i><sfx>" of storage @i. */
+/*
+ * Data file "<jid>.<i><sfx>" of storage @i, or "<jid>.<i>.<dtype><sfx>"
+ * once the storage was converted to that dtype (its retyped): the copy
+ * that holds its bytes now.  The _as form names the copy for dtype @dt
+ * (NULL: the plain one).
+ */
 void ovl_data_name(const struct ovl *v, uint32_t i, const char *sfx,
 		   char *buf, size_t size);
-/* Has storage @i a JR_DATA record?  Mark that it has. */
+void ovl_data_name_as(const struct ovl *v, uint32_t i,
+		      const struct ckpt_dtype *dt, const char *sfx, char *buf,
+		      size_t size);
+/* Has storage @i a JR_DATA record?  Mark that it has; _cvt: one with a
+ * dtype (converted copies). */
 bool ovl_named(const struct ovl *v, uint32_t i);
+bool ovl_named_cvt(const struct ovl *v, uint32_t i);
 int ovl_name_mark(struct ovl *v, uint32_t i);
+int ovl_name_mark_cvt(struct ovl *v, uint32_t i);
+/* Remove storage @i's data files the journal names (@tmp_only: only the
+ * temporaries a killed copy left). */
+void ovl_data_unlink(struct ovl *v, uint32_t i, bool tmp_only);
 /* Remember JR_TEMP path @p; remove such a file if still ours. */
 int ovl_temp_add(struct ovl *v, const char *p, size_t len);
 void ovl_temp_remove(const char *path);
@@ -154,6 +175,15 @@ static inline bool ovl_is_dir(const struct ckpt_node *n)
 int ovl_line_len(const char *s, size_t n);
 
 int ovl_sys_err(struct ovl *v, struct diag *d, int err, const char *what);
+/* The paths of the live tensor names over storage @s but @except, at
+ * most @max of them and "and N more" ("a/b, c"), malloc'd; NULL when
+ * there are none (or no memory). */
+char *ovl_names_over(const struct ovl *v, const struct ckpt_storage *s,
+		     const struct ckpt_node *except, unsigned max);
+/* Tell the mount one line about an edit that worked but changed more
+ * than its caller may expect (v->notice); not while replaying. */
+void ovl_tell(struct ovl *v, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* Edits allowed now?  0, or -EROFS with @d set. */
 int ovl_check_writable(const struct ovl *v, struct diag *d);
 /* Tell the mount that storage @s changed through anything but @except. */
@@ -182,6 +212,9 @@ int ovl_fresh_tensor(struct ovl *v, uint32_t index, bool create,
 		     struct ckpt_tensor **out, struct diag *d);
 /* The node at path @p (as ckpt_node_path() writes it), or NULL. */
 struct ckpt_node *ovl_resolve(struct ovl *v, const char *p, size_t len);
+/* The same in any model @c (revert resolves in the checkpoint as on disk). */
+struct ckpt_node *ovl_resolve_in(const struct ckpt *c, const char *p,
+				 size_t len);
 /* Append journal record @op on (@dir, @name)[, (@ndir, @nname)][, @extra]. */
 int ovl_journal(struct ovl *v, char op, const struct ckpt_node *dir,
 		const char *name, const struct ckpt_node *ndir,
@@ -193,7 +226,9 @@ int ovl_dir_editable(struct ovl *v, const struct ckpt_node *dir,
 /* Check @name as a key name of @dir and arena-copy it into *@out. */
 int ovl_key_name(struct ovl *v, const struct ckpt_node *dir,
 		 const char *name, char **out, struct diag *d);
-/* A node's name for messages ("the root" for the root). */
+/* A node's name for messages ("the root" for the root; a long one cut
+ * to 64 bytes as names.md cuts names, valid until the thread's fourth
+ * next call). */
 const char *ovl_label(const struct ckpt_node *n);
 /* "2,3" into @shape: the number of dims, or -1. */
 int ovl_parse_shape(const char *s, size_t n, int64_t *shape);
@@ -205,6 +240,29 @@ void ovl_stage_free(struct ckpt_stage **pst);
 /* A new file @nm in @dir over new storage @index's data file. */
 int ovl_create_at(struct ovl *v, struct ckpt_node *dir, char *nm,
 		  uint32_t index, struct ckpt_node **out, struct diag *d);
+
+/* ---- ovl_summary.c: the live tree against its places at open ---- */
+
+/* live[id] is 1 for every node in the tree now (reachable from the root
+ * through directories' slots).  0 or -ENOMEM; free *@out. */
+int ovl_live_map(const struct ckpt *c, uint8_t **out);
+/* @n's key path at open, from its home places (malloc'd; NULL: ENOMEM). */
+char *ovl_home_path(const struct ckpt_node *n);
+/* Is @l a removed link whose target lives on in its slot (see
+ * ckpt_node_drop())? */
+bool ovl_standin(const struct ckpt_node *l, const uint8_t *live);
+
+/* ---- ovl_undo.c: reverts ---- */
+
+/* Replay JR_REVERT record @r (the checkpoint is read again once for all
+ * of the journal's; ovl_pristine_drop() when done). */
+int ovl_revert_replay(struct ovl *v, const struct jrec *r, struct diag *d);
+void ovl_pristine_drop(struct ovl *v);
+/* Storage @i: a replayed revert covered it (its data file, if any, is
+ * void), until a JR_DATA record names it again. */
+void ovl_revert_mark(struct ovl *v, uint32_t i);
+bool ovl_reverted(const struct ovl *v, uint32_t i);
+void ovl_revert_named(struct ovl *v, uint32_t i);
 
 /* ---- the views: ovl_view.c (reading, staging), ovl_view_apply.c ---- */
 
@@ -223,5 +281,12 @@ bool ovl_view_target(const struct ckpt_node *s, const struct ckpt_node *ndir,
 int ovl_view_rename(struct ovl *v, struct ckpt_node *s,
 		    struct ckpt_node *ndir, const char *nname, struct diag *d);
 int ovl_replay_tensor(struct ovl *v, const struct jrec *r, struct diag *d);
+
+/* ---- ovl_retype.c: user.dtype of a tensor with values: a cast ---- */
+
+/* Convert @n's storage (and every tensor viewing it) to dtype @value. */
+int ovl_retype(struct ovl *v, struct ckpt_node *n, const char *value,
+	       size_t len, struct diag *d);
+int ovl_replay_retype(struct ovl *v, const struct jrec *r, struct diag *d);
 
 #endif

@@ -36,14 +36,20 @@ static char *field_str(const struct jrec *r, int i)
 /* Apply journal record @r again (data is already in place). */
 static int replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
 {
-	struct ckpt_node *dir = r->nf ? ovl_resolve(v, r->f[0], r->len[0]) : NULL;
-	struct ckpt_node *out, *ndir;
-	char *name = field_str(r, 1), *nname = NULL;
+	struct ckpt_node *dir, *out, *ndir;
+	char *name, *nname = NULL;
 	uint64_t idx;
 	int rc;
 
+	/* its paths need not be there: they are made what they were */
+	if (r->op == JR_REVERT)
+		return ovl_revert_replay(v, r, d);
+	/* a retype names a storage, not a path */
+	dir = r->op == JR_RETYPE ? v->c->root :
+	      r->nf ? ovl_resolve(v, r->f[0], r->len[0]) : NULL;
+	name = field_str(r, 1);
 	if (!dir || (!name && r->op != JR_VALUE && r->op != JR_XATTR &&
-		     r->op != JR_TENSOR)) {
+		     r->op != JR_TENSOR && r->op != JR_RETYPE)) {
 		free(name);
 		return diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset 0x%llx: a "
 				    "record names '%.*s', which is not there",
@@ -90,6 +96,9 @@ static int replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
 	}
 	case JR_TENSOR:
 		rc = ovl_replay_tensor(v, r, d);
+		break;
+	case JR_RETYPE:
+		rc = ovl_replay_retype(v, r, d);
 		break;
 	case JR_XATTR:
 		nname = field_str(r, 1);
@@ -177,6 +186,13 @@ static int attach_copies(struct ovl *v, struct diag *d)
 		if (!v->named[i])
 			continue;
 		ovl_data_name(v, i, "", name, sizeof(name));
+		if (ovl_reverted(v, i)) {
+			/* a revert after its last copy-up: the file is the
+			   bytes it dropped (the crash came before it went) */
+			if (!v->readonly)
+				(void)unlinkat(v->dfd, name, 0);
+			continue;
+		}
 		fd = openat(v->dfd, name, (v->readonly ? O_RDONLY : O_RDWR) |
 			    O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0 && errno == ENOENT)
@@ -205,14 +221,8 @@ static int attach_copies(struct ovl *v, struct diag *d)
 /* Leftovers of a killed copy-up or write-back, all named in the journal. */
 static void remove_leftovers(struct ovl *v)
 {
-	char name[64];
-
-	for (uint32_t i = 0; i < v->nnamed; i++) {
-		if (!v->named[i])
-			continue;
-		ovl_data_name(v, i, ".tmp", name, sizeof(name));
-		(void)unlinkat(v->dfd, name, 0);
-	}
+	for (uint32_t i = 0; i < v->nnamed; i++)
+		ovl_data_unlink(v, i, true);
 	for (size_t i = 0; i < v->ntemps; i++)
 		ovl_temp_remove(v->temps[i]);
 }
@@ -274,13 +284,18 @@ static int load(struct ovl *v, bool discard, struct diag *d)
 
 		rc = 0;
 		if (r.op == JR_DATA) {
-			if (r.nf != 1 || !jr_num(&r, 0, &i) || i >= UINT32_MAX)
+			/* a second field (a dtype): converted copies */
+			if ((r.nf != 1 && r.nf != 2) || !jr_num(&r, 0, &i) ||
+			    i >= UINT32_MAX)
 				rc = diag_corrupt(d, DIAG_NO_OFFSET,
 						  "%s: offset 0x%llx: bad data "
 						  "record", v->jpath,
 						  (unsigned long long)r.off);
-			else if (ovl_name_mark(v, (uint32_t)i))
+			else if (r.nf == 2 ? ovl_name_mark_cvt(v, (uint32_t)i) :
+				 ovl_name_mark(v, (uint32_t)i))
 				rc = diag_nomem(d);
+			else
+				ovl_revert_named(v, (uint32_t)i);
 		} else if (r.op == JR_TEMP) {
 			if (r.nf != 1 || !r.len[0] || r.len[0] >= PATH_MAX ||
 			    r.f[0][0] != '/' || memchr(r.f[0], 0, r.len[0]))
@@ -349,6 +364,7 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 	v->dfd = v->jfd = -1;
 	v->readonly = o->readonly;
 	v->nstorages0 = c->nstorages;
+	v->nnodes0 = c->nnodes;
 	v->path = realpath(path, NULL);
 	if (!v->path || fstat(c->fd, &v->base)) {
 		rc = diag_errno(d, -errno, "%s: %s", path, strerror(errno));
@@ -384,6 +400,7 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 		rc = ovl_dir_lock(v, d);
 	if (!rc && v->dfd >= 0)
 		rc = load(v, o->discard, d);
+	ovl_pristine_drop(v);	/* read again for replayed reverts */
 	if (!rc && v->dfd >= 0)
 		rc = attach_copies(v, d);
 	if (rc && v->readonly && (rc == -EPERM || rc == -EACCES ||
@@ -435,6 +452,8 @@ void ovl_close(struct ovl *v)
 		free(v->temps[i]);
 	free(v->temps);
 	free(v->named);
+	free(v->reverted);
+	ovl_pristine_drop(v);
 	free(v->note);
 	free(v->path);
 	free(v->dir);
@@ -566,7 +585,7 @@ int ovl_commit(struct ovl *v, const char *output, struct diag *d)
 		struct ckpt_write_opts o = {
 			.progress = v->progress, .progress_arg = v->arg,
 			.tmp_tag = v->jid, .check = save_check,
-			.check_arg = v,
+			.check_arg = v, .stats = &v->wstats,
 		};
 
 		v->output = output;

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +87,10 @@ int ovl_check_writable(const struct ovl *v, struct diag *d)
 	if (v->replaying)
 		return 0;
 	if (v->readonly || v->committed)
-		return diag_errno(d, -EROFS, "%s", v->committed ?
+		return diag_errno(d, -EROFS, "%s", v->discarded ?
+				  "the staged edits were dropped (discard): "
+				  "the mount takes no more edits" :
+				  v->committed ?
 				  "written back already: the mount is "
 				  "read-only until it is unmounted" :
 				  "mounted read-only");
@@ -99,6 +103,56 @@ int ovl_check_writable(const struct ovl *v, struct diag *d)
 				  "writes back what is still open) and mount "
 				  "again", v->dir);
 	return 0;
+}
+
+void ovl_tell(struct ovl *v, const char *fmt, ...)
+{
+	va_list ap;
+	char *line;
+	int n;
+
+	if (!v->notice || v->replaying)
+		return;
+	va_start(ap, fmt);
+	n = vasprintf(&line, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;		/* out of memory: the edit stands, untold */
+	v->notice(v->arg, line);
+	free(line);
+}
+
+char *ovl_names_over(const struct ovl *v, const struct ckpt_storage *s,
+		     const struct ckpt_node *except, unsigned max)
+{
+	const struct ckpt *c = v->c;
+	char *list = NULL;
+	size_t size = 0;
+	unsigned k = 0, more = 0;
+	FILE *f = open_memstream(&list, &size);
+
+	for (uint32_t i = 0; f && i < c->nnodes; i++) {
+		const struct ckpt_node *x = c->nodes[i];
+		char *p;
+
+		if (x == except || x->dead || x->kind != CKPT_N_TENSOR ||
+		    !x->tensor || x->tensor->storage != s)
+			continue;
+		if (k == max) {
+			more++;
+			continue;
+		}
+		p = ckpt_node_path(x);
+		fprintf(f, "%s%s", k++ ? ", " : "", p ? p : "?");
+		free(p);
+	}
+	if (f && more)
+		fprintf(f, " and %u more", more);
+	if (!f || fclose(f) || !k) {
+		free(list);
+		return NULL;
+	}
+	return list;
 }
 
 void ovl_notify(struct ovl *v, struct ckpt_storage *s,
@@ -327,7 +381,13 @@ int ovl_replace_contents(struct ovl *v, const struct ckpt_tensor *t,
 
 struct ckpt_node *ovl_resolve(struct ovl *v, const char *p, size_t len)
 {
-	struct ckpt_node *n = v->c->root;
+	return ovl_resolve_in(v->c, p, len);
+}
+
+struct ckpt_node *ovl_resolve_in(const struct ckpt *c, const char *p,
+				 size_t len)
+{
+	struct ckpt_node *n = c->root;
 	char *copy = strndup(p, len), *save = NULL;
 
 	if (!copy)
@@ -397,14 +457,19 @@ int ovl_dir_editable(struct ovl *v, const struct ckpt_node *dir,
 	return 0;
 }
 
-/* A name a key can have (names.md), arena-copied into *@out. */
+/*
+ * A name a key can have (names.md), arena-copied into *@out.  It may be
+ * longer than a file name (NAME_MAX): the whole name of a key shown cut,
+ * which a rename onto that cut name replaces, or one given as user.key
+ * (at most an attribute value's 64 KiB).
+ */
 int ovl_key_name(struct ovl *v, const struct ckpt_node *dir,
 		    const char *name, char **out, struct diag *d)
 {
 	size_t n = strlen(name);
 	char *buf;
 
-	if (!n || n > 255 || strchr(name, '/'))
+	if (!n || n > OVL_MAX_KEY || strchr(name, '/'))
 		return diag_errno(d, -EINVAL, "invalid name '%s'", name);
 	if (dir->kind == CKPT_N_DIR) {
 		buf = malloc(n + 1);
@@ -463,9 +528,22 @@ int ovl_line_len(const char *s, size_t n)
 	return (int)k;
 }
 
+/*
+ * A name longer than LABEL_MAX would fill a message's 256 bytes before
+ * its reason: shown cut the way names.md cuts a long key, "eee...%~2",
+ * in one of a few per-thread buffers (a message may name two entries).
+ */
+#define LABEL_MAX	64
+
 const char *ovl_label(const struct ckpt_node *n)
 {
-	return n->name && n->name[0] ? n->name : "the root";
+	static _Thread_local char ring[4][LABEL_MAX + 1];
+	static _Thread_local unsigned next;
+
+	if (!n->name || !n->name[0])
+		return "the root";
+	return ckpt_name_short(n->name, n->index, LABEL_MAX,
+			       ring[next++ % 4]);
 }
 
 /* "2,3" (or "" for 0-d) into @shape; the number of dims or -1. */

@@ -360,11 +360,19 @@ int ovl_view_flush(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
 	if (n->vstage && n->vstage->written)
 		return ovl_vstage_apply(v, n, d);
-	return 0;
+	/*
+	 * np.save writes the data through a dup'd descriptor (tofile) and
+	 * ignores that close()'s error: the close of the file it opened
+	 * must fail too.  Logged once already, so @d stays clear.
+	 */
+	return n->verr;
 }
 
 int ovl_view_release(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
+	int rc;
+
+	n->verr = 0;	/* the last close: nobody is left to tell */
 	if (!n->vstage)
 		return 0;
 	if (n->pending && !n->vstage->written) {
@@ -372,7 +380,9 @@ int ovl_view_release(struct ovl *v, struct ckpt_node *n, struct diag *d)
 		ovl_stage_free(&n->vstage);
 		return 0;
 	}
-	return ovl_vstage_apply(v, n, d);
+	rc = ovl_vstage_apply(v, n, d);
+	n->verr = 0;
+	return rc;
 }
 
 int ovl_view_create(struct ovl *v, struct ckpt_node *dir, const char *key,

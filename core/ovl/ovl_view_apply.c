@@ -12,6 +12,7 @@
  *   - replay repeats JR_TENSOR records over the data already in place.
  */
 #include "ovl_int.h"
+#include "cvt/cvt.h"
 #include "util/io.h"
 #include "view/view.h"
 
@@ -45,7 +46,10 @@ static void label_set(struct diag *d, struct label *l,
 		      const struct ckpt_node *dir, const char *key, int view)
 {
 	char *p = dir ? ckpt_node_path(dir) : strdup("");
+	const struct ckpt_node *k = dir ? ckpt_node_child(dir, key) : NULL;
 
+	if (k)
+		key = ovl_label(k);	/* a long key cut, as names.md does */
 	l->saved = d->path;
 	l->name = p ? malloc(strlen(p) + strlen(key) + 8) : NULL;
 	if (l->name)
@@ -330,6 +334,54 @@ out:
 	return rc;
 }
 
+/* @s is a new file of plain bytes (no dtype or shape set on it). */
+static bool plain_file(const struct ckpt_node *s)
+{
+	const struct ckpt_tensor *t = s->tensor;
+
+	return s->kind == CKPT_N_TENSOR && t && t->fresh && !t->fixed &&
+	       !t->shape_set && !strcmp(t->dtype->name, "uint8");
+}
+
+/*
+ * A .npy of dtype @dt for tensor @x of another dtype: refused (docs/
+ * editing.md says why), with what to do instead.  @d names the view.
+ */
+static int refuse_dtype(const struct ckpt_node *x, const struct ckpt_dtype *dt,
+			struct diag *d)
+{
+	const struct ckpt_dtype *has = x->tensor->dtype;
+
+	if (cvt_supported(dt) && cvt_supported(has))
+		return diag_errno(d, -EINVAL, "%s data, the tensor is %s: "
+				  "refused, nothing changed; cast it first "
+				  "(setfattr -n user.dtype -v %s %s) or save "
+				  "%s data", dt->name, has->name, dt->name,
+				  ovl_label(x), has->name);
+	return diag_errno(d, -EINVAL, "%s data, the tensor is %s: refused, "
+			  "nothing changed (a change of dtype is a cast, and "
+			  "ptfs casts only floating dtypes); save %s data",
+			  dt->name, has->name, has->name);
+}
+
+/* Tell that @x's new .npy gave it another shape than @was: a new
+ * tensor, which the names in @tied (if any) do not see. */
+static void tell_shape(struct ovl *v, const struct ckpt_node *x,
+		       const char *was, const struct view_npy *h,
+		       const char *tied)
+{
+	char now[CKPT_MAX_DIMS * 21 + 1];
+	char *p = ckpt_node_path(x);
+
+	shape_text(h->shape, h->ndim, now, sizeof(now));
+	if (p)
+		ovl_tell(v, "%s.npy: shape (%s) for a tensor of shape (%s): "
+			 "%s is a new tensor of that shape%s%s", p, now, was,
+			 p, tied ? "; these keep the old one: " : "",
+			 tied ? tied : "");
+	free(p);
+}
+
 /* The .npy at @src (@len bytes) is the new content of @dir/@name, which
  * is tensor @x, pending @x, or nothing yet. */
 static int apply_npy(struct ovl *v, struct ckpt_node *dir, const char *name,
@@ -341,7 +393,8 @@ static int apply_npy(struct ovl *v, struct ckpt_node *dir, const char *name,
 	const struct ckpt_dtype *dt;
 	struct label l;
 	struct view_npy h;
-	bool same_descr = false;
+	bool same_descr = false, same;
+	char *tied, was[CKPT_MAX_DIMS * 21 + 1];
 	int rc = buf ? 0 : diag_nomem(d);
 
 	if (!rc && (rc = io_pread_full(src, buf, want, 0)))
@@ -358,10 +411,17 @@ static int apply_npy(struct ovl *v, struct ckpt_node *dir, const char *name,
 			      "bytes of data, the file has %llu",
 			      (unsigned long long)h.nbytes,
 			      (unsigned long long)(len - h.header_len));
+	same = !rc && x && !x->pending && same_tensor(v, x, &h, &same_descr);
+	/* bfloat16 is shown as '<u2': written back, it stays bfloat16 */
+	dt = rc ? NULL : same_descr ? x->tensor->dtype : h.dtype;
+	/* another dtype: refused, unless @x is a new file of plain bytes */
+	if (!rc && !same && x && !x->pending && !plain_file(x) &&
+	    dt != x->tensor->dtype)
+		rc = refuse_dtype(x, dt, d);
 	label_done(v, d, &l);
 	if (rc)
 		return rc;
-	if (x && !x->pending && same_tensor(v, x, &h, &same_descr)) {
+	if (same) {
 		const struct ckpt_tensor *t = x->tensor;
 		int tmp = -1;
 
@@ -387,9 +447,16 @@ static int apply_npy(struct ovl *v, struct ckpt_node *dir, const char *name,
 		}
 		return rc;
 	}
-	/* bfloat16 is shown as '<u2': written back, it stays bfloat16 */
-	dt = same_descr ? x->tensor->dtype : h.dtype;
-	return apply_new(v, dir, name, x, &h, dt, src, consumed, d);
+	if (!x || x->pending || plain_file(x))
+		return apply_new(v, dir, name, x, &h, dt, src, consumed, d);
+	/* another shape: a new tensor under this name only (told) */
+	tied = ovl_names_over(v, x->tensor->storage, x, 4);
+	shape_text(x->tensor->shape, x->tensor->ndim, was, sizeof(was));
+	rc = apply_new(v, dir, name, x, &h, dt, src, consumed, d);
+	if (!rc)
+		tell_shape(v, x, was, &h, tied);
+	free(tied);
+	return rc;
 }
 
 /* Apply the view @n was being written through. */
@@ -412,68 +479,69 @@ int ovl_vstage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 		rc = apply_npy(v, dir, n->name, n, st->scratch->fd, st->len,
 			       NULL, d);
 	ovl_stage_free(&n->vstage);
+	n->verr = rc;
 	return rc;
 }
 
 /* ---- rename of a temporary file onto a view (rsync, sed -i) ---- */
 
-/* @s is a new file of plain bytes (no dtype or shape set on it). */
-static bool plain_file(const struct ckpt_node *s)
-{
-	const struct ckpt_tensor *t = s->tensor;
-
-	return s->kind == CKPT_N_TENSOR && t && t->fresh && !t->fixed &&
-	       !t->shape_set && !strcmp(t->dtype->name, "uint8");
-}
-
-/* KEY of "KEY.npy" into @key (>= 256); the view, or CKPT_V_RAW. */
-static int view_key(const char *nname, char *key)
+/* KEY of "KEY.npy" (any length: a key shown cut) into *@key, malloc'd;
+ * the view, or CKPT_V_RAW (then *@key is NULL). */
+static int view_key(const char *nname, char **key)
 {
 	size_t kl;
 	int view = ovl_view_name(nname, &kl);
 
-	if (view == CKPT_V_RAW || kl > 255)
-		return CKPT_V_RAW;
-	memcpy(key, nname, kl);
-	key[kl] = 0;
-	return view;
+	*key = view == CKPT_V_RAW ? NULL : strndup(nname, kl);
+	return *key ? view : CKPT_V_RAW;
 }
 
 bool ovl_view_target(const struct ckpt_node *s, const struct ckpt_node *ndir,
 		     const char *nname)
 {
-	char key[256];
-	int view = view_key(nname, key);
+	char *key;
+	int view = view_key(nname, &key);
 	const struct ckpt_node *b;
+	bool yes;
 
-	if (view == CKPT_V_RAW || !plain_file(s))
+	if (view == CKPT_V_RAW || !plain_file(s)) {
+		free(key);
 		return false;
+	}
 	b = ckpt_node_child(ndir, key);
+	free(key);
 	if (!b)
-		return view == CKPT_V_NPY;
-	return b->kind == CKPT_N_TENSOR && ovl_view_ok(b);
+		yes = view == CKPT_V_NPY;
+	else
+		yes = b->kind == CKPT_N_TENSOR && ovl_view_ok(b);
+	return yes;
 }
 
 int ovl_view_rename(struct ovl *v, struct ckpt_node *s,
 		    struct ckpt_node *ndir, const char *nname, struct diag *d)
 {
-	char key[256];
-	int view = view_key(nname, key);
-	struct ckpt_node *b = ckpt_node_child(ndir, key);
+	char *key, *nm;
+	int view = view_key(nname, &key);
+	struct ckpt_node *b = key ? ckpt_node_child(ndir, key) : NULL;
 	const struct ckpt_storage *src = s->tensor->storage;
-	int rc;
+	int rc = key ? 0 : diag_nomem(d);
 
-	if (s->stage || s->vstage)
-		return diag_errno(d, -EBUSY, "%s is still being written",
-				  ovl_label(s));
-	if (view == CKPT_V_NPY)
-		return apply_npy(v, ndir, key, b, src->fd, src->nbytes, s, d);
-	rc = apply_text(v, b, src->fd, src->nbytes, d);
-	if (!rc)
+	if (!rc && (s->stage || s->vstage))
+		rc = diag_errno(d, -EBUSY, "%s is still being written",
+				ovl_label(s));
+	/* a new key from a .npy: a name a key can have */
+	if (!rc && !b)
+		rc = ovl_key_name(v, ndir, key, &nm, d);
+	if (!rc && view == CKPT_V_NPY)
+		rc = apply_npy(v, ndir, key, b, src->fd, src->nbytes, s, d);
+	else if (!rc)
+		rc = apply_text(v, b, src->fd, src->nbytes, d);
+	if (!rc && view == CKPT_V_TXT)
 		rc = ovl_journal(v, JR_UNLINK, s->parent, s->name, NULL, NULL,
 				 NULL, 0, d);
-	if (!rc)
+	if (!rc && view == CKPT_V_TXT)
 		consume(s);
+	free(key);
 	return rc;
 }
 
@@ -486,17 +554,15 @@ int ovl_replay_tensor(struct ovl *v, const struct jrec *r, struct diag *d)
 	const struct ckpt_dtype *dt;
 	struct ckpt_tensor *t;
 	int64_t shape[CKPT_MAX_DIMS];
-	char name[256], dtn[32], flags[8];
+	char *name, dtn[32], flags[8];
 	uint64_t index;
 	int ndim, rc;
 
-	if ((r->nf != 6 && r->nf != 8) || !dir || r->len[1] >= sizeof(name) ||
+	if ((r->nf != 6 && r->nf != 8) || !dir ||
 	    r->len[3] >= sizeof(dtn) || r->len[5] >= sizeof(flags) ||
 	    !jr_num(r, 2, &index) || index > UINT32_MAX)
 		return diag_corrupt(d, DIAG_NO_OFFSET, "%s: bad tensor record",
 				    v->jpath);
-	memcpy(name, r->f[1], r->len[1]);
-	name[r->len[1]] = 0;
 	memcpy(dtn, r->f[3], r->len[3]);
 	dtn[r->len[3]] = 0;
 	memcpy(flags, r->f[5], r->len[5]);
@@ -520,6 +586,13 @@ int ovl_replay_tensor(struct ovl *v, const struct jrec *r, struct diag *d)
 	if (!dt || ndim < 0)
 		return diag_corrupt(d, DIAG_NO_OFFSET, "%s: bad tensor record",
 				    v->jpath);
+	/* the key may be longer than a file name (a key shown cut) */
+	name = strndup(r->f[1], r->len[1]);
+	if (!name)
+		return diag_nomem(d);
 	rc = make_tensor(v, (uint32_t)index, dt, ndim, shape, flags, &t, d);
-	return rc ? rc : tensor_put(v, dir, name, NULL, t, consumed, d);
+	if (!rc)
+		rc = tensor_put(v, dir, name, NULL, t, consumed, d);
+	free(name);
+	return rc;
 }

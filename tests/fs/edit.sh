@@ -290,32 +290,6 @@ unchanged() {
 	step "${1:-file unchanged}" "byte-identical, same mtime"
 }
 
-# kill9: kill -9 the ptfs daemon of M, reap it, lazily unmount the dead
-# mount
-kill9() {
-	_p=$DPID
-	if [ -n "$tmo" ]; then
-		# the child of timeout(1), from /proc (no procps needed)
-		_p=$(cat /proc/[0-9]*/stat 2>/dev/null |
-			awk -v p="$DPID" '$4 == p && $2 == "(ptfs)" { print $1; exit }')
-	fi
-	if [ -z "$_p" ]; then
-		note "cannot find the ptfs process under pid $DPID"
-		return 1
-	fi
-	kill -9 "$_p"
-	wait "$DPID" 2>/dev/null
-	DPID=
-	fusermount3 -u -z "$M" 2>/dev/null
-	_i=0
-	while is_mounted "$M" && [ $_i -lt 50 ]; do
-		sleep 0.1
-		_i=$((_i + 1))
-	done
-	is_mounted "$M" && note "still mounted after kill -9 and fusermount3 -u -z"
-	return 0
-}
-
 # ro_message: the daemon said on stderr that it mounts read-only
 ro_message() {
 	grep -qi 'read-only\|read only\|readonly' "$C/ptfs.err" ||
@@ -824,7 +798,7 @@ stage_edits() {
 	try "mv i64 ints" mv "$M/i64" "$M/ints"
 	try "rm f16" rm "$M/f16"
 	step "staged" "dd into vec, mv i64 ints, rm f16"
-	kill9
+	kill9 "$M" || note "kill -9 of the daemon under pid $DPID failed, or $M stayed mounted"
 	unchanged "original unchanged after kill -9"
 }
 

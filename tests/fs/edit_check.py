@@ -1284,8 +1284,12 @@ def act_refused(mnt, e, orig, probs):
     key = os.getxattr(v, "user.storage").decode()
     sp = os.path.join(mnt, ".ptfs/storages", key)
     ck = [
-        ("setxattr user.dtype of an existing tensor",
-         lambda: os.setxattr(v, "user.dtype", b"float64"), (errno.EPERM,)),
+        # a cast between floating dtypes is made (tests/fs/dtype.sh); to
+        # an integer dtype it would be a reinterpretation
+        ("setxattr user.dtype int32 of an existing float32 tensor",
+         lambda: os.setxattr(v, "user.dtype", b"int32"), (errno.ENOTSUP,)),
+        ("setxattr user.dtype of no dtype",
+         lambda: os.setxattr(v, "user.dtype", b"float33"), (errno.EINVAL,)),
         ("setxattr user.shape of an existing tensor",
          lambda: os.setxattr(v, "user.shape", b"2,500"), (errno.EPERM,)),
         ("hard link", lambda: os.link(v, os.path.join(mnt, "vec2")),

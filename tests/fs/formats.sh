@@ -131,16 +131,6 @@ pycheck() {
 	fi
 }
 
-# ptfs_pid: the ptfs process of the last start_daemon (timeout's child)
-ptfs_pid() {
-	if [ -z "$tmo" ]; then
-		echo "$DPID"
-		return
-	fi
-	cat /proc/[0-9]*/stat 2>/dev/null |
-		awk -v p="$DPID" '$4 == p && $2 == "(ptfs)" { print $1; exit }'
-}
-
 # daemon_done LABEL-DETAILS: after stop_daemon, note a bad exit or any
 # report of the daemon's into DETAILS (ERRFILE in $2)
 daemon_done() {

@@ -150,6 +150,34 @@ stop_daemon() {
 	return 0
 }
 
+# ptfs_pid: the ptfs process of the last start_daemon ($DPID, or the
+# child of timeout(1) that is ptfs, found in /proc: no procps needed)
+ptfs_pid() {
+	if [ -z "$tmo" ]; then
+		echo "$DPID"
+		return
+	fi
+	cat /proc/[0-9]*/stat 2>/dev/null |
+		awk -v p="$DPID" '$4 == p && $2 == "(ptfs)" { print $1; exit }'
+}
+
+# kill9 MNT: kill -9 that process, reap it, and lazily unmount the dead
+# MNT.  1 when there was no such process or MNT stays mounted.
+kill9() {
+	_p=$(ptfs_pid)
+	[ -n "$_p" ] || return 1
+	kill -9 "$_p"
+	wait "$DPID" 2>/dev/null
+	DPID=
+	fusermount3 -u -z "$1" 2>/dev/null
+	_i=0
+	while is_mounted "$1" && [ $_i -lt 50 ]; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	! is_mounted "$1"
+}
+
 # daemon_problems ERRFILE OUTFILE: sanitizer reports or anything else the
 # daemon printed (a good mount prints nothing); 0 when there are none
 daemon_problems() {

@@ -6,7 +6,9 @@
 # bytes (docs/names.md: cut, "%~<slot>", the whole key in user.key):
 # listing, reading every key's bytes against torch's, cp -r + diff -r,
 # find, views (-o views), then an rm and an in-place write through such
-# names, written back and checked with torch.load.
+# names, renames onto them (mv, rsync's temporary file, onto a cut name's
+# .npy view), a long key given with setfattr user.key, written back and
+# checked with torch.load.
 #
 #   usage: sh tests/fs/names.sh 1.13|2 PTFS
 # Last line "N passed, N failed"; exit 0/1, 77 without /dev/fuse.
@@ -67,6 +69,37 @@ printf '\000\000\200\077' | dd of="$M/$x" conv=notrunc bs=4 count=1 \
 [ "$(getfattr --only-values -n user.key "$M/$x" 2>/dev/null | wc -c)" -eq 5000 ] ||
 	note "user.key of the 5000-byte key is not 5000 bytes"
 check "rm and dd through cut names" "${#k}- and ${#x}-byte names"
+# renames onto cut names replace those long keys (they failed with
+# EINVAL); setfattr user.key gives an entry a key longer than NAME_MAX
+kb=$(ls "$M" | grep '^kkk' | head -n 1)
+e=$(ls "$M" | grep '^é' | head -n 1)
+n=$(printf 'n%.0s' $(seq 255))
+q=$(printf 'q%.0s' $(seq 300))
+xv="$(printf 'x%.0s' $(seq 248))%~4.npy"	# the .npy view of "x"*5000+"y"
+mv "$M/short" "$M/$kb" 2>"$DET.e" || note "mv short onto ${kb%%k*}k..${kb##*k}: $(cat "$DET.e")"
+[ -e "$M/short" ] && note "short is still there after mv onto $kb"
+[ "$(od -An -tf4 "$M/$kb" 2>/dev/null | tr -s ' ')" = " 5 5 5" ] ||
+	note "$kb does not hold short's values: $(od -An -tf4 "$M/$kb" 2>&1)"
+printf '\000\000\340\100\000\000\340\100\000\000\340\100' >"$M/tmp.rsync" &&
+	mv "$M/tmp.rsync" "$M/$e" 2>"$DET.e" ||
+	note "a temporary file renamed onto ${#e}-byte $e: $(cat "$DET.e")"
+[ "$(getfattr --only-values -n user.dtype "$M/$e" 2>/dev/null)" = float32 ] ||
+	note "$e is no longer float32 after the rename onto it"
+python3 -c 'import sys; sys.stdout.buffer.write(b"\x93NUMPY\x01\x00v\x00" + (b"{\x27descr\x27: \x27<f4\x27, \x27fortran_order\x27: False, \x27shape\x27: (3,), }").ljust(117) + b"\n" + b"\x00\x00\x90\x40" * 3)' \
+	>"$M/tmp.npy.rsync" && mv "$M/tmp.npy.rsync" "$M/$xv" 2>"$DET.e" ||
+	note "a .npy renamed onto the view $xv: $(cat "$DET.e")"
+setfattr -n user.key -v "$q" "$M/$n" 2>"$DET.e" ||
+	note "setfattr user.key q*300 on n*255: $(cat "$DET.e")"
+qn=$(ls "$M" | grep '^qqq' | head -n 1)
+[ "$(getfattr --only-values -n user.key "$M/$qn" 2>/dev/null)" = "$q" ] ||
+	note "no entry with user.key q*300 (listing has '$(printf %.20s "$qn")')"
+[ -e "$M/$n" ] && note "n*255 is still there after setfattr user.key"
+if setfattr -n user.key -v "$(printf 'x%.0s' $(seq 5000))" "$M/$qn" 2>"$DET.e"; then
+	note "setfattr user.key onto an existing key worked"
+else
+	grep -q "File exists" "$DET.e" || note "setfattr user.key onto an existing key: $(cat "$DET.e"), not EEXIST"
+fi
+check "renames onto cut names, user.key" "mv onto ${#kb}-byte $(printf %.3s "$kb")..., rsync-style onto $(printf %.2s "$e")... and a view, user.key q*300"
 if run_limited 60 "$PTFS" umount "$M" >"$DET" 2>&1; then
 	: >"$DET"
 	r=$(trun names_edited names.pt names.json)
@@ -78,6 +111,10 @@ else
 	stop_daemon "$M"
 fi
 DPID=
-daemon_clean "$WORK/w.err" "daemon log (writable mount)"
+# the refused setfattr user.key logged its one line, and nothing else
+grep -v 'user.key: another entry has that key' "$WORK/w.err" >"$WORK/w.rest"
+[ "$(grep -c 'user.key: another entry has that key' "$WORK/w.err")" = 1 ] ||
+	echo "no line for the refused setfattr user.key" >>"$WORK/w.rest"
+daemon_clean "$WORK/w.rest" "daemon log (writable mount)"
 summary
 [ "$nfail" -eq 0 ]

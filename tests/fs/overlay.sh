@@ -91,14 +91,6 @@ tpy() {
 jt() { python3 "$here/journal_tool.py" "$@"; }
 sum() { sha256sum <"$1" | cut -c1-16; }
 has() { case $1 in *"$2"*) return 0 ;; esac; return 1; }
-# the ptfs process itself (start_daemon's $DPID may be timeout's)
-ptfs_pid() { pgrep -P "$DPID" -x ptfs 2>/dev/null || echo "$DPID"; }
-kill9() {
-	kill -9 "$(ptfs_pid)" 2>/dev/null
-	wait "$DPID" 2>/dev/null
-	DPID=
-	fusermount3 -uz "$1" 2>/dev/null
-}
 # the first 4 bytes of a file, in hex
 head4() { od -An -tx1 -N4 "$1" | tr -d ' \n'; }
 # setup NAME: a fresh $d with $d/model.pt (seed 0) and mount point $m

@@ -9,6 +9,7 @@ DIR/out/, and what torch must find in them to DIR/expect/<case>.json (+
 the expected bytes), for `views_torch.py verify`.  Prints one line per
 check and "N passed, N failed".
 """
+import errno
 import hashlib
 import io
 import json
@@ -16,9 +17,10 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import numpy as np
+
+import ptfs_mount
 
 PTFS, W = sys.argv[1], sys.argv[2]
 META = json.load(open(W + "/meta.json"))
@@ -65,45 +67,16 @@ def ref_array(path):
 
 # ---- mounts ----
 
-class Mount:
+class Mount(ptfs_mount.Mount):
     def __init__(self, ck, name, *opts):
-        self.ck, self.mnt = ck, W + "/mnt/" + name
-        os.makedirs(self.mnt, exist_ok=True)
-        self.err = open(W + "/" + name + ".err", "w+")
-        self.p = subprocess.Popen([PTFS, "-f", *opts, ck, self.mnt],
-                                  stderr=self.err, stdout=subprocess.DEVNULL)
-        for _ in range(6000):      # while ptfs lives: a loaded machine is slow
-            if self.mounted():
-                return
-            if self.p.poll() is not None:
-                break
-            time.sleep(0.02)
-        raise RuntimeError("ptfs did not mount %s" % ck)
-
-    def mounted(self):
-        with open("/proc/mounts") as f:
-            return any(l.split()[1] == self.mnt for l in f)
-
-    def p_(self, rel):
-        return os.path.join(self.mnt, rel)
+        super().__init__(PTFS, ck, W + "/mnt/" + name, W + "/" + name +
+                         ".err", *opts)
 
     def umount(self, label):
         """ptfs umount: write back, report; then the daemon must exit
         cleanly and have printed nothing but refusals."""
-        r = subprocess.run([PTFS, "umount", self.mnt], capture_output=True,
-                           text=True, timeout=120)
-        try:
-            self.p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-        self.err.seek(0)
-        err = [l for l in self.err.read().splitlines()
-               if not l.startswith("ptfs: ")]
-        check(label + " umount", r.returncode == 0 and self.p.returncode == 0
-              and not err, "written back, daemon exited 0",
-              "umount %d %s; daemon %s; stderr %s" % (
-                  r.returncode, r.stderr.strip()[:200], self.p.returncode,
-                  err[:3]))
+        ok, why = super().umount()
+        check(label + " umount", ok, "written back, daemon exited 0", why)
 
 
 def copy(src, name):
@@ -394,6 +367,47 @@ def edit_checks(a_ck):
     check("np.save fc.weight.npy (4, 5)", os.getxattr(P("fc.weight"),
           "user.shape") == b"4,5" and read(P("fc.weight")) == w.tobytes(),
           "another shape: a new tensor of shape 4,5")
+    said = [l for l in m.log() if "fc.weight.npy: shape (4,5) for a tensor "
+            "of shape (3,5)" in l]
+    check("np.save another shape is told", len(said) == 1,
+          "logged: %s" % (said[0][6:] if said else ""),
+          "no line about fc.weight.npy's new shape: %s" % m.log()[-3:])
+    # another dtype: refused at close() (np.save raises), nothing changes
+    for key, arr in (("scalar", np.array(7.5)),          # float64, 0-d
+                     ("half", np.ones((2, 7), np.float32)),
+                     ("i64", np.arange(3, dtype=np.int32))):
+        before, dt = read(P(key)), os.getxattr(P(key), "user.dtype")
+        try:
+            np.save(P(key + ".npy"), arr)
+            e = None
+        except OSError as x:
+            e = x
+        said = [l for l in m.log() if "%s.npy: %s data, the tensor is %s: "
+                "refused" % (key, arr.dtype, dt.decode()) in l]
+        check("np.save %s over %s %s.npy" % (arr.dtype, dt.decode(), key),
+              e is not None and e.errno == errno.EINVAL and
+              read(P(key)) == before and
+              os.getxattr(P(key), "user.dtype") == dt and len(said) == 1,
+              "np.save raises EINVAL, the tensor unchanged, logged: %s" % (
+                  said[0][6:] if said else ""),
+              "error %r, changed %s, dtype %s, log %s" % (
+                  e, read(P(key)) != before, os.getxattr(P(key), "user.dtype"),
+                  m.log()[-2:]))
+    # rsync's way: a temporary file renamed onto the view
+    buf = io.BytesIO()
+    np.save(buf, np.zeros((2, 2), np.float32))
+    before = read(P("f64"))
+    write(P("tmp_f32"), buf.getvalue())
+    try:
+        os.rename(P("tmp_f32"), P("f64.npy"))
+        e = None
+    except OSError as x:
+        e = x
+    check("rename float32 .npy onto float64 f64.npy", e is not None and
+          e.errno == errno.EINVAL and read(P("f64")) == before and
+          os.path.exists(P("tmp_f32")), "refused with EINVAL, f64 unchanged, "
+          "the temporary file still there", "error %r" % e)
+    os.unlink(P("tmp_f32"))
     # cp x.npy m/new_key.npy: a new tensor
     n = np.array([[1, 2], [3, 4]], np.int64)
     np.save(W + "/new.npy", n)

@@ -18,7 +18,8 @@ complete_words() {
 	(cd "$tmp" && PTLS=$bin/ptls bash -c '. "$1"; shift
 		COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
 		COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
-		_pt_tools; printf "%s\n" "${COMPREPLY[@]}"' sh "$comp" "$@")
+		if [ "$1" = ptfs ]; then _ptfs; else _pt_tools; fi
+		printf "%s\n" "${COMPREPLY[@]}"' sh "$comp" "$@")
 }
 
 out=$(bash -c '. "$1"; complete -p ptls ptdump ptverify ptrepack ptdiff' sh "$comp" 2>&1)
@@ -28,8 +29,11 @@ out=$(bash -c '. "$1"; compgen -W "$(_pt_tools_opts ptdiff)" -- --a' sh "$comp")
 [ "$out" = "--atol" ] && ok "compgen over ptdiff's options: --a -> --atol" ||
 	bad "compgen --a: $out"
 
-# every long option of --help is offered, and nothing else
-for t in ptls ptdump ptverify ptrepack ptdiff; do
+# every long option of --help is offered, and nothing else (ptfs's too,
+# when it was built)
+tools="ptls ptdump ptverify ptrepack ptdiff"
+[ -x "$bin/ptfs" ] && tools="$tools ptfs"
+for t in $tools; do
 	"$bin/$t" --help | grep -o -- '--[a-z][a-z-]*' | sort -u >"$tmp/help"
 	complete_words "$t" -- | grep -- '^--' | sort -u >"$tmp/comp"
 	if [ -s "$tmp/help" ] && cmp -s "$tmp/help" "$tmp/comp"; then
@@ -44,6 +48,21 @@ done
 	complete_words ptrepack - | grep -qx -- "-P" &&
 	! complete_words ptrepack - | grep -qx -- "-p" &&
 	ok "ptrepack -: -P (repickle), no -p" || bad "ptrepack -: $(complete_words ptrepack - | tr '\n' ' ')"
+
+# ptfs: its commands, their options, -o's options
+out=$(bash -c '. "$1"; complete -p ptfs' sh "$comp" 2>&1)
+[ "$out" = "complete -F _ptfs ptfs" ] && ok "complete -p ptfs" ||
+	bad "complete -p ptfs: $out"
+[ "$(complete_words ptfs u)" = umount ] && ok "ptfs u -> umount" ||
+	bad "ptfs u: $(complete_words ptfs u | tr '\n' ' ')"
+[ "$(complete_words ptfs umount --d)" = --discard ] &&
+	ok "ptfs umount --d -> --discard" ||
+	bad "ptfs umount --d: $(complete_words ptfs umount --d | tr '\n' ' ')"
+[ "$(complete_words ptfs revert - | sort | tr '\n' ' ')" = "--quiet -q " ] &&
+	ok "ptfs revert -: -q --quiet" ||
+	bad "ptfs revert -: $(complete_words ptfs revert - | tr '\n' ' ')"
+[ "$(complete_words ptfs -o ov)" = overlay= ] && ok "ptfs -o ov -> overlay=" ||
+	bad "ptfs -o ov: $(complete_words ptfs -o ov)"
 
 # file names: checkpoints and directories, not other files
 mkdir "$tmp/sub"

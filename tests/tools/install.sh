@@ -47,18 +47,20 @@ done
 	ok "installed ptverify checks the sample" || bad "installed ptverify fails"
 
 # ---- shell completion (issue 19.6): bash loads it per command name
-for p in ptls ptdump ptverify ptrepack ptdiff; do
+for p in ptls ptdump ptverify ptrepack ptdiff ptfs; do
 	f=$d/share/bash-completion/completions/$p
+	fn=_pt_tools
+	[ $p = ptfs ] && fn=_ptfs
 	if [ -f "$f" ] && bash -c '. "$1" && complete -p "$2"' sh "$f" "$p" \
-	   2>/dev/null | grep -q "^complete -F _pt_tools $p$"; then
+	   2>/dev/null | grep -q "^complete -F $fn $p$"; then
 		ok "bash completion for $p installed and loads"
 	else
 		bad "bash completion for $p: missing or does not load"
 	fi
 done
 head -n 1 "$d/share/zsh/site-functions/_ptls" 2>/dev/null |
-	grep -q "^#compdef ptls ptdump ptverify ptrepack ptdiff$" &&
-	ok "zsh completion installed (#compdef for the five tools)" ||
+	grep -q "^#compdef ptls ptdump ptverify ptrepack ptdiff ptfs$" &&
+	ok "zsh completion installed (#compdef for the six programs)" ||
 	bad "zsh completion share/zsh/site-functions/_ptls missing"
 
 # ---- mount(8) helper

@@ -1,0 +1,374 @@
+/*
+ * ptfs_ctl.c - the control files under .ptfs/ of a writable mount and what
+ * they say: commit (write back), progress (how far), status (what is
+ * staged, the daemon, the overlay, refused edits, what was written back),
+ * discard (drop every staged edit and unmount), revert (make key paths
+ * what the checkpoint holds).  `ptfs status`, `ptfs umount` and `ptfs
+ * revert` (ptfs_cli.c) are their clients.
+ *
+ * Status (its text is ptfs_status.c's) is made when it is opened and kept
+ * with that open file (fi->fh), so a reader sees one consistent text
+ * however it reads it; discard and revert keep their result there.
+ */
+#define _GNU_SOURCE 1	/* open_memstream, asprintf */
+#include "ptfs.h"
+
+#include "diag/diag.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const struct ptfs_ctl_file ptfs_ctl_files[PTFS_NCTL] = {
+	[PTFS_CTL_COMMIT] = { "commit", true },
+	[PTFS_CTL_PROGRESS] = { "progress", false },
+	[PTFS_CTL_STATUS] = { "status", false },
+	[PTFS_CTL_DISCARD] = { "discard", true },
+	[PTFS_CTL_REVERT] = { "revert", true },
+};
+
+/* What one open of a control file keeps. */
+struct ctl_handle {
+	char *text;		/* what reads give */
+	size_t len;
+	bool end;		/* a discard was done through it: end the
+				   session when it is closed */
+};
+
+/* ---- write-back ---- */
+
+int ptfs_commit(struct ptfs *fs, struct diag *d)
+{
+	struct ovl_summary s = { 0 };
+	char *done = NULL;
+	size_t len;
+	FILE *f;
+	int rc;
+
+	ptfs_wrlock(fs);
+	/* what is about to be written, said before the tree describes the
+	   new file (counts only) */
+	rc = fs->ovl && !fs->ovl->committed ?
+	     ovl_summarize(fs->ovl, 0, &s, d) : 0;
+	if (!rc)
+		rc = fs->ovl ? ovl_commit(fs->ovl, fs->output, d) : 1;
+	if (rc < 0)
+		diag_line(d, fs->commit_msg, sizeof(fs->commit_msg) - 1);
+	else
+		snprintf(fs->commit_msg, sizeof(fs->commit_msg) - 1, "%s",
+			 rc ? "unchanged" : "ok");
+	strcat(fs->commit_msg, "\n");
+	f = rc >= 0 && fs->ovl ? open_memstream(&done, &len) : NULL;
+	if (f && !rc) {
+		fputs("written back: ", f);
+		ptfs_counts_text(f, &s);
+		fprintf(f, "; %llu bytes to %s\n",
+			(unsigned long long)fs->ovl->wstats.size,
+			fs->output ? fs->output : fs->ovl->path);
+	} else if (f && !fs->done_msg) {
+		fputs("written back: nothing (nothing was staged)\n", f);
+	}
+	if (f && fclose(f))
+		done = NULL;
+	if (done && *done) {
+		pthread_mutex_lock(&fs->ctl_lock);
+		free(fs->done_msg);
+		fs->done_msg = done;
+		pthread_mutex_unlock(&fs->ctl_lock);
+	} else {
+		free(done);
+	}
+	ovl_summary_free(&s);
+	ptfs_unlock(fs);
+	return rc;
+}
+
+/* ---- discard ---- */
+
+/*
+ * Drop every staged edit, say what was dropped in @h, and end the session
+ * when @h is closed (after the caller read what was dropped): the model
+ * still shows the edits, and a mount that showed what is no longer
+ * anywhere would mislead; unmounting (serve() in ptfs_main.c) leaves
+ * nothing to see and nothing to write back.
+ */
+static long long discard(struct ptfs *fs, struct ctl_handle *h, size_t size)
+{
+	struct ovl_summary s = { 0 };
+	char *done = NULL, *res = NULL;
+	size_t len;
+	struct diag d;
+	FILE *f;
+	int rc;
+
+	diag_init(&d, fs->c->path);
+	ptfs_wrlock(fs);
+	rc = fs->ovl->committed ? 0 : ovl_summarize(fs->ovl, 0, &s, &d);
+	if (!rc)
+		rc = ovl_discard(fs->ovl, &d);
+	f = open_memstream(&done, &len);
+	if (f && rc) {
+		fprintf(f, "discard failed: %s\n", d.msg);
+	} else if (f) {
+		fputs("discarded: ", f);
+		if (ptfs_nothing_staged(&s))
+			fputs("nothing was staged", f);
+		else
+			ptfs_counts_text(f, &s);
+		fprintf(f, "; %s removed, %s untouched\n", fs->ovl->dir,
+			fs->ovl->path);
+	}
+	if (f && fclose(f))
+		done = NULL;
+	res = done ? strdup(done) : NULL;
+	pthread_mutex_lock(&fs->ctl_lock);
+	if (!rc && done) {
+		free(fs->done_msg);
+		fs->done_msg = done;
+		done = NULL;
+	}
+	if (h && res) {
+		free(h->text);
+		h->text = res;
+		h->len = strlen(res);
+		res = NULL;
+	}
+	if (h && !rc)
+		h->end = true;
+	pthread_mutex_unlock(&fs->ctl_lock);
+	free(done);
+	free(res);
+	ovl_summary_free(&s);
+	ptfs_unlock(fs);
+	if (rc)
+		return -ptfs_errno(rc, &d);	/* logged */
+	return (long long)size;
+}
+
+/* ---- revert ---- */
+
+/*
+ * @path as the mount shows it (from its root) in the model's names: each
+ * name that is there found as lookups find it (a long key is shown cut),
+ * the rest as written (a removed key is no entry to find).  malloc'd.
+ */
+static char *model_path(const struct ptfs *fs, const char *path, size_t len)
+{
+	const struct ckpt_node *n = fs->c->root;
+	size_t cap = len + 1, k = 0;
+	char *out = malloc(cap), comp[PTFS_NAME_BUF];
+
+	if (!out)
+		return NULL;
+	/* a root that is no directory is shown as one file (ptfs_ino.c) */
+	if (!ptfs_node_is_dir(n) && len == strlen(fs->root_name) &&
+	    !memcmp(path, fs->root_name, len)) {
+		*out = 0;
+		return out;
+	}
+	for (size_t i = 0; i < len;) {
+		size_t m = 0;
+		const char *name;
+
+		while (i < len && path[i] == '/')
+			i++;
+		while (i + m < len && path[i + m] != '/')
+			m++;
+		if (!m || (m == 1 && path[i] == '.') || m >= sizeof(comp)) {
+			i += m;
+			continue;
+		}
+		memcpy(comp, path + i, m);
+		comp[m] = 0;
+		i += m;
+		n = n && ptfs_node_is_dir(n) ? ptfs_child(n, comp,
+							  CKPT_NAME_MAX) : NULL;
+		name = n ? n->name : comp;
+		if (k + strlen(name) + 2 > cap) {
+			char *nb = realloc(out, cap = k + strlen(name) + 2 +
+					   len);
+
+			if (!nb) {
+				free(out);
+				return NULL;
+			}
+			out = nb;
+		}
+		if (k)
+			out[k++] = '/';
+		strcpy(out + k, name);
+		k += strlen(name);
+	}
+	out[k] = 0;
+	return out;
+}
+
+/* The key paths in @buf (one a line, as the mount shows them) reverted
+ * together; what was done in @h. */
+static long long revert(struct ptfs *fs, struct ctl_handle *h,
+			const char *buf, size_t size)
+{
+	char *paths[16], *res = NULL;
+	int n = 0, rc = 0;
+	struct diag d;
+
+	diag_init(&d, fs->c->path);
+	ptfs_wrlock(fs);
+	for (size_t i = 0; i < size && !rc;) {
+		size_t m = 0;
+
+		while (i + m < size && buf[i + m] != '\n')
+			m++;
+		if (m && n == 16)
+			rc = diag_errno(&d, -E2BIG, "at most 16 paths at once");
+		else if (m && !(paths[n++] = model_path(fs, buf + i, m)))
+			rc = diag_nomem(&d);
+		i += m + 1;
+	}
+	if (!rc && !n)
+		rc = diag_errno(&d, -EINVAL, "which key path?");
+	if (!rc)
+		rc = ovl_revert(fs->ovl, (const char *const *)paths, n, &d);
+	ptfs_texts_drop(fs);
+	ptfs_unlock(fs);
+	ptfs_inval_wait(fs);
+	ptfs_inval_wait_all(fs);
+	if (rc < 0 && asprintf(&res, "%s\n", d.msg) < 0)
+		res = NULL;
+	for (int k = 0; k < n && rc >= 0; k++) {
+		char *was = res;
+
+		if (asprintf(&res, "%s%s%s%s\n", was ? was : "",
+			     rc ? "nothing to revert at " : "reverted: ",
+			     *paths[k] ? paths[k] :
+			     ptfs_node_is_dir(fs->c->root) ? "." :
+			     fs->root_name,
+			     rc ? ": it is what the checkpoint holds" : "") < 0)
+			res = NULL;
+		free(was);
+	}
+	for (int k = 0; k < n; k++)
+		free(paths[k]);
+	pthread_mutex_lock(&fs->ctl_lock);
+	if (h && res) {
+		free(h->text);
+		h->text = res;
+		h->len = strlen(res);
+		res = NULL;
+	}
+	pthread_mutex_unlock(&fs->ctl_lock);
+	free(res);
+	return rc < 0 ? rc : (long long)size;
+}
+
+/* ---- the files ---- */
+
+int ptfs_ctl_open(struct ptfs *fs, int k, struct fuse_file_info *fi)
+{
+	struct ctl_handle *h;
+
+	fi->fh = 0;
+	if (k == PTFS_CTL_COMMIT || k == PTFS_CTL_PROGRESS)
+		return 0;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	if (k == PTFS_CTL_STATUS &&
+	    !(h->text = ptfs_status_text(fs, &h->len))) {
+		free(h);
+		return -ENOMEM;
+	}
+	fi->fh = (uint64_t)(uintptr_t)h;
+	return 0;
+}
+
+void ptfs_ctl_release(struct ptfs *fs, struct fuse_file_info *fi)
+{
+	struct ctl_handle *h = (struct ctl_handle *)(uintptr_t)fi->fh;
+
+	if (!h)
+		return;
+	if (h->end && fs->inval.se)
+		fuse_session_exit(fs->inval.se);
+	free(h->text);
+	free(h);
+	fi->fh = 0;
+}
+
+static size_t clip(size_t total, off_t off, size_t size)
+{
+	if ((uint64_t)off >= total)
+		return 0;
+	return total - off < size ? total - off : size;
+}
+
+void ptfs_ctl_read(fuse_req_t req, struct ptfs *fs, int k, size_t size,
+		   off_t off, struct fuse_file_info *fi)
+{
+	struct ctl_handle *h = (struct ctl_handle *)(uintptr_t)fi->fh;
+	char buf[64];
+	size_t len;
+
+	switch (k) {
+	case PTFS_CTL_PROGRESS:
+		/* "DONE TOTAL\n" bytes of record data */
+		len = snprintf(buf, sizeof(buf), "%llu %llu\n",
+			       (unsigned long long)__atomic_load_n(
+				       &fs->wb_done, __ATOMIC_ACQUIRE),
+			       (unsigned long long)__atomic_load_n(
+				       &fs->wb_total, __ATOMIC_RELAXED));
+		fuse_reply_buf(req, buf + clip(len, 0, off),
+			       clip(len, off, size));
+		return;
+	case PTFS_CTL_COMMIT:
+		len = strlen(fs->commit_msg);
+		fuse_reply_buf(req, fs->commit_msg + clip(len, 0, off),
+			       clip(len, off, size));
+		return;
+	default:
+		if (!h)
+			return (void)fuse_reply_buf(req, NULL, 0);
+		pthread_mutex_lock(&fs->ctl_lock);
+		fuse_reply_buf(req, h->text ? h->text + clip(h->len, 0, off) :
+			       NULL, h->text ? clip(h->len, off, size) : 0);
+		pthread_mutex_unlock(&fs->ctl_lock);
+	}
+}
+
+long long ptfs_ctl_write(struct ptfs *fs, int k, const char *buf,
+			 size_t size, struct fuse_file_info *fi)
+{
+	struct ctl_handle *h = (struct ctl_handle *)(uintptr_t)fi->fh;
+	struct diag d;
+
+	diag_init(&d, fs->c->path);
+	switch (k) {
+	case PTFS_CTL_COMMIT:
+		/* any write asks for write-back; it answers when done, with
+		   EIO when it failed (logged; the file reads the reason) */
+		if (ptfs_commit(fs, &d) < 0)
+			return -ptfs_errno(-EIO, &d);
+		return (long long)size;
+	case PTFS_CTL_DISCARD:
+		return discard(fs, h, size);
+	case PTFS_CTL_REVERT:
+		return revert(fs, h, buf, size);
+	default:
+		return -EACCES;
+	}
+}
+
+void ptfs_ctl_release_all(struct ptfs *fs)
+{
+	if (fs->refused)
+		for (uint32_t i = 0; i < PTFS_REFUSED_MAX; i++) {
+			free(fs->refused[i].path);
+			free(fs->refused[i].msg);
+		}
+	free(fs->refused);
+	free(fs->done_msg);
+	fs->refused = NULL;
+	fs->done_msg = NULL;
+}

@@ -1,0 +1,211 @@
+/*
+ * ptfs_mnt.c - which ptfs mount a path is in, for the commands that talk
+ * to a running mount (ptfs_cli.c): the longest mount point in
+ * /proc/self/mountinfo that holds it, when that one is fuse.ptfs, with its
+ * source (ptfs sets fsname to the checkpoint's absolute path).  The path
+ * need not exist (a removed key), and a dead daemon's mount point cannot
+ * be resolved (ENOTCONN): the part that resolves is resolved, the rest
+ * taken as written.
+ */
+#define _GNU_SOURCE 1
+#include "ptfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void ptfs_mnt_free(struct ptfs_mnt *m)
+{
+	free(m->root);
+	free(m->source);
+	free(m->rest);
+}
+
+/* mountinfo's octal escapes (\040 for a space) undone in place. */
+static void unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
+				      (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = 0;
+}
+
+/* Append @comp to absolute @p (PATH_MAX), handling "." and "..". */
+static void path_push(char *p, const char *comp, size_t len)
+{
+	size_t n = strlen(p);
+
+	if (!len || (len == 1 && comp[0] == '.'))
+		return;
+	if (len == 2 && comp[0] == '.' && comp[1] == '.') {
+		while (n > 1 && p[n - 1] != '/')
+			n--;
+		p[n > 1 ? n - 1 : 1] = 0;
+		return;
+	}
+	if (n + len + 2 > PATH_MAX)
+		return;
+	if (n > 1)
+		p[n++] = '/';
+	memcpy(p + n, comp, len);
+	p[n + len] = 0;
+}
+
+/*
+ * @arg as an absolute path: its longest prefix that resolves (realpath:
+ * symbolic links followed), then the rest as written.  A removed key or a
+ * dead daemon's mount point do not resolve, and need not.
+ */
+static void absolute_path(const char *arg, char *out)
+{
+	char buf[PATH_MAX], *real;
+	size_t cut = strlen(arg);
+
+	if (cut >= PATH_MAX) {
+		strcpy(out, "/");
+		return;
+	}
+	for (;;) {
+		memcpy(buf, arg, cut);
+		buf[cut] = 0;
+		real = realpath(cut ? buf : ".", NULL);
+		if (real || !cut)
+			break;
+		while (cut && arg[cut - 1] == '/')
+			cut--;
+		while (cut && arg[cut - 1] != '/')
+			cut--;
+		if (cut == 0 && arg[0] == '/')
+			cut = 1;
+	}
+	strcpy(out, "/");
+	if (real) {
+		snprintf(out, PATH_MAX, "%s", real);
+		free(real);
+	}
+	for (const char *p = arg + cut; *p;) {
+		size_t n = strcspn(p, "/");
+
+		path_push(out, p, n);
+		p += n;
+		while (*p == '/')
+			p++;
+	}
+}
+
+/* Is mount point @mp a prefix of @path, component-wise? */
+static bool under(const char *path, const char *mp)
+{
+	size_t n = strlen(mp);
+
+	if (!strcmp(mp, "/"))
+		return true;
+	return !strncmp(path, mp, n) && (path[n] == '/' || !path[n]);
+}
+
+int ptfs_find_mount(const char *arg, struct ptfs_mnt *m)
+{
+	char path[PATH_MAX], line[3 * PATH_MAX], best[PATH_MAX] = "";
+	char src[PATH_MAX] = "";
+	bool ptfs = false;
+	FILE *f;
+
+	memset(m, 0, sizeof(*m));
+	absolute_path(arg, path);
+	f = fopen("/proc/self/mountinfo", "r");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char mp[PATH_MAX], fstype[256], source[PATH_MAX];
+		const char *dash = strstr(line, " - ");
+
+		/* id parent maj:min root mountpoint ... - fstype source */
+		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1 ||
+		    sscanf(dash + 3, "%255s %4095s", fstype, source) != 2)
+			continue;
+		unescape(mp);
+		unescape(source);
+		/* the longest one holding it; the last of equals is on top */
+		if (!under(path, mp) || strlen(mp) < strlen(best))
+			continue;
+		strcpy(best, mp);
+		strcpy(src, source);
+		ptfs = !strcmp(fstype, "fuse.ptfs");
+	}
+	fclose(f);
+	if (!ptfs)
+		return 1;
+	m->root = strdup(best);
+	m->source = strdup(src);
+	m->rest = strdup(path + strlen(best) + (strcmp(best, "/") &&
+						 path[strlen(best)] == '/'));
+	if (!m->root || !m->source || !m->rest) {
+		ptfs_mnt_free(m);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* "the daemon is gone" for @arg in mount @m: what to run. */
+void ptfs_daemon_gone(const char *arg, const struct ptfs_mnt *m,
+		      bool discard)
+{
+	/* the checkpoint, unless its path could not be the fsname (a ',') */
+	const char *ck = m->source[0] == '/' ? m->source : "CHECKPOINT";
+
+	if (discard)
+		fprintf(stderr, "ptfs: %s: the ptfs daemon is gone (killed?); "
+			"to drop the staged edits: fusermount3 -u %s; ptfs %s "
+			"%s -o discard; ptfs umount %s\n", arg, m->root,
+			ck, m->root, m->root);
+	else
+		fprintf(stderr, "ptfs: %s: the ptfs daemon is gone (killed?); "
+			"staged edits are safe on disk: fusermount3 -u %s, "
+			"then ptfs %s %s shows them again\n", arg, m->root,
+			ck, m->root);
+}
+
+/* A control file of mount @m: open(2)'s result. */
+int ptfs_open_ctl(const struct ptfs_mnt *m, const char *name, int flags)
+{
+	char path[PATH_MAX + 16];
+
+	snprintf(path, sizeof(path), "%s/.ptfs/%s", m->root, name);
+	return open(path, flags | O_CLOEXEC);
+}
+
+/* All of @fd from offset 0 (malloc'd, NUL-terminated), or NULL. */
+char *ptfs_read_all(int fd)
+{
+	size_t cap = 4096, len = 0;
+	char *buf = malloc(cap);
+	ssize_t n;
+
+	while (buf && (n = pread(fd, buf + len, cap - len - 1, len)) > 0) {
+		len += n;
+		if (cap - len < 1024) {
+			char *nb = realloc(buf, cap *= 2);
+
+			if (!nb)
+				break;
+			buf = nb;
+		}
+	}
+	if (buf)
+		buf[len] = 0;
+	return buf;
+}
+

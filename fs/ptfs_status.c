@@ -1,0 +1,266 @@
+/*
+ * ptfs_status.c - what .ptfs/status and `ptfs status` say: the
+ * checkpoint, the daemon, the overlay and what is in it, journal records
+ * resumed from an earlier mount, what was written back or discarded, the
+ * staged edits in key paths (core/ovl/ovl_summary.c), and the edits the
+ * daemon refused.  Those are remembered here, the last PTFS_REFUSED_MAX
+ * with their reason: a shell's `>` never shows close()'s EINVAL for a
+ * value that does not parse, and status does.
+ */
+#define _GNU_SOURCE 1	/* strerrorname_np, open_memstream */
+#include "ptfs.h"
+
+#include "diag/diag.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Paths listed per kind of change; the counts cover the rest. */
+#define STATUS_MAX_PATHS	1000
+
+/* ---- refused edits ---- */
+
+static void refusal_add(struct ptfs *fs, char *path, int err,
+			const char *msg)
+{
+	struct ptfs_refusal *r;
+	char *m = strdup(msg);
+
+	pthread_mutex_lock(&fs->ctl_lock);
+	if (!fs->refused)
+		fs->refused = calloc(PTFS_REFUSED_MAX, sizeof(*fs->refused));
+	if (!fs->refused || !path || !m) {
+		pthread_mutex_unlock(&fs->ctl_lock);
+		free(path);
+		free(m);
+		return;
+	}
+	r = &fs->refused[fs->nrefused++ % PTFS_REFUSED_MAX];
+	free(r->path);
+	free(r->msg);
+	r->path = path;
+	r->err = err;
+	r->msg = m;
+	pthread_mutex_unlock(&fs->ctl_lock);
+}
+
+void ptfs_refused(struct ptfs *fs, const struct ckpt_node *dir,
+		  const char *name, int rc, const struct diag *d)
+{
+	char *p, *path;
+
+	if (rc >= 0 || !d || !d->err)
+		return;
+	p = dir ? ckpt_node_path(dir) : strdup("");
+	if (!p)
+		path = NULL;
+	else if (!name)
+		path = strdup(*p ? p : ".");
+	else if (asprintf(&path, "%s%s%s", p, *p ? "/" : "", name) < 0)
+		path = NULL;
+	free(p);
+	refusal_add(fs, path, -rc, d->msg);
+}
+
+void ptfs_refused_ino(struct ptfs *fs, const struct ptfs_ino *i, int rc,
+		      const struct diag *d)
+{
+	char *p, *path = NULL;
+
+	if (rc >= 0 || !d || !d->err)
+		return;
+	switch (i->kind) {
+	case PTFS_ROOT:
+	case PTFS_NODE:
+		ptfs_refused(fs, i->node, NULL, rc, d);
+		return;
+	case PTFS_VIEW:
+		p = ckpt_node_path(i->node);
+		if (p && asprintf(&path, "%s.%s", *p ? p : fs->root_name,
+				  i->view == CKPT_V_NPY ? "npy" : "txt") < 0)
+			path = NULL;
+		free(p);
+		break;
+	case PTFS_STORAGE:
+		if (asprintf(&path, ".ptfs/storages/%s", i->storage->key) < 0)
+			path = NULL;
+		break;
+	default:
+		return;
+	}
+	refusal_add(fs, path, -rc, d->msg);
+}
+
+static const char *errname(int err)
+{
+	const char *s = strerrorname_np(err);
+
+	return s ? s : "error";
+}
+
+/* "refused: N edits ..." and the ones kept, into @f. */
+static void refusals_text(struct ptfs *fs, FILE *f)
+{
+	uint64_t n, first;
+
+	pthread_mutex_lock(&fs->ctl_lock);
+	n = fs->nrefused;
+	if (n) {
+		fprintf(f, "refused: %llu edit%s since the mount (not staged; "
+			"the reasons are in the daemon's log too)%s\n",
+			(unsigned long long)n, n == 1 ? "" : "s",
+			n > PTFS_REFUSED_MAX ? ", the last ones:" : "");
+		first = n > PTFS_REFUSED_MAX ? n - PTFS_REFUSED_MAX : 0;
+		for (uint64_t k = first; k < n; k++) {
+			const struct ptfs_refusal *r =
+				&fs->refused[k % PTFS_REFUSED_MAX];
+
+			fprintf(f, "  %s: %s: %s\n", r->path, errname(r->err),
+				r->msg);
+		}
+	}
+	pthread_mutex_unlock(&fs->ctl_lock);
+}
+
+/* ---- what is staged ---- */
+
+/* ", 2 keys renamed": @n, the noun (none when @one is ""), @what. */
+static void plural(FILE *f, bool *first, uint64_t n, const char *one,
+		   const char *many, const char *what)
+{
+	if (!n)
+		return;
+	fprintf(f, "%s%llu%s%s %s", *first ? "" : ", ", (unsigned long long)n,
+		*one ? " " : "", n == 1 ? one : many, what);
+	*first = false;
+}
+
+/* "2 tensors changed, 1 key renamed, ..." (nothing when nothing). */
+void ptfs_counts_text(FILE *f, const struct ovl_summary *s)
+{
+	bool first = true;
+
+	plural(f, &first, s->count[OVL_C_DATA], "tensor", "tensors",
+	       "changed");
+	if (!s->count[OVL_C_DATA])
+		plural(f, &first, s->storages, "storage", "storages",
+		       "changed");
+	plural(f, &first, s->count[OVL_C_RENAME], "key", "keys", "renamed");
+	plural(f, &first, s->count[OVL_C_REMOVE],
+	       first ? "key" : "", first ? "keys" : "", "removed");
+	plural(f, &first, s->count[OVL_C_NEW], first ? "key" : "",
+	       first ? "keys" : "", "added");
+	plural(f, &first, s->count[OVL_C_VALUE], "value", "values", "edited");
+	if (first && s->changed)
+		fputs("changes", f);
+}
+
+bool ptfs_nothing_staged(const struct ovl_summary *s)
+{
+	for (int k = 0; k < OVL_C_NKINDS; k++)
+		if (s->count[k])
+			return false;
+	return !s->changed && !s->storages;
+}
+
+static const char *const change_word[OVL_C_NKINDS] = {
+	[OVL_C_DATA] = "changed", [OVL_C_RENAME] = "renamed",
+	[OVL_C_REMOVE] = "removed", [OVL_C_NEW] = "added",
+	[OVL_C_VALUE] = "value",
+};
+
+/* The staged edits, one per line, and how many were not listed. */
+static void changes_text(FILE *f, const struct ptfs *fs,
+			 const struct ovl_summary *s)
+{
+	uint64_t listed[OVL_C_NKINDS] = { 0 };
+
+	for (size_t i = 0; i < s->nitems; i++) {
+		const struct ovl_change *c = &s->items[i];
+		const char *p = *c->path ? c->path : fs->root_name;
+		const char *slash = c->dir ? "/" : "";
+
+		listed[c->kind]++;
+		fprintf(f, "  %-8s %s%s", change_word[c->kind],
+			c->kind == OVL_C_RENAME ? c->from : p,
+			c->kind == OVL_C_RENAME ? slash : "");
+		if (c->kind == OVL_C_RENAME)
+			fprintf(f, " -> %s%s", p, slash);
+		else if (c->kind == OVL_C_VALUE)
+			fprintf(f, ": %s -> %s", c->from, c->to);
+		else
+			fputs(slash, f);
+		fputc('\n', f);
+	}
+	for (int k = 0; k < OVL_C_NKINDS; k++)
+		if (s->count[k] > listed[k])
+			fprintf(f, "  %-8s and %llu more\n", change_word[k],
+				(unsigned long long)(s->count[k] - listed[k]));
+}
+
+/* The overlay's line: where it is and what is in it. */
+static void overlay_text(FILE *f, const struct ovl *v,
+			 const struct ovl_summary *s)
+{
+	fprintf(f, "overlay: %s", v->dir);
+	if (v->jfd < 0) {
+		fputs(": nothing in it yet\n", f);
+		return;
+	}
+	fprintf(f, ": journal %llu bytes, %u data file%s of %llu bytes\n",
+		(unsigned long long)s->journal_bytes, s->files,
+		s->files == 1 ? "" : "s", (unsigned long long)s->file_bytes);
+}
+
+char *ptfs_status_text(struct ptfs *fs, size_t *len)
+{
+	struct ovl *v = fs->ovl;
+	struct ovl_summary s;
+	struct diag d;
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, len);
+	int rc;
+
+	if (!f)
+		return NULL;
+	diag_init(&d, fs->c->path);
+	ptfs_rdlock(fs);
+	fprintf(f, "checkpoint: %s\n", v->path);
+	if (fs->output)
+		fprintf(f, "output: %s\n", fs->output);
+	fprintf(f, "daemon: pid %ld\n", (long)getpid());
+	rc = ovl_summarize(v, STATUS_MAX_PATHS, &s, &d);
+	overlay_text(f, v, &s);
+	if (v->resumed)
+		fprintf(f, "resumed: %llu journal record%s staged by an "
+			"earlier mount\n", (unsigned long long)v->resumed,
+			v->resumed == 1 ? "" : "s");
+	pthread_mutex_lock(&fs->ctl_lock);
+	if (fs->done_msg)
+		fputs(fs->done_msg, f);
+	pthread_mutex_unlock(&fs->ctl_lock);
+	if (v->committed) {
+		fputs("staged: nothing (the mount is read-only until it is "
+		      "unmounted)\n", f);
+	} else if (rc) {
+		fprintf(f, "staged: unknown (%s)\n", d.msg);
+	} else if (ptfs_nothing_staged(&s)) {
+		fputs("staged: nothing (unmounting writes nothing)\n", f);
+	} else {
+		fputs("staged: ", f);
+		ptfs_counts_text(f, &s);
+		fputc('\n', f);
+		changes_text(f, fs, &s);
+	}
+	ovl_summary_free(&s);
+	ptfs_unlock(fs);
+	refusals_text(fs, f);
+	if (fclose(f)) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
