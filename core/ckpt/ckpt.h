@@ -77,6 +77,11 @@ struct ckpt_storage {
 	/* converted to another dtype (core/cvt): the tensors' new dtype;
 	   data.pkl must then be written anew (ckpt_retype.c) */
 	const struct ckpt_dtype *retyped;
+	/* a staged storage: the chunks written since its copy-up, so that
+	   write-back compares those only (ckpt_patch.c); NULL: unknown.
+	   Every write into the data file in place must mark what it writes
+	   (ckpt_dirty_mark()); a file put in its place is not trusted */
+	struct ckpt_dirty *dirty;
 };
 
 enum ckpt_tensor_kind {
@@ -472,6 +477,12 @@ struct ckpt_write_stats {
 	uint32_t trimmed;	/* storages cut to what their tensors use */
 	uint64_t saved;		/* storage bytes not written for those two */
 	uint64_t size;		/* bytes of the archive */
+	/* how (ckpt_save() clones the checkpoint into its temporary when
+	   every record keeps its place, then writes what differs only) */
+	bool cloned;		/* patched a clone of the checkpoint */
+	uint64_t written;	/* bytes written with pwrite */
+	uint64_t copied;	/* bytes copied by copy_file_range */
+	uint32_t copy_calls;	/* copy_file_range calls */
 };
 
 struct stat;
@@ -526,6 +537,26 @@ int ckpt_save(struct ckpt *c, const char *target,
 	      const struct ckpt_write_opts *o, const struct stat *like,
 	      int (*before)(void *arg, const struct stat *st, struct diag *d),
 	      void *arg, struct diag *d);
+
+/* ---- write-back against the original (ckpt_patch.c) ---- */
+
+#define CKPT_DIRTY_SHIFT	16	/* a dirty map's chunk: 64 KiB */
+
+/*
+ * Storage @s was just copied into the overlay file s->fd: start its dirty
+ * map, all clean, bound to that file (device and inode).  0 or -ENOMEM
+ * (then there is no map, and write-back compares the whole storage).
+ */
+int ckpt_dirty_track(struct ckpt_storage *s);
+/* Bytes [@off, @off + @len) of @s are about to be written in place. */
+void ckpt_dirty_mark(struct ckpt_storage *s, uint64_t off, uint64_t len);
+/* Forget @s's map (a whole new file replaces its bytes; ckpt_close()). */
+void ckpt_dirty_drop(struct ckpt_storage *s);
+/*
+ * @s's map as bits (bit i%64 of word i/64 set: chunk i was written) if it
+ * describes the file s->fd is now, else NULL.
+ */
+const uint64_t *ckpt_dirty_bits(const struct ckpt_storage *s);
 
 /* ---- globals (ckpt_globals.c) ---- */
 

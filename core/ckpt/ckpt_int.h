@@ -235,4 +235,35 @@ int ckpt_retype_call(struct ckpt *c, struct pkl_emit *e,
 /* Append to a growable pointer array; -ENOMEM on failure. */
 int ckpt_push(void ***arr, uint32_t *n, uint32_t *cap, void *p);
 
+/* ---- ckpt_patch.c: writing against the original ---- */
+
+/*
+ * ckpt_write(); with @clone (@fd is a new empty file of ckpt_save()'s),
+ * the checkpoint is cloned into it first when every record keeps its
+ * place, and patched (ckpt_write.c).
+ */
+int ckpt_write_into(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
+		    bool clone, struct diag *d);
+
+struct ptz_source;
+/*
+ * Clone all of the file @from into the empty file @out (FICLONE): 0, 1
+ * when the file system cannot (no reflinks, another file system, an fd
+ * that does not allow it), or another -errno.
+ */
+int ckpt_clone_file(int out, int from);
+/*
+ * The block size at which the file system of @fd shares extents between
+ * files (XFS, btrfs: copy_file_range clones whole blocks there), or 0.
+ */
+uint32_t ckpt_shares_blocks(int fd);
+/*
+ * Say in @src that its bytes are record @e's in the checkpoint (the
+ * record itself, @s NULL) or those of storage @s's record but where the
+ * overlay changed them (its dirty map), when that is so: a stored record
+ * of the same size, its place known.
+ */
+void ckpt_patch_source(struct ckpt *c, struct ptz_entry *e,
+		       const struct ckpt_storage *s, struct ptz_source *src);
+
 #endif

@@ -313,8 +313,10 @@ void ckpt_close(struct ckpt *c)
 	for (uint32_t i = 0; i < c->ntensors; i++)
 		free(c->tensors[i]->inline_data);
 	free(c->tensors);
-	for (uint32_t i = 0; i < c->nstorages; i++)
+	for (uint32_t i = 0; i < c->nstorages; i++) {
 		ckpt_storage_uninflate(c->storages[i]);
+		ckpt_dirty_drop(c->storages[i]);
+	}
 	free(c->storages);
 	arena_release(&c->arena);
 	free(c->globals);

@@ -118,6 +118,8 @@ static int gather(const struct ckpt_tensor *t, int fd, uint64_t base,
 	int rc = 0;
 
 	span_of(t, e0, n, &lo, &hi);
+	if (hi > lo)	/* write-back compares what is marked (ckpt_patch.c) */
+		ckpt_dirty_mark(t->storage, base + lo * isz, (hi - lo) * isz);
 	if ((hi - lo) * isz <= GATHER_SPAN && (span = malloc((hi - lo) * isz))) {
 		rc = pread_all(fd, span, (hi - lo) * isz, base + lo * isz, d);
 		runs_start(&r, t, e0);
@@ -220,6 +222,8 @@ static int scatter(const struct ckpt_tensor *t, uint64_t e0, uint64_t n,
 	int rc = 0;
 
 	span_of(t, e0, n, &lo, &hi);
+	if (hi > lo)	/* write-back compares what is marked (ckpt_patch.c) */
+		ckpt_dirty_mark(t->storage, base + lo * isz, (hi - lo) * isz);
 	if ((hi - lo) * isz <= GATHER_SPAN && (span = malloc((hi - lo) * isz))) {
 		rc = pread_all(fd, span, (hi - lo) * isz, base + lo * isz, d);
 		runs_start(&r, t, e0);
@@ -258,6 +262,8 @@ long long ckpt_tensor_write(struct ckpt *c, const struct ckpt_tensor *t,
 		return diag_set(d, -EPERM, DIAG_NO_OFFSET, "tensor cannot be "
 				"written");
 	if (t->contiguous) {
+		ckpt_dirty_mark(t->storage, t->storage->data_off +
+				t->offset * isz + pos, len);
 		rc = pwrite_all(t->storage->fd, buf, len, t->storage->data_off +
 				t->offset * isz + pos, d);
 		return rc ? rc : (long long)len;

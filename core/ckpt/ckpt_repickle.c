@@ -19,6 +19,8 @@
 
 #define BATCH		1000		/* items per SETITEMS/APPENDS */
 #define SYNTH_KEY	(UINT64_C(1) << 32)	/* memo keys for new objects */
+#define KEY_MEMO	(3 * SYNTH_KEY)		/* + storage index: its key */
+#define FRESH_MEMO	(4 * SYNTH_KEY)		/* + count: see memo_fresh() */
 
 struct wb {
 	struct ckpt *c;
@@ -40,10 +42,22 @@ struct wb {
 	uint64_t *keep;		/* storage index -> bytes kept, when cut */
 	bool *trim;		/* storage index -> it is cut */
 	bool in_args;		/* writing the pid of such a tuple */
+	uint64_t nfresh;	/* memo_fresh() keys used */
 	bool retyped;		/* some storage has a new dtype (core/cvt) */
 };
 
 static int emit_node(struct wb *w, struct ckpt_node *n);
+
+/*
+ * pickle memoizes every str and tuple it writes, even those it never
+ * fetches again; so does the repickler for the ones it makes (a new key
+ * name, an edited str, a persistent id), under keys of their own, or
+ * data.pkl would come out shorter than torch's and move every record.
+ */
+static int memo_fresh(struct wb *w)
+{
+	return pkl_emit_memo_put(w->e, FRESH_MEMO + w->nfresh++);
+}
 
 /* The new key of @s, numbered on first use. */
 static uint32_t out_key(struct wb *w, struct ckpt_storage *s)
@@ -55,12 +69,23 @@ static uint32_t out_key(struct wb *w, struct ckpt_storage *s)
 	return w->out[s->index] - 1;
 }
 
-static int emit_key_str(struct wb *w, uint32_t key)
+/*
+ * Storage @s's new key, as torch's persistent_id gives it: one str object
+ * per storage (id_map.setdefault), which pickle memoizes the first time
+ * and fetches with BINGET after.  Without the memo our data.pkl came out
+ * 2 bytes a storage shorter than torch's, and moved every record after it.
+ */
+static int emit_key_str(struct wb *w, struct ckpt_storage *s)
 {
+	uint64_t memo = KEY_MEMO + s->index;
 	char buf[16];
+	int rc;
 
-	snprintf(buf, sizeof(buf), "%u", key);
-	return pkl_emit_str(w->e, buf, strlen(buf));
+	if (pkl_emit_memo_get(w->e, memo))
+		return 0;
+	snprintf(buf, sizeof(buf), "%u", out_key(w, s));
+	rc = pkl_emit_str(w->e, buf, strlen(buf));
+	return rc ? rc : pkl_emit_memo_put(w->e, memo);
 }
 
 /* The storage a persistent id's tuple names (str key, or a legacy int). */
@@ -132,7 +157,7 @@ static int hook_persid(struct pkl_emit *e, const struct pkl_value *pid,
 	rc = pkl_emit_mark(e);
 	for (size_t i = 0; i < 5 && !rc; i++) {
 		if (i == 2)
-			rc = emit_key_str(w, out_key(w, s));
+			rc = emit_key_str(w, s);
 		else if (i == 1 && s->retyped)
 			rc = s->untyped ? pkl_emit_global(e, "torch.storage",
 							  "UntypedStorage")
@@ -145,7 +170,10 @@ static int hook_persid(struct pkl_emit *e, const struct pkl_value *pid,
 		else
 			rc = pkl_emit_value(e, pkl_item(t, i));
 	}
-	return rc ? rc : pkl_emit_op(e, PKL_OP_TUPLE);
+	if (!rc)
+		rc = pkl_emit_op(e, PKL_OP_TUPLE);
+	/* persistent_id returns a new tuple each time */
+	return rc ? rc : memo_fresh(w);
 }
 
 /*
@@ -273,7 +301,7 @@ static int emit_fresh_tensor(struct wb *w, const struct ckpt_tensor *t)
 		rc = v3 ? pkl_emit_global(e, "torch.storage", "UntypedStorage")
 			: pkl_emit_global(e, "torch", dt->storage);
 	if (!rc)
-		rc = emit_key_str(w, out_key(w, t->storage));
+		rc = emit_key_str(w, t->storage);
 	if (!rc)
 		rc = pkl_emit_str(e, "cpu", 3);
 	if (!rc)
@@ -351,8 +379,11 @@ static int emit_edited_value(struct wb *w, const struct ckpt_node *n)
 	if (ckpt_value_parse(n, n->text, n->textlen, &lit))
 		return diag_corrupt(w->d, DIAG_NO_OFFSET, "value %s no longer "
 				    "parses", n->name);
-	if (!strcmp(lit.type, "str"))
-		return pkl_emit_str(w->e, lit.text, lit.len);
+	if (!strcmp(lit.type, "str")) {
+		int rc = pkl_emit_str(w->e, lit.text, lit.len);
+
+		return rc ? rc : memo_fresh(w);
+	}
 	if (!strcmp(lit.type, "bytes"))
 		return emit_bytes(w, lit.text, lit.len);
 	if (!strcmp(lit.type, "bool"))
@@ -381,7 +412,7 @@ static int emit_key(struct wb *w, const struct ckpt_node *k)
 			      "not a valid key", k->name) :
 	     pkl_emit_str(w->e, buf, n);
 	free(buf);
-	return rc;
+	return rc ? rc : memo_fresh(w);
 }
 
 /*

@@ -15,7 +15,9 @@
  *   .storage_alignment            kept if present (its value is our align)
  *   byteorder                     kept if present
  *   data/0 .. data/N-1            storages in first-use order, renumbered;
- *                                 storages nothing uses are dropped
+ *                                 storages nothing uses are dropped (in
+ *                                 the order of the keys as strings if
+ *                                 the file had it: torch < 2 wrote that)
  *   version                       kept
  *   .data/serialization_id        kept (torch only logs it)
  *   anything else                 kept, in its original order
@@ -25,8 +27,18 @@
  * with a CRC computed while copying.  Every record is written stored: a
  * deflated storage from its inflated copy (ckpt_inflate.c), a deflated
  * small record from memory.
+ *
+ * Everything is written against the original (ptz_writer_base()): what
+ * lies at the same offsets there is copied in runs of one copy_file_range,
+ * not a call per record.  ckpt_save() goes further when the structure is
+ * unchanged: it clones the checkpoint into its temporary file (FICLONE,
+ * where the file system shares extents), and the writer writes only what
+ * differs: the changed bytes of edited storages (compared in the chunks
+ * written since their copy-up, ckpt_patch.c) and their CRC fields.  Should
+ * a record move after all (a deflated record written stored), it starts
+ * again from an empty file.  Either way the bytes are the same.
  */
-#define _XOPEN_SOURCE 700	/* realpath */
+#define _XOPEN_SOURCE 700	/* ftruncate, strcasecmp */
 #include "ckpt_int.h"
 
 #include <errno.h>
@@ -39,7 +51,6 @@
 #include <unistd.h>
 
 #include "pickle/pkl_int.h"
-#include "util/io.h"
 #include "zip/ptz_write.h"
 
 #define SMALL_MAX	(UINT64_C(1) << 30)	/* deflated other records we
@@ -74,12 +85,16 @@ static int storage_source(struct out *w, struct ckpt_storage *s,
 	if (s->fd != c->fd) {
 		src->fd = s->fd;
 		src->off = s->data_off + from;	/* 0 in an overlay file */
-		return 0;
+		rc = 0;
+	} else {
+		/* a deflated record is written stored, from its inflated
+		   copy */
+		rc = ckpt_storage_data(c, s, &src->fd, &off, w->d);
+		src->off = off + from;
+		src->has_crc = !rc && !cut && ckpt_storage_crc(s, &src->crc32);
 	}
-	/* a deflated record is written stored, from its inflated copy */
-	rc = ckpt_storage_data(c, s, &src->fd, &off, w->d);
-	src->off = off + from;
-	src->has_crc = !rc && !cut && ckpt_storage_crc(s, &src->crc32);
+	if (!rc && !cut)
+		ckpt_patch_source(c, s->rec, s, src);
 	return rc;
 }
 
@@ -104,6 +119,8 @@ static int record_source(struct ckpt *c, struct ptz_entry *e,
 	/* CRC 0: a CRC-less torch 2.x file; computed while copying */
 	src->has_crc = e->crc32 || !e->usize;
 	src->crc32 = e->crc32;
+	if (!rc)
+		ckpt_patch_source(c, e, NULL, src);
 	return rc;
 }
 
@@ -323,6 +340,51 @@ static void count_new(struct out *w)
 }
 
 /*
+ * torch before 2.x wrote the data/ records in the order of sorted(keys),
+ * as strings ("0", "1", "10", "11", "2", ...).  Is the checkpoint such a
+ * file (it differs from numeric order from 11 storages on)?  Then a
+ * structural edit keeps that order: the storages that keep their keys
+ * then keep their places too when data.pkl keeps its size to within the
+ * padding, and are copied in runs, or cloned on XFS and btrfs.
+ */
+static bool string_order(const struct ckpt *c)
+{
+	const char *prev = NULL;
+	bool inverted = false;
+
+	for (uint32_t i = 0; i < c->zip.nentries; i++) {
+		const struct ptz_entry *e = &c->zip.entries[i];
+		const char *k = rel_name(c, e) + 5;
+		size_t n;
+
+		if (!is_data_rec(c, e))
+			continue;
+		n = strlen(k);
+		if (!n || strspn(k, "0123456789") != n || (k[0] == '0' && n > 1))
+			return false;
+		if (prev && strcmp(prev, k) >= 0)
+			return false;
+		if (prev && (strlen(prev) > n ||
+			     (strlen(prev) == n && strcmp(prev, k) > 0)))
+			inverted = true;
+		prev = k;
+	}
+	return inverted;
+}
+
+/* The key after @k among 0..@n-1 in the order of their decimal strings. */
+static uint32_t next_string_key(uint32_t k, uint32_t n)
+{
+	if (!k)
+		return 1;
+	if ((uint64_t)k * 10 < n)
+		return k * 10;
+	while (k && (k % 10 == 9 || k + 1 >= n))
+		k /= 10;
+	return k + 1;
+}
+
+/*
  * Write the new pickle and the storages it uses, in torch's order.  A
  * legacy file gets torch.save's records: prefix "archive", byteorder
  * "little" (legacy storages always are), version 3.
@@ -337,6 +399,7 @@ static int write_new(struct out *w)
 	size_t size = strlen(pre) + 32;	/* "/data/<u32>" fits */
 	char *name = malloc(size);
 	struct ptz_entry *e;
+	bool strs;
 	int rc;
 
 	if (!name)
@@ -351,9 +414,11 @@ static int write_new(struct out *w)
 		snprintf(name, size, "%s/byteorder", pre);
 		rc = put_text(w, name, "little");
 	}
-	for (uint32_t k = 0; k < r->nout && !rc; k++) {
+	strs = !legacy && string_order(c);
+	for (uint32_t i = 0, k = 0; i < r->nout && !rc; i++) {
 		snprintf(name, size, "%s/data/%u", pre, k);
 		rc = add_storage(w, name, r->order[k]);
+		k = strs ? next_string_key(k, r->nout) : k + 1;
 	}
 	for (size_t i = 0; i < 3 && !rc; i++)
 		if ((e = ptz_find_rel(&c->zip, after_data[i])))
@@ -408,13 +473,13 @@ static uint32_t alignment(struct ckpt *c)
 	return a;
 }
 
-int ckpt_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
-	       struct diag *d)
+int ckpt_write_into(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
+		    bool clone, struct diag *d)
 {
 	struct ckpt_write_opts none = { 0 };
 	struct ckpt_repickle r = { 0 };
 	struct out w = { .c = c, .d = d };
-	uint32_t align;
+	uint32_t align, orig;
 	bool same;
 	int rc;
 
@@ -426,7 +491,8 @@ int ckpt_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	if (!o)
 		o = &none;
 	w.o = o;
-	align = o->align ? o->align : alignment(c);
+	orig = alignment(c);
+	align = o->align ? o->align : orig;
 	snprintf(w.align, sizeof(w.align), "%u", align);
 	same = !o->repickle && !o->clone_pct && c->format == CKPT_ZIP &&
 	       !ckpt_changed(c);
@@ -438,13 +504,44 @@ int ckpt_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 		w.r = &r;
 		w.st.repickled = true;
 	}
+	/* records keep their places only if the alignment does */
+	clone = clone && same && align == orig;
+again:
 	rc = ptz_writer_init(&w.zw, fd, align, d);
+	/* against the original: what it has already is copied in runs, or
+	   left in place in a clone */
+	if (!rc && c->format == CKPT_ZIP) {
+		bool cloned = clone && !(rc = ckpt_clone_file(fd, c->fd));
+
+		rc = rc < 0 ? diag_errno(d, rc, "cannot clone the checkpoint "
+					 "into the new file: %s",
+					 strerror(-rc)) :
+		     ptz_writer_base(&w.zw, c->fd, cloned, d);
+		w.zw.share_align = ckpt_shares_blocks(fd);
+	}
 	if (!rc)
 		rc = same ? write_same(&w) : write_new(&w);
 	if (!rc)
 		rc = ptz_writer_finish(&w.zw, d);
+	if (rc == -EAGAIN && w.zw.moved) {
+		/* a record moves after all: write it all out, from empty */
+		ptz_writer_release(&w.zw);
+		diag_init(d, d->path);
+		memset(&w.st, 0, sizeof(w.st));
+		w.st.repickled = !same;
+		w.done = w.total = 0;
+		clone = false;
+		rc = ftruncate(fd, 0) ? diag_errno(d, -errno, "%s",
+						   strerror(errno)) : 0;
+		if (!rc)
+			goto again;
+	}
 	if (!rc && o->stats) {
 		w.st.size = w.zw.cursor;
+		w.st.cloned = w.zw.cloned;
+		w.st.written = w.zw.st.written;
+		w.st.copied = w.zw.st.copied;
+		w.st.copy_calls = w.zw.st.copy_calls;
 		*o->stats = w.st;
 	}
 out:
@@ -453,128 +550,8 @@ out:
 	return rc;
 }
 
-/*
- * Where ckpt_save() writes: @target, or the file a symbolic link @target
- * points to; never a device, fifo, socket or directory.  *@out malloc'd.
- */
-static int save_target(const char *target, char **out, struct diag *d)
+int ckpt_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
+	       struct diag *d)
 {
-	struct stat st;
-	char *real;
-
-	*out = NULL;
-	if (lstat(target, &st)) {
-		if (errno != ENOENT)
-			return diag_errno(d, -errno, "%s: %s", target,
-					  strerror(errno));
-		*out = strdup(target);
-		return *out ? 0 : diag_nomem(d);
-	}
-	if (S_ISLNK(st.st_mode)) {
-		real = realpath(target, NULL);
-		if (!real)
-			return diag_errno(d, -errno, "%s: a symbolic link that "
-					  "cannot be followed (%s); refusing "
-					  "to replace it", target,
-					  strerror(errno));
-		if (stat(real, &st) ? errno != ENOENT : !S_ISREG(st.st_mode)) {
-			free(real);
-			return diag_errno(d, -EINVAL, "%s: links to something "
-					  "that is not a regular file; "
-					  "refusing to replace it", target);
-		}
-		*out = real;
-		return 0;
-	}
-	if (!S_ISREG(st.st_mode))
-		return diag_errno(d, -EINVAL, "%s: not a regular file (a "
-				  "device, fifo, socket or directory); "
-				  "refusing to replace it", target);
-	*out = strdup(target);
-	return *out ? 0 : diag_nomem(d);
-}
-
-/* The temporary file beside @target: tagged (O_EXCL) or mkstemp(). */
-static int save_tmp(const char *target, const char *tag, char **tmp)
-{
-	char sfx[64];
-	int fd;
-
-	snprintf(sfx, sizeof(sfx), CKPT_TMP_SUFFIX "%s", tag ? tag : "XXXXXX");
-	*tmp = io_beside(target, sfx);
-	if (!*tmp)
-		return -ENOMEM;
-	if (!tag)
-		fd = mkstemp(*tmp);
-	else
-		fd = open(*tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
-			  O_CLOEXEC, 0600);
-	return fd < 0 ? -errno : fd;
-}
-
-int ckpt_save(struct ckpt *c, const char *target,
-	      const struct ckpt_write_opts *o, const struct stat *like,
-	      int (*before)(void *arg, const struct stat *st, struct diag *d),
-	      void *arg, struct diag *d)
-{
-	/* ".NAME.ptfs-new.XXXXXX" beside the target: same file system, so
-	   rename works; with a tag, the overlay journals the name first and
-	   the next mount removes what a killed write-back left */
-	char *real, *tmp = NULL;
-	struct stat st;
-	int fd, rc = save_target(target, &real, d);
-
-	if (rc)
-		return rc;
-	if (o->tmp_tag && o->check) {
-		char sfx[64], *name;
-
-		/* the name is known before the file exists: journal it */
-		snprintf(sfx, sizeof(sfx), CKPT_TMP_SUFFIX "%s", o->tmp_tag);
-		name = io_beside(real, sfx);
-		rc = name ? o->check(o->check_arg, CKPT_SAVE_START, name, NULL,
-				     d) : diag_nomem(d);
-		free(name);
-		if (rc)
-			goto out_free;
-	}
-	fd = save_tmp(real, o->tmp_tag, &tmp);
-	if (fd == -EEXIST && o->tmp_tag) {
-		/* ours: the same journal named it for a write-back that did
-		   not finish (the overlay removes such files at mount) */
-		(void)unlink(tmp);
-		free(tmp);
-		fd = save_tmp(real, o->tmp_tag, &tmp);
-	}
-	if (fd < 0) {
-		rc = fd == -ENOMEM ? diag_nomem(d) :
-		     diag_errno(d, fd, "cannot create a temporary file beside "
-				"%s: %s", strcmp(target, c->path) ? target :
-				"it", strerror(-fd));
-		goto out_free;
-	}
-	rc = ckpt_write(c, fd, o, d);
-	if (!rc && ((like && !geteuid() &&
-		     fchown(fd, like->st_uid, like->st_gid)) ||
-		    fchmod(fd, like ? like->st_mode & 07777 : 0644)))
-		rc = diag_errno(d, -errno, "%s: %s", tmp, strerror(errno));
-	if (!rc && (fsync(fd) || fstat(fd, &st)))
-		rc = diag_errno(d, -errno, "%s: %s", tmp, strerror(errno));
-	if (!rc && o->check)
-		rc = o->check(o->check_arg, CKPT_SAVE_RENAME, tmp, &st, d);
-	if (!rc && before)
-		rc = before(arg, &st, d);
-	if (!rc && rename(tmp, real))
-		rc = diag_errno(d, -errno, "%s: cannot replace it: %s", real,
-				strerror(errno));
-	if (!rc && (rc = io_fsync_dir_of(real)))
-		rc = diag_errno(d, rc, "%s: fsync of its directory: %s",
-				real, strerror(-rc));
-	close(fd);
-	if (rc)
-		unlink(tmp);
-out_free:
-	free(tmp);
-	free(real);
-	return rc;
+	return ckpt_write_into(c, fd, o, false, d);
 }

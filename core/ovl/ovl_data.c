@@ -422,6 +422,8 @@ long long ovl_write_storage(struct ovl *v, struct ckpt_storage *s,
 				  "write goes past that", s->key,
 				  (unsigned long long)s->nbytes);
 	rc = ovl_copy_up(v, s, d);
+	if (!rc)
+		ckpt_dirty_mark(s, off, len);	/* before: never missed */
 	if (!rc && (rc = io_pwrite_full(s->fd, buf, len, off)))
 		rc = ovl_sys_err(v, d, rc, "write");
 	if (rc)

@@ -438,6 +438,7 @@ void ovl_close(struct ovl *v)
 		if (s->fd != v->c->fd && s->fd >= 0)
 			close(s->fd);
 		s->fd = v->c->fd;
+		ckpt_dirty_drop(s);
 	}
 	for (uint32_t i = 0; i < v->c->nnodes; i++) {
 		ovl_stage_free(&v->c->nodes[i]->stage);

@@ -273,6 +273,7 @@ static int ovl_data_install(struct ovl *v, struct ckpt_storage *s, int fd,
 	s->fd = fd;
 	s->data_off = 0;
 	s->modified = true;
+	ckpt_dirty_drop(s);		/* a new file: compared in full */
 	ckpt_storage_uninflate(s);	/* the overlay has the bytes now */
 	return 0;
 }
@@ -315,7 +316,11 @@ int ovl_copy_up(struct ovl *v, struct ckpt_storage *s, struct diag *d)
 	if (s->fd != v->c->fd)
 		return 0;
 	rc = data_copy(v, s, &fd, d);
-	return rc ? rc : ovl_data_install(v, s, fd, d);
+	if (!rc)
+		rc = ovl_data_install(v, s, fd, d);
+	if (!rc)
+		(void)ckpt_dirty_track(s);	/* none: compared in full */
+	return rc;
 }
 
 /*

@@ -6,10 +6,9 @@
  * padding in every local header, ZIP64 extras once a size or an offset
  * reaches 0xffffffff, and the ZIP64 end record, locator and classic end
  * record always.  APPNOTE 6.3.x sections 4.3.7-4.3.16 name the fields.
+ * How the bytes get into the file (pwrite, copy_file_range, or not at all
+ * where a base has them) is ptz_copy.c's business.
  */
-
-/* copy_file_range() is a GNU extension of glibc: declare it here only. */
-#define _GNU_SOURCE 1
 
 #define PTZ_BUILD 1
 #include "zip/ptz_write_int.h"
@@ -20,12 +19,8 @@
 #include <libdeflate.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "diag/diag.h"
-
-#define WBUF_SIZE	(1u << 20)	/* staging and copy buffer */
-#define COPY_CHUNK	(1u << 30)	/* largest copy_file_range/pwrite */
 
 #define EXTRA_FB	0x4246u		/* "FB": torch's alignment padding */
 #define FB_FILL		'Z'
@@ -283,48 +278,25 @@ size_t ptz_end_encode(unsigned char *out, uint64_t n, uint64_t cd_off,
 	return (size_t)(p - out);
 }
 
-/* Write all of @p at @off of the output, retrying short writes. */
-static int write_at(struct ptz_writer *w, const void *p, size_t n,
-		    uint64_t off, struct diag *d)
-{
-	const unsigned char *q = p;
-
-	while (n) {
-		ssize_t got = pwrite(w->fd, q, n > COPY_CHUNK ? COPY_CHUNK : n,
-				     (off_t)off);
-
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0) {
-			int err = got < 0 ? errno : EIO;
-
-			return diag_errno(d, -err, "cannot write %zu bytes at offset 0x%" PRIx64 ": %s",
-					  n, off, strerror(err));
-		}
-		q += got;
-		off += (uint64_t)got;
-		n -= (size_t)got;
-	}
-	return 0;
-}
-
 static int flush(struct ptz_writer *w, struct diag *d)
 {
 	int rc;
 
 	if (!w->buf_len)
 		return 0;
-	rc = write_at(w, w->buf, w->buf_len, w->cursor - w->buf_len, d);
+	rc = w->has_base ? ptz_base_emit(w, w->buf, w->buf_len,
+					 w->cursor - w->buf_len, d) :
+	     ptz_out_write(w, w->buf, w->buf_len, w->cursor - w->buf_len, d);
 	w->buf_len = 0;
 	return rc;
 }
 
-/* Room for @n (<= WBUF_SIZE) more bytes at the end of the staging buffer. */
+/* Room for @n (<= PTZ_WBUF) more bytes at the end of the staging buffer. */
 static unsigned char *reserve(struct ptz_writer *w, size_t n, int *rc,
 			      struct diag *d)
 {
 	*rc = 0;
-	if (WBUF_SIZE - w->buf_len < n) {
+	if (PTZ_WBUF - w->buf_len < n) {
 		*rc = flush(w, d);
 		if (*rc < 0)
 			return NULL;
@@ -338,104 +310,6 @@ static void commit(struct ptz_writer *w, size_t n)
 	w->cursor += n;
 }
 
-/* Read all of @p from @off of @fd; a short file is corrupt input. */
-static int read_src(int fd, void *p, size_t n, uint64_t off, struct diag *d)
-{
-	unsigned char *q = p;
-
-	while (n) {
-		ssize_t got = pread(fd, q, n, (off_t)off);
-
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			int err = errno;
-
-			return diag_errno(d, -err, "cannot read source at offset 0x%" PRIx64 ": %s",
-					  off, strerror(err));
-		}
-		if (!got)
-			return diag_corrupt(d, off, "source ends %zu bytes early (did it shrink?)",
-					    n);
-		q += got;
-		off += (uint64_t)got;
-		n -= (size_t)got;
-	}
-	return 0;
-}
-
-/*
- * Copy the range of @src to the cursor with copy_file_range (no trip
- * through user space, and a reflink on file systems that share extents).
- * Returns 1 when the kernel refuses for these files, to fall back.
- */
-static int copy_range(struct ptz_writer *w, const struct ptz_source *src,
-		      uint64_t *done, struct diag *d)
-{
-	while (*done < src->len) {
-		uint64_t left = src->len - *done;
-		loff_t in = (loff_t)(src->off + *done);
-		loff_t out = (loff_t)(w->cursor + *done);
-		ssize_t got = copy_file_range(src->fd, &in, w->fd, &out,
-					      left > COPY_CHUNK ? COPY_CHUNK : left,
-					      0);
-
-		if (got < 0) {
-			int err = errno;
-
-			if (err == EINTR)
-				continue;
-			if (err == EXDEV || err == ENOSYS || err == EINVAL ||
-			    err == EOPNOTSUPP) {
-				w->no_copy_range = true;
-				return 1;
-			}
-			return diag_errno(d, -err, "cannot copy %" PRIu64 " bytes to offset 0x%" PRIx64 ": %s",
-					  left, w->cursor + *done, strerror(err));
-		}
-		if (!got)
-			return diag_corrupt(d, src->off + *done, "source ends %" PRIu64 " bytes early (did it shrink?)",
-					    left);
-		*done += (uint64_t)got;
-	}
-	return 0;
-}
-
-/*
- * Copy the record's data to the cursor (the staging buffer is empty) and
- * fill in e->crc32 unless the source brought it.
- */
-static int copy_data(struct ptz_writer *w, const struct ptz_source *src,
-		     struct ptz_wentry *e, struct diag *d)
-{
-	uint32_t crc = 0;
-	uint64_t done = 0;
-	int rc;
-
-	if (src->has_crc && !w->no_copy_range) {
-		rc = copy_range(w, src, &done, d);
-		if (rc <= 0)
-			return rc;
-	}
-	/* pread/pwrite through the staging buffer, in 1 MiB chunks. */
-	while (done < src->len) {
-		uint64_t left = src->len - done;
-		size_t n = left > WBUF_SIZE ? WBUF_SIZE : (size_t)left;
-
-		rc = read_src(src->fd, w->buf, n, src->off + done, d);
-		if (rc < 0)
-			return rc;
-		rc = write_at(w, w->buf, n, w->cursor + done, d);
-		if (rc < 0)
-			return rc;
-		crc = libdeflate_crc32(crc, w->buf, n);
-		done += n;
-	}
-	if (!src->has_crc)
-		e->crc32 = crc;
-	return 0;
-}
-
 /* Write the data of @src at the cursor and advance it. */
 static int put_data(struct ptz_writer *w, const struct ptz_source *src,
 		    struct ptz_wentry *e, struct diag *d)
@@ -446,19 +320,28 @@ static int put_data(struct ptz_writer *w, const struct ptz_source *src,
 		if (!src->has_crc)
 			e->crc32 = libdeflate_crc32(0, src->buf,
 						    (size_t)src->len);
-		if (src->len <= WBUF_SIZE - w->buf_len) {
+		if (src->len <= PTZ_WBUF - w->buf_len) {
 			memcpy(w->buf + w->buf_len, src->buf, (size_t)src->len);
 			commit(w, (size_t)src->len);
 			return 0;
 		}
 		rc = flush(w, d);
 		if (rc == 0)
-			rc = write_at(w, src->buf, (size_t)src->len, w->cursor,
-				      d);
+			rc = w->has_base ?
+			     ptz_base_emit(w, src->buf, (size_t)src->len,
+					   w->cursor, d) :
+			     ptz_out_write(w, src->buf, (size_t)src->len,
+					   w->cursor, d);
 	} else {
 		rc = flush(w, d);
-		if (rc == 0)
-			rc = copy_data(w, src, e, d);
+		if (rc == 0 && w->has_base)
+			rc = ptz_base_data(w, src, e, d);
+		else if (rc == 0)
+			rc = 1;
+		if (rc == 1) {
+			rc = ptz_copy_data(w, src, e, d);
+			w->run = w->cursor + src->len;	/* written */
+		}
 	}
 	if (rc == 0)
 		w->cursor += src->len;
@@ -470,11 +353,12 @@ int ptz_writer_init(struct ptz_writer *w, int fd, uint32_t align,
 {
 	memset(w, 0, sizeof(*w));
 	w->fd = fd;
+	w->base_fd = -1;
 	w->align = align ? align : PTZ_ALIGN_DEFAULT;
 	if (w->align > PTZ_ALIGN_MAX || (w->align & (w->align - 1)))
 		return w->err = diag_errno(d, -EINVAL, "alignment %" PRIu32 " is not a power of two up to %u",
 					   align, PTZ_ALIGN_MAX);
-	w->buf = malloc(WBUF_SIZE);
+	w->buf = malloc(PTZ_WBUF);
 	if (!w->buf)
 		return w->err = diag_nomem(d);
 	return 0;
@@ -585,6 +469,8 @@ int ptz_writer_finish(struct ptz_writer *w, struct diag *d)
 		return w->err = rc;
 	commit(w, ptz_end_encode(p, w->nents, cd_off, w->cursor - cd_off));
 	rc = flush(w, d);
+	if (rc == 0 && w->has_base)
+		rc = ptz_base_end(w, d);
 	if (rc < 0)
 		return w->err = rc;
 	w->finished = true;
@@ -594,6 +480,8 @@ int ptz_writer_finish(struct ptz_writer *w, struct diag *d)
 void ptz_writer_release(struct ptz_writer *w)
 {
 	free(w->buf);
+	free(w->cmp);
+	free(w->xbuf);
 	free(w->ents);
 	free(w->names);
 	memset(w, 0, sizeof(*w));

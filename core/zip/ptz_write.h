@@ -6,7 +6,11 @@
  * come from memory or from a byte range of another file (copy_file_range).
  *
  * The writer only appends to an fd it is given: creating, fsync'ing and
- * renaming the file are the caller's business.
+ * renaming the file are the caller's business.  It can write against a
+ * base, the archive being replaced (ptz_writer_base(), ptz_copy.c): bytes
+ * equal to the base's at the same offsets are then copied in runs, one
+ * copy_file_range each, or left in place when the output began as a clone
+ * of the base.
  */
 #ifndef PT_ZIP_PTZ_WRITE_H
 #define PT_ZIP_PTZ_WRITE_H
@@ -27,6 +31,15 @@ struct diag;
  * @has_crc, @crc32 is written as is and the data is not read through us
  * (an unchanged record keeps its CRC from the original central directory);
  * otherwise the CRC-32 is computed while copying.
+ *
+ * Against a base: with @based, the bytes are the base's @len bytes at
+ * @base_off except where they were written since -- in the chunks of
+ * 2^@dirty_shift bytes whose bit is set in @dirty (bit i%64 of word i/64),
+ * or anywhere when @dirty is NULL -- unless the source is that very range
+ * of the base (@fd is the base and @off is @base_off): then no byte
+ * differs.  @base_crc is the CRC-32 of the base's bytes when
+ * @base_crc_ok; a changed record's CRC is then updated from it, not
+ * computed over all of its bytes.
  */
 struct ptz_source {
 	const void *buf;
@@ -35,6 +48,20 @@ struct ptz_source {
 	uint64_t len;
 	bool has_crc;
 	uint32_t crc32;
+	bool based;
+	bool base_crc_ok;
+	uint32_t base_crc;
+	uint64_t base_off;
+	const uint64_t *dirty;
+	unsigned dirty_shift;
+};
+
+/* What the writer did with its bytes (for tests and benchmarks). */
+struct ptz_write_stats {
+	uint64_t written;	/* bytes written with pwrite */
+	uint64_t copied;	/* bytes copied by copy_file_range */
+	uint32_t copy_calls;	/* copy_file_range calls that copied */
+	uint64_t compared;	/* bytes of the base read to compare */
 };
 
 /* One record written so far: what its central directory entry needs. */
@@ -53,6 +80,10 @@ struct ptz_writer {
 	int err;		/* first failure (-errno), sticky */
 	bool finished;
 	bool no_copy_range;	/* copy_file_range refused once: don't retry */
+	uint32_t share_align;	/* the output's file system shares blocks
+				   of this size (XFS, btrfs): copies are cut
+				   at block boundaries for the kernel to
+				   clone; 0: it does not */
 	unsigned char *buf;	/* staging buffer; buf[0] is at cursor-buf_len */
 	size_t buf_len;
 	struct ptz_wentry *ents;
@@ -61,6 +92,19 @@ struct ptz_writer {
 	char *names;		/* every name, NUL-terminated, one block */
 	size_t names_len;
 	size_t names_cap;
+	/* against a base (ptz_writer_base(), ptz_copy.c) */
+	bool has_base;
+	bool cloned;		/* the output began as a clone of the base */
+	bool moved;		/* cloned, and a based record would move: the
+				   write failed with -EAGAIN, start again
+				   without the clone */
+	int base_fd;		/* borrowed */
+	uint64_t base_size;
+	uint64_t run;		/* [run, cursor - buf_len) are the base's
+				   bytes at the same offsets, not copied yet */
+	unsigned char *cmp;	/* the base's bytes, compared with ours */
+	unsigned char *xbuf;	/* copying a run where the kernel will not */
+	struct ptz_write_stats st;
 };
 
 /*
@@ -71,6 +115,20 @@ struct ptz_writer {
  * ptz_writer_release() either way.
  */
 int ptz_writer_init(struct ptz_writer *w, int fd, uint32_t align,
+		    struct diag *d);
+
+/*
+ * Write against the base archive @base_fd (borrowed; call before the first
+ * record): bytes equal to the base's at the same offsets are copied from
+ * it in runs, or, with @cloned (the output already holds a copy of the
+ * base, such as a FICLONE), not written at all; the file is cut to the
+ * archive's size at the end.  The result is byte for byte what the writer
+ * writes without a base.  With @cloned, a based source whose bytes would
+ * land elsewhere than its base_off makes ptz_writer_add() fail with
+ * -EAGAIN and sets w->moved: the clone cannot be patched into that layout.
+ * Returns 0 or -errno with @d set.
+ */
+int ptz_writer_base(struct ptz_writer *w, int base_fd, bool cloned,
 		    struct diag *d);
 
 /*

@@ -65,4 +65,38 @@ size_t ptz_cdir_encode(unsigned char *out, const struct ptz_wentry *e,
 size_t ptz_end_encode(unsigned char *out, uint64_t n, uint64_t cd_off,
 		      uint64_t cd_size);
 
+/* ---- ptz_copy.c: moving the bytes (the writer's own calls) ---- */
+
+#define PTZ_WBUF	(1u << 20)	/* staging, copy and compare buffers */
+
+/* Write all of @p at @off of the output, retrying short writes. */
+int ptz_out_write(struct ptz_writer *w, const void *p, size_t n,
+		  uint64_t off, struct diag *d);
+
+/*
+ * Copy the data of fd source @src to the cursor (the staging buffer is
+ * empty) and fill in e->crc32 unless @src brought it.
+ */
+int ptz_copy_data(struct ptz_writer *w, const struct ptz_source *src,
+		  struct ptz_wentry *e, struct diag *d);
+
+/*
+ * Against a base: write @n bytes @p at @at, the end of what is written or
+ * pending, where they differ from the base's.
+ */
+int ptz_base_emit(struct ptz_writer *w, const unsigned char *p, size_t n,
+		  uint64_t at, struct diag *d);
+
+/*
+ * Against a base: the data of fd source @src at the cursor (the staging
+ * buffer is empty): 0 when done (e->crc32 set unless @src brought it), 1
+ * when it is to be copied as without a base (what was pending is copied
+ * by then), or -errno.
+ */
+int ptz_base_data(struct ptz_writer *w, const struct ptz_source *src,
+		  struct ptz_wentry *e, struct diag *d);
+
+/* Against a base: copy what is pending and cut the file to the cursor. */
+int ptz_base_end(struct ptz_writer *w, struct diag *d);
+
 #endif

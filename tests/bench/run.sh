@@ -1,6 +1,7 @@
 #!/bin/sh
 # run.sh - build ptfs and run its benchmarks (one command; see docs/benchmarks.md):
-# ptls listing, the mount (reads, memory), write-back of an edit
+# ptls listing, the mount (reads, memory), write-back of an edit (also on
+# XFS and btrfs)
 set -eu
 cd "$(dirname "$0")/../.."
 scripts/setup.sh build >/dev/null
@@ -15,4 +16,10 @@ done
 /usr/bin/python3 tests/bench/bench_mount.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 /usr/bin/python3 tests/bench/bench_views.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 /usr/bin/python3 tests/bench/bench_writeback.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
+# ext4, XFS and btrfs on loop images: needs root, skipped without
+if [ "$(id -u)" = 0 ]; then
+	/usr/bin/python3 tests/bench/bench_reflink.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
+else
+	echo "bench_reflink.py: needs root (loop devices), skipped"
+fi
 /usr/bin/python3 tests/bench/bench_cvt.py build/ptrepack "${PT_BENCH_DIR:-/tmp/ptfs-bench}"

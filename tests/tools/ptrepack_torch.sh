@@ -13,7 +13,8 @@
 #   --align 4096    the same objects; under 2.x also with mmap=True, every
 #                   storage 4096-aligned in the mapping, and with
 #                   calculate_storage_offsets
-#   --repickle      the same objects, every fixture
+#   --repickle      the same objects, every fixture; and a file this torch
+#                   wrote comes back byte for byte
 #
 # Exit 0 passed, 1 failed, 77 skipped (no torch with PT_ALLOW_SKIP_TORCH=1,
 # or no fixtures).  Prints one line per check and "N passed, N failed".
@@ -95,6 +96,20 @@ for f in "$fx"/torch-1.13/*.pt "$fx"/torch-2/*.pt "$fx"/real/z*.p* \
 	rp $same --repickle "$f"
 done
 echo "$n files written by ptrepack, $fail refused"
+# --repickle gives a file torch wrote back byte for byte: data.pkl as
+# torch's pickler writes it (the memo of each persistent id and its key),
+# which is what lets a structural edit keep the records' places (issue 18)
+k=0
+for f in "$fx/torch-$version"/*.pt; do
+	case ${f##*/} in legacy*|script.pt) continue ;; esac
+	"$ptrepack" --repickle "$f" "$work/rq.pt" 2>/dev/null || continue
+	k=$((k + 1))
+	if ! cmp -s "$f" "$work/rq.pt"; then
+		echo "FAIL --repickle ${f##*/}: not the bytes torch wrote"
+		fail=$((fail + 1))
+	fi
+done
+echo "$k torch $version files repickled: each byte for byte the original"
 
 run_py "$inner/ptrepack_check.py" "$inner/manifest.tsv" 2>"$work/check.err"
 rc=$?

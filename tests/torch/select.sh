@@ -10,6 +10,11 @@
 # (the same directory as that python sees it).  SHARED_DIR is not used for
 # torch (kept for the callers' argument lists).
 #
+# PT_SCRATCH_DIR, when set, is where the scratch directory is made instead
+# of ${TMPDIR:-/tmp} (for 2, of the root's /tmp; then it must lie inside
+# the root): tests/fs/reflink.sh runs the crash and fault tests on XFS and
+# btrfs that way.
+#
 # Without torch: exit 1 with one line.  The only way to skip instead (77)
 # is asking for it: PT_NO_TORCH2=1 skips the torch 2.x checks,
 # PT_ALLOW_SKIP_TORCH=1 skips any torch that is missing.
@@ -41,7 +46,8 @@ torch_select() {
 		[ -x "$py" ] || no_torch "$1" "$py not found"
 		_why=$("$py" -c 'import torch, numpy' 2>&1) ||
 			no_torch "$1" "$(printf '%s\n' "$_why" | grep -v UCX | tail -n 1)"
-		work=$(mktemp -d "${TMPDIR:-/tmp}/$3.XXXXXX") || exit 1
+		work=$(mktemp -d "${PT_SCRATCH_DIR:-${TMPDIR:-/tmp}}/$3.XXXXXX") ||
+			exit 1
 		inner=$work
 		return
 	fi
@@ -57,7 +63,17 @@ torch_select() {
 	if [ -z "$root" ] || [ ! -d "$root/tmp" ]; then
 		no_torch "$1" "${_why:-scripts/torch2-root.sh printed no root}"
 	fi
-	work=$(mktemp -d "$root/tmp/$3.XXXXXX") || exit 1
+	if [ -n "${PT_SCRATCH_DIR:-}" ]; then
+		case $PT_SCRATCH_DIR in
+		"$root"/*) ;;
+		*)	echo "PT_SCRATCH_DIR must lie inside $root for torch 2" >&2
+			exit 1 ;;
+		esac
+		work=$(mktemp -d "$PT_SCRATCH_DIR/$3.XXXXXX") || exit 1
+		inner=${work#"$root"}
+	else
+		work=$(mktemp -d "$root/tmp/$3.XXXXXX") || exit 1
+		inner=/tmp/${work##*/}
+	fi
 	chmod 755 "$work"
-	inner=/tmp/${work##*/}
 }
