@@ -33,22 +33,16 @@
 # always removed, on failure and Ctrl-C too.  Prints one line per check,
 # then "N passed, N failed[, N skipped]"; exit 0 or 1.
 set -u
-LC_ALL=C
-export LC_ALL
-usage() { echo "usage: sh $0 1.13|2 PTFS [ITERATIONS]" >&2; exit 2; }
-[ $# -ge 2 ] || usage
-version=$1 PTFS=$2 iters=${3:-20}
-case $version in 1.13|2) ;; *) usage ;; esac
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
-case $PTFS in /*) ;; *) PTFS=$(pwd)/$PTFS ;; esac
+. "$here/begin.sh"
+fs_args "1.13|2 PTFS [ITERATIONS]" 2 3 "$@"
+PTFS=$2 iters=${3:-20}
+fs_progs PTFS
 if [ "$(id -u)" != 0 ]; then
 	echo "not root: skipping (loop devices and mounts need root)"
 	exit 77
 fi
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
-	echo "no /dev/fuse or no fusermount3: skipping"
-	exit 77
-fi
+fs_need_fuse
 for t in losetup filefrag; do
 	if ! command -v $t >/dev/null 2>&1; then
 		echo "no $t: skipping"
@@ -56,9 +50,7 @@ for t in losetup filefrag; do
 	fi
 done
 
-. "$here/../torch/select.sh"
-torch_select "$version" "" ptfs-reflink
-WORK=$work
+fs_torch "" ptfs-reflink
 . "$here/lib.sh"
 
 loops= fsmounts=
