@@ -340,38 +340,6 @@ static int emit_fresh_tensor(struct wb *w, const struct ckpt_tensor *t)
 	return rc;
 }
 
-/* bytes as protocol 2 pickles them: _codecs.encode(latin-1 str, 'latin1') */
-static int emit_bytes(struct wb *w, const char *p, size_t n)
-{
-	char *u = malloc(2 * n + 1);
-	size_t k = 0;
-	int rc;
-
-	if (!u)
-		return diag_nomem(w->d);
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = p[i];
-
-		if (ch < 0x80) {
-			u[k++] = ch;
-		} else {
-			u[k++] = (char)(0xc0 | ch >> 6);
-			u[k++] = (char)(0x80 | (ch & 0x3f));
-		}
-	}
-	rc = pkl_emit_global(w->e, "_codecs", "encode");
-	if (!rc)
-		rc = pkl_emit_str(w->e, u, k);
-	if (!rc)
-		rc = pkl_emit_str(w->e, "latin1", 6);
-	if (!rc)
-		rc = pkl_emit_op(w->e, PKL_OP_TUPLE2);
-	if (!rc)
-		rc = pkl_emit_op(w->e, PKL_OP_REDUCE);
-	free(u);
-	return rc;
-}
-
 static int emit_edited_value(struct wb *w, const struct ckpt_node *n)
 {
 	struct ckpt_literal lit;
@@ -384,8 +352,12 @@ static int emit_edited_value(struct wb *w, const struct ckpt_node *n)
 
 		return rc ? rc : memo_fresh(w);
 	}
-	if (!strcmp(lit.type, "bytes"))
-		return emit_bytes(w, lit.text, lit.len);
+	if (!strcmp(lit.type, "bytes")) {
+		int rc = pkl_emit_bytes(w->e, lit.text, lit.len,
+					DIAG_NO_OFFSET);
+
+		return rc ? rc : memo_fresh(w);	/* the bytes object */
+	}
 	if (!strcmp(lit.type, "bool"))
 		return emit_bool(w, lit.i);
 	if (!strcmp(lit.type, "NoneType"))

@@ -408,23 +408,23 @@ static int items(struct pkl_emit *e, struct pkl_value *const *v, size_t n,
 }
 
 /* bytes, as protocol 2 has no opcode for them: _codecs.encode(s, 'latin1') */
-static int bytes(struct pkl_emit *e, const struct pkl_value *v)
+int pkl_emit_bytes(struct pkl_emit *e, const void *p, size_t n, uint64_t off)
 {
-	const unsigned char *s = (const unsigned char *)v->u.s.p;
-	size_t n = v->u.s.n, hi = 0;
+	const unsigned char *s = p;
+	size_t hi = 0;
 	unsigned char *b;
 
 	if (!n) {
-		global(e, "__builtin__", "bytes", v->off);
+		global(e, "__builtin__", "bytes", off);
 		pkl_emit_op(e, OP_EMPTY_TUPLE);
 		return pkl_emit_op(e, OP_REDUCE);
 	}
 	for (size_t i = 0; i < n; i++)
 		hi += s[i] >> 7;
 	if (n + hi > UINT32_MAX)
-		return fail(e, diag_unsupported(e->d, v->off, "bytes of %zu "
+		return fail(e, diag_unsupported(e->d, off, "bytes of %zu "
 						"bytes", n));
-	global(e, "_codecs", "encode", v->off);
+	global(e, "_codecs", "encode", off);
 	out_op(e, OP_BINUNICODE, n + hi, 4);
 	b = room(e, n + hi);
 	for (size_t i = 0; b && i < n; i++) {
@@ -551,7 +551,7 @@ static int compound(struct pkl_emit *e, const struct pkl_value *v)
 		return e->err;
 	switch (v->kind) {
 	case PKL_TUPLE: tuple_items(e, v); break;
-	case PKL_BYTES: bytes(e, v); break;
+	case PKL_BYTES: pkl_emit_bytes(e, v->u.s.p, v->u.s.n, v->off); break;
 	case PKL_CALL: call(e, v); break;
 	default: set(e, v); break;
 	}

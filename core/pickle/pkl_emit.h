@@ -85,6 +85,10 @@ int pkl_emit_int(struct pkl_emit *e, int64_t i);
 int pkl_emit_float(struct pkl_emit *e, double f);
 /* BINUNICODE of UTF-8 @s[0..@n); not memoized (see pkl_emit_memo_put) */
 int pkl_emit_str(struct pkl_emit *e, const char *s, size_t n);
+/* bytes as protocol 2 pickles them, memo puts and all:
+ * _codecs.encode(latin-1 str, 'latin1'), or __builtin__.bytes() when
+ * empty (@off: where a diagnostic points, or DIAG_NO_OFFSET) */
+int pkl_emit_bytes(struct pkl_emit *e, const void *p, size_t n, uint64_t off);
 /* GLOBAL, memoized by (module, name): the second time it is a BINGET */
 int pkl_emit_global(struct pkl_emit *e, const char *module, const char *name);
 

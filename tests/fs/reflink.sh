@@ -224,6 +224,21 @@ else
 	fail "rename back" "not the file torch wrote: $(cmp "$WORK/ref/back.pt" "$WORK/orig.pt" 2>&1)"
 fi
 
+# a bytes value edited and back: the file torch wrote (the edited bytes
+# are pickled as pickle does, memo entries included)
+cp "$WORK/orig.pt" "$WORK/ref/bytes.pt"
+for v in 'q\200r' 'ab\377c'; do
+	"$PTFS" "$WORK/ref/bytes.pt" "$_m" 2>>"$WORK/ptfs.log" &&
+		printf "$v" >"$_m/tag" &&
+		"$PTFS" umount "$_m" 2>>"$WORK/ptfs.log" ||
+		fail "bytes back" "mount, write or umount failed"
+done
+if cmp -s "$WORK/ref/bytes.pt" "$WORK/orig.pt"; then
+	pass "bytes back" "a bytes value edited and back: the file torch wrote"
+else
+	fail "bytes back" "not the file torch wrote: $(cmp "$WORK/ref/bytes.pt" "$WORK/orig.pt" 2>&1)"
+fi
+
 made=0
 for fs in xfs btrfs; do
 	mkfs_mount $fs || continue

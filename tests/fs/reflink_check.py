@@ -29,6 +29,7 @@ def saved():
         n = (64 << 10) * (1 + (i * 5) % 12)     # 256 KiB .. 3 MiB
         sd["w%d" % i] = torch.randn(n, generator=g)
     sd["epoch"] = 18
+    sd["tag"] = b"ab\xffc"    # bytes: _codecs.encode(str, 'latin1')
     sd["opt"] = {"lr": 0.1, "step": torch.tensor(7)}
     return sd
 
@@ -63,7 +64,7 @@ def check(path, key, off, hexbytes, gone=None, new=None):
         elif hasattr(v, "numpy"):
             ok = raw(got[k]) == raw(v)
         else:
-            ok = k in ("epoch", "opt")
+            ok = k in ("epoch", "opt") or got[k] == v
         if not ok:
             sys.exit("error: %s: %s differs" % (path, k))
     if got["epoch"] != 18 or int(got["opt"]["step"]) != 7:
