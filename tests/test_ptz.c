@@ -63,16 +63,6 @@ struct h {
 	char line[512];
 };
 
-static int tmp_fd(void)
-{
-	char path[] = "/tmp/test_ptz.XXXXXX";
-	int fd = mkstemp(path);
-
-	cr_assert(fd >= 0, "mkstemp: %s", strerror(errno));
-	unlink(path);
-	return fd;
-}
-
 static void pwrite_all(int fd, const void *p, size_t n, off_t off)
 {
 	cr_assert_eq(pwrite(fd, p, n, off), (ssize_t)n);

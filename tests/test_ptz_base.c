@@ -32,29 +32,6 @@ static const char *dline(const struct diag *d)
 	return diag_line(d, line, sizeof(line));
 }
 
-static int tmp_fd(void)
-{
-	char path[] = "/tmp/test_ptz_base.XXXXXX";
-	int fd = mkstemp(path);
-
-	cr_assert(fd >= 0, "mkstemp: %s", strerror(errno));
-	unlink(path);
-	return fd;
-}
-
-static unsigned char *slurp(int fd, size_t *len)
-{
-	struct stat st;
-	unsigned char *p;
-
-	cr_assert_eq(fstat(fd, &st), 0);
-	p = malloc((size_t)st.st_size + 1);
-	cr_assert_not_null(p);
-	cr_assert_eq(pread(fd, p, (size_t)st.st_size, 0), st.st_size);
-	*len = (size_t)st.st_size;
-	return p;
-}
-
 #define NREC	5
 #define EDITED	2	/* the record the edits go to */
 

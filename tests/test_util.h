@@ -7,8 +7,12 @@
 #define PT_TESTS_TEST_UTIL_H
 
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #if defined(PT_SANITIZE)
 #include <sanitizer/lsan_interface.h>
@@ -17,6 +21,31 @@
 #else
 #define assert_no_leaks() ((void)0)
 #endif
+
+/* An anonymous scratch file (made in /tmp, unlinked at once). */
+static inline int tmp_fd(void)
+{
+	char path[] = "/tmp/pt_test.XXXXXX";
+	int fd = mkstemp(path);
+
+	cr_assert(fd >= 0, "mkstemp: %s", strerror(errno));
+	unlink(path);
+	return fd;
+}
+
+/* The whole of @fd in a malloc'd buffer (one byte more, for a NUL). */
+static inline unsigned char *slurp(int fd, size_t *len)
+{
+	struct stat st;
+	unsigned char *p;
+
+	cr_assert_eq(fstat(fd, &st), 0);
+	p = malloc((size_t)st.st_size + 1);
+	cr_assert_not_null(p);
+	cr_assert_eq(pread(fd, p, (size_t)st.st_size, 0), st.st_size);
+	*len = (size_t)st.st_size;
+	return p;
+}
 
 static inline void put_le16(unsigned char *p, uint16_t v)
 {
