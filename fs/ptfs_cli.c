@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -168,7 +169,13 @@ static void report(const struct ptfs_mnt *m)
 static int fusermount_u(const char *mnt)
 {
 	int st;
-	pid_t pid = fork();
+	pid_t pid;
+
+	/* root unmounts itself: spawning fusermount3 cost 10-45 ms, as
+	   much as a whole clone-and-patch write-back */
+	if (geteuid() == 0 && !umount2(mnt, UMOUNT_NOFOLLOW))
+		return 0;
+	pid = fork();
 
 	if (pid == 0) {
 		execlp("fusermount3", "fusermount3", "-u", mnt, (char *)NULL);

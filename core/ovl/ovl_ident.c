@@ -192,7 +192,14 @@ int jr_create(struct ovl *v, struct diag *d)
 	put_num(num, 6, &h, id->ctime_ns);
 	put_num(num, 7, &h, id->cdir_crc);
 	rc = jr_append(v, &h, d);
-	if (!rc && fsync(v->dfd))
+	/*
+	 * Made durable, unless the edits were just written back: then a
+	 * crash that brings the journal back is harmless (its JR_COMMIT
+	 * names the new file, and the next mount removes it), and the two
+	 * flushes were a third of a clone-and-patch write-back's time on
+	 * btrfs.  A discard must not come back.
+	 */
+	if (!rc && !v->committed && fsync(v->dfd))
 		rc = diag_errno(d, -errno, "%s: fsync: %s", v->dir,
 				strerror(errno));
 	if (rc) {
@@ -384,7 +391,14 @@ int ovl_forget(struct ovl *v, struct diag *d)
 	if (unlinkat(v->dfd, OVL_JOURNAL, 0) && errno != ENOENT)
 		rc = diag_errno(d, -errno, "%s: %s", v->jpath,
 				strerror(errno));
-	if (!rc && fsync(v->dfd))
+	/*
+	 * Made durable, unless the edits were just written back: then a
+	 * crash that brings the journal back is harmless (its JR_COMMIT
+	 * names the new file, and the next mount removes it), and the two
+	 * flushes were a third of a clone-and-patch write-back's time on
+	 * btrfs.  A discard must not come back.
+	 */
+	if (!rc && !v->committed && fsync(v->dfd))
 		rc = diag_errno(d, -errno, "%s: fsync: %s", v->dir,
 				strerror(errno));
 	if (v->named)
@@ -393,7 +407,7 @@ int ovl_forget(struct ovl *v, struct diag *d)
 	close(v->dfd);
 	v->dfd = -1;
 	/* only a directory ptfs made, and only when empty (rmdir) */
-	if (!rc && v->dir_ours && !rmdir(v->dir))
+	if (!rc && v->dir_ours && !rmdir(v->dir) && !v->committed)
 		(void)io_fsync_dir_of(v->dir);
 	return rc;
 }
