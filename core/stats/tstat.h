@@ -36,6 +36,7 @@ enum tstat_kind { TSTAT_NONE, TSTAT_FLOAT, TSTAT_INT, TSTAT_UINT,
 struct tstat {
 	int kind;		/* enum tstat_kind */
 	int fmt;		/* internal: the element decoder */
+	int isa;		/* internal: who sums float32 blocks */
 	uint8_t size;		/* bytes per element */
 	bool big;		/* elements are big-endian */
 	uint64_t n;		/* elements fed */

@@ -2,8 +2,9 @@
 # completion.sh BINDIR SOURCE_DIR - the bash completion (issue 19.6) run
 # in a real bash: complete -p, options per tool, compgen, checkpoint file
 # names, key paths from ptls, and that every long option each tool's
-# --help lists is offered (and nothing it does not have).  The zsh file
-# is checked with zsh -n when zsh is installed.  "N passed, N failed".
+# --help lists is offered (and nothing it does not have).  Then the zsh
+# file in a real zsh when zsh is installed (skipped with a note when not):
+# zsh -n, compinit's registration, TAB's matches.  "N passed, N failed".
 set -u
 bin=$(cd "$1" && pwd) src=$(cd "$2" && pwd)
 comp=$src/completions/pt-tools.bash
@@ -85,11 +86,43 @@ got=$(complete_words ptdump s.pt --values model/h | tr '\n' ' ')
 got=$(complete_words ptls s.pt --depth "")
 [ -z "$got" ] && ok "after --depth: nothing (a number)" || bad "--depth: $got"
 
+# zsh: the file parses, compinit registers it for all six programs (from
+# its #compdef line, installed as _ptls), and TAB in a real interactive
+# zsh offers each tool's options (tests/tools/zsh_complete.zsh)
 if command -v zsh >/dev/null 2>&1; then
 	zsh -n "$src/completions/_pt-tools" && ok "zsh -n _pt-tools" ||
 		bad "zsh: syntax"
+	mkdir "$tmp/zfunc" && cp "$src/completions/_pt-tools" "$tmp/zfunc/_ptls"
+	lines="ptls --de|ptdiff --a|ptrepack --dt|ptfs umount --d"
+	set -- ptls ptdump ptverify ptrepack ptdiff
+	for t; do lines="$lines|$t --"; done
+	(IFS='|'; cd "$tmp" && zsh -f "$src/tests/tools/zsh_complete.zsh" \
+		"$tmp/zfunc" $lines) >"$tmp/zsh.out" 2>&1
+	# zoffers N: the matches for LINE N (0: tool=function)
+	zoffers() { sed -n "s/^$1	//p" "$tmp/zsh.out"; }
+	got=$(zoffers 0 | tr '\n' ' ')
+	[ "$got" = "ptls=_ptls ptdump=_ptls ptverify=_ptls ptrepack=_ptls ptdiff=_ptls ptfs=_ptls " ] &&
+		ok "zsh compinit: _ptls completes all six programs" ||
+		bad "zsh compinit: '$got' $(grep -v '^[0-9]	' "$tmp/zsh.out" | head -n 3)"
+	n=0
+	for want in --depth --atol --dtype --discard; do
+		n=$((n + 1))
+		[ "$(zoffers $n)" = "$want" ] && ok "zsh: TAB after '$(echo "$lines" |
+			cut -d'|' -f$n)' -> $want" ||
+			bad "zsh line $n: '$(zoffers $n | tr '\n' ' ')', want $want"
+	done
+	for t; do
+		n=$((n + 1))
+		"$bin/$t" --help | grep -o -- '--[a-z][a-z-]*' | sort -u >"$tmp/help"
+		zoffers $n | grep -- '^--' | sort -u >"$tmp/comp"
+		if [ -s "$tmp/help" ] && cmp -s "$tmp/help" "$tmp/comp"; then
+			ok "zsh: $t -- offers exactly --help's $(wc -l <"$tmp/help") long options"
+		else
+			bad "zsh: $t --help vs completion: $(diff "$tmp/help" "$tmp/comp" | grep '^[<>]' | tr '\n' ' ')"
+		fi
+	done
 else
-	echo "note: zsh not installed: the zsh file is only checked by install.sh"
+	echo "SKIP zsh checks: zsh is not installed (scripts/setup.sh installs it)"
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
