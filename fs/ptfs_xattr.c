@@ -138,16 +138,16 @@ static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
 		put(x, "user.conj", "true");
 	if (t->neg)
 		put(x, "user.neg", "true");
-	if (!t->qscheme)
+	if (!t->q->qscheme)
 		return;
-	put(x, "user.qscheme", t->qscheme);
-	if (t->qscales) {
-		snprintf(num, sizeof(num), "%" PRId64, t->axis);
+	put(x, "user.qscheme", t->q->qscheme);
+	if (t->q->qscales) {
+		snprintf(num, sizeof(num), "%" PRId64, t->q->axis);
 		put(x, "user.q_axis", num);
 		return;
 	}
-	put(x, "user.q_scale", ckpt_float_repr(t->scale, num, sizeof(num)));
-	snprintf(num, sizeof(num), "%" PRId64, t->zero_point);
+	put(x, "user.q_scale", ckpt_float_repr(t->q->scale, num, sizeof(num)));
+	snprintf(num, sizeof(num), "%" PRId64, t->q->zero_point);
 	put(x, "user.q_zero_point", num);
 }
 

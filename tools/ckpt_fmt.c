@@ -175,21 +175,21 @@ static void json_tensor_extra(FILE *f, const struct ckpt_tensor *t)
 		fputs(",\"class\":", f);
 		json_cstr(f, t->cls);
 	}
-	if (t->qscheme) {
+	if (t->q->qscheme) {
 		char sc[40];
 
 		fputs(",\"qscheme\":", f);
-		json_cstr(f, t->qscheme);
-		if (t->qscales) {
+		json_cstr(f, t->q->qscheme);
+		if (t->q->qscales) {
 			fputs(",\"q_scales\":{", f);
-			json_view(f, t->qscales);
+			json_view(f, t->q->qscales);
 			fputs("},\"q_zero_points\":{", f);
-			json_view(f, t->qzeros);
-			fprintf(f, "},\"q_axis\":%" PRId64, t->axis);
+			json_view(f, t->q->qzeros);
+			fprintf(f, "},\"q_axis\":%" PRId64, t->q->axis);
 		} else
 			fprintf(f, ",\"q_scale\":%s,\"q_zero_point\":%" PRId64,
-				ckpt_float_repr(t->scale, sc, sizeof(sc)),
-				t->zero_point);
+				ckpt_float_repr(t->q->scale, sc, sizeof(sc)),
+				t->q->zero_point);
 	}
 }
 

@@ -207,29 +207,29 @@ static int tensor_attrs(struct pd_ctx *x, struct pd_item *it,
 		add_attr(it, "class", a->cls, b->cls);
 	if (a->kind != CKPT_T_QUANTIZED || b->kind != CKPT_T_QUANTIZED)
 		return 0;
-	if (str_differ(a->qscheme, b->qscheme))
-		add_attr(it, "qscheme", a->qscheme, b->qscheme);
-	if (!a->qscales != !b->qscales)
+	if (str_differ(a->q->qscheme, b->q->qscheme))
+		add_attr(it, "qscheme", a->q->qscheme, b->q->qscheme);
+	if (!a->q->qscales != !b->q->qscales)
 		return 0;	/* the schemes differ: nothing more to say */
-	if (!a->qscales) {
-		if (a->scale != b->scale)
+	if (!a->q->qscales) {
+		if (a->q->scale != b->q->scale)
 			add_attr(it, "scale",
-				 ckpt_float_repr(a->scale, sa, sizeof(sa)),
-				 ckpt_float_repr(b->scale, sb, sizeof(sb)));
-		if (a->zero_point != b->zero_point) {
-			snprintf(sa, sizeof(sa), "%" PRId64, a->zero_point);
-			snprintf(sb, sizeof(sb), "%" PRId64, b->zero_point);
+				 ckpt_float_repr(a->q->scale, sa, sizeof(sa)),
+				 ckpt_float_repr(b->q->scale, sb, sizeof(sb)));
+		if (a->q->zero_point != b->q->zero_point) {
+			snprintf(sa, sizeof(sa), "%" PRId64, a->q->zero_point);
+			snprintf(sb, sizeof(sb), "%" PRId64, b->q->zero_point);
 			add_attr(it, "zero_point", sa, sb);
 		}
 		return 0;
 	}
-	if (a->axis != b->axis) {
-		snprintf(sa, sizeof(sa), "%" PRId64, a->axis);
-		snprintf(sb, sizeof(sb), "%" PRId64, b->axis);
+	if (a->q->axis != b->q->axis) {
+		snprintf(sa, sizeof(sa), "%" PRId64, a->q->axis);
+		snprintf(sb, sizeof(sb), "%" PRId64, b->q->axis);
 		add_attr(it, "axis", sa, sb);
 	}
-	rc = qparams(x, it, "scales", a->qscales, b->qscales);
-	return rc ? rc : qparams(x, it, "zero_points", a->qzeros, b->qzeros);
+	rc = qparams(x, it, "scales", a->q->qscales, b->q->qscales);
+	return rc ? rc : qparams(x, it, "zero_points", a->q->qzeros, b->q->qzeros);
 }
 
 /* Strides matter only along dimensions longer than 1. */

@@ -179,14 +179,14 @@ static void tensor_text(struct sbuf *b, const struct ckpt_tensor *t)
 		sb_puts(b, " neg");
 	if (t->cls)
 		sb_printf(b, " class %s", t->cls);
-	if (t->qscheme) {
-		sb_printf(b, " quantized %s", t->qscheme);
-		if (t->qscales)
-			sb_printf(b, " axis %" PRId64, t->axis);
+	if (t->q->qscheme) {
+		sb_printf(b, " quantized %s", t->q->qscheme);
+		if (t->q->qscales)
+			sb_printf(b, " axis %" PRId64, t->q->axis);
 		else
 			sb_printf(b, " scale %s zero_point %" PRId64,
-				  ckpt_float_repr(t->scale, sc, sizeof(sc)),
-				  t->zero_point);
+				  ckpt_float_repr(t->q->scale, sc, sizeof(sc)),
+				  t->q->zero_point);
 	}
 }
 

@@ -53,10 +53,14 @@ const struct ckpt_dtype *ckpt_dtype_bytes(void);
 
 /* ---- storages and tensors ---- */
 
+/*
+ * One of these, a ckpt_tensor and a ckpt_node per tensor of a state_dict:
+ * the fields are ordered so that no padding is left (docs/design.md,
+ * "Memory per tensor").
+ */
 struct ckpt_storage {
 	const char *key;	/* "0", "1", ... (legacy: pointer digits) */
 	const struct ckpt_dtype *dtype;	/* element type of the storage */
-	bool untyped;		/* UntypedStorage: numel counts bytes */
 	const char *location;	/* "cpu", "cuda:0", "mps", ... */
 	uint64_t numel;		/* in storage elements */
 	uint64_t nbytes;	/* numel * dtype->size */
@@ -65,15 +69,16 @@ struct ckpt_storage {
 	uint64_t pkl_off;	/* file offset of its first persistent id */
 	uint32_t index;		/* position in ckpt->storages */
 	uint32_t ntensors;	/* tensors viewing it */
+	bool untyped;		/* UntypedStorage: numel counts bytes */
 	/* edits (ckpt_edit.c, ovl.c) */
-	int fd;			/* where the bytes are now: the checkpoint,
-				   or an overlay file (then data_off is 0) */
 	bool modified;		/* bytes may differ from the record's */
 	bool fresh;		/* made by an edit: no record, no key yet */
 	/* a deflated record's bytes, inflated on first use (ckpt_inflate.c) */
-	int zfd;		/* an unlinked temporary file, once zdone */
 	bool zdone;		/* zfd and zcrc are set (atomic, release) */
+	int zfd;		/* an unlinked temporary file, once zdone */
 	uint32_t zcrc;		/* CRC-32 of the inflated bytes */
+	int fd;			/* where the bytes are now: the checkpoint,
+				   or an overlay file (then data_off is 0) */
 	/* converted to another dtype (core/cvt): the tensors' new dtype;
 	   data.pkl must then be written anew (ckpt_retype.c) */
 	const struct ckpt_dtype *retyped;
@@ -92,6 +97,18 @@ enum ckpt_tensor_kind {
 	CKPT_T_INLINE,		/* data inside the pickle (numpy path) */
 };
 
+/* A quantized tensor's parameters (CKPT_T_QUANTIZED). */
+struct ckpt_qparams {
+	const char *qscheme;	/* "per_tensor_affine", ... or NULL */
+	double scale;
+	int64_t zero_point;
+	int64_t axis;
+	struct ckpt_tensor *qscales, *qzeros;	/* per-channel, else NULL */
+};
+
+/* All zero: the ckpt_tensor.q of every tensor that is not quantized. */
+extern const struct ckpt_qparams ckpt_no_qparams;
+
 struct ckpt_tensor {
 	uint8_t kind;		/* enum ckpt_tensor_kind */
 	bool requires_grad;
@@ -99,11 +116,17 @@ struct ckpt_tensor {
 	bool conj, neg;		/* 2.x metadata bits */
 	bool contiguous;	/* row-major dense over [offset, offset+numel) */
 	bool shown;		/* some tree node shows it */
+	/* edits: a tensor made from a new file (ckpt_edit.c) */
+	bool fresh;
+	bool shape_set;		/* user.shape given; else 1-d over the bytes */
+	bool fixed;		/* made from a .npy: its size is fixed like an
+				   original tensor's, not a growing file's */
+	int ndim;
+	uint32_t index;		/* position in ckpt->tensors */
 	const struct ckpt_dtype *dtype;
 	struct ckpt_storage *storage;	/* NULL for META and INLINE */
 	const char *device;	/* borrowed: storage location or given */
 	uint64_t offset;	/* storage offset, in elements of dtype */
-	int ndim;
 	int64_t *shape;		/* ndim entries */
 	int64_t *stride;	/* ndim entries, in elements */
 	uint64_t numel;
@@ -112,21 +135,11 @@ struct ckpt_tensor {
 	/* python attributes of a subclass or Parameter (2.x state): a dict
 	   or OrderedDict value, or NULL */
 	const struct pkl_value *state;
-	/* quantized */
-	const char *qscheme;	/* "per_tensor_affine", ... or NULL */
-	double scale;
-	int64_t zero_point;
-	int64_t axis;
-	struct ckpt_tensor *qscales, *qzeros;	/* per-channel, else NULL */
+	/* quantized: its own (arena), else &ckpt_no_qparams; never NULL */
+	const struct ckpt_qparams *q;
 	/* inline data (CKPT_T_INLINE) */
 	unsigned char *inline_data;
-	uint32_t index;		/* position in ckpt->tensors */
 	uint64_t pkl_off;	/* file offset of its rebuild call */
-	/* edits: a tensor made from a new file (ckpt_edit.c) */
-	bool fresh;
-	bool shape_set;		/* user.shape given; else 1-d over the bytes */
-	bool fixed;		/* made from a .npy: its size is fixed like an
-				   original tensor's, not a growing file's */
 };
 
 /* ---- the object tree ---- */
@@ -151,13 +164,30 @@ enum ckpt_step {
 struct ckpt_node {
 	uint8_t kind;		/* enum ckpt_node_kind */
 	uint8_t step;		/* enum ckpt_step */
+	/* edits (ckpt_edit.c) */
+	bool dead;		/* unlinked (may still be open) */
+	bool fresh;		/* made by an edit */
+	bool edited;		/* VALUE: text replaced */
+	bool pending;		/* a tensor being created through NAME.npy:
+				   in no directory, no tensor until close() */
+	uint32_t nkids;
+	uint32_t hash_mask;		/* slots - 1 */
+	uint32_t index;		/* position in parent */
+	uint32_t id;		/* position in ckpt->nodes */
+	/* edits (ckpt_edit.c): kids[] may hold NULLs where a child left */
+	uint32_t kcap;		/* room in kids[] */
+	uint32_t norig;		/* kids at open */
+	uint32_t nlive;		/* kids[] entries that are not NULL */
+	uint32_t wopen;		/* open for writing through the mount (fs/
+				   counts them: the last one's release
+				   applies what is still staged) */
+	int verr;		/* -errno its apply at a close() failed with:
+				   the later close()s of that open file (a
+				   dup'd fd's came first) report it too */
 	char *name;		/* escaped file name; "" for the root */
 	struct ckpt_node *parent;
 	struct ckpt_node **kids;	/* in container order */
 	struct ckpt_node **hash;	/* kids by name, open addressing */
-	uint32_t nkids;
-	uint32_t hash_mask;		/* slots - 1 */
-	uint32_t index;		/* position in parent */
 	const struct pkl_value *key;	/* dict key / attr name, or NULL */
 	const struct pkl_value *val;	/* the pickle value shown here */
 	const char *type;	/* "dict", "OrderedDict", "list", "int", class */
@@ -165,26 +195,10 @@ struct ckpt_node {
 	struct ckpt_node *target;	/* CKPT_N_LINK */
 	char *text;		/* VALUE/OPAQUE: the file's content */
 	size_t textlen;
-	uint32_t id;		/* position in ckpt->nodes */
-	/* edits (ckpt_edit.c): kids[] may hold NULLs where a child left */
-	uint32_t kcap;		/* room in kids[] */
-	uint32_t norig;		/* kids at open */
-	uint32_t nlive;		/* kids[] entries that are not NULL */
-	bool dead;		/* unlinked (may still be open) */
-	bool fresh;		/* made by an edit */
-	bool edited;		/* VALUE: text replaced */
 	struct ckpt_node *home;	/* parent at open (NULL: fresh or root) */
 	char *home_name;	/* name at open */
 	struct ckpt_stage *stage;	/* a replacement being written */
 	struct ckpt_stage *vstage;	/* a view (.npy/.txt) being written */
-	int verr;		/* -errno its apply at a close() failed with:
-				   the later close()s of that open file (a
-				   dup'd fd's came first) report it too */
-	bool pending;		/* a tensor being created through NAME.npy:
-				   in no directory, no tensor until close() */
-	uint32_t wopen;		/* open for writing through the mount (fs/
-				   counts them: the last one's release
-				   applies what is still staged) */
 };
 
 /* The files a tensor node is seen through (docs/views.md). */

@@ -96,6 +96,7 @@ struct ckpt_tensor *ckpt_tensor_new(struct ckpt_build *b, int ndim)
 	t->shape = (int64_t *)(t + 1);
 	t->stride = t->shape + ndim;
 	t->ndim = ndim;
+	t->q = &ckpt_no_qparams;
 	t->index = b->c->ntensors - 1;
 	return t;
 }
@@ -222,30 +223,45 @@ static void tensor_metadata(struct ckpt_tensor *t, const struct pkl_value *m)
 	}
 }
 
+/* Give @t parameters of its own (arena); NULL on ENOMEM. */
+static struct ckpt_qparams *qparams_new(struct ckpt_build *b,
+					struct ckpt_tensor *t)
+{
+	struct ckpt_qparams *qp = arena_alloc(&b->c->arena, sizeof(*qp));
+
+	if (qp)
+		t->q = qp;
+	return qp;
+}
+
 static int qparams(struct ckpt_build *b, struct ckpt_tensor *t,
 		   const struct pkl_value *q, uint64_t off)
 {
 	const struct pkl_value *scheme = arg(q, 0), *sc = arg(q, 1);
+	struct ckpt_qparams *qp;
 	int rc;
 
 	if (!scheme || scheme->kind != PKL_GLOBAL)
 		return diag_corrupt(b->d, off, "bad quantizer parameters");
-	t->qscheme = scheme->u.global.name;
-	if (strstr(t->qscheme, "per_tensor")) {
+	qp = qparams_new(b, t);
+	if (!qp)
+		return diag_nomem(b->d);
+	qp->qscheme = scheme->u.global.name;
+	if (strstr(qp->qscheme, "per_tensor")) {
 		if (sc && sc->kind == PKL_FLOAT)
-			t->scale = sc->u.f;
+			qp->scale = sc->u.f;
 		else if (sc && sc->kind == PKL_INT)
-			t->scale = (double)sc->u.i;
+			qp->scale = (double)sc->u.i;
 		else
 			return diag_corrupt(b->d, off, "bad quantizer scale");
-		if (!as_int(arg(q, 2), &t->zero_point))
+		if (!as_int(arg(q, 2), &qp->zero_point))
 			return diag_corrupt(b->d, off, "bad quantizer zero point");
 		return 0;
 	}
-	rc = tensor_of(b, sc, &t->qscales);
+	rc = tensor_of(b, sc, &qp->qscales);
 	if (!rc)
-		rc = tensor_of(b, arg(q, 2), &t->qzeros);
-	if (!rc && !as_int(arg(q, 3), &t->axis))
+		rc = tensor_of(b, arg(q, 2), &qp->qzeros);
+	if (!rc && !as_int(arg(q, 3), &qp->axis))
 		rc = diag_corrupt(b->d, off, "bad quantizer axis");
 	return rc;
 }
@@ -432,10 +448,14 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 		    arg(args, 4)->kind == PKL_FLOAT) {
 			/* torch 1.3: (..., scale, zero_point, requires_grad,
 			   hooks), always per tensor affine */
+			struct ckpt_qparams *qp = qparams_new(b, t);
+
+			if (!qp)
+				return diag_nomem(b->d);
 			t->kind = CKPT_T_QUANTIZED;
-			t->qscheme = "per_tensor_affine";
-			t->scale = arg(args, 4)->u.f;
-			rc = !as_int(arg(args, 5), &t->zero_point) ||
+			qp->qscheme = "per_tensor_affine";
+			qp->scale = arg(args, 4)->u.f;
+			rc = !as_int(arg(args, 5), &qp->zero_point) ||
 			     !as_int(arg(args, 6), &flag);
 			t->requires_grad = flag;
 		} else if (r == R_QTENSOR) {
@@ -536,16 +556,13 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 
 	if (!v)
 		return diag_corrupt(b->d, DIAG_NO_OFFSET, "missing tensor");
-	if (b->memo[v->id]) {
-		*out = b->memo[v->id];
+	if ((*out = ckpt_memo_get(&b->memo, v->id)))
 		return 0;
-	}
 	if (v->kind == PKL_PERSID && b->persid) {
 		rc = b->persid(b, v, out);	/* tar era: its own key space */
 		if (rc)
 			return rc;
-		b->memo[v->id] = *out;
-		return 0;
+		goto out_memo;
 	}
 	if (v->kind == PKL_PERSID) {
 		/* a storage saved on its own: its bytes as a 1-d tensor */
@@ -572,8 +589,8 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 		rc = ckpt_tensor_check(b->c, t, b->d);
 		if (rc)
 			return rc;
-		*out = b->memo[v->id] = t;
-		return 0;
+		*out = t;
+		goto out_memo;
 	}
 	r = v->kind == PKL_CALL ? rebuild_kind(v->u.call.func) : R_NONE;
 	if (r == R_NONE)
@@ -582,8 +599,8 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 	rc = rebuild(b, r, v->u.call.args, v->off, out);
 	if (rc)
 		return rc;
-	b->memo[v->id] = *out;
-	return 0;
+out_memo:
+	return ckpt_memo_put(&b->memo, v->id, *out) ? diag_nomem(b->d) : 0;
 }
 
 const struct pkl_value *ckpt_module_class(const struct pkl_value *v)

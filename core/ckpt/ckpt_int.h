@@ -9,6 +9,20 @@
 #include "diag/diag.h"
 #include "pickle/pkl.h"
 
+/* ckpt_memo.c: pickle node id -> what the build made of it */
+struct ckpt_memo {
+	uint32_t *ids;		/* id + 1, 0: empty slot */
+	void **vals;
+	uint32_t cap, n;	/* cap: a power of 2, or 0 */
+};
+
+/* What @id was made into, or NULL. */
+void *ckpt_memo_get(const struct ckpt_memo *m, uint32_t id);
+/* Remember @p for @id (replacing any earlier).  0 or -ENOMEM. */
+int ckpt_memo_put(struct ckpt_memo *m, uint32_t id, void *p);
+/* Free the table; a zeroed memo is fine and stays usable. */
+void ckpt_memo_release(struct ckpt_memo *m);
+
 struct ckpt_build {
 	struct ckpt *c;
 	struct diag *d;
@@ -19,8 +33,7 @@ struct ckpt_build {
 	uint32_t scap, nhashed;
 	uint32_t storages_cap, tensors_cap, nodes_cap;
 	/* pickle node id -> the tensor or node made from it */
-	void **memo;
-	uint32_t nmemo;
+	struct ckpt_memo memo;
 	/* legacy view storages: extra element offset of a persistent id */
 	uint64_t view_off;
 	/*

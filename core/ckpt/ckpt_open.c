@@ -223,6 +223,10 @@ static int open_zip(struct ckpt *c, struct diag *d)
 	c->pkl_len = len;
 	c->pkl_off = c->pkl_rec->data_off;
 	rc = pkl_parse(c->pkl, c->pkl_len, c->pkl_off, &c->doc, d);
+	/* the document holds copies of everything: the raw bytes must not
+	   stay for the build, which is where the memory peaks */
+	free(c->pkl);
+	c->pkl = NULL;
 	if (!rc)
 		rc = ckpt_build_model(c, d);
 	if (!rc)
@@ -292,8 +296,7 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
 	/* keep the key table and array capacities: write-back and edits
 	   use them; the memo only served the build */
 	if (c->b) {
-		free(c->b->memo);
-		c->b->memo = NULL;
+		ckpt_memo_release(&c->b->memo);
 		c->b->d = NULL;
 	}
 	*out = c;
@@ -321,7 +324,7 @@ void ckpt_close(struct ckpt *c)
 	arena_release(&c->arena);
 	free(c->globals);
 	if (c->b) {
-		free(c->b->memo);
+		ckpt_memo_release(&c->b->memo);
 		free(c->b->stab);
 		free(c->b->dense);
 		free(c->b);

@@ -9,6 +9,8 @@
 
 #include <errno.h>
 
+const struct ckpt_qparams ckpt_no_qparams;
+
 int ckpt_tensor_check(struct ckpt *c, struct ckpt_tensor *t, struct diag *d)
 {
 	(void)c;

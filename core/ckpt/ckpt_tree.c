@@ -167,7 +167,7 @@ static int add_items(struct ckpt_build *b, struct ckpt_node *dir,
 static int container(struct ckpt_build *b, const struct pkl_value *v,
 		     int kind, const char *type, struct ckpt_node **out)
 {
-	struct ckpt_node *n, *seen = b->memo[v->id];
+	struct ckpt_node *n, *seen = ckpt_memo_get(&b->memo, v->id);
 
 	/* an empty container cannot blow up or loop: show it everywhere */
 	if ((v->kind != PKL_CALL && !pkl_len(v)) ||
@@ -180,8 +180,8 @@ static int container(struct ckpt_build *b, const struct pkl_value *v,
 	if (!n)
 		return diag_nomem(b->d);
 	n->target = seen;
-	if (!seen)
-		b->memo[v->id] = n;
+	if (!seen && ckpt_memo_put(&b->memo, v->id, n))
+		return diag_nomem(b->d);
 	*out = n;
 	return 0;
 }
@@ -779,18 +779,15 @@ int ckpt_build_doc(struct ckpt *c, const struct pkl_doc *doc,
 		   struct ckpt_node **out, struct diag *d)
 {
 	struct ckpt_build *b = c->b;
-	void **memo = b->memo;
-	uint32_t nmemo = b->nmemo;
+	struct ckpt_memo memo = b->memo;
 	int rc;
 
-	/* the memo is indexed by node ids, which each document numbers anew */
-	b->nmemo = doc->nnodes;
-	b->memo = calloc(b->nmemo + 1, sizeof(*b->memo));
+	/* the memo is keyed by node ids, which each document numbers anew */
+	b->memo = (struct ckpt_memo){ 0 };
 	b->d = d;
-	rc = b->memo ? build(b, NULL, doc->root, 1, out) : diag_nomem(d);
-	free(b->memo);
+	rc = build(b, NULL, doc->root, 1, out);
+	ckpt_memo_release(&b->memo);
 	b->memo = memo;
-	b->nmemo = nmemo;
 	return rc;
 }
 
@@ -828,10 +825,6 @@ int ckpt_build_model(struct ckpt *c, struct diag *d)
 		return rc;
 	b = c->b;
 	b->d = d;
-	b->nmemo = c->doc->nnodes;
-	b->memo = calloc(b->nmemo + 1, sizeof(*b->memo));
-	if (!b->memo)
-		return diag_nomem(d);
 	/* a TorchScript archive imports nothing: its classes are in code/ */
 	if (!b->script)
 		pkl_doc_each_global(c->doc, note_global, b);

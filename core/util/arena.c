@@ -1,9 +1,13 @@
 /*
- * arena.c - bump allocation in blocks that double up to 4 MiB; see arena.h.
+ * arena.c - bump allocation in blocks that double up to 1 MiB; see arena.h.
  *
  * Blocks are mapped with MAP_POPULATE: in a VM a page fault costs
  * microseconds, and a 100,000-tensor model touches tens of thousands of
- * pages; one populating mmap per block replaces hundreds of faults.
+ * pages; one populating mmap per block replaces hundreds of faults.  But
+ * a populated page counts in RSS whether it is used or not: the unused
+ * end of the last block (and of one left behind by an allocation larger
+ * than what remains) is resident for nothing, which with 4 MiB blocks was
+ * 5 MB of a 100,000-tensor open (50 bytes a tensor; docs/design.md).
  */
 #define _DEFAULT_SOURCE		/* MAP_ANONYMOUS, MAP_POPULATE */
 #include "arena.h"
@@ -16,17 +20,24 @@
 #include <string.h>
 
 #define ARENA_MIN	(64u << 10)
-#define ARENA_MAX	(4u << 20)
+#define ARENA_MAX	(1u << 20)
+/*
+ * 8, not alignof(max_align_t) (16): what arenas hold is pointers, 64-bit
+ * integers, doubles and strings, and 16 cost about 8 bytes on each of the
+ * several names and strings a tensor has (docs/design.md, "Memory per
+ * tensor").  Nothing here may hold a long double.
+ */
+#define ARENA_ALIGN	8u
 
 struct arena_block {
 	struct arena_block *next;
 	size_t size;
-	alignas(max_align_t) char data[];
+	alignas(ARENA_ALIGN) char data[];
 };
 
 void *arena_alloc(struct arena *a, size_t n)
 {
-	size_t align = alignof(max_align_t);
+	size_t align = ARENA_ALIGN;
 	struct arena_block *b;
 	size_t size;
 	char *p;

@@ -13,7 +13,7 @@ struct arena {
 	char *next, *end;
 };
 
-/* @n zeroed bytes aligned for any object, or NULL on ENOMEM. */
+/* @n zeroed bytes aligned to 8 (not for long double), or NULL on ENOMEM. */
 void *arena_alloc(struct arena *a, size_t n);
 
 /* A copy of @s[0..@n) plus a NUL, or NULL on ENOMEM. */

@@ -25,19 +25,20 @@ enum ptz_method {
 	PTZ_DEFLATED = 8,
 };
 
+/* One a storage, so ordered to leave no padding: 64 bytes, not 72. */
 struct ptz_entry {
 	char *name;		/* full name, NUL-terminated, owned by reader */
-	uint16_t name_len;
-	uint16_t method;	/* PTZ_STORED or PTZ_DEFLATED */
-	uint16_t flags;		/* general purpose bit flag */
-	uint32_t crc32;		/* from the central directory */
 	uint64_t csize;		/* compressed size */
 	uint64_t usize;		/* uncompressed size */
 	uint64_t header_off;	/* offset of the local file header */
 	uint64_t limit;		/* end of the space this record may use:
 				   the next local header or the central dir */
 	uint64_t data_off;	/* offset of the data; 0 until located */
+	uint32_t crc32;		/* from the central directory */
 	uint32_t cd_index;	/* position in the central directory */
+	uint16_t name_len;
+	uint16_t method;	/* PTZ_STORED or PTZ_DEFLATED */
+	uint16_t flags;		/* general purpose bit flag */
 };
 
 struct ptz_reader {

@@ -1,0 +1,78 @@
+/*
+ * test_ckpt_mem.c - what a tensor costs in memory: the builder's memo (a
+ * hash table of what the build made, where it was an array over every
+ * pickle node) keeps identity, and the structs that exist once per tensor
+ * stay the size docs/design.md ("Memory per tensor") counts on.
+ */
+#include "test_util.h"
+
+#include "ckpt/ckpt.h"
+#include "ckpt/ckpt_int.h"
+#include "zip/ptz.h"
+
+#include <stdint.h>
+
+Test(ckpt_memo, zeroed_is_empty_and_stays_usable_after_release)
+{
+	struct ckpt_memo m = { 0 };
+	int x;
+
+	cr_assert_null(ckpt_memo_get(&m, 0));
+	cr_assert_null(ckpt_memo_get(&m, 12345));
+	cr_assert_eq(ckpt_memo_put(&m, 0, &x), 0);
+	cr_assert_eq(ckpt_memo_get(&m, 0), &x);
+	ckpt_memo_release(&m);
+	cr_assert_null(ckpt_memo_get(&m, 0));
+	cr_assert_eq(ckpt_memo_put(&m, 7, &x), 0);
+	cr_assert_eq(ckpt_memo_get(&m, 7), &x);
+	ckpt_memo_release(&m);
+	assert_no_leaks();
+}
+
+/*
+ * Ids the way a torch.save dict numbers its containers and tensors (runs
+ * with gaps of 9), plus the extremes, through many regrowths: every one
+ * found, overwrites replace, ids never put are absent.
+ */
+Test(ckpt_memo, keeps_every_id_through_growth)
+{
+	enum { N = 200000 };
+	static char obj[N];
+	struct ckpt_memo m = { 0 };
+	const uint32_t big = (1u << 26) - 1;	/* PKL_MAX_NODES - 1 */
+
+	for (uint32_t i = 0; i < N; i++)
+		cr_assert_eq(ckpt_memo_put(&m, 9 * i + 3, &obj[i]), 0);
+	cr_assert_eq(ckpt_memo_put(&m, 0, &obj[0]), 0);
+	cr_assert_eq(ckpt_memo_put(&m, big, &obj[1]), 0);
+	cr_assert_eq(m.n, N + 2);
+	cr_assert_leq(m.n * 2, m.cap);
+	for (uint32_t i = 0; i < N; i++) {
+		cr_assert_eq(ckpt_memo_get(&m, 9 * i + 3), &obj[i]);
+		cr_assert_null(ckpt_memo_get(&m, 9 * i + 4));
+	}
+	cr_assert_eq(ckpt_memo_get(&m, 0), &obj[0]);
+	cr_assert_eq(ckpt_memo_get(&m, big), &obj[1]);
+	cr_assert_eq(ckpt_memo_put(&m, 3, &obj[5]), 0);
+	cr_assert_eq(ckpt_memo_get(&m, 3), &obj[5]);
+	cr_assert_eq(m.n, N + 2);
+	ckpt_memo_release(&m);
+	assert_no_leaks();
+}
+
+/*
+ * A ckpt_node, a ckpt_tensor (plus its shape and stride), a ckpt_storage
+ * and a ptz_entry exist once per tensor of a state_dict, for the life of
+ * a mount.  These were 184, 176, 120 and 72 bytes with padding and the
+ * quantizer's fields in every tensor; a field added here costs a
+ * 1,000,000-tensor mount that many times over.
+ */
+Test(ckpt_model, per_tensor_structs_stay_packed)
+{
+	cr_assert_leq(sizeof(struct ckpt_node), 168);
+	cr_assert_leq(sizeof(struct ckpt_tensor), 128);
+	cr_assert_leq(sizeof(struct ckpt_storage), 104);
+	cr_assert_leq(sizeof(struct ptz_entry), 64);
+	cr_assert_null(ckpt_no_qparams.qscheme);
+	cr_assert_null(ckpt_no_qparams.qscales);
+}
