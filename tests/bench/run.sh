@@ -1,6 +1,6 @@
 #!/bin/sh
 # run.sh - build ptfs and run its benchmarks (one command; see docs/benchmarks.md):
-# ptls listing, the mount (reads, memory), write-back of an edit (also on
+# ptls listing, the mount (reads, memory per tensor), write-back of an edit (also on
 # XFS and btrfs)
 set -eu
 cd "$(dirname "$0")/../.."
@@ -14,6 +14,7 @@ done
 /usr/bin/python3 tests/bench/bench_ptdiff.py build/ptdiff "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 /usr/bin/python3 tests/bench/bench_stats.py build/ptls "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 /usr/bin/python3 tests/bench/bench_mount.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
+/usr/bin/python3 tests/bench/bench_mem.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 /usr/bin/python3 tests/bench/bench_views.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 /usr/bin/python3 tests/bench/bench_writeback.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 # ext4, XFS and btrfs on loop images: needs root, skipped without
