@@ -146,9 +146,6 @@ struct ptfs {
 
 /* ---- ptfs_ino.c ---- */
 
-/* Is @n shown as a directory (a dict or a list)?  NULL: no. */
-bool ptfs_node_is_dir(const struct ckpt_node *n);
-
 /* Is @ino a directory (the root, .ptfs/, its storages/, a container)? */
 bool ptfs_ino_is_dir(const struct ptfs *fs, fuse_ino_t ino);
 

@@ -163,7 +163,7 @@ static char *model_path(const struct ptfs *fs, const char *path, size_t len)
 	if (!out)
 		return NULL;
 	/* a root that is no directory is shown as one file (ptfs_ino.c) */
-	if (!ptfs_node_is_dir(n) && len == strlen(fs->root_name) &&
+	if (!ckpt_node_is_dir(n) && len == strlen(fs->root_name) &&
 	    !memcmp(path, fs->root_name, len)) {
 		*out = 0;
 		return out;
@@ -183,7 +183,7 @@ static char *model_path(const struct ptfs *fs, const char *path, size_t len)
 		memcpy(comp, path + i, m);
 		comp[m] = 0;
 		i += m;
-		n = n && ptfs_node_is_dir(n) ? ptfs_child(n, comp,
+		n = n && ckpt_node_is_dir(n) ? ptfs_child(n, comp,
 							  CKPT_NAME_MAX) : NULL;
 		name = n ? n->name : comp;
 		if (k + strlen(name) + 2 > cap) {
@@ -243,7 +243,7 @@ static long long revert(struct ptfs *fs, struct ctl_handle *h,
 		if (asprintf(&res, "%s%s%s%s\n", was ? was : "",
 			     rc ? "nothing to revert at " : "reverted: ",
 			     *paths[k] ? paths[k] :
-			     ptfs_node_is_dir(fs->c->root) ? "." :
+			     ckpt_node_is_dir(fs->c->root) ? "." :
 			     fs->root_name,
 			     rc ? ": it is what the checkpoint holds" : "") < 0)
 			res = NULL;

@@ -32,7 +32,7 @@ static struct ckpt_node *dir_node(const struct ptfs *fs, fuse_ino_t ino)
 	if (ptfs_ino_get(fs, ino, &i) ||
 	    (i.kind != PTFS_NODE && i.kind != PTFS_ROOT))
 		return NULL;
-	return ptfs_node_is_dir(i.node) ? i.node : NULL;
+	return ckpt_node_is_dir(i.node) ? i.node : NULL;
 }
 
 /* Can the tree be edited here?  -errno, or 0. */

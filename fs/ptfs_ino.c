@@ -40,14 +40,9 @@
 #define VIEW_NPY ((fuse_ino_t)1 << 41)
 #define VIEW_TXT ((fuse_ino_t)1 << 42)
 
-bool ptfs_node_is_dir(const struct ckpt_node *n)
-{
-	return n && (n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ);
-}
-
 static bool root_is_dir(const struct ptfs *fs)
 {
-	return ptfs_node_is_dir(fs->c->root);
+	return ckpt_node_is_dir(fs->c->root);
 }
 
 bool ptfs_ino_is_dir(const struct ptfs *fs, fuse_ino_t ino)
@@ -62,7 +57,7 @@ bool ptfs_ino_is_dir(const struct ptfs *fs, fuse_ino_t ino)
 	case PTFS_STORAGES:
 		return true;
 	case PTFS_NODE:
-		return ptfs_node_is_dir(i.node);
+		return ckpt_node_is_dir(i.node);
 	default:
 		return false;
 	}
@@ -223,7 +218,7 @@ static uint32_t subdirs(const struct ckpt_node *n)
 	uint32_t k = 0;
 
 	for (uint32_t i = 0; i < n->nkids; i++)
-		k += ptfs_node_is_dir(n->kids[i]);
+		k += ckpt_node_is_dir(n->kids[i]);
 	return k;
 }
 
@@ -432,7 +427,7 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 		}
 		/* fall through */
 	case PTFS_NODE:
-		if (i / per >= d.node->nkids || !ptfs_node_is_dir(d.node))
+		if (i / per >= d.node->nkids || !ckpt_node_is_dir(d.node))
 			return 0;
 		return child_entry(fs, d.node->kids[i / per],
 				   d.node->kids[i / per] ?
@@ -495,7 +490,7 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 		}
 		/* fall through */
 	case PTFS_NODE:
-		if (!ptfs_node_is_dir(d.node))
+		if (!ckpt_node_is_dir(d.node))
 			return 0;
 		n = ptfs_child(d.node, name, CKPT_NAME_MAX);
 		if (n)

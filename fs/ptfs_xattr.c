@@ -164,7 +164,7 @@ int ptfs_xattr_each(const struct ptfs *fs, fuse_ino_t ino,
 		   A wrapper subclass is a directory with a tensor too */
 		if (i.node->tensor && i.kind == PTFS_NODE)
 			tensor_xattrs(fs, i.node->tensor, &x);
-		if (i.kind == PTFS_NODE || ptfs_node_is_dir(fs->c->root))
+		if (i.kind == PTFS_NODE || ckpt_node_is_dir(fs->c->root))
 			put(&x, "user.type", i.node->type);
 		/* the whole name of a key shown cut (ptfs_names.c) */
 		if (i.kind == PTFS_NODE && strlen(i.node->name) > CKPT_NAME_MAX)

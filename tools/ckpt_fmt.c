@@ -237,3 +237,32 @@ const struct ckpt_node *fmt_find(const struct ckpt *c, const char *path)
 		n = n->target;
 	return n;
 }
+
+const char *fmt_json_kind(const struct ckpt_node *n)
+{
+	return ckpt_node_is_dir(n) ? "container" :
+	       n->kind == CKPT_N_TENSOR ? "tensor" :
+	       n->kind == CKPT_N_VALUE ? "value" :
+	       n->kind == CKPT_N_OPAQUE ? "object" : "link";
+}
+
+void fmt_json_content(FILE *f, const struct ckpt_node *n)
+{
+	fputs(",\"type\":", f);
+	json_cstr(f, n->type);
+	if (n->kind == CKPT_N_TENSOR) {
+		fmt_json_tensor(f, n->tensor);
+	} else if (n->kind == CKPT_N_VALUE) {
+		fputs(",\"value\":", f);
+		fmt_json_value(f, n);
+	} else if (n->kind == CKPT_N_OPAQUE) {
+		fputs(",\"repr\":", f);
+		json_str(f, n->text, n->textlen);
+	} else if (n->kind == CKPT_N_LINK) {
+		char *to = ckpt_node_path(n->target);
+
+		fputs(",\"target\":", f);
+		json_cstr(f, to ? to : "?");
+		free(to);
+	}
+}

@@ -38,4 +38,14 @@ void fmt_json_key(FILE *f, const struct ckpt_node *n);
 void fmt_json_value(FILE *f, const struct ckpt_node *n);
 void fmt_json_tensor(FILE *f, const struct ckpt_tensor *t);
 
+/* What a JSON node calls @n: "container", "tensor", "value", "object" or
+ * "link". */
+const char *fmt_json_kind(const struct ckpt_node *n);
+
+/*
+ * ",\"type\":..." and what @n holds: a tensor's fields, a value, an
+ * object's repr or a link's target (to append inside an object).
+ */
+void fmt_json_content(FILE *f, const struct ckpt_node *n);
+
 #endif

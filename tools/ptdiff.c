@@ -82,7 +82,7 @@ static int collect(struct pairs *p, const struct ckpt_node *a,
 {
 	int rc = 0;
 
-	if (!a || !b || !pd_is_dir(a) || !pd_is_dir(b) ||
+	if (!a || !b || !ckpt_node_is_dir(a) || !ckpt_node_is_dir(b) ||
 	    (!a->nkids && !b->nkids))
 		return push(p, a, b);
 	if (pd_dirs_differ(a, b))
@@ -313,7 +313,7 @@ static int compare_pair(struct pd_ctx *x, struct pd_item *it)
 	}
 	if (pd_kind_of(a) != pd_kind_of(b)) {
 		it->kind = true;
-	} else if (pd_is_dir(a)) {
+	} else if (ckpt_node_is_dir(a)) {
 		if (strcmp(a->type, b->type))
 			add_attr(it, "type", a->type, b->type);
 		if (pd_states_differ(a, b))
@@ -330,7 +330,7 @@ static int compare_pair(struct pd_ctx *x, struct pd_item *it)
 			it->target = strcmp(ta, tb) != 0;
 		free(ta);
 		free(tb);
-	} else if (!pd_is_dir(a)) {
+	} else if (!ckpt_node_is_dir(a)) {
 		it->value = strcmp(a->type, b->type) ||
 			    a->textlen != b->textlen ||
 			    memcmp(a->text, b->text, a->textlen);

@@ -127,7 +127,6 @@ int pd_ties(struct pairs *p, const struct ckpt *a, const struct ckpt *b);
 
 /* ---- ptdiff_out.c: the report ---- */
 
-bool pd_is_dir(const struct ckpt_node *n);
 enum pd_kind pd_kind_of(const struct ckpt_node *n);
 const char *pd_kind_name(enum pd_kind k);
 

@@ -14,16 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool pd_is_dir(const struct ckpt_node *n)
-{
-	return n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ;
-}
-
 enum pd_kind pd_kind_of(const struct ckpt_node *n)
 {
 	return n->kind == CKPT_N_TENSOR ? K_TENSOR :
 	       n->kind == CKPT_N_LINK ? K_LINK :
-	       pd_is_dir(n) ? K_DIR : K_VALUE;
+	       ckpt_node_is_dir(n) ? K_DIR : K_VALUE;
 }
 
 const char *pd_kind_name(enum pd_kind k)
@@ -93,7 +88,7 @@ void pd_text_item(const struct pd_item *it, const struct pd_opts *o)
 		const struct ckpt_node *n = a ? a : b;
 
 		printf("only in %s: %s%s\n", a ? "A" : "B", p,
-		       pd_is_dir(n) && n->parent ? "/" : "");
+		       ckpt_node_is_dir(n) && n->parent ? "/" : "");
 		return;
 	}
 	if (it->status == ST_EQUAL) {
@@ -303,7 +298,7 @@ void pd_json_item(FILE *f, const struct pd_item *it, bool first)
 		json_pair_str(f, "target", ta ? ta : "?", tb ? tb : "?");
 		free(ta);
 		free(tb);
-	} else if (!pd_is_dir(a)) {
+	} else if (!ckpt_node_is_dir(a)) {
 		fputs(",\"value\":[", f);
 		json_str(f, a->text, a->textlen);
 		putc(',', f);

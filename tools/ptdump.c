@@ -75,11 +75,6 @@ void dump_error(const char *path, uint64_t off, const char *fmt, ...)
 
 /* ---- the object tree ---- */
 
-static bool is_dir(const struct ckpt_node *n)
-{
-	return n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ;
-}
-
 /*
  * Does @v have a place of its own in the pickle?  The parser shares one
  * node per document for None, True, False, () and the ints BININT1 makes
@@ -143,7 +138,7 @@ static const struct pkl_value *dict_state(const struct ckpt_node *n)
 {
 	const struct pkl_value *v = n->val;
 
-	if (!is_dir(n) || !v || v->kind != PKL_CALL ||
+	if (!ckpt_node_is_dir(n) || !v || v->kind != PKL_CALL ||
 	    !ckpt_dict_type(n->type))
 		return NULL;
 	return v->u.call.x->state;
@@ -201,7 +196,7 @@ static int path_width(const struct ckpt_node *n, int depth)
 	} else {
 		w = 1;
 	}
-	for (uint32_t i = 0; is_dir(n) && i < n->nkids; i++) {
+	for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->nkids; i++) {
 		int k;
 
 		if (depth >= CKPT_MAX_DEPTH)
@@ -258,7 +253,7 @@ static void node_text(const struct ckpt *c, const struct ckpt_node *n,
 	       b.p ? b.p : "");
 	free(path);
 	free(b.p);
-	for (uint32_t i = 0; is_dir(n) && i < n->nkids; i++)
+	for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->nkids; i++)
 		if (depth < CKPT_MAX_DEPTH)
 			node_text(c, n->kids[i], width, depth + 1);
 }
@@ -322,10 +317,7 @@ static void node_json(FILE *f, const struct ckpt *c, const struct ckpt_node *n,
 	else
 		fputs("null", f);
 	fputs(",\"kind\":", f);
-	json_cstr(f, is_dir(n) ? "container" :
-		  n->kind == CKPT_N_TENSOR ? "tensor" :
-		  n->kind == CKPT_N_VALUE ? "value" :
-		  n->kind == CKPT_N_OPAQUE ? "object" : "link");
+	json_cstr(f, fmt_json_kind(n));
 	fputs(",\"type\":", f);
 	json_cstr(f, n->type);
 	fputs(",\"pickle_offset\":", f);
@@ -359,7 +351,7 @@ static void node_json(FILE *f, const struct ckpt *c, const struct ckpt_node *n,
 		json_str(f, r ? r : "", r ? len : 0);
 		free(r);
 	}
-	if (is_dir(n)) {
+	if (ckpt_node_is_dir(n)) {
 		fputs(",\"children\":[", f);
 		for (uint32_t i = 0; i < n->nkids && depth < CKPT_MAX_DEPTH;
 		     i++) {

@@ -84,7 +84,7 @@ static int text_node(const struct ckpt_node *n, const struct opts *o,
 /* A container shown as one line: a long scalar list, or the depth cut. */
 static bool cut(const struct ckpt_node *n, const struct opts *o, int depth)
 {
-	return ls_is_dir(n) && n->nkids &&
+	return ckpt_node_is_dir(n) && n->nkids &&
 	       (ls_collapsed(n, o) || (o->depth >= 0 && depth >= o->depth));
 }
 
@@ -92,7 +92,7 @@ static bool cut(const struct ckpt_node *n, const struct opts *o, int depth)
 static bool listed(const struct ckpt_node *n, const struct opts *o)
 {
 	return n->kind == CKPT_N_TENSOR || o->values ||
-	       (ls_is_dir(n) && !ls_collapsed(n, o));
+	       (ckpt_node_is_dir(n) && !ls_collapsed(n, o));
 }
 
 /* First pass: widen the columns for leaf @n. */
@@ -157,7 +157,7 @@ static int text_leaf(const struct ckpt_node *n, const char *path,
 
 	if (!listed(n, o))
 		return 0;
-	if (ls_is_dir(n) && n->nkids)
+	if (ckpt_node_is_dir(n) && n->nkids)
 		return text_dir_line(n, path, o, w);
 	if (n->kind == CKPT_N_TENSOR) {
 		fmt_dims(shape, sizeof(shape), t->shape, t->ndim);
@@ -195,7 +195,7 @@ static int text_node(const struct ckpt_node *n, const struct opts *o,
 	char *path;
 	int rc = 0;
 
-	if (ls_is_dir(n) && n->nkids && !cut(n, o, depth)) {
+	if (ckpt_node_is_dir(n) && n->nkids && !cut(n, o, depth)) {
 		for (uint32_t i = 0; i < n->nkids && rc >= 0; i++)
 			rc = text_node(n->kids[i], o, w, print, depth + 1);
 		return rc;
@@ -289,27 +289,9 @@ static void json_node(FILE *f, const struct ckpt_node *n, bool *first,
 	fputs(",\"keys\":[", f);
 	json_keys(f, n);
 	fputs("],\"kind\":", f);
-	json_cstr(f, n->kind == CKPT_N_TENSOR ? "tensor" :
-		  n->kind == CKPT_N_VALUE ? "value" :
-		  n->kind == CKPT_N_OPAQUE ? "object" :
-		  n->kind == CKPT_N_LINK ? "link" : "empty");
-	fputs(",\"type\":", f);
-	json_cstr(f, n->type);
-	if (n->kind == CKPT_N_TENSOR) {
-		fmt_json_tensor(f, n->tensor);
-	} else if (n->kind == CKPT_N_VALUE) {
-		fputs(",\"value\":", f);
-		fmt_json_value(f, n);
-	} else if (n->kind == CKPT_N_OPAQUE) {
-		fputs(",\"repr\":", f);
-		json_str(f, n->text, n->textlen);
-	} else if (n->kind == CKPT_N_LINK) {
-		char *to = ckpt_node_path(n->target);
-
-		fputs(",\"target\":", f);
-		json_cstr(f, to ? to : "?");
-		free(to);
-	}
+	/* containers are listed only when empty */
+	json_cstr(f, ckpt_node_is_dir(n) ? "empty" : fmt_json_kind(n));
+	fmt_json_content(f, n);
 	fputs("}", f);
 	free(path);
 }

@@ -34,7 +34,6 @@ struct opts {
 
 /* ptls_find.c: the node @path names ("a/b/0"), or NULL. */
 const struct ckpt_node *ls_find(const struct ckpt *c, const char *path);
-bool ls_is_dir(const struct ckpt_node *n);
 /* Is @n a long container of python scalars, shown on one line? */
 bool ls_collapsed(const struct ckpt_node *n, const struct opts *o);
 /* "746 int: 1, 2, 3, ..." (at most about 80 bytes) into @buf. */

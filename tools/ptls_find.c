@@ -18,14 +18,9 @@ const struct ckpt_node *ls_find(const struct ckpt *c, const char *path)
 	return fmt_find(c, path);
 }
 
-bool ls_is_dir(const struct ckpt_node *n)
-{
-	return n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ;
-}
-
 bool ls_collapsed(const struct ckpt_node *n, const struct opts *o)
 {
-	if (o->expand || !ls_is_dir(n) || n->nkids <= LS_COLLAPSE_OVER)
+	if (o->expand || !ckpt_node_is_dir(n) || n->nkids <= LS_COLLAPSE_OVER)
 		return false;
 	for (uint32_t i = 0; i < n->nkids; i++)
 		if (!n->kids[i] || n->kids[i]->kind != CKPT_N_VALUE)
@@ -126,7 +121,8 @@ const struct ckpt_node *ls_global_holder(const struct ckpt *c, uint64_t off)
 		if (!node_refers(n, off, &s))
 			break;
 		best = n;
-		for (uint32_t i = 0; ls_is_dir(n) && i < n->nkids && !next; i++)
+		for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->nkids &&
+				     !next; i++)
 			if (n->kids[i] && node_refers(n->kids[i], off, &s))
 				next = n->kids[i];
 		n = next;
@@ -144,6 +140,6 @@ void ls_count(const struct ckpt_node *n, uint32_t *tensors, uint64_t *bytes,
 		(*tensors)++;
 		*bytes += n->tensor->nbytes;
 	}
-	for (uint32_t i = 0; ls_is_dir(n) && i < n->nkids; i++)
+	for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->nkids; i++)
 		ls_count(n->kids[i], tensors, bytes, depth + 1);
 }

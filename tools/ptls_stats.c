@@ -52,7 +52,7 @@ static int collect(struct rows *r, const struct ckpt_node *n, int depth)
 		r->v[r->n++] = (struct row){ .n = n };
 		r->bytes += ckpt_tensor_size(n->tensor);
 	}
-	for (uint32_t i = 0; ls_is_dir(n) && i < n->nkids; i++)
+	for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->nkids; i++)
 		if (collect(r, n->kids[i], depth + 1))
 			return -ENOMEM;
 	return 0;

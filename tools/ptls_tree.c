@@ -17,27 +17,25 @@
 
 /* ---- text ---- */
 
-#define is_dir ls_is_dir
-
 /* Is @n shown with these options?  (--tensors hides python values.) */
 static bool shown(const struct ckpt_node *n, const struct opts *o)
 {
-	return o->values || (is_dir(n) && !ls_collapsed(n, o)) ||
+	return o->values || (ckpt_node_is_dir(n) && !ls_collapsed(n, o)) ||
 	       n->kind == CKPT_N_TENSOR;
 }
 
 /* Are @n's children listed below it (not collapsed, not cut by -L)? */
 static bool opened(const struct ckpt_node *n, int depth, const struct opts *o)
 {
-	return is_dir(n) && !ls_collapsed(n, o) && depth < CKPT_MAX_DEPTH &&
-	       (o->depth < 0 || depth < o->depth);
+	return ckpt_node_is_dir(n) && !ls_collapsed(n, o) &&
+	       depth < CKPT_MAX_DEPTH && (o->depth < 0 || depth < o->depth);
 }
 
 /* Width of the name column: indentation plus name (plus "/"). */
 static int measure(const struct ckpt_node *n, int depth, const struct opts *o)
 {
 	int w = 2 * depth + (n->parent ? (int)strlen(n->name) : 1) +
-		is_dir(n);
+		ckpt_node_is_dir(n);
 
 	for (uint32_t i = 0; opened(n, depth, o) && i < n->nkids; i++) {
 		int k;
@@ -87,9 +85,9 @@ static int node_text(const struct ckpt_node *n, int depth, int width,
 
 	if (n->parent)
 		pad = printf("%*s%s%s", 2 * depth, "", n->name,
-			     is_dir(n) ? "/" : "");
+			     ckpt_node_is_dir(n) ? "/" : "");
 	else
-		pad = printf("%s", is_dir(n) ? "./" : ".");
+		pad = printf("%s", ckpt_node_is_dir(n) ? "./" : ".");
 	printf("%*s  ", width - pad, "");
 	switch (n->kind) {
 	case CKPT_N_DIR:
@@ -153,28 +151,9 @@ static void node_json(FILE *f, const struct ckpt_node *n, int depth,
 	else
 		fputs("null", f);
 	fputs(",\"kind\":", f);
-	json_cstr(f, is_dir(n) ? "container" :
-		  n->kind == CKPT_N_TENSOR ? "tensor" :
-		  n->kind == CKPT_N_VALUE ? "value" :
-		  n->kind == CKPT_N_OPAQUE ? "object" : "link");
-	fputs(",\"type\":", f);
-	json_cstr(f, n->type);
-	if (n->kind == CKPT_N_TENSOR) {
-		fmt_json_tensor(f, n->tensor);
-	} else if (n->kind == CKPT_N_VALUE) {
-		fputs(",\"value\":", f);
-		fmt_json_value(f, n);
-	} else if (n->kind == CKPT_N_OPAQUE) {
-		fputs(",\"repr\":", f);
-		json_str(f, n->text, n->textlen);
-	} else if (n->kind == CKPT_N_LINK) {
-		char *to = ckpt_node_path(n->target);
-
-		fputs(",\"target\":", f);
-		json_cstr(f, to ? to : "?");
-		free(to);
-	}
-	if (is_dir(n)) {
+	json_cstr(f, fmt_json_kind(n));
+	fmt_json_content(f, n);
+	if (ckpt_node_is_dir(n)) {
 		fputs(",\"children\":[", f);
 		for (uint32_t i = 0; i < n->nkids; i++) {
 			if (!shown(n->kids[i], o) || depth >= CKPT_MAX_DEPTH)

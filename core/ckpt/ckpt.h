@@ -201,6 +201,13 @@ struct ckpt_node {
 	struct ckpt_stage *vstage;	/* a view (.npy/.txt) being written */
 };
 
+/* A directory of the tree: a dict or object (named keys) or a sequence.
+ * NULL is none. */
+static inline bool ckpt_node_is_dir(const struct ckpt_node *n)
+{
+	return n && (n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ);
+}
+
 /* The files a tensor node is seen through (docs/views.md). */
 enum ckpt_view {
 	CKPT_V_RAW,		/* KEY: the bytes of t.contiguous() */

@@ -260,15 +260,16 @@ int ovl_rename(struct ovl *v, struct ckpt_node *dir, const char *name,
 		return diag_errno(d, -EEXIST, "%s exists", nname);
 	if (!x && ovl_view_target(s, ndir, nname))
 		return ovl_view_rename(v, s, ndir, nname, d);
-	for (const struct ckpt_node *p = ndir; p && ovl_is_dir(s); p = p->parent)
+	for (const struct ckpt_node *p = ndir; p && ckpt_node_is_dir(s);
+	     p = p->parent)
 		if (p == s)
 			return diag_errno(d, -EINVAL, "cannot move %s into "
 					  "itself", name);
-	if (x && ovl_is_dir(x) && !ovl_is_dir(s))
+	if (x && ckpt_node_is_dir(x) && !ckpt_node_is_dir(s))
 		return diag_errno(d, -EISDIR, "%s is a directory", nname);
-	if (x && !ovl_is_dir(x) && ovl_is_dir(s))
+	if (x && !ckpt_node_is_dir(x) && ckpt_node_is_dir(s))
 		return diag_errno(d, -ENOTDIR, "%s is not a directory", nname);
-	if (x && ovl_is_dir(x) && x->nlive)
+	if (x && ckpt_node_is_dir(x) && x->nlive)
 		return diag_errno(d, -ENOTEMPTY, "%s is not empty", nname);
 	rc = ovl_key_name(v, ndir, nname, &nm, d);
 	if (rc)
@@ -323,9 +324,9 @@ static int remove_node(struct ovl *v, struct ckpt_node *dir,
 	n = ckpt_node_child(dir, name);
 	if (!n)
 		return diag_errno(d, -ENOENT, "%s: no such entry", name);
-	if (want_dir && !ovl_is_dir(n))
+	if (want_dir && !ckpt_node_is_dir(n))
 		return diag_errno(d, -ENOTDIR, "%s is not a directory", name);
-	if (!want_dir && ovl_is_dir(n))
+	if (!want_dir && ckpt_node_is_dir(n))
 		return diag_errno(d, -EISDIR, "%s is a directory", name);
 	if (want_dir && n->nlive)
 		return diag_errno(d, -ENOTEMPTY, "%s is not empty", name);

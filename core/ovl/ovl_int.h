@@ -166,11 +166,6 @@ bool jr_num(const struct jrec *r, int i, uint64_t *out);
 
 /* ---- ovl_store.c: the services everything else uses ---- */
 
-static inline bool ovl_is_dir(const struct ckpt_node *n)
-{
-	return n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ;
-}
-
 /* How much of @s a one-line message shows: its first line, <= 40. */
 int ovl_line_len(const char *s, size_t n);
 

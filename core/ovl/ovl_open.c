@@ -65,7 +65,7 @@ static int replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
 	case JR_CREATE:
 		nname = arena_strndup(&v->c->arena, name, strlen(name));
 		rc = !jr_num(r, 2, &idx) || idx > UINT32_MAX ||
-		     !ovl_is_dir(dir) || ckpt_node_child(dir, name) ?
+		     !ckpt_node_is_dir(dir) || ckpt_node_child(dir, name) ?
 		     diag_corrupt(d, DIAG_NO_OFFSET, "%s: offset 0x%llx: bad "
 				  "create record", v->jpath,
 				  (unsigned long long)r->off) :
@@ -75,7 +75,7 @@ static int replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
 		break;
 	case JR_UNLINK:
 		out = ckpt_node_child(dir, name);
-		rc = out && ovl_is_dir(out) ? ovl_rmdir(v, dir, name, d) :
+		rc = out && ckpt_node_is_dir(out) ? ovl_rmdir(v, dir, name, d) :
 		     ovl_unlink(v, dir, name, d);
 		break;
 	case JR_RENAME:

@@ -103,7 +103,7 @@ static void remove_tree(const struct rv *R, struct ckpt_node *dir,
 {
 	struct ckpt_node *now;
 
-	if (ovl_is_dir(x) && depth <= CKPT_MAX_DEPTH + 8)
+	if (ckpt_node_is_dir(x) && depth <= CKPT_MAX_DEPTH + 8)
 		for (uint32_t i = 0; i < x->nkids; i++)
 			if (x->kids[i])
 				remove_tree(R, x, x->kids[i], depth + 1);

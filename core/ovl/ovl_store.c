@@ -394,7 +394,7 @@ struct ckpt_node *ovl_resolve_in(const struct ckpt *c, const char *p,
 		return NULL;
 	for (char *tok = strtok_r(copy, "/", &save); tok && n;
 	     tok = strtok_r(NULL, "/", &save))
-		n = ovl_is_dir(n) ? ckpt_node_child(n, tok) : NULL;
+		n = ckpt_node_is_dir(n) ? ckpt_node_child(n, tok) : NULL;
 	free(copy);
 	return n;
 }
@@ -447,7 +447,7 @@ int ovl_dir_editable(struct ovl *v, const struct ckpt_node *dir,
 
 	if (rc)
 		return rc;
-	if (!ovl_is_dir(dir))
+	if (!ckpt_node_is_dir(dir))
 		return diag_errno(d, -ENOTDIR, "%s: not a directory",
 				  dir->name);
 	if (!strncmp(dir->type, "sparse", 6))

@@ -42,7 +42,7 @@ int ovl_live_map(const struct ckpt *c, uint8_t **out)
 	while (n) {
 		const struct ckpt_node *p = stack[--n];
 
-		if (!ovl_is_dir(p))
+		if (!ckpt_node_is_dir(p))
 			continue;
 		for (uint32_t i = 0; i < p->nkids; i++) {
 			struct ckpt_node *k = p->kids[i];
@@ -167,7 +167,7 @@ static int add(struct acc *a, int kind, const struct ckpt_node *n,
 	s->items = it;
 	it += s->nitems++;
 	it->kind = kind;
-	it->dir = ovl_is_dir(n);
+	it->dir = ckpt_node_is_dir(n);
 	it->path = path;
 	it->from = from;
 	it->to = to;

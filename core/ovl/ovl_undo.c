@@ -160,7 +160,7 @@ static int find_target(struct rv *R, struct rv_tgt *t)
 					    "path", t->path) :
 		       diag_nomem(R->d);
 	}
-	if (!t->dir || !ovl_is_dir(t->dir)) {
+	if (!t->dir || !ckpt_node_is_dir(t->dir)) {
 		int rc = t->dir ?
 			 diag_errno(R->d, -ENOTDIR, "%s: %s is not a "
 				    "directory", t->path, copy) :
@@ -181,7 +181,7 @@ static void mark_sub(struct rv *R, const struct ckpt_node *o, int depth)
 	R->osub[o->id] = 1;
 	if (o->kind == CKPT_N_TENSOR)
 		mark_tensor(R, o->tensor);
-	if (ovl_is_dir(o) && depth <= CKPT_MAX_DEPTH + 8)
+	if (ckpt_node_is_dir(o) && depth <= CKPT_MAX_DEPTH + 8)
 		for (uint32_t i = 0; i < o->nkids; i++)
 			if (o->kids[i])
 				mark_sub(R, o->kids[i], depth + 1);
@@ -190,7 +190,7 @@ static void mark_sub(struct rv *R, const struct ckpt_node *o, int depth)
 static void mark_under(struct rv *R, const struct ckpt_node *x, int depth)
 {
 	R->under[x->id] = 1;
-	if (ovl_is_dir(x) && depth <= CKPT_MAX_DEPTH + 8)
+	if (ckpt_node_is_dir(x) && depth <= CKPT_MAX_DEPTH + 8)
 		for (uint32_t i = 0; i < x->nkids; i++)
 			if (x->kids[i])
 				mark_under(R, x->kids[i], depth + 1);
@@ -254,7 +254,7 @@ static const struct ckpt_node *user_of(const struct rv *R,
 	if (o->kind == CKPT_N_TENSOR &&
 	    rv_views(R->c->tensors[o->tensor->index], i))
 		return o;
-	if (ovl_is_dir(o) && depth <= CKPT_MAX_DEPTH + 8)
+	if (ckpt_node_is_dir(o) && depth <= CKPT_MAX_DEPTH + 8)
 		for (uint32_t k = 0; k < o->nkids && !n; k++)
 			n = user_of(R, o->kids[k], i, depth + 1);
 	return n;
