@@ -8,6 +8,7 @@
 #include "ptdump_pkl.h"
 
 #include "pyrepr.h"
+#include "util/le.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -342,7 +343,7 @@ int dis_read_arg(struct dis *s, const struct opinfo *op, uint64_t pos,
 
 			for (int k = 0; k < 8; k++)
 				u = u << 8 | p[k];
-			memcpy(&f, &u, sizeof(f));
+			f = f64_of(u);
 		}
 		py_repr_float(b, f);
 		return 1;

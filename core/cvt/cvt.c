@@ -62,23 +62,6 @@ const struct ckpt_dtype *cvt_dtype(unsigned k)
 	return ckpt_dtype_by_name(kind_names[K_F64 + k]);
 }
 
-static uint32_t f2u(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, sizeof(u));
-	return u;
-}
-
-static float u2f(uint32_t u)
-{
-	float f;
-
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
-/* @size (1, 2, 4, 8) bytes at @p in the given order. */
 /*
  * Round the float32 magnitude @a (no NaN; infinity is fine) to a format
  * with @m fraction bits and exponent bias @bias, ties to even, as if its
@@ -154,7 +137,7 @@ static uint32_t from_f8(uint8_t x, enum kind k)
 		break;
 	case K_E5M2:
 		/* c10 widens it as the float16 x << 8 */
-		return f2u(view_f16_to_f32((uint16_t)(x << 8))) |
+		return f32_bits(view_f16_to_f32((uint16_t)(x << 8))) |
 		       (a > 0x7c ? 0x400000 : 0);
 	default:
 		if (x == 0x80)
@@ -184,11 +167,11 @@ static uint32_t to_f32(uint64_t x, enum kind k)
 	case K_F32:
 		return (uint32_t)x;
 	case K_F16:
-		f = f2u(view_f16_to_f32((uint16_t)x));
+		f = f32_bits(view_f16_to_f32((uint16_t)x));
 		/* torch's widening quiets a signalling NaN */
 		return (f & 0x7fffffff) > 0x7f800000 ? f | 0x400000 : f;
 	case K_BF16:
-		return f2u(view_bf16_to_f32((uint16_t)x));
+		return f32_bits(view_bf16_to_f32((uint16_t)x));
 	default:
 		return from_f8((uint8_t)x, k);
 	}
@@ -207,30 +190,14 @@ static uint64_t from_f32(uint32_t f, enum kind k, enum cvt_flavour fl,
 	case K_F16:
 		if (nan)
 			return (f >> 16 & 0x8000) | 0x7e00;
-		return view_f32_to_f16(u2f(f));
+		return view_f32_to_f16(f32_of(f));
 	case K_BF16:
 		if (nan)
 			return fl == CVT_TORCH1 && wide ? 0xffff : 0x7fc0;
-		return view_f32_to_bf16(u2f(f));
+		return view_f32_to_bf16(f32_of(f));
 	default:
 		return to_f8(f, k);
 	}
-}
-
-static uint64_t from_f64(double v)
-{
-	uint64_t u;
-
-	memcpy(&u, &v, sizeof(u));
-	return u;
-}
-
-static double to_f64(uint64_t u)
-{
-	double v;
-
-	memcpy(&v, &u, sizeof(v));
-	return v;
 }
 
 static const uint8_t kind_size[] = {
@@ -256,11 +223,11 @@ run(enum kind a, enum kind b, bool big, enum cvt_flavour fl,
 		uint32_t f;
 
 		if (a == K_F64)
-			f = f2u((float)to_f64(x));
+			f = f32_bits((float)f64_of(x));
 		else
 			f = to_f32(x, a);
 		if (b == K_F64)
-			y = from_f64((double)u2f(f));
+			y = f64_bits((double)f32_of(f));
 		else
 			y = from_f32(f, b, fl, wide);
 		ord_store(q, sb, big, y);

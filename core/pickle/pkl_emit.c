@@ -30,6 +30,7 @@
 #include "pkl_int.h"
 
 #include "diag/diag.h"
+#include "util/le.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -286,9 +287,8 @@ int pkl_emit_int(struct pkl_emit *e, int64_t i)
 int pkl_emit_float(struct pkl_emit *e, double f)
 {
 	unsigned char *b = room(e, 9);
-	uint64_t u;
+	uint64_t u = f64_bits(f);
 
-	memcpy(&u, &f, sizeof(u));
 	if (b) {
 		b[0] = OP_BINFLOAT;
 		for (int i = 0; i < 8; i++)

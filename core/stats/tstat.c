@@ -114,21 +114,15 @@ void tstat_init(struct tstat *s, const struct ckpt_dtype *dt, bool big)
 
 static double as_double(int fmt, uint64_t bits)
 {
-	union { uint32_t u; float f; } f32;
-	union { uint64_t u; double d; } f64;
-
 	switch (fmt) {
 	case F_F16:
 		return view_f16_to_f32((uint16_t)bits);
 	case F_BF16:
-		f32.u = (uint32_t)bits << 16;
-		return f32.f;
+		return view_bf16_to_f32((uint16_t)bits);
 	case F_F32:
-		f32.u = (uint32_t)bits;
-		return f32.f;
+		return f32_of((uint32_t)bits);
 	case F_F64:
-		f64.u = bits;
-		return f64.d;
+		return f64_of(bits);
 	default:
 		return fp8(fmt, (uint8_t)bits);
 	}

@@ -1,13 +1,15 @@
 /*
  * le.h - decode little- and big-endian integers at named offsets of a byte
  * buffer (never by casting a struct over it: no alignment or padding traps),
- * and elements of either byte order.
+ * elements of either byte order, and the IEEE 754 bits of float and double
+ * (memcpy: the one way C allows, and free once compiled).
  */
 #ifndef PT_UTIL_LE_H
 #define PT_UTIL_LE_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 static inline uint16_t le16(const unsigned char *p)
 {
@@ -51,6 +53,39 @@ static inline void ord_store(unsigned char *p, unsigned size, bool big,
 {
 	for (unsigned i = 0; i < size; i++)
 		p[big ? size - 1 - i : i] = (unsigned char)(v >> (8 * i));
+}
+
+/* The bits of a float or double, and the float or double of bits. */
+static inline uint32_t f32_bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static inline float f32_of(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+static inline uint64_t f64_bits(double f)
+{
+	uint64_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static inline double f64_of(uint64_t u)
+{
+	double f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
 }
 
 #endif

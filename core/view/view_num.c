@@ -42,23 +42,6 @@ enum view_kind view_kind_of(const struct ckpt_dtype *dt)
 	}
 }
 
-/* @size (1..8) bytes at @p as an unsigned integer in the given order. */
-static double f32_bits(uint32_t b)
-{
-	float f;
-
-	memcpy(&f, &b, sizeof(f));
-	return f;
-}
-
-static double f64_bits(uint64_t b)
-{
-	double f;
-
-	memcpy(&f, &b, sizeof(f));
-	return f;
-}
-
 /* A float component of @size bytes (2: float16 or bfloat16). */
 static double get_float(uint64_t bits, unsigned size, bool bf16)
 {
@@ -67,9 +50,9 @@ static double get_float(uint64_t bits, unsigned size, bool bf16)
 		return bf16 ? view_bf16_to_f32((uint16_t)bits)
 			    : view_f16_to_f32((uint16_t)bits);
 	case 4:
-		return f32_bits((uint32_t)bits);
+		return f32_of((uint32_t)bits);
 	default:
-		return f64_bits(bits);
+		return f64_of(bits);
 	}
 }
 
@@ -119,7 +102,6 @@ float view_f16_to_f32(uint16_t h)
 {
 	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
 	uint32_t exp = (h >> 10) & 0x1f, frac = h & 0x3ff, bits;
-	float f;
 
 	if (exp == 0x1f) {
 		bits = sign | 0x7f800000 | frac << 13;
@@ -138,8 +120,7 @@ float view_f16_to_f32(uint16_t h)
 	} else {
 		bits = sign | (exp + 112) << 23 | frac << 13;
 	}
-	memcpy(&f, &bits, sizeof(f));
-	return f;
+	return f32_of(bits);
 }
 
 /*
@@ -152,7 +133,7 @@ uint16_t view_f32_to_f16(float f)
 	uint32_t bits, sign, exp, frac, sig, q, rem, halfway;
 	int shift;
 
-	memcpy(&bits, &f, sizeof(bits));
+	bits = f32_bits(f);
 	sign = (bits >> 16) & 0x8000;
 	exp = (bits >> 23) & 0xff;
 	frac = bits & 0x7fffff;
@@ -190,18 +171,13 @@ uint16_t view_f32_to_f16(float f)
 /* bfloat16 is the top half of a float32. */
 float view_bf16_to_f32(uint16_t h)
 {
-	uint32_t bits = (uint32_t)h << 16;
-	float f;
-
-	memcpy(&f, &bits, sizeof(f));
-	return f;
+	return f32_of((uint32_t)h << 16);
 }
 
 uint16_t view_f32_to_bf16(float f)
 {
-	uint32_t bits;
+	uint32_t bits = f32_bits(f);
 
-	memcpy(&bits, &f, sizeof(bits));
 	if ((bits & 0x7f800000) == 0x7f800000 && (bits & 0x7fffff)) {
 		uint32_t h = bits >> 16;
 

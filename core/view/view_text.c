@@ -64,17 +64,9 @@ static uint64_t quiet_nan(const struct ffmt *f)
 	return exp_mask(f) | UINT64_C(1) << (f->mbits - 1);
 }
 
-static uint64_t dbl_bits(double x)
-{
-	uint64_t b;
-
-	memcpy(&b, &x, sizeof(b));
-	return b;
-}
-
 static bool dbl_finite(double x)
 {
-	return ((dbl_bits(x) >> 52) & 0x7ff) != 0x7ff;
+	return ((f64_bits(x) >> 52) & 0x7ff) != 0x7ff;
 }
 
 /* ---- rendering ---- */
@@ -82,21 +74,13 @@ static bool dbl_finite(double x)
 /* A finite value's bits as a double (exact for every format here). */
 static double value_of(const struct ffmt *f, uint64_t bits)
 {
-	float x;
-	double y;
-
 	if (f == &f16)
 		return view_f16_to_f32((uint16_t)bits);
 	if (f == &bf16)
 		return view_bf16_to_f32((uint16_t)bits);
-	if (f == &f32) {
-		uint32_t b = (uint32_t)bits;
-
-		memcpy(&x, &b, sizeof(x));
-		return x;
-	}
-	memcpy(&y, &bits, sizeof(y));
-	return y;
+	if (f == &f32)
+		return f32_of((uint32_t)bits);
+	return f64_of(bits);
 }
 
 /* One float into @buf (32 bytes); its length. */
@@ -312,7 +296,7 @@ static int decimal_cmp(const char *s, double m)
 static uint64_t narrow(const struct ffmt *f, double x, int tie,
 		       bool *halfway)
 {
-	uint64_t b = dbl_bits(x), sign = (b >> 63) ? sign_bit(f) : 0;
+	uint64_t b = f64_bits(x), sign = (b >> 63) ? sign_bit(f) : 0;
 	uint64_t sig = (b & ((UINT64_C(1) << 52) - 1)) | UINT64_C(1) << 52;
 	int e = (int)((b >> 52) & 0x7ff), bias = (1 << (f->ebits - 1)) - 1;
 	int ne = e - 1023 + bias, shift;
@@ -394,10 +378,8 @@ static int parse_float(const struct ffmt *f, const char *s, size_t n,
 	memcpy(buf, s, n);
 	buf[n] = 0;
 	if (f == &f32) {
-		float y = strtof(buf, NULL);
-		uint32_t b;
+		uint32_t b = f32_bits(strtof(buf, NULL));
 
-		memcpy(&b, &y, sizeof(b));
 		*bits = b;
 		return (b & 0x7f800000) == 0x7f800000 ? NUM_RANGE : NUM_OK;
 	}
@@ -405,7 +387,7 @@ static int parse_float(const struct ffmt *f, const char *s, size_t n,
 	if (!dbl_finite(x))
 		return NUM_RANGE;
 	if (f == &f64) {
-		*bits = dbl_bits(x);
+		*bits = f64_bits(x);
 		return NUM_OK;
 	}
 	r = narrow(f, x, 0, &halfway);
