@@ -26,6 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ckpt_gen import make, many_state  # noqa: E402
+from benchlib import best, mounted, vm  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 WORK = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else "/tmp/ptfs-bench")
@@ -34,29 +35,6 @@ PTLS = os.path.join(BUILD, "ptls")
 GOAL = 400          # bytes of daemon VmHWM per tensor
 RATIO = 20          # torch.load / ptls on 100,000 tensors
 MIB = 1 << 20
-
-
-def best(fn, n):
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
-
-
-def mounted(mnt):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == mnt for line in f)
-
-
-def vm(pid, key):
-    """VmHWM/VmRSS of @pid in bytes"""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    return None
 
 
 def ptls(path):

@@ -47,6 +47,7 @@ import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ckpt_gen import gpt2_state, make, many_state  # noqa: E402
+from benchlib import mounted, vm  # noqa: E402
 
 ARG = sys.argv[1] if len(sys.argv) > 1 else "build"
 PTFS = os.path.abspath(ARG if os.path.isfile(ARG) else os.path.join(ARG, "ptfs"))
@@ -76,11 +77,6 @@ def zip_facts(path):
 
 
 # --------------------------------------------------------------- mounts
-
-def mounted(mnt):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == mnt for line in f)
-
 
 def pids_of(mnt):
     """processes whose command line has @mnt as an argument"""
@@ -279,15 +275,6 @@ def can_drop():
         return True
     except OSError:
         return False
-
-
-def vm(pid, key):
-    """VmHWM/VmRSS of @pid in bytes"""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    return None
 
 
 def tensor_files(tool, mnt):

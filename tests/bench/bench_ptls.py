@@ -16,26 +16,17 @@ Needs torch (Debian's /usr/bin/python3 has 1.13).
 import os
 import subprocess
 import sys
-import time
 import zipfile
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ckpt_gen import gpt2_state, make, many_state  # noqa: E402
+from benchlib import best  # noqa: E402
 
 PTLS = sys.argv[1] if len(sys.argv) > 1 else "build/ptls"
 WORK = sys.argv[2] if len(sys.argv) > 2 else "/tmp/ptfs-bench"
 os.makedirs(WORK, exist_ok=True)
-
-
-def best(fn, n):
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def run_ptls(path):

@@ -48,6 +48,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ckpt_gen import gpt2_state, make  # noqa: E402
+from benchlib import mounted, vm  # noqa: E402
 
 ARG = sys.argv[1] if len(sys.argv) > 1 else "build"
 PTFS = os.path.abspath(ARG if os.path.isfile(ARG) else os.path.join(ARG, "ptfs"))
@@ -64,29 +65,12 @@ MIB = 1 << 20
 
 # ---------------------------------------------------------------- helpers
 
-def mounted(mnt):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == mnt for line in f)
-
-
 def alive(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
-
-
-def vm(pid, key):
-    """VmHWM/VmRSS of @pid in bytes, None when it is gone"""
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 def warm(path):

@@ -1,0 +1,32 @@
+"""benchlib.py - what several benchmarks measure with: the best of n
+timed runs, whether a path is a mount point, and a process's peak or
+current memory (VmHWM/VmRSS) from /proc.
+"""
+import time
+
+
+def best(fn, n):
+    """the shortest of @n timed calls of @fn, in seconds"""
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def mounted(mnt):
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == mnt for line in f)
+
+
+def vm(pid, key):
+    """VmHWM/VmRSS of @pid in bytes, None when it is gone"""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
