@@ -93,8 +93,16 @@ static int string(struct rd *r, const char **out, size_t *len)
 		rc = hex4(r, &c);
 		if (rc)
 			return rc;
-		if (c >= 0xd800 && c < 0xdc00 && r->end - r->p >= 6 &&
-		    r->p[0] == '\\' && r->p[1] == 'u') {
+		/* a lone surrogate is no character: UTF-8 cannot hold it */
+		if (c >= 0xdc00 && c < 0xe000) {
+			r->p -= 6;
+			return fail(r, "lone low surrogate in a \\u escape");
+		}
+		if (c >= 0xd800 && c < 0xdc00) {
+			if (r->end - r->p < 6 || r->p[0] != '\\' ||
+			    r->p[1] != 'u')
+				return fail(r, "high surrogate without its "
+					    "low half");
 			r->p += 2;
 			rc = hex4(r, &lo);
 			if (rc)
@@ -111,6 +119,18 @@ static int string(struct rd *r, const char **out, size_t *len)
 	*out = s;
 	*len = (size_t)(o - s);
 	return 0;
+}
+
+int jread_string(const char **p, const char *end, struct arena *a,
+		 const char **out, size_t *len, const char **why)
+{
+	struct rd r = { .p = *p, .start = *p, .end = end, .a = a };
+	int rc = string(&r, out, len);
+
+	*p = r.p;
+	if (rc == -EILSEQ)
+		*why = r.why;
+	return rc;
 }
 
 static int value(struct rd *r, int depth, struct jread **out);
