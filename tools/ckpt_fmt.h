@@ -38,4 +38,12 @@ void fmt_json_key(FILE *f, const struct ckpt_node *n);
 void fmt_json_value(FILE *f, const struct ckpt_node *n);
 void fmt_json_tensor(FILE *f, const struct ckpt_tensor *t);
 
+/*
+ * A safetensors file's __metadata__: as text, one "# metadata KEY: VALUE"
+ * line each (escaped as fmt_printable() escapes); as JSON, ",\"metadata\":
+ * {...}" to append inside an object, or null for formats without it.
+ */
+void fmt_meta_text(const struct ckpt *c);
+void fmt_json_meta(FILE *f, const struct ckpt *c);
+
 #endif
