@@ -419,10 +419,13 @@ int main(int argc, char **argv)
 		struct ovl_opts oo = { .dir = o.overlay, .discard = o.discard };
 		/* formats nothing could be written back as, output= or not */
 		const char *never =
+			ckpt_format_writable(fs.c->format) ? NULL :
 			fs.c->format == CKPT_TORCHSCRIPT ? "TorchScript "
 			"archives mount read-only" :
 			fs.c->format == CKPT_TAR ? "tar-era checkpoints "
-			"(torch < 0.4) mount read-only" : NULL;
+			"(torch < 0.4) mount read-only" :
+			"safetensors files mount read-only (no write-back "
+			"for them yet)";
 
 		if (!o.ro && never)
 			fprintf(stderr, "ptfs: %s: %s\n", o.ckpt, never);
