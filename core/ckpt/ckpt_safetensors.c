@@ -93,6 +93,9 @@ static int more(struct st *s, char close, bool *again)
 		*again = *s->p++ == ',';
 		return 0;
 	}
+	if (s->p >= s->end)
+		return diag_corrupt(s->d, here(s), "header ends where ',' or "
+				    "'%c' was expected", close);
 	return diag_corrupt(s->d, here(s), "',' or '%c' expected", close);
 }
 

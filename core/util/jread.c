@@ -38,16 +38,19 @@ static int hex4(struct rd *r, unsigned *out)
 	if (r->end - r->p < 4)
 		return fail(r, "\\u escape cut short");
 	for (int i = 0; i < 4; i++) {
-		char c = *r->p++;
+		char c = r->p[i];
 
 		v <<= 4;
-		if (c >= '0' && c <= '9')
+		if (c >= '0' && c <= '9') {
 			v |= (unsigned)(c - '0');
-		else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+		} else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
 			v |= (unsigned)((c | 0x20) - 'a' + 10);
-		else
+		} else {
+			r->p += i;	/* point at the bad digit */
 			return fail(r, "bad \\u escape");
+		}
 	}
+	r->p += 4;
 	*out = v;
 	return 0;
 }
