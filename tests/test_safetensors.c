@@ -7,10 +7,8 @@
  * offsets and sizes, duplicates) is refused with one line naming the
  * offset of the header byte where it went wrong.
  */
-#include "test_util.h"
+#include "ckpt_open_util.h"
 
-#include "ckpt/ckpt.h"
-#include "diag/diag.h"
 #include "pickle/pkl.h"
 
 #include <errno.h>
@@ -77,15 +75,11 @@ static const char *st_file(const char *hdr, size_t dlen)
 	return path;
 }
 
-static struct ckpt *open_ok(const char *file)
+/* Opened as a safetensors file. */
+static struct ckpt *st_open(const char *file)
 {
-	struct ckpt *c;
-	struct diag d;
-	char line[512];
+	struct ckpt *c = open_ok(file);
 
-	diag_init(&d, file);
-	cr_assert_eq(ckpt_open(file, &c, &d), 0, "open failed: %s",
-		     diag_line(&d, line, sizeof(line)));
 	cr_assert_eq(c->format, CKPT_SAFETENSORS);
 	cr_assert_str_eq(ckpt_format_name(c->format), "safetensors");
 	cr_assert(!ckpt_format_writable(c->format));
@@ -96,18 +90,13 @@ static struct ckpt *open_ok(const char *file)
 static void open_fails(const char *file, int err, uint64_t off,
 		       const char *what)
 {
-	struct ckpt *c = NULL;
 	struct diag d;
 	char line[512];
 
-	diag_init(&d, file);
-	cr_assert_eq(ckpt_open(file, &c, &d), err, "expected %d, got %d: %s",
-		     err, d.err, diag_line(&d, line, sizeof(line)));
-	cr_assert_null(c);
+	open_refused(file, err, what, &d);
 	cr_assert_eq(d.off, off, "offset %llu, expected %llu: %s",
 		     (unsigned long long)d.off, (unsigned long long)off,
 		     diag_line(&d, line, sizeof(line)));
-	cr_assert(strstr(d.msg, what), "message '%s' lacks '%s'", d.msg, what);
 	diag_line(&d, line, sizeof(line));
 	cr_assert(strstr(line, "offset 0x"), "line '%s' names no offset",
 		  line);
@@ -155,7 +144,7 @@ Test(st_read, every_dtype)
 		pos += 6 * dt[i].size;
 	}
 	sprintf(hdr + k, "}");
-	c = open_ok(st_file(hdr, pos));
+	c = st_open(st_file(hdr, pos));
 	cr_assert_eq(c->nstorages, n);
 	cr_assert_eq(c->root->nkids, n);
 	cr_assert_str_eq(c->root->type, "dict");
@@ -196,7 +185,7 @@ Test(st_read, every_dtype)
 
 Test(st_read, empty_and_0d_tensors)
 {
-	struct ckpt *c = open_ok(st_file(
+	struct ckpt *c = st_open(st_file(
 		"{\"e\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":"
 		"[0,0]},\"s\":{\"dtype\":\"F64\",\"shape\":[],\"data_offsets\":"
 		"[0,8]},\"z\":{\"dtype\":\"I8\",\"shape\":[4,0,1000000],"
@@ -220,7 +209,7 @@ Test(st_read, empty_and_0d_tensors)
 
 Test(st_read, metadata_and_escapes)
 {
-	struct ckpt *c = open_ok(st_file(
+	struct ckpt *c = st_open(st_file(
 		"{\"__metadata__\":{\"format\":\"pt\",\"q\\\"k\":\"a\\n\\u00e9"
 		"\\ud83d\\ude00\\/\",\"nul\":\"x\\u0000y\"},"
 		"\"a/b\":{\"data_offsets\":[0,1],\"shape\":[1],\"dtype\":\"U8\"},"
@@ -247,7 +236,7 @@ Test(st_read, metadata_and_escapes)
 
 Test(st_read, header_order_is_not_offset_order)
 {
-	struct ckpt *c = open_ok(st_file(
+	struct ckpt *c = st_open(st_file(
 		"{\"b\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[4,8]},"
 		"\"a\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
 		8));
@@ -261,14 +250,14 @@ Test(st_read, header_order_is_not_offset_order)
 
 Test(st_read, no_tensors_and_trailing_bytes)
 {
-	struct ckpt *c = open_ok(st_file("{}", 0));
+	struct ckpt *c = st_open(st_file("{}", 0));
 
 	cr_assert_eq(c->nstorages, 0);
 	cr_assert_eq(c->root->nkids, 0);
 	cr_assert_eq(c->data_end, 10);
 	ckpt_close(c);
 	/* bytes after the last tensor: opened; ptverify reports them */
-	c = open_ok(st_file("{\"a\":{\"dtype\":\"U8\",\"shape\":[2],"
+	c = st_open(st_file("{\"a\":{\"dtype\":\"U8\",\"shape\":[2],"
 			    "\"data_offsets\":[0,2]}}", 5));
 	cr_assert_eq(c->data_end + 3, c->file_size);
 	ckpt_close(c);
@@ -300,7 +289,7 @@ Test(st_malformed, truncated_at_every_byte)
 			      k);
 	}
 	put_file(p, len);
-	ckpt_close(open_ok(path));
+	ckpt_close(st_open(path));
 	free(p);
 	assert_no_leaks();
 }
