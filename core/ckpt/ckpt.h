@@ -253,6 +253,10 @@ bool ckpt_safetensors_head(const unsigned char *h, size_t n);
 /* Can ckpt_write() write this format back (zip and legacy)? */
 bool ckpt_format_writable(int format);
 
+/* What files of a format are called in messages, plural: "TorchScript
+ * archives", "safetensors files" ... */
+const char *ckpt_format_files(int format);
+
 struct ckpt {
 	const char *path;	/* borrowed */
 	int fd;			/* owned */

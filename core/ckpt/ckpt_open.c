@@ -254,6 +254,18 @@ bool ckpt_format_writable(int format)
 	return format == CKPT_ZIP || format == CKPT_LEGACY;
 }
 
+const char *ckpt_format_files(int format)
+{
+	switch (format) {
+	case CKPT_ZIP: return "checkpoints";
+	case CKPT_LEGACY: return "legacy checkpoints (torch < 1.6)";
+	case CKPT_TORCHSCRIPT: return "TorchScript archives";
+	case CKPT_TAR: return "tar-era checkpoints (torch < 0.4)";
+	case CKPT_SAFETENSORS: return "safetensors files";
+	}
+	return "files of an unknown format";
+}
+
 int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
 {
 	struct ckpt *c;

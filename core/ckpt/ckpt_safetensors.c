@@ -331,7 +331,9 @@ static int tensor(struct st *s, struct ent *e)
 		blanks(s);
 		f_at = here(s);
 		rc = string(s, &f, &flen);
-		for (k = 0; !rc && k < 3 && strcmp(f, fields[k]); k++)
+		/* by length too: "dtype\u0000x" is no field */
+		for (k = 0; !rc && k < 3 && (flen != strlen(fields[k]) ||
+					     strcmp(f, fields[k])); k++)
 			;
 		if (!rc && k == 3)
 			return diag_corrupt(s->d, f_at, "tensor '%s': unknown "
@@ -346,6 +348,9 @@ static int tensor(struct st *s, struct ent *e)
 			at[k] = here(s);
 		if (!rc && k == 0) {
 			rc = string(s, &dtname, &flen);
+			if (!rc && flen != strlen(dtname))
+				rc = diag_unsupported(s->d, at[k], "dtype "
+						      "name holds a NUL");
 			if (!rc)
 				rc = dtype_of(s, dtname, at[k], &dt);
 		} else if (!rc && k == 1) {
@@ -406,7 +411,7 @@ static int members(struct st *s)
 				struct ent *ne = realloc(s->e, cap *
 							 sizeof(*ne));
 
-				if (!ne || cap > CKPT_MAX_NODES)
+				if (!ne)
 					return diag_nomem(s->d);
 				s->e = ne;
 				s->cap = cap;

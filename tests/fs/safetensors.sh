@@ -109,7 +109,7 @@ for n in $names; do
 	stop_daemon "$mnt" || echo "could not unmount" >>"$det"
 	[ "${DRC:-0}" = 0 ] || echo "ptfs exited with status $DRC" >>"$det"
 	# the one line a read-only format prints, and nothing else
-	note="ptfs: $f: safetensors files mount read-only (no write-back for them yet)"
+	note="ptfs: $f: safetensors files mount read-only"
 	[ "$(cat "$WORK/$n.err")" = "$note" ] || {
 		echo "ptfs printed (expected only the read-only note):"
 		head -n 5 "$WORK/$n.err"
