@@ -12,7 +12,8 @@
  *   P = 2^40                 .ptfs/
  *   P + 1                    .ptfs/storages/
  *   P + 2 + i                .ptfs/storages/<key of storage i>
- *   P + 2 + nstor + j        .ptfs/<record j> (data.pkl, version, ...)
+ *   P + 2 + nstor + j        .ptfs/<record j> (data.pkl, version, ...;
+ *                            a safetensors file's header.json)
  *   P + 2 + nstor + nrecs + k  control file k of a writable mount
  *                            (enum ptfs_ctl, ptfs_ctl_files[]: commit,
  *                            progress, status, discard, revert)
@@ -115,6 +116,8 @@ int ptfs_ino_init(struct ptfs *fs)
 	case CKPT_N_VALUE: fs->root_name = "value"; break;
 	default: fs->root_name = "object"; break;
 	}
+	if (c->format == CKPT_SAFETENSORS)
+		return add_rec(fs, "header.json", 8, c->hdr_len, NULL);
 	if (c->format == CKPT_LEGACY || c->format == CKPT_TAR)
 		return add_rec(fs, "data.pkl", c->pkl_off,
 			       c->doc->end - c->pkl_off, NULL);

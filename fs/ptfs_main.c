@@ -418,14 +418,12 @@ int main(int argc, char **argv)
 		const char *why = o.ro ? NULL : not_writable(o.ckpt);
 		struct ovl_opts oo = { .dir = o.overlay, .discard = o.discard };
 		/* formats nothing could be written back as, output= or not */
-		const char *never =
-			fs.c->format == CKPT_TORCHSCRIPT ? "TorchScript "
-			"archives mount read-only" :
-			fs.c->format == CKPT_TAR ? "tar-era checkpoints "
-			"(torch < 0.4) mount read-only" : NULL;
+		const char *never = ckpt_format_writable(fs.c->format) ?
+				    NULL : ckpt_format_files(fs.c->format);
 
 		if (!o.ro && never)
-			fprintf(stderr, "ptfs: %s: %s\n", o.ckpt, never);
+			fprintf(stderr, "ptfs: %s: %s mount read-only\n",
+				o.ckpt, never);
 		else if (why && !o.output)
 			fprintf(stderr, "ptfs: %s: %s: mounted read-only\n",
 				o.ckpt, why);

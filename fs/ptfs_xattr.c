@@ -20,6 +20,11 @@
  *                        Parameter (torch 2.x state): a short repr()
  *                        (names the kernel cannot ask for, over 255
  *                        bytes with the prefix, are left out)
+ *   user.st_dtype        a safetensors file's tensor: its dtype there (F32)
+ *   user.meta.KEY        on the root of a safetensors file: each entry of
+ *                        its __metadata__ (names over 255 bytes, values
+ *                        over 64 KiB and either holding a NUL are left
+ *                        out: the whole header is .ptfs/header.json)
  *   KEY.npy and KEY.txt show KEY's attributes (read-only)
  *   quantized tensors add user.qscheme and user.q_scale + user.q_zero_point
  *   (per tensor) or user.q_axis (per channel); conj/neg views add user.conj
@@ -36,6 +41,8 @@
 #include <string.h>
 
 #define ATTR_PREFIX	"user.attr."
+#define META_PREFIX	"user.meta."
+#define XATTR_VALUE_MAX	65536	/* the kernel's XATTR_SIZE_MAX */
 
 /*
  * Attributes are produced one at a time and handed to a callback: nothing
@@ -99,6 +106,22 @@ static void state_xattrs(const struct pkl_value *st, struct xwalk *x)
 	}
 }
 
+/* user.meta.KEY for each __metadata__ entry the kernel can pass whole. */
+static void meta_xattrs(const struct ckpt *c, struct xwalk *x)
+{
+	for (uint32_t i = 0; i < c->nmeta && !x->rc; i++) {
+		const struct ckpt_meta *m = &c->meta[i];
+		char name[PTFS_XATTR_NAME_MAX + 1];
+
+		if (m->klen > PTFS_XATTR_NAME_MAX - strlen(META_PREFIX) ||
+		    memchr(m->key, 0, m->klen) || m->vlen > XATTR_VALUE_MAX ||
+		    memchr(m->val, 0, m->vlen))
+			continue;
+		snprintf(name, sizeof(name), META_PREFIX "%s", m->key);
+		put(x, name, m->val);
+	}
+}
+
 static void put_u64(struct xwalk *x, const char *name, uint64_t v)
 {
 	char buf[24];
@@ -131,6 +154,8 @@ static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
 	    t->kind == CKPT_T_INLINE ? "numpy" :
 	    t->kind == CKPT_T_STORAGE ? "storage" : "strided");
 	put(x, "user.byteorder", fs->byteorder);
+	if (fs->c->format == CKPT_SAFETENSORS && t->dtype->st)
+		put(x, "user.st_dtype", t->dtype->st);
 	if (t->cls)
 		put(x, "user.class", t->cls);
 	state_xattrs(t->state, x);
@@ -169,6 +194,8 @@ int ptfs_xattr_each(const struct ptfs *fs, fuse_ino_t ino,
 		/* the whole name of a key shown cut (ptfs_names.c) */
 		if (i.kind == PTFS_NODE && strlen(i.node->name) > CKPT_NAME_MAX)
 			put(&x, "user.key", i.node->name);
+		if (i.kind == PTFS_ROOT)
+			meta_xattrs(fs->c, &x);
 	} else if (i.kind == PTFS_VIEW && !i.node->pending) {
 		/* a view shows its tensor's metadata */
 		tensor_xattrs(fs, i.node->tensor, &x);

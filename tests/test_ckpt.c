@@ -5,6 +5,7 @@
  * small pickle assembler and the test zip builder) fail with one clean
  * error naming the offset, never a crash.
  */
+#include "ckpt_open_util.h"
 #include "test_util.h"
 #include "zip_builder.h"
 #include "fixtures.h"
@@ -129,27 +130,9 @@ static const char *write_ckpt(const struct buf *pkl, const char *version,
 /* Open @path expecting failure @err with @what in the message. */
 static void open_fails(const char *path, int err, const char *what)
 {
-	struct ckpt *c = (struct ckpt *)1;
 	struct diag d;
-	char line[512];
 
-	diag_init(&d, path);
-	cr_assert_eq(ckpt_open(path, &c, &d), err, "%s: got %d (%s)", what,
-		     d.err, diag_line(&d, line, sizeof(line)));
-	cr_assert_null(c);
-	cr_assert(strstr(d.msg, what), "message '%s' lacks '%s'", d.msg, what);
-}
-
-static struct ckpt *open_ok(const char *path)
-{
-	struct ckpt *c;
-	struct diag d;
-	char line[512];
-
-	diag_init(&d, path);
-	cr_assert_eq(ckpt_open(path, &c, &d), 0, "%s",
-		     diag_line(&d, line, sizeof(line)));
-	return c;
+	open_refused(path, err, what, &d);
 }
 
 static const struct ckpt_node *at(const struct ckpt *c, const char *path)

@@ -57,15 +57,15 @@ const char *fmt_flags(const struct ckpt_tensor *t, char *buf, size_t n)
  * A value for one table cell: at most 72 characters, control characters
  * escaped, bytes as Python shows them (b'..\x00').
  */
-void fmt_printable(char *out, const struct ckpt_node *n)
+/* @len bytes of @text as one cell (a python bytes value as b'...'). */
+static void printable(char *out, const char *text, size_t len, bool bytes)
 {
-	bool bytes = !strcmp(n->type, "bytes");
 	size_t o = 0, i;
 
 	if (bytes)
 		o += sprintf(out, "b'");
-	for (i = 0; i < n->textlen && o < 72; i++) {
-		unsigned char c = n->text[i];
+	for (i = 0; i < len && o < 72; i++) {
+		unsigned char c = text[i];
 
 		if (c == '\\' && bytes)
 			o += sprintf(out + o, "\\\\");
@@ -76,8 +76,41 @@ void fmt_printable(char *out, const struct ckpt_node *n)
 		else
 			out[o++] = c;
 	}
-	sprintf(out + o, "%s%s", bytes ? "'" : "",
-		i < n->textlen ? "..." : "");
+	sprintf(out + o, "%s%s", bytes ? "'" : "", i < len ? "..." : "");
+}
+
+void fmt_printable(char *out, const struct ckpt_node *n)
+{
+	printable(out, n->text, n->textlen, !strcmp(n->type, "bytes"));
+}
+
+void fmt_meta_text(const struct ckpt *c)
+{
+	char k[330], v[330];
+
+	for (uint32_t i = 0; i < c->nmeta; i++) {
+		printable(k, c->meta[i].key, c->meta[i].klen, false);
+		printable(v, c->meta[i].val, c->meta[i].vlen, false);
+		printf("# metadata %s: %s\n", k, v);
+	}
+}
+
+void fmt_json_meta(FILE *f, const struct ckpt *c)
+{
+	fputs(",\"metadata\":", f);
+	if (c->format != CKPT_SAFETENSORS) {
+		fputs("null", f);
+		return;
+	}
+	putc('{', f);
+	for (uint32_t i = 0; i < c->nmeta; i++) {
+		if (i)
+			putc(',', f);
+		json_str(f, c->meta[i].key, c->meta[i].klen);
+		putc(':', f);
+		json_str(f, c->meta[i].val, c->meta[i].vlen);
+	}
+	putc('}', f);
 }
 
 void fmt_json_key(FILE *f, const struct ckpt_node *n)

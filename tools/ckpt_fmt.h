@@ -48,4 +48,12 @@ const char *fmt_json_kind(const struct ckpt_node *n);
  */
 void fmt_json_content(FILE *f, const struct ckpt_node *n);
 
+/*
+ * A safetensors file's __metadata__: as text, one "# metadata KEY: VALUE"
+ * line each (escaped as fmt_printable() escapes); as JSON, ",\"metadata\":
+ * {...}" to append inside an object, or null for formats without it.
+ */
+void fmt_meta_text(const struct ckpt *c);
+void fmt_json_meta(FILE *f, const struct ckpt *c);
+
 #endif

@@ -103,13 +103,6 @@ static uint64_t pkl_pos(const struct ckpt *c, uint64_t off)
 	return c->zip.nentries ? off - c->pkl_off : off;
 }
 
-static const char *format_name(const struct ckpt *c)
-{
-	if (c->format == CKPT_ZIP || c->format == CKPT_LEGACY)
-		return c->format == CKPT_ZIP ? "zip" : "legacy";
-	return c->zip.nentries ? "torchscript" : "tar";
-}
-
 /* Python's repr() of a value node's value into @b. */
 static void value_repr(struct sbuf *b, const struct ckpt_node *n)
 {
@@ -274,7 +267,8 @@ static void storages_text(struct ckpt *c)
 		       s->ntensors, s->ntensors == 1 ? "" : "s");
 		if (s->rec)
 			printf("  record %s", s->rec->name);
-		if (located && (s->rec || c->format == CKPT_LEGACY))
+		if (located && (s->rec || c->format == CKPT_LEGACY ||
+				c->format == CKPT_SAFETENSORS))
 			printf("  data at 0x%" PRIx64, s->data_off);
 		putchar('\n');
 	}
@@ -286,7 +280,15 @@ static void storages_text(struct ckpt *c)
 
 static void header_text(const struct ckpt *c)
 {
-	printf("# %s: %s %s", c->path, format_name(c),
+	if (c->format == CKPT_SAFETENSORS) {
+		printf("# %s: safetensors file, header %" PRIu64 " bytes at "
+		       "0x8, data at 0x%" PRIx64 ", %u metadata entr%s\n",
+		       c->path, c->hdr_len, 8 + c->hdr_len, c->nmeta,
+		       c->nmeta == 1 ? "y" : "ies");
+		fmt_meta_text(c);
+		return;
+	}
+	printf("# %s: %s %s", c->path, ckpt_format_name(c->format),
 	       c->zip.nentries ? "archive" : "stream");
 	if (c->zip.nentries)
 		printf(", prefix '%s', version %d, %u records", c->zip.prefix,
@@ -371,12 +373,18 @@ static void dump_json(struct ckpt *c)
 	diag_init(&quiet, c->path);
 	fputs("{\"file\":", f);
 	json_cstr(f, c->path);
-	fprintf(f, ",\"format\":\"%s\",\"prefix\":", format_name(c));
+	fprintf(f, ",\"format\":\"%s\",\"prefix\":",
+		ckpt_format_name(c->format));
 	json_cstr(f, c->zip.nentries ? c->zip.prefix : NULL);
 	fprintf(f, ",\"version\":%d,\"byteorder\":", c->version);
 	json_cstr(f, c->byteorder);
-	fprintf(f, ",\"pickle_protocol\":%d,\"pickle_offset\":%" PRIu64
-		",\n \"root\":", c->doc->proto, c->pkl_off);
+	if (c->doc)
+		fprintf(f, ",\"pickle_protocol\":%d,\"pickle_offset\":%"
+			PRIu64, c->doc->proto, c->pkl_off);
+	else
+		fputs(",\"pickle_protocol\":null,\"pickle_offset\":null", f);
+	fmt_json_meta(f, c);
+	fputs(",\n \"root\":", f);
 	node_json(f, c, c->root, 0);
 	fputs(",\n \"storages\":[", f);
 	for (uint32_t i = 0; i < c->nstorages; i++) {
@@ -392,7 +400,8 @@ static void dump_json(struct ckpt *c)
 		fprintf(f, ",\"tensors\":%u,\"record\":", s->ntensors);
 		json_cstr(f, s->rec ? s->rec->name : NULL);
 		fputs(",\"data_offset\":", f);
-		if (located && (s->rec || c->format == CKPT_LEGACY))
+		if (located && (s->rec || c->format == CKPT_LEGACY ||
+				c->format == CKPT_SAFETENSORS))
 			json_u64(f, s->data_off);
 		else
 			fputs("null", f);
@@ -442,7 +451,7 @@ static int dump_tree(const char *path, const struct dump_opts *o)
  */
 static int dump_pickle_file(const char *path, const struct dump_opts *o)
 {
-	unsigned char head[4] = { 0 }, *buf = NULL;
+	unsigned char head[9] = { 0 }, *buf = NULL;
 	struct ptz_reader z = { 0 };
 	struct ptz_entry *e;
 	struct diag d;
@@ -461,7 +470,11 @@ static int dump_pickle_file(const char *path, const struct dump_opts *o)
 			   "is a directory" : "empty file, not a pickle");
 		goto out;
 	}
-	if (pread(fd, head, 4, 0) == 4 && !memcmp(head, "PK\3\4", 4)) {
+	if (pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head) &&
+	    ckpt_safetensors_head(head, sizeof(head))) {
+		dump_error(o->name, 0, "a safetensors file holds no pickle "
+			   "(its header is JSON: see ptdump --records)");
+	} else if (pread(fd, head, 4, 0) == 4 && !memcmp(head, "PK\3\4", 4)) {
 		if (ptz_reader_open(&z, fd, o->name, &d)) {
 			cli_diag(&d);
 			goto out;

@@ -6,7 +6,8 @@
  * and the largest power of two dividing it); then the end records.  Only
  * the zip index is needed, so archives ckpt_open() refuses (TorchScript,
  * a broken pickle) are listed too.  A legacy stream has no records: its
- * storage blocks are listed the same way.
+ * storage blocks are listed the same way, and so are a safetensors file's
+ * header and tensors.
  */
 #include "ptdump.h"
 
@@ -161,7 +162,50 @@ static int zip_records(int fd, const struct dump_opts *o)
 	return status;
 }
 
-/* A legacy stream: its storage blocks in file order. */
+static int by_data_off(const void *a, const void *b)
+{
+	const struct ckpt_storage *x = *(const struct ckpt_storage *const *)a;
+	const struct ckpt_storage *y = *(const struct ckpt_storage *const *)b;
+
+	return (x->data_off > y->data_off) - (x->data_off < y->data_off);
+}
+
+/* The header line of a file without records (legacy, safetensors). */
+static void stream_head(const struct ckpt *c, const struct dump_opts *o)
+{
+	bool st = c->format == CKPT_SAFETENSORS;
+
+	if (o->json) {
+		fputs("{\"file\":", stdout);
+		json_cstr(stdout, o->name);
+		printf(",\"format\":\"%s\",\"file_size\":%" PRIu64 ",\"%s\":%"
+		       PRIu64, ckpt_format_name(c->format), c->file_size,
+		       st ? "header_length" : "pickle_offset",
+		       st ? c->hdr_len : c->pkl_off);
+		if (st)
+			printf(",\"data_end\":%" PRIu64, c->data_end);
+		fputs(",\"storages\":[", stdout);
+		return;
+	}
+	if (st)
+		printf("# %s: safetensors file, no zip records; header of %"
+		       PRIu64 " bytes at 0x8, %u tensors, data ends at 0x%"
+		       PRIx64 ", file %" PRIu64 " bytes\n", o->name,
+		       c->hdr_len, c->nstorages, c->data_end, c->file_size);
+	else
+		printf("# %s: legacy stream (torch < 1.6), no zip records; "
+		       "main pickle at 0x%" PRIx64 ", %u storage blocks, file "
+		       "%" PRIu64 " bytes\n", o->name, c->pkl_off,
+		       c->nstorages, c->file_size);
+	printf("%4s  %10s  %10s  %10s  %3s  %6s  %s\n", "#", st ? "" :
+	       "count at", "data", "bytes", "%64", "align", st ? "tensor" :
+	       "key");
+}
+
+/*
+ * A legacy stream: its storage blocks in file order; a safetensors file:
+ * its tensors' data in file order (each tensor is one storage).
+ */
 static int legacy_records(const char *path, const struct dump_opts *o)
 {
 	struct ckpt_storage **v;
@@ -182,46 +226,40 @@ static int legacy_records(const char *path, const struct dump_opts *o)
 	}
 	if (c->nstorages)
 		memcpy(v, c->storages, c->nstorages * sizeof(*v));
-	/* insertion sort by data offset: legacy files have few storages */
-	for (uint32_t i = 1; i < c->nstorages; i++)
-		for (uint32_t j = i; j && v[j - 1]->data_off > v[j]->data_off;
-		     j--) {
-			struct ckpt_storage *t = v[j];
-
-			v[j] = v[j - 1];
-			v[j - 1] = t;
-		}
-	if (o->json) {
-		fputs("{\"file\":", stdout);
-		json_cstr(stdout, o->name);
-		printf(",\"format\":\"legacy\",\"file_size\":%" PRIu64
-		       ",\"pickle_offset\":%" PRIu64 ",\"storages\":[",
-		       c->file_size, c->pkl_off);
-	} else {
-		printf("# %s: legacy stream (torch < 1.6), no zip records; "
-		       "main pickle at 0x%" PRIx64 ", %u storage blocks, file "
-		       "%" PRIu64 " bytes\n", o->name, c->pkl_off, c->nstorages,
-		       c->file_size);
-		printf("%4s  %10s  %10s  %10s  %3s  %6s  %s\n", "#", "count at",
-		       "data", "bytes", "%64", "align", "key");
-	}
+	qsort(v, c->nstorages, sizeof(*v), by_data_off);
+	stream_head(c, o);
 	for (uint32_t i = 0; i < c->nstorages; i++) {
 		const struct ckpt_storage *s = v[i];
+		/* safetensors: storage k is tensor k, the root's child k */
+		const char *name = c->format == CKPT_SAFETENSORS ?
+				   c->root->kids[s->index]->name : NULL;
+		char count[16] = "";
 
+		if (!name)
+			snprintf(count, sizeof(count), "0x%08" PRIx64,
+				 s->data_off - 8);
 		if (o->json) {
 			printf("%s\n  {\"key\":", i ? "," : "");
 			json_cstr(stdout, s->key);
-			printf(",\"count_offset\":%" PRIu64 ",\"data_offset\":%"
-			       PRIu64 ",\"nbytes\":%" PRIu64 ",\"align_mod64\":%"
-			       PRIu64 ",\"align\":%" PRIu64 "}",
-			       s->data_off - 8, s->data_off, s->nbytes,
-			       s->data_off % 64, zrec_align(s->data_off));
+			if (name) {
+				fputs(",\"name\":", stdout);
+				json_cstr(stdout, name);
+			} else {
+				printf(",\"count_offset\":%" PRIu64,
+				       s->data_off - 8);
+			}
+			printf(",\"data_offset\":%" PRIu64 ",\"nbytes\":%"
+			       PRIu64 ",\"align_mod64\":%" PRIu64
+			       ",\"align\":%" PRIu64 "}", s->data_off,
+			       s->nbytes, s->data_off % 64,
+			       zrec_align(s->data_off));
 		} else {
-			printf("%4u  0x%08" PRIx64 "  0x%08" PRIx64 "  %10" PRIu64
-			       "  %3" PRIu64 "  %6" PRIu64 "  %s\n", i,
-			       s->data_off - 8, s->data_off, s->nbytes,
-			       s->data_off % 64, zrec_align(s->data_off) > 65536 ?
-			       65536 : zrec_align(s->data_off), s->key);
+			printf("%4u  %10s  0x%08" PRIx64 "  %10" PRIu64
+			       "  %3" PRIu64 "  %6" PRIu64 "  %s\n", i, count,
+			       s->data_off, s->nbytes, s->data_off % 64,
+			       zrec_align(s->data_off) > 65536 ?
+			       65536 : zrec_align(s->data_off),
+			       name ? name : s->key);
 		}
 	}
 	if (o->json)

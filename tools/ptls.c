@@ -251,6 +251,7 @@ static void text_list(const struct ckpt *c, const struct opts *o)
 	       o->human ? ")" : "", ckpt_format_name(c->format),
 	       c->byteorder ? ", byteorder " : "",
 	       c->byteorder ? c->byteorder : "");
+	fmt_meta_text(c);
 	if (o->totals)
 		ls_totals_text(c, o);
 	text_globals(c);
@@ -310,7 +311,13 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 	json_cstr(f, c->zip.nentries ? c->zip.prefix : NULL);
 	fprintf(f, ",\"version\":%d,\"byteorder\":", c->version);
 	json_cstr(f, c->byteorder);
-	fprintf(f, ",\"pickle_protocol\":%d,\"root_type\":", c->doc->proto);
+	fputs(",\"pickle_protocol\":", f);
+	if (c->doc)
+		fprintf(f, "%d", c->doc->proto);
+	else
+		fputs("null", f);
+	fmt_json_meta(f, c);
+	fputs(",\"root_type\":", f);
 	json_cstr(f, c->root->type);
 	if (o->tree) {
 		fputs(",\"tree\":", f);

@@ -464,11 +464,23 @@ static void check_unused(struct ver *v)
 	free(used);
 }
 
-/* A legacy stream ends with its last storage block. */
+/*
+ * A legacy stream ends with its last storage block, a safetensors file
+ * with its last tensor (which its own reader insists on).
+ */
 static void check_legacy(struct ver *v)
 {
 	struct ckpt *c = v->c;
 	uint64_t end = 0;
+
+	if (c->format == CKPT_SAFETENSORS) {
+		if (c->file_size > c->data_end)
+			problem(v, "trailing", c->data_end, "%" PRIu64 " bytes "
+				"after the last tensor's data belong to nothing "
+				"(safetensors refuses the file)",
+				c->file_size - c->data_end);
+		return;
+	}
 
 	for (uint32_t i = 0; i < c->nstorages; i++) {
 		uint64_t e = c->storages[i]->data_off + c->storages[i]->nbytes;
@@ -510,7 +522,8 @@ static int verify(const char *path, const struct vopts *o)
 		check_gaps(&v);
 		check_records_torch_reads(&v);
 		check_unused(&v);
-	} else if (v.c->format == CKPT_LEGACY) {
+	} else if (v.c->format == CKPT_LEGACY ||
+		   v.c->format == CKPT_SAFETENSORS) {
 		check_legacy(&v);
 	}
 	for (uint32_t i = 0; i < v.c->nglobals; i++)
@@ -530,7 +543,8 @@ static int verify(const char *path, const struct vopts *o)
 	else if (!o->quiet)
 		printf("%s: ok (%s, %u records, %u storages, %" PRIu64
 		       " bytes CRC-checked)\n", path, v.c->zip.nentries ?
-		       "zip" : "legacy", v.c->zip.nentries, v.c->nstorages,
+		       "zip" : ckpt_format_name(v.c->format),
+		       v.c->zip.nentries, v.c->nstorages,
 		       v.checked);
 	ckpt_close(v.c);
 	return v.nproblems ? CLI_FOUND : CLI_OK;

@@ -42,12 +42,15 @@ struct ckpt_dtype {
 	uint8_t size;		/* bytes per element */
 	uint8_t cls;		/* enum ckpt_dtype_class */
 	const char *npy;	/* numpy descr without byte order ("f4") or NULL */
+	const char *st;		/* safetensors name ("F32") or NULL */
 };
 
 /* Look up by torch name ("float32"); NULL if unknown. */
 const struct ckpt_dtype *ckpt_dtype_by_name(const char *name);
 /* Look up by storage class name ("FloatStorage"); NULL if unknown. */
 const struct ckpt_dtype *ckpt_dtype_by_storage(const char *cls);
+/* Look up by safetensors name ("F32", "BF16"); NULL if unknown. */
+const struct ckpt_dtype *ckpt_dtype_by_st(const char *name);
 /* The raw byte type UntypedStorage uses. */
 const struct ckpt_dtype *ckpt_dtype_bytes(void);
 
@@ -227,6 +230,12 @@ struct ckpt_stage {
 	uint8_t view;		/* enum ckpt_view of the file being written */
 };
 
+/* One __metadata__ entry of a safetensors file (may hold NULs). */
+struct ckpt_meta {
+	const char *key, *val;	/* NUL-terminated too */
+	size_t klen, vlen;
+};
+
 /* A global the pickle imports that torch's weights-only loader refuses. */
 struct ckpt_global {
 	const char *module, *name;	/* borrowed from the pickle */
@@ -238,13 +247,22 @@ enum ckpt_format {
 	CKPT_LEGACY,		/* pickle stream with raw storages (< 1.6) */
 	CKPT_TORCHSCRIPT,	/* torch.jit.save: a zip, read-only */
 	CKPT_TAR,		/* tar-era torch.save (< 0.4), read-only */
+	CKPT_SAFETENSORS,	/* a .safetensors file, read-only for now */
 };
 
-/* "zip", "legacy", "torchscript", "tar": what ptls calls the format. */
+/* "zip", "legacy", "torchscript", "tar", "safetensors": what ptls calls
+ * the format. */
 const char *ckpt_format_name(int format);
+
+/* Do the first @n bytes of a file look like a safetensors file's? */
+bool ckpt_safetensors_head(const unsigned char *h, size_t n);
 
 /* Can ckpt_write() write this format back (zip and legacy)? */
 bool ckpt_format_writable(int format);
+
+/* What files of a format are called in messages, plural: "TorchScript
+ * archives", "safetensors files" ... */
+const char *ckpt_format_files(int format);
 
 struct ckpt {
 	const char *path;	/* borrowed */
@@ -272,6 +290,12 @@ struct ckpt {
 	uint32_t nnodes;
 	struct ckpt_global *globals;	/* outside the weights-only allowlist */
 	uint32_t nglobals;
+	/* safetensors: the header (bytes [8, 8 + hdr_len)) and its
+	   __metadata__ str -> str map in header order (arena), or none */
+	uint64_t hdr_len;
+	uint64_t data_end;	/* file offset where the last tensor ends */
+	struct ckpt_meta *meta;
+	uint32_t nmeta;
 	/* internal */
 	pthread_mutex_t locate_lock;	/* ckpt_storage_locate() */
 	pthread_mutex_t inflate_lock;	/* ckpt_storage_data() */

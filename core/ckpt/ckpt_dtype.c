@@ -3,59 +3,62 @@
  * sizes and numpy descriptors (torch-format.md section 4.2).  Storage
  * classes decide the dtype of _rebuild_tensor_v2 tensors; the 2.x "new
  * dtypes" have no storage class and come through _rebuild_tensor_v3.
+ * The last column is the safetensors name ("F32"; safetensors/src/tensor.rs
+ * Dtype, mapped as safetensors/torch.py maps it), or none: complex128,
+ * complex32 and the quantized types have no safetensors form.
  */
 #include "ckpt.h"
 
 #include <string.h>
 
 static const struct ckpt_dtype dtypes[] = {
-	{ "float64", "DoubleStorage", 8, CKPT_DT_FLOAT, "f8" },
-	{ "float32", "FloatStorage", 4, CKPT_DT_FLOAT, "f4" },
-	{ "float16", "HalfStorage", 2, CKPT_DT_FLOAT, "f2" },
-	{ "bfloat16", "BFloat16Storage", 2, CKPT_DT_FLOAT, NULL },
-	{ "int64", "LongStorage", 8, CKPT_DT_INT, "i8" },
-	{ "int32", "IntStorage", 4, CKPT_DT_INT, "i4" },
-	{ "int16", "ShortStorage", 2, CKPT_DT_INT, "i2" },
-	{ "int8", "CharStorage", 1, CKPT_DT_INT, "i1" },
-	{ "uint8", "ByteStorage", 1, CKPT_DT_UINT, "u1" },
-	{ "bool", "BoolStorage", 1, CKPT_DT_BOOL, "b1" },
-	{ "complex128", "ComplexDoubleStorage", 16, CKPT_DT_COMPLEX, "c16" },
-	{ "complex64", "ComplexFloatStorage", 8, CKPT_DT_COMPLEX, "c8" },
-	{ "qint8", "QInt8Storage", 1, CKPT_DT_QUANT, "i1" },
-	{ "qint32", "QInt32Storage", 4, CKPT_DT_QUANT, "i4" },
-	{ "quint8", "QUInt8Storage", 1, CKPT_DT_QUANT, "u1" },
-	{ "quint4x2", "QUInt4x2Storage", 1, CKPT_DT_QUANT, "u1" },
-	{ "quint2x4", "QUInt2x4Storage", 1, CKPT_DT_QUANT, "u1" },
+	{ "float64", "DoubleStorage", 8, CKPT_DT_FLOAT, "f8", "F64" },
+	{ "float32", "FloatStorage", 4, CKPT_DT_FLOAT, "f4", "F32" },
+	{ "float16", "HalfStorage", 2, CKPT_DT_FLOAT, "f2", "F16" },
+	{ "bfloat16", "BFloat16Storage", 2, CKPT_DT_FLOAT, NULL, "BF16" },
+	{ "int64", "LongStorage", 8, CKPT_DT_INT, "i8", "I64" },
+	{ "int32", "IntStorage", 4, CKPT_DT_INT, "i4", "I32" },
+	{ "int16", "ShortStorage", 2, CKPT_DT_INT, "i2", "I16" },
+	{ "int8", "CharStorage", 1, CKPT_DT_INT, "i1", "I8" },
+	{ "uint8", "ByteStorage", 1, CKPT_DT_UINT, "u1", "U8" },
+	{ "bool", "BoolStorage", 1, CKPT_DT_BOOL, "b1", "BOOL" },
+	{ "complex128", "ComplexDoubleStorage", 16, CKPT_DT_COMPLEX, "c16", NULL },
+	{ "complex64", "ComplexFloatStorage", 8, CKPT_DT_COMPLEX, "c8", "C64" },
+	{ "qint8", "QInt8Storage", 1, CKPT_DT_QUANT, "i1", NULL },
+	{ "qint32", "QInt32Storage", 4, CKPT_DT_QUANT, "i4", NULL },
+	{ "quint8", "QUInt8Storage", 1, CKPT_DT_QUANT, "u1", NULL },
+	{ "quint4x2", "QUInt4x2Storage", 1, CKPT_DT_QUANT, "u1", NULL },
+	{ "quint2x4", "QUInt2x4Storage", 1, CKPT_DT_QUANT, "u1", NULL },
 	/* torch 2.x dtypes without a storage class (_rebuild_tensor_v3) */
-	{ "complex32", NULL, 4, CKPT_DT_COMPLEX, NULL },
-	{ "uint16", NULL, 2, CKPT_DT_UINT, "u2" },
-	{ "uint32", NULL, 4, CKPT_DT_UINT, "u4" },
-	{ "uint64", NULL, 8, CKPT_DT_UINT, "u8" },
-	{ "float8_e5m2", NULL, 1, CKPT_DT_FLOAT, NULL },
-	{ "float8_e4m3fn", NULL, 1, CKPT_DT_FLOAT, NULL },
-	{ "float8_e5m2fnuz", NULL, 1, CKPT_DT_FLOAT, NULL },
-	{ "float8_e4m3fnuz", NULL, 1, CKPT_DT_FLOAT, NULL },
-	{ "float8_e8m0fnu", NULL, 1, CKPT_DT_FLOAT, NULL },
-	{ "float4_e2m1fn_x2", NULL, 1, CKPT_DT_FLOAT, NULL },
-	{ "bits8", NULL, 1, CKPT_DT_BITS, NULL },
-	{ "bits1x8", NULL, 1, CKPT_DT_BITS, NULL },
-	{ "bits2x4", NULL, 1, CKPT_DT_BITS, NULL },
-	{ "bits4x2", NULL, 1, CKPT_DT_BITS, NULL },
-	{ "bits16", NULL, 2, CKPT_DT_BITS, NULL },
-	{ "uint1", NULL, 1, CKPT_DT_UINT, NULL },
-	{ "uint2", NULL, 1, CKPT_DT_UINT, NULL },
-	{ "uint3", NULL, 1, CKPT_DT_UINT, NULL },
-	{ "uint4", NULL, 1, CKPT_DT_UINT, NULL },
-	{ "uint5", NULL, 1, CKPT_DT_UINT, NULL },
-	{ "uint6", NULL, 1, CKPT_DT_UINT, NULL },
-	{ "uint7", NULL, 1, CKPT_DT_UINT, NULL },
-	{ "int1", NULL, 1, CKPT_DT_INT, NULL },
-	{ "int2", NULL, 1, CKPT_DT_INT, NULL },
-	{ "int3", NULL, 1, CKPT_DT_INT, NULL },
-	{ "int4", NULL, 1, CKPT_DT_INT, NULL },
-	{ "int5", NULL, 1, CKPT_DT_INT, NULL },
-	{ "int6", NULL, 1, CKPT_DT_INT, NULL },
-	{ "int7", NULL, 1, CKPT_DT_INT, NULL },
+	{ "complex32", NULL, 4, CKPT_DT_COMPLEX, NULL, NULL },
+	{ "uint16", NULL, 2, CKPT_DT_UINT, "u2", "U16" },
+	{ "uint32", NULL, 4, CKPT_DT_UINT, "u4", "U32" },
+	{ "uint64", NULL, 8, CKPT_DT_UINT, "u8", "U64" },
+	{ "float8_e5m2", NULL, 1, CKPT_DT_FLOAT, NULL, "F8_E5M2" },
+	{ "float8_e4m3fn", NULL, 1, CKPT_DT_FLOAT, NULL, "F8_E4M3" },
+	{ "float8_e5m2fnuz", NULL, 1, CKPT_DT_FLOAT, NULL, "F8_E5M2FNUZ" },
+	{ "float8_e4m3fnuz", NULL, 1, CKPT_DT_FLOAT, NULL, "F8_E4M3FNUZ" },
+	{ "float8_e8m0fnu", NULL, 1, CKPT_DT_FLOAT, NULL, "F8_E8M0" },
+	{ "float4_e2m1fn_x2", NULL, 1, CKPT_DT_FLOAT, NULL, NULL },
+	{ "bits8", NULL, 1, CKPT_DT_BITS, NULL, NULL },
+	{ "bits1x8", NULL, 1, CKPT_DT_BITS, NULL, NULL },
+	{ "bits2x4", NULL, 1, CKPT_DT_BITS, NULL, NULL },
+	{ "bits4x2", NULL, 1, CKPT_DT_BITS, NULL, NULL },
+	{ "bits16", NULL, 2, CKPT_DT_BITS, NULL, NULL },
+	{ "uint1", NULL, 1, CKPT_DT_UINT, NULL, NULL },
+	{ "uint2", NULL, 1, CKPT_DT_UINT, NULL, NULL },
+	{ "uint3", NULL, 1, CKPT_DT_UINT, NULL, NULL },
+	{ "uint4", NULL, 1, CKPT_DT_UINT, NULL, NULL },
+	{ "uint5", NULL, 1, CKPT_DT_UINT, NULL, NULL },
+	{ "uint6", NULL, 1, CKPT_DT_UINT, NULL, NULL },
+	{ "uint7", NULL, 1, CKPT_DT_UINT, NULL, NULL },
+	{ "int1", NULL, 1, CKPT_DT_INT, NULL, NULL },
+	{ "int2", NULL, 1, CKPT_DT_INT, NULL, NULL },
+	{ "int3", NULL, 1, CKPT_DT_INT, NULL, NULL },
+	{ "int4", NULL, 1, CKPT_DT_INT, NULL, NULL },
+	{ "int5", NULL, 1, CKPT_DT_INT, NULL, NULL },
+	{ "int6", NULL, 1, CKPT_DT_INT, NULL, NULL },
+	{ "int7", NULL, 1, CKPT_DT_INT, NULL, NULL },
 };
 
 /* torch's aliases for the same dtypes (torch.float is float32 ...). */
@@ -69,7 +72,7 @@ static const struct {
 };
 
 static const struct ckpt_dtype untyped = {
-	"uint8", "UntypedStorage", 1, CKPT_DT_UINT, "u1"
+	"uint8", "UntypedStorage", 1, CKPT_DT_UINT, "u1", NULL
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -89,6 +92,14 @@ const struct ckpt_dtype *ckpt_dtype_by_storage(const char *cls)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(dtypes); i++)
 		if (dtypes[i].storage && !strcmp(cls, dtypes[i].storage))
+			return &dtypes[i];
+	return NULL;
+}
+
+const struct ckpt_dtype *ckpt_dtype_by_st(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(dtypes); i++)
+		if (dtypes[i].st && !strcmp(name, dtypes[i].st))
 			return &dtypes[i];
 	return NULL;
 }

@@ -100,6 +100,15 @@ int ckpt_script_pickle(struct ckpt *c, struct ptz_entry *e,
    in the arena; NULL on ENOMEM. */
 char *ckpt_synth_name(struct ckpt *c, const char *s, size_t len);
 
+/* ckpt_script.c: a str key @s[0..@len) that no pickle made (arena), and
+   the escaped file name of any key (arena); NULL on ENOMEM. */
+const struct pkl_value *ckpt_str_key(struct ckpt *c, const char *s,
+				     size_t len);
+char *ckpt_key_name(struct ckpt *c, const struct pkl_value *key);
+
+/* ckpt_safetensors.c: read a .safetensors file's header into c. */
+int ckpt_safetensors_open(struct ckpt *c, struct diag *d);
+
 /* ckpt_modeljson.c: torch 1.0's model.json record @e as c->root (c->b
    made; attributes.pkl, if any, becomes c->doc2). */
 int ckpt_modeljson(struct ckpt *c, struct ptz_entry *e, struct diag *d);

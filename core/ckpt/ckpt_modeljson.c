@@ -144,19 +144,6 @@ static int tensor(struct mj *m, const struct jread *j, size_t i)
 	return 0;
 }
 
-/* A key of the tree that no pickle made: a str value in the arena. */
-static const struct pkl_value *key_of(struct ckpt *c, const char *s)
-{
-	struct pkl_value *k = arena_alloc(&c->arena, sizeof(*k));
-
-	if (!k)
-		return NULL;
-	k->kind = PKL_STR;
-	k->u.s.n = strlen(s);
-	k->u.s.p = arena_strndup(&c->arena, s, k->u.s.n);
-	return k->u.s.p ? k : NULL;
-}
-
 static struct ckpt_node *tensor_node(struct mj *m, struct ckpt_tensor *t)
 {
 	struct ckpt_node *n = ckpt_node_synth(m->c->b, CKPT_N_TENSOR,
@@ -259,7 +246,7 @@ static int module(struct mj *m, const struct jread *j, int depth,
 						  name ? name : "?");
 			if (rc)
 				break;
-			kid->key = key_of(m->c, kn);
+			kid->key = ckpt_str_key(m->c, kn, strlen(kn));
 			kid->name = ckpt_synth_name(m->c, kn, strlen(kn));
 			kid->step = CKPT_S_ATTR;
 			if (!kid->key || !kid->name ||

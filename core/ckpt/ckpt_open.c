@@ -37,7 +37,8 @@ static bool has_ci(const unsigned char *p, size_t n, const char *s)
 
 /*
  * What is this file?  Returns 1 for zip, 2 for legacy pickle stream, 3 for
- * tar, or -errno with a message naming what it is instead.
+ * tar, 4 for safetensors, or -errno with a message naming what it is
+ * instead.
  */
 static int sniff(struct ckpt *c, struct diag *d)
 {
@@ -64,6 +65,8 @@ static int sniff(struct ckpt *c, struct diag *d)
 					"which torch no longer reads either");
 	if (n >= 262 && !memcmp(h + 257, "ustar", 5))
 		return 3;
+	if (ckpt_safetensors_head(h, n))
+		return 4;
 	/* legacy: a pickle of the magic number (protocol 2, or 0/1 text) */
 	if (h[0] == 0x80 || h[0] == 'L' || h[0] == 0x8a)
 		return 2;
@@ -241,6 +244,7 @@ const char *ckpt_format_name(int format)
 	case CKPT_LEGACY: return "legacy";
 	case CKPT_TORCHSCRIPT: return "torchscript";
 	case CKPT_TAR: return "tar";
+	case CKPT_SAFETENSORS: return "safetensors";
 	}
 	return "unknown";
 }
@@ -248,6 +252,18 @@ const char *ckpt_format_name(int format)
 bool ckpt_format_writable(int format)
 {
 	return format == CKPT_ZIP || format == CKPT_LEGACY;
+}
+
+const char *ckpt_format_files(int format)
+{
+	switch (format) {
+	case CKPT_ZIP: return "checkpoints";
+	case CKPT_LEGACY: return "legacy checkpoints (torch < 1.6)";
+	case CKPT_TORCHSCRIPT: return "TorchScript archives";
+	case CKPT_TAR: return "tar-era checkpoints (torch < 0.4)";
+	case CKPT_SAFETENSORS: return "safetensors files";
+	}
+	return "files of an unknown format";
 }
 
 int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
@@ -287,6 +303,9 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
 	} else if (rc == 3) {
 		c->format = CKPT_TAR;
 		rc = ckpt_tar_open(c, d);
+	} else if (rc == 4) {
+		c->format = CKPT_SAFETENSORS;
+		rc = ckpt_safetensors_open(c, d);
 	}
 	if (rc)
 		goto fail;

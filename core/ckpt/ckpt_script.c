@@ -69,21 +69,43 @@ static int by_path(const void *a, const void *b)
 		      ((const struct code_file *)b)->path);
 }
 
-char *ckpt_synth_name(struct ckpt *c, const char *s, size_t len)
+const struct pkl_value *ckpt_str_key(struct ckpt *c, const char *s,
+				     size_t len)
 {
-	struct pkl_value v = { .kind = PKL_STR };
-	char *copy = strndup(s, len), *esc, *name;
+	struct pkl_value *k = arena_alloc(&c->arena, sizeof(*k));
 
-	if (!copy)
+	if (!k)
 		return NULL;
-	v.u.s.p = copy;
-	v.u.s.n = len;
-	esc = ckpt_name_escape(&v);
-	free(copy);
+	k->kind = PKL_STR;
+	k->u.s.n = len;
+	k->u.s.p = arena_strndup(&c->arena, s, len);
+	return k->u.s.p ? k : NULL;
+}
+
+char *ckpt_key_name(struct ckpt *c, const struct pkl_value *key)
+{
+	char *esc = ckpt_name_escape(key), *name;
+
 	if (!esc)
 		return NULL;
 	name = arena_strndup(&c->arena, esc, strlen(esc));
 	free(esc);
+	return name;
+}
+
+char *ckpt_synth_name(struct ckpt *c, const char *s, size_t len)
+{
+	struct pkl_value v = { .kind = PKL_STR };
+	char *copy = malloc(len + 1), *name;
+
+	if (!copy)
+		return NULL;
+	memcpy(copy, s, len);
+	copy[len] = 0;
+	v.u.s.p = copy;
+	v.u.s.n = len;
+	name = ckpt_key_name(c, &v);
+	free(copy);
 	return name;
 }
 

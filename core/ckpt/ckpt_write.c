@@ -486,8 +486,7 @@ int ckpt_write_into(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	if (!ckpt_format_writable(c->format))
 		return diag_unsupported(d, DIAG_NO_OFFSET, "%s are read-only: "
 					"nothing writes them back",
-					c->format == CKPT_TAR ? "tar-era "
-					"checkpoints" : "TorchScript archives");
+					ckpt_format_files(c->format));
 	if (!o)
 		o = &none;
 	w.o = o;

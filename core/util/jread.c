@@ -38,16 +38,19 @@ static int hex4(struct rd *r, unsigned *out)
 	if (r->end - r->p < 4)
 		return fail(r, "\\u escape cut short");
 	for (int i = 0; i < 4; i++) {
-		char c = *r->p++;
+		char c = r->p[i];
 
 		v <<= 4;
-		if (c >= '0' && c <= '9')
+		if (c >= '0' && c <= '9') {
 			v |= (unsigned)(c - '0');
-		else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+		} else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
 			v |= (unsigned)((c | 0x20) - 'a' + 10);
-		else
+		} else {
+			r->p += i;	/* point at the bad digit */
 			return fail(r, "bad \\u escape");
+		}
 	}
+	r->p += 4;
 	*out = v;
 	return 0;
 }
@@ -93,8 +96,16 @@ static int string(struct rd *r, const char **out, size_t *len)
 		rc = hex4(r, &c);
 		if (rc)
 			return rc;
-		if (c >= 0xd800 && c < 0xdc00 && r->end - r->p >= 6 &&
-		    r->p[0] == '\\' && r->p[1] == 'u') {
+		/* a lone surrogate is no character: UTF-8 cannot hold it */
+		if (c >= 0xdc00 && c < 0xe000) {
+			r->p -= 6;
+			return fail(r, "lone low surrogate in a \\u escape");
+		}
+		if (c >= 0xd800 && c < 0xdc00) {
+			if (r->end - r->p < 6 || r->p[0] != '\\' ||
+			    r->p[1] != 'u')
+				return fail(r, "high surrogate without its "
+					    "low half");
 			r->p += 2;
 			rc = hex4(r, &lo);
 			if (rc)
@@ -111,6 +122,18 @@ static int string(struct rd *r, const char **out, size_t *len)
 	*out = s;
 	*len = (size_t)(o - s);
 	return 0;
+}
+
+int jread_string(const char **p, const char *end, struct arena *a,
+		 const char **out, size_t *len, const char **why)
+{
+	struct rd r = { .p = *p, .start = *p, .end = end, .a = a };
+	int rc = string(&r, out, len);
+
+	*p = r.p;
+	if (rc == -EILSEQ)
+		*why = r.why;
+	return rc;
 }
 
 static int value(struct rd *r, int depth, struct jread **out);

@@ -36,6 +36,15 @@ struct jread {
 int jread_parse(const char *text, size_t len, struct arena *a,
 	       struct jread **out, size_t *err_off, const char **why);
 
+/*
+ * Decode the string whose opening quote is at *@p (before @end) into @a
+ * (NUL-terminated; *@len bytes, which may hold NULs), for readers that walk
+ * JSON of a known shape themselves.  *@p moves past the closing quote, or
+ * on -EILSEQ to the fault, with *@why (static) saying what it is; -ENOMEM.
+ */
+int jread_string(const char **p, const char *end, struct arena *a,
+		 const char **out, size_t *len, const char **why);
+
 /* Member @key of object @o (the last one of that name), or NULL. */
 const struct jread *jread_get(const struct jread *o, const char *key);
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_ckpt.c - libFuzzer target for the whole checkpoint model: the input
- * is a file (zip or legacy stream) in a memfd, opened by ckpt_open()
+ * is a file (zip, legacy stream, safetensors ...) in a memfd, opened by ckpt_open()
  * through /proc/self/fd.  Every tensor is then read through
  * ckpt_tensor_read() at its start, its middle and its end (strided views
  * gathered), and every node's path is built, as ptls and ptfs do.  The

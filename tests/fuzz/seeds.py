@@ -9,11 +9,15 @@ from:
     256 KiB for pickle;
   - .npy headers as numpy format 1.0/2.0 writes them (built here with
     struct, numpy not needed);
+  - safetensors files for ckpt, built here from the format's definition
+    (header length, JSON header, data; tests/fs/st_check.py writes the
+    same way);
   - text views with the 4-byte prefix fuzz_text.c reads.
 Plain Python (zipfile, struct).  Seeds are copies made in a build
 directory, never committed.
 """
 import hashlib
+import json
 import os
 import struct
 import sys
@@ -91,6 +95,30 @@ for descr in ("'<f4'", "'<f8'", "'<f2'", "'>f4'", "'|u1'", "'|i1'", "'<i8'",
 put("npy", npy("'<f4'", (2, 3), fortran=True))
 put("npy", npy("'<f4'", (7,), version=2) + b"\0" * 28)
 put("npy", npy("'<f4'", (7,), version=3))
+
+
+
+def safetensors(tensors, meta=None, pad=True):
+    """(name, dtype, shape, nbytes) in data order -> a safetensors file."""
+    hdr, pos = {}, 0
+    if meta is not None:
+        hdr["__metadata__"] = meta
+    for name, dt, shape, n in tensors:
+        hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [pos, pos + n]}
+        pos += n
+    text = json.dumps(hdr, separators=(",", ":")).encode()
+    if pad:
+        text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + bytes(range(256)) * (pos // 256) + bytes(range(pos % 256))
+
+
+put("ckpt", safetensors([("w", "F32", [2, 3], 24), ("b", "BF16", [3], 6),
+                         ("e", "F16", [0, 4], 0), ("s", "F64", [], 8),
+                         ("q", "F8_E4M3", [4], 4), ("m", "BOOL", [2], 2)],
+                        {"format": "pt", "k\u00e9": "v"}))
+put("ckpt", safetensors([("a/b", "I64", [1, 1, 2], 16), (".x", "U8", [5], 5)],
+                        pad=False))
+put("ckpt", safetensors([]))
 
 texts = [
     (1, 0, 6, b"# float32 (2, 3)\n0.5 -1 3.14159274\nnan inf -inf\n"),
