@@ -67,12 +67,26 @@ fetch() {
 	mkdir -p "$d"
 	if [ ! -f "$d/test_serialization.py" ]; then
 		# the mirror may lack the Debian part (404): the upstream
-		# tarball holds the test file (then without Debian's patches)
-		if ! (cd "$d" && apt-get -q source --download-only \
-			"pytorch=$SRCVER" >"$d/fetch.log" 2>&1); then
-			ls "$d"/pytorch_*.orig.tar.xz >/dev/null 2>&1 ||
-				{ echo "apt-get source failed: $(tail -n 1 "$d/fetch.log")" >&2; return 1; }
-			echo "# apt-get source: $(grep -m 1 '^E: Failed to fetch' "$d/fetch.log" | sed 's/.*\///') : the upstream file, without Debian's patches" >"$d/note"
+		# tarball holds the test file (then without Debian's patches);
+		# it may list a version whose files it lacks altogether: then
+		# the nearest other version it serves, newest first
+		rm -f "$d/tried" "$d/note" "$d/version"
+		for v in $SRCVER $(printf '%s\n' "$have" | grep -vx "$SRCVER" | sort -V -r); do
+			rm -f "$d"/pytorch_*
+			(cd "$d" && apt-get -q source --download-only \
+				"pytorch=$v" >"$d/fetch.log" 2>&1) && break
+			ls "$d"/pytorch_*.orig.tar.xz >/dev/null 2>&1 && {
+				echo "# apt-get source: $(grep -m 1 '^E: Failed to fetch' "$d/fetch.log" | sed 's/.*\///') : the upstream file, without Debian's patches" >"$d/note"
+				break
+			}
+			echo "# apt-get source pytorch=$v: $(grep -m 1 '^E: Failed to fetch' "$d/fetch.log" | sed 's/.*\///')" >>"$d/tried"
+		done
+		ls "$d"/pytorch_*.orig.tar.xz >/dev/null 2>&1 ||
+			{ echo "apt-get source failed for every version: $(tail -n 1 "$d/fetch.log")" >&2; return 1; }
+		if [ "$v" != "$SRCVER" ]; then
+			note="torch $want's source ($SRCVER) is listed but not served by the mirror; the nearest it serves"
+			SRCVER=$v
+			echo "$SRCVER" >"$d/version"
 		fi
 		tar -xJf "$d"/pytorch_*.orig.tar.xz -C "$d" --wildcards \
 			'*/test/test_serialization.py' 2>>"$d/fetch.log" ||
@@ -80,8 +94,11 @@ fetch() {
 		find "$d" -path '*/test/test_serialization.py' -exec mv {} "$d/" \;
 		rm -f "$d"/pytorch_*.tar.xz
 	fi
+	[ -f "$d/version" ] && SRCVER=$(cat "$d/version") &&
+		note="torch $want's source is listed but not served by the mirror; the nearest it serves"
 	echo "# torch $want: test_serialization.py from Debian's pytorch $SRCVER ($note)"
-	cat "$d/note" 2>/dev/null
+	cat "$d/tried" "$d/note" 2>/dev/null
+	return 0
 }
 
 # serve ROOT FIFO: the host half of ptfs_hook.py's via_host(): each
@@ -170,6 +187,8 @@ EOF
 		echo "    saves: $(wc -l <"$s"): $(grep -c '	rewritten	' "$s") rewritten, $(grep -c '	identical	' "$s") identical, $(grep -c '	refused	' "$s") refused"
 		grep '	refused	' "$s" | cut -f3 | sort | uniq -c | sort -rn |
 			sed 's/^ */      /'
+		n=$(grep -c '	identical	mounted and read' "$s")
+		[ "$n" = 0 ] || echo "      ($n of the identical: mounted and read, no str key to move, nothing written back)"
 	done
 }
 
