@@ -13,19 +13,6 @@
 #include "test_util.h"
 #include "ovl_fixture.h"
 
-static void read_all(const char *p, unsigned char **buf, size_t *n)
-{
-	FILE *fp = fopen(p, "rb");
-
-	cr_assert(fp, "%s", p);
-	fseek(fp, 0, SEEK_END);
-	*n = (size_t)ftell(fp);
-	rewind(fp);
-	*buf = malloc(*n + 1);
-	cr_assert_eq(fread(*buf, 1, *n, fp), *n);
-	fclose(fp);
-}
-
 static void load(struct fx *f, bool inplace, bool ro, bool discard, int want)
 {
 	struct ovl_opts o = { .inplace = inplace, .readonly = ro,
