@@ -6,8 +6,10 @@
  * refused; and the recovery decision at open after a write-back stopped
  * at every stage (plan journaled, any part of the patch on disk, patched
  * but not committed): finished, even under -o discard, refused read-only,
- * refused for a file whose size changed.  The checkpoint is the bundled
- * sample, copied into a scratch directory per test.
+ * refused for a file whose size changed; and a patch that failed without
+ * a crash, which takes no edits and is retried by the next commit.  The
+ * checkpoint is the bundled sample, copied into a scratch directory per
+ * test.
  */
 #define _GNU_SOURCE 1
 #include "test_util.h"
@@ -275,6 +277,43 @@ Test(ovl_inplace, a_file_whose_size_changed_is_refused)
 		  "%s", f.d.msg);
 	fx_close(&f);
 	cr_assert_eq(access(f.jr, F_OK), 0, "the overlay went");
+	free(ref);
+	fx_fini(&f);
+	assert_no_leaks();
+}
+
+Test(ovl_inplace, a_patch_that_failed_is_retried_by_the_next_commit)
+{
+	unsigned char *ref;
+	struct fx f;
+	size_t n;
+	int fd;
+
+	reference(&ref, &n);
+	fx_make(&f, "test_inplace");
+	load(&f, true, false, false, 0);
+	edit(&f);
+	cr_assert_eq(ovl_inplace_begin(f.v, &f.d), 0, "%s", f.d.msg);
+	/* the patch fails: the file is not the size it was planned for */
+	fd = open(f.ck, O_WRONLY | O_APPEND);
+	cr_assert(fd >= 0);
+	cr_assert_eq(write(fd, "x", 1), 1);
+	cr_assert_eq(ovl_commit(f.v, NULL, &f.d), -ESTALE);
+	cr_assert(strstr(f.d.msg, "in-place write-back stopped"), "%s",
+		  f.d.msg);
+	cr_assert(f.v->inplace_pending && !f.v->committed);
+	cr_assert_eq(ovl_write_storage(f.v, f.c->storages[1],
+				       (const unsigned char *)"x", 1, 0, &f.d),
+		     -EROFS);
+	/* fixed: the next commit finishes it */
+	cr_assert_eq(ftruncate(fd, (off_t)n), 0);
+	close(fd);
+	diag_init(&f.d, f.ck);
+	cr_assert_eq(ovl_commit(f.v, NULL, &f.d), 0, "%s", f.d.msg);
+	cr_assert(f.v->committed && !f.v->inplace_pending);
+	fx_close(&f);
+	assert_file(f.ck, ref, n);
+	cr_assert_eq(access(f.ovl, F_OK), -1, "the overlay stayed");
 	free(ref);
 	fx_fini(&f);
 	assert_no_leaks();

@@ -15,7 +15,8 @@
 #   tensor replaced, kill -9 of the daemon at a random moment of ptfs
 #   umount's in-place write-back, a remount that finishes it: the file ends
 #   as exactly the normal write-back's, never a mix, the same inode, and
-#   nothing else is left in its directory.  Where the kills landed is
+#   nothing else is left in its directory; every third time the mount
+#   that finishes the write-back is killed too.  Where the kills landed is
 #   counted from the journal and the file (before the plan, planned, mid
 #   patch, patched, committed, cleaned up, or after the daemon exited).
 #
@@ -219,7 +220,7 @@ echo "# seed $seed, $iters iterations, kills within $((ms * 3 / 2)) ms"
 
 J=$WORK/ip/.c.pt.ptfs/ptfs.journal
 where_before= where_planned= where_mid= where_patched= where_committed=
-where_clean= where_done= bad=0 i=0
+where_clean= where_done= bad=0 i=0 again=0
 while [ $i -lt "$iters" ]; do
 	i=$((i + 1))
 	cp "$WORK/big.pt" "$WORK/ip/c.pt"
@@ -254,6 +255,18 @@ while [ $i -lt "$iters" ]; do
 	fi
 	wait $upid 2>/dev/null
 	eval "where_$where=\$((\${where_$where:-0} + 1))"
+	# every third time, kill the mount that finishes it too, at a random
+	# moment of its recovery (a second crash before the first is mended)
+	if [ $((i % 3)) = 0 ] && [ "$where" != done ]; then
+		"$PTFS" -f "$WORK/ip/c.pt" "$M" 2>/dev/null &
+		p2=$!
+		sleep "$(awk -v s=$((seed + i + 7)) -v m="$ms" \
+			'BEGIN { srand(s); printf "%.3f", rand() * m / 1000 }')"
+		kill -9 $p2 2>/dev/null
+		wait $p2 2>/dev/null
+		fusermount3 -uz "$M" 2>/dev/null
+		again=$((again + 1))
+	fi
 	# the remount finishes it (with or without -o inplace), or resumes
 	# the edits when the kill came before the plan
 	opt=
@@ -263,7 +276,8 @@ while [ $i -lt "$iters" ]; do
 		bad=1
 		break
 	fi
-	if [ "$where" = mid ] || [ "$where" = planned ] || [ "$where" = patched ]; then
+	if { [ "$where" = mid ] || [ "$where" = planned ] ||
+	    [ "$where" = patched ]; } && [ $((i % 3)) != 0 ]; then
 		grep -q 'finished an in-place write-back' "$WORK/d2.err" ||
 			{ fail "crash $i" "($where) the remount did not say it finished it" "$WORK/d2.err"; bad=1; }
 	fi
@@ -289,6 +303,7 @@ done
 if [ $bad = 0 ]; then
 	pass "crash" "$i kills, each time the expected file after the remount, nothing left"
 fi
+echo "# $again of them followed by a kill of the mount that finishes the write-back"
 echo "# kills: ${where_before:-0} before the plan, ${where_planned:-0} planned (nothing written), ${where_mid:-0} mid patch (mixed bytes), ${where_patched:-0} patched (not committed), ${where_committed:-0} committed (not cleaned up), ${where_clean:-0} cleaned up, ${where_done:-0} after the daemon was done"
 summary
 [ "$nfail" = 0 ]
