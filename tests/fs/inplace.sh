@@ -283,6 +283,14 @@ while [ $i -lt "$iters" ]; do
 	fi
 	"$PTFS" umount "$M" >/dev/null 2>>"$LOG"
 	stop_daemon "$M"
+	# sanitizer reports of both daemons; the one that ended must exit 0
+	: >"$WORK/problems"
+	if ! DAEMON_LOGS_OK=1 daemon_problems "$WORK/d.err" "$WORK/problems" ||
+	    ! DAEMON_LOGS_OK=1 daemon_problems "$WORK/d2.err" "$WORK/problems" ||
+	    [ "${DRC:-0}" != 0 ]; then
+		fail "crash $i" "killed $where: the daemon exited ${DRC:-?} or printed" "$WORK/problems"
+		bad=1
+	fi
 	if ! cmp -s "$WORK/ip/c.pt" "$WORK/ref/big.pt"; then
 		fail "crash $i" "killed $where: not the expected file after the remount: $(cmp "$WORK/ip/c.pt" "$WORK/ref/big.pt" 2>&1)"
 		bad=1
