@@ -75,6 +75,16 @@ static void assert_file(const char *p, const unsigned char *b, size_t n)
 	free(now);
 }
 
+/* One byte more at the end of @p (so it is another file); its fd. */
+static int grow(const char *p)
+{
+	int fd = open(p, O_WRONLY | O_APPEND);
+
+	cr_assert(fd >= 0, "%s: %s", p, strerror(errno));
+	cr_assert_eq(write(fd, "x", 1), 1);
+	return fd;
+}
+
 Test(ovl_inplace, patches_the_file_itself)
 {
 	unsigned char *ref, *orig;
@@ -238,15 +248,22 @@ Test(ovl_inplace, an_interrupted_one_is_finished_at_open)
 	assert_no_leaks();
 }
 
+/* A scratch checkpoint whose write-back stopped with part of the patch
+ * on disk, and the file it should have become (*@ref, *@n: free it). */
+static void half_patched(struct fx *f, unsigned char **ref, size_t *n)
+{
+	reference(ref, n);
+	fx_make(f, "test_inplace");
+	stop_after_plan(f, *ref, *n, 6, false);
+}
+
 Test(ovl_inplace, a_read_only_mount_refuses_an_unfinished_one)
 {
 	unsigned char *ref;
 	struct fx f;
 	size_t n;
 
-	reference(&ref, &n);
-	fx_make(&f, "test_inplace");
-	stop_after_plan(&f, ref, n, 6, false);
+	half_patched(&f, &ref, &n);
 	load(&f, false, true, false, -EROFS);
 	cr_assert(strstr(f.d.msg, "mount it writable once"), "%s", f.d.msg);
 	fx_close(&f);
@@ -263,15 +280,9 @@ Test(ovl_inplace, a_file_whose_size_changed_is_refused)
 	unsigned char *ref;
 	struct fx f;
 	size_t n;
-	int fd;
 
-	reference(&ref, &n);
-	fx_make(&f, "test_inplace");
-	stop_after_plan(&f, ref, n, 6, false);
-	fd = open(f.ck, O_WRONLY | O_APPEND);
-	cr_assert(fd >= 0);
-	cr_assert_eq(write(fd, "x", 1), 1);
-	close(fd);
+	half_patched(&f, &ref, &n);
+	close(grow(f.ck));
 	load(&f, false, false, false, -ESTALE);
 	cr_assert(strstr(f.d.msg, "did not finish, and it is another file"),
 		  "%s", f.d.msg);
@@ -295,9 +306,7 @@ Test(ovl_inplace, a_patch_that_failed_is_retried_by_the_next_commit)
 	edit(&f);
 	cr_assert_eq(ovl_inplace_begin(f.v, &f.d), 0, "%s", f.d.msg);
 	/* the patch fails: the file is not the size it was planned for */
-	fd = open(f.ck, O_WRONLY | O_APPEND);
-	cr_assert(fd >= 0);
-	cr_assert_eq(write(fd, "x", 1), 1);
+	fd = grow(f.ck);
 	cr_assert_eq(ovl_commit(f.v, NULL, &f.d), -ESTALE);
 	cr_assert(strstr(f.d.msg, "in-place write-back stopped"), "%s",
 		  f.d.msg);
