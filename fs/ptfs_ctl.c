@@ -13,12 +13,14 @@
 #define _GNU_SOURCE 1	/* open_memstream, asprintf */
 #include "ptfs.h"
 
+#include "ckpt/ckpt_ident.h"
 #include "diag/diag.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const struct ptfs_ctl_file ptfs_ctl_files[PTFS_NCTL] = {
@@ -43,6 +45,7 @@ int ptfs_commit(struct ptfs *fs, struct diag *d)
 {
 	struct ovl_summary s = { 0 };
 	char *done = NULL;
+	struct stat st;
 	size_t len;
 	FILE *f;
 	int rc;
@@ -54,6 +57,10 @@ int ptfs_commit(struct ptfs *fs, struct diag *d)
 	     ovl_summarize(fs->ovl, 0, &s, d) : 0;
 	if (!rc)
 		rc = fs->ovl ? ovl_commit(fs->ovl, fs->output, d) : 1;
+	/* patched in place: the file the mount reads moved its times, and
+	   holds what the mount shows */
+	if (!rc && fs->ovl->wstats.in_place && !fstat(fs->c->fd, &st))
+		ckpt_ident_of(&st, &fs->ident);
 	if (rc < 0)
 		diag_line(d, fs->commit_msg, sizeof(fs->commit_msg) - 1);
 	else
@@ -64,9 +71,10 @@ int ptfs_commit(struct ptfs *fs, struct diag *d)
 	if (f && !rc) {
 		fputs("written back: ", f);
 		ptfs_counts_text(f, &s);
-		fprintf(f, "; %llu bytes to %s\n",
+		fprintf(f, "; %llu bytes to %s%s\n",
 			(unsigned long long)fs->ovl->wstats.size,
-			fs->output ? fs->output : fs->ovl->path);
+			fs->output ? fs->output : fs->ovl->path,
+			fs->ovl->wstats.in_place ? " (in place)" : "");
 	} else if (f && !fs->done_msg) {
 		fputs("written back: nothing (nothing was staged)\n", f);
 	}

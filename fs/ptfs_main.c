@@ -11,6 +11,8 @@
  *   -o overlay=DIR       where edits are staged (.NAME.ptfs beside NAME)
  *   -o output=FILE       write back to FILE, leave the checkpoint alone
  *   -o discard           drop edits an earlier session staged
+ *   -o inplace           write back into the checkpoint itself (same-size
+ *                        edits of tensor bytes only; else refused)
  *   -o views             list KEY.npy and KEY.txt beside each tensor
  *   -o ro                no edits
  * fstab: /data/model.pt /mnt/model fuse.ptfs ro,allow_other 0 0
@@ -40,6 +42,7 @@ struct opts {
 	char *overlay;
 	char *output;
 	int discard;
+	int inplace;
 	int views;
 	int ro;
 	int show_help;
@@ -53,6 +56,7 @@ static const struct fuse_opt opt_spec[] = {
 	{ "overlay=%s", offsetof(struct opts, overlay), 0 },
 	{ "output=%s", offsetof(struct opts, output), 0 },
 	OPT("discard", discard),
+	OPT("inplace", inplace),
 	OPT("views", views),
 	/* seen, and kept for the kernel */
 	{ "ro", offsetof(struct opts, ro), 1 },
@@ -109,6 +113,10 @@ static void usage(const char *prog)
 	       "checkpoint alone\n"
 	       "    -o discard             drop edits staged by an earlier "
 	       "session\n"
+	       "    -o inplace             write back into the checkpoint "
+	       "itself: tensor\n"
+	       "                           bytes only, no copy (ptfs(1) says "
+	       "what readers see)\n"
 	       "    -o views               list the KEY.npy and KEY.txt views "
 	       "(always there\n"
 	       "                           by name) beside each tensor\n"
@@ -397,6 +405,11 @@ int main(int argc, char **argv)
 	}
 	if (absolutize(&o.overlay, "overlay") || absolutize(&o.output, "output"))
 		goto out_args;
+	if (o.inplace && o.output) {
+		fprintf(stderr, "ptfs: -o inplace and -o output= exclude each "
+			"other: in place writes the checkpoint itself\n");
+		goto out_args;
+	}
 	diag_init(&d, o.ckpt);
 	if (ckpt_open(o.ckpt, &fs.c, &d)) {
 		fprintf(stderr, "ptfs: %s\n", diag_line(&d, line, sizeof(line)));
@@ -416,11 +429,19 @@ int main(int argc, char **argv)
 	{
 		/* a legacy (torch < 1.6) file is written back as a zip */
 		const char *why = o.ro ? NULL : not_writable(o.ckpt);
-		struct ovl_opts oo = { .dir = o.overlay, .discard = o.discard };
+		struct ovl_opts oo = { .dir = o.overlay, .discard = o.discard,
+				       .inplace = o.inplace };
 		/* formats nothing could be written back as, output= or not */
 		const char *never = ckpt_format_writable(fs.c->format) ?
 				    NULL : ckpt_format_files(fs.c->format);
 
+		if (o.inplace && !o.ro && fs.c->format == CKPT_LEGACY) {
+			fprintf(stderr, "ptfs: %s: -o inplace refused: a legacy "
+				"(torch < 1.6) checkpoint is written back as a "
+				"new zip archive, never patched in place; mount "
+				"without -o inplace\n", o.ckpt);
+			goto out_close;
+		}
 		if (!o.ro && never)
 			fprintf(stderr, "ptfs: %s: %s mount read-only\n",
 				o.ckpt, never);
@@ -436,6 +457,19 @@ int main(int argc, char **argv)
 		}
 		if (fs.ovl->note)
 			fprintf(stderr, "ptfs: %s\n", fs.ovl->note);
+		if (fs.ovl->inplace_finished) {
+			/* the checkpoint holds the edits now: mount it afresh */
+			ovl_close(fs.ovl);
+			ckpt_close(fs.c);
+			fs.ovl = NULL;
+			diag_init(&d, o.ckpt);
+			if (ckpt_open(o.ckpt, &fs.c, &d) ||
+			    ovl_open(fs.c, o.ckpt, &oo, &fs.ovl, &d)) {
+				fprintf(stderr, "ptfs: %s\n",
+					diag_line(&d, line, sizeof(line)));
+				goto out_close;
+			}
+		}
 		fs.output = o.output;
 		if (fs.readonly && fuse_opt_add_arg(&args, "-oro"))
 			goto out_close;

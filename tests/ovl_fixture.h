@@ -110,4 +110,18 @@ static inline off_t size_of(const char *p)
 	return stat(p, &st) ? -1 : st.st_size;
 }
 
+/* The whole file @p into *@buf (malloc'd), its size into *@n. */
+static inline void read_all(const char *p, unsigned char **buf, size_t *n)
+{
+	FILE *fp = fopen(p, "rb");
+
+	cr_assert(fp, "%s", p);
+	fseek(fp, 0, SEEK_END);
+	*n = (size_t)ftell(fp);
+	rewind(fp);
+	*buf = malloc(*n + 1);
+	cr_assert_eq(fread(*buf, 1, *n, fp), *n);
+	fclose(fp);
+}
+
 #endif

@@ -36,19 +36,6 @@ static void fx_edit(struct fx *f)
 				       &f->d), 4, "%s", f->d.msg);
 }
 
-static void read_all(const char *p, unsigned char **buf, size_t *n)
-{
-	FILE *fp = fopen(p, "rb");
-
-	cr_assert(fp, "%s", p);
-	fseek(fp, 0, SEEK_END);
-	*n = ftell(fp);
-	rewind(fp);
-	*buf = malloc(*n + 1);
-	cr_assert_eq(fread(*buf, 1, *n, fp), *n);
-	fclose(fp);
-}
-
 static bool same_bytes(const char *p, const unsigned char *b, size_t n)
 {
 	unsigned char *now;

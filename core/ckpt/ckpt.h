@@ -525,6 +525,7 @@ struct ckpt_write_stats {
 	/* how (ckpt_save() clones the checkpoint into its temporary when
 	   every record keeps its place, then writes what differs only) */
 	bool cloned;		/* patched a clone of the checkpoint */
+	bool in_place;		/* patched the checkpoint itself */
 	uint64_t written;	/* bytes written with pwrite */
 	uint64_t copied;	/* bytes copied by copy_file_range */
 	uint32_t copy_calls;	/* copy_file_range calls */
@@ -582,6 +583,54 @@ int ckpt_save(struct ckpt *c, const char *target,
 	      const struct ckpt_write_opts *o, const struct stat *like,
 	      int (*before)(void *arg, const struct stat *st, struct diag *d),
 	      void *arg, struct diag *d);
+
+/* ---- in-place write-back (ckpt_inplace.c) ---- */
+
+#define CKPT_NO_STORAGE	UINT32_MAX
+
+/* One record an in-place write-back changes. */
+struct ckpt_patch_rec {
+	uint32_t entry;		/* its index in the central directory */
+	uint32_t storage;	/* the staged storage its bytes come from,
+				   or CKPT_NO_STORAGE (only its CRC) */
+	uint32_t crc32;		/* its CRC-32 afterwards */
+};
+
+/*
+ * What an in-place write-back writes, known before its first byte: enough
+ * to do it again after a crash without the checkpoint's old bytes.
+ */
+struct ckpt_plan {
+	uint64_t size;		/* of the checkpoint, which keeps it */
+	uint64_t bytes;		/* bytes the patch writes (0: nothing) */
+	uint32_t n;
+	struct ckpt_patch_rec *rec;	/* by entry, ascending; malloc'd */
+};
+
+/*
+ * Can @c's edits be patched into the checkpoint itself?  A zip archive
+ * (not legacy, TorchScript or tar), the structure unchanged (data.pkl
+ * byte for byte), every record stored and every one in its place at its
+ * size: then a dry run of the write-back fills @p with the records that
+ * change and their new CRCs (from the staged data and the checkpoint's
+ * bytes as they are now, which must be the mounted ones).  0, -ENOTSUP
+ * with @d saying why not, or another -errno.  Release @p either way.
+ */
+int ckpt_plan_inplace(struct ckpt *c, struct ckpt_plan *p, struct diag *d);
+
+/*
+ * Patch the checkpoint, open for writing as @fd (the file of c->fd), as
+ * @p says, and fdatasync it.  Idempotent: the bytes come from the staged
+ * data and @p, never from what the checkpoint held (a crash may have left
+ * it half patched); only the spans that differ are written.  @p must name
+ * exactly the staged storages of @c, with their records; else -ESTALE.
+ * 0 or -errno with @d set.
+ */
+int ckpt_apply_inplace(struct ckpt *c, int fd, const struct ckpt_plan *p,
+		       struct diag *d);
+
+/* Free @p's records; a zeroed plan is safe. */
+void ckpt_plan_release(struct ckpt_plan *p);
 
 /* ---- write-back against the original (ckpt_patch.c) ---- */
 

@@ -268,6 +268,19 @@ int ckpt_write_into(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 		    bool clone, struct diag *d);
 
 struct ptz_source;
+struct ptz_writer;
+/*
+ * ckpt_inplace.c's pass: the records as they are (data.pkl kept) written
+ * into the checkpoint itself, @fd (open for writing; with @dry nothing is
+ * written), patched as ckpt_write_into() patches a clone; a record that
+ * would move, or an archive of another size, fails with -EAGAIN and
+ * zw->moved before anything is written.  Record i's CRC-32 is @crc[i]
+ * where @has[i] (both NULL: computed).  *@zw is the writer afterwards,
+ * whatever the result (its entries hold the CRCs): the caller releases it.
+ */
+int ckpt_write_in_place(struct ckpt *c, int fd, bool dry, const uint32_t *crc,
+			const uint8_t *has, struct ptz_writer *zw,
+			struct diag *d);
 /*
  * Clone all of the file @from into the empty file @out (FICLONE): 0, 1
  * when the file system cannot (no reflinks, another file system, an fd

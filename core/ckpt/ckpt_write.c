@@ -66,6 +66,8 @@ struct out {
 	struct ckpt_write_stats st;
 	uint64_t done, total;	/* bytes of record data, for progress */
 	char align[24];		/* the .storage_alignment record we write */
+	const uint32_t *crc;	/* in place: record i's CRC is crc[i] where */
+	const uint8_t *has;	/* has[i] (ckpt_write_in_place()) */
 };
 
 /*
@@ -127,7 +129,18 @@ static int record_source(struct ckpt *c, struct ptz_entry *e,
 /* Append one record and report the progress. */
 static int put(struct out *w, const char *name, const struct ptz_source *src)
 {
-	int rc = ptz_writer_add(&w->zw, name, src, w->d);
+	uint32_t i = w->zw.nents;
+	struct ptz_source fixed;
+	int rc;
+
+	if (w->has && w->has[i]) {
+		/* the plan's CRC: the base may hold new bytes already */
+		fixed = *src;
+		fixed.has_crc = true;
+		fixed.crc32 = w->crc[i];
+		src = &fixed;
+	}
+	rc = ptz_writer_add(&w->zw, name, src, w->d);
 
 	if (rc)
 		return rc;
@@ -546,6 +559,29 @@ again:
 out:
 	ptz_writer_release(&w.zw);
 	ckpt_repickle_release(&r);
+	return rc;
+}
+
+int ckpt_write_in_place(struct ckpt *c, int fd, bool dry, const uint32_t *crc,
+		       const uint8_t *has, struct ptz_writer *zw,
+		       struct diag *d)
+{
+	struct ckpt_write_opts none = { 0 };
+	struct out w = { .c = c, .d = d, .o = &none, .crc = crc, .has = has };
+	uint32_t align = alignment(c);
+	int rc;
+
+	snprintf(w.align, sizeof(w.align), "%u", align);
+	rc = ptz_writer_init(&w.zw, fd, align, d);
+	if (!rc)
+		rc = ptz_writer_base(&w.zw, c->fd, true, d);
+	w.zw.in_place = true;
+	w.zw.dry = dry;
+	if (!rc)
+		rc = write_same(&w);
+	if (!rc)
+		rc = ptz_writer_finish(&w.zw, d);
+	*zw = w.zw;
 	return rc;
 }
 

@@ -55,6 +55,8 @@ struct ovl_opts {
 				   default */
 	bool discard;		/* drop what an earlier session staged */
 	bool readonly;		/* no edits; no lock */
+	bool inplace;		/* write back into the checkpoint itself
+				   (ovl_inplace.c), or refuse */
 };
 
 struct ovl {
@@ -88,6 +90,16 @@ struct ovl {
 	bool discarded;		/* ovl_discard() dropped every staged edit */
 	const char *output;	/* during ovl_commit(): -o output=, or NULL */
 	struct ckpt_write_stats wstats;	/* what ovl_commit() wrote */
+	/* in-place write-back (ovl_inplace.c) */
+	bool inplace;		/* -o inplace: ovl_commit() patches */
+	bool inplace_pending;	/* a JR_INPLACE without its JR_COMMIT: the
+				   checkpoint may be half patched; no edits,
+				   ovl_commit() and the next mount redo it */
+	bool inplace_done;	/* read at open: a JR_COMMIT followed it */
+	bool inplace_finished;	/* ovl_open() finished an interrupted one
+				   and forgot the overlay: open again */
+	uint64_t plan_id[3];	/* dev, ino, size it was planned for */
+	struct ckpt_plan plan;
 	/* told after storage @s changed through anything but @except */
 	void (*changed)(void *arg, struct ckpt_storage *s,
 			const struct ckpt_node *except);

@@ -78,6 +78,78 @@ bool ovl_ident_same(const struct ovl_ident *a, const struct ovl_ident *b)
 	       a->cdir_crc == b->cdir_crc;
 }
 
+/*
+ * Is the checkpoint still what was mounted?  The fd the mount reads must
+ * hold the same bytes (its ctime may change: a rename over the path
+ * unlinks it, and that is no change of its data); with @target, the file
+ * at the path must be that same file, unchanged in every respect.
+ */
+int ovl_still_same(struct ovl *v, bool target, struct diag *d)
+{
+	bool zip = v->c->format == CKPT_ZIP ||
+		   v->c->format == CKPT_TORCHSCRIPT;
+	uint64_t off = zip ? v->c->zip.cdir_off : 0;
+	uint64_t size = zip ? v->c->zip.cdir_size : 0;
+	struct ovl_ident now;
+	int fd, rc = ovl_ident_of(v->c->fd, off, size, &now);
+
+	if (!rc) {
+		now.ctime_s = v->id.ctime_s;
+		now.ctime_ns = v->id.ctime_ns;
+	}
+	if (!rc && ovl_ident_same(&now, &v->id) && target) {
+		fd = open(v->path, O_RDONLY | O_CLOEXEC);
+		rc = fd < 0 ? -errno : ovl_ident_of(fd, off, size, &now);
+		if (fd >= 0)
+			close(fd);
+	}
+	if (rc == -ENOMEM)
+		return diag_nomem(d);
+	/* cannot tell (EMFILE, EIO, ENOENT after a rm): say so, not "changed" */
+	if (rc)
+		return diag_errno(d, rc, "%s: cannot check it is the file that "
+				  "was mounted: %s; nothing written, edits "
+				  "kept in %s", v->path, strerror(-rc),
+				  v->dir);
+	if (ovl_ident_same(&now, &v->id))
+		return 0;
+	return diag_errno(d, -ESTALE, "changed since it was mounted (another "
+			  "program replaced or rewrote it): nothing written, "
+			  "edits kept in %s; mount again with -o discard to "
+			  "drop them, or -o output=FILE to write elsewhere",
+			  v->dir);
+}
+
+/* Is the file written back (JR_COMMIT @k) the checkpoint we opened? */
+bool ovl_commit_is(const struct jrec *k, const struct ovl_ident *id)
+{
+	uint64_t x[5];
+
+	for (int i = 0; i < 5; i++)
+		if (!jr_num(k, i, &x[i]))
+			return false;
+	return x[0] == id->dev && x[1] == id->ino && x[2] == id->size &&
+	       x[3] == (uint64_t)id->mtime_s && x[4] == (uint64_t)id->mtime_ns;
+}
+
+/* JR_COMMIT: the written file @st is where the edits are now. */
+int ovl_commit_append(struct ovl *v, const struct stat *st, struct diag *d)
+{
+	struct jrec k = { .op = JR_COMMIT, .nf = 5 };
+	char num[5][24];
+
+	snprintf(num[0], 24, "%llu", (unsigned long long)st->st_dev);
+	snprintf(num[1], 24, "%llu", (unsigned long long)st->st_ino);
+	snprintf(num[2], 24, "%llu", (unsigned long long)st->st_size);
+	snprintf(num[3], 24, "%lld", (long long)st->st_mtim.tv_sec);
+	snprintf(num[4], 24, "%ld", (long)st->st_mtim.tv_nsec);
+	for (int i = 0; i < 5; i++) {
+		k.f[i] = num[i];
+		k.len[i] = strlen(num[i]);
+	}
+	return jr_append(v, &k, d);
+}
+
 /* ---- the directory ---- */
 
 int ovl_dir_check(int dfd, const char *dir, struct diag *d)

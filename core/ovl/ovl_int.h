@@ -3,7 +3,7 @@
  * (ovl_journal.c), the services of ovl_store.c and what the other files
  * call across.  Call order: ovl_journal.c and ovl_ident.c at the bottom,
  * ovl_store.c, ovl_data.c, the views, ovl.c, ovl_summary.c, ovl_revert.c,
- * ovl_undo.c, ovl_open.c; no file calls one above it.  NEEDSWORK: ovl_view.c and ovl_view_apply.c still call
+ * ovl_undo.c, ovl_inplace.c, ovl_open.c; no file calls one above it.  NEEDSWORK: ovl_view.c and ovl_view_apply.c still call
  * each other (scratch files, numel, byte order one way, applying a view
  * the other).  Not for callers.
  */
@@ -53,6 +53,11 @@ enum {
 				   new file, just before its rename */
 	JR_REVERT = 'Z',	/* key paths (1 to JR_MAXF): made what the
 				   checkpoint holds there (ovl_undo.c) */
+	JR_INPLACE = 'P',	/* dev, ino, size of the checkpoint, then
+				   the plan: "entry storage|- crc\n" per
+				   changed record (ovl_inplace.c); journaled
+				   before its first byte is patched, done
+				   at the JR_COMMIT after it */
 };
 
 struct jrec {
@@ -115,6 +120,17 @@ static inline void jr_field(struct jrec *r, const char *s)
 int ovl_ident_of(int fd, uint64_t cdir_off, uint64_t cdir_size,
 		 struct ovl_ident *id);
 bool ovl_ident_same(const struct ovl_ident *a, const struct ovl_ident *b);
+/*
+ * Is the checkpoint still what was mounted?  The fd the mount reads must
+ * hold the same bytes; with @target, the file at the path must be that
+ * same file, unchanged.  0, or -ESTALE (or why it cannot tell) with @d
+ * saying that nothing was written.
+ */
+int ovl_still_same(struct ovl *v, bool target, struct diag *d);
+/* Is the file written back (JR_COMMIT @k) the checkpoint we opened? */
+bool ovl_commit_is(const struct jrec *k, const struct ovl_ident *id);
+/* Journal JR_COMMIT for the written file @st (fdatasync'd). */
+int ovl_commit_append(struct ovl *v, const struct stat *st, struct diag *d);
 /* Is directory @dfd (@dir) the user's own and closed to others? */
 int ovl_dir_check(int dfd, const char *dir, struct diag *d);
 /*
@@ -276,6 +292,26 @@ bool ovl_view_target(const struct ckpt_node *s, const struct ckpt_node *ndir,
 int ovl_view_rename(struct ovl *v, struct ckpt_node *s,
 		    struct ckpt_node *ndir, const char *nname, struct diag *d);
 int ovl_replay_tensor(struct ovl *v, const struct jrec *r, struct diag *d);
+
+/* ---- ovl_inplace.c: write-back into the checkpoint itself ---- */
+
+/* Record @r (JR_INPLACE) into @p and the checkpoint's @id (dev, ino,
+ * size): 0, or -EILSEQ with @d set. */
+int ovl_inplace_parse(const struct ovl *v, const struct jrec *r,
+		      struct ckpt_plan *p, uint64_t id[3], struct diag *d);
+/* Does the journal end with an unfinished JR_INPLACE (none of its
+ * JR_COMMIT after it)?  1, 0 or -errno with @d set. */
+int ovl_inplace_scan(struct ovl *v, struct diag *d);
+/* Patch the checkpoint (-o inplace) instead of writing a new file. */
+int ovl_inplace_commit(struct ovl *v, struct diag *d);
+/* Begin it: the checks, the plan and its JR_INPLACE record; then finish:
+ * the patch, fdatasync and JR_COMMIT.  Split for the tests, which stop
+ * between the two. */
+int ovl_inplace_begin(struct ovl *v, struct diag *d);
+int ovl_inplace_finish(struct ovl *v, struct diag *d);
+/* At open: finish the unfinished one the journal holds, then forget the
+ * overlay (v->inplace_finished), or refuse with @d set. */
+int ovl_inplace_recover(struct ovl *v, struct diag *d);
 
 /* ---- ovl_retype.c: user.dtype of a tensor with values: a cast ---- */
 

@@ -160,18 +160,6 @@ static int ro_ignore(struct ovl *v, struct diag *d)
 	return 0;
 }
 
-/* Is the file written back (JR_COMMIT @k) the checkpoint we opened? */
-static bool commit_is(const struct jrec *k, const struct ovl_ident *id)
-{
-	uint64_t x[5];
-
-	for (int i = 0; i < 5; i++)
-		if (!jr_num(k, i, &x[i]))
-			return false;
-	return x[0] == id->dev && x[1] == id->ino && x[2] == id->size &&
-	       x[3] == (uint64_t)id->mtime_s && x[4] == (uint64_t)id->mtime_ns;
-}
-
 /* Storages copied up earlier: the named data files of original storages. */
 static int attach_copies(struct ovl *v, struct diag *d)
 {
@@ -278,6 +266,25 @@ static int load(struct ovl *v, bool discard, struct diag *d)
 	}
 	v->dir_ours = ours || v->default_dir;
 	mine = !discard && ovl_ident_same(&hid, &v->id);
+	/* a write-back in place may have stopped half way: its checkpoint
+	   changed in times and CRCs only, and only it may be finished */
+	if ((discard || !ovl_ident_same(&hid, &v->id)) &&
+	    (rc = ovl_inplace_scan(v, d)) != 0) {
+		if (rc < 0)
+			goto out;
+		if (hid.dev != v->id.dev || hid.ino != v->id.ino ||
+		    hid.size != v->id.size) {
+			rc = discard ? 0 : diag_errno(d, -ESTALE, "an in-place "
+				"write-back into it did not finish, and it is "
+				"another file now (its inode or size changed): "
+				"nothing written; the edits are kept in %s "
+				"(-o discard drops them)", v->dir);
+			if (rc)
+				goto out;
+		} else {
+			mine = true;	/* -o discard cannot undo it */
+		}
+	}
 	v->replaying = mine;
 	while ((rc = jr_next(&rd, &r, v->jpath, d)) > 0) {
 		uint64_t i;
@@ -306,7 +313,13 @@ static int load(struct ovl *v, bool discard, struct diag *d)
 			else if (ovl_temp_add(v, r.f[0], r.len[0]))
 				rc = diag_nomem(d);
 		} else if (r.op == JR_COMMIT) {
-			matched = commit_is(&r, &v->id);
+			matched = ovl_commit_is(&r, &v->id);
+			v->inplace_done = v->inplace_pending;
+			v->inplace_pending = false;
+		} else if (r.op == JR_INPLACE) {
+			ckpt_plan_release(&v->plan);
+			rc = ovl_inplace_parse(v, &r, &v->plan, v->plan_id, d);
+			v->inplace_pending = !rc;
 		} else if (r.op == JR_HEAD) {
 			rc = diag_corrupt(d, DIAG_NO_OFFSET,
 					  "%s: offset 0x%llx: a second header",
@@ -330,8 +343,10 @@ static int load(struct ovl *v, bool discard, struct diag *d)
 				"%s", v->jpath, strerror(errno));
 		goto out;
 	}
-	if (mine)
+	if (mine && !(v->inplace_done && matched && !v->readonly))
 		goto out;
+	v->inplace_pending = false;	/* not this file's (or dropped) */
+	v->resumed = 0;		/* replayed only to be forgotten: done */
 	if (v->readonly) {
 		rc = diag_errno(d, -ESTALE, "it holds edits for another "
 				"version of %s", v->path);
@@ -363,6 +378,7 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 	v->c = c;
 	v->dfd = v->jfd = -1;
 	v->readonly = o->readonly;
+	v->inplace = o->inplace;
 	v->nstorages0 = c->nstorages;
 	v->nnodes0 = c->nnodes;
 	v->path = realpath(path, NULL);
@@ -416,6 +432,13 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 		goto fail;
 	if (v->dfd >= 0 && !v->readonly)
 		remove_leftovers(v);
+	if (v->inplace_pending) {
+		rc = ovl_inplace_recover(v, d);
+		if (rc)
+			goto fail;
+		note(v, "%s: finished an in-place write-back that had been "
+		     "interrupted; the edits are in it now", v->path);
+	}
 	if (v->resumed && !v->note)
 		note(v, "resumed %llu staged edit%s from %s (ptfs umount "
 		     "writes them back; mount with -o discard to drop them)",
@@ -453,6 +476,7 @@ void ovl_close(struct ovl *v)
 	free(v->temps);
 	free(v->named);
 	free(v->reverted);
+	ckpt_plan_release(&v->plan);
 	ovl_pristine_drop(v);
 	free(v->note);
 	free(v->path);
@@ -486,48 +510,6 @@ static int check_fresh(const struct ovl *v, struct diag *d)
 }
 
 /*
- * Is the checkpoint still what was mounted?  The fd the mount reads must
- * hold the same bytes (its ctime may change: a rename over the path
- * unlinks it, and that is no change of its data); with @target, the file
- * at the path must be that same file, unchanged in every respect.
- */
-static int still_same(struct ovl *v, bool target, struct diag *d)
-{
-	bool zip = v->c->format == CKPT_ZIP ||
-		   v->c->format == CKPT_TORCHSCRIPT;
-	uint64_t off = zip ? v->c->zip.cdir_off : 0;
-	uint64_t size = zip ? v->c->zip.cdir_size : 0;
-	struct ovl_ident now;
-	int fd, rc = ovl_ident_of(v->c->fd, off, size, &now);
-
-	if (!rc) {
-		now.ctime_s = v->id.ctime_s;
-		now.ctime_ns = v->id.ctime_ns;
-	}
-	if (!rc && ovl_ident_same(&now, &v->id) && target) {
-		fd = open(v->path, O_RDONLY | O_CLOEXEC);
-		rc = fd < 0 ? -errno : ovl_ident_of(fd, off, size, &now);
-		if (fd >= 0)
-			close(fd);
-	}
-	if (rc == -ENOMEM)
-		return diag_nomem(d);
-	/* cannot tell (EMFILE, EIO, ENOENT after a rm): say so, not "changed" */
-	if (rc)
-		return diag_errno(d, rc, "%s: cannot check it is the file that "
-				  "was mounted: %s; nothing written, edits "
-				  "kept in %s", v->path, strerror(-rc),
-				  v->dir);
-	if (ovl_ident_same(&now, &v->id))
-		return 0;
-	return diag_errno(d, -ESTALE, "changed since it was mounted (another "
-			  "program replaced or rewrote it): nothing written, "
-			  "edits kept in %s; mount again with -o discard to "
-			  "drop them, or -o output=FILE to write elsewhere",
-			  v->dir);
-}
-
-/*
  * ckpt_save()'s hook: before anything is read, journal the temporary
  * file's name (the next mount removes it if the write-back is killed) and
  * check the checkpoint; just before the rename, check it again and
@@ -538,9 +520,7 @@ static int save_check(void *arg, int stage, const char *tmp,
 {
 	struct ovl *v = arg;
 	bool target = !v->output;
-	char num[5][24];
-	struct jrec k = { .op = JR_COMMIT, .nf = 5 };
-	int rc = still_same(v, target, d);
+	int rc = ovl_still_same(v, target, d);
 
 	if (rc)
 		return rc;
@@ -551,23 +531,13 @@ static int save_check(void *arg, int stage, const char *tmp,
 		jr_field(&w, tmp);
 		return rc ? rc : jr_append(v, &w, d);
 	}
-	if (!target)
-		return 0;
-	snprintf(num[0], 24, "%llu", (unsigned long long)st->st_dev);
-	snprintf(num[1], 24, "%llu", (unsigned long long)st->st_ino);
-	snprintf(num[2], 24, "%llu", (unsigned long long)st->st_size);
-	snprintf(num[3], 24, "%lld", (long long)st->st_mtim.tv_sec);
-	snprintf(num[4], 24, "%ld", (long)st->st_mtim.tv_nsec);
-	for (int i = 0; i < 5; i++) {
-		k.f[i] = num[i];
-		k.len[i] = strlen(num[i]);
-	}
-	return jr_append(v, &k, d);
+	return target ? ovl_commit_append(v, st, d) : 0;
 }
 
 int ovl_commit(struct ovl *v, const char *output, struct diag *d)
 {
-	int rc = v->committed ? 0 : ovl_check_writable(v, d);
+	int rc = v->committed || v->inplace_pending ? 0 :
+		 ovl_check_writable(v, d);
 
 	if (rc)
 		return rc;
@@ -580,8 +550,10 @@ int ovl_commit(struct ovl *v, const char *output, struct diag *d)
 		diag_init(d, d->path);
 		return 1;
 	}
-	rc = check_fresh(v, d);
-	if (!rc) {
+	rc = v->inplace_pending ? 0 : check_fresh(v, d);
+	if (!rc && (v->inplace_pending || (v->inplace && !output))) {
+		rc = ovl_inplace_commit(v, d);
+	} else if (!rc) {
 		struct ckpt_write_opts o = {
 			.progress = v->progress, .progress_arg = v->arg,
 			.tmp_tag = v->jid, .check = save_check,

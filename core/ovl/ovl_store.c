@@ -86,6 +86,10 @@ int ovl_check_writable(const struct ovl *v, struct diag *d)
 {
 	if (v->replaying)
 		return 0;
+	if (v->inplace_pending)
+		return diag_errno(d, -EROFS, "an in-place write-back began and "
+				  "did not finish: the mount takes no more "
+				  "edits (ptfs umount tries it again)");
 	if (v->readonly || v->committed)
 		return diag_errno(d, -EROFS, "%s", v->discarded ?
 				  "the staged edits were dropped (discard): "

@@ -27,6 +27,12 @@
  * crc32_combine(c, 0, n), O(log n).  A span costs the CRCs of its old and
  * new bytes, whatever the size of the record.  The result is byte for
  * byte what the writer writes without a base (tests/test_ptz_write.c).
+ *
+ * In place (w->in_place, ckpt_inplace.c), the output is the base itself:
+ * the same patch, so every offset is read (compared) before it is
+ * written and written once; a record that is not the base's at its own
+ * place, or an archive of another size, fails with -EAGAIN before it is
+ * written.  A dry run (w->dry) writes nothing and yields the CRCs.
  */
 
 /* copy_file_range() is a GNU extension of glibc: declare it here only. */
@@ -57,6 +63,10 @@ int ptz_out_write(struct ptz_writer *w, const void *p, size_t n,
 {
 	const unsigned char *q = p;
 
+	if (w->dry) {
+		w->st.written += n;
+		return 0;
+	}
 	while (n) {
 		ssize_t got = pwrite(w->fd, q, n > COPY_CHUNK ? COPY_CHUNK : n,
 				     (off_t)off);
@@ -391,7 +401,7 @@ int ptz_base_data(struct ptz_writer *w, const struct ptz_source *src,
 
 	if (!src->based || src->base_off != at || at > w->base_size ||
 	    src->len > w->base_size - at) {
-		if (w->cloned && src->based) {
+		if (w->cloned && (src->based || w->in_place)) {
 			w->moved = true;
 			return diag_errno(d, -EAGAIN, "a record would move: the clone cannot be patched");
 		}
@@ -432,7 +442,11 @@ int ptz_base_end(struct ptz_writer *w, struct diag *d)
 {
 	int rc = settle(w, w->cursor, d);
 
-	if (!rc && w->cloned && w->base_size > w->cursor &&
+	if (!rc && w->in_place && w->base_size != w->cursor) {
+		w->moved = true;
+		return diag_errno(d, -EAGAIN, "the archive would change its size: it cannot be patched in place");
+	}
+	if (!rc && w->cloned && !w->dry && w->base_size > w->cursor &&
 	    ftruncate(w->fd, (off_t)w->cursor))
 		rc = diag_errno(d, -errno, "cannot cut the archive to %" PRIu64 " bytes: %s",
 				w->cursor, strerror(errno));

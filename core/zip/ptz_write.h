@@ -98,6 +98,13 @@ struct ptz_writer {
 	bool moved;		/* cloned, and a based record would move: the
 				   write failed with -EAGAIN, start again
 				   without the clone */
+	bool in_place;		/* the output is the base itself (set after
+				   ptz_writer_base() with cloned): every
+				   record must be a based source in its
+				   place and the archive keep its size, or
+				   -EAGAIN with @moved; nothing is cut */
+	bool dry;		/* write nothing, count what would be
+				   written (in st.written): a plan */
 	int base_fd;		/* borrowed */
 	uint64_t base_size;
 	uint64_t run;		/* [run, cursor - buf_len) are the base's
@@ -126,6 +133,7 @@ int ptz_writer_init(struct ptz_writer *w, int fd, uint32_t align,
  * writes without a base.  With @cloned, a based source whose bytes would
  * land elsewhere than its base_off makes ptz_writer_add() fail with
  * -EAGAIN and sets w->moved: the clone cannot be patched into that layout.
+ * Set w->in_place (and w->dry) after this call to patch the base itself.
  * Returns 0 or -errno with @d set.
  */
 int ptz_writer_base(struct ptz_writer *w, int base_fd, bool cloned,

@@ -4,6 +4,7 @@ records of u32 length, u32 CRC-32 of (sequence + payload), u64 sequence,
 payload (op byte, then fields of u32 length + bytes), little-endian.
 
   count J                      records, and whether the tail is torn
+  ops J                        the records' op letters in order ("HDDPK")
   flip J N                     flip one bit in record N's payload
   append-temps J COUNT LEN     append COUNT write-back temporary records
                                (op 'W') naming one path of LEN bytes
@@ -31,6 +32,8 @@ def main():
     recs, end = records(data)
     if cmd == "count":
         print("%d %s" % (len(recs), "torn" if end != len(data) else "whole"))
+    elif cmd == "ops":
+        print("".join(chr(data[p + 16]) for p, n, _ in recs if n))
     elif cmd == "flip":
         pos, n, _ = recs[int(sys.argv[3])]
         with open(path, "r+b") as f:
