@@ -22,6 +22,7 @@
 #include "ovl/ovl.h"
 
 struct diag;
+struct ctl_handle;
 
 /* Largest read request, and the readahead window (see op_init). */
 #define PTFS_REQUEST	(252u * 4096)
@@ -140,6 +141,10 @@ struct ptfs {
 	pthread_mutex_t ctl_lock;
 	struct ptfs_refusal *refused;	/* the last PTFS_REFUSED_MAX */
 	uint64_t nrefused;	/* edits refused since the mount */
+	/* the control files' open handles (ptfs_ctl.c): a release the
+	   kernel had not sent when the mount went away never comes, so
+	   the ones left are freed at exit */
+	struct ctl_handle *handles;
 	char *done_msg;		/* after write-back or discard: what was
 				   done, as status shows it; else NULL */
 };
@@ -445,7 +450,7 @@ void ptfs_refused(struct ptfs *fs, const struct ckpt_node *dir,
 void ptfs_refused_ino(struct ptfs *fs, const struct ptfs_ino *i, int rc,
 		      const struct diag *d);
 
-/* Free what ptfs_ctl.c keeps. */
+/* Free what ptfs_ctl.c keeps, and the handles whose release never came. */
 void ptfs_ctl_release_all(struct ptfs *fs);
 
 /* ---- ptfs_status.c: what status says ---- */

@@ -33,6 +33,7 @@ const struct ptfs_ctl_file ptfs_ctl_files[PTFS_NCTL] = {
 
 /* What one open of a control file keeps. */
 struct ctl_handle {
+	struct ctl_handle *prev, *next;	/* fs->handles, under ctl_lock */
 	char *text;		/* what reads give */
 	size_t len;
 	bool end;		/* a discard was done through it: end the
@@ -288,6 +289,12 @@ int ptfs_ctl_open(struct ptfs *fs, int k, struct fuse_file_info *fi)
 		free(h);
 		return -ENOMEM;
 	}
+	pthread_mutex_lock(&fs->ctl_lock);
+	h->next = fs->handles;
+	if (h->next)
+		h->next->prev = h;
+	fs->handles = h;
+	pthread_mutex_unlock(&fs->ctl_lock);
 	fi->fh = (uint64_t)(uintptr_t)h;
 	return 0;
 }
@@ -300,6 +307,14 @@ void ptfs_ctl_release(struct ptfs *fs, struct fuse_file_info *fi)
 		return;
 	if (h->end && fs->inval.se)
 		fuse_session_exit(fs->inval.se);
+	pthread_mutex_lock(&fs->ctl_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		fs->handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&fs->ctl_lock);
 	free(h->text);
 	free(h);
 	fi->fh = 0;
@@ -370,6 +385,13 @@ long long ptfs_ctl_write(struct ptfs *fs, int k, const char *buf,
 
 void ptfs_ctl_release_all(struct ptfs *fs)
 {
+	while (fs->handles) {
+		struct ctl_handle *h = fs->handles;
+
+		fs->handles = h->next;
+		free(h->text);
+		free(h);
+	}
 	if (fs->refused)
 		for (uint32_t i = 0; i < PTFS_REFUSED_MAX; i++) {
 			free(fs->refused[i].path);

@@ -490,6 +490,23 @@ else
 	fail "a cast undone" "no mount: $(head -n 1 "$e")"
 fi
 
+# ---- a control file still open when the mount goes away: the kernel
+# never sends its release, and the daemon frees the handle itself (the
+# ASan build's leak check below fails if it does not)
+cp "$fxf" "$ck"
+if startd; then
+	exec 7<"$m/.ptfs/status"
+	kill -TERM "$(ptfs_pid)"
+	wait "$DPID"
+	rc=$?
+	DPID=
+	exec 7<&-
+	fusermount3 -uz "$m" 2>/dev/null
+	check "status open at SIGTERM: the daemon exits 0" $rc "exit $rc: $(head -n 1 "$e")"
+else
+	fail "status open at SIGTERM" "no mount: $(head -n 1 "$e")"
+fi
+
 # ---- every daemon's stderr: refusals log one "ptfs: " line each, and
 # nothing else may be there (sanitizer reports in the ASan build)
 : >"$WORK/reports"
