@@ -149,17 +149,8 @@ static int set_view(struct ckpt_build *b, const struct pkl_value *size,
 			return diag_corrupt(b->d, off, "tensor size or stride "
 					    "is not a tuple of ints");
 	}
-	if (!st) {
-		int64_t acc = 1;
-
-		for (size_t i = n; i-- > 0;) {
-			t->stride[i] = acc;
-			if (t->shape[i] > 0 &&
-			    __builtin_mul_overflow(acc, t->shape[i], &acc))
-				return diag_corrupt(b->d, off, "tensor size "
-						    "overflows");
-		}
-	}
+	if (!st && !ckpt_tensor_c_strides(t))
+		return diag_corrupt(b->d, off, "tensor size overflows");
 	t->pkl_off = off;
 	*out = t;
 	return 0;

@@ -82,18 +82,17 @@ void ckpt_tensor_fresh_sync(struct ckpt_tensor *t)
 {
 	struct ckpt_storage *s = t->storage;
 	uint64_t isz = t->dtype->size;
-	int64_t st = 1;
 
 	if (!t->shape_set) {
 		t->ndim = 1;
 		t->shape[0] = s->nbytes / isz;
 	}
+	/* user.shape bounded the element count; an empty tensor whose
+	   strides overflow is never read through them */
+	(void)ckpt_tensor_c_strides(t);
 	t->numel = 1;
-	for (int i = t->ndim - 1; i >= 0; i--) {
-		t->stride[i] = st;
-		st *= t->shape[i] ? t->shape[i] : 1;
+	for (int i = 0; i < t->ndim; i++)
 		t->numel *= t->shape[i];
-	}
 	t->nbytes = t->numel * isz;
 	s->dtype = t->dtype;
 	s->numel = s->nbytes / isz;

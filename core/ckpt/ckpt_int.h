@@ -83,6 +83,10 @@ int ckpt_build_model(struct ckpt *c, struct diag *d);
 
 /* ckpt_tensor.c: check a tensor against its storage, set numel etc. */
 int ckpt_tensor_check(struct ckpt *c, struct ckpt_tensor *t, struct diag *d);
+/* Row-major (C order) strides for @t's shape, a size of 0 (or less)
+ * counting as 1 as in torch's contiguous strides; false if they overflow
+ * int64. */
+bool ckpt_tensor_c_strides(struct ckpt_tensor *t);
 
 /* ckpt_legacy.c: read the legacy (< 1.6) stream into c. */
 int ckpt_legacy_open(struct ckpt *c, struct diag *d);

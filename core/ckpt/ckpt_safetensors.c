@@ -245,7 +245,7 @@ static int tensor_make(struct st *s, struct ent *e, const char *dtname,
 {
 	struct ckpt_storage *st;
 	struct ckpt_tensor *t;
-	uint64_t numel = 1, nbytes, stride = 1;
+	uint64_t numel = 1, nbytes;
 	char key[16];
 	int rc;
 
@@ -286,15 +286,11 @@ static int tensor_make(struct st *s, struct ent *e, const char *dtname,
 	t = ckpt_tensor_new(s->c->b, (int)ndim);
 	if (!t)
 		return diag_nomem(s->d);
-	/* C order; a 0 size counts as 1, as in torch's contiguous strides */
-	for (size_t i = ndim; i-- > 0;) {
+	for (size_t i = 0; i < ndim; i++)
 		t->shape[i] = (int64_t)dims[i];
-		t->stride[i] = (int64_t)stride;
-		if (__builtin_mul_overflow(stride, dims[i] ? dims[i] : 1,
-					   &stride) || stride > INT64_MAX)
-			return diag_corrupt(s->d, shape_at, "tensor '%s': "
-					    "strides overflow", e->name);
-	}
+	if (!ckpt_tensor_c_strides(t))
+		return diag_corrupt(s->d, shape_at, "tensor '%s': strides "
+				    "overflow", e->name);
 	t->kind = CKPT_T_STRIDED;
 	t->storage = st;
 	t->dtype = dt;

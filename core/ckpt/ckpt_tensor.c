@@ -11,6 +11,19 @@
 
 const struct ckpt_qparams ckpt_no_qparams;
 
+bool ckpt_tensor_c_strides(struct ckpt_tensor *t)
+{
+	int64_t acc = 1;
+
+	for (int i = t->ndim; i-- > 0;) {
+		t->stride[i] = acc;
+		if (t->shape[i] > 0 &&
+		    __builtin_mul_overflow(acc, t->shape[i], &acc))
+			return false;
+	}
+	return true;
+}
+
 int ckpt_tensor_check(struct ckpt *c, struct ckpt_tensor *t, struct diag *d)
 {
 	(void)c;
