@@ -444,7 +444,8 @@ int ptz_base_end(struct ptz_writer *w, struct diag *d)
 
 	if (!rc && w->in_place && w->base_size != w->cursor) {
 		w->moved = true;
-		return diag_errno(d, -EAGAIN, "the archive would change its size: it cannot be patched in place");
+		return diag_errno(d, -EAGAIN, "the archive would change its "
+				  "size: it cannot be patched in place");
 	}
 	if (!rc && w->cloned && !w->dry && w->base_size > w->cursor &&
 	    ftruncate(w->fd, (off_t)w->cursor))
