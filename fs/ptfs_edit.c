@@ -35,12 +35,21 @@ static struct ckpt_node *dir_node(const struct ptfs *fs, fuse_ino_t ino)
 	return ckpt_node_is_dir(i.node) ? i.node : NULL;
 }
 
-/* Can the tree be edited here?  -errno, or 0. */
-static int edit_errno(const struct ptfs *fs, fuse_ino_t parent)
+/* Can the tree be edited here?  -errno, or 0.  The mount root of a
+ * checkpoint that is one tensor, value or object holds that one entry, and
+ * no key to add, rename or remove: said in @d, for the refusal log. */
+static int edit_errno(const struct ptfs *fs, fuse_ino_t parent,
+		      struct diag *d)
 {
 	if (fs->readonly || !fs->ovl || fs->ovl->committed)
 		return -EROFS;
-	return dir_node(fs, parent) ? 0 : -EPERM;
+	if (dir_node(fs, parent))
+		return 0;
+	if (parent == FUSE_ROOT_ID)
+		return diag_errno(d, -EPERM, "the checkpoint is one %s, not "
+				  "a dict: it has no keys to add, rename or "
+				  "remove", fs->root_name);
+	return -EPERM;
 }
 
 /* Is @name "KEY.npy" with no KEY in @dir (a new tensor from a .npy)?
@@ -123,7 +132,7 @@ static void make_common(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 	diag_init(&d, fs->c->path);
 	ptfs_wrlock(fs);
-	rc = edit_errno(fs, parent);
+	rc = edit_errno(fs, parent, &d);
 	if (!rc && fi && new_npy(dir_node(fs, parent), name, key)) {
 		/* cp x.npy m/KEY.npy: tensor KEY, made at close() */
 		rc = ovl_view_create(fs->ovl, dir_node(fs, parent), key, &n,
@@ -190,7 +199,7 @@ static void remove_common(fuse_req_t req, fuse_ino_t parent,
 		return ptfs_reply_err(req, -EPERM, NULL);
 	diag_init(&d, fs->c->path);
 	ptfs_wrlock(fs);
-	rc = edit_errno(fs, parent);
+	rc = edit_errno(fs, parent, &d);
 	if (!rc && is_view_name(dir_node(fs, parent), name))
 		rc = diag_errno(&d, -EPERM, "%s is a view: remove the tensor "
 				"itself", name);
@@ -241,9 +250,9 @@ void ptfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return ptfs_reply_err(req, -EPERM, NULL);
 	diag_init(&d, fs->c->path);
 	ptfs_wrlock(fs);
-	rc = edit_errno(fs, parent);
+	rc = edit_errno(fs, parent, &d);
 	if (!rc)
-		rc = edit_errno(fs, newparent);
+		rc = edit_errno(fs, newparent, &d);
 	if (!rc && is_view_name(dir_node(fs, parent), name))
 		rc = diag_errno(&d, -EPERM, "%s is a view: rename the tensor "
 				"itself", name);

@@ -68,6 +68,12 @@ def plain_str(name):
 def last_str_key(m):
     """The first directory (breadth first) whose last entry has a str key,
     and that entry's name; (None, None) if there is none."""
+    try:
+        os.getxattr(m, 'user.type')
+    except OSError:
+        # no type: the checkpoint is one tensor, value or object, shown
+        # as the root's only entry, which has no key to move
+        return None, None
     todo = [m]
     while todo:
         d = todo.pop(0)
@@ -163,6 +169,13 @@ def roundtrip(data):
         rc, err = r.returncode, r.stderr
     if rc:
         log('refused', reason(err, dst if MODE == 'mount' else src))
+        keep = os.environ.get('PTFS_HOOK_KEEP')
+        if keep:
+            # the refused input, for a look (torch-serialization.sh
+            # points this at its scratch directory)
+            os.makedirs(keep, exist_ok=True)
+            shutil.copyfile(src, os.path.join(
+                keep, '%s-%d-%d.pt' % (MODE, os.getpid(), time.time_ns())))
         return None
     with open(dst, 'rb') as f:
         out = f.read()

@@ -120,7 +120,7 @@ begin() {
 	: >"$DET"
 	# cases that make refused calls: the daemon logs them
 	case $CASE in
-	replace_bad|replace_rename|newt|newt_bad|value_invalid|refused) LOGS_OK=1 ;;
+	replace_bad|replace_rename|newt|newt_bad|value_invalid|refused|root) LOGS_OK=1 ;;
 	*) LOGS_OK= ;;
 	esac
 }
@@ -723,6 +723,22 @@ if mountw; then
 	[ "$(stat -c %a "$M/vec")" = "$_m0" ] || note "chmod changed the mode"
 	step "shell" "ln, ln -s, setfattr user.dtype fail; chmod changes nothing"
 	act "errnos"
+	finish ptfs
+	unchanged
+fi
+
+# a checkpoint that is one tensor: its root holds the entry "tensor" and
+# nothing can be added, renamed or removed there; each refusal says why
+# (they were a bare EPERM, with nothing in the log or the status)
+begin root root.pt
+if mountw; then
+	mustfail "mv tensor x" mv "$M/tensor" "$M/x"
+	mustfail "touch new" touch "$M/new"
+	mustfail "rm tensor" rm "$M/tensor"
+	_n=$(grep -c ': EPERM: the checkpoint is one tensor, not a dict' \
+		"$M/.ptfs/status")
+	[ "$_n" = 3 ] || note ".ptfs/status names $_n of the 3 refusals: $(grep -m 1 EPERM "$M/.ptfs/status")"
+	step "mv, touch, rm at the root" "refused, each with its reason"
 	finish ptfs
 	unchanged
 fi

@@ -294,6 +294,8 @@ def gen(report):
     seq = nn.Sequential(*[nn.Linear(3, 3) for _ in range(12)])
     torch.save(nn.DataParallel(seq).state_dict(), "in/dp.pt")
 
+    # root.pt: the checkpoint is one tensor (no key to add, move, remove)
+    torch.save(torch.arange(4.0), "in/root.pt")
     # lists.pt: list items
     torch.save({"layers": [torch.full((2,), float(i)) for i in range(3)],
                 "hist": [1.0, 2.0, 3.0]}, "in/lists.pt")
