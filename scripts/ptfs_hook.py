@@ -13,6 +13,7 @@
 # "MODE<TAB>identical|rewritten|refused<TAB>reason".
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,7 +37,9 @@ def reason(err, path):
     """The error line without the paths and offsets that differ per save."""
     line = err.strip().splitlines()[-1] if err.strip() else 'no message'
     for p in (path, os.path.dirname(path)):
-        line = line.replace(p, 'FILE')
+        # (from the torch 2.x chroot the host names it with the root's
+        # path in front: that goes too)
+        line = re.sub(r'\S*' + re.escape(p), 'FILE', line)
     parts = line.split(': ')
     parts = [p for p in parts if not p.startswith('offset 0x') and
              p not in ('ptrepack', 'ptfs', 'FILE')]

@@ -39,19 +39,6 @@ static bool is_magic(const struct pkl_value *v)
 	return n == sizeof(magic) && !memcmp(v->u.s.p, magic, n);
 }
 
-static int read_at(struct ckpt *c, void *buf, size_t len, uint64_t off,
-		   struct diag *d)
-{
-	int rc = io_pread_full(c->fd, buf, len, off);
-
-	if (rc == -ENODATA)
-		return diag_corrupt(d, off, "file ends early");
-	if (rc)
-		return diag_errno(d, rc, "read failed at offset %llu",
-				  (unsigned long long)off);
-	return 0;
-}
-
 /* Parse the five pickles from c->pkl; 0, or -errno with @d set. */
 static int parse_pickles(struct ckpt *c, struct pkl_doc **docs,
 			 struct diag *d)
@@ -96,7 +83,7 @@ static int read_pickles(struct ckpt *c, struct pkl_doc **docs,
 		if (!c->pkl)
 			return diag_nomem(d);
 		c->pkl_len = want;
-		rc = read_at(c, c->pkl, want, 0, d);
+		rc = io_pread_diag(c->fd, c->pkl, want, 0, NULL, d);
 		if (rc)
 			return rc;
 		diag_init(&tmp, d->path);
@@ -150,7 +137,7 @@ static int locate_storages(struct ckpt *c, const struct pkl_value *keys,
 		if (s->data_off)
 			return diag_corrupt(d, pos, "storage '%s' listed twice",
 					    k->u.s.p);
-		rc = read_at(c, hdr, 8, pos, d);
+		rc = io_pread_diag(c->fd, hdr, 8, pos, NULL, d);
 		if (rc)
 			return rc;
 		numel = le64(hdr);

@@ -91,20 +91,6 @@ static void span_of(const struct ckpt_tensor *t, uint64_t e0, uint64_t n,
 	}
 }
 
-static int pread_all(int fd, void *buf, size_t len, uint64_t off,
-		     struct diag *d)
-{
-	int rc = io_pread_full(fd, buf, len, off);
-
-	if (rc == -ENODATA)
-		return diag_corrupt(d, off, "file ends inside tensor data "
-				    "(was it truncated?)");
-	if (rc)
-		return diag_errno(d, rc, "read at offset %llu: %s",
-				  (unsigned long long)off, strerror(-rc));
-	return 0;
-}
-
 /*
  * Gather elements [e0, e0 + n) of @t into @out (n * itemsize bytes), its
  * storage's byte 0 being at @base of @fd.
@@ -121,7 +107,7 @@ static int gather(const struct ckpt_tensor *t, int fd, uint64_t base,
 	if (hi > lo)	/* write-back compares what is marked (ckpt_patch.c) */
 		ckpt_dirty_mark(t->storage, base + lo * isz, (hi - lo) * isz);
 	if ((hi - lo) * isz <= GATHER_SPAN && (span = malloc((hi - lo) * isz))) {
-		rc = pread_all(fd, span, (hi - lo) * isz, base + lo * isz, d);
+		rc = io_pread_diag(fd, span, (hi - lo) * isz, base + lo * isz, "tensor data", d);
 		runs_start(&r, t, e0);
 		for (left = n; left && !rc; left -= cnt, out += cnt * isz) {
 			runs_next(&r, left, &at, &cnt);
@@ -149,7 +135,7 @@ static int gather(const struct ckpt_tensor *t, int fd, uint64_t base,
 			total += cnt;
 			left -= cnt;
 		}
-		rc = pread_all(fd, out, total * isz, base + start * isz, d);
+		rc = io_pread_diag(fd, out, total * isz, base + start * isz, "tensor data", d);
 		out += total * isz;
 	}
 	return rc;
@@ -176,7 +162,7 @@ long long ckpt_tensor_read(struct ckpt *c, const struct ckpt_tensor *t,
 	if (rc)
 		return rc;
 	if (t->contiguous) {
-		rc = pread_all(fd, buf, len, base + t->offset * isz + pos, d);
+		rc = io_pread_diag(fd, buf, len, base + t->offset * isz + pos, "tensor data", d);
 		return rc ? rc : (long long)len;
 	}
 	e0 = pos / isz;
@@ -225,7 +211,7 @@ static int scatter(const struct ckpt_tensor *t, uint64_t e0, uint64_t n,
 	if (hi > lo)	/* write-back compares what is marked (ckpt_patch.c) */
 		ckpt_dirty_mark(t->storage, base + lo * isz, (hi - lo) * isz);
 	if ((hi - lo) * isz <= GATHER_SPAN && (span = malloc((hi - lo) * isz))) {
-		rc = pread_all(fd, span, (hi - lo) * isz, base + lo * isz, d);
+		rc = io_pread_diag(fd, span, (hi - lo) * isz, base + lo * isz, "tensor data", d);
 		runs_start(&r, t, e0);
 		for (left = n; left && !rc; left -= cnt, in += cnt * isz) {
 			runs_next(&r, left, &at, &cnt);

@@ -56,18 +56,6 @@ struct tar {
 					   a persistent id names */
 };
 
-static int read_at(struct tar *t, void *buf, size_t len, uint64_t off)
-{
-	int rc = io_pread_full(t->c->fd, buf, len, off);
-
-	if (rc == -ENODATA)
-		return diag_corrupt(t->d, off, "file ends early");
-	if (rc)
-		return diag_errno(t->d, rc, "read failed at offset %llu",
-				  (unsigned long long)off);
-	return 0;
-}
-
 /* ---- small pickles inside a member ---- */
 
 /*
@@ -94,7 +82,7 @@ static int small_pickle(struct tar *t, uint64_t *pos, uint64_t end,
 		buf = malloc(want);
 		if (!buf)
 			return diag_nomem(t->d);
-		rc = read_at(t, buf, want, *pos);
+		rc = io_pread_diag(t->c->fd, buf, want, *pos, NULL, t->d);
 		if (!rc) {
 			diag_init(&tmp, t->d->path);
 			rc = pkl_parse(buf, want, *pos, doc,
@@ -175,7 +163,7 @@ static int storage_one(struct tar *t, uint64_t *pos, uint64_t end)
 				  "size", (long long)k);
 		goto out;
 	}
-	rc = read_at(t, hdr, 8, *pos);
+	rc = io_pread_diag(t->c->fd, hdr, 8, *pos, NULL, t->d);
 	if (rc)
 		goto out;
 	numel = le64(hdr);
@@ -337,7 +325,7 @@ static int tensor_one(struct tar *t, uint64_t *pos, uint64_t end)
 				  (long long)key);
 		goto out;
 	}
-	rc = read_at(t, hdr, 8, *pos);
+	rc = io_pread_diag(t->c->fd, hdr, 8, *pos, NULL, t->d);
 	if (rc)
 		goto out;
 	/* an int32, then 4 bytes torch skips: ndim was once 8 bytes */
@@ -359,7 +347,7 @@ static int tensor_one(struct tar *t, uint64_t *pos, uint64_t end)
 		rc = diag_nomem(t->d);
 		goto out;
 	}
-	rc = read_at(t, dims, need, *pos + 8);
+	rc = io_pread_diag(t->c->fd, dims, need, *pos + 8, NULL, t->d);
 	if (rc)
 		goto out;
 	for (int i = 0; i < ndim; i++) {
@@ -508,7 +496,7 @@ static int main_pickle(struct tar *t)
 		return diag_nomem(t->d);
 	c->pkl_len = m->size;
 	c->pkl_off = m->off;
-	rc = read_at(t, c->pkl, m->size, m->off);
+	rc = io_pread_diag(t->c->fd, c->pkl, m->size, m->off, NULL, t->d);
 	if (!rc)
 		rc = pkl_parse(c->pkl, c->pkl_len, m->off, &c->doc, t->d);
 	if (rc)

@@ -38,18 +38,6 @@ struct walk {
 	struct diag *d;
 };
 
-static int read_at(struct walk *t, void *buf, size_t len, uint64_t off)
-{
-	int rc = io_pread_full(t->c->fd, buf, len, off);
-
-	if (rc == -ENODATA)
-		return diag_corrupt(t->d, off, "file ends early");
-	if (rc)
-		return diag_errno(t->d, rc, "read failed at offset %llu",
-				  (unsigned long long)off);
-	return 0;
-}
-
 /* An octal (or base-256) number field; false if it is neither. */
 static bool number(const unsigned char *p, size_t n, uint64_t *out)
 {
@@ -176,7 +164,7 @@ int ckpt_tar_members(struct ckpt *c, struct ckpt_tar_member *m,
 		   members it would have added are missing below */
 		if (size - pos < BLOCK)
 			break;
-		rc = read_at(t, h, BLOCK, pos);
+		rc = io_pread_diag(t->c->fd, h, BLOCK, pos, NULL, t->d);
 		for (int i = 0; !rc && i < BLOCK && zero; i++)
 			zero = !h[i];
 		if (rc || zero)
@@ -215,7 +203,7 @@ int ckpt_tar_members(struct ckpt *c, struct ckpt_tar_member *m,
 				rc = diag_nomem(t->d);
 				break;
 			}
-			rc = read_at(t, ext, len, data);
+			rc = io_pread_diag(t->c->fd, ext, len, data, NULL, t->d);
 			ext[len] = 0;
 			if (rc)
 				break;

@@ -3,6 +3,7 @@
  * (see io.h).
  */
 #include "util/io.h"
+#include "diag/diag.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +27,37 @@ int io_pread_full(int fd, void *buf, size_t len, uint64_t off)
 		if (n == 0)
 			return -ENODATA;
 		done += n;
+	}
+	return 0;
+}
+
+/* Linux moves at most about 2 GiB a call: ask for 1 at most */
+#define PREAD_CHUNK	(1u << 30)
+
+int io_pread_diag(int fd, void *buf, size_t len, uint64_t off,
+		  const char *what, struct diag *d)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		size_t want = len - done < PREAD_CHUNK ? len - done :
+			      PREAD_CHUNK;
+		ssize_t n = pread(fd, (char *)buf + done, want, off + done);
+		int err = errno;
+
+		if (n < 0 && err == EINTR)
+			continue;
+		if (n < 0)
+			return diag_errno(d, -err, "cannot read %zu bytes at "
+					  "offset 0x%llx: %s", want,
+					  (unsigned long long)(off + done),
+					  strerror(err));
+		if (n == 0)
+			return diag_corrupt(d, off + done, "file ends inside "
+					    "%s, %zu bytes short (was it "
+					    "truncated?)", what ? what :
+					    "the data", len - done);
+		done += (size_t)n;
 	}
 	return 0;
 }

@@ -13,6 +13,17 @@
 /* Read all @len bytes at @off: 0, -errno, or -ENODATA if the file ends. */
 int io_pread_full(int fd, void *buf, size_t len, uint64_t off);
 
+struct diag;
+
+/*
+ * io_pread_full() for readers of a checkpoint: a failure is said in @d,
+ * an I/O error with its offset, a file that ends too soon as corruption
+ * at the offset where its bytes ran out, naming @what was being read
+ * ("tensor data"; NULL: "the data").  0 or -errno.
+ */
+int io_pread_diag(int fd, void *buf, size_t len, uint64_t off,
+		  const char *what, struct diag *d);
+
 /* Write all @len bytes at @off: 0 or -errno. */
 int io_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 

@@ -8,6 +8,7 @@
  */
 #define PTZ_BUILD 1
 #include "zip/ptz_int.h"
+#include "util/io.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -45,39 +46,6 @@
  */
 #define LH_NAME_LEN	26
 #define LH_EXTRA_LEN	28
-
-/* Largest single pread: Linux transfers at most about 2 GiB per call. */
-#define PREAD_CHUNK	(1u << 30)
-
-int ptz_pread(const struct ptz_reader *z, void *buf, size_t len, uint64_t off,
-	      struct diag *d)
-{
-	unsigned char *p = buf;
-	size_t done = 0;
-
-	while (done < len) {
-		size_t want = len - done;
-		ssize_t got;
-
-		if (want > PREAD_CHUNK)
-			want = PREAD_CHUNK;
-		got = pread(z->fd, p + done, want, (off_t)(off + done));
-
-		if (got < 0) {
-			int err = errno;
-
-			if (err == EINTR)
-				continue;
-			return diag_errno(d, -err, "cannot read %zu bytes at offset 0x%" PRIx64 ": %s",
-					  want, off + done, strerror(err));
-		}
-		if (got == 0)
-			return diag_corrupt(d, off + done, "unexpected end of file (%zu more bytes needed; did the file shrink?)",
-					    len - done);
-		done += (size_t)got;
-	}
-	return 0;
-}
 
 int ptz_reader_open(struct ptz_reader *z, int fd, const char *path,
 		    struct diag *d)
@@ -207,7 +175,7 @@ int ptz_entry_locate(const struct ptz_reader *z, struct ptz_entry *e,
 	if (e->data_off)
 		return 0;
 	/* ptz_reader_open() checked header_off + 30 + csize <= limit. */
-	rc = ptz_pread(z, lh, sizeof(lh), off, d);
+	rc = io_pread_diag(z->fd, lh, sizeof(lh), off, NULL, d);
 	if (rc < 0)
 		return rc;
 	sig = le32(lh);
@@ -240,7 +208,7 @@ static int inflate_entry(const struct ptz_reader *z,
 	in = malloc(e->csize ? (size_t)e->csize : 1);
 	if (!in)
 		return diag_nomem(d);
-	rc = ptz_pread(z, in, (size_t)e->csize, e->data_off, d);
+	rc = io_pread_diag(z->fd, in, (size_t)e->csize, e->data_off, NULL, d);
 	if (rc < 0)
 		goto out_free_in;
 	dec = libdeflate_alloc_decompressor();
@@ -301,7 +269,7 @@ int ptz_entry_read(const struct ptz_reader *z, struct ptz_entry *e,
 	if (e->method == PTZ_DEFLATED)
 		rc = inflate_entry(z, e, buf, d);
 	else
-		rc = ptz_pread(z, buf, (size_t)e->usize, e->data_off, d);
+		rc = io_pread_diag(z->fd, buf, (size_t)e->usize, e->data_off, NULL, d);
 	if (rc < 0)
 		goto out_free_buf;
 	buf[e->usize] = '\0';
