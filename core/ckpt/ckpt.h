@@ -474,6 +474,14 @@ int ckpt_dir_restore(struct ckpt *c, struct ckpt_node *dir,
 /* How a new child of @dir is reached: key, attribute or index. */
 int ckpt_dir_step(const struct ckpt_node *dir);
 
+/*
+ * Are @dir's children the parts of a state that a class's __getstate__
+ * gave as a tuple or a single value (a wrapper subclass)?  Their values
+ * can be edited, but none renamed, removed or added: the tuple has no
+ * names to give them.
+ */
+bool ckpt_dir_parts_fixed(const struct ckpt_node *dir);
+
 /* Is @type (a directory node's) a dict type: items, not attributes? */
 bool ckpt_dict_type(const char *type);
 

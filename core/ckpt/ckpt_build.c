@@ -257,6 +257,30 @@ static int qparams(struct ckpt_build *b, struct ckpt_tensor *t,
 	return rc;
 }
 
+bool ckpt_state_is_slots(const struct pkl_value *st)
+{
+	if (!st || st->kind != PKL_TUPLE || pkl_len(st) != 2)
+		return false;
+	for (size_t i = 0; i < 2; i++) {
+		const struct pkl_value *s = pkl_item(st, i);
+
+		if (s->kind != PKL_DICT && s->kind != PKL_NONE)
+			return false;
+	}
+	return true;
+}
+
+/* Does state @st hold nothing: None, {}, or a (dict, slots) of those? */
+static bool state_empty(const struct pkl_value *st)
+{
+	if (!st || st->kind == PKL_NONE)
+		return true;
+	if (st->kind == PKL_DICT)
+		return !pkl_len(st);
+	return ckpt_state_is_slots(st) && state_empty(pkl_item(st, 0)) &&
+	       state_empty(pkl_item(st, 1));
+}
+
 /* A tensor's python attributes: the dict of a state, which may come as
  * (dict, slots); NULL when there are none. */
 static const struct pkl_value *state_of(const struct pkl_value *s)
@@ -612,14 +636,28 @@ const struct pkl_value *ckpt_module_class(const struct pkl_value *v)
 const struct pkl_value *ckpt_wrapper_state(const struct pkl_value *v)
 {
 	const struct pkl_value *a, *st;
+	enum rebuild r;
 
 	if (!is_func(v, "torch._tensor", "_rebuild_from_type_v2"))
 		return NULL;
 	a = v->u.call.args;
-	if (rebuild_kind(arg(a, 0)) != R_WRAPPER)
+	r = rebuild_kind(arg(a, 0));
+	if (r != R_WRAPPER && r != R_META)
 		return NULL;
 	st = arg(a, 3);
-	return st && st->kind == PKL_DICT ? st : NULL;
+	/* a wrapper's state dict is shown even when empty, as it was */
+	if (r == R_WRAPPER && st && st->kind == PKL_DICT)
+		return st;
+	return state_empty(st) ? NULL : st;
+}
+
+bool ckpt_dir_parts_fixed(const struct ckpt_node *dir)
+{
+	const struct pkl_value *st;
+
+	if (!dir->tensor || !dir->val || !(st = ckpt_wrapper_state(dir->val)))
+		return false;
+	return st->kind != PKL_DICT && !ckpt_state_is_slots(st);
 }
 
 bool ckpt_is_tensor_value(const struct pkl_value *v)

@@ -204,12 +204,21 @@ const struct pkl_value *ckpt_module_class(const struct pkl_value *v);
 int ckpt_zip_of_checkpoints(struct ckpt *c, struct diag *d);
 
 /*
- * ckpt_build.c: the state dict of a wrapper subclass,
- * _rebuild_from_type_v2(_rebuild_wrapper_subclass, cls, args, state),
- * which holds its real tensors; NULL when @v is not one (or its state is
- * not a dict: then it is a tensor without data, shown as a file).
+ * ckpt_build.c: the state of a tensor subclass with no data of its own,
+ * _rebuild_from_type_v2(f, cls, args, state) with f
+ * _rebuild_wrapper_subclass (torch 2.x) or _rebuild_meta_tensor_no_storage
+ * (torch 1.13's wrappers are subclasses of a meta tensor): its python
+ * attributes, which hold its real tensors, in any form the class's
+ * __getstate__ gave.  NULL when @v is not one, or its state holds nothing
+ * (then it is a tensor without data, shown as a file).
  */
 const struct pkl_value *ckpt_wrapper_state(const struct pkl_value *v);
+
+/*
+ * ckpt_build.c: is @st the (dict, slots) state of a class with __slots__,
+ * a pair whose halves are each a dict or None?
+ */
+bool ckpt_state_is_slots(const struct pkl_value *st);
 
 /* ckpt_build.c: is @v a tensor (rebuild call or persistent id)? */
 bool ckpt_is_tensor_value(const struct pkl_value *v);

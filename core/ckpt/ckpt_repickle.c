@@ -488,9 +488,7 @@ static int emit_slots_state(struct wb *w, const struct ckpt_node *dir,
 		rc = emit_state_half(w, dir, d1, n0, n0 + n1, !in0);
 	if (!rc)
 		rc = pkl_emit_op(w->e, PKL_OP_TUPLE2);
-	if (!rc)
-		rc = pkl_emit_memo_put(w->e, st->id);
-	return rc ? rc : pkl_emit_op(w->e, PKL_OP_BUILD);
+	return rc ? rc : pkl_emit_memo_put(w->e, st->id);
 }
 
 /* BUILD's state of an object, from its attribute children. */
@@ -500,8 +498,10 @@ static int emit_state(struct wb *w, const struct ckpt_node *dir,
 	int rc;
 
 	/* the tree shows only these two forms as directories (object()) */
-	if (st && st->kind == PKL_TUPLE && pkl_len(st) == 2)
-		return emit_slots_state(w, dir, st);
+	if (ckpt_state_is_slots(st)) {
+		rc = emit_slots_state(w, dir, st);
+		return rc ? rc : pkl_emit_op(w->e, PKL_OP_BUILD);
+	}
 	if (st && st->kind != PKL_DICT)
 		return diag_unsupported(w->d, st->off, "cannot rewrite the "
 					"state of '%s', a %s: it is a %s, "
@@ -569,9 +569,39 @@ static int emit_call_dir(struct wb *w, const struct ckpt_node *dir)
 }
 
 /*
+ * A wrapper's state from its children, in the form it came (the tree's
+ * add_state()): a dict, a (dict, slots) pair, a tuple by position (whose
+ * parts cannot be added or removed: ckpt_dir_parts_fixed()), or the one
+ * entry "state".
+ */
+static int emit_wrapper_state(struct wb *w, const struct ckpt_node *dir,
+			      const struct pkl_value *st)
+{
+	int rc;
+
+	if (ckpt_state_is_slots(st))
+		return emit_slots_state(w, dir, st);
+	if (st->kind == PKL_TUPLE) {
+		rc = emit_seq_items(w, dir);
+		return rc ? rc : pkl_emit_memo_put(w->e, st->id);
+	}
+	if (st->kind != PKL_DICT) {
+		for (uint32_t i = 0; i < dir->nkids; i++)
+			if (dir->kids[i] && dir->kids[i]->step == CKPT_S_PART)
+				return emit_node(w, dir->kids[i]);
+		return diag_unsupported(w->d, st->off, "the state of '%s' is "
+					"gone", dir->name);
+	}
+	rc = pkl_emit_op(w->e, PKL_OP_EMPTY_DICT);
+	if (!rc)
+		rc = pkl_emit_memo_put(w->e, st->id);
+	return rc ? rc : emit_items(w, dir, CKPT_S_ATTR, true);
+}
+
+/*
  * An edited wrapper subclass: _rebuild_from_type_v2(func, cls, args,
- * state) with the state dict written from its attribute children (the
- * call's own args hold it; there is no BUILD).
+ * state) with the state written from its children (the call's own args
+ * hold it; there is no BUILD).
  */
 static int emit_wrapper_dir(struct wb *w, const struct ckpt_node *dir)
 {
@@ -584,11 +614,7 @@ static int emit_wrapper_dir(struct wb *w, const struct ckpt_node *dir)
 	for (size_t i = 0; i < 3 && !rc; i++)
 		rc = pkl_emit_value(w->e, pkl_item(a, i));
 	if (!rc)
-		rc = pkl_emit_op(w->e, PKL_OP_EMPTY_DICT);
-	if (!rc)
-		rc = pkl_emit_memo_put(w->e, st->id);
-	if (!rc)
-		rc = emit_items(w, dir, CKPT_S_ATTR, true);
+		rc = emit_wrapper_state(w, dir, st);
 	if (!rc)
 		rc = pkl_emit_op(w->e, PKL_OP_TUPLE);
 	if (!rc)

@@ -330,26 +330,50 @@ static int sparse(struct ckpt_build *b, const struct pkl_value *v,
 }
 
 /*
+ * The children of a state: a dict's items and, when @slots, both halves of
+ * a (dict, slots) pair as attributes; what a __getstate__ gave otherwise:
+ * the items of a tuple by position, anything else as one entry "state".
+ */
+static int add_state(struct ckpt_build *b, struct ckpt_node *dir,
+		     struct kids *k, const struct pkl_value *st, bool slots,
+		     int depth)
+{
+	int rc = 0;
+
+	if (st->kind == PKL_DICT)
+		return add_items(b, dir, k, CKPT_S_ATTR, st->u.items.v,
+				 st->u.items.n, true, depth);
+	if (slots && ckpt_state_is_slots(st)) {
+		for (size_t i = 0; i < 2 && !rc; i++) {
+			const struct pkl_value *s = pkl_item(st, i);
+
+			if (s->kind == PKL_DICT)
+				rc = add_items(b, dir, k, CKPT_S_ATTR,
+					       s->u.items.v, s->u.items.n,
+					       true, depth);
+		}
+		return rc;
+	}
+	if (st->kind == PKL_TUPLE)
+		return add_items(b, dir, k, CKPT_S_INDEX, st->u.items.v,
+				 st->u.items.n, false, depth);
+	return add_kid(b, dir, k, CKPT_S_PART, NULL, "state", st, depth);
+}
+
+/*
  * TorchScript: an object whose state is not a dict (a custom class such as
  * LinearPackedParamsBase, a module with __getstate__) is a directory of
- * what __getstate__ gave: the items of a tuple by position, anything else
- * as one entry "state".
+ * what __getstate__ gave (add_state(), no slots in TorchScript).
  */
 static int script_state(struct ckpt_build *b, const struct pkl_value *v,
 			const char *type, int depth, struct ckpt_node **out)
 {
-	const struct pkl_value *st = v->u.call.x->state;
 	struct kids k = { 0 };
 	int rc = container(b, v, CKPT_N_DIR, type, out);
 
 	if (rc || (*out)->kind == CKPT_N_LINK)
 		return rc;
-	if (st->kind == PKL_TUPLE)
-		rc = add_items(b, *out, &k, CKPT_S_INDEX, st->u.items.v,
-			       st->u.items.n, false, depth);
-	else
-		rc = add_kid(b, *out, &k, CKPT_S_PART, NULL, "state", st,
-			     depth);
+	rc = add_state(b, *out, &k, v->u.call.x->state, false, depth);
 	if (!rc)
 		rc = finish_dir(b, *out, &k);
 	free(k.v);
@@ -361,36 +385,20 @@ static int object(struct ckpt_build *b, const struct pkl_value *v,
 		  const char *type, int depth, struct ckpt_node **out)
 {
 	const struct pkl_value *st = v->u.call.x->state;
-	const struct pkl_value *dicts[2] = { NULL, NULL };
 	struct kids k = { 0 };
 	int rc = 0;
 
 	if (b->script && st && st->kind != PKL_DICT)
 		return script_state(b, v, type, depth, out);
-	if (st && st->kind == PKL_DICT) {
-		dicts[0] = st;
-	} else if (st && st->kind == PKL_TUPLE && pkl_len(st) == 2) {
-		for (int i = 0; i < 2; i++) {
-			const struct pkl_value *s = pkl_item(st, i);
-
-			if (s && s->kind == PKL_DICT)
-				dicts[i] = s;
-			else if (s && s->kind != PKL_NONE)
-				return opaque(b, v, out);
-		}
-	} else if (st) {
+	if (st && st->kind != PKL_DICT && !ckpt_state_is_slots(st))
 		return opaque(b, v, out);
-	}
 	if (!st && !v->u.call.x->ndict && !v->u.call.x->nlist)
 		return opaque(b, v, out);
 	rc = container(b, v, CKPT_N_DIR, type, out);
 	if (rc || (*out)->kind == CKPT_N_LINK)
 		return rc;
-	for (int i = 0; i < 2 && !rc; i++)
-		if (dicts[i])
-			rc = add_items(b, *out, &k, CKPT_S_ATTR,
-				       dicts[i]->u.items.v, dicts[i]->u.items.n,
-				       true, depth);
+	if (st)
+		rc = add_state(b, *out, &k, st, true, depth);
 	if (!rc)
 		rc = add_items(b, *out, &k, CKPT_S_KEY, v->u.call.x->dict,
 			       v->u.call.x->ndict, true, depth);
@@ -515,9 +523,10 @@ generic:
 }
 
 /*
- * A wrapper subclass (TwoTensor, DTensor, ...): a directory of its python
- * attributes, the inner tensors among them, that carries the outer
- * tensor's metadata (node->tensor, no data of its own) for the xattrs.
+ * A wrapper subclass (TwoTensor, DTensor, torch 1.13's subclasses of a
+ * meta tensor): a directory of its state (add_state()), the inner tensors
+ * among them, that carries the outer tensor's metadata (node->tensor, no
+ * data of its own) for the xattrs.
  */
 static int wrapper(struct ckpt_build *b, const struct pkl_value *v,
 		   const struct pkl_value *st, int depth,
@@ -538,8 +547,7 @@ static int wrapper(struct ckpt_build *b, const struct pkl_value *v,
 		t->shown = true;
 		b->c->nshown++;
 	}
-	rc = add_items(b, *out, &k, CKPT_S_ATTR, st->u.items.v, st->u.items.n,
-		       true, depth);
+	rc = add_state(b, *out, &k, st, true, depth);
 	if (!rc)
 		rc = finish_dir(b, *out, &k);
 	free(k.v);

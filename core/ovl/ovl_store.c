@@ -458,6 +458,11 @@ int ovl_dir_editable(struct ovl *v, const struct ckpt_node *dir,
 		return diag_errno(d, -EPERM, "%s: the parts of a sparse "
 				  "tensor cannot be renamed, removed or "
 				  "added", dir->name);
+	if (ckpt_dir_parts_fixed(dir))
+		return diag_errno(d, -EPERM, "%s: the state of a %s is what its "
+				  "__getstate__ gave, by position: its parts "
+				  "can be changed, not renamed, removed or "
+				  "added", dir->name, dir->type);
 	return 0;
 }
 

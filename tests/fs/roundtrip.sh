@@ -11,7 +11,9 @@
 # modules saved with _use_new_zipfile_serialization=False),
 # empty_two_dtypes, crcless (2.x only), onecycle (a scheduler whose state
 # holds a bound method of itself), slots, shared_dict ({'a': s, 'b': s},
-# rm -r a), subclass (wrapper subclasses, 2.x only), zip_of_ckpts (a
+# rm -r a), subclass (wrapper subclasses, 2.x only), meta_subclass
+# (subclasses of a meta tensor holding their real tensor in a state
+# from __getstate__: a tuple, or (dict, slots)), zip_of_ckpts (a
 # Stable-Baselines3-like zip), many (530,000 one-element tensors; RT_MANY
 # sets the count).  Beside the round trip each case checks what it is
 # about: the mount's view, xattrs, CRCs, ptrepack.
@@ -24,7 +26,7 @@ here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs_args "1.13|2 PTFS PTLS PTREPACK [CASE...]" 4 99 "$@"
 PTFS=$2 ptls=$3 ptrepack=$4
 shift 4
-cases=${*:-legacy_module legacy_seq empty_two_dtypes crcless onecycle slots shared_dict subclass zip_of_ckpts}
+cases=${*:-legacy_module legacy_seq empty_two_dtypes crcless onecycle slots shared_dict subclass meta_subclass zip_of_ckpts}
 fs_progs PTFS ptls ptrepack
 fs_need_fuse
 
@@ -78,6 +80,7 @@ run() {
 	return 1
 }
 f32_10() { printf '\000\000\040\101' | dd of="$1" conv=notrunc status=none; }
+f32_11() { printf '\000\000\060\101' | dd of="$1" conv=notrunc status=none; }
 
 # torch_check FILE: rt_check.py with both torches (skip where the torch
 # cannot load the original either, and say so)
@@ -116,6 +119,16 @@ edit_zip_of_ckpts() { f32_10 "$1/mlp.bias"; }
 edit_subclass() {
 	echo tag2 >"$1/holder/tag" && f32_10 "$1/tt/a" && mkdir "$1/tt/extra"
 }
+edit_meta_subclass() {
+	# the tuple's parts by position: 0 'v1', 1 the tensor, 2 the dict
+	f32_10 "$1/st/1" && echo b >"$1/st/2/note" &&
+		f32_11 "$1/sl/elem" && echo 7 >"$1/sl/other" || return 1
+	# a part of a tuple has no name to give up or take: refused
+	if mv "$1/st/0" "$1/st/marker" 2>/dev/null || mkdir "$1/st/x" 2>/dev/null; then
+		echo "st: a part of its tuple state was renamed or added" >&2
+		return 1
+	fi
+}
 
 # view_CASE M: what the mount shows, before the edit
 view_empty_two_dtypes() {
@@ -143,6 +156,20 @@ view_subclass() {
 	cmp -s "$1/tt/a" "$1/.ptfs/storages/0" ||
 		note "tt/a is not the bytes of storage 0"
 	[ "$(cat "$1/holder/tag")" = tag1 ] || note "holder/tag is not tag1"
+}
+
+view_meta_subclass() {
+	[ "$(ls "$1/st" | tr '\n' ' ')" = "0 1 2 " ] ||
+		note "st holds '$(ls "$1/st" | tr '\n' ' ')', not 0 1 2"
+	[ "$(cat "$1/st/0")" = v1 ] || note "st/0 is not v1"
+	[ "$(getfattr --only-values -n user.class "$1/st" 2>/dev/null)" = rt_classes.MetaState ] ||
+		note "st: user.class is not rt_classes.MetaState"
+	[ "$(getfattr --only-values -n user.device "$1/st" 2>/dev/null)" = meta ] ||
+		note "st: user.device is not meta"
+	[ "$(stat -c %s "$1/st/1")" = 16 ] || note "st/1 is not 16 bytes"
+	[ "$(ls "$1/sl" | tr '\n' ' ')" = "elem other x " ] ||
+		note "sl holds '$(ls "$1/sl" | tr '\n' ' ')', not elem other x"
+	[ "$(stat -c %s "$1/sl/elem")" = 24 ] || note "sl/elem is not 24 bytes"
 }
 
 # after_CASE FILE: checks of the written file beside torch's
@@ -238,6 +265,14 @@ EOF
 			note "ptfs umount failed: $(head -n 1 "$C/umount.out")"
 		is_mounted "$M" && note "still mounted after ptfs umount"
 		stop_daemon "$M"
+		if [ "$CASE" = meta_subclass ]; then
+			# edit_meta_subclass's two refused calls: one line each
+			_r="st: the state of a rt_classes.MetaState is what its __getstate__ gave, by position"
+			[ "$(grep -c "$_r" "$C/ptfs.err")" = 2 ] ||
+				note "not two lines '$_r...' in the daemon's log"
+			grep -v "$_r" "$C/ptfs.err" >"$C/ptfs.rest"
+			mv "$C/ptfs.rest" "$C/ptfs.err"
+		fi
 		daemon_problems "$C/ptfs.err" "$DET"
 		step "umount" "written back"
 	else

@@ -58,6 +58,9 @@ def eq(a, b, where, seen):
                 raise Diff('%s: values differ' % where)
         eq(getattr(a, '__dict__', {}), getattr(b, '__dict__', {}),
            where + '.__dict__', seen)
+        for s in getattr(type(a), '__slots__', ()):
+            eq(getattr(a, s, None), getattr(b, s, None),
+               '%s.%s' % (where, s), seen)
         return
     if isinstance(a, torch.nn.Module):
         eq(a.__dict__, b.__dict__, where + '.__dict__', seen)
@@ -160,6 +163,11 @@ def edit(case, d):
         d['newdir'] = {}
     elif case == 'zip_of_ckpts':
         f32(d['mlp.bias'])
+    elif case == 'meta_subclass':
+        f32(d['st'].elem)
+        d['st'].__dict__['note'] = 'b'
+        f32(d['sl'].elem, 11.0)
+        d['sl'].other = 7
     elif case == 'subclass':
         d['holder'].tag = 'tag2'
         f32(d['tt'].a)

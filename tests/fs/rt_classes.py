@@ -57,3 +57,42 @@ class Holder(torch.Tensor):
 
     def __repr__(self):
         return 'Holder(%r, %r)' % (self.inner, self.tag)
+
+
+class MetaState(torch.Tensor):
+    """torch 1.13's kind of wrapper subclass (PyTorch's own
+    test_serialization.py has it): a subclass of a meta tensor, no data of
+    its own, holding its real tensor as an attribute; pickled with the
+    tuple its __getstate__ gives.  No __torch_function__: torch 2.x would
+    otherwise hand the inner tensor out as a MetaState too."""
+    __slots__ = ['elem']
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, elem):
+        r = torch.Tensor._make_subclass(cls, elem.to('meta'),
+                                        elem.requires_grad)
+        r.elem = elem
+        return r
+
+    def __getstate__(self):
+        return ('v1', self.elem, self.__dict__)
+
+    def __setstate__(self, state):
+        marker, self.elem, self.__dict__ = state
+        if marker != 'v1':
+            raise RuntimeError('not a MetaState state: %r' % (marker,))
+
+
+class MetaSlots(torch.Tensor):
+    """The same with the real tensor in __slots__: a (dict, slots) state."""
+    __slots__ = ['elem', 'other']
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, elem, other):
+        r = torch.Tensor._make_subclass(cls, elem.to('meta'),
+                                        elem.requires_grad)
+        r.elem = elem
+        r.other = other
+        return r

@@ -119,11 +119,20 @@ def subclass(p):
     torch.save({'tt': tt, 'holder': h, 'plain': torch.ones(2)}, p)
 
 
+def meta_subclass(p):
+    st = rt_classes.MetaState(torch.arange(4.))
+    st.note = 'a'
+    sl = rt_classes.MetaSlots(torch.ones(2, 3), 5)
+    sl.x = 1  # a __dict__ of its own: torch 1.13 needs one to load it
+    torch.save({'st': st, 'sl': sl, 'plain': torch.zeros(2)}, p)
+
+
 CASES = {
     'legacy_module': legacy_module, 'legacy_seq': legacy_seq,
     'empty_two_dtypes': empty_two_dtypes, 'crcless': crcless,
     'onecycle': onecycle, 'slots': slots, 'shared_dict': shared_dict,
     'many': many, 'zip_of_ckpts': zip_of_ckpts, 'subclass': subclass,
+    'meta_subclass': meta_subclass,
 }
 
 
