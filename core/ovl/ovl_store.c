@@ -443,13 +443,15 @@ int ovl_key_name(struct ovl *v, const struct ckpt_node *dir,
 		buf = malloc(n + 1);
 		if (!buf)
 			return diag_nomem(d);
-		if (ckpt_name_unescape(name, buf) < 0) {
-			free(buf);
-			return diag_errno(d, -EINVAL, "'%s' is not a key name: "
-					  "'%%' must start %%XX (docs/names.md)",
-					  name);
-		}
+		long k = ckpt_name_unescape(name, buf);
+		int rc = k < 0 ? diag_errno(d, -EINVAL, "'%s' is not a key "
+					    "name: '%%' must start %%XX "
+					    "(docs/names.md)", name) :
+			 ovl_st_key(v, buf, (size_t)k, d);
+
 		free(buf);
+		if (rc)
+			return rc;
 	}
 	*out = arena_strndup(&v->c->arena, name, n);
 	return *out ? 0 : diag_nomem(d);
