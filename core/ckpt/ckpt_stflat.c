@@ -257,6 +257,8 @@ static int ties(struct st_flat *f)
 {
 	struct st_ent **v;
 
+	if (!f->n)
+		return 0;	/* qsort() must not see f->e NULL */
 	qsort(f->e, f->n, sizeof(*f->e), by_name);
 	for (uint32_t i = 0; i < f->n; i++)
 		f->e[i].kept = i;
