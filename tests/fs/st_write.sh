@@ -75,6 +75,14 @@ repack() {
 	fail "$_l" "ptrepack $*: exit $?: $(head -n 1 "$WORK/rp.err")"
 	return 1
 }
+# logs_ok LABEL FILE: the daemon's stderr holds its one-line notes only
+# (refused edits, a resumed overlay), no sanitizer report
+logs_ok() {
+	: >"$WORK/dp"
+	DAEMON_LOGS_OK=1 daemon_problems "$2" "$WORK/dp" ||
+		fail "$1: daemon log" "$(head -n 2 "$WORK/dp" | tail -n 1)" \
+			"$WORK/dp"
+}
 # refused LABEL WORDS OUT ARG...: ptrepack ARG... exits 2 with one line
 # holding WORDS, and neither OUT nor a temporary file is left
 refused() {
@@ -177,6 +185,7 @@ if start_daemon "$D/m/m.safetensors" "$mnt" "$WORK/m.err"; then
 	dd if="$mnt/w" of="$mnt/w" bs=64 count=2 conv=notrunc 2>/dev/null
 	out=$(run_limited 60 "$PTFS" umount "$mnt" 2>&1)
 	stop_daemon "$mnt"
+	logs_ok "same bytes written back" "$WORK/m.err"
 	if cmp -s "$D/base.safetensors" "$D/m/m.safetensors"; then
 		pass "same bytes written back" "$out"
 	else
@@ -190,6 +199,7 @@ if start_daemon "$D/m/m.safetensors" "$mnt" "$WORK/m.err"; then
 	out=$(run_limited 60 "$PTFS" umount "$mnt" 2>&1)
 	rc=$?
 	stop_daemon "$mnt"
+	logs_ok "edits" "$WORK/m.err"
 	if [ $rc -eq 0 ]; then
 		pass "ptfs umount" "$out"
 		check "written back" "$@" after "$I/m/m.safetensors" "$I/want.json"
@@ -216,6 +226,7 @@ stop_daemon "$mnt"
 cp "$D/c/ck.safetensors" "$D/new.safetensors"
 old=0 new=0 bad=0 i=0 empty=0
 : >"$WORK/crash.details"
+: >"$WORK/remounts.err"
 while [ $i -lt "$crashes" ]; do
 	i=$((i + 1))
 	cp "$D/big.safetensors" "$D/c/ck.safetensors"
@@ -246,6 +257,7 @@ while [ $i -lt "$crashes" ]; do
 	if start_daemon "$D/c/ck.safetensors" "$mnt" "$WORK/c.err"; then
 		run_limited 60 "$PTFS" umount "$mnt" >/dev/null 2>&1
 		stop_daemon "$mnt"
+		cat "$WORK/c.err" >>"$WORK/remounts.err"
 	fi
 	if ! cmp -s "$D/c/ck.safetensors" "$D/new.safetensors"; then
 		echo "iteration $i: after the remount, not the new file" >>"$WORK/crash.details"
@@ -268,6 +280,7 @@ if [ $bad -eq 0 ]; then
 else
 	fail "crash loop" "$bad problems" "$WORK/crash.details"
 fi
+logs_ok "remounts" "$WORK/remounts.err"
 check "crash loop result" "$@" rules "$I/new.safetensors"
 
 if ! no_mounts_left; then
