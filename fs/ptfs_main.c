@@ -435,11 +435,15 @@ int main(int argc, char **argv)
 		const char *never = ckpt_format_writable(fs.c->format) ?
 				    NULL : ckpt_format_files(fs.c->format);
 
-		if (o.inplace && !o.ro && fs.c->format == CKPT_LEGACY) {
-			fprintf(stderr, "ptfs: %s: -o inplace refused: a legacy "
-				"(torch < 1.6) checkpoint is written back as a "
-				"new zip archive, never patched in place; mount "
-				"without -o inplace\n", o.ckpt);
+		if (o.inplace && !o.ro && (fs.c->format == CKPT_LEGACY ||
+					   fs.c->format == CKPT_SAFETENSORS)) {
+			bool st = fs.c->format == CKPT_SAFETENSORS;
+
+			fprintf(stderr, "ptfs: %s: -o inplace refused: %s is "
+				"written back as a new %s, never patched in "
+				"place; mount without -o inplace\n", o.ckpt,
+				st ? "a safetensors file" : "a legacy (torch < "
+				"1.6) checkpoint", st ? "file" : "zip archive");
 			goto out_close;
 		}
 		if (!o.ro && never)

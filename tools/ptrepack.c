@@ -6,7 +6,8 @@
  * ones) the way a structural edit through the mount would; a legacy
  * (torch < 1.6) file is converted to the zip format that way; --clone cuts
  * storages down to the part their tensors use; --align changes the data
- * alignment.
+ * alignment.  OUT may be a safetensors file, and IN one (ptrepack_st.c):
+ * the format is --format's, else OUT's extension's, else IN's.
  *
  * OUT "-" (or a path that is standard output, such as /dev/stdout) is
  * standard output: written in place when it is a regular file at offset
@@ -22,6 +23,7 @@
 #include "cli.h"
 #include "cli_io.h"
 #include "ptrepack_cvt.h"
+#include "ptrepack_st.h"
 #include "diag/diag.h"
 #include "json_out.h"
 
@@ -39,7 +41,14 @@ static void usage(FILE *f)
 {
 	fputs("usage: ptrepack [OPTIONS] IN OUT\n"
 	      "Write PyTorch checkpoint IN to OUT in torch's own archive "
-	      "layout.\n\n"
+	      "layout, or as a\nsafetensors file.\n\n"
+	      "      --format F     pt or safetensors (default: by OUT's "
+	      "extension,\n"
+	      "                     .safetensors or .pt/.pth/.bin/.ckpt; "
+	      "else IN's format)\n"
+	      "      --drop-values  safetensors output: leave out python "
+	      "values instead\n"
+	      "                     of refusing them\n"
 	      "  -P, --repickle     write a new data.pkl from the object tree "
 	      "(keys 0..N-1\n"
 	      "                     in first-use order, unused storages "
@@ -98,7 +107,7 @@ static void summary(FILE *f, const char *in, const char *out,
 		fprintf(f, ",\"converted\":%s,\"repickled\":%s,\"records\":%u,"
 		       "\"storages\":%u,\"dropped\":%u,\"trimmed\":%u,"
 		       "\"saved\":%" PRIu64 ",\"size\":%" PRIu64 "}\n",
-		       c->format == CKPT_LEGACY ? "true" : "false",
+		       c->format != CKPT_ZIP ? "true" : "false",
 		       st->repickled ? "true" : "false", st->records,
 		       st->storages, st->dropped, st->trimmed, st->saved,
 		       st->size);
@@ -108,6 +117,7 @@ static void summary(FILE *f, const char *in, const char *out,
 	       st->records, st->records == 1 ? "" : "s", st->storages,
 	       st->storages == 1 ? "" : "s",
 	       c->format == CKPT_LEGACY ? ", converted from the legacy format"
+	       : c->format == CKPT_SAFETENSORS ? ", converted from safetensors"
 	       : st->repickled ? ", new data.pkl" : "",
 	       cli_size(st->size, a, sizeof(a)),
 	       cli_size(c->file_size, b, sizeof(b)));
@@ -191,6 +201,8 @@ int main(int argc, char **argv)
 		{ "dtype", required_argument, NULL, 't' + 256 },
 		{ "only", required_argument, NULL, 'o' + 256 },
 		{ "torch", required_argument, NULL, 'T' + 256 },
+		{ "format", required_argument, NULL, 'f' + 256 },
+		{ "drop-values", no_argument, NULL, 'D' + 256 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "json", no_argument, NULL, 'j' },
@@ -203,6 +215,7 @@ int main(int argc, char **argv)
 	struct cli_progress pr;
 	bool verbose = false, json = false, quiet = false;
 	struct cvt_opt cv = { .tmpfd = -1 };
+	struct st_opt so = { 0 };
 	enum cli_out how;
 	char *target = NULL;
 	const char *out;
@@ -246,6 +259,13 @@ int main(int argc, char **argv)
 			if (cvt_opt_parse(&cv, ch - 256, optarg))
 				return CLI_ERROR;
 			break;
+		case 'f' + 256:
+			if (st_opt_parse(&so, optarg))
+				return CLI_ERROR;
+			break;
+		case 'D' + 256:
+			so.drop = true;
+			break;
 		case 'v':
 			verbose = true;
 			break;
@@ -275,6 +295,13 @@ int main(int argc, char **argv)
 		return CLI_ERROR;
 	if (cli_open(argv[optind], &c, &d)) {
 		cli_diag(&d);
+		free(target);
+		return CLI_ERROR;
+	}
+	so.verbose = verbose && !quiet;
+	so.in = cli_name(argv[optind]);
+	if (st_opt_apply(&so, out, c, &o)) {
+		ckpt_close(c);
 		free(target);
 		return CLI_ERROR;
 	}
@@ -314,8 +341,11 @@ int main(int argc, char **argv)
 	}
 	/* the archive owns stdout when OUT is -: the summary goes aside */
 	sf = how == CLI_OUT_STDOUT ? stderr : stdout;
+	if (!quiet)
+		st_opt_report(&so, c, &o);
 	if ((verbose || json) && !quiet)
-		summary(sf, cli_name(argv[optind]), how == CLI_OUT_STDOUT ?
+		(st_opt_out_st(&o, c) ? st_summary : summary)(sf,
+			cli_name(argv[optind]), how == CLI_OUT_STDOUT ?
 			"(stdout)" : out, c, &st, json);
 	if (verbose && cv.to && !json && !quiet && how != CLI_OUT_STDOUT)
 		cvt_opt_report(&cv);

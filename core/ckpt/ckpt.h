@@ -247,7 +247,7 @@ enum ckpt_format {
 	CKPT_LEGACY,		/* pickle stream with raw storages (< 1.6) */
 	CKPT_TORCHSCRIPT,	/* torch.jit.save: a zip, read-only */
 	CKPT_TAR,		/* tar-era torch.save (< 0.4), read-only */
-	CKPT_SAFETENSORS,	/* a .safetensors file, read-only for now */
+	CKPT_SAFETENSORS,	/* a .safetensors file */
 };
 
 /* "zip", "legacy", "torchscript", "tar", "safetensors": what ptls calls
@@ -257,7 +257,7 @@ const char *ckpt_format_name(int format);
 /* Do the first @n bytes of a file look like a safetensors file's? */
 bool ckpt_safetensors_head(const unsigned char *h, size_t n);
 
-/* Can ckpt_write() write this format back (zip and legacy)? */
+/* Can ckpt_write() write this format back (zip, legacy, safetensors)? */
 bool ckpt_format_writable(int format);
 
 /* What files of a format are called in messages, plural: "TorchScript
@@ -296,6 +296,7 @@ struct ckpt {
 	uint64_t data_end;	/* file offset where the last tensor ends */
 	struct ckpt_meta *meta;
 	uint32_t nmeta;
+	bool meta_given;	/* the header has a __metadata__, maybe {} */
 	/* internal */
 	pthread_mutex_t locate_lock;	/* ckpt_storage_locate() */
 	pthread_mutex_t inflate_lock;	/* ckpt_storage_data() */
@@ -537,10 +538,33 @@ struct ckpt_write_stats {
 	uint64_t written;	/* bytes written with pwrite */
 	uint64_t copied;	/* bytes copied by copy_file_range */
 	uint32_t copy_calls;	/* copy_file_range calls */
+	/* a safetensors file written (ckpt_stwrite.c) */
+	uint32_t tensors;	/* tensors in its header */
+	uint32_t aliases;	/* names of a tensor written once, recorded
+				   in __metadata__ (tied weights) */
+	uint32_t views;		/* tensors written as a contiguous copy of
+				   a view (strided, or part of a storage) */
+	uint32_t dropped_values;	/* non-tensors left out (st_drop) */
+};
+
+/* What ckpt_write() writes (ckpt_write_opts.to). */
+enum ckpt_out {
+	CKPT_OUT_SAME,		/* the checkpoint's own kind: safetensors for
+				   a safetensors file, else a torch zip */
+	CKPT_OUT_ZIP,		/* a torch zip archive */
+	CKPT_OUT_ST,		/* a safetensors file (ckpt_stwrite.c) */
 };
 
 struct stat;
 struct ckpt_write_opts {
+	uint8_t to;		/* enum ckpt_out */
+	/* safetensors output: leave out python values and objects instead
+	   of refusing them; @note, if set, hears of each tensor written as
+	   a contiguous copy of a view and of each value left out (@key the
+	   flattened name, @what one line without the name) */
+	bool st_drop;
+	void (*note)(void *arg, const char *key, const char *what);
+	void *note_arg;
 	bool repickle;		/* write a new data.pkl even if unchanged */
 	uint32_t align;		/* 0: the .storage_alignment record, or 64 */
 	bool drop_unused;	/* leave out data/ records no persistent id
@@ -565,14 +589,17 @@ struct ckpt_write_opts {
 enum { CKPT_SAVE_START, CKPT_SAVE_RENAME };
 
 /*
- * Write the checkpoint as it is now (with its edits) as a torch zip
- * archive into @fd, from offset 0, in torch's own layout: data.pkl copied
- * byte for byte when the structure is unchanged, else a new protocol-2
- * pickle with storage keys 0..N-1 in first-use order and unused storages
- * dropped; unchanged storages copied with their CRC, edited ones from the
- * overlay with a fresh one.  A legacy (< 1.6) checkpoint is converted: its
- * pickle re-emitted with 5-tuple persistent ids, under the prefix
- * "archive".  Neither fsyncs nor renames.  0 or -errno.
+ * Write the checkpoint as it is now (with its edits) into @fd, from
+ * offset 0: as a safetensors file when it is one or o->to asks
+ * (ckpt_stwrite.c says how), else as a torch zip archive in torch's own
+ * layout: data.pkl copied byte for byte when the structure is unchanged,
+ * else a new protocol-2 pickle with storage keys 0..N-1 in first-use
+ * order and unused storages dropped; unchanged storages copied with their
+ * CRC, edited ones from the overlay with a fresh one.  A legacy (< 1.6)
+ * checkpoint is converted: its pickle re-emitted with 5-tuple persistent
+ * ids, under the prefix "archive"; a safetensors file the same way, as a
+ * dict of its tensors in header order.  Neither fsyncs nor renames.  0 or
+ * -errno.
  */
 int ckpt_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	       struct diag *d);
@@ -591,6 +618,14 @@ int ckpt_save(struct ckpt *c, const char *target,
 	      const struct ckpt_write_opts *o, const struct stat *like,
 	      int (*before)(void *arg, const struct stat *st, struct diag *d),
 	      void *arg, struct diag *d);
+
+/* ---- safetensors output (ckpt_stflat.c, ckpt_stwrite.c) ---- */
+
+/*
+ * 0 if @key (@len bytes) can name a tensor of a safetensors file (UTF-8,
+ * not "__metadata__"), else -EINVAL with @d saying why.
+ */
+int ckpt_st_name_ok(const char *key, size_t len, struct diag *d);
 
 /* ---- in-place write-back (ckpt_inplace.c) ---- */
 

@@ -251,7 +251,8 @@ const char *ckpt_format_name(int format)
 
 bool ckpt_format_writable(int format)
 {
-	return format == CKPT_ZIP || format == CKPT_LEGACY;
+	return format == CKPT_ZIP || format == CKPT_LEGACY ||
+	       format == CKPT_SAFETENSORS;
 }
 
 const char *ckpt_format_files(int format)

@@ -374,7 +374,8 @@ static int emit_key(struct wb *w, const struct ckpt_node *k)
 	long n;
 	int rc;
 
-	if (k->key && !ckpt_node_rekeyed(k))
+	/* keys no pickle made (a safetensors file's) are written anew */
+	if (k->key && w->c->doc && !ckpt_node_rekeyed(k))
 		return pkl_emit_value(w->e, k->key);
 	buf = malloc(strlen(k->name) + 1);
 	if (!buf)
@@ -683,7 +684,7 @@ static int emit_node(struct wb *w, struct ckpt_node *n)
 		}
 		return pkl_emit_value(w->e, n->val);
 	case CKPT_N_TENSOR:
-		if (n->tensor->fresh) {
+		if (n->tensor->fresh || !n->val) {
 			if (pkl_emit_memo_get(w->e, SYNTH_KEY + n->id))
 				return 0;
 			return emit_fresh_tensor(w, n->tensor);
@@ -852,16 +853,19 @@ int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d)
 	struct wb w = { .c = c, .d = d };
 	uint8_t pct = r->clone_pct;
 	uint32_t ns = c->nstorages + 1;
+	uint32_t nv = c->doc ? c->doc->nnodes : 0;	/* none: safetensors */
 	int rc;
 
+	if (!c->doc)
+		pct = 0;	/* every storage is one whole tensor's */
 	memset(r, 0, sizeof(*r));
-	w.dirty = calloc(c->doc->nnodes + 1, sizeof(*w.dirty));
+	w.dirty = calloc(nv + 1, sizeof(*w.dirty));
 	w.out = calloc(ns, sizeof(*w.out));
 	w.order = calloc(ns, sizeof(*w.order));
 	if (!w.dirty || !w.out || !w.order)
 		goto nomem;
 	if (c->format == CKPT_LEGACY || pct) {
-		w.args = calloc(c->doc->nnodes + 1, 1);
+		w.args = calloc(nv + 1, 1);
 		if (!w.args)
 			goto nomem;
 	}
@@ -895,7 +899,7 @@ int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d)
 	for (uint32_t i = 0; i < c->nstorages; i++)
 		w.retyped |= c->storages[i]->retyped != NULL;
 	h.arg = &w;
-	rc = pkl_emit_init(&w.e, c->doc->nnodes, &h, d);
+	rc = pkl_emit_init(&w.e, nv, &h, d);
 	if (!rc)
 		rc = emit_node(&w, c->root);
 	if (!rc)

@@ -1,6 +1,7 @@
 /*
  * ckpt_safetensors.c - safetensors files (the safetensors README, "Format",
- * and safetensors/src/tensor.rs), read in place and read-only for now:
+ * and safetensors/src/tensor.rs), read in place (ckpt_stwrite.c writes
+ * them):
  *
  *   OFFSET   SIZE  FIELD
  *   0        8     N, the header's length: u64 little-endian, <= 10^8
@@ -400,6 +401,7 @@ static int members(struct st *s)
 				return diag_corrupt(s->d, e.at, "__metadata__ "
 						    "given twice");
 			meta = true;
+			s->c->meta_given = true;
 			rc = meta_map(s);
 		} else {
 			if (s->n == s->cap) {

@@ -39,7 +39,7 @@
  * again from an empty file.  Either way the bytes are the same.
  */
 #define _XOPEN_SOURCE 700	/* ftruncate, strcasecmp */
-#include "ckpt_int.h"
+#include "ckpt_stint.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -399,16 +399,18 @@ static uint32_t next_string_key(uint32_t k, uint32_t n)
 
 /*
  * Write the new pickle and the storages it uses, in torch's order.  A
- * legacy file gets torch.save's records: prefix "archive", byteorder
- * "little" (legacy storages always are), version 3.
+ * legacy or safetensors file, which has no records of its own, gets
+ * torch.save's: prefix "archive", byteorder "little" (their storages
+ * always are), version 3.
  */
 static int write_new(struct out *w)
 {
 	struct ckpt *c = w->c;
 	const struct ckpt_repickle *r = w->r;
 	struct ptz_source src = { .buf = r->pkl, .len = r->len };
-	bool legacy = c->format == CKPT_LEGACY;
-	const char *pre = legacy ? "archive" : c->zip.prefix;
+	bool anew = c->format == CKPT_LEGACY ||
+		      c->format == CKPT_SAFETENSORS;
+	const char *pre = anew ? "archive" : c->zip.prefix;
 	size_t size = strlen(pre) + 32;	/* "/data/<u32>" fits */
 	char *name = malloc(size);
 	struct ptz_entry *e;
@@ -423,11 +425,11 @@ static int write_new(struct out *w)
 	for (size_t i = 0; i < 3 && !rc; i++)
 		if ((e = ptz_find_rel(&c->zip, before_data[i])))
 			rc = add_record(w, e->name, e);
-	if (!rc && legacy) {
+	if (!rc && anew) {
 		snprintf(name, size, "%s/byteorder", pre);
 		rc = put_text(w, name, "little");
 	}
-	strs = !legacy && string_order(c);
+	strs = !anew && string_order(c);
 	for (uint32_t i = 0, k = 0; i < r->nout && !rc; i++) {
 		snprintf(name, size, "%s/data/%u", pre, k);
 		rc = add_storage(w, name, r->order[k]);
@@ -436,7 +438,7 @@ static int write_new(struct out *w)
 	for (size_t i = 0; i < 3 && !rc; i++)
 		if ((e = ptz_find_rel(&c->zip, after_data[i])))
 			rc = add_record(w, e->name, e);
-	if (!rc && legacy) {
+	if (!rc && anew) {
 		snprintf(name, size, "%s/version", pre);
 		rc = put_text(w, name, "3\n");
 	}
@@ -496,12 +498,15 @@ int ckpt_write_into(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	bool same;
 	int rc;
 
+	if (!o)
+		o = &none;
+	if (o->to == CKPT_OUT_ST ||
+	    (o->to == CKPT_OUT_SAME && c->format == CKPT_SAFETENSORS))
+		return ckpt_st_write(c, fd, o, clone, d);
 	if (!ckpt_format_writable(c->format))
 		return diag_unsupported(d, DIAG_NO_OFFSET, "%s are read-only: "
 					"nothing writes them back",
 					ckpt_format_files(c->format));
-	if (!o)
-		o = &none;
 	w.o = o;
 	orig = alignment(c);
 	align = o->align ? o->align : orig;

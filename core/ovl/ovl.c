@@ -26,6 +26,8 @@ int ovl_mkdir(struct ovl *v, struct ckpt_node *dir, const char *name,
 	if (!rc && ckpt_node_child(dir, name))
 		rc = diag_errno(d, -EEXIST, "%s exists", name);
 	if (!rc)
+		rc = ovl_st_mkdir(v, name, d);
+	if (!rc)
 		rc = ovl_key_name(v, dir, name, &nm, d);
 	if (!rc)
 		rc = ovl_journal(v, JR_MKDIR, dir, name, NULL, NULL, NULL, 0, d);
@@ -373,6 +375,8 @@ int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 	bool b;
 	int rc = ovl_check_writable(v, d);
 
+	if (!rc)
+		rc = ovl_st_xattr(v, name, d);
 	if (rc)
 		return rc;
 	/* a tensor with values: a cast (journaled as JR_RETYPE; a JR_XATTR
@@ -428,14 +432,17 @@ int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 				  n->name, name);
 	}
 	ckpt_tensor_fresh_sync(t);
-	if (t->storage->nbytes && ckpt_tensor_fresh_fits(t)) {
+	rc = ovl_st_tensor(v, t, n->name, d);
+	if (!rc && t->storage->nbytes && ckpt_tensor_fresh_fits(t))
+		rc = diag_errno(d, -EINVAL, "%s: %llu bytes do not make a "
+				"%s tensor of that shape", n->name,
+				(unsigned long long)t->storage->nbytes,
+				t->dtype->name);
+	if (rc) {
 		*t = save;
 		memcpy(t->shape, saved_shape, sizeof(saved_shape));
 		ckpt_tensor_fresh_sync(t);
-		return diag_errno(d, -EINVAL, "%s: %llu bytes do not make a "
-				  "%s tensor of that shape", n->name,
-				  (unsigned long long)t->storage->nbytes,
-				  t->dtype->name);
+		return rc;
 	}
 	if (v->replaying)
 		return 0;

@@ -320,4 +320,19 @@ int ovl_retype(struct ovl *v, struct ckpt_node *n, const char *value,
 	       size_t len, struct diag *d);
 int ovl_replay_retype(struct ovl *v, const struct jrec *r, struct diag *d);
 
+/*
+ * ovl_st.c: refuse what a safetensors file could not hold (0 for other
+ * formats, else -errno with @d set): a new directory @name, a key
+ * @key[0..@len), a new tensor of dtype @dt, tensor @t (new, or as it
+ * would become) named @name.
+ */
+int ovl_st_mkdir(struct ovl *v, const char *name, struct diag *d);
+int ovl_st_key(struct ovl *v, const char *key, size_t len, struct diag *d);
+int ovl_st_dtype(struct ovl *v, const struct ckpt_dtype *dt,
+		 struct diag *d);
+int ovl_st_tensor(struct ovl *v, const struct ckpt_tensor *t,
+		  const char *name, struct diag *d);
+/* ovl_st.c: a user.meta.* attribute (__metadata__) is not set. */
+int ovl_st_xattr(struct ovl *v, const char *name, struct diag *d);
+
 #endif

@@ -36,45 +36,9 @@
  * system can); pread/pwrite where copy_file_range is refused. */
 int ovl_copy_range(int in, uint64_t in_off, int out, uint64_t len)
 {
-	loff_t io = in_off, oo = 0;
-	char *buf;
-	int rc = 0;
+	int rc = io_copy_range(in, in_off, out, 0, len);
 
-	while (len) {
-		ssize_t n = copy_file_range(in, &io, out, &oo,
-					    len < (1u << 30) ? len : (1u << 30),
-					    0);
-
-		if (n > 0) {
-			len -= n;
-			continue;
-		}
-		if (n == 0)
-			return -EIO;
-		if (errno == EINTR)
-			continue;
-		if (errno != EXDEV && errno != EINVAL && errno != ENOSYS &&
-		    errno != EOPNOTSUPP && errno != EBADF)
-			return -errno;
-		break;
-	}
-	if (!len)
-		return 0;
-	buf = malloc(CHUNK);
-	if (!buf)
-		return -ENOMEM;
-	while (len && !rc) {
-		size_t k = len < CHUNK ? len : CHUNK;
-
-		rc = io_pread_full(in, buf, k, io);
-		if (!rc)
-			rc = io_pwrite_full(out, buf, k, oo);
-		io += k;
-		oo += k;
-		len -= k;
-	}
-	free(buf);
-	return rc;
+	return rc == -ENODATA ? -EIO : rc;
 }
 
 int ovl_sys_err(struct ovl *v, struct diag *d, int err, const char *what)
@@ -484,13 +448,15 @@ int ovl_key_name(struct ovl *v, const struct ckpt_node *dir,
 		buf = malloc(n + 1);
 		if (!buf)
 			return diag_nomem(d);
-		if (ckpt_name_unescape(name, buf) < 0) {
-			free(buf);
-			return diag_errno(d, -EINVAL, "'%s' is not a key name: "
-					  "'%%' must start %%XX (docs/names.md)",
-					  name);
-		}
+		long k = ckpt_name_unescape(name, buf);
+		int rc = k < 0 ? diag_errno(d, -EINVAL, "'%s' is not a key "
+					    "name: '%%' must start %%XX "
+					    "(docs/names.md)", name) :
+			 ovl_st_key(v, buf, (size_t)k, d);
+
 		free(buf);
+		if (rc)
+			return rc;
 	}
 	*out = arena_strndup(&v->c->arena, name, n);
 	return *out ? 0 : diag_nomem(d);

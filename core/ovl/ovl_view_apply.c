@@ -418,6 +418,8 @@ static int apply_npy(struct ovl *v, struct ckpt_node *dir, const char *name,
 	if (!rc && !same && x && !x->pending && !plain_file(x) &&
 	    dt != x->tensor->dtype)
 		rc = refuse_dtype(x, dt, d);
+	if (!rc && !same)
+		rc = ovl_st_dtype(v, dt, d);
 	label_done(v, d, &l);
 	if (rc)
 		return rc;

@@ -1,7 +1,8 @@
 /*
- * io.c - whole reads and writes, directory fsync and names beside a file
- * (see io.h).
+ * io.c - whole reads and writes, range copies, directory fsync and names
+ * beside a file (see io.h).
  */
+#define _GNU_SOURCE 1	/* copy_file_range */
 #include "util/io.h"
 #include "diag/diag.h"
 
@@ -77,6 +78,53 @@ int io_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 		done += n;
 	}
 	return 0;
+}
+
+#define COPY_BUF	(1u << 20)
+
+int io_copy_range(int in, uint64_t in_off, int out, uint64_t out_off,
+		  uint64_t len)
+{
+	loff_t io = (loff_t)in_off, oo = (loff_t)out_off;
+	char *buf;
+	int rc = 0;
+
+	while (len) {
+		ssize_t n = copy_file_range(in, &io, out, &oo,
+					    len < (1u << 30) ? len : (1u << 30),
+					    0);
+
+		if (n > 0) {
+			len -= (uint64_t)n;
+			continue;
+		}
+		if (n == 0)
+			return -ENODATA;
+		if (errno == EINTR)
+			continue;
+		/* the kernel cannot for these files: copy by hand */
+		if (errno != EXDEV && errno != EINVAL && errno != ENOSYS &&
+		    errno != EOPNOTSUPP && errno != EBADF)
+			return -errno;
+		break;
+	}
+	if (!len)
+		return 0;
+	buf = malloc(COPY_BUF);
+	if (!buf)
+		return -ENOMEM;
+	while (len && !rc) {
+		size_t k = len < COPY_BUF ? len : COPY_BUF;
+
+		rc = io_pread_full(in, buf, k, (uint64_t)io);
+		if (!rc)
+			rc = io_pwrite_full(out, buf, k, (uint64_t)oo);
+		io += (loff_t)k;
+		oo += (loff_t)k;
+		len -= k;
+	}
+	free(buf);
+	return rc;
 }
 
 int io_fsync_dir_of(const char *path)

@@ -1,10 +1,11 @@
 /*
  * fuzz_write.c - libFuzzer target for write-back (core/ckpt/ckpt_write.c,
- * core/pickle/pkl_emit.c): a file that ckpt_open() accepts is written out
- * again as ptfs umount would after a structural edit (a new data.pkl), and
- * what was written must open again with as many storages.  A write may
- * refuse (an extension code, a cyclic tuple) but never crash or write a
- * file that we cannot read back.
+ * core/pickle/pkl_emit.c, ckpt_stwrite.c): a file that ckpt_open() accepts
+ * is written out again as ptfs umount would after a structural edit (a new
+ * data.pkl), or as a torch zip or a safetensors file, and what was
+ * written must open again.  A write may refuse (an extension code, a
+ * cyclic tuple, a python value in a safetensors file) but never crash or
+ * write a file that we cannot read back.
  */
 #define _GNU_SOURCE
 #include "fuzz_common.h"
@@ -34,6 +35,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	memset(&o, 0, sizeof(o));
 	o.repickle = size & 1;	/* both: data.pkl copied, and emitted anew */
+	/* and each format: its own, a torch zip, safetensors (values left
+	   out or refused) */
+	o.to = (uint8_t)((size >> 1) % 3);
+	o.st_drop = (size >> 3) & 1;
 	diag_init(&d, path);
 	if (ckpt_write(c, out, &o, &d) == 0) {
 		diag_init(&d, path2);

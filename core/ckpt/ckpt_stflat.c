@@ -1,0 +1,310 @@
+/*
+ * ckpt_stflat.c - the model as safetensors sees a state dict: a flat map
+ * of names to tensors (ckpt_stwrite.c writes it).  Nested dicts, lists
+ * and tuples are flattened with '.' between keys, as Hugging Face names
+ * the parameters of nested modules ("model.layers.0.weight"); list items
+ * are named by their index, int keys in decimal.  What safetensors cannot
+ * hold is refused with one line naming the key: python values and
+ * objects (or, when asked, left out and reported), quantized, meta and
+ * sparse tensors, dtypes with no safetensors name (complex128, complex32,
+ * qint8...), conjugate or negative bits, names that are not UTF-8, and a
+ * name flattened twice.
+ *
+ * Tied weights follow safetensors.torch.save_model (torch.py,
+ * _remove_duplicate_names): of the names of one storage seen through the
+ * same view, the first in sorted order keeps the tensor and the others
+ * become __metadata__ entries "ALIAS": "KEPT" (never over an entry the
+ * metadata has already).  Other views of a storage (a slice, a
+ * transpose) are written as contiguous copies of their own: save_model
+ * drops them, relying on the model to tie them again, and a file has no
+ * model.
+ */
+#include "ckpt_stint.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pickle/pkl_int.h"
+#include "util/sbuf.h"
+
+/* Cut @b back to its first @n bytes. */
+static void sb_cut(struct sbuf *b, size_t n)
+{
+	if (b->p && n <= b->n) {
+		b->n = n;
+		b->p[n] = 0;
+	}
+}
+
+int ckpt_st_name_ok(const char *key, size_t len, struct diag *d)
+{
+	if (!pkl_utf8_valid((const unsigned char *)key, len))
+		return diag_errno(d, -EINVAL, "'%.*s': a safetensors name must "
+				  "be UTF-8", (int)(len < 64 ? len : 64), key);
+	if (len == strlen(CKPT_ST_META) && !memcmp(key, CKPT_ST_META, len))
+		return diag_errno(d, -EINVAL, "'%s' is the header's metadata, "
+				  "not a name a tensor can have", CKPT_ST_META);
+	return 0;
+}
+
+/* Append @k's key (its original one, or its name unescaped) to @path. */
+static int key_of(struct st_flat *f, const struct ckpt_node *k,
+		  uint32_t index, struct sbuf *path)
+{
+	const struct pkl_value *key = k->key;
+	char *buf;
+	long n;
+
+	if (path->n)
+		sb_add(path, ".", 1);
+	if (k->step == CKPT_S_INDEX) {
+		sb_printf(path, "%u", index);
+		return 0;
+	}
+	if (key && !ckpt_node_rekeyed(k)) {
+		if (key->kind == PKL_STR || key->kind == PKL_STRING) {
+			sb_add(path, key->u.s.p, key->u.s.n);
+			return 0;
+		}
+		if (key->kind == PKL_INT) {
+			sb_printf(path, "%lld", (long long)key->u.i);
+			return 0;
+		}
+		return diag_unsupported(f->d, key->off, "%s/%s: a %s key "
+					"cannot be part of a safetensors name",
+					path->p ? path->p : "", k->name,
+					pkl_kind_name(key->kind));
+	}
+	buf = malloc(strlen(k->name) + 1);
+	if (!buf)
+		return diag_nomem(f->d);
+	n = ckpt_name_unescape(k->name, buf);
+	if (n >= 0)
+		sb_add(path, buf, (size_t)n);
+	free(buf);
+	return n < 0 ? diag_errno(f->d, -EINVAL, "name '%s' is not a valid "
+				  "key", k->name) : 0;
+}
+
+/* A python value or object at @path: left out on request, else refused. */
+static int value(struct st_flat *f, const struct ckpt_node *x,
+		 const char *path)
+{
+	const char *type = x->type ? x->type : "value";
+	const char *a = type[0] && strchr("aeiouAEIOU", type[0]) ? "an" : "a";
+	char what[96];
+
+	if (!f->drop)
+		return diag_unsupported(f->d, DIAG_NO_OFFSET, "%s: %s %s, not "
+					"a tensor: safetensors files hold "
+					"tensors only (ptrepack --drop-values "
+					"leaves such values out)", path, a,
+					type);
+	f->dropped++;
+	if (f->note) {
+		snprintf(what, sizeof(what), "%s %s, not a tensor: left out",
+			 a, type);
+		f->note(f->note_arg, path, what);
+	}
+	return 0;
+}
+
+/* Can safetensors hold tensor @t (named @path)? */
+static int holdable(struct st_flat *f, const struct ckpt_tensor *t,
+		    const char *path)
+{
+	if (t->kind == CKPT_T_QUANTIZED)
+		return diag_unsupported(f->d, t->pkl_off, "%s: a quantized "
+					"tensor: safetensors has no quantized "
+					"dtypes", path);
+	if (t->kind != CKPT_T_STRIDED || !t->storage)
+		return diag_unsupported(f->d, t->pkl_off, "%s: a %s tensor "
+					"has no data safetensors can hold",
+					path, t->kind == CKPT_T_META ? "meta" :
+					t->kind == CKPT_T_INLINE ? "numpy" :
+					"storage");
+	if (!t->dtype->st)
+		return diag_unsupported(f->d, t->pkl_off, "%s: safetensors has "
+					"no dtype for %s", path,
+					t->dtype->name);
+	if (t->conj || t->neg)
+		return diag_unsupported(f->d, t->pkl_off, "%s: a tensor with "
+					"its conjugate or negative bit set "
+					"(resolve_conj() first)", path);
+	return 0;
+}
+
+static int add(struct st_flat *f, struct ckpt_node *n, struct ckpt_tensor *t,
+	       const struct sbuf *path)
+{
+	struct st_ent *e;
+	int rc = holdable(f, t, path->p);
+
+	if (!rc)
+		rc = ckpt_st_name_ok(path->p, path->n, f->d);
+	if (rc)
+		return rc;
+	if (f->n == f->cap) {
+		uint32_t cap = f->cap ? 2 * f->cap : 64;
+
+		e = realloc(f->e, cap * sizeof(*e));
+		if (!e)
+			return diag_nomem(f->d);
+		f->e = e;
+		f->cap = cap;
+	}
+	e = &f->e[f->n];
+	memset(e, 0, sizeof(*e));
+	e->name = arena_strndup(&f->arena, path->p, path->n);
+	if (!e->name)
+		return diag_nomem(f->d);
+	e->len = path->n;
+	e->node = n;
+	e->t = t;
+	e->kept = f->n++;
+	return 0;
+}
+
+/* Dicts, lists and tuples are flattened; anything else is a value. */
+static bool flattened(const struct ckpt_node *x)
+{
+	if (x->tensor)
+		return false;	/* a wrapper subclass shown as a directory */
+	if (x->kind == CKPT_N_SEQ)
+		return !strcmp(x->type, "list") || !strcmp(x->type, "tuple");
+	return x->kind == CKPT_N_DIR && ckpt_dict_type(x->type);
+}
+
+static int walk(struct st_flat *f, const struct ckpt_node *dir,
+		struct sbuf *path, int depth)
+{
+	uint32_t index = 0;
+	int rc = 0;
+
+	if (depth > CKPT_MAX_DEPTH)
+		return diag_unsupported(f->d, DIAG_NO_OFFSET, "%s: nested "
+					"deeper than %d", path->p,
+					CKPT_MAX_DEPTH);
+	for (uint32_t i = 0; i < dir->nkids && !rc; i++) {
+		struct ckpt_node *k = dir->kids[i], *x;
+		size_t mark = path->n;
+
+		if (!k || k->dead)
+			continue;
+		rc = key_of(f, k, index, path);
+		if (k->step == CKPT_S_INDEX)
+			index++;
+		if (!rc && path->oom)
+			rc = diag_nomem(f->d);
+		if (rc)
+			break;
+		x = k->kind == CKPT_N_LINK ? k->target : k;
+		if (k->step != CKPT_S_KEY && k->step != CKPT_S_INDEX)
+			rc = value(f, k, path->p);
+		else if (x->kind == CKPT_N_TENSOR)
+			rc = add(f, k, x->tensor, path);
+		else if (ckpt_node_is_dir(x) && flattened(x))
+			rc = walk(f, x, path, depth + 1);
+		else
+			rc = value(f, x, path->p);
+		sb_cut(path, mark);
+	}
+	return rc;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	const struct st_ent *x = a, *y = b;
+	int r = memcmp(x->name, y->name, x->len < y->len ? x->len : y->len);
+
+	return r ? r : (x->len > y->len) - (x->len < y->len);
+}
+
+/* Views compared: equal when they are the same storage through the same
+ * view, which torch would load as one tensor. */
+static int view_cmp(const struct ckpt_tensor *s, const struct ckpt_tensor *t)
+{
+	if (s->storage != t->storage)
+		return s->storage->index < t->storage->index ? -1 : 1;
+	if (s->offset != t->offset)
+		return s->offset < t->offset ? -1 : 1;
+	if (s->dtype != t->dtype)
+		return strcmp(s->dtype->name, t->dtype->name);
+	if (s->ndim != t->ndim)
+		return s->ndim - t->ndim;
+	for (int i = 0; i < s->ndim; i++) {
+		if (s->shape[i] != t->shape[i])
+			return s->shape[i] < t->shape[i] ? -1 : 1;
+		if (s->stride[i] != t->stride[i])
+			return s->stride[i] < t->stride[i] ? -1 : 1;
+	}
+	return 0;
+}
+
+static int by_view(const void *a, const void *b)
+{
+	const struct st_ent *x = *(const struct st_ent *const *)a;
+	const struct st_ent *y = *(const struct st_ent *const *)b;
+	int r = view_cmp(x->t, y->t);
+
+	return r ? r : by_name(x, y);
+}
+
+/* Names sorted; a name given twice refused; aliases found. */
+static int ties(struct st_flat *f)
+{
+	struct st_ent **v;
+
+	if (!f->n)
+		return 0;	/* qsort() must not see f->e NULL */
+	qsort(f->e, f->n, sizeof(*f->e), by_name);
+	for (uint32_t i = 0; i < f->n; i++)
+		f->e[i].kept = i;
+	for (uint32_t i = 1; i < f->n; i++)
+		if (!by_name(&f->e[i - 1], &f->e[i]))
+			return diag_errno(f->d, -EINVAL, "%s: two keys flatten "
+					  "to this name", f->e[i].name);
+	v = malloc((f->n + 1) * sizeof(*v));
+	if (!v)
+		return diag_nomem(f->d);
+	for (uint32_t i = 0; i < f->n; i++)
+		v[i] = &f->e[i];
+	qsort(v, f->n, sizeof(*v), by_view);
+	for (uint32_t i = 1; i < f->n; i++)
+		if (!view_cmp(v[i - 1]->t, v[i]->t)) {
+			/* v[i - 1] is first by name among its equals */
+			v[i]->kept = v[i - 1]->kept;
+			f->aliases++;
+		}
+	free(v);
+	return 0;
+}
+
+int ckpt_st_flatten(struct ckpt *c, struct st_flat *f, struct diag *d)
+{
+	struct sbuf path = { 0 };
+	int rc;
+
+	f->d = d;
+	if (c->byteorder && !strcmp(c->byteorder, "big"))
+		return diag_unsupported(d, DIAG_NO_OFFSET, "a big-endian "
+					"checkpoint: safetensors files are "
+					"little-endian");
+	if (!ckpt_node_is_dir(c->root) || !flattened(c->root))
+		return diag_unsupported(d, DIAG_NO_OFFSET, "the checkpoint is "
+					"a %s, not a dict of tensors",
+					c->root->type ? c->root->type :
+					"value");
+	rc = walk(f, c->root, &path, 0);
+	free(path.p);
+	return rc ? rc : ties(f);
+}
+
+void ckpt_st_flat_release(struct st_flat *f)
+{
+	free(f->e);
+	arena_release(&f->arena);
+	memset(f, 0, sizeof(*f));
+}

@@ -1,0 +1,54 @@
+/*
+ * ckpt_stint.h - what the safetensors writer's two files share: the flat
+ * map of names to tensors (ckpt_stflat.c) that ckpt_stwrite.c lays out.
+ * Not for callers.
+ */
+#ifndef PT_CKPT_CKPT_STINT_H
+#define PT_CKPT_CKPT_STINT_H
+
+#include "ckpt_int.h"
+
+#define CKPT_ST_META	"__metadata__"
+
+/* One name of the flat map. */
+struct st_ent {
+	const char *name;	/* flattened, UTF-8, NUL-terminated (arena) */
+	size_t len;
+	struct ckpt_node *node;	/* the node that shows it */
+	struct ckpt_tensor *t;
+	uint32_t kept;		/* the entry holding its tensor: itself, or
+				   the first name of its tie (an alias) */
+	uint64_t begin, end;	/* data_offsets, once laid out */
+};
+
+struct st_flat {
+	/* in */
+	bool drop;		/* leave python values out, don't refuse */
+	void (*note)(void *arg, const char *key, const char *what);
+	void *note_arg;
+	/* out: every name, sorted by name (bytes) */
+	struct st_ent *e;
+	uint32_t n, cap;
+	uint32_t aliases;	/* entries that are not kept */
+	uint32_t dropped;	/* values left out */
+	struct arena arena;
+	struct diag *d;
+};
+
+/*
+ * Flatten @c's tree into @f (set its "in" fields first; release @f either
+ * way).  0 or -errno with @d set: -ENOTSUP for what safetensors cannot
+ * hold, -EINVAL for a name it cannot have.
+ */
+int ckpt_st_flatten(struct ckpt *c, struct st_flat *f, struct diag *d);
+void ckpt_st_flat_release(struct st_flat *f);
+
+/*
+ * ckpt_stwrite.c: ckpt_write() of a safetensors file into @fd (with
+ * @clone, an empty file of ckpt_save()'s that may start as a clone of the
+ * checkpoint).  0 or -errno with @d set.
+ */
+int ckpt_st_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
+		  bool clone, struct diag *d);
+
+#endif

@@ -1,0 +1,421 @@
+/*
+ * ckpt_stwrite.c - write the model as a safetensors file, laid out the way
+ * safetensors.torch.save_file lays one out (safetensors/src/tensor.rs,
+ * prepare() and serialize_to_file(); checked against safetensors 0.8):
+ *
+ *   OFFSET   SIZE  FIELD
+ *   0        8     N, the header's length: u64 little-endian, N % 8 == 0
+ *   8        N     {"__metadata__":{"K":"V",...},"NAME":{"dtype":"F32",
+ *                   "shape":[2,3],"data_offsets":[b,e]},...} and then
+ *                   blanks (' ') up to N
+ *   8 + N    ...   the tensors back to back in header order, C order,
+ *                   little-endian: the first at 0, each where the one
+ *                   before ends, the last ending at the end of the file
+ *
+ * Header order: by dtype from the widest down (tensor.rs's Dtype enum
+ * reversed: U64 I64 F64 C64 F32 U32 I32 BF16 F16 U16 I16 F8_E5M2FNUZ
+ * F8_E4M3FNUZ F8_E8M0 F8_E4M3 F8_E5M2 I8 U8 BOOL), then by name (bytes),
+ * so that with the header padded to 8 every tensor is aligned to its
+ * element size.  JSON as serde_json writes it: no blanks; '"', '\' and
+ * control characters escaped (\b \f \n \r \t, else \u00xx); the rest as
+ * UTF-8.  __metadata__ comes first when there is one, its entries in the
+ * file's order (the library keeps them in a hash map, so any order is
+ * its own), then the aliases of tied weights (ckpt_stflat.c).  A file in
+ * this form written back unchanged comes out byte for byte the same.
+ *
+ * Bytes are copied in the kernel (io_copy_range(): copy_file_range) and a
+ * strided view is gathered through a 1 MiB buffer: memory does not grow
+ * with the data.  When a safetensors checkpoint's header comes out the
+ * same, the write starts from a clone of the file where the file system
+ * can make one (FICLONE), and only staged tensors are written, in the
+ * chunks written since their copy-up (their dirty maps).
+ */
+#include "ckpt_stint.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/io.h"
+#include "util/le.h"
+#include "util/sbuf.h"
+
+#define ST_HEADER_MAX	100000000u	/* the Rust reader's limit */
+#define GATHER_BUF	(1u << 20)
+
+/* tensor.rs's Dtype enum, in its order (the sub-byte F4/F6 left out). */
+static const char *const st_rank[] = {
+	"BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ",
+	"F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32",
+	"C64", "F64", "I64", "U64",
+};
+
+struct stw {
+	struct ckpt *c;
+	int fd;
+	const struct ckpt_write_opts *o;
+	struct diag *d;
+	struct st_flat f;
+	struct st_ent **order;	/* the tensors written, in header order */
+	uint32_t n;
+	uint64_t base;		/* 8 + N: where the data starts */
+	uint64_t total;		/* bytes of tensor data */
+	struct ckpt_write_stats st;
+};
+
+static unsigned rank_of(const struct ckpt_dtype *dt)
+{
+	for (unsigned i = 0; i < sizeof(st_rank) / sizeof(*st_rank); i++)
+		if (!strcmp(dt->st, st_rank[i]))
+			return i;
+	return 0;
+}
+
+/* Widest dtype first, then by name. */
+static int canonical(const void *a, const void *b)
+{
+	const struct st_ent *x = *(const struct st_ent *const *)a;
+	const struct st_ent *y = *(const struct st_ent *const *)b;
+	unsigned rx = rank_of(x->t->dtype), ry = rank_of(y->t->dtype);
+	int r;
+
+	if (rx != ry)
+		return rx > ry ? -1 : 1;
+	r = memcmp(x->name, y->name, x->len < y->len ? x->len : y->len);
+	return r ? r : (x->len > y->len) - (x->len < y->len);
+}
+
+/* A JSON string as serde_json writes it. */
+static void json_str(struct sbuf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t run = 0;
+
+	sb_add(b, "\"", 1);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		char esc[7] = { '\\', 0 };
+
+		if (ch >= 0x20 && ch != '"' && ch != '\\')
+			continue;
+		sb_add(b, s + run, i - run);
+		run = i + 1;
+		switch (ch) {
+		case '"': case '\\': esc[1] = (char)ch; break;
+		case '\b': esc[1] = 'b'; break;
+		case '\f': esc[1] = 'f'; break;
+		case '\n': esc[1] = 'n'; break;
+		case '\r': esc[1] = 'r'; break;
+		case '\t': esc[1] = 't'; break;
+		default:
+			memcpy(esc + 1, "u00", 3);
+			esc[4] = hex[ch >> 4];
+			esc[5] = hex[ch & 15];
+		}
+		sb_puts(b, esc);
+	}
+	sb_add(b, s + run, n - run);
+	sb_add(b, "\"", 1);
+}
+
+static void meta_entry(struct sbuf *b, bool *first, const char *k, size_t kn,
+		       const char *v, size_t vn)
+{
+	if (!*first)
+		sb_add(b, ",", 1);
+	*first = false;
+	json_str(b, k, kn);
+	sb_add(b, ":", 1);
+	json_str(b, v, vn);
+}
+
+static bool meta_has(const struct ckpt *c, const char *k, size_t n)
+{
+	for (uint32_t i = 0; i < c->nmeta; i++)
+		if (c->meta[i].klen == n && !memcmp(c->meta[i].key, k, n))
+			return true;
+	return false;
+}
+
+/*
+ * __metadata__: the file's own entries, {"format": "pt"} for a file
+ * converted from torch's format (transformers refuses a __metadata__
+ * without it), then "ALIAS": "KEPT" for each tie, as save_model records
+ * them, unless the metadata has that key already.
+ */
+static void metadata(struct stw *w, struct sbuf *b)
+{
+	struct ckpt *c = w->c;
+	bool conv = c->format != CKPT_SAFETENSORS, first = true;
+
+	if (!c->meta_given && !c->nmeta && !w->f.aliases && !conv)
+		return;
+	sb_puts(b, "\"" CKPT_ST_META "\":{");
+	for (uint32_t i = 0; i < c->nmeta; i++)
+		meta_entry(b, &first, c->meta[i].key, c->meta[i].klen,
+			   c->meta[i].val, c->meta[i].vlen);
+	if (conv && !meta_has(c, "format", 6))
+		meta_entry(b, &first, "format", 6, "pt", 2);
+	for (uint32_t i = 0; i < w->f.n; i++) {
+		const struct st_ent *e = &w->f.e[i], *k = &w->f.e[e->kept];
+
+		if (e->kept == i || meta_has(c, e->name, e->len) ||
+		    (conv && e->len == 6 && !memcmp(e->name, "format", 6)))
+			continue;
+		meta_entry(b, &first, e->name, e->len, k->name, k->len);
+	}
+	sb_puts(b, "},");
+}
+
+/* The header, padded with blanks to a multiple of 8 (prepare()). */
+static int header(struct stw *w, struct sbuf *b)
+{
+	uint64_t pos = 0;
+
+	sb_add(b, "{", 1);
+	metadata(w, b);
+	for (uint32_t i = 0; i < w->n; i++) {
+		struct st_ent *e = w->order[i];
+		const struct ckpt_tensor *t = e->t;
+
+		e->begin = pos;
+		e->end = pos += t->nbytes;
+		json_str(b, e->name, e->len);
+		sb_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", t->dtype->st);
+		for (int k = 0; k < t->ndim; k++)
+			sb_printf(b, "%s%lld", k ? "," : "",
+				  (long long)t->shape[k]);
+		sb_printf(b, "],\"data_offsets\":[%llu,%llu]}%s",
+			  (unsigned long long)e->begin,
+			  (unsigned long long)e->end, i + 1 < w->n ? "," : "");
+	}
+	if (b->n > 1 && b->p[b->n - 1] == ',')
+		b->n--;		/* metadata and no tensor */
+	sb_add(b, "}", 1);
+	while (b->n % 8)
+		sb_add(b, " ", 1);
+	if (b->oom)
+		return diag_nomem(w->d);
+	if (b->n > ST_HEADER_MAX)
+		return diag_unsupported(w->d, DIAG_NO_OFFSET, "a header of "
+					"%zu bytes, over safetensors' limit "
+					"of %u", b->n, ST_HEADER_MAX);
+	w->base = 8 + b->n;
+	w->total = pos;
+	return 0;
+}
+
+/* Tell the caller about a tensor that is not all of its storage. */
+static void note_view(struct stw *w, const struct st_ent *e)
+{
+	const struct ckpt_tensor *t = e->t;
+	const struct ckpt_storage *s = t->storage;
+	char what[160];
+
+	if (t->contiguous && !t->offset && t->nbytes == s->nbytes)
+		return;
+	w->st.views++;
+	if (!w->o->note)
+		return;
+	if (!t->contiguous)
+		snprintf(what, sizeof(what), "a strided view of storage %s: "
+			 "written as a contiguous copy", s->key);
+	else
+		snprintf(what, sizeof(what), "%llu of the %llu bytes of "
+			 "storage %s: written alone, contiguous",
+			 (unsigned long long)t->nbytes,
+			 (unsigned long long)s->nbytes, s->key);
+	w->o->note(w->o->note_arg, e->name, what);
+}
+
+/* Tensor @e's bytes (t.contiguous()) to @at of the output. */
+static int put_tensor(struct stw *w, const struct st_ent *e, uint64_t at)
+{
+	const struct ckpt_tensor *t = e->t;
+	unsigned char *buf;
+	uint64_t off;
+	int fd, rc = ckpt_storage_data(w->c, t->storage, &fd, &off, w->d);
+
+	if (rc)
+		return rc;
+	if (t->contiguous) {
+		rc = io_copy_range(fd, off + t->offset * t->dtype->size, w->fd,
+				   at, t->nbytes);
+		if (rc)
+			return diag_errno(w->d, rc, "%s: cannot copy its %llu "
+					  "bytes: %s", e->name,
+					  (unsigned long long)t->nbytes,
+					  strerror(-rc));
+		w->st.copied += t->nbytes;
+		return 0;
+	}
+	buf = malloc(GATHER_BUF);
+	if (!buf)
+		return diag_nomem(w->d);
+	for (uint64_t pos = 0; pos < t->nbytes && !rc; ) {
+		long long got = ckpt_tensor_read(w->c, t, buf, GATHER_BUF, pos,
+						 w->d);
+
+		if (got <= 0) {
+			rc = got < 0 ? (int)got : diag_corrupt(w->d,
+					DIAG_NO_OFFSET, "%s ends early",
+					e->name);
+			break;
+		}
+		rc = io_pwrite_full(w->fd, buf, (size_t)got, at + pos);
+		if (rc)
+			rc = diag_errno(w->d, rc, "cannot write: %s",
+					strerror(-rc));
+		pos += (uint64_t)got;
+		w->st.written += (uint64_t)got;
+	}
+	free(buf);
+	return rc;
+}
+
+/*
+ * Is the file being replaced already this file but for its staged bytes:
+ * a safetensors checkpoint whose header comes out byte for byte the same,
+ * every tensor under its own name over its own storage?
+ */
+static int same_places(struct stw *w, const struct sbuf *hdr, bool *same)
+{
+	struct ckpt *c = w->c;
+	char *old;
+	int rc;
+
+	*same = false;
+	if (c->format != CKPT_SAFETENSORS || hdr->n != c->hdr_len ||
+	    w->f.aliases)
+		return 0;
+	for (uint32_t i = 0; i < w->n; i++) {
+		const struct st_ent *e = w->order[i];
+		const struct ckpt_storage *s = e->t->storage;
+
+		if (ckpt_node_rekeyed(e->node) || e->t->fresh || s->fresh ||
+		    s->retyped)
+			return 0;
+	}
+	old = malloc(hdr->n + 1);
+	if (!old)
+		return diag_nomem(w->d);
+	rc = io_pread_full(c->fd, old, hdr->n, 8);
+	*same = !rc && !memcmp(old, hdr->p, hdr->n);
+	free(old);
+	return rc ? diag_errno(w->d, rc, "cannot read the header: %s",
+			       strerror(-rc)) : 0;
+}
+
+/* Into a clone of the checkpoint: the staged tensors' written chunks. */
+static int patch_staged(struct stw *w, const struct st_ent *e)
+{
+	const struct ckpt_storage *s = e->t->storage;
+	const uint64_t *bits = ckpt_dirty_bits(s);
+	uint64_t chunk = UINT64_C(1) << CKPT_DIRTY_SHIFT, at = w->base + e->begin;
+	int rc = 0;
+
+	if (s->fd == w->c->fd)
+		return 0;	/* not staged: in the clone already */
+	if (!bits)
+		return put_tensor(w, e, at);
+	for (uint64_t i = 0; i * chunk < s->nbytes && !rc; i++) {
+		uint64_t from = i * chunk, n = s->nbytes - from;
+
+		if (!(bits[i / 64] >> (i % 64) & 1))
+			continue;
+		n = n < chunk ? n : chunk;
+		rc = io_copy_range(s->fd, s->data_off + from, w->fd, at + from,
+				   n);
+		if (rc)
+			return diag_errno(w->d, rc, "%s: cannot copy: %s",
+					  e->name, strerror(-rc));
+		w->st.copied += n;
+	}
+	return 0;
+}
+
+static int write_all(struct stw *w, const struct sbuf *hdr, bool cloned)
+{
+	unsigned char len[8];
+	uint64_t done = 0;
+	int rc = 0;
+
+	ord_store(len, 8, false, hdr->n);
+	if (!cloned) {
+		rc = io_pwrite_full(w->fd, len, 8, 0);
+		if (!rc)
+			rc = io_pwrite_full(w->fd, hdr->p, hdr->n, 8);
+		if (rc)
+			return diag_errno(w->d, rc, "cannot write: %s",
+					  strerror(-rc));
+		w->st.written += 8 + hdr->n;
+	}
+	for (uint32_t i = 0; i < w->n && !rc; i++) {
+		const struct st_ent *e = w->order[i];
+
+		rc = cloned ? patch_staged(w, e) :
+		     put_tensor(w, e, w->base + e->begin);
+		done += e->t->nbytes;
+		if (!rc && w->o->progress)
+			w->o->progress(w->o->progress_arg, done, w->total);
+	}
+	/* a clone may hold bytes after the data (ptverify names them) */
+	if (!rc && ftruncate(w->fd, (off_t)(w->base + w->total)))
+		rc = diag_errno(w->d, -errno, "cannot set the file's size: %s",
+				strerror(errno));
+	return rc;
+}
+
+int ckpt_st_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
+		  bool clone, struct diag *d)
+{
+	struct stw w = { .c = c, .fd = fd, .o = o, .d = d };
+	struct sbuf hdr = { 0 };
+	bool cloned = false;
+	int rc;
+
+	w.f.drop = o->st_drop;
+	w.f.note = o->note;
+	w.f.note_arg = o->note_arg;
+	rc = ckpt_st_flatten(c, &w.f, d);
+	if (!rc) {
+		w.order = malloc((w.f.n + 1) * sizeof(*w.order));
+		if (!w.order)
+			rc = diag_nomem(d);
+	}
+	for (uint32_t i = 0; !rc && i < w.f.n; i++)
+		if (w.f.e[i].kept == i)
+			w.order[w.n++] = &w.f.e[i];
+	if (!rc) {
+		qsort(w.order, w.n, sizeof(*w.order), canonical);
+		rc = header(&w, &hdr);
+	}
+	for (uint32_t i = 0; !rc && i < w.n; i++)
+		note_view(&w, w.order[i]);
+	if (!rc && clone)
+		rc = same_places(&w, &hdr, &clone);
+	if (!rc && clone) {
+		rc = ckpt_clone_file(fd, c->fd);
+		cloned = !rc;
+		rc = rc < 0 ? diag_errno(d, rc, "cannot clone the checkpoint "
+					 "into the new file: %s",
+					 strerror(-rc)) : 0;
+	}
+	if (!rc)
+		rc = write_all(&w, &hdr, cloned);
+	if (!rc && o->stats) {
+		w.st.size = w.base + w.total;
+		w.st.cloned = cloned;
+		w.st.records = w.st.storages = w.n;
+		w.st.tensors = w.n;
+		w.st.aliases = w.f.aliases;
+		w.st.dropped_values = w.f.dropped;
+		*o->stats = w.st;
+	}
+	free(hdr.p);
+	free(w.order);
+	ckpt_st_flat_release(&w.f);
+	return rc;
+}

@@ -1,0 +1,54 @@
+/*
+ * ptrepack_st.h - ptrepack between torch's format and safetensors: the
+ * output format (--format, or OUT's extension), --drop-values, the notes
+ * on stderr about what safetensors could not take as it was, and the
+ * summary of a safetensors file written.  Kept apart so that ptrepack.c
+ * only calls it.
+ */
+#ifndef PT_TOOLS_PTREPACK_ST_H
+#define PT_TOOLS_PTREPACK_ST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ckpt/ckpt.h"
+
+struct st_opt {
+	int format;		/* --format: enum ckpt_out, SAME if not given */
+	bool drop;		/* --drop-values */
+	bool verbose;		/* a note per tensor (-v) */
+	const char *in;		/* the input's name, for the notes */
+};
+
+/* --format @arg ("pt" or "safetensors"); 0 or CLI_ERROR (said why). */
+int st_opt_parse(struct st_opt *s, const char *arg);
+
+/*
+ * The format of OUT: --format, else by OUT's name (".safetensors": a
+ * safetensors file; ".pt", ".pth", ".bin", ".ckpt": a torch zip), else
+ * the input's own.  Puts it and the safetensors options into @o; options
+ * that only a torch zip has, given for a safetensors output, are a usage
+ * error.  0 or CLI_ERROR (said why).
+ */
+int st_opt_apply(struct st_opt *s, const char *out, const struct ckpt *c,
+		 struct ckpt_write_opts *o);
+
+/* Is the output a safetensors file (after st_opt_apply())? */
+bool st_opt_out_st(const struct ckpt_write_opts *o, const struct ckpt *c);
+
+/*
+ * After a write: on stderr, one line counting the tensors written as
+ * contiguous copies of views and the values left out (-v named each as
+ * it came), and for a torch zip made from a safetensors file the dtypes
+ * torch 1.13 cannot load.
+ */
+void st_opt_report(const struct st_opt *s, const struct ckpt *c,
+		   const struct ckpt_write_opts *o);
+
+/* The summary line (-v) or JSON object (-j) of a safetensors output. */
+void st_summary(FILE *f, const char *in, const char *out,
+		const struct ckpt *c, const struct ckpt_write_stats *st,
+		bool json);
+
+#endif
