@@ -445,6 +445,11 @@ int main(int argc, char **argv)
 		if (!o.ro && never)
 			fprintf(stderr, "ptfs: %s: %s mount read-only\n",
 				o.ckpt, never);
+		if (fs.c->hf && fs.c->hf->nissues)
+			fprintf(stderr, "ptfs: %s: the index and its shards "
+				"disagree %u time%s (ptverify lists them)\n",
+				o.ckpt, fs.c->hf->nissues,
+				fs.c->hf->nissues == 1 ? "" : "s");
 		else if (why && !o.output)
 			fprintf(stderr, "ptfs: %s: %s: mounted read-only\n",
 				o.ckpt, why);

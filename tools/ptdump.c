@@ -328,7 +328,7 @@ static void node_json(FILE *f, const struct ckpt *c, const struct ckpt_node *n,
 	else
 		fputs("null", f);
 	if (n->kind == CKPT_N_TENSOR) {
-		fmt_json_tensor(f, n->tensor);
+		fmt_json_tensor(f, c, n->tensor);
 	} else if (n->kind == CKPT_N_VALUE || n->kind == CKPT_N_OPAQUE) {
 		if (n->kind == CKPT_N_VALUE) {
 			fputs(",\"value\":", f);
