@@ -524,8 +524,9 @@ static void check_file(struct ver *v)
 
 /*
  * A sharded folder: what the index and the shards disagree on (named by
- * the folder, offsets in the index), then each shard's own checks (named
- * by the shard).
+ * the index, offsets in it), then each shard's own checks, on the shard
+ * opened afresh as ptverify SHARD opens it (the folder's model names its
+ * storages SHARD:KEY).
  */
 static void check_folder(struct ver *v)
 {
@@ -543,8 +544,17 @@ static void check_folder(struct ver *v)
 	all->path = path;
 	free(index);
 	for (uint32_t k = 0; k < all->hf->nshards; k++) {
-		v->c = all->hf->shards[k].c;
+		struct diag d;
+
+		diag_init(&d, all->hf->shards[k].path);
+		if (ckpt_open(all->hf->shards[k].path, &v->c, &d)) {
+			v->c = all;
+			problem(v, "shard", DIAG_NO_OFFSET, "%s: %s",
+				all->hf->shards[k].name, d.msg);
+			continue;
+		}
 		check_file(v);
+		ckpt_close(v->c);
 	}
 	v->c = all;
 }

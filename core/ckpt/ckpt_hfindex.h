@@ -59,4 +59,19 @@ struct hfix_entry *hfix_find(const struct hfix *ix, const char *key,
 
 void hfix_release(struct hfix *ix);
 
+struct ckpt;
+struct ckpt_hf;
+
+/*
+ * ckpt_hfdir.c: find the folder and the index of c->path (a folder, @is_dir,
+ * or the index file): c->hf->dir, ->index, ->dfd, ->files, and c->fd the
+ * index's.  0 or -errno with @d set (no index, two of them ...).
+ */
+int ckpt_hf_locate(struct ckpt *c, bool is_dir, struct diag *d);
+/* ckpt_hfdir.c: read and parse c->fd's index into @ix (c->file_size set). */
+int ckpt_hf_read_index(struct ckpt *c, struct hfix *ix, const char *where,
+		       struct diag *d);
+/* ckpt_hfdir.c: leave the shards @ix names out of hf->files. */
+void ckpt_hf_files_not_shards(struct ckpt_hf *hf, const struct hfix *ix);
+
 #endif

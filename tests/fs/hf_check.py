@@ -19,6 +19,7 @@ the checks of what the tools and a ptfs mount show of them (torch 1.13 or
       st/        safetensors shards (safetensors.torch.save_file under
                  torch 2.x, st_check.write under 1.13), the tied weight
                  kept once as transformers does
+      bin.pt st.pt  the state dicts of bin/ and st/ in one torch.save file
       absent/ twice/ mismatch/ total/ notjson/ escape/ abs/ twoidx/
                  broken ones: a shard listed but absent, a key in two
                  shards, an index key missing from its shard plus a shard
@@ -34,7 +35,7 @@ the checks of what the tools and a ptfs mount show of them (torch 1.13 or
                  storages, .ptfs/files/) and ptls --json (LSJSON: shard,
                  dtype, shape); then every kind of write through MNT must
                  fail with EROFS
-  sums DIR       sha256 of every file under DIR, one "path hash" a line
+  sums DIR       sha256 of every file under DIR, one "sum PATH HASH" a line
 
 Prints "ok<TAB>summary" and exits 0, or the problems and exits 1.
 """
@@ -197,6 +198,9 @@ def gen(d):
     st_shards, st_total = split(st_sd, 3000)
     write_folder(os.path.join(d, "st"), st_shards, st_total, "model",
                  "safetensors", "model.safetensors.index.json", save_st)
+    # each state dict whole, for ptdiff against the folder
+    torch.save(sd, os.path.join(d, "bin.pt"))
+    torch.save(st_sd, os.path.join(d, "st.pt"))
     idx = "pytorch_model.bin.index.json"
     small, stotal = split({k: sd[k] for k in list(sd)[:6]}, 1500)
     assert len(small) >= 2, len(small)
@@ -404,7 +408,7 @@ def sums(d):
         for f in sorted(files):
             p = os.path.join(root, f)
             with open(p, "rb") as fh:
-                print(os.path.relpath(p, d),
+                print("sum", os.path.relpath(p, d),
                       hashlib.sha256(fh.read()).hexdigest())
     return 0
 
