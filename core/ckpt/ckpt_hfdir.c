@@ -118,7 +118,7 @@ static int scan(struct ckpt *c, bool pick, struct diag *d)
 		hf->index = found[0];
 	}
 out:
-	if (!rc)
+	if (!rc && hf->nfiles)
 		qsort(hf->files, hf->nfiles, sizeof(*hf->files), by_file);
 	return rc;
 }

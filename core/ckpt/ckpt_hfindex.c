@@ -395,7 +395,8 @@ static int shards(struct ix *x)
 
 	if (!v)
 		return diag_nomem(x->d);
-	memcpy(v, x->names, x->nnames * sizeof(*v));
+	if (x->nnames)
+		memcpy(v, x->names, x->nnames * sizeof(*v));
 	qsort(v, x->nnames, sizeof(*v), by_str);
 	for (uint32_t i = 0; i < x->nnames; i++)
 		if (!n || strcmp(v[n - 1], v[i]))

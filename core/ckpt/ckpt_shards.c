@@ -95,6 +95,10 @@ static int shard_open(struct ckpt *c, const struct hfix *ix, uint32_t i,
 	if (fstat(sh->c->fd, &st))
 		return diag_errno(d, -errno, "%s: %s", sh->path,
 				  strerror(errno));
+	/* a hundred shards would each keep their arenas' unused ends */
+	arena_trim(&sh->c->arena);
+	if (sh->c->doc)
+		arena_trim(&sh->c->doc->arena);
 	ckpt_ident_of(&st, &hf->ids[i]);
 	return 0;
 }

@@ -99,6 +99,20 @@ char *arena_strndup(struct arena *a, const char *s, size_t n)
 	return p;
 }
 
+void arena_trim(struct arena *a)
+{
+	uintptr_t page = 4096, from, to;
+
+	if (!a->head)
+		return;
+	from = ((uintptr_t)a->next + page - 1) & ~(page - 1);
+	to = (uintptr_t)a->end & ~(page - 1);
+	/* private anonymous pages read as zero after this, as arena_alloc()
+	   promises */
+	if (to > from)
+		madvise((void *)from, to - from, MADV_DONTNEED);
+}
+
 void arena_release(struct arena *a)
 {
 	struct arena_block *b, *next;
