@@ -238,6 +238,7 @@ Test(hf_open, keeps_disagreements_as_findings)
 	cr_assert_eq(ckpt_open(dir, &c, &dg), 0, "%s", dg.msg);
 	/* a twice; b and c not in their shards; total_size */
 	cr_assert_eq(c->hf->nissues, 4);
+	cr_assert_eq(c->hf->nabsent, 0);
 	cr_assert_str_eq(ckpt_hf_issue_line(c, 0, line, sizeof(line)),
 			 "key 'a' is in two shards, s1.safetensors and "
 			 "s2.safetensors");
@@ -246,6 +247,29 @@ Test(hf_open, keeps_disagreements_as_findings)
 	cr_assert_eq(ckpt_tensor_read(c, c->root->kids[0]->tensor, v, 8, 0,
 				      &dg), 8);
 	cr_assert_eq(v[0], 1.0f);
+	ckpt_close(c);
+}
+
+Test(hf_open, an_absent_shard_is_one_finding)
+{
+	static const char idx[] = "{\"metadata\": {\"total_size\": 99}, "
+		"\"weight_map\": {\"a\": \"s1.safetensors\", "
+		"\"b\": \"s2.safetensors\", \"c\": \"s2.safetensors\"}}";
+	struct ckpt *c;
+	struct diag dg;
+	char line[256];
+
+	shard("s1.safetensors", "a", 1, 2);
+	put("model.safetensors.index.json", idx, sizeof(idx) - 1);
+	diag_init(&dg, dir);
+	cr_assert_eq(ckpt_open(dir, &c, &dg), 0, "%s", dg.msg);
+	/* not b, c and total_size one by one */
+	cr_assert_eq(c->hf->nissues, 1);
+	cr_assert_eq(c->hf->nabsent, 1);
+	cr_assert_str_eq(ckpt_hf_issue_line(c, 0, line, sizeof(line)),
+			 "shard 's2.safetensors' the index names is absent");
+	cr_assert_eq(c->root->nkids, 1);
+	cr_assert_null(c->hf->shards[1].c);
 	ckpt_close(c);
 }
 

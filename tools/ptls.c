@@ -212,22 +212,24 @@ static int text_node(const struct ckpt_node *n, const struct opts *o,
 	return rc;
 }
 
-/* The files with pickles of @c: its shards in a sharded folder, else
- * itself; @k-th of them, or NULL past the last. */
+/* How many files with pickles @c has: its shards in a sharded folder,
+ * else itself; the @k-th of them (NULL: an absent shard). */
+static uint32_t nparts(const struct ckpt *c)
+{
+	return c->hf ? c->hf->nshards : 1;
+}
+
 static const struct ckpt *part(const struct ckpt *c, uint32_t k)
 {
-	if (c->hf)
-		return k < c->hf->nshards ? c->hf->shards[k].c : NULL;
-	return k ? NULL : c;
+	return c->hf ? c->hf->shards[k].c : c;
 }
 
 static uint32_t nglobals(const struct ckpt *c)
 {
-	const struct ckpt *p;
 	uint32_t n = 0;
 
-	for (uint32_t k = 0; (p = part(c, k)); k++)
-		n += p->nglobals;
+	for (uint32_t k = 0; k < nparts(c); k++)
+		n += part(c, k) ? part(c, k)->nglobals : 0;
 	return n;
 }
 
@@ -248,8 +250,8 @@ static void text_shards(const struct ckpt *c)
 	putchar('\n');
 	for (uint32_t i = 0; i < hf->nshards; i++)
 		printf("# shard %s: %u keys, %s\n", hf->shards[i].name,
-		       hf->shards[i].nkeys,
-		       ckpt_format_name(hf->shards[i].c->format));
+		       hf->shards[i].nkeys, hf->shards[i].c ?
+		       ckpt_format_name(hf->shards[i].c->format) : "absent");
 }
 
 static void json_shards(FILE *f, const struct ckpt *c)
@@ -263,8 +265,8 @@ static void json_shards(FILE *f, const struct ckpt *c)
 		fputs(i ? ",{\"name\":" : "{\"name\":", f);
 		json_cstr(f, hf->shards[i].name);
 		fprintf(f, ",\"format\":\"%s\",\"keys\":%u,\"tensors\":%u,"
-			"\"storages\":%u}",
-			ckpt_format_name(hf->shards[i].c->format),
+			"\"storages\":%u}", hf->shards[i].c ?
+			ckpt_format_name(hf->shards[i].c->format) : "absent",
 			hf->shards[i].nkeys, hf->shards[i].ntensors,
 			hf->shards[i].nstorages);
 	}
@@ -282,8 +284,8 @@ static void text_globals(const struct ckpt *all)
 {
 	const struct ckpt *c;
 
-	for (uint32_t k = 0; (c = part(all, k)); k++)
-	for (uint32_t i = 0; i < c->nglobals; i++) {
+	for (uint32_t k = 0; k < nparts(all); k++)
+	for (uint32_t i = 0; (c = part(all, k)) && i < c->nglobals; i++) {
 		const struct ckpt_node *h = ls_global_holder(c,
 							     c->globals[i].off);
 		char *p = h ? ckpt_node_path(h) : NULL;
@@ -413,8 +415,8 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 		fputs("}", f);
 	}
 	fputs("\n ],\"unsafe_globals\":[", f);
-	for (uint32_t k = 0, n = 0; (c = part(o->c, k)); k++)
-	for (uint32_t i = 0; i < c->nglobals; i++) {
+	for (uint32_t k = 0, n = 0; k < nparts(o->c); k++)
+	for (uint32_t i = 0; (c = part(o->c, k)) && i < c->nglobals; i++) {
 		fputs(n++ ? ",\n  {\"module\":" : "\n  {\"module\":", f);
 		json_cstr(f, c->globals[i].module);
 		fputs(",\"name\":", f);

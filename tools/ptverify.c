@@ -546,6 +546,8 @@ static void check_folder(struct ver *v)
 	for (uint32_t k = 0; k < all->hf->nshards; k++) {
 		struct diag d;
 
+		if (!all->hf->shards[k].c)
+			continue;	/* absent: reported above */
 		diag_init(&d, all->hf->shards[k].path);
 		if (ckpt_open(all->hf->shards[k].path, &v->c, &d)) {
 			v->c = all;
@@ -578,12 +580,12 @@ static int verify(const char *path, const struct vopts *o)
 		fputs(",\"problems\":[", stdout);
 	}
 	for (uint32_t k = 0; k < (v.c->hf ? v.c->hf->nshards : 1); k++) {
-		const struct ptz_reader *z = v.c->hf ?
-			&v.c->hf->shards[k].c->zip : &v.c->zip;
+		const struct ptz_reader *z = !v.c->hf ? &v.c->zip :
+			v.c->hf->shards[k].c ? &v.c->hf->shards[k].c->zip : NULL;
 
-		for (uint32_t i = 0; i < z->nentries; i++)
+		for (uint32_t i = 0; z && i < z->nentries; i++)
 			total += z->entries[i].csize;
-		records += z->nentries;
+		records += z ? z->nentries : 0;
 	}
 	cli_progress_start(&v.pr, "checking CRC-32s", total);
 	if (v.c->hf)

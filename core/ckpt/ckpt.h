@@ -664,7 +664,8 @@ const uint64_t *ckpt_dirty_bits(const struct ckpt_storage *s);
 struct ckpt_shard {
 	const char *name;	/* as the index names it, relative to the folder */
 	const char *path;	/* folder/name: what messages name */
-	struct ckpt *c;		/* the shard (owned by the folder's ckpt) */
+	struct ckpt *c;		/* the shard (owned by the folder's ckpt);
+				   NULL: absent (a CKPT_HF_ABSENT finding) */
 	uint32_t storage0, nstorages;	/* its storages in the folder's */
 	uint32_t tensor0, ntensors;	/* its tensors in the folder's */
 	uint32_t nkeys;		/* keys of it the folder's tree shows */
@@ -683,6 +684,7 @@ enum ckpt_hf_issue_kind {
 	CKPT_HF_NOT_IN_INDEX,	/* a shard holds a key the index lacks */
 	CKPT_HF_TWICE,		/* two shards hold the key */
 	CKPT_HF_TOTAL_SIZE,	/* metadata.total_size is not the shards' */
+	CKPT_HF_ABSENT,		/* a shard the index names is not there */
 };
 
 struct ckpt_hf_issue {
@@ -707,6 +709,7 @@ struct ckpt_hf {
 	uint32_t nfiles;
 	struct ckpt_hf_issue *issues;
 	uint32_t nissues;
+	uint32_t nabsent;	/* shards not there (c NULL) */
 	uint32_t nentries;	/* weight_map entries */
 	uint64_t total;		/* bytes by unique storage (total_size's rule) */
 	struct ckpt_ident *ids;	/* each shard's file when opened */

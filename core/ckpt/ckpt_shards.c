@@ -39,6 +39,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static int issue(struct ckpt *c, int kind, const char *key, uint32_t shard,
+		 uint32_t other, uint64_t off, struct diag *d)
+{
+	struct ckpt_hf *hf = c->hf;
+	struct ckpt_hf_issue *v;
+
+	if ((hf->nissues & (hf->nissues - 1)) == 0) {	/* 0, 1, 2, 4 ... */
+		v = realloc(hf->issues, (hf->nissues ? 2 * hf->nissues : 1) *
+			    sizeof(*v));
+		if (!v)
+			return diag_nomem(d);
+		hf->issues = v;
+	}
+	hf->issues[hf->nissues++] = (struct ckpt_hf_issue){ .kind = kind,
+		.key = key, .shard = shard, .other = other, .off = off };
+	return 0;
+}
+
 /* Open shard @i on its own; its failure becomes one line of @d. */
 static int shard_open(struct ckpt *c, const struct hfix *ix, uint32_t i,
 		      const char *where, struct diag *d)
@@ -56,6 +74,11 @@ static int shard_open(struct ckpt *c, const struct hfix *ix, uint32_t i,
 	if (ckpt_hf_index_name(sh->name))
 		return diag_corrupt(d, at, "%sshard '%s' is named like an "
 				    "index", where, sh->name);
+	/* absent: a finding (ptverify says it; ptfs refuses to mount) */
+	if (fstatat(hf->dfd, sh->name, &st, 0) && errno == ENOENT) {
+		hf->nabsent++;
+		return issue(c, CKPT_HF_ABSENT, NULL, i, UINT32_MAX, at, d);
+	}
 	if (fstatat(hf->dfd, sh->name, &st, 0))
 		return diag_set(d, -errno, at, "%sshard '%s' the index names "
 				"is absent (%s)", where, sh->name,
@@ -100,24 +123,6 @@ static int shard_open(struct ckpt *c, const struct hfix *ix, uint32_t i,
 	if (sh->c->doc)
 		arena_trim(&sh->c->doc->arena);
 	ckpt_ident_of(&st, &hf->ids[i]);
-	return 0;
-}
-
-static int issue(struct ckpt *c, int kind, const char *key, uint32_t shard,
-		 uint32_t other, uint64_t off, struct diag *d)
-{
-	struct ckpt_hf *hf = c->hf;
-	struct ckpt_hf_issue *v;
-
-	if ((hf->nissues & (hf->nissues - 1)) == 0) {	/* 0, 1, 2, 4 ... */
-		v = realloc(hf->issues, (hf->nissues ? 2 * hf->nissues : 1) *
-			    sizeof(*v));
-		if (!v)
-			return diag_nomem(d);
-		hf->issues = v;
-	}
-	hf->issues[hf->nissues++] = (struct ckpt_hf_issue){ .kind = kind,
-		.key = key, .shard = shard, .other = other, .off = off };
 	return 0;
 }
 
@@ -243,8 +248,8 @@ static int missing(struct ckpt *c, const struct hfix *ix,
 		uint32_t other = UINT32_MAX;
 		char *name;
 
-		if (e->found)
-			continue;
+		if (e->found || !c->hf->shards[e->shard].c)
+			continue;	/* an absent shard is one finding */
 		name = ckpt_key_name(c, ckpt_str_key(c, e->key, e->klen));
 		if (!name)
 			return diag_nomem(d);
@@ -301,7 +306,8 @@ static int totals(struct ckpt *c, const struct hfix *ix, struct diag *d)
 	c->nshown = 0;
 	walk(c, c->root, 0, seen, &alt);
 	free(seen);
-	if (ix->has_total && (ix->bad_total ||
+	/* with a shard absent, what the others hold proves nothing */
+	if (ix->has_total && !c->hf->nabsent && (ix->bad_total ||
 			      (ix->total != c->hf->total && ix->total != alt))) {
 		rc = issue(c, CKPT_HF_TOTAL_SIZE, NULL, UINT32_MAX, UINT32_MAX,
 			   ix->total_off, d);
@@ -326,7 +332,7 @@ static int merge(struct ckpt *c, struct hfix *ix, struct diag *d)
 	int rc = 0;
 
 	for (uint32_t i = 0; i < hf->nshards; i++)
-		total += hf->shards[i].c->root->nkids;
+		total += hf->shards[i].c ? hf->shards[i].c->root->nkids : 0;
 	while (cap < 2 * total && cap < (1u << 31))
 		cap *= 2;
 	m.mask = cap - 1;
@@ -338,6 +344,11 @@ static int merge(struct ckpt *c, struct hfix *ix, struct diag *d)
 	    !(c->root->name = arena_strndup(&c->arena, "", 0)))
 		rc = diag_nomem(d);
 	for (uint32_t i = 0; i < hf->nshards && !rc; i++) {
+		if (!hf->shards[i].c) {	/* absent: an empty range */
+			hf->shards[i].storage0 = c->nstorages;
+			hf->shards[i].tensor0 = c->ntensors;
+			continue;
+		}
 		rc = adopt(c, &hf->shards[i], d);
 		if (!rc)
 			rc = merge_shard(c, ix, &m, i, d);
@@ -403,7 +414,7 @@ int ckpt_hf_open(struct ckpt *c, bool is_dir, struct diag *d)
 	}
 	if (!rc && hf->nshards)
 		for (uint32_t i = 0; i < hf->nshards && !c->byteorder; i++)
-			if (hf->shards[i].c->byteorder &&
+			if (hf->shards[i].c && hf->shards[i].c->byteorder &&
 			    !(c->byteorder = strdup(hf->shards[i].c->byteorder)))
 				rc = diag_nomem(d);
 	if (!rc)
@@ -494,6 +505,9 @@ const char *ckpt_hf_issue_line(const struct ckpt *c, uint32_t i, char *buf,
 	case CKPT_HF_NOT_IN_INDEX:
 		snprintf(buf, size, "key '%s' of shard %s is not in the index",
 			 v->key, sh);
+		break;
+	case CKPT_HF_ABSENT:
+		snprintf(buf, size, "shard '%s' the index names is absent", sh);
 		break;
 	case CKPT_HF_TWICE:
 		snprintf(buf, size, "key '%s' is in two shards, %s and %s",

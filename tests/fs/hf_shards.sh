@@ -22,9 +22,10 @@
 #
 # The broken ones: a key in two shards and index/shard mismatches mount
 # (with a note line) and ptverify exits 1 naming file and key; a wrong
-# total_size the same; a shard listed but absent, an index that is not
-# JSON, shards named "../outside.bin" and "/etc/passwd", two indexes are
-# refused with one line by ptfs and ptls.
+# total_size the same; a shard listed but absent makes ptverify exit 1
+# and ptfs refuse to mount; an index that is not JSON, shards named
+# "../outside.bin" and "/etc/passwd", two indexes and a folder without
+# an index are refused with one line by ptfs and ptls.
 #
 # Prints one line per check and finally "N passed, N failed".  Exit 0 all
 # passed, 1 a failure, 77 skipped (no usable /dev/fuse; no torch with
@@ -171,6 +172,10 @@ verified twice 1 \
 verified mismatch 1 \
 	"^ptverify: $H/mismatch/$I: key 'stray.bias' of shard pytorch_model-00002-of-00004.bin is not in the index$" \
 	"^ptverify: $H/mismatch/$I: offset 0x[0-9a-f]*: key 'ghost.weight': the index says shard pytorch_model-00001-of-00004.bin, which does not hold it$"
+verified absent 1 \
+	"^ptverify: $H/absent/$I: offset 0x[0-9a-f]*: shard 'pytorch_model-00002-of-00004.bin' the index names is absent$"
+expect_refusal "absent: not mounted" "$H/absent" \
+	"ptfs: $H/absent: shard 'pytorch_model-00002-of-00004.bin' the index names is absent: not mounted"
 verified total 1 \
 	"^ptverify: $H/total/$I: offset 0x[0-9a-f]*: metadata.total_size is [0-9]*, but the shards hold [0-9]* bytes"
 for n in twice mismatch; do
@@ -191,7 +196,6 @@ refused() {
 	esac
 	expect_refusal "$1: refused" "$_f" "$_l"
 }
-refused absent "$I: shard 'pytorch_model-00002-of-00004.bin' the index names is absent (No such file or directory)"
 refused notjson "$I: index ends where the shard of 'a' was expected"
 refused escape "$I: shard '../outside.bin' has an empty, '.' or '..' part: shards must be inside the folder"
 refused abs "$I: shard '/etc/passwd' is an absolute path: shards must be inside the folder"
