@@ -92,10 +92,13 @@ static void refused(const char *text, uint64_t at, const char *why)
 Test(hfix, refuses_bad_json_and_wrong_shapes)
 {
 	refused("[]", 0, "not a JSON object");
-	refused("{\"weight_map\": {\"a\": ", 21, "ends where the shard of 'a'");
-	refused("{\"weight_map\": {\"a\": 3}}", 21, "value of 'a' is not a string");
+	refused("{\"weight_map\": {\"a\": ", 21,
+		"ends where the shard of 'a'");
+	refused("{\"weight_map\": {\"a\": 3}}", 21,
+		"value of 'a' is not a string");
 	refused("{\"weight_map\": []}", 15, "weight_map is not an object");
-	refused("{\"metadata\": 1, \"weight_map\": {}}", 13, "metadata is not an object");
+	refused("{\"metadata\": 1, \"weight_map\": {}}", 13,
+		"metadata is not an object");
 	refused("{\"metadata\": {}}", 0, "no weight_map");
 	refused("{\"weight_map\": {}} x", 19, "text after");
 	refused("{\"weight_map\": {}, \"weight_map\": {}}", 19, "given twice");

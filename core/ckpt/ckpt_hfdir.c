@@ -140,17 +140,19 @@ int ckpt_hf_locate(struct ckpt *c, bool is_dir, struct diag *d)
 		hf->dfd = c->fd;
 		c->fd = -1;
 	} else {
+		const char *base = slash ? slash + 1 : c->path;
+
 		dir = slash ? arena_strndup(&c->arena, c->path, slash ==
 					    c->path ? 1 : slash - c->path) :
 		      arena_strndup(&c->arena, ".", 1);
-		hf->index = slash ? slash + 1 : c->path;
+		hf->index = arena_strndup(&c->arena, base, strlen(base));
 		if (dir)
 			hf->dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (dir && hf->dfd < 0)
 			return diag_errno(d, -errno, "cannot open its folder "
 					  "%s: %s", dir, strerror(errno));
 	}
-	if (!dir)
+	if (!dir || (!is_dir && !hf->index))
 		return diag_nomem(d);
 	hf->dir = dir;
 	rc = scan(c, is_dir, d);
@@ -184,11 +186,7 @@ int ckpt_hf_read_index(struct ckpt *c, struct hfix *ix, const char *where,
 	text = malloc(st.st_size + 1);
 	if (!text)
 		return diag_nomem(d);
-	rc = io_pread_full(c->fd, text, st.st_size, 0);
-	if (rc)
-		rc = rc == -ENODATA ? diag_corrupt(d, 0, "%sindex shrank while "
-						   "read", where) :
-		     diag_errno(d, rc, "cannot read: %s", strerror(-rc));
+	rc = io_pread_diag(c->fd, text, st.st_size, 0, "the index", d);
 	if (!rc)
 		rc = hfix_parse(text, st.st_size, &c->arena, where, ix, d);
 	free(text);

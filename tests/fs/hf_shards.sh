@@ -20,7 +20,9 @@
 #               folder; every kind of write fails with EROFS; no file of
 #               the folder changed (sha256 before and after)
 #
-# The broken ones: a key in two shards and index/shard mismatches mount
+# A shard rewritten under the mount makes reads of its tensors fail with
+# ESTALE while the other shards still read.  The broken ones: a key in
+# two shards and index/shard mismatches mount
 # (with a note line) and ptverify exits 1 naming file and key; a wrong
 # total_size the same; a shard listed but absent makes ptverify exit 1
 # and ptfs refuse to mount; an index that is not JSON, shards named
@@ -148,6 +150,28 @@ for n in bin mixed st; do
 	fi
 	mounted "$n" "$arg" "ptfs: $arg: $ro" "$@"
 done
+
+# ------------------------------------------------------ a shard rewritten
+# under the mount (same bytes, cp keeps the inode): reads of its tensors
+# fail with ESTALE, never showing other bytes; other shards still read
+S=$WORK/stale s5=pytorch_model-00005-of-00005.bin
+cp -r "$H/bin" "$S" && cp "$S/$s5" "$WORK/s5.copy"
+if start_daemon "$S" "$WORK/mnt/stale" "$WORK/stale.err"; then
+	sleep 0.02
+	cp "$WORK/s5.copy" "$S/$s5"
+	e5=$(cat "$WORK/mnt/stale/model.norm.weight" 2>&1 >/dev/null)
+	r5=$?
+	cat "$WORK/mnt/stale/model.embed_tokens.weight" >/dev/null 2>&1
+	r1=$?
+	stop_daemon "$WORK/mnt/stale"
+	case $r5:$r1:$e5 in
+	[1-9]*:0:*"Stale file handle"*)
+		pass "shard rewritten under the mount" "its tensor: $e5; shard 1 reads" ;;
+	*)	fail "shard rewritten under the mount" "exit $r5 ($e5), shard 1 exit $r1" ;;
+	esac
+else
+	fail "shard rewritten under the mount" "not mounted: $(head -n 1 "$WORK/stale.err")"
+fi
 
 # ------------------------------------------------------ disagreements
 # verified NAME STATUS PATTERN...: ptverify's exit and one line per pattern
