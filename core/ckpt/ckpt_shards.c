@@ -74,15 +74,17 @@ static int shard_open(struct ckpt *c, const struct hfix *ix, uint32_t i,
 	if (ckpt_hf_index_name(sh->name))
 		return diag_corrupt(d, at, "%sshard '%s' is named like an "
 				    "index", where, sh->name);
-	/* absent: a finding (ptverify says it; ptfs refuses to mount) */
-	if (fstatat(hf->dfd, sh->name, &st, 0) && errno == ENOENT) {
-		hf->nabsent++;
-		return issue(c, CKPT_HF_ABSENT, NULL, i, UINT32_MAX, at, d);
+	if (fstatat(hf->dfd, sh->name, &st, 0)) {
+		/* absent: a finding (ptverify says it; ptfs refuses to
+		   mount), so that the rest is still checked */
+		if (errno == ENOENT) {
+			hf->nabsent++;
+			return issue(c, CKPT_HF_ABSENT, NULL, i, UINT32_MAX,
+				     at, d);
+		}
+		return diag_set(d, -errno, at, "%sshard '%s': %s", where,
+				sh->name, strerror(errno));
 	}
-	if (fstatat(hf->dfd, sh->name, &st, 0))
-		return diag_set(d, -errno, at, "%sshard '%s' the index names "
-				"is absent (%s)", where, sh->name,
-				strerror(errno));
 	if (!S_ISREG(st.st_mode))
 		return diag_corrupt(d, at, "%sshard '%s' is not a regular file",
 				    where, sh->name);
@@ -107,14 +109,6 @@ static int shard_open(struct ckpt *c, const struct hfix *ix, uint32_t i,
 		return diag_corrupt(d, DIAG_NO_OFFSET, "shard %s holds a %s, "
 				    "not a state dict", sh->name,
 				    sh->c->root->type);
-	if (sh->c->byteorder && (!c->byteorder ||
-				 strcmp(c->byteorder, sh->c->byteorder))) {
-		if (c->byteorder || strcmp(sh->c->byteorder, "little"))
-			return diag_unsupported(d, DIAG_NO_OFFSET, "shard %s "
-						"is %s-endian, unlike the ones "
-						"before it", sh->name,
-						sh->c->byteorder);
-	}
 	if (fstat(sh->c->fd, &st))
 		return diag_errno(d, -errno, "%s: %s", sh->path,
 				  strerror(errno));
@@ -123,6 +117,38 @@ static int shard_open(struct ckpt *c, const struct hfix *ix, uint32_t i,
 	if (sh->c->doc)
 		arena_trim(&sh->c->doc->arena);
 	ckpt_ident_of(&st, &hf->ids[i]);
+	return 0;
+}
+
+/*
+ * The folder's byte order: the shards' one (a tensor's bytes are served as
+ * they are, and the mount has one user.byteorder), or a refusal.
+ */
+static int byteorder(struct ckpt *c, struct diag *d)
+{
+	const struct ckpt_shard *first = NULL;
+	const char *bo0 = NULL;
+
+	for (uint32_t i = 0; i < c->hf->nshards; i++) {
+		const struct ckpt_shard *sh = &c->hf->shards[i];
+		const char *bo;
+
+		if (!sh->c)
+			continue;
+		bo = sh->c->byteorder ? sh->c->byteorder : "little";
+		if (!first) {
+			first = sh;
+			bo0 = bo;
+		} else if (strcmp(bo, bo0)) {
+			return diag_unsupported(d, DIAG_NO_OFFSET, "shard %s is "
+						"%s-endian, shard %s %s-endian: "
+						"one byte order per folder",
+						sh->name, bo, first->name,
+						bo0);
+		}
+	}
+	if (bo0 && strcmp(bo0, "little") && !(c->byteorder = strdup(bo0)))
+		return diag_nomem(d);
 	return 0;
 }
 
@@ -412,11 +438,8 @@ int ckpt_hf_open(struct ckpt *c, bool is_dir, struct diag *d)
 		hf->nshards = i + 1;
 		rc = shard_open(c, &ix, i, where ? where : "", d);
 	}
-	if (!rc && hf->nshards)
-		for (uint32_t i = 0; i < hf->nshards && !c->byteorder; i++)
-			if (hf->shards[i].c && hf->shards[i].c->byteorder &&
-			    !(c->byteorder = strdup(hf->shards[i].c->byteorder)))
-				rc = diag_nomem(d);
+	if (!rc)
+		rc = byteorder(c, d);
 	if (!rc)
 		rc = merge(c, &ix, d);
 	if (!rc)

@@ -20,12 +20,13 @@ the checks of what the tools and a ptfs mount show of them (torch 1.13 or
                  torch 2.x, st_check.write under 1.13), the tied weight
                  kept once as transformers does
       bin.pt st.pt  the state dicts of bin/ and st/ in one torch.save file
-      absent/ twice/ mismatch/ total/ notjson/ escape/ abs/ twoidx/
+      absent/ twice/ mismatch/ total/ notjson/ escape/ abs/ endian/ twoidx/
                  broken ones: a shard listed but absent, a key in two
                  shards, an index key missing from its shard plus a shard
                  key missing from the index, a wrong total_size, an index
                  that is not JSON, shards named "../outside.bin" (which
-                 exists) and "/etc/passwd", two indexes
+                 exists) and "/etc/passwd", shards of two byte orders, two
+                 indexes
   check DIR NAME MNT LSJSON
                  folder DIR/NAME against torch's index-driven union (each
                  shard the index names loaded by torch.load, safetensors'
@@ -149,6 +150,19 @@ def write_folder(d, shards, total, stem, ext, index, save, others=True):
     return wm
 
 
+def big_endian(path):
+    """Give a torch zip a byteorder record "big" (torch 1.13 writes none;
+    the bytes stay as they are)."""
+    tmp = path + ".tmp"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(tmp, "w") as dst:
+        infos = src.infolist()
+        for info in infos:
+            if not info.filename.endswith("/byteorder"):
+                dst.writestr(info, src.read(info.filename))
+        dst.writestr(infos[0].filename.split("/")[0] + "/byteorder", b"big")
+    os.replace(tmp, path)
+
+
 def deflate(path):
     """Rewrite a torch zip with every record deflated (zip -9 does that)."""
     tmp = path + ".tmp"
@@ -251,6 +265,11 @@ def gen(d):
         wm[list(wm)[0]] = where
         with open(os.path.join(e, idx), "w") as f:
             f.write(index_text(wm, stotal))
+    # shards of two byte orders
+    t = os.path.join(d, "endian")
+    wm = write_folder(t, small, stotal, "pytorch_model", "bin", idx,
+                      save_bin, others=False)
+    big_endian(os.path.join(t, sorted(set(wm.values()))[1]))
     # two indexes
     t = os.path.join(d, "twoidx")
     write_folder(t, small, stotal, "pytorch_model", "bin", idx, save_bin,

@@ -26,7 +26,8 @@
 # (with a note line) and ptverify exits 1 naming file and key; a wrong
 # total_size the same; a shard listed but absent makes ptverify exit 1
 # and ptfs refuse to mount; an index that is not JSON, shards named
-# "../outside.bin" and "/etc/passwd", two indexes and a folder without
+# "../outside.bin" and "/etc/passwd", shards of two byte orders, two
+# indexes and a folder without
 # an index are refused with one line by ptfs and ptls.
 #
 # Prints one line per check and finally "N passed, N failed".  Exit 0 all
@@ -223,6 +224,7 @@ refused() {
 refused notjson "$I: index ends where the shard of 'a' was expected"
 refused escape "$I: shard '../outside.bin' has an empty, '.' or '..' part: shards must be inside the folder"
 refused abs "$I: shard '/etc/passwd' is an absolute path: shards must be inside the folder"
+refused endian "shard pytorch_model-00002-of-00004.bin is big-endian, shard pytorch_model-00001-of-00004.bin little-endian: one byte order per folder"
 refused twoidx "holds 2 Hugging Face indexes (model.safetensors.index.json, $I): give the one to open, DIR/NAME"
 mkdir -p "$H/plain" && echo x >"$H/plain/config.json"
 refused plain "is a directory without a Hugging Face index (*.index.json) or a .metadata: no checkpoint folder"
