@@ -13,6 +13,7 @@
 #include "arena.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <stdalign.h>
 #include <stdint.h>
@@ -101,7 +102,8 @@ char *arena_strndup(struct arena *a, const char *s, size_t n)
 
 void arena_trim(struct arena *a)
 {
-	uintptr_t page = 4096, from, to;
+	long ps = sysconf(_SC_PAGESIZE);
+	uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096, from, to;
 
 	if (!a->head)
 		return;
