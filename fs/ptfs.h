@@ -37,6 +37,8 @@ enum ptfs_kind {
 	PTFS_RECORD,		/* .ptfs/<record>: another archive record */
 	PTFS_CTL,		/* .ptfs/commit, status, ...: control files */
 	PTFS_VIEW,		/* KEY.npy / KEY.txt of a tensor node */
+	PTFS_FILES,		/* .ptfs/files/: a sharded folder's files */
+	PTFS_FILE,		/* .ptfs/files/<name>: one of them, read-only */
 };
 
 /* The control files under .ptfs/ of a writable mount (ptfs_ctl.c). */
@@ -74,6 +76,13 @@ struct ptfs_rec {
 	char *name;		/* escaped file name */
 	uint64_t off, size;	/* where its bytes are (legacy: data.pkl) */
 	struct ptz_entry *e;	/* zip record, or NULL */
+};
+
+/* A file of a sharded folder that is no shard (config.json ...). */
+struct ptfs_file {
+	const char *name;	/* borrowed from the checkpoint */
+	int fd;
+	uint64_t size;
 };
 
 /* Storages whose views must leave the kernel's page cache (ptfs_ops.c). */
@@ -132,6 +141,10 @@ struct ptfs {
 	fuse_ino_t plumb;	/* ino of .ptfs/ (see ptfs_ino.c) */
 	struct ptfs_rec *recs;
 	uint32_t nrecs;
+	/* a sharded folder's other files (ptfs_ino.c), open while mounted */
+	struct ptfs_file *files;
+	uint32_t nfiles;
+	bool has_files;		/* .ptfs/files/ exists */
 	bool no_open;		/* the kernel can skip OPEN (see op_open) */
 	/* write-back progress, bytes of record data (atomics: read without
 	   the lock, which write-back holds) */
@@ -158,6 +171,16 @@ bool ptfs_ino_is_dir(const struct ptfs *fs, fuse_ino_t ino);
  * fs->st (also its identity, see ptfs_fresh()).  0 or -ENOMEM. */
 int ptfs_ino_init(struct ptfs *fs);
 void ptfs_ino_release(struct ptfs *fs);
+
+/*
+ * ptfs_files.c: a sharded folder's other files under .ptfs/files/: open
+ * them (0 or -errno), close them, the inode of the directory (@k 0) or
+ * of file @k - 1, and the one called @name (0: none).
+ */
+int ptfs_files_init(struct ptfs *fs);
+void ptfs_files_release(struct ptfs *fs);
+fuse_ino_t ptfs_files_ino(const struct ptfs *fs, uint32_t k);
+fuse_ino_t ptfs_files_lookup(const struct ptfs *fs, const char *name);
 
 /* What @ino stands for; 0 or -ENOENT. */
 int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out);

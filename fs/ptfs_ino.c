@@ -17,6 +17,9 @@
  *   P + 2 + nstor + nrecs + k  control file k of a writable mount
  *                            (enum ptfs_ctl, ptfs_ctl_files[]: commit,
  *                            progress, status, discard, revert)
+ *   F = P + 2 + nstor + nrecs + PTFS_NCTL
+ *                            .ptfs/files/ of a sharded folder, and F + 1 + k
+ *                            its file k (ptfs_files.c)
  *   2^41 + node->id          KEY.npy of tensor node KEY
  *   2^42 + node->id          KEY.txt of tensor node KEY
  *
@@ -56,6 +59,7 @@ bool ptfs_ino_is_dir(const struct ptfs *fs, fuse_ino_t ino)
 	case PTFS_ROOT:
 	case PTFS_PLUMB:
 	case PTFS_STORAGES:
+	case PTFS_FILES:
 		return true;
 	case PTFS_NODE:
 		return ckpt_node_is_dir(i.node);
@@ -116,6 +120,8 @@ int ptfs_ino_init(struct ptfs *fs)
 	case CKPT_N_VALUE: fs->root_name = "value"; break;
 	default: fs->root_name = "object"; break;
 	}
+	if (c->hf)
+		return ptfs_files_init(fs);
 	if (c->format == CKPT_SAFETENSORS)
 		return add_rec(fs, "header.json", 8, c->hdr_len, NULL);
 	if (c->format == CKPT_LEGACY || c->format == CKPT_TAR)
@@ -140,6 +146,7 @@ int ptfs_ino_init(struct ptfs *fs)
 
 void ptfs_ino_release(struct ptfs *fs)
 {
+	ptfs_files_release(fs);
 	for (uint32_t i = 0; i < fs->nrecs; i++)
 		free(fs->recs[i].name);
 	free(fs->recs);
@@ -200,6 +207,12 @@ int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out)
 	if (ino < PTFS_NCTL && fs->ovl && !fs->readonly) {
 		out->kind = PTFS_CTL;
 		out->ctl = (int)ino;
+		return 0;
+	}
+	if (fs->has_files && ino >= PTFS_NCTL && ino - PTFS_NCTL <= fs->nfiles) {
+		out->index = (uint32_t)(ino - PTFS_NCTL);
+		out->kind = out->index ? PTFS_FILE : PTFS_FILES;
+		out->index--;
 		return 0;
 	}
 	return -ENOENT;
@@ -333,7 +346,15 @@ static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
 		break;
 	case PTFS_PLUMB:
 		st->st_mode = S_IFDIR | perm_dir(fs, false);
-		st->st_nlink = 3;
+		st->st_nlink = 3 + fs->has_files;
+		break;
+	case PTFS_FILES:
+		st->st_mode = S_IFDIR | perm_dir(fs, false);
+		st->st_nlink = 2;
+		break;
+	case PTFS_FILE:
+		st->st_mode = S_IFREG | perm_r(fs);
+		st->st_size = fs->files[i.index].size;
 		break;
 	case PTFS_STORAGES:
 		st->st_mode = S_IFDIR | perm_dir(fs, false);
@@ -436,7 +457,19 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 				   d.node->kids[i / per] ?
 				   d.node->kids[i / per]->name : NULL,
 				   (uint32_t)(i / per), i % per, name, ino, buf);
+	case PTFS_FILES:
+		if (i >= fs->nfiles)
+			return 0;
+		*name = fs->files[i].name;
+		*ino = ptfs_files_ino(fs, (uint32_t)i + 1);
+		return 1;
 	case PTFS_PLUMB:
+		/* a sharded folder: storages/, files/ (it is read-only) */
+		if (fs->has_files && i == fs->nrecs + 1) {
+			*name = "files";
+			*ino = ptfs_files_ino(fs, 0);
+			return 1;
+		}
 		if (i > fs->nrecs && i - fs->nrecs - 1 < PTFS_NCTL &&
 		    fs->ovl && !fs->readonly) {
 			*name = ptfs_ctl_files[i - fs->nrecs - 1].name;
@@ -510,9 +543,13 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 			n = ptfs_child(d.node, key, PTFS_VIEW_KEY_MAX);
 			return n ? view_of(n, key, name) : 0;
 		}
+	case PTFS_FILES:
+		return ptfs_files_lookup(fs, name);
 	case PTFS_PLUMB:
 		if (!strcmp(name, "storages"))
 			return fs->plumb + 1;
+		if (fs->has_files && !strcmp(name, "files"))
+			return ptfs_files_ino(fs, 0);
 		for (uint32_t i = 0; i < fs->nrecs; i++)
 			if (!strcmp(name, fs->recs[i].name))
 				return fs->plumb + 2 + fs->nstor + i;

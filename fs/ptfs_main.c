@@ -415,6 +415,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ptfs: %s\n", diag_line(&d, line, sizeof(line)));
 		goto out_args;
 	}
+	if (fs.c->hf && fs.c->hf->nabsent) {
+		/* a model without some of its tensors would be used as it is */
+		for (uint32_t i = 0; i < fs.c->hf->nissues; i++)
+			if (fs.c->hf->issues[i].kind == CKPT_HF_ABSENT) {
+				fprintf(stderr, "ptfs: %s: %s: not mounted\n",
+					o.ckpt, ckpt_hf_issue_line(fs.c, i, line,
+								   sizeof(line)));
+				break;
+			}
+		goto out_close;
+	}
 	{
 		char *real = realpath(o.ckpt, NULL);
 
@@ -449,6 +460,11 @@ int main(int argc, char **argv)
 		if (!o.ro && never)
 			fprintf(stderr, "ptfs: %s: %s mount read-only\n",
 				o.ckpt, never);
+		if (fs.c->hf && fs.c->hf->nissues)
+			fprintf(stderr, "ptfs: %s: the index and its shards "
+				"disagree %u time%s (ptverify lists them)\n",
+				o.ckpt, fs.c->hf->nissues,
+				fs.c->hf->nissues == 1 ? "" : "s");
 		else if (why && !o.output)
 			fprintf(stderr, "ptfs: %s: %s: mounted read-only\n",
 				o.ckpt, why);

@@ -200,7 +200,10 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	 * not caught (the kernel reads the fd after we reply).
 	 */
 	diag_init(&d, fs->c->path);
-	if (from_checkpoint(&i) && (rc = ptfs_fresh(fs, &d))) {
+	if (from_checkpoint(&i) && ((rc = ptfs_fresh(fs, &d)) ||
+	    (rc = ckpt_shard_fresh(fs->c, i.kind == PTFS_STORAGE ? i.storage :
+				   i.node && i.node->tensor ?
+				   i.node->tensor->storage : NULL, &d)))) {
 		ptfs_reply_err(req, rc, &d);
 		goto out;
 	}
@@ -225,6 +228,13 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		break;
 	case PTFS_CTL:
 		ptfs_ctl_read(req, fs, i.ctl, size, off, fi);
+		break;
+	case PTFS_FILE:
+		size = clip(fs->files[i.index].size, off, size);
+		if (size)
+			reply_fd(req, fs->files[i.index].fd, off, size);
+		else
+			fuse_reply_buf(req, NULL, 0);
 		break;
 	default:
 		ptfs_reply_err(req, -EISDIR, NULL);

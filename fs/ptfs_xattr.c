@@ -21,6 +21,8 @@
  *                        (names the kernel cannot ask for, over 255
  *                        bytes with the prefix, are left out)
  *   user.st_dtype        a safetensors file's tensor: its dtype there (F32)
+ *   user.shard           a sharded folder's tensor: the file it is read
+ *                        from, as the index names it
  *   user.meta.KEY        on the root of a safetensors file: each entry of
  *                        its __metadata__ (names over 255 bytes, values
  *                        over 64 KiB and either holding a NUL are left
@@ -138,6 +140,7 @@ static const char *tf(bool b)
 static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
 			  struct xwalk *x)
 {
+	const struct ckpt_shard *sh = ckpt_tensor_shard(fs->c, t);
 	char num[40];
 
 	put(x, "user.dtype", t->dtype->name);
@@ -154,8 +157,11 @@ static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
 	    t->kind == CKPT_T_INLINE ? "numpy" :
 	    t->kind == CKPT_T_STORAGE ? "storage" : "strided");
 	put(x, "user.byteorder", fs->byteorder);
-	if (fs->c->format == CKPT_SAFETENSORS && t->dtype->st)
+	if ((fs->c->format == CKPT_SAFETENSORS ||
+	     (sh && sh->c->format == CKPT_SAFETENSORS)) && t->dtype->st)
 		put(x, "user.st_dtype", t->dtype->st);
+	if (sh)
+		put(x, "user.shard", sh->name);
 	if (t->cls)
 		put(x, "user.class", t->cls);
 	state_xattrs(t->state, x);

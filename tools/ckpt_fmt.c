@@ -226,8 +226,11 @@ static void json_tensor_extra(FILE *f, const struct ckpt_tensor *t)
 	}
 }
 
-void fmt_json_tensor(FILE *f, const struct ckpt_tensor *t)
+void fmt_json_tensor(FILE *f, const struct ckpt *c,
+		     const struct ckpt_tensor *t)
 {
+	const struct ckpt_shard *sh = ckpt_tensor_shard(c, t);
+
 	fputs(",\"tensor\":", f);
 	json_u64(f, t->index);
 	putc(',', f);
@@ -246,6 +249,10 @@ void fmt_json_tensor(FILE *f, const struct ckpt_tensor *t)
 	      t->kind == CKPT_T_INLINE ? "numpy" :
 	      t->kind == CKPT_T_STORAGE ? "storage" : "strided", f);
 	putc('"', f);
+	if (sh) {
+		fputs(",\"shard\":", f);
+		json_cstr(f, sh->name);
+	}
 	json_tensor_extra(f, t);
 }
 
@@ -279,12 +286,13 @@ const char *fmt_json_kind(const struct ckpt_node *n)
 	       n->kind == CKPT_N_OPAQUE ? "object" : "link";
 }
 
-void fmt_json_content(FILE *f, const struct ckpt_node *n)
+void fmt_json_content(FILE *f, const struct ckpt *c,
+		      const struct ckpt_node *n)
 {
 	fputs(",\"type\":", f);
 	json_cstr(f, n->type);
 	if (n->kind == CKPT_N_TENSOR) {
-		fmt_json_tensor(f, n->tensor);
+		fmt_json_tensor(f, c, n->tensor);
 	} else if (n->kind == CKPT_N_VALUE) {
 		fputs(",\"value\":", f);
 		fmt_json_value(f, n);

@@ -32,11 +32,13 @@ void fmt_printable(char *out, const struct ckpt_node *n);
 /*
  * JSON: how @n is reached from its parent (a str, an int, {"attr": ..},
  * {"part": ..}, {"repr": ..}); its python value; its tensor's fields
- * (",\"tensor\":N,\"dtype\":..." to append inside an object).
+ * (",\"tensor\":N,\"dtype\":..." to append inside an object; the
+ * "shard" it is read from in a sharded folder).
  */
 void fmt_json_key(FILE *f, const struct ckpt_node *n);
 void fmt_json_value(FILE *f, const struct ckpt_node *n);
-void fmt_json_tensor(FILE *f, const struct ckpt_tensor *t);
+void fmt_json_tensor(FILE *f, const struct ckpt *c,
+		     const struct ckpt_tensor *t);
 
 /* What a JSON node calls @n: "container", "tensor", "value", "object" or
  * "link". */
@@ -46,7 +48,8 @@ const char *fmt_json_kind(const struct ckpt_node *n);
  * ",\"type\":..." and what @n holds: a tensor's fields, a value, an
  * object's repr or a link's target (to append inside an object).
  */
-void fmt_json_content(FILE *f, const struct ckpt_node *n);
+void fmt_json_content(FILE *f, const struct ckpt *c,
+		      const struct ckpt_node *n);
 
 /*
  * A safetensors file's __metadata__: as text, one "# metadata KEY: VALUE"

@@ -268,7 +268,7 @@ static void storages_text(struct ckpt *c)
 		if (s->rec)
 			printf("  record %s", s->rec->name);
 		if (located && (s->rec || c->format == CKPT_LEGACY ||
-				c->format == CKPT_SAFETENSORS))
+				c->format == CKPT_SAFETENSORS || c->hf))
 			printf("  data at 0x%" PRIx64, s->data_off);
 		putchar('\n');
 	}
@@ -280,6 +280,12 @@ static void storages_text(struct ckpt *c)
 
 static void header_text(const struct ckpt *c)
 {
+	if (c->hf) {
+		printf("# %s: Hugging Face sharded folder, index %s, %u shards "
+		       "(storage keys are SHARD:KEY, pickle offsets the "
+		       "shard's)\n", c->path, c->hf->index, c->hf->nshards);
+		return;
+	}
 	if (c->format == CKPT_SAFETENSORS) {
 		printf("# %s: safetensors file, header %" PRIu64 " bytes at "
 		       "0x8, data at 0x%" PRIx64 ", %u metadata entr%s\n",
@@ -328,7 +334,7 @@ static void node_json(FILE *f, const struct ckpt *c, const struct ckpt_node *n,
 	else
 		fputs("null", f);
 	if (n->kind == CKPT_N_TENSOR) {
-		fmt_json_tensor(f, n->tensor);
+		fmt_json_tensor(f, c, n->tensor);
 	} else if (n->kind == CKPT_N_VALUE || n->kind == CKPT_N_OPAQUE) {
 		if (n->kind == CKPT_N_VALUE) {
 			fputs(",\"value\":", f);
@@ -401,7 +407,7 @@ static void dump_json(struct ckpt *c)
 		json_cstr(f, s->rec ? s->rec->name : NULL);
 		fputs(",\"data_offset\":", f);
 		if (located && (s->rec || c->format == CKPT_LEGACY ||
-				c->format == CKPT_SAFETENSORS))
+				c->format == CKPT_SAFETENSORS || c->hf))
 			json_u64(f, s->data_off);
 		else
 			fputs("null", f);
@@ -467,10 +473,14 @@ static int dump_pickle_file(const char *path, const struct dump_opts *o)
 	}
 	if (S_ISDIR(st.st_mode) || !st.st_size) {
 		dump_error(o->name, DIAG_NO_OFFSET, "%s", S_ISDIR(st.st_mode) ?
-			   "is a directory" : "empty file, not a pickle");
+			   "is a directory (of a sharded checkpoint? --pickle "
+			   "takes one shard)" : "empty file, not a pickle");
 		goto out;
 	}
-	if (pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head) &&
+	if (ckpt_hf_index_name(path)) {
+		dump_error(o->name, DIAG_NO_OFFSET, "a Hugging Face index "
+			   "holds no pickle: --pickle takes one of its shards");
+	} else if (pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head) &&
 	    ckpt_safetensors_head(head, sizeof(head))) {
 		dump_error(o->name, 0, "a safetensors file holds no pickle "
 			   "(its header is JSON: see ptdump --records)");

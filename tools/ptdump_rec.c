@@ -218,6 +218,12 @@ static int legacy_records(const char *path, const struct dump_opts *o)
 		return CLI_ERROR;
 	}
 	c->path = o->name;
+	if (c->hf) {
+		dump_error(o->name, DIAG_NO_OFFSET, "a Hugging Face index: "
+			   "--records takes one of its shards");
+		ckpt_close(c);
+		return CLI_ERROR;
+	}
 	v = malloc((c->nstorages + 1) * sizeof(*v));
 	if (!v) {
 		ckpt_close(c);
@@ -283,7 +289,8 @@ int dump_records(const char *path, const struct dump_opts *o)
 		return CLI_ERROR;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		dump_error(o->name, DIAG_NO_OFFSET, "is a directory");
+		dump_error(o->name, DIAG_NO_OFFSET, "is a directory (of a "
+			   "sharded checkpoint? --records takes one shard)");
 		rc = CLI_ERROR;
 	} else if (pread(fd, head, 4, 0) == 4 && !memcmp(head, "PK\3\4", 4)) {
 		rc = zip_records(fd, o);

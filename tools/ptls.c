@@ -212,17 +212,88 @@ static int text_node(const struct ckpt_node *n, const struct opts *o,
 	return rc;
 }
 
-/* The unsafe globals, each with the key that holds it. */
-static void text_globals(const struct ckpt *c)
+/* How many files with pickles @c has: its shards in a sharded folder,
+ * else itself; the @k-th of them (NULL: an absent shard). */
+static uint32_t nparts(const struct ckpt *c)
 {
-	for (uint32_t i = 0; i < c->nglobals; i++) {
+	return c->hf ? c->hf->nshards : 1;
+}
+
+static const struct ckpt *part(const struct ckpt *c, uint32_t k)
+{
+	return c->hf ? c->hf->shards[k].c : c;
+}
+
+static uint32_t nglobals(const struct ckpt *c)
+{
+	uint32_t n = 0;
+
+	for (uint32_t k = 0; k < nparts(c); k++)
+		n += part(c, k) ? part(c, k)->nglobals : 0;
+	return n;
+}
+
+/* A sharded folder's index, shards and other files. */
+static void text_shards(const struct ckpt *c)
+{
+	const struct ckpt_hf *hf = c->hf;
+
+	if (!hf)
+		return;
+	printf("# index %s: %u keys in %u shard%s, %u other file%s in the "
+	       "folder", hf->index, hf->nentries, hf->nshards,
+	       hf->nshards == 1 ? "" : "s", hf->nfiles,
+	       hf->nfiles == 1 ? "" : "s");
+	if (hf->nissues)
+		printf("; %u disagreement%s with the shards (ptverify lists "
+		       "them)", hf->nissues, hf->nissues == 1 ? "" : "s");
+	putchar('\n');
+	for (uint32_t i = 0; i < hf->nshards; i++)
+		printf("# shard %s: %u keys, %s\n", hf->shards[i].name,
+		       hf->shards[i].nkeys, hf->shards[i].c ?
+		       ckpt_format_name(hf->shards[i].c->format) : "absent");
+}
+
+static void json_shards(FILE *f, const struct ckpt *c)
+{
+	const struct ckpt_hf *hf = c->hf;
+
+	fputs(",\"index\":", f);
+	json_cstr(f, hf ? hf->index : NULL);
+	fputs(",\"shards\":[", f);
+	for (uint32_t i = 0; hf && i < hf->nshards; i++) {
+		fputs(i ? ",{\"name\":" : "{\"name\":", f);
+		json_cstr(f, hf->shards[i].name);
+		fprintf(f, ",\"format\":\"%s\",\"keys\":%u,\"tensors\":%u,"
+			"\"storages\":%u}", hf->shards[i].c ?
+			ckpt_format_name(hf->shards[i].c->format) : "absent",
+			hf->shards[i].nkeys, hf->shards[i].ntensors,
+			hf->shards[i].nstorages);
+	}
+	fputs("],\"files\":[", f);
+	for (uint32_t i = 0; hf && i < hf->nfiles; i++) {
+		fputs(i ? ",{\"name\":" : "{\"name\":", f);
+		json_cstr(f, hf->files[i].name);
+		fprintf(f, ",\"size\":%" PRIu64 "}", hf->files[i].size);
+	}
+	fputs("]", f);
+}
+
+/* The unsafe globals, each with the key that holds it. */
+static void text_globals(const struct ckpt *all)
+{
+	const struct ckpt *c;
+
+	for (uint32_t k = 0; k < nparts(all); k++)
+	for (uint32_t i = 0; (c = part(all, k)) && i < c->nglobals; i++) {
 		const struct ckpt_node *h = ls_global_holder(c,
 							     c->globals[i].off);
 		char *p = h ? ckpt_node_path(h) : NULL;
 
-		printf("# unsafe global %s.%s (offset 0x%" PRIx64 "): "
+		printf("# unsafe global %s.%s (%s%soffset 0x%" PRIx64 "): "
 		       "torch.load would import it", c->globals[i].module,
-		       c->globals[i].name, c->globals[i].off);
+		       c->globals[i].name, all->hf ? c->path : "",
+		       all->hf ? " " : "", c->globals[i].off);
 		if (p)
 			printf("; held by %s", p[0] ? p : ". (the root)");
 		putchar('\n');
@@ -252,6 +323,7 @@ static void text_list(const struct ckpt *c, const struct opts *o)
 	       c->byteorder ? ", byteorder " : "",
 	       c->byteorder ? c->byteorder : "");
 	fmt_meta_text(c);
+	text_shards(c);
 	if (o->totals)
 		ls_totals_text(c, o);
 	text_globals(c);
@@ -292,7 +364,7 @@ static void json_node(FILE *f, const struct ckpt_node *n, bool *first,
 	fputs("],\"kind\":", f);
 	/* containers are listed only when empty */
 	json_cstr(f, ckpt_node_is_dir(n) ? "empty" : fmt_json_kind(n));
-	fmt_json_content(f, n);
+	fmt_json_content(f, o->c, n);
 	fputs("}", f);
 	free(path);
 }
@@ -317,6 +389,7 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 	else
 		fputs("null", f);
 	fmt_json_meta(f, c);
+	json_shards(f, c);
 	fputs(",\"root_type\":", f);
 	json_cstr(f, c->root->type);
 	if (o->tree) {
@@ -342,8 +415,9 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 		fputs("}", f);
 	}
 	fputs("\n ],\"unsafe_globals\":[", f);
-	for (uint32_t i = 0; i < c->nglobals; i++) {
-		fputs(i ? ",\n  {\"module\":" : "\n  {\"module\":", f);
+	for (uint32_t k = 0, n = 0; k < nparts(o->c); k++)
+	for (uint32_t i = 0; (c = part(o->c, k)) && i < c->nglobals; i++) {
+		fputs(n++ ? ",\n  {\"module\":" : "\n  {\"module\":", f);
 		json_cstr(f, c->globals[i].module);
 		fputs(",\"name\":", f);
 		json_cstr(f, c->globals[i].name);
@@ -353,8 +427,13 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 		hp = holder ? ckpt_node_path(holder) : NULL;
 		json_cstr(f, hp);
 		free(hp);
+		if (o->c->hf) {	/* offsets are in that shard's pickle */
+			fputs(",\"shard\":", f);
+			json_cstr(f, o->c->hf->shards[k].name);
+		}
 		fputs("}", f);
 	}
+	c = o->c;
 	fprintf(f, "\n ],\"tensors\":%u,\"totals\":", c->nshown);
 	ls_totals_json(f, c);
 	fputs("}\n", f);
@@ -379,6 +458,7 @@ static int list_one(struct ckpt *c, struct opts *o, char **paths,
 	int status = CLI_OK;
 
 	for (int k = 0; k < (npaths ? npaths : 1); k++) {
+		o->c = c;
 		o->start = npaths ? ls_find(c, paths[k]) : c->root;
 		if (!o->start) {
 			cli_error("%s: %s: no such key path (ptls %s lists "
@@ -404,7 +484,7 @@ static int list_one(struct ckpt *c, struct opts *o, char **paths,
 		else
 			text_list(c, o);
 	}
-	if (o->check && c->nglobals && !status)
+	if (o->check && nglobals(c) && !status)
 		status = CLI_FOUND;
 	return status;
 }

@@ -30,6 +30,7 @@ struct opts {
 	bool stats;		/* per-tensor statistics (ptls_stats.c) */
 	int depth;		/* levels below start shown; -1: all */
 	const struct ckpt_node *start;	/* the subtree listed */
+	const struct ckpt *c;		/* the checkpoint it is in */
 };
 
 /* ptls_find.c: the node @path names ("a/b/0"), or NULL. */

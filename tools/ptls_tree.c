@@ -152,7 +152,7 @@ static void node_json(FILE *f, const struct ckpt_node *n, int depth,
 		fputs("null", f);
 	fputs(",\"kind\":", f);
 	json_cstr(f, fmt_json_kind(n));
-	fmt_json_content(f, n);
+	fmt_json_content(f, o->c, n);
 	if (ckpt_node_is_dir(n)) {
 		fputs(",\"children\":[", f);
 		for (uint32_t i = 0; i < n->nkids; i++) {

@@ -5,7 +5,11 @@
  * the layout torch 2.x's offset calculation assumes (.format_version),
  * records in the file that belong to nothing (gaps, trailing bytes),
  * unused storage records, the version and byteorder records, and globals
- * a plain torch.load would import.  Structural problems (what ckpt_open()
+ * a plain torch.load would import.  A Hugging Face sharded folder (or its
+ * index) gets each shard's checks, and the index's against the shards:
+ * keys the index names a shard for that lacks them, keys a shard holds
+ * that the index lacks, keys in two shards, a metadata.total_size that is
+ * not the shards' (each storage counted once).  Structural problems (what ckpt_open()
  * refuses: records outside the file or overlapping, duplicate names, no
  * common prefix, storage sizes, tensors outside their storage, a version
  * outside 1..10) make the file unreadable.
@@ -17,6 +21,7 @@
  * Exit status: 0 clean, 1 problems found, 2 unreadable (one line on
  * stderr says why).
  */
+#define _GNU_SOURCE 1	/* asprintf */
 #include "ckpt/ckpt.h"
 #include "cli.h"
 #include "cli_io.h"
@@ -494,10 +499,72 @@ static void check_legacy(struct ver *v)
 			"storage belong to nothing", c->file_size - end);
 }
 
+/* The checks of one file: its records, its layout, its globals. */
+static void check_file(struct ver *v)
+{
+	struct ckpt *c = v->c;
+
+	if (c->zip.nentries) {
+		for (uint32_t i = 0; i < c->zip.nentries; i++)
+			check_record(v, &c->zip.entries[i]);
+		cli_progress_end(&v->pr);
+		check_gaps(v);
+		check_records_torch_reads(v);
+		check_unused(v);
+	} else if (c->format == CKPT_LEGACY ||
+		   c->format == CKPT_SAFETENSORS) {
+		check_legacy(v);
+	}
+	for (uint32_t i = 0; i < c->nglobals; i++)
+		problem(v, "global", c->globals[i].off, "unsafe global "
+			"%s.%s: torch.load would import it (weights_only=True "
+			"refuses the file)", c->globals[i].module,
+			c->globals[i].name);
+}
+
+/*
+ * A sharded folder: what the index and the shards disagree on (named by
+ * the index, offsets in it), then each shard's own checks, on the shard
+ * opened afresh as ptverify SHARD opens it (the folder's model names its
+ * storages SHARD:KEY).
+ */
+static void check_folder(struct ver *v)
+{
+	struct ckpt *all = v->c;
+	const char *path = all->path;
+	char line[512], *index = NULL;
+
+	/* the offsets are the index's: name it */
+	if (asprintf(&index, "%s/%s", all->hf->dir, all->hf->index) < 0)
+		index = NULL;
+	all->path = index ? index : path;
+	for (uint32_t i = 0; i < all->hf->nissues; i++)
+		problem(v, "index", all->hf->issues[i].off, "%s",
+			ckpt_hf_issue_line(all, i, line, sizeof(line)));
+	all->path = path;
+	free(index);
+	for (uint32_t k = 0; k < all->hf->nshards; k++) {
+		struct diag d;
+
+		if (!all->hf->shards[k].c)
+			continue;	/* absent: reported above */
+		diag_init(&d, all->hf->shards[k].path);
+		if (ckpt_open(all->hf->shards[k].path, &v->c, &d)) {
+			v->c = all;
+			problem(v, "shard", DIAG_NO_OFFSET, "%s: %s",
+				all->hf->shards[k].name, d.msg);
+			continue;
+		}
+		check_file(v);
+		ckpt_close(v->c);
+	}
+	v->c = all;
+}
+
 static int verify(const char *path, const struct vopts *o)
 {
 	struct ver v = { .o = o };
-	uint64_t total = 0;
+	uint64_t total = 0, records = 0;
 	struct diag d;
 
 	if (cli_open(path, &v.c, &d)) {
@@ -512,40 +579,33 @@ static int verify(const char *path, const struct vopts *o)
 		json_cstr(stdout, path);
 		fputs(",\"problems\":[", stdout);
 	}
-	for (uint32_t i = 0; i < v.c->zip.nentries; i++)
-		total += v.c->zip.entries[i].csize;
-	cli_progress_start(&v.pr, "checking CRC-32s", total);
-	if (v.c->zip.nentries) {
-		for (uint32_t i = 0; i < v.c->zip.nentries; i++)
-			check_record(&v, &v.c->zip.entries[i]);
-		cli_progress_end(&v.pr);
-		check_gaps(&v);
-		check_records_torch_reads(&v);
-		check_unused(&v);
-	} else if (v.c->format == CKPT_LEGACY ||
-		   v.c->format == CKPT_SAFETENSORS) {
-		check_legacy(&v);
+	for (uint32_t k = 0; k < (v.c->hf ? v.c->hf->nshards : 1); k++) {
+		const struct ptz_reader *z = !v.c->hf ? &v.c->zip :
+			v.c->hf->shards[k].c ? &v.c->hf->shards[k].c->zip : NULL;
+
+		for (uint32_t i = 0; z && i < z->nentries; i++)
+			total += z->entries[i].csize;
+		records += z ? z->nentries : 0;
 	}
-	for (uint32_t i = 0; i < v.c->nglobals; i++)
-		problem(&v, "global", v.c->globals[i].off, "unsafe global "
-			"%s.%s: torch.load would import it (weights_only=True "
-			"refuses the file)", v.c->globals[i].module,
-			v.c->globals[i].name);
+	cli_progress_start(&v.pr, "checking CRC-32s", total);
+	if (v.c->hf)
+		check_folder(&v);
+	else
+		check_file(&v);
 	cli_progress_end(&v.pr);
 	if (o->json)
-		printf("],\"status\":\"%s\",\"records\":%u,\"storages\":%u,"
-		       "\"bytes_checked\":%" PRIu64 "}\n",
-		       v.nproblems ? "problems" : "ok",
-		       v.c->zip.nentries, v.c->nstorages, v.checked);
+		printf("],\"status\":\"%s\",\"records\":%" PRIu64
+		       ",\"storages\":%u,\"bytes_checked\":%" PRIu64 "}\n",
+		       v.nproblems ? "problems" : "ok", records,
+		       v.c->nstorages, v.checked);
 	else if (!o->quiet && v.nproblems)
 		printf("%s: %u problem%s\n", path, v.nproblems,
 		       v.nproblems == 1 ? "" : "s");
 	else if (!o->quiet)
-		printf("%s: ok (%s, %u records, %u storages, %" PRIu64
-		       " bytes CRC-checked)\n", path, v.c->zip.nentries ?
-		       "zip" : ckpt_format_name(v.c->format),
-		       v.c->zip.nentries, v.c->nstorages,
-		       v.checked);
+		printf("%s: ok (%s, %" PRIu64 " records, %u storages, %"
+		       PRIu64 " bytes CRC-checked)\n", path,
+		       v.c->zip.nentries ? "zip" : ckpt_format_name(v.c->format),
+		       records, v.c->nstorages, v.checked);
 	ckpt_close(v.c);
 	return v.nproblems ? CLI_FOUND : CLI_OK;
 }

@@ -113,6 +113,23 @@ char *ckpt_key_name(struct ckpt *c, const struct pkl_value *key);
 /* ckpt_safetensors.c: read a .safetensors file's header into c. */
 int ckpt_safetensors_open(struct ckpt *c, struct diag *d);
 
+/*
+ * ckpt_shards.c: open the Hugging Face index of the folder c->fd (@is_dir)
+ * or the index file c->path, and every shard it names, as one model.
+ */
+int ckpt_hf_open(struct ckpt *c, bool is_dir, struct diag *d);
+/* ckpt_shards.c: close the shards and the folder (ckpt_close()). */
+void ckpt_hf_close(struct ckpt *c);
+/* ckpt_shards.c: the checkpoint whose file holds @s's bytes: a shard. */
+struct ckpt *ckpt_hf_owner(struct ckpt *c, const struct ckpt_storage *s);
+
+/* The checkpoint whose file and locks serve @s: @c, or its shard's. */
+static inline struct ckpt *ckpt_storage_owner(struct ckpt *c,
+					      const struct ckpt_storage *s)
+{
+	return c->hf ? ckpt_hf_owner(c, s) : c;
+}
+
 /* ckpt_modeljson.c: torch 1.0's model.json record @e as c->root (c->b
    made; attributes.pkl, if any, becomes c->doc2). */
 int ckpt_modeljson(struct ckpt *c, struct ptz_entry *e, struct diag *d);

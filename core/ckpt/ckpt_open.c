@@ -245,6 +245,7 @@ const char *ckpt_format_name(int format)
 	case CKPT_TORCHSCRIPT: return "torchscript";
 	case CKPT_TAR: return "tar";
 	case CKPT_SAFETENSORS: return "safetensors";
+	case CKPT_HF_SHARDED: return "hf-sharded";
 	}
 	return "unknown";
 }
@@ -263,6 +264,7 @@ const char *ckpt_format_files(int format)
 	case CKPT_TORCHSCRIPT: return "TorchScript archives";
 	case CKPT_TAR: return "tar-era checkpoints (torch < 0.4)";
 	case CKPT_SAFETENSORS: return "safetensors files";
+	case CKPT_HF_SHARDED: return "Hugging Face sharded folders";
 	}
 	return "files of an unknown format";
 }
@@ -289,12 +291,15 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
 		rc = diag_errno(d, -errno, "%s", strerror(errno));
 		goto fail;
 	}
-	if (S_ISDIR(st.st_mode)) {
-		rc = diag_set(d, -EISDIR, DIAG_NO_OFFSET, "is a directory");
-		goto fail;
-	}
 	c->file_size = st.st_size;
-	rc = sniff(c, d);
+	if (S_ISDIR(st.st_mode) && !faccessat(c->fd, ".metadata", F_OK, 0))
+		rc = diag_unsupported(d, DIAG_NO_OFFSET, "torch.distributed."
+				      "checkpoint folders (.metadata) are not "
+				      "supported yet");
+	else if (S_ISDIR(st.st_mode) || ckpt_hf_index_name(path))
+		rc = ckpt_hf_open(c, S_ISDIR(st.st_mode), d);	/* HF index */
+	else
+		rc = sniff(c, d);
 	if (rc == 1) {
 		c->format = CKPT_ZIP;
 		rc = open_zip(c, d);
@@ -330,6 +335,8 @@ void ckpt_close(struct ckpt *c)
 {
 	if (!c)
 		return;
+	if (c->hf)	/* its shards own the nodes, tensors and storages */
+		ckpt_hf_close(c);
 	for (uint32_t i = 0; i < c->nnodes; i++)
 		free(c->nodes[i]->text);
 	free(c->nodes);

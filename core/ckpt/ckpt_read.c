@@ -244,7 +244,7 @@ long long ckpt_tensor_write(struct ckpt *c, const struct ckpt_tensor *t,
 				"of the tensor (%llu bytes)",
 				(unsigned long long)size);
 	if (t->kind == CKPT_T_INLINE || t->kind == CKPT_T_META ||
-	    t->storage->fd == c->fd)
+	    t->storage->fd == ckpt_storage_owner(c, t->storage)->fd)
 		return diag_set(d, -EPERM, DIAG_NO_OFFSET, "tensor cannot be "
 				"written");
 	if (t->contiguous) {

@@ -106,6 +106,7 @@ int ckpt_storage_locate(struct ckpt *c, struct ckpt_storage *s,
 {
 	int rc;
 
+	c = ckpt_storage_owner(c, s);	/* a shard of a folder */
 	if (__atomic_load_n(&s->data_off, __ATOMIC_ACQUIRE) || !s->rec ||
 	    s->fd != c->fd)
 		return 0;

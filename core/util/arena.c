@@ -13,6 +13,7 @@
 #include "arena.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <stdalign.h>
 #include <stdint.h>
@@ -97,6 +98,21 @@ char *arena_strndup(struct arena *a, const char *s, size_t n)
 	if (p)
 		memcpy(p, s, n);
 	return p;
+}
+
+void arena_trim(struct arena *a)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096, from, to;
+
+	if (!a->head)
+		return;
+	from = ((uintptr_t)a->next + page - 1) & ~(page - 1);
+	to = (uintptr_t)a->end & ~(page - 1);
+	/* private anonymous pages read as zero after this, as arena_alloc()
+	   promises */
+	if (to > from)
+		madvise((void *)from, to - from, MADV_DONTNEED);
 }
 
 void arena_release(struct arena *a)

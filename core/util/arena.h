@@ -19,6 +19,14 @@ void *arena_alloc(struct arena *a, size_t n);
 /* A copy of @s[0..@n) plus a NUL, or NULL on ENOMEM. */
 char *arena_strndup(struct arena *a, const char *s, size_t n);
 
+/*
+ * Hand the whole pages at the end of the newest block that nothing uses
+ * yet back to the kernel (blocks are populated when made): for models
+ * that stay open by the hundred, a sharded folder's shards.  They come
+ * back, zeroed, if the arena grows again.
+ */
+void arena_trim(struct arena *a);
+
 /* Free every block; a zeroed arena is fine and stays usable. */
 void arena_release(struct arena *a);
 

@@ -24,3 +24,4 @@ else
 	echo "bench_reflink.py: needs root (loop devices), skipped"
 fi
 /usr/bin/python3 tests/bench/bench_cvt.py build/ptrepack "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
+/usr/bin/python3 tests/bench/bench_hfshards.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"

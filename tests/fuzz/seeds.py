@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """seeds.py OUTDIR [SHARED_DIR] - the seed corpora of the fuzz targets.
 
-Writes OUTDIR/<target>/<name> for zip, ckpt, write, pickle, npy and text,
+Writes OUTDIR/<target>/<name> for zip, ckpt, write, pickle, npy, text and
+hfindex,
 from:
   - tests/data (sample.pt, values_p*.pkl) and the shared fixtures under
     SHARED_DIR/fixtures (torch-1.13, torch-2, real): whole files up to
@@ -12,7 +13,8 @@ from:
   - safetensors files for ckpt, built here from the format's definition
     (header length, JSON header, data; tests/fs/st_check.py writes the
     same way);
-  - text views with the 4-byte prefix fuzz_text.c reads.
+  - text views with the 4-byte prefix fuzz_text.c reads;
+  - Hugging Face indexes as transformers writes them, and odd ones.
 Plain Python (zipfile, struct).  Seeds are copies made in a build
 directory, never committed.
 """
@@ -135,4 +137,14 @@ texts = [
 ]
 for dt, seed, numel, t in texts:
     put("text", bytes([dt, seed, numel & 255, numel >> 8]) + t)
+
+# Hugging Face indexes (fuzz_hfindex.c): as transformers and the hub write
+# them, with extra metadata, and one refused for a shard outside
+wm = {"model.layers.%d.w" % i: "model-%05d-of-00003.safetensors" % (i % 3 + 1)
+      for i in range(12)}
+put("hfindex", (json.dumps({"metadata": {"total_size": 4096}, "weight_map": wm},
+                           indent=2, sort_keys=True) + "\n").encode())
+put("hfindex", json.dumps({"weight_map": wm, "metadata": {
+    "total_parameters": 7, "x": [1.5, None, True, {"y": "\u00e9"}]}}).encode())
+put("hfindex", b'{"weight_map": {"a": "../x.bin", "b\\u0000": "s/t.bin"}}')
 print(", ".join("%s %d" % kv for kv in sorted(counts.items())))
