@@ -229,10 +229,15 @@ static int load(struct ovl *v, bool discard, struct diag *d)
 	bool mine = false, ours, matched = false;
 	int rc;
 
+	/* with no journal (nothing staged yet) the default directory is
+	   ptfs's: an empty one is left when a kill came between the
+	   journal's unlink and the rmdir, and this mount's end removes it
+	   (ovl_forget()), as that one would have */
+	v->dir_ours = v->default_dir;
 	v->jfd = openat(v->dfd, OVL_JOURNAL, (v->readonly ? O_RDONLY : O_RDWR) |
 			O_NOFOLLOW | O_CLOEXEC);
 	if (v->jfd < 0 && errno == ENOENT)
-		return 0;	/* nothing staged yet */
+		return 0;
 	if (v->jfd < 0)
 		return diag_errno(d, -errno, "%s: %s", v->jpath,
 				  strerror(errno));

@@ -239,6 +239,22 @@ else
 	fail "case 7: leftover data files are not attached" "$(head -n 1 "$e")"
 fi
 
+# ---- 7b: the empty overlay directory a kill leaves between the journal's
+# unlink and the rmdir (ptfs_inplace's crash loop found it under load):
+# the next mount with nothing staged removes it; an -o overlay=DIR stays
+setup c7b
+mkdir -m 700 "$d/.model.pt.ptfs" "$d/mine"
+if start_daemon "$ck" "$m" "$e" && "$PTFS" umount "$m" >/dev/null 2>&1 &&
+    stop_daemon "$m" && start_daemon "$ck" "$m" "$e" -o overlay="$d/mine" &&
+    "$PTFS" umount "$m" >/dev/null 2>&1 && stop_daemon "$m"; then
+	[ "$(ls -A "$d" | tr '\n' ' ')" = "mine model.pt " ] &&
+		pass "case 7b: an empty overlay directory left by a kill goes" "-o overlay=DIR kept" ||
+		fail "case 7b: an empty overlay directory left by a kill goes" "left: $(ls -A "$d" | tr '\n' ' ')"
+else
+	fail "case 7b: an empty overlay directory left by a kill goes" "$(head -n 1 "$e")"
+fi
+stop_daemon "$m"
+
 # ---- 8: write-back to -o output= killed before its rename
 setup c8 192
 out8=$d/slim.pt
