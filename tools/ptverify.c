@@ -494,13 +494,23 @@ static void check_legacy(struct ver *v)
 			"storage belong to nothing", c->file_size - end);
 }
 
+/* One problem ckpt_dcp_verify() found (@msg starts with the name of the
+ * file of the directory that @off is in). */
+static void dcp_problem(void *arg, const char *check, const char *path,
+			uint64_t off, const char *msg)
+{
+	(void)path;
+	problem(arg, check, off, "%s", msg);
+}
+
 static int verify(const char *path, const struct vopts *o)
 {
 	struct ver v = { .o = o };
 	uint64_t total = 0;
 	struct diag d;
 
-	if (cli_open(path, &v.c, &d)) {
+	/* a DCP directory's chunk and file problems are findings here */
+	if (cli_open_with(path, CKPT_OPEN_LENIENT, &v.c, &d)) {
 		if (o->json && !o->quiet)
 			cli_json_error(stdout, &d, NULL, ",\"problems\":[]");
 		cli_diag(&d);
@@ -525,6 +535,8 @@ static int verify(const char *path, const struct vopts *o)
 	} else if (v.c->format == CKPT_LEGACY ||
 		   v.c->format == CKPT_SAFETENSORS) {
 		check_legacy(&v);
+	} else if (v.c->format == CKPT_DCP) {
+		ckpt_dcp_verify(v.c, o->no_crc, dcp_problem, &v);
 	}
 	for (uint32_t i = 0; i < v.c->nglobals; i++)
 		problem(&v, "global", v.c->globals[i].off, "unsafe global "

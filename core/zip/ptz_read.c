@@ -61,7 +61,8 @@ int ptz_pread(const struct ptz_reader *z, void *buf, size_t len, uint64_t off,
 
 		if (want > PREAD_CHUNK)
 			want = PREAD_CHUNK;
-		got = pread(z->fd, p + done, want, (off_t)(off + done));
+		got = pread(z->fd, p + done, want,
+			    (off_t)(z->base + off + done));
 
 		if (got < 0) {
 			int err = errno;
@@ -83,6 +84,22 @@ int ptz_reader_open(struct ptz_reader *z, int fd, const char *path,
 		    struct diag *d)
 {
 	struct stat st;
+
+	if (fstat(fd, &st) < 0) {
+		int err = errno;
+
+		memset(z, 0, sizeof(*z));
+		z->fd = fd;
+		z->path = path;
+		return diag_errno(d, -err, "cannot stat: %s", strerror(err));
+	}
+	return ptz_reader_open_at(z, fd, path, 0, (uint64_t)st.st_size, d);
+}
+
+int ptz_reader_open_at(struct ptz_reader *z, int fd, const char *path,
+		       uint64_t base, uint64_t size, struct diag *d)
+{
+	struct stat st;
 	int rc;
 
 	memset(z, 0, sizeof(*z));
@@ -93,7 +110,14 @@ int ptz_reader_open(struct ptz_reader *z, int fd, const char *path,
 
 		return diag_errno(d, -err, "cannot stat: %s", strerror(err));
 	}
-	z->file_size = (uint64_t)st.st_size;
+	/* an embedded archive must lie inside its file */
+	if (base > (uint64_t)st.st_size || size > (uint64_t)st.st_size - base)
+		return diag_corrupt(d, base, "archive of %" PRIu64 " bytes at "
+				    "offset %" PRIu64 " runs past the end of "
+				    "the file (%" PRIu64 " bytes)", size, base,
+				    (uint64_t)st.st_size);
+	z->base = base;
+	z->file_size = size;
 	rc = ptz_eocd_read(z, d);
 	if (rc < 0)
 		goto out_release;

@@ -1,0 +1,136 @@
+/*
+ * ckpt_dcp.h - what the two halves of the DCP reader share: ckpt_dcp.c
+ * turns .metadata into the model, ckpt_dcp_read.c serves a tensor's bytes
+ * from the chunks it is made of.  Internal to core/ckpt.
+ *
+ * Every tensor of a DCP directory is one storage (its global shape,
+ * row-major) and one contiguous tensor over it.  The storage's bytes are
+ * not in one place: storage k has chunks dcp->first[k] .. first[k+1] - 1,
+ * each an N-d box of the global tensor (ChunkStorageMetadata) whose bytes
+ * lie row-major in one item of a .distcp file.  A chunk's item is a
+ * complete torch.save archive; where its data/0 record's bytes start is
+ * found on first use (ckpt_dcp_resolve()), so opening reads .metadata only.
+ */
+#ifndef PT_CKPT_CKPT_DCP_H
+#define PT_CKPT_CKPT_DCP_H
+
+#include "ckpt_int.h"
+
+#define DCP_NO_ITEM	UINT32_MAX
+
+/* One data file (a .distcp) that storage_data names. */
+struct dcp_file {
+	const char *name;	/* relative_path as given (arena) */
+	const char *path;	/* DIR/name, for messages (arena) */
+	int fd;			/* -1: could not be opened (lenient) */
+	int err;		/* its open()'s -errno, or 0 */
+	uint64_t size;
+};
+
+/* One storage_data entry: an item of a data file. */
+struct dcp_item {
+	uint32_t file;		/* in dcp->files */
+	bool used;		/* a chunk or a value names it */
+	uint64_t off, len;	/* where the item lies in its file */
+	uint64_t meta_off;	/* .metadata offset of its _StorageInfo */
+};
+
+/* One ChunkStorageMetadata of a tensor (or a value's storage: 1-d). */
+struct dcp_chunk {
+	int64_t *offsets, *sizes;	/* ndim each (arena) */
+	uint32_t item;		/* in dcp->items, or DCP_NO_ITEM */
+	uint64_t meta_off;	/* .metadata offset, for messages */
+	/* set once by ckpt_dcp_resolve() (release store on done) */
+	bool done;
+	uint32_t crc;		/* its record's CRC-32 (0: not known) */
+	uint64_t data;		/* file offset of the chunk's byte 0 */
+};
+
+/* A finding of a lenient open (CKPT_OPEN_LENIENT), for ptverify. */
+struct dcp_finding {
+	const char *check;	/* "coverage", "item", "file", "chunk" */
+	const char *path;	/* the file the offset is in (arena) */
+	uint64_t off;
+	char *msg;		/* arena */
+};
+
+struct ckpt_dcp {
+	int dirfd;		/* the directory, for the data files */
+	const char *dir;	/* its path as given (arena) */
+	const char *meta_path;	/* DIR/.metadata (arena) */
+	bool lenient;
+	struct dcp_file *files;
+	uint32_t nfiles, files_cap;
+	struct dcp_item *items;
+	uint32_t nitems, items_cap;
+	struct dcp_chunk *chunks;
+	uint32_t nchunks, chunks_cap;
+	uint32_t *first;	/* by storage index, nstorages + 1 entries */
+	const char **fqn;	/* by storage index: its flattened key */
+	struct ckpt_tensor **tens;	/* by storage index: the tensor of
+					   .metadata over it, or NULL (a
+					   storage inside a value) */
+	struct pkl_doc **docs;	/* the pickles of the values (bytes items) */
+	uint32_t ndocs, docs_cap;
+	struct dcp_finding *findings;
+	uint32_t nfindings, findings_cap;
+	pthread_mutex_t lock;	/* ckpt_dcp_resolve() */
+};
+
+/* A key of state_dict_metadata and what it became, for ckpt_dcp_nest(). */
+struct dcp_leaf {
+	const struct pkl_value *key;	/* the fqn (str) */
+	const struct pkl_value *path;	/* planner_data's tuple, or NULL */
+	struct ckpt_node *node;		/* a tensor, or a value's tree */
+};
+
+/*
+ * ckpt_dcp_tree.c: c->root from @n leaves: each at its path (str keys of
+ * dicts, int indices of lists), or at its fqn in the root when it has
+ * none.  0 or -errno with @d set.
+ */
+int ckpt_dcp_nest(struct ckpt *c, struct dcp_leaf *lv, uint32_t n,
+		  struct diag *d);
+
+/*
+ * ckpt_dcp_read.c: add a chunk (@nd offsets and sizes, its item @item or
+ * DCP_NO_ITEM) to the storage being made; ckpt_dcp_storage_done() closes
+ * that storage's list (every storage gets one, in c->storages order).
+ */
+int ckpt_dcp_chunk_add(struct ckpt *c, int nd, const int64_t *off,
+		       const int64_t *size, uint32_t item, uint64_t meta_off,
+		       struct diag *d);
+int ckpt_dcp_storage_done(struct ckpt *c, const char *fqn,
+			  struct ckpt_tensor *t, struct diag *d);
+
+/*
+ * ckpt_dcp_read.c: storage @s, made by a value's pickle (item @item, its
+ * archive open in @z), is that archive's stored record data/<key>: one
+ * chunk, resolved now.  0 or -errno with @d set.
+ */
+int ckpt_dcp_value_storage(struct ckpt *c, struct ptz_reader *z,
+			   uint32_t item, struct ckpt_storage *s,
+			   struct diag *d);
+
+/* ckpt_dcp.c: a finding (lenient) or a failure (strict): 0 or -errno. */
+int ckpt_dcp_problem(struct ckpt *c, struct diag *d, const char *check,
+		     const char *path, uint64_t off, int err,
+		     const char *fmt, ...)
+	__attribute__((format(printf, 7, 8)));
+
+/*
+ * ckpt_dcp_read.c: check each tensor's chunks against its shape (inside
+ * it, no overlap, nothing left uncovered) and each chunk against its item.
+ * 0 or -errno with @d set (strict), findings noted (lenient).
+ */
+int ckpt_dcp_check_chunks(struct ckpt *c, struct diag *d);
+
+/*
+ * ckpt_dcp_read.c: find where chunk @k's bytes start: open its item as a
+ * torch.save archive in place, check that it holds one contiguous tensor
+ * of the chunk's dtype and sizes in a stored record.  Thread-safe, once
+ * per chunk.  0 or -errno with @d set (naming the .distcp file).
+ */
+int ckpt_dcp_resolve(struct ckpt *c, uint32_t k, struct diag *d);
+
+#endif
