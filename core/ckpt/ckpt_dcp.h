@@ -77,6 +77,55 @@ struct ckpt_dcp {
 	pthread_mutex_t lock;	/* ckpt_dcp_resolve() */
 };
 
+/* The modules of the classes a .metadata pickles (ckpt_dcp.c). */
+extern const char DCP_M_META[];	/* torch.distributed.checkpoint.metadata */
+extern const char DCP_M_OLD[];	/* ..._shard.sharded_tensor.metadata */
+extern const char DCP_M_FS[];	/* torch.distributed.checkpoint.filesystem */
+
+/*
+ * ckpt_dcp_index.c: readers of pickled dataclasses.  dcp_is_obj(): @v is
+ * a NEWOBJ/REDUCE of @module.@name (or @alt.@name); dcp_state(): what
+ * BUILD gave it; dcp_field(): entry @key of a str-keyed dict (a state);
+ * dcp_dims(): torch.Size(...) or a tuple/list of ints >= 0, at most
+ * CKPT_MAX_DIMS, into @out and *@n.
+ */
+bool dcp_is_obj(const struct pkl_value *v, const char *module,
+		const char *alt, const char *name);
+const struct pkl_value *dcp_state(const struct pkl_value *v);
+const struct pkl_value *dcp_field(const struct pkl_value *v, const char *key);
+bool dcp_dims(const struct pkl_value *v, int64_t *out, int *n);
+
+/* ckpt_dcp_index.c: a hash table (str, optional int64 offsets) -> u32. */
+struct dcp_ent {
+	uint32_t h;
+	uint32_t val;		/* + 1; 0: empty slot */
+	const char *s;
+	size_t n;
+	const int64_t *dims;	/* NULL: no offsets (a value) */
+	int nd;
+};
+
+struct dcp_tab {
+	struct dcp_ent *v;
+	uint32_t cap, n;
+};
+
+/* Add (@s, @dv) -> @val; 1 if the key was there already, 0, -ENOMEM. */
+int dcp_tab_put(struct dcp_tab *t, const char *s, size_t n, const int64_t *dv,
+		int nd, uint32_t val);
+/* The value of (@s, @dv), or UINT32_MAX. */
+uint32_t dcp_tab_get(const struct dcp_tab *t, const char *s, size_t n,
+		     const int64_t *dv, int nd);
+
+/*
+ * ckpt_dcp_index.c: storage_data @sd into c->dcp's files and items, and
+ * @items: (fqn, offsets) -> item index.  0 or -errno with @d set (a
+ * lenient open notes items past their file's end and files it cannot
+ * open instead).
+ */
+int ckpt_dcp_items(struct ckpt *c, const struct pkl_value *sd,
+		   struct dcp_tab *items, struct diag *d);
+
 /* A key of state_dict_metadata and what it became, for ckpt_dcp_nest(). */
 struct dcp_leaf {
 	const struct pkl_value *key;	/* the fqn (str) */
