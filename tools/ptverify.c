@@ -536,7 +536,7 @@ static int verify(const char *path, const struct vopts *o)
 		   v.c->format == CKPT_SAFETENSORS) {
 		check_legacy(&v);
 	} else if (v.c->format == CKPT_DCP) {
-		ckpt_dcp_verify(v.c, o->no_crc, dcp_problem, &v);
+		ckpt_dcp_verify(v.c, o->no_crc, &v.checked, dcp_problem, &v);
 	}
 	for (uint32_t i = 0; i < v.c->nglobals; i++)
 		problem(&v, "global", v.c->globals[i].off, "unsafe global "

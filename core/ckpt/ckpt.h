@@ -703,9 +703,10 @@ char *ckpt_dcp_chunks_text(const struct ckpt *c, const struct ckpt_tensor *t,
  * an item, missing data files), then every chunk's item archive (opened
  * as ckpt_dcp_where() would, and its data record's CRC-32 unless
  * @no_crc).  @fn gets one call per problem (@path the file @off is in, or
- * DIAG_NO_OFFSET).  Returns the number of problems.
+ * DIAG_NO_OFFSET).  *@checked gets the bytes whose CRC-32 was computed.
+ * Returns the number of problems.
  */
-uint32_t ckpt_dcp_verify(struct ckpt *c, bool no_crc,
+uint32_t ckpt_dcp_verify(struct ckpt *c, bool no_crc, uint64_t *checked,
 			 void (*fn)(void *arg, const char *check,
 				    const char *path, uint64_t off,
 				    const char *msg),

@@ -36,7 +36,7 @@ static int crc_of(int fd, uint64_t off, uint64_t len, uint32_t *crc)
 	return rc;
 }
 
-uint32_t ckpt_dcp_verify(struct ckpt *c, bool no_crc,
+uint32_t ckpt_dcp_verify(struct ckpt *c, bool no_crc, uint64_t *checked,
 			 void (*fn)(void *arg, const char *check,
 				    const char *path, uint64_t off,
 				    const char *msg),
@@ -45,6 +45,7 @@ uint32_t ckpt_dcp_verify(struct ckpt *c, bool no_crc,
 	struct ckpt_dcp *p = c->dcp;
 	uint32_t n = 0;
 
+	*checked = 0;
 	if (!p)
 		return 0;
 	for (uint32_t i = 0; i < p->nfindings; i++, n++)
@@ -86,6 +87,7 @@ uint32_t ckpt_dcp_verify(struct ckpt *c, bool no_crc,
 			len *= t->dtype->size;
 			if (no_crc || !ch->crc || !len)
 				continue;
+			*checked += len;
 			if (crc_of(f->fd, ch->data, len, &crc)) {
 				snprintf(msg, sizeof(msg), "%s: cannot read the "
 					 "chunk of '%s'", f->name, p->fqn[k]);

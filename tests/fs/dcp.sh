@@ -27,7 +27,8 @@
 # run: its marker file must not appear; ptverify exit 1 names the global),
 # an item past its file's end, chunks that overlap, a hole, a missing
 # .distcp, a relative_path out of the directory, a zstd item: ptfs and
-# ptls refuse each with one line, ptverify reports it (exit 1 or 2).
+# ptls refuse each with one line, ptverify reports it (exit 1 or 2); and a
+# flipped byte of a chunk's data, which ptverify finds by its CRC-32.
 #
 # Prints one line per check and finally "N passed, N failed".  Exit 0 all
 # passed, 1 a failure, 77 skipped (no usable /dev/fuse; PT_NO_TORCH2=1).
@@ -195,6 +196,15 @@ broken hole "its chunks leave 6 of its 42 elements uncovered" 1 "6 of its 42 ele
 broken missing "__2_0.distcp: No such file or directory" 1 "__2_0.distcp: No such file or directory"
 broken escape "relative_path '../rows/__0_0.distcp' is not a file name" 2 "is not a file name in the directory"
 broken zstd "transform 'stream.zstd/1'" 2 "not supported"
+# a flipped data byte: it mounts (reads check no CRC), ptverify tells
+d=$out/crc
+o=$(run_limited 60 "$ptverify" "$d" 2>&1)
+r=$?
+case $r:$o in
+1:*"chunk of 'layer.cube': CRC-32 "*", its record says "*)
+	pass "crc: ptverify" "exit 1: $(printf '%s\n' "$o" | head -n 1)" ;;
+*)	fail "crc: ptverify" "exit $r: $o" ;;
+esac
 
 if ! no_mounts_left; then
 	fail "no mounts left" "$(awk -v w="$WORK/mnt/" 'index($2, w) == 1 { print $2 }' /proc/mounts | head -n 3)"

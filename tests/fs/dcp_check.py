@@ -13,7 +13,7 @@ their mounts.
                   grid/   4 ranks on a 2x2 CPU device mesh: a tensor cut
                           both ways at once (Shard(0), Shard(1))
                 and broken copies (evil/ pastend/ overlap/ hole/ missing/
-                escape/ zstd/), then OUT/expected.json: every tensor's
+                escape/ zstd/ crc/), then OUT/expected.json: every tensor's
                 dtype, shape and SHA-256 and every value's text, from what
                 torch.distributed.checkpoint itself loads back
                 (dcp_to_torch_save, then torch.load).
@@ -225,6 +225,26 @@ def broken(out):
                      ("escape", escape), ("zstd", zstd)]:
         rewrite(rows, os.path.join(out, name), fn)
     rewrite(rows, os.path.join(out, "missing"), None, drop="__2_0.distcp")
+    # one byte of a chunk's data flipped: only its CRC-32 tells
+    import io
+    import pickle
+    import zipfile
+    d = os.path.join(out, "crc")
+    rewrite(rows, d, None)
+    md = pickle.load(open(os.path.join(d, ".metadata"), "rb"))
+    k = [k for k in md.storage_data if k.fqn == "layer.cube"][0]
+    si = md.storage_data[k]
+    with open(os.path.join(d, si.relative_path), "r+b") as f:
+        f.seek(si.offset)
+        z = zipfile.ZipFile(io.BytesIO(f.read(si.length)))
+        zi = z.getinfo("archive/data/0")
+        f.seek(si.offset + zi.header_offset + 26)
+        n, m = np.frombuffer(f.read(4), "<u2")
+        at = si.offset + zi.header_offset + 30 + int(n) + int(m) + 1
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ 0x40]))
 
 
 def gen(out):
