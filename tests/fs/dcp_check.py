@@ -6,6 +6,9 @@ their mounts.
                   plain/  one process: several dtypes, an int, a str, a
                           float, a dict, a list, an optimizer-like nested
                           state (state/<int>/exp_avg, param_groups)
+                  objs/   one process: a deque holding a tensor (a value
+                          item with a tensor record inside; its global,
+                          collections.deque, is what ptverify reports)
                   rows/   3 ranks (gloo, one process each, a FileStore):
                           DTensors sharded on dim 0 (uneven: 7 rows over
                           3), on dim 1 (columns), dim 1 of a 3-d tensor,
@@ -30,6 +33,7 @@ Prints "ok<TAB>summary" on success; a problem is one line on stderr and
 exit 1.  Works with any torch for check (1.13 has no DCP: the JSON made
 under torch 2.x is the reference then).
 """
+import collections
 import errno
 import hashlib
 import json
@@ -79,6 +83,12 @@ def plain_state():
             "exp_avg_sq": sample(torch.float32, (4, 3), 200 + p),
             "step": torch.tensor(float(p + 3))}
     return sd
+
+
+def objs_state():
+    # not a dict or list: saved whole as one value item, a tensor inside
+    return {"queue": collections.deque([sample(torch.int32, (2, 3), 50), 9]),
+            "w": sample(torch.float32, (3, 2), 51)}
 
 
 def full(name):
@@ -149,7 +159,7 @@ def walk(v, path, out):
     if isinstance(v, dict):
         for k, x in v.items():
             walk(x, path + [str(k)], out)
-    elif isinstance(v, (list, tuple)):     # both are directories
+    elif isinstance(v, (list, tuple, collections.deque)):   # directories
         for i, x in enumerate(v):
             walk(x, path + [str(i)], out)
     elif isinstance(v, torch.Tensor):
@@ -253,17 +263,26 @@ def gen(out):
     expected = {}
     d = os.path.join(out, "plain")
     dcp.save(plain_state(), storage_writer=dcp.FileSystemWriter(d))
+    d = os.path.join(out, "objs")
+    dcp.save(objs_state(), storage_writer=dcp.FileSystemWriter(d))
     ranks(os.path.join(out, "rows"), "rows", 3)
     ranks(os.path.join(out, "grid"), "grid", 4)
-    for name in ("plain", "rows", "grid"):
+    for name in ("plain", "objs", "rows", "grid"):
         e = {}
-        walk(loaded(os.path.join(out, name)), [], e)
+        d = os.path.join(out, name)
+        walk(loaded(d), [], e)
+        # the tensors of .metadata itself (not inside a value) have chunks
+        md = dcp.FileSystemReader(d).read_metadata()
+        for fqn, m in md.state_dict_metadata.items():
+            path = "/".join(str(p) for p in md.planner_data[fqn])
+            if path in e and "sha256" in e[path]:
+                e[path]["chunks"] = len(m.chunks)
         expected[name] = e
     broken(out)
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1, sort_keys=True)
     n = sum(len(v) for v in expected.values())
-    print("ok\t3 DCP directories (1, 3 and 4 ranks), %d entries, torch %s"
+    print("ok\t4 DCP directories (1, 1, 3 and 4 ranks), %d entries, torch %s"
           % (n, torch.__version__))
 
 
@@ -312,9 +331,21 @@ def check(jpath, name, mnt, d=None):
         if dt != e["dtype"] or shape != ",".join(map(str, e["shape"])):
             fail("%s: xattrs say %s (%s), DCP loads %s %s"
                  % (path, dt, shape, e["dtype"], e["shape"]))
-        chunks = os.getxattr(f, "user.dcp.chunks").decode()
-        if not chunks.startswith("offsets=") or ".distcp" not in chunks:
-            fail("%s: user.dcp.chunks is %r" % (path, chunks))
+        try:
+            chunks = os.getxattr(f, "user.dcp.chunks").decode()
+        except OSError as x:
+            if x.errno != errno.ENODATA:
+                raise
+            chunks = None       # a tensor inside a value: no chunks
+        lines = chunks.splitlines() if chunks is not None else None
+        if e.get("chunks") is None and lines is not None:
+            fail("%s: user.dcp.chunks on a tensor inside a value" % path)
+        if e.get("chunks") is not None and (
+                lines is None or len(lines) != e["chunks"] or not all(
+                    ln.startswith("offsets=") and ".distcp offset=" in ln
+                    for ln in lines)):
+            fail("%s: user.dcp.chunks is %r, not %d chunks"
+                 % (path, chunks, e["chunks"]))
         # reads at odd offsets and lengths: runs that cross chunk edges
         fd = os.open(f, os.O_RDONLY)
         try:
