@@ -17,6 +17,9 @@
 #include "ckpt_int.h"
 
 #define DCP_NO_ITEM	UINT32_MAX
+#define DCP_CHECK_BUDGET	(UINT64_C(1) << 27)	/* chunk pairs compared
+							   for overlaps, in all */
+#define DCP_MAX_PATH	CKPT_MAX_DEPTH	/* steps of a planner_data path */
 
 /* One data file (a .distcp) that storage_data names. */
 struct dcp_file {
@@ -59,6 +62,7 @@ struct ckpt_dcp {
 	const char *dir;	/* its path as given (arena) */
 	const char *meta_path;	/* DIR/.metadata (arena) */
 	bool lenient;
+	uint64_t budget;	/* chunk pairs left to compare */
 	struct dcp_file *files;
 	uint32_t nfiles, files_cap;
 	struct dcp_item *items;

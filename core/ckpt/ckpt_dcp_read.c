@@ -166,6 +166,85 @@ static bool overlap(const struct dcp_chunk *a, const struct dcp_chunk *b,
 	return true;
 }
 
+struct by0 {
+	int64_t off0;
+	uint32_t i;
+};
+
+static int by_off0(const void *a, const void *b)
+{
+	const struct by0 *x = a, *y = b;
+
+	if (x->off0 != y->off0)
+		return x->off0 < y->off0 ? -1 : 1;
+	return (x->i > y->i) - (x->i < y->i);	/* .metadata order */
+}
+
+/*
+ * Do two of storage @k's chunks overlap?  Sorted by their offset in
+ * dimension 0, a chunk is compared only with those whose start lies less
+ * than the largest dimension-0 size before its own: one comparison or so
+ * each for row-wise sharding.  Chunks that all share dimension 0 (column
+ * sharding) are compared pairwise, within a budget for the whole open.
+ */
+static int overlaps(struct ckpt *c, const struct ckpt_tensor *t, uint32_t k,
+		    struct diag *d)
+{
+	struct ckpt_dcp *p = c->dcp;
+	uint32_t b = p->first[k], n = p->first[k + 1] - b;
+	struct by0 *v;
+	int64_t maxs = 0;
+	char x[256], y[256];
+	int rc = 0;
+
+	if (n < 2 || !t->numel)
+		return 0;
+	v = malloc(n * sizeof(*v));
+	if (!v)
+		return diag_nomem(d);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct dcp_chunk *ch = &p->chunks[b + i];
+
+		v[i].i = b + i;
+		v[i].off0 = t->ndim ? ch->offsets[0] : 0;
+		if (t->ndim && ch->sizes[0] > maxs)
+			maxs = ch->sizes[0];
+	}
+	qsort(v, n, sizeof(*v), by_off0);
+	for (uint32_t i = 1; i < n && !rc; i++) {
+		const struct dcp_chunk *a = &p->chunks[v[i].i];
+
+		if (!volume(a->sizes, t->ndim))
+			continue;
+		for (uint32_t j = i; j-- > 0 && !rc;) {
+			const struct dcp_chunk *o = &p->chunks[v[j].i];
+
+			if (t->ndim && v[j].off0 + maxs <= v[i].off0)
+				break;
+			if (!p->budget--) {
+				rc = diag_unsupported(d, a->meta_off, ".metadata: "
+						      "tensor '%s': too many "
+						      "chunks to check for "
+						      "overlaps", p->fqn[k]);
+				break;
+			}
+			if (volume(o->sizes, t->ndim) && overlap(o, a, t->ndim))
+				rc = ckpt_dcp_problem(c, d, "coverage",
+						      p->meta_path, a->meta_off,
+						      -EILSEQ, ".metadata: "
+						      "tensor '%s': chunks at "
+						      "%s and %s overlap",
+						      p->fqn[k], tuple(x,
+						      sizeof(x), o->offsets,
+						      t->ndim), tuple(y,
+						      sizeof(y), a->offsets,
+						      t->ndim));
+		}
+	}
+	free(v);
+	return rc;
+}
+
 /* Storage @k's chunks: inside the tensor, disjoint, covering it. */
 static int check_one(struct ckpt *c, const struct ckpt_tensor *t,
 		     uint32_t k, struct diag *d)
@@ -203,24 +282,9 @@ static int check_one(struct ckpt *c, const struct ckpt_tensor *t,
 					      tuple(x, sizeof(x), ch->offsets,
 						    t->ndim));
 		total += volume(ch->sizes, t->ndim);
-		/* NEEDSWORK: quadratic in the chunks of one tensor */
-		for (uint32_t j = b; j < i && !rc; j++)
-			if (volume(p->chunks[j].sizes, t->ndim) &&
-			    volume(ch->sizes, t->ndim) &&
-			    overlap(&p->chunks[j], ch, t->ndim))
-				rc = ckpt_dcp_problem(c, d, "coverage",
-						      p->meta_path,
-						      ch->meta_off, -EILSEQ,
-						      ".metadata: tensor '%s': "
-						      "chunks at %s and %s "
-						      "overlap", fqn,
-						      tuple(x, sizeof(x),
-							    p->chunks[j].offsets,
-							    t->ndim),
-						      tuple(y, sizeof(y),
-							    ch->offsets,
-							    t->ndim));
 	}
+	if (!rc)
+		rc = overlaps(c, t, k, d);
 	if (!rc && total < t->numel)	/* disjoint: then exactly covered */
 		rc = ckpt_dcp_problem(c, d, "coverage", p->meta_path,
 				      t->pkl_off, -EILSEQ, ".metadata: tensor "
@@ -237,6 +301,7 @@ int ckpt_dcp_check_chunks(struct ckpt *c, struct diag *d)
 	struct ckpt_dcp *p = c->dcp;
 	int rc = 0;
 
+	p->budget = DCP_CHECK_BUDGET;
 	for (uint32_t i = 0; i < c->nstorages && !rc; i++)
 		if (p->tens[i])		/* a tensor of .metadata */
 			rc = check_one(c, p->tens[i], i, d);

@@ -123,6 +123,10 @@ static int place(struct nest *t, const struct dcp_leaf *lv)
 	struct ckpt_node *dir = t->c->root;
 	const char *fqn = lv->key->u.s.p;
 
+	if (n > DCP_MAX_PATH)
+		return diag_corrupt(t->d, path->off, ".metadata: the "
+				    "planner_data path of '%s' is %zu steps "
+				    "deep (at most %d)", fqn, n, DCP_MAX_PATH);
 	for (size_t j = 0; j < n; j++) {
 		const struct pkl_value *k = path ? pkl_item(path, j) : lv->key;
 		struct slot *s;

@@ -297,9 +297,9 @@ static int open_dir(struct ckpt *c, unsigned flags, struct diag *d)
 		return ckpt_dcp_open(c, NULL, flags, d);
 	if (!fstatat(c->fd, "__0.metadata", &st, AT_SYMLINK_NOFOLLOW))
 		return diag_unsupported(d, DIAG_NO_OFFSET, "DCP directory "
-					"with one __R.metadata per rank (a "
-					"save without collectives): open one "
-					"of them to see that rank's part");
+					"with one __R.metadata per rank (saved "
+					"with use_collectives=False): not "
+					"supported yet");
 	return diag_set(d, -EISDIR, DIAG_NO_OFFSET, "is a directory, and "
 			"not a checkpoint directory (no DCP .metadata)");
 }
