@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #define META_MAX	(UINT64_C(1) << 31)	/* .metadata bytes */
-#define VALUE_PKL_MAX	(UINT64_C(1) << 26)	/* a value item's data.pkl */
+#define VALUE_PKL_MAX	(UINT64_C(1) << 26)	/* a value's data.pkl */
 
 const char DCP_M_META[] = "torch.distributed.checkpoint.metadata";
 const char DCP_M_OLD[] = "torch.distributed._shard.sharded_tensor.metadata";
@@ -268,12 +268,13 @@ static int tensor(struct dcp_open *o, const char *fqn,
 	if (!dcp_is_obj(pr, DCP_M_META, DCP_M_OLD, "TensorProperties") || !pst)
 		return diag_corrupt(o->d, v->off, ".metadata: tensor '%s' has "
 				    "no TensorProperties", fqn);
-	dt = pst->kind == PKL_TUPLE ? pkl_item(pst, 0) : dcp_field(pst, "dtype");
+	dt = pst->kind == PKL_TUPLE ? pkl_item(pst, 0) :
+	     dcp_field(pst, "dtype");
 	if (!dt || dt->kind != PKL_GLOBAL ||
 	    strcmp(dt->u.global.module, "torch") ||
 	    !(dtype = ckpt_dtype_by_name(dt->u.global.name)))
-		return diag_unsupported(o->d, pst->off, ".metadata: tensor '%s' "
-					"has an unknown dtype", fqn);
+		return diag_unsupported(o->d, pst->off, ".metadata: tensor "
+					"'%s' has an unknown dtype", fqn);
 	if (!dcp_dims(dcp_field(st, "size"), shape, &nd))
 		return diag_corrupt(o->d, v->off, ".metadata: tensor '%s' has "
 				    "no valid size", fqn);
@@ -310,7 +311,8 @@ static int tensor(struct dcp_open *o, const char *fqn,
 		if (!dcp_is_obj(pkl_item(ch, i), DCP_M_META, NULL,
 			    "ChunkStorageMetadata") ||
 		    !dcp_dims(dcp_field(cs, "offsets"), off, &n1) ||
-		    !dcp_dims(dcp_field(cs, "sizes"), sz, &n2) || n1 != nd || n2 != nd)
+		    !dcp_dims(dcp_field(cs, "sizes"), sz, &n2) ||
+		    n1 != nd || n2 != nd)
 			return diag_corrupt(o->d, pkl_item(ch, i)->off,
 					    ".metadata: tensor '%s': chunk %zu "
 					    "is not a ChunkStorageMetadata of "
@@ -337,8 +339,8 @@ static int paths(struct dcp_open *o)
 	for (size_t i = 0; i < pkl_len(pd); i++) {
 		const struct pkl_value *k = pd->u.items.v[2 * i];
 
-		if (as_str(k) && dcp_tab_put(&o->paths, k->u.s.p, k->u.s.n, NULL,
-					 0, (uint32_t)i) < 0)
+		if (as_str(k) && dcp_tab_put(&o->paths, k->u.s.p, k->u.s.n,
+					     NULL, 0, (uint32_t)i) < 0)
 			return diag_nomem(o->d);
 	}
 	return 0;
@@ -392,7 +394,8 @@ static int leaves(struct dcp_open *o, const struct pkl_value *sdm)
 			lv[i].node->tensor = t;
 			t->shown = true;
 			c->nshown++;
-		} else if (dcp_is_obj(v, DCP_M_META, NULL, "BytesStorageMetadata")) {
+		} else if (dcp_is_obj(v, DCP_M_META, NULL,
+				      "BytesStorageMetadata")) {
 			rc = leaf_value(o, fqn, v->off, &lv[i].node);
 		} else {
 			rc = diag_corrupt(o->d, v ? v->off : k->off,

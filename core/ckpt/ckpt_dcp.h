@@ -17,9 +17,9 @@
 #include "ckpt_int.h"
 
 #define DCP_NO_ITEM	UINT32_MAX
-#define DCP_CHECK_BUDGET	(UINT64_C(1) << 27)	/* chunk pairs compared
-							   for overlaps, in all */
-#define DCP_MAX_PATH	CKPT_MAX_DEPTH	/* steps of a planner_data path */
+/* chunk pairs an open compares for overlaps, at most */
+#define DCP_CHECK_BUDGET	(UINT64_C(1) << 27)
+#define DCP_MAX_PATH	CKPT_MAX_DEPTH	/* steps of a planner path */
 
 /* One data file (a .distcp) that storage_data names. */
 struct dcp_file {
@@ -74,7 +74,7 @@ struct ckpt_dcp {
 	struct ckpt_tensor **tens;	/* by storage index: the tensor of
 					   .metadata over it, or NULL (a
 					   storage inside a value) */
-	struct pkl_doc **docs;	/* the pickles of the values (bytes items) */
+	struct pkl_doc **docs;	/* the pickles of the values' items */
 	uint32_t ndocs, docs_cap;
 	struct dcp_finding *findings;
 	uint32_t nfindings, findings_cap;
@@ -82,9 +82,9 @@ struct ckpt_dcp {
 };
 
 /* The modules of the classes a .metadata pickles (ckpt_dcp.c). */
-extern const char DCP_M_META[];	/* torch.distributed.checkpoint.metadata */
+extern const char DCP_M_META[];	/* t.d.checkpoint.metadata */
 extern const char DCP_M_OLD[];	/* ..._shard.sharded_tensor.metadata */
-extern const char DCP_M_FS[];	/* torch.distributed.checkpoint.filesystem */
+extern const char DCP_M_FS[];	/* ....checkpoint.filesystem */
 
 /*
  * ckpt_dcp_index.c: readers of pickled dataclasses.  dcp_is_obj(): @v is

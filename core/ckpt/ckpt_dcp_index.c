@@ -89,7 +89,8 @@ static uint32_t hash_of(const char *s, size_t n, const int64_t *dv, int nd)
 	return h * 0x2c1b3c6du;
 }
 
-static struct dcp_ent *tab_slot(const struct dcp_tab *t, const char *s, size_t n,
+static struct dcp_ent *tab_slot(const struct dcp_tab *t, const char *s,
+				size_t n,
 			    const int64_t *dv, int nd, uint32_t h)
 {
 	for (uint32_t i = h & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
@@ -160,8 +161,8 @@ static uint32_t file_of(struct ix *o, const char *name, uint64_t at)
 	/* a name, nothing else: no way out of the directory */
 	if (!len || strchr(name, '/') || !strcmp(name, ".") ||
 	    !strcmp(name, "..")) {
-		diag_corrupt(o->d, at, ".metadata: relative_path '%.64s' is not "
-			     "a file name in the directory", name);
+		diag_corrupt(o->d, at, ".metadata: relative_path '%.64s' is "
+			     "not a file name in the directory", name);
 		return UINT32_MAX;
 	}
 	if (p->nfiles == p->files_cap) {
@@ -211,7 +212,8 @@ static int item(struct ix *o, const struct pkl_value *k,
 		const struct pkl_value *v)
 {
 	struct ckpt_dcp *p = o->p;
-	const struct pkl_value *ks = dcp_state(k), *vs = dcp_state(v), *off, *td;
+	const struct pkl_value *ks = dcp_state(k), *vs = dcp_state(v);
+	const struct pkl_value *off, *td;
 	const char *fqn = as_str(dcp_field(ks, "fqn")), *rel;
 	int64_t io, il, dv[CKPT_MAX_DIMS];
 	struct dcp_item *it;

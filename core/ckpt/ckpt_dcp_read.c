@@ -222,10 +222,11 @@ static int overlaps(struct ckpt *c, const struct ckpt_tensor *t, uint32_t k,
 			if (t->ndim && v[j].off0 + maxs <= v[i].off0)
 				break;
 			if (!p->budget--) {
-				rc = diag_unsupported(d, a->meta_off, ".metadata: "
-						      "tensor '%s': too many "
-						      "chunks to check for "
-						      "overlaps", p->fqn[k]);
+				rc = diag_unsupported(d, a->meta_off,
+						      ".metadata: tensor '%s': "
+						      "too many chunks to "
+						      "check for overlaps",
+						      p->fqn[k]);
 				break;
 			}
 			if (volume(o->sizes, t->ndim) && overlap(o, a, t->ndim))
@@ -245,6 +246,22 @@ static int overlaps(struct ckpt *c, const struct ckpt_tensor *t, uint32_t k,
 	return rc;
 }
 
+/* Chunk @ch of @t (called @fqn) lies outside it. */
+static int outside(struct ckpt *c, const struct ckpt_tensor *t,
+		   const struct dcp_chunk *ch, const char *fqn,
+		   struct diag *d)
+{
+	char x[256], y[256], z[256];
+
+	return ckpt_dcp_problem(c, d, "coverage", c->dcp->meta_path,
+				ch->meta_off, -EILSEQ, ".metadata: tensor '%s' "
+				"of shape %s: chunk at %s of size %s lies "
+				"outside it", fqn,
+				tuple(x, sizeof(x), t->shape, t->ndim),
+				tuple(y, sizeof(y), ch->offsets, t->ndim),
+				tuple(z, sizeof(z), ch->sizes, t->ndim));
+}
+
 /* Storage @k's chunks: inside the tensor, disjoint, covering it. */
 static int check_one(struct ckpt *c, const struct ckpt_tensor *t,
 		     uint32_t k, struct diag *d)
@@ -253,8 +270,7 @@ static int check_one(struct ckpt *c, const struct ckpt_tensor *t,
 	const char *fqn = p->fqn[k];
 	uint32_t b = p->first[k], e = p->first[k + 1];
 	uint64_t total = 0;
-	char x[256], y[256];
-	bool bad = false;
+	char x[256];
 	int rc = 0;
 
 	for (uint32_t i = b; i < e && !rc; i++) {
@@ -263,22 +279,13 @@ static int check_one(struct ckpt *c, const struct ckpt_tensor *t,
 		for (int j = 0; j < t->ndim; j++)
 			if (ch->offsets[j] > t->shape[j] ||
 			    ch->sizes[j] > t->shape[j] - ch->offsets[j])
-				bad = true;
-		if (bad)
-			return ckpt_dcp_problem(c, d, "coverage", p->meta_path,
-						ch->meta_off, -EILSEQ,
-						".metadata: tensor '%s' of shape "
-						"%s: chunk at %s of size %s lies "
-						"outside it", fqn, tuple(x, sizeof(x),
-						t->shape, t->ndim), tuple(y,
-						sizeof(y), ch->offsets,
-						t->ndim), tuple(x, sizeof(x),
-						ch->sizes, t->ndim));
+				return outside(c, t, ch, fqn, d);
 		if (ch->item == DCP_NO_ITEM)
 			rc = ckpt_dcp_problem(c, d, "chunk", p->meta_path,
-					      ch->meta_off, -EILSEQ, ".metadata: "
-					      "tensor '%s': chunk at %s has no "
-					      "item in storage_data", fqn,
+					      ch->meta_off, -EILSEQ,
+					      ".metadata: tensor '%s': chunk "
+					      "at %s has no item in "
+					      "storage_data", fqn,
 					      tuple(x, sizeof(x), ch->offsets,
 						    t->ndim));
 		total += volume(ch->sizes, t->ndim);
@@ -305,14 +312,16 @@ int ckpt_dcp_check_chunks(struct ckpt *c, struct diag *d)
 	for (uint32_t i = 0; i < c->nstorages && !rc; i++)
 		if (p->tens[i])		/* a tensor of .metadata */
 			rc = check_one(c, p->tens[i], i, d);
-	for (uint32_t i = 0; i < p->nitems && !rc; i++)
-		if (!p->items[i].used)
-			rc = ckpt_dcp_problem(c, d, "item",
-					      p->meta_path, p->items[i].meta_off,
-					      -EILSEQ, ".metadata: an item of "
-					      "%s is the chunk or value of no "
-					      "key",
-					      p->files[p->items[i].file].name);
+	for (uint32_t i = 0; i < p->nitems && !rc; i++) {
+		const struct dcp_item *it = &p->items[i];
+
+		if (!it->used)
+			rc = ckpt_dcp_problem(c, d, "item", p->meta_path,
+					      it->meta_off, -EILSEQ,
+					      ".metadata: an item of %s is "
+					      "the chunk or value of no key",
+					      p->files[it->file].name);
+	}
 	return rc;
 }
 
@@ -368,7 +377,8 @@ static int resolve_locked(struct ckpt *c, uint32_t k, struct diag *d)
 	t = ic->root && ic->root->kind == CKPT_N_TENSOR ? ic->root->tensor :
 	    NULL;
 	if (!t || t->kind != CKPT_T_STRIDED || t->dtype != want->dtype ||
-	    t->ndim != nd || memcmp(t->shape, ch->sizes, nd * sizeof(int64_t)) ||
+	    t->ndim != nd ||
+	    memcmp(t->shape, ch->sizes, nd * sizeof(int64_t)) ||
 	    !t->contiguous || ic->nglobals) {
 		char x[256];
 

@@ -145,10 +145,10 @@ static int place(struct nest *t, const struct dcp_leaf *lv)
 		s = t->cap ? find(t, dir->id + 1, k) : NULL;
 		if (j == n - 1) {
 			if (s && s->parent)
-				return diag_corrupt(t->d, path ? path->off :
-						    lv->key->off, ".metadata: "
+				return diag_corrupt(t->d, k->off, ".metadata: "
 						    "'%s' is saved twice, or "
-						    "inside another value", fqn);
+						    "inside another value",
+						    fqn);
 			return link(t, dir, k, lv->node);
 		}
 		if (s && s->parent) {
@@ -237,7 +237,8 @@ int ckpt_dcp_nest(struct ckpt *c, struct dcp_leaf *lv, uint32_t n,
 	if (!c->root || !(c->root->name = arena_strndup(&c->arena, "", 0)))
 		return diag_nomem(d);
 	for (uint32_t i = 0; i < n && !rc; i++)
-		if (lv[i].node)	/* a lenient open leaves broken values out */
+		/* a lenient open leaves broken values out */
+		if (lv[i].node)
 			rc = place(&t, &lv[i]);
 	if (!rc && t.ne)
 		qsort(t.e, t.ne, sizeof(*t.e), by_parent);

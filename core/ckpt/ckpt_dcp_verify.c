@@ -89,8 +89,9 @@ uint32_t ckpt_dcp_verify(struct ckpt *c, bool no_crc, uint64_t *checked,
 				continue;
 			*checked += len;
 			if (crc_of(f->fd, ch->data, len, &crc)) {
-				snprintf(msg, sizeof(msg), "%s: cannot read the "
-					 "chunk of '%s'", f->name, p->fqn[k]);
+				snprintf(msg, sizeof(msg), "%s: cannot read "
+					 "the chunk of '%s'", f->name,
+					 p->fqn[k]);
 				fn(arg, "crc", f->path, ch->data, msg);
 				n++;
 			} else if (crc != ch->crc) {
