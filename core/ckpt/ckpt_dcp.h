@@ -171,8 +171,11 @@ int ckpt_dcp_problem(struct ckpt *c, struct diag *d, const char *check,
 		     const char *fmt, ...)
 	__attribute__((format(printf, 7, 8)));
 
+/* ckpt_dcp_check.c: "(0, 4)" of @n values into @buf, for messages. */
+const char *dcp_tuple(char *buf, size_t size, const int64_t *v, int n);
+
 /*
- * ckpt_dcp_read.c: check each tensor's chunks against its shape (inside
+ * ckpt_dcp_check.c: check each tensor's chunks against its shape (inside
  * it, no overlap, nothing left uncovered) and each chunk against its item.
  * 0 or -errno with @d set (strict), findings noted (lenient).
  */
