@@ -155,22 +155,38 @@ static int in_file(struct diag *d, const char *name, int rc)
 
 /* ---- the open ---- */
 
+/*
+ * One .metadata, or one per rank (__R.metadata, a save without
+ * collectives: each holds its rank's chunks and values, and the
+ * replicated ones every rank wrote).  Entry r of each array is metadata
+ * file r's.
+ */
 struct dcp_open {
 	struct ckpt *c;
 	struct ckpt_dcp *p;
 	struct diag *d;
-	struct dcp_tab items;	/* (fqn, offsets) -> item */
-	struct dcp_tab paths;	/* fqn -> planner_data entry */
-	const struct pkl_value *planner;
+	uint32_t n;			/* metadata files */
+	const struct pkl_value **sdm;	/* state_dict_metadata */
+	const struct pkl_value **planner;	/* planner_data or NULL */
+	struct dcp_tab *items;		/* (fqn, offsets) -> item */
+	struct dcp_tab paths;		/* fqn -> pathv index */
+	const struct pkl_value **pathv;
+	uint32_t npath, pathcap;
+};
+
+/* Where a key occurs: metadata file r's entry v (a list per key). */
+struct occ {
+	uint32_t r, next;		/* next: index + 1, 0: none */
+	const struct pkl_value *v;
 };
 
 /* A value's item: its torch.save archive's pickle, built as a tree. */
-static int value(struct dcp_open *o, const char *fqn, uint64_t at,
-		 struct ckpt_node **out)
+static int value(struct dcp_open *o, uint32_t r, const char *fqn,
+		 uint64_t at, struct ckpt_node **out)
 {
 	struct ckpt *c = o->c;
 	struct ckpt_dcp *p = o->p;
-	uint32_t k = dcp_tab_get(&o->items, fqn, strlen(fqn), NULL, 0);
+	uint32_t k = dcp_tab_get(&o->items[r], fqn, strlen(fqn), NULL, 0);
 	struct meta_walk w = { c, o->d };
 	struct ptz_reader z = { 0 };
 	struct pkl_doc *doc = NULL;
@@ -230,17 +246,17 @@ static int value(struct dcp_open *o, const char *fqn, uint64_t at,
  * value(), but a lenient open notes a value it cannot read (a missing
  * file, a broken item) and leaves it out of the tree.
  */
-static int leaf_value(struct dcp_open *o, const char *fqn, uint64_t at,
-		      struct ckpt_node **out)
+static int leaf_value(struct dcp_open *o, uint32_t r, const char *fqn,
+		      uint64_t at, struct ckpt_node **out)
 {
 	struct diag *d = o->d, mine;
 	int rc;
 
 	if (!o->p->lenient)
-		return value(o, fqn, at, out);
+		return value(o, r, fqn, at, out);
 	diag_init(&mine, d->path);
 	o->d = &mine;
-	rc = value(o, fqn, at, out);
+	rc = value(o, r, fqn, at, out);
 	o->d = d;
 	if (rc == -ENOMEM)
 		return diag_nomem(d);
@@ -250,18 +266,43 @@ static int leaf_value(struct dcp_open *o, const char *fqn, uint64_t at,
 				     "%s", mine.msg) : 0;
 }
 
-/* TensorStorageMetadata @v of @fqn: its storage, tensor and chunks. */
-static int tensor(struct dcp_open *o, const char *fqn,
-		  const struct pkl_value *v, struct ckpt_tensor **out)
+/* Chunk @i of @v's list: its offsets and sizes; 0 or -EILSEQ. */
+static int chunk_of(struct dcp_open *o, const char *fqn,
+		    const struct pkl_value *ch, size_t i, int nd,
+		    int64_t *off, int64_t *sz)
 {
-	struct ckpt *c = o->c;
-	const struct pkl_value *st = dcp_state(v), *pr, *pst, *dt, *ch;
-	const struct ckpt_dtype *dtype;
-	struct ckpt_storage *s;
-	struct ckpt_tensor *t;
-	int64_t shape[CKPT_MAX_DIMS];
-	char key[16];
-	int nd, rc;
+	const struct pkl_value *cv = pkl_item(ch, i), *cs = dcp_state(cv);
+	int n1, n2;
+
+	if (!dcp_is_obj(cv, DCP_M_META, NULL, "ChunkStorageMetadata") ||
+	    !dcp_dims(dcp_field(cs, "offsets"), off, &n1) ||
+	    !dcp_dims(dcp_field(cs, "sizes"), sz, &n2) ||
+	    n1 != nd || n2 != nd)
+		return diag_corrupt(o->d, cv ? cv->off : ch->off, ".metadata: "
+				    "tensor '%s': chunk %zu is not a "
+				    "ChunkStorageMetadata of %d dimensions",
+				    fqn, i, nd);
+	return 0;
+}
+
+/* Is the box (@off, @sz) one of storage @first.. 's chunks already? */
+static bool have_chunk(const struct ckpt_dcp *p, uint32_t first, int nd,
+		       const int64_t *off, const int64_t *sz)
+{
+	size_t n = nd * sizeof(*off);
+
+	for (uint32_t i = first; i < p->nchunks; i++)
+		if (!memcmp(p->chunks[i].offsets, off, n) &&
+		    !memcmp(p->chunks[i].sizes, sz, n))
+			return true;
+	return false;
+}
+
+/* TensorStorageMetadata @v of @fqn: its dtype and global shape into @t. */
+static int tensor_head(struct dcp_open *o, const char *fqn,
+		       const struct pkl_value *v, struct ckpt_tensor *t)
+{
+	const struct pkl_value *st = dcp_state(v), *pr, *pst, *dt;
 
 	pr = dcp_field(st, "properties");
 	pst = dcp_state(pr);
@@ -272,56 +313,96 @@ static int tensor(struct dcp_open *o, const char *fqn,
 	     dcp_field(pst, "dtype");
 	if (!dt || dt->kind != PKL_GLOBAL ||
 	    strcmp(dt->u.global.module, "torch") ||
-	    !(dtype = ckpt_dtype_by_name(dt->u.global.name)))
+	    !(t->dtype = ckpt_dtype_by_name(dt->u.global.name)))
 		return diag_unsupported(o->d, pst->off, ".metadata: tensor "
 					"'%s' has an unknown dtype", fqn);
-	if (!dcp_dims(dcp_field(st, "size"), shape, &nd))
+	if (!dcp_dims(dcp_field(st, "size"), t->shape, &t->ndim))
 		return diag_corrupt(o->d, v->off, ".metadata: tensor '%s' has "
 				    "no valid size", fqn);
-	ch = dcp_field(st, "chunks");
-	if (!ch || ch->kind != PKL_LIST)
+	if (!dcp_field(st, "chunks") ||
+	    dcp_field(st, "chunks")->kind != PKL_LIST)
 		return diag_corrupt(o->d, v->off, ".metadata: tensor '%s' has "
 				    "no list of chunks", fqn);
+	return 0;
+}
+
+/*
+ * The tensor @fqn of its occurrences @oc (@first: the first's index + 1):
+ * its storage, tensor and chunks.  A chunk that several ranks saved (a
+ * replicated tensor, without collectives) is kept once.
+ */
+static int tensor(struct dcp_open *o, const char *fqn, const struct occ *oc,
+		  uint32_t first, struct ckpt_tensor **out)
+{
+	struct ckpt *c = o->c;
+	struct ckpt_dcp *p = o->p;
+	const struct pkl_value *v = oc[first - 1].v;
+	int64_t shape[CKPT_MAX_DIMS];
+	struct ckpt_tensor h = { .shape = shape }, *t;
+	uint32_t c0 = p->nchunks;
+	struct ckpt_storage *s;
+	char key[16];
+	int nd, rc;
+
+	rc = tensor_head(o, fqn, v, &h);
+	if (rc)
+		return rc;
+	nd = h.ndim;
 	snprintf(key, sizeof(key), "%u", c->nstorages);
 	t = ckpt_tensor_new(c->b, nd);
 	if (!t)
 		return diag_nomem(o->d);
 	memcpy(t->shape, shape, nd * sizeof(*shape));
 	t->kind = CKPT_T_STRIDED;
-	t->dtype = dtype;
+	t->dtype = h.dtype;
 	t->pkl_off = v->off;
 	if (!ckpt_tensor_c_strides(t))
 		return diag_corrupt(o->d, v->off, ".metadata: tensor '%s': "
 				    "strides overflow", fqn);
 	rc = ckpt_tensor_check(c, t, o->d);	/* numel, nbytes */
 	if (!rc)
-		rc = ckpt_storage_add(c->b, key, dtype, "cpu", t->numel,
+		rc = ckpt_storage_add(c->b, key, t->dtype, "cpu", t->numel,
 				      v->off, &s);
 	if (rc)
 		return rc;
 	t->storage = s;
 	t->device = s->location;
 	s->ntensors++;
-	for (size_t i = 0; i < pkl_len(ch) && !rc; i++) {
-		const struct pkl_value *cs = dcp_state(pkl_item(ch, i));
-		int64_t off[CKPT_MAX_DIMS], sz[CKPT_MAX_DIMS];
-		int n1, n2;
-		uint32_t k;
+	for (uint32_t j = first; j && !rc; j = oc[j - 1].next) {
+		const struct pkl_value *w = oc[j - 1].v, *ch;
+		uint32_t r = oc[j - 1].r;
 
-		if (!dcp_is_obj(pkl_item(ch, i), DCP_M_META, NULL,
-			    "ChunkStorageMetadata") ||
-		    !dcp_dims(dcp_field(cs, "offsets"), off, &n1) ||
-		    !dcp_dims(dcp_field(cs, "sizes"), sz, &n2) ||
-		    n1 != nd || n2 != nd)
-			return diag_corrupt(o->d, pkl_item(ch, i)->off,
-					    ".metadata: tensor '%s': chunk %zu "
-					    "is not a ChunkStorageMetadata of "
-					    "%d dimensions", fqn, i, nd);
-		k = dcp_tab_get(&o->items, fqn, strlen(fqn), off, nd);
-		rc = ckpt_dcp_chunk_add(c, nd, off, sz, k,
-					pkl_item(ch, i)->off, o->d);
-		if (!rc && k != UINT32_MAX)
-			o->p->items[k].used = true;
+		if (w != v) {	/* another rank's view of the same tensor */
+			int64_t s2[CKPT_MAX_DIMS];
+			struct ckpt_tensor h2 = { .shape = s2 };
+
+			rc = tensor_head(o, fqn, w, &h2);
+			if (!rc && (h2.dtype != t->dtype || h2.ndim != nd ||
+				    memcmp(s2, shape, nd * sizeof(*s2))))
+				rc = diag_corrupt(o->d, w->off, ".metadata: "
+						  "tensor '%s' has another "
+						  "dtype or size in rank %u's "
+						  "metadata", fqn, r);
+			if (rc)
+				break;
+		}
+		ch = dcp_field(dcp_state(w), "chunks");
+		for (size_t i = 0; i < pkl_len(ch) && !rc; i++) {
+			int64_t off[CKPT_MAX_DIMS], sz[CKPT_MAX_DIMS];
+			uint32_t k;
+
+			rc = chunk_of(o, fqn, ch, i, nd, off, sz);
+			if (rc)
+				break;
+			k = dcp_tab_get(&o->items[r], fqn, strlen(fqn), off,
+					nd);
+			if (k != UINT32_MAX)
+				p->items[k].used = true;
+			if (j != first && have_chunk(p, c0, nd, off, sz))
+				continue;	/* replicated: kept once */
+			rc = ckpt_dcp_chunk_add(c, nd, off, sz, k,
+						pkl_item(ch, i)->off, o->d);
+		}
 	}
 	if (!rc)
 		rc = ckpt_dcp_storage_done(c, fqn, t, o->d);
@@ -329,84 +410,153 @@ static int tensor(struct dcp_open *o, const char *fqn,
 	return rc;
 }
 
-/* planner_data: fqn -> the path tuple of the nested state dict. */
+/* planner_data of every file: fqn -> the path tuple (the first one). */
 static int paths(struct dcp_open *o)
 {
-	const struct pkl_value *pd = o->planner;
+	for (uint32_t r = 0; r < o->n; r++) {
+		const struct pkl_value *pd = o->planner[r];
 
-	if (!pd || pd->kind != PKL_DICT)
-		return 0;	/* a custom planner: keys stay flat */
-	for (size_t i = 0; i < pkl_len(pd); i++) {
-		const struct pkl_value *k = pd->u.items.v[2 * i];
+		if (!pd || pd->kind != PKL_DICT)
+			continue;	/* a custom planner: keys stay flat */
+		for (size_t i = 0; i < pkl_len(pd); i++) {
+			const struct pkl_value *k = pd->u.items.v[2 * i];
+			const struct pkl_value *v = pd->u.items.v[2 * i + 1];
+			int rc;
 
-		if (as_str(k) && dcp_tab_put(&o->paths, k->u.s.p, k->u.s.n,
-					     NULL, 0, (uint32_t)i) < 0)
-			return diag_nomem(o->d);
+			if (!as_str(k) || !v || (v->kind != PKL_TUPLE &&
+						 v->kind != PKL_LIST) ||
+			    !pkl_len(v))
+				continue;
+			if (o->npath == o->pathcap) {
+				uint32_t cap = o->pathcap ? 2 * o->pathcap : 64;
+				const struct pkl_value **pv;
+
+				pv = realloc(o->pathv, cap * sizeof(*pv));
+				if (!pv)
+					return diag_nomem(o->d);
+				o->pathv = pv;
+				o->pathcap = cap;
+			}
+			rc = dcp_tab_put(&o->paths, k->u.s.p, k->u.s.n, NULL,
+					 0, o->npath);
+			if (rc < 0)
+				return diag_nomem(o->d);
+			if (!rc)	/* the first file's path wins */
+				o->pathv[o->npath++] = v;
+		}
 	}
 	return 0;
 }
 
-/* The path of @fqn: planner_data's tuple, else (fqn,). */
+/* The path of @fqn: planner_data's tuple, else NULL (fqn,). */
 static const struct pkl_value *path_of(struct dcp_open *o,
 				       const struct pkl_value *key)
 {
 	uint32_t i = dcp_tab_get(&o->paths, key->u.s.p, key->u.s.n, NULL, 0);
-	const struct pkl_value *v;
 
-	if (i == UINT32_MAX)
-		return NULL;
-	v = o->planner->u.items.v[2 * i + 1];
-	return v && (v->kind == PKL_TUPLE || v->kind == PKL_LIST) &&
-	       pkl_len(v) ? v : NULL;
+	return i == UINT32_MAX ? NULL : o->pathv[i];
 }
 
-/* Every entry of state_dict_metadata: a tensor or a value, then nested. */
-static int leaves(struct dcp_open *o, const struct pkl_value *sdm)
+/* One key with its occurrences: a tensor or a value, made a leaf. */
+static int leaf(struct dcp_open *o, struct dcp_leaf *lv, const struct occ *oc,
+		uint32_t first)
 {
 	struct ckpt *c = o->c;
-	size_t n = pkl_len(sdm);
-	struct dcp_leaf *lv = calloc(n + 1, sizeof(*lv));
-	int rc = lv ? paths(o) : diag_nomem(o->d);
+	const struct pkl_value *v = oc[first - 1].v;
+	const char *fqn = lv->key->u.s.p;
+	struct ckpt_tensor *t = NULL;
+	int rc;
 
-	for (size_t i = 0; i < n && !rc; i++) {
-		const struct pkl_value *k = sdm->u.items.v[2 * i];
-		const struct pkl_value *v = sdm->u.items.v[2 * i + 1];
-		const char *fqn = as_str(k);
-		struct ckpt_tensor *t = NULL;
+	lv->path = path_of(o, lv->key);
+	if (dcp_is_obj(v, DCP_M_META, NULL, "TensorStorageMetadata")) {
+		rc = tensor(o, fqn, oc, first, &t);
+		if (rc)
+			return rc;
+		lv->node = ckpt_node_synth(c->b, CKPT_N_TENSOR, "Tensor");
+		if (!lv->node)
+			return diag_nomem(o->d);
+		lv->node->tensor = t;
+		t->shown = true;
+		c->nshown++;
+		return 0;
+	}
+	if (!dcp_is_obj(v, DCP_M_META, NULL, "BytesStorageMetadata"))
+		return diag_corrupt(o->d, v ? v->off : lv->key->off,
+				    ".metadata: '%s' is neither "
+				    "TensorStorageMetadata nor "
+				    "BytesStorageMetadata", fqn);
+	/* every rank's copy of a value is used; the first one is shown */
+	for (uint32_t j = oc[first - 1].next; j; j = oc[j - 1].next) {
+		uint32_t k = dcp_tab_get(&o->items[oc[j - 1].r], fqn,
+					 strlen(fqn), NULL, 0);
 
-		if (!fqn) {
-			rc = diag_corrupt(o->d, k->off, ".metadata: a key of "
-					  "state_dict_metadata is not a str");
-			break;
-		}
-		lv[i].key = k;
-		lv[i].path = path_of(o, k);
-		if (dcp_is_obj(v, DCP_M_META, NULL, "TensorStorageMetadata")) {
-			rc = tensor(o, fqn, v, &t);
-			if (rc)
-				break;
-			lv[i].node = ckpt_node_synth(c->b, CKPT_N_TENSOR,
-						     "Tensor");
-			if (!lv[i].node) {
-				rc = diag_nomem(o->d);
+		if (k != UINT32_MAX)
+			o->p->items[k].used = true;
+	}
+	return leaf_value(o, oc[first - 1].r, fqn, v->off, &lv->node);
+}
+
+/*
+ * Every key of every state_dict_metadata, in first-seen order, gathered
+ * (a key several ranks saved is one leaf), made leaves, then nested.
+ */
+static int leaves(struct dcp_open *o)
+{
+	struct dcp_tab seen = { 0 };
+	struct dcp_leaf *lv = NULL;
+	struct occ *oc = NULL;
+	uint32_t *first = NULL, *last = NULL, n = 0, nocc = 0, total = 0;
+	int rc = paths(o);
+
+	for (uint32_t r = 0; r < o->n; r++)
+		total += (uint32_t)pkl_len(o->sdm[r]);
+	lv = calloc(total + 1, sizeof(*lv));
+	oc = calloc(total + 1, sizeof(*oc));
+	first = calloc(total + 1, sizeof(*first));
+	last = calloc(total + 1, sizeof(*last));
+	if (!rc && (!lv || !oc || !first || !last))
+		rc = diag_nomem(o->d);
+	for (uint32_t r = 0; r < o->n && !rc; r++) {
+		const struct pkl_value *sdm = o->sdm[r];
+
+		for (size_t i = 0; i < pkl_len(sdm) && !rc; i++) {
+			const struct pkl_value *k = sdm->u.items.v[2 * i];
+			uint32_t at;
+
+			if (!as_str(k)) {
+				rc = diag_corrupt(o->d, k->off, ".metadata: a "
+						  "key of state_dict_metadata "
+						  "is not a str");
 				break;
 			}
-			lv[i].node->tensor = t;
-			t->shown = true;
-			c->nshown++;
-		} else if (dcp_is_obj(v, DCP_M_META, NULL,
-				      "BytesStorageMetadata")) {
-			rc = leaf_value(o, fqn, v->off, &lv[i].node);
-		} else {
-			rc = diag_corrupt(o->d, v ? v->off : k->off,
-					  ".metadata: '%s' is neither "
-					  "TensorStorageMetadata nor "
-					  "BytesStorageMetadata", fqn);
+			oc[nocc] = (struct occ){ r, 0,
+						 sdm->u.items.v[2 * i + 1] };
+			at = dcp_tab_get(&seen, k->u.s.p, k->u.s.n, NULL, 0);
+			if (at == UINT32_MAX) {
+				if (dcp_tab_put(&seen, k->u.s.p, k->u.s.n,
+						NULL, 0, n) < 0) {
+					rc = diag_nomem(o->d);
+					break;
+				}
+				lv[n].key = k;
+				first[n] = last[n] = nocc + 1;
+				n++;
+			} else {
+				oc[last[at] - 1].next = nocc + 1;
+				last[at] = nocc + 1;
+			}
+			nocc++;
 		}
 	}
+	for (uint32_t i = 0; i < n && !rc; i++)
+		rc = leaf(o, &lv[i], oc, first[i]);
 	if (!rc)
-		rc = ckpt_dcp_nest(c, lv, (uint32_t)n, o->d);
+		rc = ckpt_dcp_nest(o->c, lv, n, o->d);
+	free(seen.v);
 	free(lv);
+	free(oc);
+	free(first);
+	free(last);
 	return rc;
 }
 
@@ -423,17 +573,110 @@ static char *dir_of(struct ckpt *c, const char *path, bool is_dir)
 			     (size_t)(slash - path));
 }
 
+/* Read and parse metadata file @fd (@name, for messages) into *@doc,
+ * and check what it holds is a Metadata object; *@rs gets its state. */
+static int read_meta(struct ckpt *c, int fd, const char *name,
+		     struct pkl_doc **doc, const struct pkl_value **rs,
+		     struct diag *d)
+{
+	struct meta_walk w = { c, d };
+	struct stat st;
+	unsigned char *buf;
+	const struct pkl_value *root;
+	int rc;
+
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+		return diag_errno(d, -EINVAL, "%s: not a regular file", name);
+	if ((uint64_t)st.st_size > META_MAX)
+		return diag_unsupported(d, 0, "%s of %llu bytes: larger than "
+					"ptfs reads", name,
+					(unsigned long long)st.st_size);
+	buf = malloc(st.st_size + 1);
+	if (!buf)
+		return diag_nomem(d);
+	rc = io_pread_full(fd, buf, st.st_size, 0);
+	if (rc)
+		rc = diag_errno(d, rc, "%s: cannot read: %s", name,
+				strerror(-rc));
+	if (!rc)
+		rc = pkl_parse(buf, st.st_size, 0, doc, d);
+	free(buf);
+	if (rc)
+		return in_file(d, name, rc);
+	pkl_doc_each_global(*doc, note_meta_global, &w);
+	if (diag_failed(d))
+		return d->err;
+	root = (*doc)->root;
+	*rs = dcp_state(root);
+	if (!dcp_is_obj(root, DCP_M_META, NULL, "Metadata") || !*rs)
+		return diag_corrupt(d, root->off, "%s: not a DCP Metadata "
+				    "object", name);
+	return 0;
+}
+
+/* The metadata files of directory @p: .metadata, else __0.metadata,
+ * __1.metadata ... as long as they follow one another.  0: none. */
+static uint32_t count_ranks(const struct ckpt_dcp *p)
+{
+	struct stat st;
+	char name[32];
+	uint32_t n = 0;
+
+	if (!fstatat(p->dirfd, ".metadata", &st, AT_SYMLINK_NOFOLLOW))
+		return 1;
+	for (;; n++) {
+		snprintf(name, sizeof(name), "__%u.metadata", n);
+		if (fstatat(p->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    n == DCP_MAX_RANKS)
+			return n;
+	}
+}
+
+/* Metadata file @r of @o: c->doc and c->fd for the first. */
+static int open_meta(struct dcp_open *o, uint32_t r, const char *name)
+{
+	struct ckpt *c = o->c;
+	struct pkl_doc *doc = NULL;
+	const struct pkl_value *rs = NULL;
+	int fd = r ? -1 : c->fd, rc;
+
+	if (fd < 0) {
+		fd = openat(o->p->dirfd, name, O_RDONLY | O_CLOEXEC |
+			    O_NOFOLLOW);
+		if (fd < 0)
+			return diag_errno(o->d, -errno, "%s: %s", name,
+					  strerror(errno));
+	}
+	rc = read_meta(c, fd, name, &doc, &rs, o->d);
+	if (!r) {
+		c->doc = doc;
+	} else {
+		close(fd);
+		if (doc && ckpt_push((void ***)&o->p->docs, &o->p->ndocs,
+				     &o->p->docs_cap, doc)) {
+			pkl_doc_free(doc);
+			rc = rc ? rc : diag_nomem(o->d);
+		}
+	}
+	if (rc)
+		return rc;
+	o->sdm[r] = dcp_field(rs, "state_dict_metadata");
+	if (!o->sdm[r] || o->sdm[r]->kind != PKL_DICT)
+		return diag_corrupt(o->d, doc->root->off, "%s: no "
+				    "state_dict_metadata dict", name);
+	o->planner[r] = dcp_field(rs, "planner_data");
+	return ckpt_dcp_items(c, dcp_field(rs, "storage_data"), &o->items[r],
+			      o->d);
+}
+
 int ckpt_dcp_open(struct ckpt *c, const char *meta, unsigned flags,
 		  struct diag *d)
 {
-	struct dcp_open o = { .c = c, .d = d };
-	struct meta_walk w = { c, d };
+	struct dcp_open o = { .c = c, .d = d, .n = 1 };
 	bool is_dir = !meta;
-	const struct pkl_value *root, *rs, *sdm;
 	struct ckpt_dcp *p;
-	struct stat st;
-	unsigned char *buf = NULL;
-	int fd, rc;
+	char name[32], *mp;
+	int rc;
 
 	p = arena_alloc(&c->arena, sizeof(*p));
 	if (!p)
@@ -448,73 +691,54 @@ int ckpt_dcp_open(struct ckpt *c, const char *meta, unsigned flags,
 	if (!p->dir)
 		return diag_nomem(d);
 	if (is_dir) {
-		char *mp = arena_alloc(&c->arena, strlen(p->dir) + 12);
-
-		if (!mp)
-			return diag_nomem(d);
-		sprintf(mp, "%s/.metadata", p->dir);
-		p->meta_path = mp;
-	} else {
-		p->meta_path = c->path;
-	}
-	if (is_dir) {
 		p->dirfd = c->fd;
 		c->fd = -1;
-		meta = ".metadata";
+		o.n = count_ranks(p);
+		meta = o.n == 1 && !fstatat(p->dirfd, ".metadata", &(struct
+		       stat){ 0 }, AT_SYMLINK_NOFOLLOW) ? ".metadata" :
+		       "__0.metadata";
+		if (!o.n)
+			return diag_set(d, -EISDIR, DIAG_NO_OFFSET, "no DCP "
+					".metadata");
+		c->fd = openat(p->dirfd, meta, O_RDONLY | O_CLOEXEC |
+			       O_NOFOLLOW);
+		if (c->fd < 0)
+			return diag_errno(d, -errno, "%s: %s", meta,
+					  strerror(errno));
 	} else {
 		p->dirfd = open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (p->dirfd < 0)
 			return diag_errno(d, -errno, "%s: %s", p->dir,
 					  strerror(errno));
-		meta = strrchr(c->path, '/') ? strrchr(c->path, '/') + 1 :
-		       c->path;
 	}
-	if (is_dir) {
-		fd = openat(p->dirfd, meta, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0)
-			return diag_errno(d, -errno, "%s: %s", meta,
-					  strerror(errno));
-		c->fd = fd;
-	}
-	if (fstat(c->fd, &st) || !S_ISREG(st.st_mode))
-		return diag_errno(d, -EINVAL, "%s: not a regular file", meta);
-	c->file_size = st.st_size;
-	if (c->file_size > META_MAX)
-		return diag_unsupported(d, 0, "%s of %llu bytes: larger than "
-					"ptfs reads", meta,
-					(unsigned long long)c->file_size);
-	buf = malloc(c->file_size + 1);
-	if (!buf)
+	mp = arena_alloc(&c->arena, strlen(p->dir) + strlen(meta) + 2);
+	if (!mp)
 		return diag_nomem(d);
-	rc = io_pread_full(c->fd, buf, c->file_size, 0);
-	if (rc)
-		rc = diag_errno(d, rc, "%s: cannot read: %s", meta,
-				strerror(-rc));
-	if (!rc)
-		rc = pkl_parse(buf, c->file_size, 0, &c->doc, d);
-	free(buf);
-	if (!rc)
-		rc = ckpt_build_begin(c, d);
-	if (rc)
-		return in_file(d, meta, rc);
-	pkl_doc_each_global(c->doc, note_meta_global, &w);
-	if (diag_failed(d))
-		return d->err;
-	root = c->doc->root;
-	rs = dcp_state(root);
-	if (!dcp_is_obj(root, DCP_M_META, NULL, "Metadata") || !rs)
-		return diag_corrupt(d, root->off, "%s: not a DCP Metadata "
-				    "object", meta);
-	sdm = dcp_field(rs, "state_dict_metadata");
-	if (!sdm || sdm->kind != PKL_DICT)
-		return diag_corrupt(d, root->off, "%s: no state_dict_metadata "
-				    "dict", meta);
-	rc = ckpt_dcp_items(c, dcp_field(rs, "storage_data"), &o.items, d);
-	o.planner = dcp_field(rs, "planner_data");
-	if (!rc)
-		rc = leaves(&o, sdm);
-	free(o.items.v);
+	sprintf(mp, "%s/%s", p->dir, meta);
+	p->meta_path = mp;
+	c->file_size = 0;
+	o.sdm = calloc(o.n, sizeof(*o.sdm));
+	o.planner = calloc(o.n, sizeof(*o.planner));
+	o.items = calloc(o.n, sizeof(*o.items));
+	rc = o.sdm && o.planner && o.items ? ckpt_build_begin(c, d) :
+	     diag_nomem(d);
+	for (uint32_t r = 0; r < o.n && !rc; r++) {
+		snprintf(name, sizeof(name), "__%u.metadata", r);
+		rc = open_meta(&o, r, r ? name : meta);
+	}
+	if (!rc) {
+		struct stat st;
+
+		c->file_size = fstat(c->fd, &st) ? 0 : (uint64_t)st.st_size;
+		rc = leaves(&o);
+	}
+	for (uint32_t r = 0; o.items && r < o.n; r++)
+		free(o.items[r].v);
+	free(o.items);
+	free(o.sdm);
+	free(o.planner);
 	free(o.paths.v);
+	free(o.pathv);
 	if (!rc)
 		rc = ckpt_dcp_check_chunks(c, d);
 	return rc;

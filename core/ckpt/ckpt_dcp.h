@@ -20,6 +20,7 @@
 /* chunk pairs an open compares for overlaps, at most */
 #define DCP_CHECK_BUDGET	(UINT64_C(1) << 27)
 #define DCP_MAX_PATH	CKPT_MAX_DEPTH	/* steps of a planner path */
+#define DCP_MAX_RANKS	65536u		/* __R.metadata files read */
 
 /* One data file (a .distcp) that storage_data names. */
 struct dcp_file {
@@ -60,7 +61,7 @@ struct dcp_finding {
 struct ckpt_dcp {
 	int dirfd;		/* the directory, for the data files */
 	const char *dir;	/* its path as given (arena) */
-	const char *meta_path;	/* DIR/.metadata (arena) */
+	const char *meta_path;	/* DIR/.metadata or DIR/__0.metadata */
 	bool lenient;
 	uint64_t budget;	/* chunk pairs left to compare */
 	struct dcp_file *files;

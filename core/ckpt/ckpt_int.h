@@ -112,8 +112,8 @@ char *ckpt_key_name(struct ckpt *c, const struct pkl_value *key);
 
 /*
  * ckpt_dcp.c: read a DCP directory into c: c->fd is the directory (@meta
- * NULL: its .metadata is read) or the metadata file @meta names (the
- * basename of c->path).  0 or -errno with @d set.
+ * NULL: its .metadata is read, or every __R.metadata) or the metadata
+ * file @meta names (the basename of c->path).  0 or -errno with @d set.
  */
 int ckpt_dcp_open(struct ckpt *c, const char *meta, unsigned flags,
 		  struct diag *d);

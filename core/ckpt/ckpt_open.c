@@ -287,19 +287,16 @@ static bool dcp_meta_name(const char *name)
 
 /*
  * A directory: the multi-file formats.  One hook each, by the file that
- * marks it: a DCP checkpoint has .metadata.
+ * marks it: a DCP checkpoint has .metadata (or __0.metadata ...).
  */
 static int open_dir(struct ckpt *c, unsigned flags, struct diag *d)
 {
 	struct stat st;
 
-	if (!fstatat(c->fd, ".metadata", &st, AT_SYMLINK_NOFOLLOW))
+	/* one .metadata, or one per rank (a save without collectives) */
+	if (!fstatat(c->fd, ".metadata", &st, AT_SYMLINK_NOFOLLOW) ||
+	    !fstatat(c->fd, "__0.metadata", &st, AT_SYMLINK_NOFOLLOW))
 		return ckpt_dcp_open(c, NULL, flags, d);
-	if (!fstatat(c->fd, "__0.metadata", &st, AT_SYMLINK_NOFOLLOW))
-		return diag_unsupported(d, DIAG_NO_OFFSET, "DCP directory "
-					"with one __R.metadata per rank (saved "
-					"with use_collectives=False): not "
-					"supported yet");
 	return diag_set(d, -EISDIR, DIAG_NO_OFFSET, "is a directory, and "
 			"not a checkpoint directory (no DCP .metadata)");
 }

@@ -9,10 +9,11 @@
 # torch.distributed.checkpoint.save and FileSystemWriter, one of them from
 # 3 ranks and one from 4 (gloo process groups on localhost, one process a
 # rank, DTensors on CPU device meshes), and writes expected.json from what
-# DCP loads back.  torch 1.13 has no DCP writer (nor reader): with VERSION
+# DCP loads back; nocoll/ is rows/ saved without collectives (one
+# __R.metadata per rank, no .metadata), read as one tree.  torch 1.13 has no DCP writer (nor reader): with VERSION
 # "1.13" the same directories are checked with Debian's torch against that
 # JSON; with "2" the check also loads them with dcp.load.  Each of plain/,
-# objs/, rows/ and grid/ is
+# objs/, rows/, grid/ and nocoll/ is
 #
 #   listed      ptls and ptls --json, ptdump --values, ptverify (ok, every
 #               chunk's item and CRC-32 read; for objs/, whose deque value
@@ -98,13 +99,15 @@ sums() {	# DIR: a checksum of every file in it, names included
 	(cd "$1" && find . -type f | sort | xargs sha256sum) | sha256sum
 }
 
-for n in plain objs rows grid; do
+for n in plain objs rows grid nocoll; do
 	d=$out/$n
 	det=$WORK/$n.details
 	: >"$det"
 	before=$(sums "$d")
 	# ------------------------------------------------------ the tools
-	for arg in "$d" "$d/.metadata"; do
+	meta=$d/.metadata
+	[ -f "$meta" ] || meta=$d	# nocoll/: its __R.metadata together
+	for arg in "$d" "$meta"; do
 		run_limited 60 "$ptls" "$arg" >"$WORK/ls.txt" 2>&1 ||
 			echo "ptls $arg: exit $?: $(head -n 1 "$WORK/ls.txt")" >>"$det"
 		[ "$n" != objs ] || sed -i '/^# unsafe global/d' "$WORK/ls.txt"

@@ -15,6 +15,9 @@ their mounts.
                           a replicated one, and values
                   grid/   4 ranks on a 2x2 CPU device mesh: a tensor cut
                           both ways at once (Shard(0), Shard(1))
+                  nocoll/ rows/'s state saved with use_collectives=False:
+                          one __R.metadata per rank, no .metadata, the
+                          replicated tensor and the values saved by each
                 and broken copies (evil/ pastend/ overlap/ hole/ missing/
                 escape/ zstd/ crc/), then OUT/expected.json: every tensor's
                 dtype, shape and SHA-256 and every value's text, from what
@@ -113,7 +116,7 @@ def rank_main(rank, ws, store, out, kind):
         # bfloat16), each keeps its own piece
         return dt(t, mesh, placements, src_data_rank=None)
 
-    if kind == "rows":
+    if kind in ("rows", "nocoll"):
         mesh = init_device_mesh("cpu", (ws,))
         sd = {"layer": {"rows": distribute_tensor(full("rows"), mesh,
                                                   [Shard(0)]),
@@ -130,7 +133,10 @@ def rank_main(rank, ws, store, out, kind):
                                         [Shard(0), Shard(1)]),
               "gridh": distribute_tensor(full("gridh"), mesh,
                                          [Shard(1), Shard(0)])}
-    dcp.save(sd, storage_writer=dcp.FileSystemWriter(out))
+    # nocoll: each rank writes __R.metadata of its own chunks (and of the
+    # replicated tensor and the values, which every rank saves)
+    dcp.save(sd, storage_writer=dcp.FileSystemWriter(out),
+             use_collectives=kind != "nocoll")
     dist.barrier()
     dist.destroy_process_group()
 
@@ -267,6 +273,7 @@ def gen(out):
     dcp.save(objs_state(), storage_writer=dcp.FileSystemWriter(d))
     ranks(os.path.join(out, "rows"), "rows", 3)
     ranks(os.path.join(out, "grid"), "grid", 4)
+    ranks(os.path.join(out, "nocoll"), "nocoll", 3)
     for name in ("plain", "objs", "rows", "grid"):
         e = {}
         d = os.path.join(out, name)
@@ -278,11 +285,14 @@ def gen(out):
             if path in e and "sha256" in e[path]:
                 e[path]["chunks"] = len(m.chunks)
         expected[name] = e
+    # the same state dict as rows/: DCP's own reader needs a .metadata
+    expected["nocoll"] = expected["rows"]
     broken(out)
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1, sort_keys=True)
     n = sum(len(v) for v in expected.values())
-    print("ok\t4 DCP directories (1, 1, 3 and 4 ranks), %d entries, torch %s"
+    print("ok\t5 DCP directories (1, 1, 3, 4 and 3 ranks), %d entries, "
+          "torch %s"
           % (n, torch.__version__))
 
 
@@ -376,7 +386,8 @@ def check(jpath, name, mnt, d=None):
             if x.errno != errno.EROFS:
                 fail("edit of the tree failed with %s, not EROFS" % x)
     again = ""
-    if d and int(torch.__version__.split(".")[0]) >= 2:
+    if d and int(torch.__version__.split(".")[0]) >= 2 and \
+            os.path.exists(os.path.join(d, ".metadata")):
         again = ", and dcp.load's %d tensors" % by_dcp_load(d, exp)
     print("ok\t%d tensors (%d odd reads), %d values as DCP loads them%s, "
           "EROFS" % (ntens, nodd, nval, again))
