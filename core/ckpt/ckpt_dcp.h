@@ -166,6 +166,39 @@ int ckpt_dcp_value_storage(struct ckpt *c, struct ptz_reader *z,
 			   uint32_t item, struct ckpt_storage *s,
 			   struct diag *d);
 
+/*
+ * ckpt_dcp.c: what an open reads, one .metadata or one per rank
+ * (__R.metadata, a save without collectives: each holds its rank's
+ * chunks, and the replicated tensors and values every rank saves).
+ * Entry r of each array is metadata file r's.
+ */
+struct dcp_open {
+	struct ckpt *c;
+	struct ckpt_dcp *p;
+	struct diag *d;
+	uint32_t n;			/* metadata files */
+	const struct pkl_value **sdm;	/* state_dict_metadata */
+	const struct pkl_value **planner;	/* planner_data or NULL */
+	struct dcp_tab *items;		/* (fqn, offsets) -> item */
+	struct dcp_tab paths;		/* fqn -> pathv index */
+	const struct pkl_value **pathv;
+	uint32_t npath, pathcap;
+};
+
+/* A global being listed: where to note it (pkl_doc_each_global). */
+struct dcp_walk {
+	struct ckpt *c;
+	struct diag *d;
+};
+
+/* ckpt_dcp_keys.c: every key of every state_dict_metadata made a leaf of
+ * c->root (ckpt_dcp_nest()).  0 or -errno with o->d set. */
+int ckpt_dcp_leaves(struct dcp_open *o);
+
+/* ckpt_dcp_index.c: put "@name: " before @d's message when it does not
+ * start with it (a diag names the directory); returns @rc. */
+int dcp_in_file(struct diag *d, const char *name, int rc);
+
 /* ckpt_dcp.c: a finding (lenient) or a failure (strict): 0 or -errno. */
 int ckpt_dcp_problem(struct ckpt *c, struct diag *d, const char *check,
 		     const char *path, uint64_t off, int err,

@@ -164,8 +164,8 @@ static int check_one(struct ckpt *c, const struct ckpt_tensor *t,
 					      ".metadata: tensor '%s': chunk "
 					      "at %s has no item in "
 					      "storage_data", fqn,
-					      dcp_tuple(x, sizeof(x), ch->offsets,
-						    t->ndim));
+					      dcp_tuple(x, sizeof(x),
+							ch->offsets, t->ndim));
 		total += volume(ch->sizes, t->ndim);
 	}
 	if (!rc)
@@ -175,7 +175,8 @@ static int check_one(struct ckpt *c, const struct ckpt_tensor *t,
 				      t->pkl_off, -EILSEQ, ".metadata: tensor "
 				      "'%s' of shape %s: its chunks leave %llu "
 				      "of its %llu elements uncovered", fqn,
-				      dcp_tuple(x, sizeof(x), t->shape, t->ndim),
+				      dcp_tuple(x, sizeof(x), t->shape,
+						t->ndim),
 				      (unsigned long long)(t->numel - total),
 				      (unsigned long long)t->numel);
 	return rc;

@@ -302,3 +302,14 @@ int ckpt_dcp_items(struct ckpt *c, const struct pkl_value *sd,
 	return rc;
 }
 
+int dcp_in_file(struct diag *d, const char *name, int rc)
+{
+	char msg[sizeof(d->msg) + 64];
+
+	if (rc && diag_failed(d) && strncmp(d->msg, name, strlen(name))) {
+		snprintf(msg, sizeof(msg), "%.60s: %s", name, d->msg);
+		memcpy(d->msg, msg, sizeof(d->msg) - 1);
+		d->msg[sizeof(d->msg) - 1] = 0;
+	}
+	return rc;
+}

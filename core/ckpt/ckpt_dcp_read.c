@@ -189,13 +189,14 @@ static int resolve_locked(struct ckpt *c, uint32_t k, struct diag *d)
 	    t->ndim != nd ||
 	    memcmp(t->shape, ch->sizes, nd * sizeof(int64_t)) ||
 	    !t->contiguous || ic->nglobals) {
-		char x[256];
+		char x[256], y[256];
 
 		rc = diag_corrupt(d, it->off, "item of '%s' at %s is not one "
-				  "contiguous %s tensor of size %s", p->fqn[
-				  s->index], dcp_tuple(x, sizeof(x), ch->offsets,
-				  nd), want->dtype->name, dcp_tuple(x, sizeof(x),
-				  ch->sizes, nd));
+				  "contiguous %s tensor of size %s",
+				  p->fqn[s->index],
+				  dcp_tuple(x, sizeof(x), ch->offsets, nd),
+				  want->dtype->name,
+				  dcp_tuple(y, sizeof(y), ch->sizes, nd));
 		goto out;
 	}
 	e = t->storage ? t->storage->rec : NULL;
