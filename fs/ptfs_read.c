@@ -98,6 +98,27 @@ static void read_record(fuse_req_t req, struct ptfs *fs,
 	free(data);
 }
 
+/* A storage of a DCP tensor in chunks: it is that tensor's bytes. */
+static void read_pieced(fuse_req_t req, struct ptfs *fs,
+			const struct ckpt_storage *s, size_t size, off_t off,
+			struct diag *d)
+{
+	const struct ckpt_tensor *t = ckpt_dcp_tensor(fs->c, s);
+	char *buf = malloc(size);
+	long long got;
+
+	if (!buf || !t) {
+		free(buf);
+		return ptfs_reply_err(req, -ENOMEM, NULL);
+	}
+	got = ckpt_tensor_read(fs->c, t, buf, size, off, d);
+	if (got < 0)
+		ptfs_reply_err(req, got, d);
+	else
+		fuse_reply_buf(req, buf, got);
+	free(buf);
+}
+
 static void read_storage(fuse_req_t req, struct ptfs *fs,
 			 struct ckpt_storage *s, size_t size, off_t off)
 {
@@ -109,6 +130,8 @@ static void read_storage(fuse_req_t req, struct ptfs *fs,
 	size = clip(s->nbytes, off, size);
 	if (!size)
 		return (void)fuse_reply_buf(req, NULL, 0);
+	if (ckpt_storage_pieced(fs->c, s))	/* a DCP tensor's chunks */
+		return read_pieced(req, fs, s, size, off, &d);
 	rc = ckpt_storage_data(fs->c, s, &fd, &base, &d);
 	if (rc)
 		return ptfs_reply_err(req, rc, &d);

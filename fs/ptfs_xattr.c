@@ -23,6 +23,9 @@
  *   user.st_dtype        a safetensors file's tensor: its dtype there (F32)
  *   user.shard           a sharded folder's tensor: the file it is read
  *                        from, as the index names it
+ *   user.dcp.chunks      a DCP directory's tensor: its chunks, a line each:
+ *                        "offsets=0,4 sizes=8,4 file=__1_0.distcp
+ *                        offset=1261 length=1577" (left out over 64 KiB)
  *   user.meta.KEY        on the root of a safetensors file: each entry of
  *                        its __metadata__ (names over 255 bytes, values
  *                        over 64 KiB and either holding a NUL are left
@@ -137,6 +140,21 @@ static const char *tf(bool b)
 	return b ? "true" : "false";
 }
 
+/* user.dcp.chunks: a DCP tensor's chunks, one line each (left out when
+ * the list is over what the kernel passes). */
+static void dcp_xattrs(const struct ckpt *c, const struct ckpt_tensor *t,
+		       struct xwalk *x)
+{
+	size_t len;
+	char *text = ckpt_dcp_chunks_text(c, t, &len);
+
+	if (!text)
+		return;
+	if (len < XATTR_VALUE_MAX)
+		put(x, "user.dcp.chunks", text);
+	free(text);
+}
+
 static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
 			  struct xwalk *x)
 {
@@ -162,6 +180,8 @@ static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
 		put(x, "user.st_dtype", t->dtype->st);
 	if (sh)
 		put(x, "user.shard", sh->name);
+	if (fs->c->format == CKPT_DCP)
+		dcp_xattrs(fs->c, t, x);
 	if (t->cls)
 		put(x, "user.class", t->cls);
 	state_xattrs(t->state, x);

@@ -1178,3 +1178,82 @@ Test(ptz_inflate, rejects_lying_sizes_crcs_and_streams)
 	free(b.p);
 	assert_no_leaks();
 }
+
+/* ---- an archive inside a larger file (a DCP item) ---- */
+
+/* @pre junk bytes, the archive, @post junk bytes: a temporary file. */
+static int embedded(const struct buf *b, size_t pre, size_t post)
+{
+	int fd = tmp_fd();
+	unsigned char junk[256];
+
+	memset(junk, 'P', sizeof(junk));	/* "PPP..": no signature */
+	cr_assert(pre <= sizeof(junk) && post <= sizeof(junk));
+	pwrite_all(fd, junk, pre, 0);
+	pwrite_all(fd, b->p, b->len, pre);
+	pwrite_all(fd, junk, post, pre + b->len);
+	return fd;
+}
+
+Test(ptz_read, opens_an_archive_at_an_offset)
+{
+	struct ptz_reader z;
+	struct zinfo in;
+	struct buf b = { 0 };
+	struct ptz_entry *e;
+	unsigned char *data;
+	struct diag d;
+	size_t len;
+	int fd;
+
+	std_torch(&b, &in);
+	fd = embedded(&b, 100, 37);
+	diag_init(&d, "t.distcp");
+	cr_assert_eq(ptz_reader_open_at(&z, fd, "t.distcp", 100, b.len, &d),
+		     0, "%s", d.msg);
+	cr_expect_eq(z.base, 100);
+	cr_expect_eq(z.file_size, b.len);
+	e = ptz_find_rel(&z, "data/0");
+	cr_assert(e);
+	cr_assert_eq(ptz_entry_locate(&z, e, &d), 0, "%s", d.msg);
+	/* offsets count from the archive's start */
+	cr_expect_eq(e->data_off, in.data[1]);
+	cr_assert_eq(ptz_entry_read(&z, e, 1 << 20, &data, &len, &d), 0);
+	cr_expect_eq(len, sizeof(f));
+	cr_expect_arr_eq(data, f, sizeof(f));
+	free(data);
+	ptz_reader_release(&z);
+	/* the trailing junk is not part of it: the end record must be the
+	   archive's last bytes, as for a file; a size that is 1 byte short
+	   cuts the end record */
+	cr_expect_neq(ptz_reader_open_at(&z, fd, "t.distcp", 100, b.len - 1,
+					 &d), 0);
+	ptz_reader_release(&z);
+	close(fd);
+	free(b.p);
+	assert_no_leaks();
+}
+
+Test(ptz_read, refuses_an_embedded_archive_past_the_file)
+{
+	struct ptz_reader z;
+	struct zinfo in;
+	struct buf b = { 0 };
+	struct diag d;
+	int fd;
+
+	std_torch(&b, &in);
+	fd = embedded(&b, 10, 0);
+	diag_init(&d, "t.distcp");
+	cr_expect_eq(ptz_reader_open_at(&z, fd, "t.distcp", 10, b.len + 1, &d),
+		     -EILSEQ);
+	cr_expect(strstr(d.msg, "runs past the end of the file"), "%s", d.msg);
+	ptz_reader_release(&z);
+	diag_init(&d, "t.distcp");
+	cr_expect_eq(ptz_reader_open_at(&z, fd, "t.distcp", UINT64_MAX - 5, 10,
+					&d), -EILSEQ);
+	ptz_reader_release(&z);
+	close(fd);
+	free(b.p);
+	assert_no_leaks();
+}

@@ -131,13 +131,19 @@ const char *cli_input(const char *arg)
 
 int cli_open(const char *arg, struct ckpt **out, struct diag *d)
 {
+	return cli_open_with(arg, 0, out, d);
+}
+
+int cli_open_with(const char *arg, unsigned flags, struct ckpt **out,
+		  struct diag *d)
+{
 	bool in = !strcmp(arg, "-");
 	int rc;
 
 	diag_init(d, cli_name(arg));
 	rc = in ? spool_stdin(d) : 0;
 	if (!rc)
-		rc = ckpt_open(in ? stdin_path : arg, out, d);
+		rc = ckpt_open_with(in ? stdin_path : arg, flags, out, d);
 	if (!rc)
 		(*out)->path = cli_name(arg);
 	return rc;

@@ -33,6 +33,9 @@ const char *cli_input(const char *arg);
  * the name messages use.  0, or -errno with @d set (nothing printed).
  */
 int cli_open(const char *arg, struct ckpt **out, struct diag *d);
+/* cli_open() with ckpt_open_with()'s @flags (CKPT_OPEN_LENIENT). */
+int cli_open_with(const char *arg, unsigned flags, struct ckpt **out,
+		  struct diag *d);
 
 /*
  * Write @d's failure as one JSON object and a newline, for --json:

@@ -295,7 +295,8 @@ static void header_text(const struct ckpt *c)
 		return;
 	}
 	printf("# %s: %s %s", c->path, ckpt_format_name(c->format),
-	       c->zip.nentries ? "archive" : "stream");
+	       c->zip.nentries ? "archive" : c->format == CKPT_DCP ?
+	       "directory, .metadata" : "stream");
 	if (c->zip.nentries)
 		printf(", prefix '%s', version %d, %u records", c->zip.prefix,
 		       c->version, c->zip.nentries);
@@ -470,6 +471,17 @@ static int dump_pickle_file(const char *path, const struct dump_opts *o)
 	if (fd < 0 || fstat(fd, &st)) {
 		dump_error(o->name, DIAG_NO_OFFSET, "%s", strerror(errno));
 		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {	/* a DCP directory: its .metadata */
+		int mfd = openat(fd, ".metadata", O_RDONLY | O_CLOEXEC |
+				 O_NOFOLLOW);
+
+		if (mfd >= 0 && !fstat(mfd, &st) && S_ISREG(st.st_mode)) {
+			close(fd);
+			fd = mfd;
+		} else if (mfd >= 0) {
+			close(mfd);
+		}
 	}
 	if (S_ISDIR(st.st_mode) || !st.st_size) {
 		dump_error(o->name, DIAG_NO_OFFSET, "%s", S_ISDIR(st.st_mode) ?

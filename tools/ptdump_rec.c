@@ -289,8 +289,10 @@ int dump_records(const char *path, const struct dump_opts *o)
 		return CLI_ERROR;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		dump_error(o->name, DIAG_NO_OFFSET, "is a directory (of a "
-			   "sharded checkpoint? --records takes one shard)");
+		dump_error(o->name, DIAG_NO_OFFSET, "is a directory (a "
+			   "sharded folder: --records takes one shard; a DCP "
+			   "directory: ptls, ptverify, its .metadata: ptdump "
+			   "--pickle)");
 		rc = CLI_ERROR;
 	} else if (pread(fd, head, 4, 0) == 4 && !memcmp(head, "PK\3\4", 4)) {
 		rc = zip_records(fd, o);

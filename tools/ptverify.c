@@ -499,6 +499,15 @@ static void check_legacy(struct ver *v)
 			"storage belong to nothing", c->file_size - end);
 }
 
+/* One problem ckpt_dcp_verify() found (@msg starts with the name of the
+ * file of the directory that @off is in). */
+static void dcp_problem(void *arg, const char *check, const char *path,
+			uint64_t off, const char *msg)
+{
+	(void)path;
+	problem(arg, check, off, "%s", msg);
+}
+
 /* The checks of one file: its records, its layout, its globals. */
 static void check_file(struct ver *v)
 {
@@ -514,6 +523,8 @@ static void check_file(struct ver *v)
 	} else if (c->format == CKPT_LEGACY ||
 		   c->format == CKPT_SAFETENSORS) {
 		check_legacy(v);
+	} else if (c->format == CKPT_DCP) {
+		ckpt_dcp_verify(c, v->o->no_crc, &v->checked, dcp_problem, v);
 	}
 	for (uint32_t i = 0; i < c->nglobals; i++)
 		problem(v, "global", c->globals[i].off, "unsafe global "
@@ -567,7 +578,8 @@ static int verify(const char *path, const struct vopts *o)
 	uint64_t total = 0, records = 0;
 	struct diag d;
 
-	if (cli_open(path, &v.c, &d)) {
+	/* a DCP directory's chunk and file problems are findings here */
+	if (cli_open_with(path, CKPT_OPEN_LENIENT, &v.c, &d)) {
 		if (o->json && !o->quiet)
 			cli_json_error(stdout, &d, NULL, ",\"problems\":[]");
 		cli_diag(&d);

@@ -251,10 +251,12 @@ enum ckpt_format {
 	CKPT_SAFETENSORS,	/* a .safetensors file */
 	CKPT_HF_SHARDED,	/* a Hugging Face sharded folder (an index over
 				   shard files), read-only for now */
+	CKPT_DCP,		/* a torch.distributed.checkpoint directory,
+				   read-only for now (ckpt_dcp.c) */
 };
 
-/* "zip", "legacy", "torchscript", "tar", "safetensors", "hf-sharded":
- * what ptls calls the format. */
+/* "zip", "legacy", "torchscript", "tar", "safetensors", "hf-sharded",
+ * "dcp": what ptls calls the format. */
 const char *ckpt_format_name(int format);
 
 /* Do the first @n bytes of a file look like a safetensors file's? */
@@ -303,6 +305,8 @@ struct ckpt {
 	/* CKPT_HF_SHARDED: the index, the shards, the folder's other files
 	   and what disagrees (ckpt_shards.c); else NULL */
 	struct ckpt_hf *hf;
+	/* CKPT_DCP: the data files and each tensor's chunks (ckpt_dcp.h) */
+	struct ckpt_dcp *dcp;
 	/* internal */
 	pthread_mutex_t locate_lock;	/* ckpt_storage_locate() */
 	pthread_mutex_t inflate_lock;	/* ckpt_storage_data() */
@@ -319,6 +323,15 @@ struct ckpt {
  * Returns 0 or -errno with @d set.
  */
 int ckpt_open(const char *path, struct ckpt **out, struct diag *d);
+
+/* ckpt_open_with() flags. */
+#define CKPT_OPEN_LENIENT	1u	/* a DCP directory whose chunks or data
+					   files are wrong still opens; what is
+					   wrong is kept for ckpt_dcp_verify() */
+
+/* ckpt_open() with @flags (CKPT_OPEN_*). */
+int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
+		   struct diag *d);
 
 /* Close and free everything.  NULL is fine. */
 void ckpt_close(struct ckpt *c);
@@ -776,6 +789,52 @@ int ckpt_shard_fresh(const struct ckpt *c, const struct ckpt_storage *s,
 /* Issue @i of a sharded folder as one line (no newline) into @buf. */
 const char *ckpt_hf_issue_line(const struct ckpt *c, uint32_t i, char *buf,
 			       size_t size);
+/* ---- DCP directories (ckpt_dcp.c, ckpt_dcp_read.c) ---- */
+
+/*
+ * Does storage @s gather its bytes from more than one place (a DCP
+ * tensor split into chunks)?  Then ckpt_storage_data() has no answer for
+ * it; ckpt_tensor_read() and ckpt_dcp_where() do.
+ */
+bool ckpt_storage_pieced(const struct ckpt *c, const struct ckpt_storage *s);
+
+/* The tensor of DCP storage @s (its global shape, over all of it), or
+ * NULL (not a DCP tensor's storage). */
+const struct ckpt_tensor *ckpt_dcp_tensor(const struct ckpt *c,
+					  const struct ckpt_storage *s);
+
+/*
+ * Where byte @pos of DCP tensor @t's row-major contents lies: *@fd
+ * (borrowed), *@off, and *@len bytes from there that follow in the same
+ * file in order (the rest of that row of its chunk, or more).  Resolves
+ * the chunk on first use.  0 or -errno with @d set (a byte in no chunk of
+ * a leniently opened directory is -EIO).
+ */
+int ckpt_dcp_where(struct ckpt *c, const struct ckpt_tensor *t, uint64_t pos,
+		   int *fd, uint64_t *off, uint64_t *len, struct diag *d);
+
+/*
+ * DCP tensor @t's chunks as text, one line each: "offsets=0,4 sizes=8,4
+ * file=__1_0.distcp offset=1261 length=1577" (malloc'd, NUL-terminated,
+ * *@len without the NUL); NULL for other tensors or on ENOMEM.
+ */
+char *ckpt_dcp_chunks_text(const struct ckpt *c, const struct ckpt_tensor *t,
+			   size_t *len);
+
+/*
+ * Check a DCP directory through: what a lenient open found (holes and
+ * overlaps among chunks, items past the end of their file, chunks without
+ * an item, missing data files), then every chunk's item archive (opened
+ * as ckpt_dcp_where() would, and its data record's CRC-32 unless
+ * @no_crc).  @fn gets one call per problem (@path the file @off is in, or
+ * DIAG_NO_OFFSET).  *@checked gets the bytes whose CRC-32 was computed.
+ * Returns the number of problems.
+ */
+uint32_t ckpt_dcp_verify(struct ckpt *c, bool no_crc, uint64_t *checked,
+			 void (*fn)(void *arg, const char *check,
+				    const char *path, uint64_t off,
+				    const char *msg),
+			 void *arg);
 
 /* ---- globals (ckpt_globals.c) ---- */
 

@@ -110,6 +110,34 @@ const struct pkl_value *ckpt_str_key(struct ckpt *c, const char *s,
 				     size_t len);
 char *ckpt_key_name(struct ckpt *c, const struct pkl_value *key);
 
+/*
+ * ckpt_dcp.c: read a DCP directory into c: c->fd is the directory (@meta
+ * NULL: its .metadata is read, or every __R.metadata) or the metadata
+ * file @meta names (the basename of c->path).  0 or -errno with @d set.
+ */
+int ckpt_dcp_open(struct ckpt *c, const char *meta, unsigned flags,
+		  struct diag *d);
+
+/* ckpt_dcp_read.c: free what c->dcp holds (files, docs). */
+void ckpt_dcp_release(struct ckpt *c);
+
+/* ckpt_dcp_read.c: ckpt_storage_data() of a DCP storage. */
+int ckpt_dcp_storage_data(struct ckpt *c, struct ckpt_storage *s, int *fd,
+			  uint64_t *off, struct diag *d);
+
+/* ckpt_dcp_read.c: ckpt_tensor_read() of a pieced DCP tensor. */
+long long ckpt_dcp_read(struct ckpt *c, const struct ckpt_tensor *t,
+			void *buf, uint64_t len, uint64_t pos, struct diag *d);
+
+/* ckpt_open.c: a torch.save archive embedded in @fd at [@base, @base +
+ * @len), opened as a checkpoint; its offsets count from @base (the model
+ * is for checking, not for reading data through).  Caller owns *@out. */
+int ckpt_open_embedded(int fd, const char *path, uint64_t base, uint64_t len,
+		       struct ckpt **out, struct diag *d);
+
+/* ckpt_tree.c: add global @g to c->globals (once each): 0 or -ENOMEM. */
+int ckpt_global_add(struct ckpt *c, const struct pkl_value *g);
+
 /* ckpt_safetensors.c: read a .safetensors file's header into c. */
 int ckpt_safetensors_open(struct ckpt *c, struct diag *d);
 

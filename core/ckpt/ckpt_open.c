@@ -5,6 +5,7 @@
  * the pickle, build the model and tie each storage to its record.
  */
 #include "ckpt_int.h"
+#include "util/io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -208,12 +209,14 @@ static int zip_storages(struct ckpt *c, struct diag *d)
 	return 0;
 }
 
-static int open_zip(struct ckpt *c, struct diag *d)
+/* The zip archive at @base of c->fd (c->file_size bytes from there). */
+static int open_zip(struct ckpt *c, uint64_t base, struct diag *d)
 {
 	size_t len;
 	int rc;
 
-	rc = ptz_reader_open(&c->zip, c->fd, c->path, d);
+	rc = ptz_reader_open_at(&c->zip, c->fd, c->path, base, c->file_size,
+				d);
 	if (!rc)
 		rc = zip_records(c, d);
 	if (!rc && c->format == CKPT_TORCHSCRIPT)
@@ -246,6 +249,7 @@ const char *ckpt_format_name(int format)
 	case CKPT_TAR: return "tar";
 	case CKPT_SAFETENSORS: return "safetensors";
 	case CKPT_HF_SHARDED: return "hf-sharded";
+	case CKPT_DCP: return "dcp";
 	}
 	return "unknown";
 }
@@ -265,23 +269,83 @@ const char *ckpt_format_files(int format)
 	case CKPT_TAR: return "tar-era checkpoints (torch < 0.4)";
 	case CKPT_SAFETENSORS: return "safetensors files";
 	case CKPT_HF_SHARDED: return "Hugging Face sharded folders";
+	case CKPT_DCP: return "DCP directories";
 	}
 	return "files of an unknown format";
 }
 
+/* Is @name a DCP metadata file: ".metadata", or a rank's "__R.metadata"? */
+static bool dcp_meta_name(const char *name)
+{
+	size_t i = 2;
+
+	if (!strcmp(name, ".metadata"))
+		return true;
+	if (strncmp(name, "__", 2))
+		return false;
+	while (name[i] >= '0' && name[i] <= '9')
+		i++;
+	return i > 2 && !strcmp(name + i, ".metadata");
+}
+
+/*
+ * A directory: the multi-file formats.  One hook each, by the file that
+ * marks it: a DCP checkpoint has .metadata (or __0.metadata ...).
+ */
+static int open_dir(struct ckpt *c, unsigned flags, struct diag *d)
+{
+	struct stat st;
+
+	/* one .metadata, or one per rank (a save without collectives) */
+	if (!fstatat(c->fd, ".metadata", &st, AT_SYMLINK_NOFOLLOW) ||
+	    !fstatat(c->fd, "__0.metadata", &st, AT_SYMLINK_NOFOLLOW))
+		return ckpt_dcp_open(c, NULL, flags, d);
+	return ckpt_hf_open(c, true, d);	/* a HF folder, or says why not */
+}
+
 int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
 {
+	return ckpt_open_with(path, 0, out, d);
+}
+
+static struct ckpt *ckpt_new(const char *path)
+{
+	struct ckpt *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->path = path;
+	pthread_mutex_init(&c->locate_lock, NULL);
+	pthread_mutex_init(&c->inflate_lock, NULL);
+	return c;
+}
+
+/* What every successful open ends with. */
+static void open_done(struct ckpt *c)
+{
+	/* the document holds copies of everything: drop the raw pickle */
+	free(c->pkl);
+	c->pkl = NULL;
+	/* keep the key table and array capacities: write-back and edits
+	   use them; the memo only served the build */
+	if (c->b) {
+		ckpt_memo_release(&c->b->memo);
+		c->b->d = NULL;
+	}
+}
+
+int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
+		   struct diag *d)
+{
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 	struct ckpt *c;
 	struct stat st;
 	int rc;
 
 	*out = NULL;
-	c = calloc(1, sizeof(*c));
+	c = ckpt_new(path);
 	if (!c)
 		return diag_nomem(d);
-	c->path = path;
-	pthread_mutex_init(&c->locate_lock, NULL);
-	pthread_mutex_init(&c->inflate_lock, NULL);
 	c->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (c->fd < 0) {
 		rc = diag_errno(d, -errno, "%s", strerror(errno));
@@ -291,18 +355,23 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
 		rc = diag_errno(d, -errno, "%s", strerror(errno));
 		goto fail;
 	}
+	if (S_ISDIR(st.st_mode)) {
+		rc = open_dir(c, flags, d);
+		goto done;
+	}
 	c->file_size = st.st_size;
-	if (S_ISDIR(st.st_mode) && !faccessat(c->fd, ".metadata", F_OK, 0))
-		rc = diag_unsupported(d, DIAG_NO_OFFSET, "torch.distributed."
-				      "checkpoint folders (.metadata) are not "
-				      "supported yet");
-	else if (S_ISDIR(st.st_mode) || ckpt_hf_index_name(path))
-		rc = ckpt_hf_open(c, S_ISDIR(st.st_mode), d);	/* HF index */
-	else
-		rc = sniff(c, d);
+	if (dcp_meta_name(base)) {
+		rc = ckpt_dcp_open(c, base, flags, d);
+		goto done;
+	}
+	if (ckpt_hf_index_name(path)) {
+		rc = ckpt_hf_open(c, false, d);	/* a HF index file */
+		goto done;
+	}
+	rc = sniff(c, d);
 	if (rc == 1) {
 		c->format = CKPT_ZIP;
-		rc = open_zip(c, d);
+		rc = open_zip(c, 0, d);
 	} else if (rc == 2) {
 		c->format = CKPT_LEGACY;
 		rc = ckpt_legacy_open(c, d);
@@ -313,17 +382,47 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
 		c->format = CKPT_SAFETENSORS;
 		rc = ckpt_safetensors_open(c, d);
 	}
+done:
 	if (rc)
 		goto fail;
-	/* the document holds copies of everything: drop the raw pickle */
-	free(c->pkl);
-	c->pkl = NULL;
-	/* keep the key table and array capacities: write-back and edits
-	   use them; the memo only served the build */
-	if (c->b) {
-		ckpt_memo_release(&c->b->memo);
-		c->b->d = NULL;
+	open_done(c);
+	*out = c;
+	return 0;
+fail:
+	ckpt_close(c);
+	return rc;
+}
+
+int ckpt_open_embedded(int fd, const char *path, uint64_t base, uint64_t len,
+		       struct ckpt **out, struct diag *d)
+{
+	unsigned char sig[4];
+	struct ckpt *c;
+	int rc;
+
+	*out = NULL;
+	rc = io_pread_full(fd, sig, sizeof(sig), base);
+	if (rc || len < 4 || memcmp(sig, "PK\3\4", 4))
+		return rc && rc != -ENODATA ?
+		       diag_errno(d, rc, "read at %llu: %s",
+				  (unsigned long long)base, strerror(-rc)) :
+		       diag_corrupt(d, base, "item of %llu bytes is not a "
+				    "torch.save archive", (unsigned long long)
+				    len);
+	c = ckpt_new(path);
+	if (!c)
+		return diag_nomem(d);
+	c->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (c->fd < 0) {
+		rc = diag_errno(d, -errno, "%s", strerror(errno));
+		goto fail;
 	}
+	c->file_size = len;
+	c->format = CKPT_ZIP;
+	rc = open_zip(c, base, d);
+	if (rc)
+		goto fail;
+	open_done(c);
 	*out = c;
 	return 0;
 fail:
@@ -348,6 +447,7 @@ void ckpt_close(struct ckpt *c)
 		ckpt_dirty_drop(c->storages[i]);
 	}
 	free(c->storages);
+	ckpt_dcp_release(c);	/* lives in the arena */
 	arena_release(&c->arena);
 	free(c->globals);
 	if (c->b) {

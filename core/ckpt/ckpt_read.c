@@ -158,6 +158,8 @@ long long ckpt_tensor_read(struct ckpt *c, const struct ckpt_tensor *t,
 		memcpy(buf, t->inline_data + pos, len);
 		return len;
 	}
+	if (ckpt_storage_pieced(c, t->storage))	/* a DCP tensor's chunks */
+		return ckpt_dcp_read(c, t, buf, len, pos, d);
 	rc = ckpt_storage_data(c, t->storage, &fd, &base, d);
 	if (rc)
 		return rc;

@@ -633,29 +633,34 @@ done:
 	return 0;
 }
 
-static void note_global(const struct pkl_value *g, void *arg)
+int ckpt_global_add(struct ckpt *c, const struct pkl_value *g)
 {
-	struct ckpt_build *b = arg;
-	struct ckpt *c = b->c;
 	struct ckpt_global *ng;
 
-	if (diag_failed(b->d) ||
-	    ckpt_global_allowed(g->u.global.module, g->u.global.name))
-		return;
 	for (uint32_t i = 0; i < c->nglobals; i++)
 		if (!strcmp(c->globals[i].module, g->u.global.module) &&
 		    !strcmp(c->globals[i].name, g->u.global.name))
-			return;
+			return 0;
 	ng = realloc(c->globals, (c->nglobals + 1) * sizeof(*ng));
-	if (!ng) {
-		diag_nomem(b->d);
-		return;
-	}
+	if (!ng)
+		return -ENOMEM;
 	c->globals = ng;
 	ng[c->nglobals].module = g->u.global.module;
 	ng[c->nglobals].name = g->u.global.name;
 	ng[c->nglobals].off = g->off;
 	c->nglobals++;
+	return 0;
+}
+
+static void note_global(const struct pkl_value *g, void *arg)
+{
+	struct ckpt_build *b = arg;
+
+	if (diag_failed(b->d) ||
+	    ckpt_global_allowed(g->u.global.module, g->u.global.name))
+		return;
+	if (ckpt_global_add(b->c, g))
+		diag_nomem(b->d);
 }
 
 /* ---- edits: children come and go (ckpt_edit.c) ---- */

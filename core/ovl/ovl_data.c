@@ -56,6 +56,13 @@ int ovl_data_locate(struct ovl *v, struct ckpt_node *n, uint64_t off,
 	}
 	if (!t->contiguous)
 		return 0;		/* gathered by ckpt_tensor_read() */
+	if (ckpt_storage_pieced(v->c, t->storage)) {
+		/* a DCP tensor's chunks: the run at @off lies in one file */
+		if (off >= loc->size)
+			return 0;
+		return ckpt_dcp_where(v->c, t, off, &loc->fd, &loc->pos,
+				      &loc->len, d);
+	}
 	rc = ckpt_storage_data(v->c, t->storage, &loc->fd, &base, d);
 	if (rc)
 		return rc;
@@ -71,11 +78,12 @@ long long ovl_read(struct ovl *v, struct ckpt_node *n, void *buf,
 
 	if (rc)
 		return rc;
-	if (len > loc.len)
-		len = loc.len;
+	if (len > loc.size - (off < loc.size ? off : loc.size))
+		len = loc.size - (off < loc.size ? off : loc.size);
 	if (!len)
 		return 0;
-	if (loc.fd >= 0) {
+	/* loc.len < len: a DCP tensor's run ends inside the request */
+	if (loc.fd >= 0 && loc.len >= len) {
 		rc = io_pread_full(loc.fd, buf, len, loc.pos);
 		return rc ? ovl_sys_err(v, d, rc, "read") : (long long)len;
 	}

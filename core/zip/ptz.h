@@ -44,7 +44,11 @@ struct ptz_entry {
 struct ptz_reader {
 	int fd;			/* borrowed; not closed by the reader */
 	const char *path;	/* borrowed; for diagnostics */
-	uint64_t file_size;
+	uint64_t base;		/* byte 0 of the archive in fd: 0, or where an
+				   archive embedded in a larger file starts
+				   (a DCP item); every offset below, and in
+				   the entries, counts from there */
+	uint64_t file_size;	/* of the archive (from base) */
 	uint64_t cdir_off;	/* start of the central directory */
 	uint64_t cdir_size;
 	uint64_t eocd_off;	/* offset of the classic end record */
@@ -68,6 +72,16 @@ struct ptz_reader {
  */
 int ptz_reader_open(struct ptz_reader *z, int fd, const char *path,
 		    struct diag *d);
+
+/*
+ * ptz_reader_open() for an archive embedded in @fd: the @size bytes from
+ * @base (a torch.save archive inside a DCP .distcp file).  Offsets in the
+ * entries count from @base (a failed read names the offset in @fd);
+ * every read adds it.  An
+ * archive that runs past the end of @fd is corrupt input.
+ */
+int ptz_reader_open_at(struct ptz_reader *z, int fd, const char *path,
+		       uint64_t base, uint64_t size, struct diag *d);
 
 /* Free what the reader holds (not @fd).  A zeroed reader is safe. */
 void ptz_reader_release(struct ptz_reader *z);

@@ -362,7 +362,7 @@ int ptz_cdir_read(struct ptz_reader *z, struct diag *d)
 	buf = malloc(size);
 	if (!buf)
 		return diag_nomem(d);
-	rc = io_pread_diag(z->fd, buf, size, z->cdir_off, NULL, d);
+	rc = ptz_pread(z, buf, size, z->cdir_off, d);
 	if (rc < 0)
 		goto out_free_buf;
 	cd_pos = malloc(n * sizeof(*cd_pos));

@@ -171,7 +171,7 @@ static int read_zip64(struct ptz_reader *z, uint64_t loc_off,
 	if (off > loc_off || loc_off - off < PTZ_EOCD64_LEN)
 		return diag_corrupt(d, loc_off + LOC64_OFF, "zip64 end record offset 0x%" PRIx64 " is not before its locator at 0x%" PRIx64,
 				    off, loc_off);
-	rc = io_pread_diag(z->fd, rec, sizeof(rec), off, NULL, d);
+	rc = ptz_pread(z, rec, sizeof(rec), off, d);
 	if (rc < 0)
 		return rc;
 	sig = le32(rec);
@@ -268,7 +268,7 @@ int ptz_eocd_read(struct ptz_reader *z, struct diag *d)
 	tail = malloc(len);
 	if (!tail)
 		return diag_nomem(d);
-	rc = io_pread_diag(z->fd, tail, len, tail_off, NULL, d);
+	rc = ptz_pread(z, tail, len, tail_off, d);
 	if (rc < 0)
 		goto out_free_tail;
 	p = find_eocd(tail, len);
@@ -281,7 +281,7 @@ int ptz_eocd_read(struct ptz_reader *z, struct diag *d)
 	if (z->eocd_off >= PTZ_LOC64_LEN) {
 		uint64_t loc_off = z->eocd_off - PTZ_LOC64_LEN;
 
-		rc = io_pread_diag(z->fd, loc, sizeof(loc), loc_off, NULL, d);
+		rc = ptz_pread(z, loc, sizeof(loc), loc_off, d);
 		if (rc < 0)
 			goto out_free_tail;
 		if (le32(loc) == PTZ_SIG_LOC64) {

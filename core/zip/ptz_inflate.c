@@ -71,7 +71,7 @@ int ptz_entry_inflate(const struct ptz_reader *z, struct ptz_entry *e,
 						  e->name, out_done, e->usize);
 				break;
 			}
-			rc = io_pread_diag(z->fd, in, n, e->data_off + in_done, NULL, d);
+			rc = ptz_pread(z, in, n, e->data_off + in_done, d);
 			if (rc < 0)
 				break;
 			zs.next_in = in;

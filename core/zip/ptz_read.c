@@ -47,8 +47,30 @@
 #define LH_NAME_LEN	26
 #define LH_EXTRA_LEN	28
 
+int ptz_pread(const struct ptz_reader *z, void *buf, size_t len, uint64_t off,
+	      struct diag *d)
+{
+	return io_pread_diag(z->fd, buf, len, z->base + off, NULL, d);
+}
+
 int ptz_reader_open(struct ptz_reader *z, int fd, const char *path,
 		    struct diag *d)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0) {
+		int err = errno;
+
+		memset(z, 0, sizeof(*z));
+		z->fd = fd;
+		z->path = path;
+		return diag_errno(d, -err, "cannot stat: %s", strerror(err));
+	}
+	return ptz_reader_open_at(z, fd, path, 0, (uint64_t)st.st_size, d);
+}
+
+int ptz_reader_open_at(struct ptz_reader *z, int fd, const char *path,
+		       uint64_t base, uint64_t size, struct diag *d)
 {
 	struct stat st;
 	int rc;
@@ -61,7 +83,14 @@ int ptz_reader_open(struct ptz_reader *z, int fd, const char *path,
 
 		return diag_errno(d, -err, "cannot stat: %s", strerror(err));
 	}
-	z->file_size = (uint64_t)st.st_size;
+	/* an embedded archive must lie inside its file */
+	if (base > (uint64_t)st.st_size || size > (uint64_t)st.st_size - base)
+		return diag_corrupt(d, base, "archive of %" PRIu64 " bytes at "
+				    "offset %" PRIu64 " runs past the end of "
+				    "the file (%" PRIu64 " bytes)", size, base,
+				    (uint64_t)st.st_size);
+	z->base = base;
+	z->file_size = size;
 	rc = ptz_eocd_read(z, d);
 	if (rc < 0)
 		goto out_release;
@@ -175,7 +204,7 @@ int ptz_entry_locate(const struct ptz_reader *z, struct ptz_entry *e,
 	if (e->data_off)
 		return 0;
 	/* ptz_reader_open() checked header_off + 30 + csize <= limit. */
-	rc = io_pread_diag(z->fd, lh, sizeof(lh), off, NULL, d);
+	rc = ptz_pread(z, lh, sizeof(lh), off, d);
 	if (rc < 0)
 		return rc;
 	sig = le32(lh);
@@ -208,7 +237,7 @@ static int inflate_entry(const struct ptz_reader *z,
 	in = malloc(e->csize ? (size_t)e->csize : 1);
 	if (!in)
 		return diag_nomem(d);
-	rc = io_pread_diag(z->fd, in, (size_t)e->csize, e->data_off, NULL, d);
+	rc = ptz_pread(z, in, (size_t)e->csize, e->data_off, d);
 	if (rc < 0)
 		goto out_free_in;
 	dec = libdeflate_alloc_decompressor();
@@ -269,7 +298,7 @@ int ptz_entry_read(const struct ptz_reader *z, struct ptz_entry *e,
 	if (e->method == PTZ_DEFLATED)
 		rc = inflate_entry(z, e, buf, d);
 	else
-		rc = io_pread_diag(z->fd, buf, (size_t)e->usize, e->data_off, NULL, d);
+		rc = ptz_pread(z, buf, (size_t)e->usize, e->data_off, d);
 	if (rc < 0)
 		goto out_free_buf;
 	buf[e->usize] = '\0';

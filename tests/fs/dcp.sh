@@ -1,0 +1,220 @@
+#!/bin/sh
+# torch.distributed.checkpoint (DCP) directories through the tools and a
+# real mount (docs/design.md "DCP directories").
+#
+#   usage: sh tests/fs/dcp.sh VERSION PTFS PTLS SHARED_DIR
+#
+# The directories are always written by torch 2.x (the chroot that
+# scripts/torch2-root.sh builds): dcp_check.py gen saves them with
+# torch.distributed.checkpoint.save and FileSystemWriter, one of them from
+# 3 ranks and one from 4 (gloo process groups on localhost, one process a
+# rank, DTensors on CPU device meshes), and writes expected.json from what
+# DCP loads back; nocoll/ is rows/ saved without collectives (one
+# __R.metadata per rank, no .metadata), read as one tree.  torch 1.13 has no DCP writer (nor reader): with VERSION
+# "1.13" the same directories are checked with Debian's torch against that
+# JSON; with "2" the check also loads them with dcp.load.  Each of plain/,
+# objs/, rows/, grid/ and nocoll/ is
+#
+#   listed      ptls and ptls --json, ptdump --values, ptverify (ok, every
+#               chunk's item and CRC-32 read; for objs/, whose deque value
+#               holds a tensor, exactly its one unsafe global) given the
+#               directory and its .metadata
+#   mounted     read-only with one note line; every tensor's bytes (also
+#               at odd offsets across chunk edges), dtype, shape,
+#               user.dcp.chunks and .npy view, and every value's text, as
+#               DCP loads them; writes fail with EROFS; no file of the
+#               directory changes
+#
+# and broken copies: a .metadata whose pickle would run os.system (never
+# run: its marker file must not appear; ptverify exit 1 names the global),
+# an item past its file's end, chunks that overlap, a hole, a missing
+# .distcp, a relative_path out of the directory, a zstd item: ptfs and
+# ptls refuse each with one line, ptverify reports it (exit 1 or 2); and a
+# flipped byte of a chunk's data, which ptverify finds by its CRC-32.
+#
+# Prints one line per check and finally "N passed, N failed".  Exit 0 all
+# passed, 1 a failure, 77 skipped (no usable /dev/fuse; PT_NO_TORCH2=1).
+# Never leaves a mount behind.
+set -u
+here=$(cd "$(dirname "$0")" && pwd) || exit 1
+. "$here/begin.sh"
+fs_args "1.13|2 PTFS PTLS SHARED_DIR" 4 4 "$@"
+PTFS=$2 ptls=$3 shared=$4
+sample=$here/../data/sample.pt
+fs_progs PTFS ptls
+bin=$(dirname "$ptls")
+ptdump=$bin/ptdump ptverify=$bin/ptverify
+fs_progs ptdump ptverify
+fs_need_fuse
+
+# the writer is torch 2.x, whatever VERSION checks
+. "$here/../torch/select.sh"
+if [ "$version" = 1.13 ]; then
+	version=2
+	torch_select 2 "$shared" ptfs-dcp-gen
+	groot=$root gwork=$work ginner=$inner
+	version=1.13
+	torch_select 1.13 "$shared" ptfs-dcp
+else
+	torch_select 2 "$shared" ptfs-dcp
+	groot=$root gwork=$work ginner=$inner
+fi
+WORK=$work
+. "$here/lib.sh"
+cleanup_gen() {
+	[ "$gwork" = "$WORK" ] || rm -rf "$gwork"
+	release_work
+}
+trap cleanup_gen EXIT
+trap 'exit 130' INT TERM HUP
+mkdir -p "$WORK/mnt" "$WORK/py" "$gwork/py" || exit 1
+cp "$here/dcp_check.py" "$WORK/py/" && cp "$here/dcp_check.py" "$gwork/py/" ||
+	exit 1
+
+probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err"
+stop_daemon "$WORK/mnt/probe"
+
+if run_limited 600 chroot "$groot" python3 "$ginner/py/dcp_check.py" gen \
+	"$ginner/out" >"$WORK/gen.rep" 2>"$WORK/gen.rep.err"; then
+	pass "generate (torch 2.x)" "$(grep "^ok$TAB" "$WORK/gen.rep" | cut -f2)"
+else
+	fail "generate (torch 2.x)" "dcp_check.py gen failed" "$WORK/gen.rep.err"
+	summary
+	exit 1
+fi
+if [ "$gwork" != "$WORK" ]; then
+	cp -a "$gwork/out" "$WORK/out" || exit 1
+fi
+out=$WORK/out
+if [ "$version" = 1.13 ]; then
+	set -- "$py" "$WORK/py/dcp_check.py" check "$out/expected.json"
+	mroot=$WORK in_=$WORK
+else
+	set -- chroot "$root" python3 "$inner/py/dcp_check.py" check \
+		"$inner/out/expected.json"
+	in_=$inner
+fi
+
+sums() {	# DIR: a checksum of every file in it, names included
+	(cd "$1" && find . -type f | sort | xargs sha256sum) | sha256sum
+}
+
+for n in plain objs rows grid nocoll; do
+	d=$out/$n
+	det=$WORK/$n.details
+	: >"$det"
+	before=$(sums "$d")
+	# ------------------------------------------------------ the tools
+	meta=$d/.metadata
+	[ -f "$meta" ] || meta=$d	# nocoll/: its __R.metadata together
+	for arg in "$d" "$meta"; do
+		run_limited 60 "$ptls" "$arg" >"$WORK/ls.txt" 2>&1 ||
+			echo "ptls $arg: exit $?: $(head -n 1 "$WORK/ls.txt")" >>"$det"
+		[ "$n" != objs ] || sed -i '/^# unsafe global/d' "$WORK/ls.txt"
+		grep -q "; dcp format" "$WORK/ls.txt" ||
+			echo "ptls $arg: $(tail -n 1 "$WORK/ls.txt")" >>"$det"
+		out1=$(run_limited 60 "$ptverify" "$arg" 2>&1)
+		r=$?
+		case $n:$r:$out1 in
+		objs:1:*"unsafe global collections.deque"*"1 problem") ;;
+		*:0:*": ok (dcp, "*) ;;
+		*) echo "ptverify $arg: exit $r: $out1" >>"$det" ;;
+		esac
+	done
+	run_limited 60 "$ptls" --json "$d" >"$WORK/ls.json" 2>>"$det" ||
+		echo "ptls --json: exit $?" >>"$det"
+	python3 -c 'import json, sys; json.load(open(sys.argv[1]))' \
+		"$WORK/ls.json" 2>>"$det" || echo "ptls --json is not JSON" >>"$det"
+	key=$(awk '$2 ~ /^(float|bfloat|int)/ { print $1; exit }' "$WORK/ls.txt")
+	run_limited 60 "$ptdump" --values "$key" "$d" >"$WORK/dump.txt" 2>&1 ||
+		echo "ptdump --values $key: exit $?: $(head -n 1 "$WORK/dump.txt")" >>"$det"
+	if [ -s "$det" ]; then
+		fail "$n: ptls, ptverify, ptdump" "$(head -n 1 "$det")" "$det"
+	else
+		pass "$n: ptls, ptverify, ptdump" "$(tail -n 1 "$WORK/ls.txt")"
+	fi
+	# ------------------------------------------------------ the mount
+	: >"$det"
+	mnt=$WORK/mnt/$n
+	if ! start_daemon "$d" "$mnt" "$WORK/$n.err"; then
+		fail "$n: mounted" "not mounted: $(head -n 1 "$WORK/$n.err")"
+		continue
+	fi
+	run_limited 300 "$@" "$n" "$in_/mnt/$n" "$in_/out/$n" \
+		>"$WORK/$n.rep" 2>"$WORK/$n.rep.err" ||
+		cat "$WORK/$n.rep" "$WORK/$n.rep.err" >>"$det"
+	stop_daemon "$mnt" || echo "could not unmount" >>"$det"
+	[ "${DRC:-0}" = 0 ] || echo "ptfs exited with status $DRC" >>"$det"
+	note="ptfs: $d: DCP directories mount read-only"
+	[ "$(cat "$WORK/$n.err")" = "$note" ] || {
+		echo "ptfs printed (expected only the read-only note):"
+		head -n 5 "$WORK/$n.err"
+	} >>"$det"
+	[ "$(sums "$d")" = "$before" ] ||
+		echo "a file of the directory changed" >>"$det"
+	if [ -s "$det" ]; then
+		fail "$n: mounted" "$(head -n 1 "$det")" "$det"
+	else
+		pass "$n: mounted" "$(grep "^ok$TAB" "$WORK/$n.rep" | cut -f2)"
+	fi
+done
+
+# ------------------------------------------------------ broken directories
+d=$out/evil
+rm -f "$out/PWNED" "$gwork/out/PWNED"
+out1=$(run_limited 60 "$ptverify" "$d" 2>&1)
+rc=$?
+"$ptls" --check "$d" >/dev/null 2>&1
+crc=$?
+if start_daemon "$d" "$WORK/mnt/evil" "$WORK/evil.err"; then
+	ls -R "$WORK/mnt/evil" >/dev/null 2>&1
+	stop_daemon "$WORK/mnt/evil"
+fi
+case $rc:$crc:$out1 in
+1:1:*"unsafe global posix.system"*|1:1:*"unsafe global os.system"*)
+	if [ -e "$out/PWNED" ] || [ -e "$gwork/out/PWNED" ]; then
+		fail "evil .metadata" "its reduce ran: the marker file exists"
+	else
+		pass "evil .metadata" "never run; ptls --check exit 1; ptverify: $(printf '%s\n' "$out1" | head -n 1)"
+	fi ;;
+*)	fail "evil .metadata" "ptverify exit $rc, ptls --check exit $crc: $out1" ;;
+esac
+
+# NAME REFUSAL-TEXT VERIFY-STATUS VERIFY-TEXT
+broken() {
+	d=$out/$1
+	expect_refusal "$1: ptfs" "$d" ""
+	o=$(run_limited 60 "$ptls" "$d" 2>&1)
+	r=$?
+	case $r:$o in
+	2:"ptls: $d: "*"$2"*) pass "$1: ptls" "exit 2: $o" ;;
+	*)	fail "$1: ptls" "exit $r: $o" ;;
+	esac
+	o=$(run_limited 60 "$ptverify" "$d" 2>&1)
+	r=$?
+	case $r:$o in
+	"$3":*"$4"*) pass "$1: ptverify" "exit $r: $(printf '%s\n' "$o" | head -n 1)" ;;
+	*)	fail "$1: ptverify" "exit $r: $o" ;;
+	esac
+}
+broken pastend "runs past the end of the file" 1 "__0_0.distcp: item of 'layer.rows'"
+broken overlap "chunk at (0, 2) has no item" 1 "chunks at (0, 0) and (0, 2) overlap"
+broken hole "its chunks leave 6 of its 42 elements uncovered" 1 "6 of its 42 elements uncovered"
+broken missing "__2_0.distcp: No such file or directory" 1 "__2_0.distcp: No such file or directory"
+broken escape "relative_path '../rows/__0_0.distcp' is not a file name" 2 "is not a file name in the directory"
+broken zstd "transform 'stream.zstd/1'" 2 "not supported"
+# a flipped data byte: it mounts (reads check no CRC), ptverify tells
+d=$out/crc
+o=$(run_limited 60 "$ptverify" "$d" 2>&1)
+r=$?
+case $r:$o in
+1:*"chunk of 'layer.cube': CRC-32 "*", its record says "*)
+	pass "crc: ptverify" "exit 1: $(printf '%s\n' "$o" | head -n 1)" ;;
+*)	fail "crc: ptverify" "exit $r: $o" ;;
+esac
+
+if ! no_mounts_left; then
+	fail "no mounts left" "$(awk -v w="$WORK/mnt/" 'index($2, w) == 1 { print $2 }' /proc/mounts | head -n 3)"
+fi
+summary
+[ "$nfail" -eq 0 ]
