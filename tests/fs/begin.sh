@@ -11,6 +11,11 @@
 #   fs_torch SHARED TAG         the torch under test and its scratch
 #                               directory TAG.XXXXXX (tests/torch/select.sh:
 #                               $py or $root, $work, $inner), into $WORK
+#   fs_py SCRIPT.py [MORE.py...] copied from here into $WORK/py, then
+#   fs_pyrun REPORT ARG...      runs SCRIPT.py ARG... with the torch under
+#                               test (in its root for 2.x: paths as $inner
+#                               names them), for 300 s at most; stdout in
+#                               $WORK/REPORT, stderr in $WORK/REPORT.err
 #
 # Then the caller sources lib.sh (which reads $WORK and $PTFS).
 
@@ -53,4 +58,24 @@ fs_torch() {
 	. "$here/../torch/select.sh"
 	torch_select "$version" "$1" "$2"
 	WORK=$work
+}
+
+fs_py() {
+	mkdir -p "$WORK/py" || exit 1
+	for _f; do
+		cp "$here/$_f" "$WORK/py/" || exit 1
+	done
+	FS_PY=$1
+}
+
+fs_pyrun() {	# (run_limited is lib.sh's)
+	_rep=$WORK/$1
+	shift
+	if [ "$version" = 1.13 ]; then
+		run_limited 300 "$py" "$WORK/py/$FS_PY" "$@" \
+			>"$_rep" 2>"$_rep.err"
+	else
+		run_limited 300 chroot "$root" python3 "$inner/py/$FS_PY" "$@" \
+			>"$_rep" 2>"$_rep.err"
+	fi
 }

@@ -50,22 +50,12 @@ fs_torch "$shared" ptfs-hfshards
 trap release_work EXIT
 trap 'exit 130' INT TERM HUP
 mkdir -p "$WORK/mnt" "$WORK/py" "$WORK/hf" || exit 1
-cp "$here/hf_check.py" "$here/st_check.py" "$WORK/py/" || exit 1
-if [ "$version" = 1.13 ]; then
-	set -- "$py" "$WORK/py/hf_check.py"
-else
-	set -- chroot "$root" python3 "$inner/py/hf_check.py"
-fi
-pyrun() {	# REPORT ARG...: hf_check.py; its output in $WORK/REPORT
-	_rep=$WORK/$1
-	shift
-	run_limited 300 "$@" >"$_rep" 2>"$_rep.err"
-}
+fs_py hf_check.py st_check.py
 
 probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err"
 stop_daemon "$WORK/mnt/probe"
 
-if pyrun gen.rep "$@" gen "$inner/hf"; then
+if fs_pyrun gen.rep gen "$inner/hf"; then
 	pass "generate" "$(grep "^ok$TAB" "$WORK/gen.rep" | cut -f2)"
 else
 	fail "generate" "hf_check.py gen failed under torch $version" \
@@ -82,13 +72,13 @@ mounted() {
 	shift 3
 	: >"$_det"
 	_mnt=$WORK/mnt/$_n
-	pyrun "$_n.sum0" "$@" sums "$inner/hf/$_n" ||
+	fs_pyrun "$_n.sum0" sums "$inner/hf/$_n" ||
 		echo "sums failed" >>"$_det"
 	if ! start_daemon "$_arg" "$_mnt" "$WORK/$_n.err"; then
 		fail "$_n: mounted" "not mounted: $(head -n 1 "$WORK/$_n.err")"
 		return
 	fi
-	pyrun "$_n.rep" "$@" check "$inner/hf" "$_n" "$inner/mnt/$_n" \
+	fs_pyrun "$_n.rep" check "$inner/hf" "$_n" "$inner/mnt/$_n" \
 		"$inner/hf/$_n.ls.json" ||
 		cat "$WORK/$_n.rep" "$WORK/$_n.rep.err" >>"$_det"
 	stop_daemon "$_mnt" || echo "could not unmount" >>"$_det"
@@ -97,7 +87,7 @@ mounted() {
 		echo "ptfs printed (expected: $_note):"
 		head -n 5 "$WORK/$_n.err"
 	} >>"$_det"
-	pyrun "$_n.sum1" "$@" sums "$inner/hf/$_n" ||
+	fs_pyrun "$_n.sum1" sums "$inner/hf/$_n" ||
 		echo "sums failed" >>"$_det"
 	# (torch 2.x's python may print UCX noise on stdout: "sum" lines only)
 	grep '^sum ' "$WORK/$_n.sum0" >"$WORK/$_n.s0"

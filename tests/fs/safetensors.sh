@@ -43,22 +43,12 @@ fs_torch "$shared" ptfs-safetensors
 trap release_work EXIT
 trap 'exit 130' INT TERM HUP
 mkdir -p "$WORK/mnt" "$WORK/py" "$WORK/st" || exit 1
-cp "$here/st_check.py" "$WORK/py/" || exit 1
-if [ "$version" = 1.13 ]; then
-	set -- "$py" "$WORK/py/st_check.py"
-else
-	set -- chroot "$root" python3 "$inner/py/st_check.py"
-fi
-pyrun() {	# REPORT ARG...: st_check.py; its output in $WORK/REPORT
-	_rep=$WORK/$1
-	shift
-	run_limited 300 "$@" >"$_rep" 2>"$_rep.err"
-}
+fs_py st_check.py
 
 probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err"
 stop_daemon "$WORK/mnt/probe"
 
-if pyrun gen.rep "$@" gen "$inner/st"; then
+if fs_pyrun gen.rep gen "$inner/st"; then
 	pass "generate" "$(grep "^ok$TAB" "$WORK/gen.rep" | cut -f2)"
 else
 	fail "generate" "st_check.py gen failed under torch $version" \
@@ -105,7 +95,7 @@ for n in $names; do
 		fail "$n: mounted" "not mounted: $(head -n 1 "$WORK/$n.err")"
 		continue
 	fi
-	pyrun "$n.rep" "$@" check "$inner/st" "$n" "$inner/mnt/$n" ||
+	fs_pyrun "$n.rep" check "$inner/st" "$n" "$inner/mnt/$n" ||
 		cat "$WORK/$n.rep" "$WORK/$n.rep.err" >>"$det"
 	stop_daemon "$mnt" || echo "could not unmount" >>"$det"
 	[ "${DRC:-0}" = 0 ] || echo "ptfs exited with status $DRC" >>"$det"

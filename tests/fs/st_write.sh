@@ -49,19 +49,14 @@ trap release_work EXIT
 trap 'exit 130' INT TERM HUP
 D=$WORK/st
 mkdir -p "$WORK/mnt" "$WORK/py" "$D" || exit 1
-cp "$here/st_check.py" "$here/st_write_check.py" "$WORK/py/" || exit 1
-if [ "$version" = 1.13 ]; then
-	set -- "$py" "$WORK/py/st_write_check.py"
-else
-	set -- chroot "$root" python3 "$inner/py/st_write_check.py"
-fi
+fs_py st_write_check.py st_check.py
 I=$inner/st
 
 # check LABEL ARG...: st_write_check.py ARG..., pass or fail on its report
 check() {
 	_l=$1
 	shift
-	if run_limited 300 "$@" >"$WORK/rep" 2>"$WORK/rep.err"; then
+	if fs_pyrun rep "$@"; then
 		pass "$_l" "$(grep "^ok$TAB" "$WORK/rep" | cut -f2)"
 	else
 		cat "$WORK/rep.err" >>"$WORK/rep"
@@ -103,11 +98,11 @@ refused() {
 
 probe_fuse "$here/../data/sample.pt" "$WORK/mnt/probe" "$WORK/probe.err"
 stop_daemon "$WORK/mnt/probe"
-check "generate" "$@" gen "$I" || { summary; exit 1; }
+check "generate" gen "$I" || { summary; exit 1; }
 
 # ------------------------------------------------------ ptrepack .pt -> .st
 if repack "pt -> safetensors" -v "$D/tied.pt" "$D/tied.safetensors"; then
-	check "pt -> safetensors" "$@" pt2st "$I"
+	check "pt -> safetensors" pt2st "$I"
 	n=$(grep -c -e ': extra.t: a strided view of storage' \
 		-e ': extra.sl: 12 of the 40 bytes of storage' "$WORK/rp.err")
 	if [ "$n" -eq 2 ] && grep -q "note: 2 tensors written as contiguous" \
@@ -119,15 +114,15 @@ if repack "pt -> safetensors" -v "$D/tied.pt" "$D/tied.safetensors"; then
 fi
 # ------------------------------------------------------ and back
 if repack "safetensors -> pt" "$D/tied.safetensors" "$D/back.pt"; then
-	check "safetensors -> pt" "$@" st2pt "$I/tied.safetensors" "$I/back.pt"
+	check "safetensors -> pt" st2pt "$I/tied.safetensors" "$I/back.pt"
 	# the tie's alias is metadata, which a torch file does not keep
 	repack "round trip" "$D/back.pt" "$D/again.safetensors" &&
-		check "round trip" "$@" same "$I/tied.safetensors" \
+		check "round trip" same "$I/tied.safetensors" \
 			"$I/again.safetensors"
 fi
 if [ "$version" = 2 ] && repack "float8 -> pt" "$D/f8.safetensors" "$D/f8.pt"
 then
-	check "float8, uint16 -> pt" "$@" st2pt "$I/f8.safetensors" "$I/f8.pt"
+	check "float8, uint16 -> pt" st2pt "$I/f8.safetensors" "$I/f8.pt"
 	if grep -q "note: 2 tensors of .*, which torch 1.13 cannot load" \
 		"$WORK/rp.err" && grep -q float8_e4m3fn "$WORK/rp.err" &&
 	   grep -q uint16 "$WORK/rp.err"; then
@@ -142,7 +137,7 @@ refused "values refused" "epoch: an int, not a tensor" "$D/x.safetensors" \
 if repack "--drop-values" --drop-values "$D/values.pt" "$D/drop.safetensors"
 then
 	if grep -q "note: 2 non-tensor values left out" "$WORK/rp.err"; then
-		check "--drop-values" "$@" drop "$I"
+		check "--drop-values" drop "$I"
 	else
 		fail "--drop-values" "stderr: $(head -n 2 "$WORK/rp.err")"
 	fi
@@ -196,14 +191,14 @@ else
 	fail "same bytes written back" "not mounted: $(head -n 1 "$WORK/m.err")"
 fi
 if start_daemon "$D/m/m.safetensors" "$mnt" "$WORK/m.err"; then
-	check "edits" "$@" edit "$inner/mnt/m" "$I/want.json"
+	check "edits" edit "$inner/mnt/m" "$I/want.json"
 	out=$(run_limited 60 "$PTFS" umount "$mnt" 2>&1)
 	rc=$?
 	stop_daemon "$mnt"
 	logs_ok "edits" "$WORK/m.err"
 	if [ $rc -eq 0 ]; then
 		pass "ptfs umount" "$out"
-		check "written back" "$@" after "$I/m/m.safetensors" "$I/want.json"
+		check "written back" after "$I/m/m.safetensors" "$I/want.json"
 	else
 		fail "ptfs umount" "exit $rc: $out"
 	fi
@@ -275,7 +270,7 @@ else
 	fail "crash loop" "$bad problems" "$WORK/crash.details"
 fi
 logs_ok "remounts" "$WORK/remounts.err"
-check "crash loop result" "$@" rules "$I/new.safetensors"
+check "crash loop result" rules "$I/new.safetensors"
 
 if ! no_mounts_left; then
 	fail "no mounts left" "$(awk -v w="$WORK/mnt/" 'index($2, w) == 1 { print $2 }' /proc/mounts | head -n 3)"
