@@ -264,6 +264,26 @@ Test(st_read, no_tensors_and_trailing_bytes)
 	assert_no_leaks();
 }
 
+/* Tensor bytes that spell "<html" near the start are data, not a web
+ * page (fuzz_write wrote such a file from a legacy checkpoint, and it was
+ * refused as "HTML page" on reopening). */
+Test(st_read, html_in_the_data_is_data)
+{
+	static const char hdr[] = "{\"a\":{\"dtype\":\"U8\",\"shape\":[5],"
+				  "\"data_offsets\":[0,5]}}";
+	size_t len;
+	unsigned char *p = st_bytes(strlen(hdr), hdr, 5, &len);
+	struct ckpt *c;
+
+	memcpy(p + len - 5, "<html", 5);
+	put_file(p, len);
+	free(p);
+	c = st_open(path);
+	cr_assert_eq(c->nstorages, 1);
+	ckpt_close(c);
+	assert_no_leaks();
+}
+
 /* ---- hostile files ---- */
 
 #define GOOD "{\"__metadata__\":{\"k\":\"v\"},\"a\":{\"dtype\":\"F16\"," \

@@ -45,6 +45,7 @@ static int sniff(struct ckpt *c, struct diag *d)
 {
 	unsigned char h[512];
 	ssize_t n = pread(c->fd, h, sizeof(h), 0);
+	bool html;
 
 	if (n < 0)
 		return diag_errno(d, -errno, "cannot read: %s", strerror(errno));
@@ -57,20 +58,24 @@ static int sniff(struct ckpt *c, struct diag *d)
 	if (starts(h, n, "version https://git-lfs"))
 		return diag_corrupt(d, 0, "Git LFS pointer file, not the "
 				    "checkpoint itself (run 'git lfs pull')");
-	if (has_ci(h, n, "<!doctype html") || has_ci(h, n, "<html"))
-		return diag_corrupt(d, 0, "HTML page, not a checkpoint (a "
-				    "download that saved an error or login "
-				    "page?)");
 	if (starts(h, n, "PYTORCH1"))
 		return diag_unsupported(d, 0, "pre-1.0 PYTORCH1 container, "
 					"which torch no longer reads either");
+	/* after the formats whose start says what they are: their data
+	   may hold any bytes, "<html" too */
 	if (n >= 262 && !memcmp(h + 257, "ustar", 5))
 		return 3;
 	if (ckpt_safetensors_head(h, n))
 		return 4;
-	/* legacy: a pickle of the magic number (protocol 2, or 0/1 text) */
-	if (h[0] == 0x80 || h[0] == 'L' || h[0] == 0x8a)
+	html = has_ci(h, n, "<!doctype html") || has_ci(h, n, "<html");
+	/* legacy: a pickle of the magic number (protocol 2, or 0/1 text,
+	   whose 'L' a page of text may start with too) */
+	if (h[0] == 0x80 || h[0] == 0x8a || (h[0] == 'L' && !html))
 		return 2;
+	if (html)
+		return diag_corrupt(d, 0, "HTML page, not a checkpoint (a "
+				    "download that saved an error or login "
+				    "page?)");
 	return diag_corrupt(d, 0, "not a PyTorch checkpoint (starts with "
 			    "%02x %02x %02x %02x)", h[0], n > 1 ? h[1] : 0,
 			    n > 2 ? h[2] : 0, n > 3 ? h[3] : 0);
