@@ -20,7 +20,8 @@ _pt_tools_opts()
 		--head -p -a -r -n" ;;
 	ptverify) echo "$common --no-crc -n" ;;
 	ptrepack) echo "$common --repickle --drop-unused --clone --align
-		--dtype --only --torch --verbose -P -d -C -A -v" ;;
+		--dtype --only --torch --format --drop-values --verbose
+		-P -d -C -A -v" ;;
 	ptdiff) echo "$common --atol --rtol --nan-differ --ignore-layout
 		--ignore-dtype --verbose -v" ;;
 	# ptfs's own: --quiet and --discard belong to its umount
@@ -60,6 +61,9 @@ _pt_tools()
 		return 0 ;;
 	--torch)
 		mapfile -t COMPREPLY < <(compgen -W "2 1.13" -- "$cur")
+		return 0 ;;
+	--format)
+		mapfile -t COMPREPLY < <(compgen -W "pt safetensors" -- "$cur")
 		return 0 ;;
 	--values)
 		# the checkpoint may come after: look for one on the line
