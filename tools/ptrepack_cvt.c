@@ -62,6 +62,11 @@ int cvt_opt_run(struct cvt_opt *o, struct ckpt *c, const char *out,
 	uint32_t n = 0;
 	int rc;
 
+	if (ckpt_format_many(c->format))
+		return diag_unsupported(d, DIAG_NO_OFFSET, "--dtype: not for "
+					"%s; ptrepack it into one file, then "
+					"convert that",
+					ckpt_format_files(c->format));
 	if (!ckpt_format_writable(c->format))
 		return 0;	/* ckpt_save() says why it cannot */
 	rc = cvt_select(c, o->to, o->only, &plan, d);

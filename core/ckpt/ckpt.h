@@ -264,6 +264,10 @@ bool ckpt_safetensors_head(const unsigned char *h, size_t n);
 
 /* Can ckpt_write() write this format back (zip, legacy, safetensors)? */
 bool ckpt_format_writable(int format);
+/* Is @format a checkpoint of many files (a sharded folder, a DCP
+ * directory)?  Nothing writes those back; ptrepack writes them into one
+ * new .pt or .safetensors (ckpt_write_into() with CKPT_OUT_ZIP or _ST). */
+bool ckpt_format_many(int format);
 
 /* What files of a format are called in messages, plural: "TorchScript
  * archives", "safetensors files" ... */
@@ -307,6 +311,10 @@ struct ckpt {
 	struct ckpt_hf *hf;
 	/* CKPT_DCP: the data files and each tensor's chunks (ckpt_dcp.h) */
 	struct ckpt_dcp *dcp;
+	/* a model of several pickles (a sharded folder's shards, a DCP
+	   directory's values): where each one's nodes begin (ckpt_int.h) */
+	struct ckpt_vdoc *vdocs;
+	uint32_t nvdocs, vdocs_cap;
 	/* internal */
 	pthread_mutex_t locate_lock;	/* ckpt_storage_locate() */
 	pthread_mutex_t inflate_lock;	/* ckpt_storage_data() */

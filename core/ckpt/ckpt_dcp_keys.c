@@ -84,7 +84,9 @@ static int value(struct dcp_open *o, uint32_t r, const char *fqn,
 		snprintf(prefix, sizeof(prefix), "v%u/", k);
 		c->b->key_prefix = prefix;
 		rc = diag_failed(o->d) ? o->d->err :
-		     ckpt_build_doc(c, doc, out, o->d);
+		     ckpt_vdoc_add(c, c->nnodes, prefix, CKPT_ZIP,
+				   o->d);
+		rc = rc ? rc : ckpt_build_doc(c, doc, out, o->d);
 		c->b->key_prefix = NULL;
 	}
 	/* tensors inside a value: their storages are records of the item */

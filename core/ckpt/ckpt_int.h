@@ -158,6 +158,34 @@ static inline struct ckpt *ckpt_storage_owner(struct ckpt *c,
 	return c->hf ? ckpt_hf_owner(c, s) : c;
 }
 
+/*
+ * ckpt_storage.c: a model made of several pickles (a sharded folder's
+ * shards, a DCP directory's value items), each numbering its values from
+ * 0 and its storage keys as it likes.  Each is recorded with the first
+ * node its values built (nodes are numbered as they are made, so its
+ * nodes with values are [node0, next one's node0)) and the prefix its
+ * storage keys got in the model's key table ("SHARD:", "v7/").  A new
+ * data.pkl keeps their memo ids and keys apart with it (ckpt_repickle.c).
+ */
+struct ckpt_vdoc {
+	uint32_t node0;
+	const char *key_prefix;	/* arena */
+	uint8_t format;		/* its file's: CKPT_LEGACY's persistent ids
+				   may name views, so its tensors are
+				   written anew from the model */
+};
+
+/* Record a pickle of a file of @format whose values build nodes from
+   @node0 on (in order). */
+int ckpt_vdoc_add(struct ckpt *c, uint32_t node0, const char *prefix,
+		  int format, struct diag *d);
+/* The pickle @n's value came from, NULL for c->doc's (or none). */
+const struct ckpt_vdoc *ckpt_node_vdoc(const struct ckpt *c,
+				       const struct ckpt_node *n);
+/* File @s under its key in @b's table (a shard's storage, renamed);
+   0 or -ENOMEM. */
+int ckpt_storage_file(struct ckpt_build *b, struct ckpt_storage *s);
+
 /* ckpt_modeljson.c: torch 1.0's model.json record @e as c->root (c->b
    made; attributes.pkl, if any, becomes c->doc2). */
 int ckpt_modeljson(struct ckpt *c, struct ptz_entry *e, struct diag *d);

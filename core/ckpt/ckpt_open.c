@@ -265,6 +265,11 @@ bool ckpt_format_writable(int format)
 	       format == CKPT_SAFETENSORS;
 }
 
+bool ckpt_format_many(int format)
+{
+	return format == CKPT_HF_SHARDED || format == CKPT_DCP;
+}
+
 const char *ckpt_format_files(int format)
 {
 	switch (format) {
@@ -452,6 +457,7 @@ void ckpt_close(struct ckpt *c)
 		ckpt_dirty_drop(c->storages[i]);
 	}
 	free(c->storages);
+	free(c->vdocs);
 	ckpt_dcp_release(c);	/* lives in the arena */
 	arena_release(&c->arena);
 	free(c->globals);

@@ -44,6 +44,9 @@ struct wb {
 	bool in_args;		/* writing the pid of such a tuple */
 	uint64_t nfresh;	/* memo_fresh() keys used */
 	bool retyped;		/* some storage has a new dtype (core/cvt) */
+	/* the pickle being written from, in a model of several (a shard's,
+	   a DCP value's: emit_in_doc()); NULL: c->doc */
+	const struct ckpt_vdoc *vdoc;
 };
 
 static int emit_node(struct wb *w, struct ckpt_node *n);
@@ -89,18 +92,29 @@ static int emit_key_str(struct wb *w, struct ckpt_storage *s)
 }
 
 /* The storage a persistent id's tuple names (str key, or a legacy int). */
-static struct ckpt_storage *pid_storage(struct ckpt *c,
+static struct ckpt_storage *pid_storage(struct wb *w,
 					const struct pkl_value *t)
 {
 	const char *key = as_str(arg(t, 2));
-	char buf[32];
+	const char *pre = w->vdoc ? w->vdoc->key_prefix : "";
+	struct ckpt_storage *s;
+	char buf[32], *full;
 	int64_t k;
 
 	if (!key && as_int(arg(t, 2), &k)) {
 		snprintf(buf, sizeof(buf), "%lld", (long long)k);
 		key = buf;
 	}
-	return key ? ckpt_storage_find(c->b, key) : NULL;
+	if (!key || !*pre)
+		return key ? ckpt_storage_find(w->c->b, key) : NULL;
+	/* a shard's or a DCP value's key, as the model renamed it */
+	full = malloc(strlen(pre) + strlen(key) + 1);
+	if (!full)
+		return NULL;	/* named as a persistent id it cannot write */
+	strcpy(stpcpy(full, pre), key);
+	s = ckpt_storage_find(w->c->b, full);
+	free(full);
+	return s;
 }
 
 /*
@@ -142,7 +156,7 @@ static int hook_persid(struct pkl_emit *e, const struct pkl_value *pid,
 		rc = pkl_emit_value(e, ckpt_module_class(pid));
 		return rc ? rc : 1;
 	}
-	s = pid_storage(w->c, t);
+	s = pid_storage(w, t);
 	if (!s || (n != 5 && n != 6) || (n == 6 && pid_view(t) < 0))
 		return diag_unsupported(w->d, pid->off, "cannot rewrite this "
 					"persistent id");
@@ -186,7 +200,7 @@ static int hook_persid(struct pkl_emit *e, const struct pkl_value *pid,
 static int emit_args(struct wb *w, const struct pkl_value *v)
 {
 	const struct pkl_value *pid = pkl_item(v, 0), *t = pid->u.call.args;
-	struct ckpt_storage *s = pid_storage(w->c, t);
+	struct ckpt_storage *s = pid_storage(w, t);
 	uint64_t tsize = w->args[v->id], off_b, cut, view, noff;
 	size_t n = pkl_len(v);
 	bool trimmed;
@@ -230,10 +244,12 @@ static int hook_value(struct pkl_emit *e, const struct pkl_value *v,
 		      void *wbp)
 {
 	struct wb *w = wbp;
-	struct ckpt_node *n = v->id < w->c->doc->nnodes ? w->dirty[v->id] :
-			      NULL;
+	struct ckpt_node *n;
 	int rc;
 
+	if (w->vdoc || !w->c->doc)
+		return 0;	/* no edits there, no legacy views */
+	n = v->id < w->c->doc->nnodes ? w->dirty[v->id] : NULL;
 	if (w->args && v->id < w->c->doc->nnodes && w->args[v->id])
 		return emit_args(w, v);
 	if (w->retyped && (rc = ckpt_retype_call(w->c, e, v, w->d)))
@@ -313,7 +329,7 @@ static int emit_fresh_tensor(struct wb *w, const struct ckpt_tensor *t)
 		rc = pkl_emit_op(e, PKL_OP_BINPERSID);
 	/* offset, size, stride, requires_grad, hooks[, dtype] */
 	if (!rc)
-		rc = pkl_emit_int(e, 0);
+		rc = pkl_emit_int(e, (int64_t)t->offset);
 	if (!rc)
 		rc = emit_int_tuple(w, t->shape, t->ndim);
 	if (!rc)
@@ -338,6 +354,18 @@ static int emit_fresh_tensor(struct wb *w, const struct ckpt_tensor *t)
 			rc = pkl_emit_op(e, PKL_OP_REDUCE);
 	}
 	return rc;
+}
+
+/* Tensor node @n written from the model, once (then fetched, as pickle
+   does with a tensor that two keys name). */
+static int emit_fresh_node(struct wb *w, const struct ckpt_node *n)
+{
+	int rc;
+
+	if (pkl_emit_memo_get(w->e, SYNTH_KEY + n->id))
+		return 0;
+	rc = emit_fresh_tensor(w, n->tensor);
+	return rc ? rc : pkl_emit_memo_put(w->e, SYNTH_KEY + n->id);
 }
 
 static int emit_edited_value(struct wb *w, const struct ckpt_node *n)
@@ -631,6 +659,12 @@ static int emit_dir(struct wb *w, const struct ckpt_node *dir)
 	const struct pkl_value *v = dir->val;
 	int rc;
 
+	if (!v && dir->kind == CKPT_N_SEQ) {	/* a DCP directory's list */
+		rc = pkl_emit_op(w->e, PKL_OP_EMPTY_LIST);
+		if (!rc)
+			rc = pkl_emit_memo_put(w->e, SYNTH_KEY + dir->id);
+		return rc ? rc : emit_items(w, dir, CKPT_S_INDEX, false);
+	}
 	if (!v || v->kind == PKL_DICT) {
 		rc = pkl_emit_op(w->e, PKL_OP_EMPTY_DICT);
 		if (!rc)
@@ -670,8 +704,50 @@ static int emit_dir(struct wb *w, const struct ckpt_node *dir)
 	}
 }
 
+/*
+ * Node @n of a model made of several pickles (ckpt_int.h), as its own
+ * pickle @vd has it: its value ids memoized in a range of their own, the
+ * storage keys of its persistent ids found under its prefix.  Nothing
+ * edits such a model yet (sharded folders and DCP directories mount
+ * read-only): this writes them into one file (ptrepack).
+ */
+static int emit_in_doc(struct wb *w, struct ckpt_node *n,
+		       const struct ckpt_vdoc *vd)
+{
+	const struct ckpt_vdoc *was = w->vdoc;
+	uint64_t base = (uint64_t)(8 + (vd - w->c->vdocs)) << 32;
+	bool dir = n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ;
+	int rc;
+
+	if ((dir && !ckpt_dir_clean(n)) || n->edited ||
+	    (n->kind == CKPT_N_TENSOR && n->tensor->fresh))
+		return diag_unsupported(w->d, DIAG_NO_OFFSET, "%s: an edit of "
+					"%s cannot be written", n->name,
+					ckpt_format_files(w->c->format));
+	/* a legacy shard's views: from the model, offsets folded in */
+	if (n->kind == CKPT_N_TENSOR && vd->format == CKPT_LEGACY) {
+		if (n->tensor->kind != CKPT_T_STRIDED)
+			return diag_unsupported(w->d, DIAG_NO_OFFSET, "%s: "
+						"only plain tensors of a "
+						"legacy shard are converted",
+						n->name);
+		return emit_fresh_node(w, n);
+	}
+	base = pkl_emit_doc(w->e, base);
+	w->vdoc = vd;
+	rc = pkl_emit_value(w->e, n->val);
+	w->vdoc = was;
+	pkl_emit_doc(w->e, base);
+	return rc;
+}
+
 static int emit_node(struct wb *w, struct ckpt_node *n)
 {
+	const struct ckpt_vdoc *vd = n->val && n->kind != CKPT_N_LINK ?
+				     ckpt_node_vdoc(w->c, n) : NULL;
+
+	if (vd)
+		return emit_in_doc(w, n, vd);
 	switch (n->kind) {
 	case CKPT_N_DIR:
 	case CKPT_N_SEQ:
@@ -684,11 +760,8 @@ static int emit_node(struct wb *w, struct ckpt_node *n)
 		}
 		return pkl_emit_value(w->e, n->val);
 	case CKPT_N_TENSOR:
-		if (n->tensor->fresh || !n->val) {
-			if (pkl_emit_memo_get(w->e, SYNTH_KEY + n->id))
-				return 0;
-			return emit_fresh_tensor(w, n->tensor);
-		}
+		if (n->tensor->fresh || !n->val)
+			return emit_fresh_node(w, n);
 		return pkl_emit_value(w->e, n->val);
 	case CKPT_N_VALUE:
 		if (n->edited)
@@ -751,7 +824,7 @@ static void scan_args(struct wb *w, uint32_t *npid, uint32_t *nargs)
 			unsigned size;
 
 			if (v->kind == PKL_PERSID) {
-				s = pid_storage(w->c, v->u.call.args);
+				s = pid_storage(w, v->u.call.args);
 				if (s)
 					npid[s->index]++;
 				continue;
@@ -762,7 +835,7 @@ static void scan_args(struct wb *w, uint32_t *npid, uint32_t *nargs)
 			if (a->id >= w->c->doc->nnodes || w->args[a->id])
 				continue;
 			w->args[a->id] = (uint8_t)size;
-			s = pid_storage(w->c, arg(a, 0)->u.call.args);
+			s = pid_storage(w, arg(a, 0)->u.call.args);
 			if (s)
 				nargs[s->index]++;
 		}
@@ -856,6 +929,16 @@ int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d)
 	uint32_t nv = c->doc ? c->doc->nnodes : 0;	/* none: safetensors */
 	int rc;
 
+	if ((c->hf || c->dcp) && pct)
+		return diag_unsupported(d, DIAG_NO_OFFSET, "--clone cuts the "
+					"storages of one file, not of %s",
+					ckpt_format_files(c->format));
+	if (c->hf && c->hf->nabsent)
+		return diag_unsupported(d, DIAG_NO_OFFSET, "%u shard%s of the "
+					"index %s absent: their tensors would "
+					"be missing", c->hf->nabsent,
+					c->hf->nabsent == 1 ? "" : "s",
+					c->hf->nabsent == 1 ? "is" : "are");
 	if (!c->doc)
 		pct = 0;	/* every storage is one whole tensor's */
 	memset(r, 0, sizeof(*r));
@@ -893,7 +976,8 @@ int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d)
 		struct ckpt_node *n = c->nodes[i];
 
 		if ((n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ) &&
-		    n->val && !ckpt_dir_clean(n) && !w.dirty[n->val->id])
+		    n->val && !ckpt_dir_clean(n) && !ckpt_node_vdoc(c, n) &&
+		    !w.dirty[n->val->id])
 			w.dirty[n->val->id] = n;
 	}
 	for (uint32_t i = 0; i < c->nstorages; i++)

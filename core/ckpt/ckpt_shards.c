@@ -192,11 +192,24 @@ static int adopt(struct ckpt *c, struct ckpt_shard *sh, struct diag *d)
 		st->index = c->nstorages;
 		rc = ckpt_push((void ***)&c->storages, &c->nstorages,
 			       &b->storages_cap, st);
+		/* found by it when the shard's pickle is written anew */
+		rc = rc ? rc : ckpt_storage_file(b, st);
 	}
 	for (uint32_t k = 0; k < s->ntensors && !rc; k++) {
 		s->tensors[k]->index = c->ntensors;
 		rc = ckpt_push((void ***)&c->tensors, &c->ntensors,
 			       &b->tensors_cap, s->tensors[k]);
+	}
+	if (!rc) {
+		char *pre = malloc(strlen(sh->name) + 2);
+
+		if (pre)
+			sprintf(pre, "%s:", sh->name);
+		rc = pre ? ckpt_vdoc_add(c, c->nnodes, pre, s->format, d) :
+		     diag_nomem(d);
+		free(pre);
+		if (rc)
+			return rc;
 	}
 	for (uint32_t k = 0; k < s->nnodes && !rc; k++) {
 		if (s->nodes[k] == s->root)

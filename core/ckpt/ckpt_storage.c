@@ -6,7 +6,9 @@
  * torch's keys "0".."N-1" densely and hashes anything else.  A second
  * pickle of one archive (TorchScript's constants.pkl) prefixes its keys
  * (b->key_prefix); formats without persistent-id tuples (tar era, model.json)
- * add their storages directly (ckpt_storage_add).
+ * add their storages directly (ckpt_storage_add).  A model of several
+ * pickles (a sharded folder, a DCP directory) also records which nodes
+ * each pickle built and how its keys were prefixed (ckpt_vdoc_add()).
  */
 #include "ckpt_int.h"
 
@@ -92,6 +94,24 @@ static int storage_grow(struct ckpt_build *b)
 	return 0;
 }
 
+/*
+ * Take the empty slot @slot for @key: a hashed one counts (and may move
+ * when the table grows).  The slot to fill, or NULL without memory.
+ */
+static struct ckpt_storage **claim(struct ckpt_build *b,
+				   struct ckpt_storage **slot, const char *key)
+{
+	if (slot < b->stab || slot >= b->stab + b->scap)
+		return slot;	/* dense */
+	if ((b->nhashed + 1) * 2 > b->scap) {
+		if (storage_grow(b))
+			return NULL;
+		slot = hash_slot(b, key);
+	}
+	b->nhashed++;
+	return slot;
+}
+
 /* A new storage for @key, whose empty table slot is *@slot. */
 static int storage_new(struct ckpt_build *b, struct ckpt_storage **slot,
 		       const char *key, const struct ckpt_dtype *dt,
@@ -106,14 +126,9 @@ static int storage_new(struct ckpt_build *b, struct ckpt_storage **slot,
 	    nbytes > (UINT64_C(1) << 62))
 		return diag_corrupt(b->d, off, "storage '%s' claims %llu "
 				    "elements", key, (unsigned long long)numel);
-	if (slot >= b->stab && slot < b->stab + b->scap &&
-	    (b->nhashed + 1) * 2 > b->scap) {
-		if (storage_grow(b))
-			return diag_nomem(b->d);
-		slot = hash_slot(b, key);
-	}
-	if (slot >= b->stab && slot < b->stab + b->scap)
-		b->nhashed++;
+	slot = claim(b, slot, key);
+	if (!slot)
+		return diag_nomem(b->d);
 	s = arena_alloc(&c->arena, sizeof(*s));
 	if (!s || ckpt_push((void ***)&c->storages, &c->nstorages,
 			    &b->storages_cap, s))
@@ -246,4 +261,53 @@ int ckpt_storage_add(struct ckpt_build *b, const char *key,
 	if (*slot)
 		return diag_corrupt(b->d, off, "storage '%s' defined twice", k);
 	return storage_new(b, slot, k, dt, false, l, numel, off, out);
+}
+
+int ckpt_storage_file(struct ckpt_build *b, struct ckpt_storage *s)
+{
+	struct ckpt_storage **slot = storage_slot(b, s->key, true);
+
+	slot = slot ? claim(b, slot, s->key) : NULL;
+	if (!slot)
+		return -ENOMEM;
+	*slot = s;
+	return 0;
+}
+
+int ckpt_vdoc_add(struct ckpt *c, uint32_t node0, const char *prefix,
+		  int format, struct diag *d)
+{
+	char *p = arena_strndup(&c->arena, prefix, strlen(prefix));
+
+	if (c->nvdocs == c->vdocs_cap) {
+		uint32_t cap = c->vdocs_cap ? 2 * c->vdocs_cap : 16;
+		struct ckpt_vdoc *v = realloc(c->vdocs, cap * sizeof(*v));
+
+		if (!v)
+			return diag_nomem(d);
+		c->vdocs = v;
+		c->vdocs_cap = cap;
+	}
+	if (!p)
+		return diag_nomem(d);
+	c->vdocs[c->nvdocs++] = (struct ckpt_vdoc){ node0, p,
+						     (uint8_t)format };
+	return 0;
+}
+
+const struct ckpt_vdoc *ckpt_node_vdoc(const struct ckpt *c,
+				       const struct ckpt_node *n)
+{
+	uint32_t lo = 0, hi = c->nvdocs;
+
+	/* the last one whose node0 <= n->id */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (c->vdocs[mid].node0 <= n->id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? &c->vdocs[lo - 1] : NULL;
 }

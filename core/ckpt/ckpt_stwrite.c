@@ -234,13 +234,16 @@ static void note_view(struct stw *w, const struct st_ent *e)
 static int put_tensor(struct stw *w, const struct st_ent *e, uint64_t at)
 {
 	const struct ckpt_tensor *t = e->t;
+	/* a DCP tensor cut in chunks has no one place: gathered below */
+	bool pieced = ckpt_storage_pieced(w->c, t->storage);
 	unsigned char *buf;
-	uint64_t off;
-	int fd, rc = ckpt_storage_data(w->c, t->storage, &fd, &off, w->d);
+	uint64_t off = 0;
+	int fd = -1, rc = pieced ? 0 : ckpt_storage_data(w->c, t->storage,
+							 &fd, &off, w->d);
 
 	if (rc)
 		return rc;
-	if (t->contiguous) {
+	if (t->contiguous && !pieced) {
 		rc = io_copy_range(fd, off + t->offset * t->dtype->size, w->fd,
 				   at, t->nbytes);
 		if (rc)

@@ -68,7 +68,22 @@ struct out {
 	char align[24];		/* the .storage_alignment record we write */
 	const uint32_t *crc;	/* in place: record i's CRC is crc[i] where */
 	const uint8_t *has;	/* has[i] (ckpt_write_in_place()) */
+	const struct ckpt_tensor *pieced;	/* read_pieced()'s, now */
 };
+
+/* A DCP tensor's bytes [@off, @off + @n), gathered from its chunks. */
+static int read_pieced(void *arg, void *buf, size_t n, uint64_t off,
+		       struct diag *d)
+{
+	struct out *w = arg;
+	long long got = ckpt_tensor_read(w->c, w->pieced, buf, n, off, d);
+
+	if (got < 0)
+		return (int)got;
+	return (size_t)got == n ? 0 : diag_corrupt(d, DIAG_NO_OFFSET,
+						   "storage %s ends early",
+						   w->pieced->storage->key);
+}
 
 /*
  * What a storage record copies: its overlay file or its original bytes,
@@ -82,11 +97,20 @@ static int storage_source(struct out *w, struct ckpt_storage *s,
 	uint64_t from = cut ? w->r->cut[s->index] : 0, off = 0;
 	int rc;
 
+	struct ckpt *owner = ckpt_storage_owner(c, s);	/* a shard? */
+
 	memset(src, 0, sizeof(*src));
 	src->len = cut ? w->r->keep[s->index] : s->nbytes;
-	if (s->fd != c->fd) {
+	if (s->fd != owner->fd) {
 		src->fd = s->fd;
 		src->off = s->data_off + from;	/* 0 in an overlay file */
+		rc = 0;
+	} else if (ckpt_storage_pieced(c, s)) {
+		/* a DCP tensor cut in chunks: gathered in order */
+		w->pieced = ckpt_dcp_tensor(c, s);
+		src->read = read_pieced;
+		src->read_arg = w;
+		src->off = from;
 		rc = 0;
 	} else {
 		/* a deflated record is written stored, from its inflated
@@ -95,7 +119,7 @@ static int storage_source(struct out *w, struct ckpt_storage *s,
 		src->off = off + from;
 		src->has_crc = !rc && !cut && ckpt_storage_crc(s, &src->crc32);
 	}
-	if (!rc && !cut)
+	if (!rc && !cut && owner == c && !src->read)
 		ckpt_patch_source(c, s->rec, s, src);
 	return rc;
 }
@@ -408,8 +432,7 @@ static int write_new(struct out *w)
 	struct ckpt *c = w->c;
 	const struct ckpt_repickle *r = w->r;
 	struct ptz_source src = { .buf = r->pkl, .len = r->len };
-	bool anew = c->format == CKPT_LEGACY ||
-		      c->format == CKPT_SAFETENSORS;
+	bool anew = c->format != CKPT_ZIP;	/* no archive to follow */
 	const char *pre = anew ? "archive" : c->zip.prefix;
 	size_t size = strlen(pre) + 32;	/* "/data/<u32>" fits */
 	char *name = malloc(size);
@@ -452,9 +475,14 @@ static int write_new(struct out *w)
 
 		if (!used)
 			rc = diag_nomem(w->d);
-		for (uint32_t k = 0; k < r->nout && used; k++)
-			if (r->order[k]->rec)
-				used[r->order[k]->rec - c->zip.entries] = true;
+		for (uint32_t k = 0; k < r->nout && used; k++) {
+			struct ckpt_storage *s = r->order[k];
+
+			/* (a shard's or a DCP item's records are not ours) */
+			if (s->rec && c->zip.nentries &&
+			    ckpt_storage_owner(c, s) == c)
+				used[s->rec - c->zip.entries] = true;
+		}
 		for (uint32_t i = 0; used && i < c->zip.nentries; i++) {
 			e = &c->zip.entries[i];
 			if (is_data_rec(c, e) && !used[i]) {
@@ -503,7 +531,12 @@ int ckpt_write_into(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	if (o->to == CKPT_OUT_ST ||
 	    (o->to == CKPT_OUT_SAME && c->format == CKPT_SAFETENSORS))
 		return ckpt_st_write(c, fd, o, clone, d);
-	if (!ckpt_format_writable(c->format))
+	if (ckpt_format_many(c->format) && o->to != CKPT_OUT_ZIP)
+		return diag_unsupported(d, DIAG_NO_OFFSET, "%s are written "
+					"into one new file only, a .pt or a "
+					".safetensors (ptrepack --format)",
+					ckpt_format_files(c->format));
+	if (!ckpt_format_writable(c->format) && !ckpt_format_many(c->format))
 		return diag_unsupported(d, DIAG_NO_OFFSET, "%s are read-only: "
 					"nothing writes them back",
 					ckpt_format_files(c->format));

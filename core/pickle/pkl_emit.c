@@ -67,9 +67,16 @@ struct pkl_emit {
 	uint32_t latin1;	/* memo index + 1 of bytes' 'latin1' */
 	unsigned depth;
 	struct memo_tab keys;	/* caller keys and ids >= nvalues */
+	uint64_t base;		/* added to value ids: pkl_emit_doc() */
 	struct memo_tab globals;
 	struct arena names;
 };
+
+/* The memo key of value @v: its id in its document's range. */
+static uint64_t vkey(const struct pkl_emit *e, const struct pkl_value *v)
+{
+	return e->base + v->id;
+}
 
 static int fail(struct pkl_emit *e, int rc)
 {
@@ -545,9 +552,9 @@ static int persid(struct pkl_emit *e, const struct pkl_value *v)
  */
 static int compound(struct pkl_emit *e, const struct pkl_value *v)
 {
-	uint32_t was = memo_of(e, v->id), copy;
+	uint32_t was = memo_of(e, vkey(e, v)), copy;
 
-	if (memo_set(e, v->id, was == MEMO_BUSY ? MEMO_AGAIN : MEMO_BUSY) < 0)
+	if (memo_set(e, vkey(e, v), was == MEMO_BUSY ? MEMO_AGAIN : MEMO_BUSY) < 0)
 		return e->err;
 	switch (v->kind) {
 	case PKL_TUPLE: tuple_items(e, v); break;
@@ -557,16 +564,16 @@ static int compound(struct pkl_emit *e, const struct pkl_value *v)
 	}
 	if (e->err)
 		return e->err;
-	copy = memo_of(e, v->id);
+	copy = memo_of(e, vkey(e, v));
 	if (copy == MEMO_BUSY || copy == MEMO_AGAIN)
 		copy = 0;
 	if (v->kind == PKL_TUPLE)
 		return tuple_end(e, v, copy) < 0 || copy ? e->err :
-		       pkl_emit_memo_put(e, v->id);
+		       pkl_emit_memo_put(e, vkey(e, v));
 	if (copy) {
 		pkl_emit_op(e, OP_POP);
 		get(e, copy);
-	} else if (pkl_emit_memo_put(e, v->id) < 0) {
+	} else if (pkl_emit_memo_put(e, vkey(e, v)) < 0) {
 		return e->err;
 	}
 	return v->kind == PKL_CALL ? call_tail(e, v) : e->err;
@@ -583,14 +590,14 @@ static int str_like(struct pkl_emit *e, const struct pkl_value *v)
 			       : counted(e, OP_LONG4, 4, s, n);
 	if (v->kind == PKL_STR && n <= UINT32_MAX) {
 		counted(e, OP_BINUNICODE, 4, s, n);
-		return pkl_emit_memo_put(e, v->id);
+		return pkl_emit_memo_put(e, vkey(e, v));
 	}
 	if (v->kind == PKL_STRING && n <= INT32_MAX) {
 		if (n < 256)
 			counted(e, OP_SHORT_BINSTRING, 1, s, n);
 		else
 			counted(e, OP_BINSTRING, 4, s, n);
-		return pkl_emit_memo_put(e, v->id);
+		return pkl_emit_memo_put(e, vkey(e, v));
 	}
 	return fail(e, diag_unsupported(e->d, v->off, "%s of %zu bytes",
 					pkl_kind_name(v->kind), n));
@@ -626,13 +633,13 @@ static int emit(struct pkl_emit *e, const struct pkl_value *v)
 	case PKL_DICT:
 		pkl_emit_op(e, v->kind == PKL_LIST ? OP_EMPTY_LIST
 						   : OP_EMPTY_DICT);
-		if (pkl_emit_memo_put(e, v->id) < 0)
+		if (pkl_emit_memo_put(e, vkey(e, v)) < 0)
 			return e->err;
 		return items(e, v->u.items.v, pkl_len(v), v->kind == PKL_DICT,
 			     true);
 	case PKL_GLOBAL:
 		val = global(e, v->u.global.module, v->u.global.name, v->off);
-		return val ? memo_set(e, v->id, val) : e->err;
+		return val ? memo_set(e, vkey(e, v), val) : e->err;
 	case PKL_PERSID:
 		return persid(e, v);
 	default:
@@ -649,7 +656,7 @@ int pkl_emit_value(struct pkl_emit *e, const struct pkl_value *v)
 
 	if (e->err)
 		return e->err;
-	val = memo_of(e, v->id);
+	val = memo_of(e, vkey(e, v));
 	if (val == MEMO_AGAIN)
 		return fail(e, diag_unsupported(e->d, v->off, "cyclic %s "
 						"that no pickler writes",
@@ -695,6 +702,14 @@ int pkl_emit_init(struct pkl_emit **out, uint32_t nvalues,
 	out_op(e, OP_PROTO, 2, 1);
 	*out = e;
 	return 0;
+}
+
+uint64_t pkl_emit_doc(struct pkl_emit *e, uint64_t base)
+{
+	uint64_t was = e->base;
+
+	e->base = base;
+	return was;
 }
 
 struct diag *pkl_emit_diag(struct pkl_emit *e)

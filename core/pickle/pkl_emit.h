@@ -60,7 +60,7 @@ struct pkl_emit_hooks {
  * Start a pickle: writes PROTO 2.  @nvalues bounds the value ids written
  * (doc->nnodes); values with larger ids still work, through a hash table.
  * Values are memoized by id, so every value written must come from one
- * document (or be written by a hook).  @h is copied, NULL for none; @d is
+ * document (or be written by a hook), or pkl_emit_doc() tell them apart.  @h is copied, NULL for none; @d is
  * borrowed until pkl_emit_free().  Returns 0 or -ENOMEM; free with
  * pkl_emit_free().
  */
@@ -101,6 +101,15 @@ int pkl_emit_global(struct pkl_emit *e, const char *module, const char *name);
  */
 bool pkl_emit_memo_get(struct pkl_emit *e, uint64_t key);
 int pkl_emit_memo_put(struct pkl_emit *e, uint64_t key);
+
+/*
+ * Values of several documents in one pickle (a sharded folder's shards):
+ * each document numbers its values from 0, so from now on value ids are
+ * memoized as @base + id, @base a multiple of 1 << 32 beyond the caller's
+ * own keys, one per document (0: the first document's ids as they are).
+ * Returns the base before.
+ */
+uint64_t pkl_emit_doc(struct pkl_emit *e, uint64_t base);
 
 /* The diag given to pkl_emit_init(), for hooks to report through. */
 struct diag *pkl_emit_diag(struct pkl_emit *e);

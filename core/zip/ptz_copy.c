@@ -171,7 +171,9 @@ static int copy_slow(struct ptz_writer *w, const struct ptz_source *src,
 	while (*done < src->len) {
 		uint64_t left = src->len - *done;
 		size_t n = left > PTZ_WBUF ? PTZ_WBUF : (size_t)left;
-		int rc = read_src(src->fd, buf, n, src->off + *done, d);
+		int rc = src->read ? src->read(src->read_arg, buf, n,
+					       src->off + *done, d) :
+			 read_src(src->fd, buf, n, src->off + *done, d);
 
 		if (!rc)
 			rc = ptz_out_write(w, buf, n, at + *done, d);
@@ -190,7 +192,7 @@ int ptz_copy_data(struct ptz_writer *w, const struct ptz_source *src,
 	uint64_t done = 0;
 	int rc;
 
-	if (src->has_crc && !w->no_copy_range) {
+	if (src->has_crc && !src->read && !w->no_copy_range) {
 		rc = copy_range(w, src, w->cursor, &done, d);
 		if (rc <= 0)
 			return rc;

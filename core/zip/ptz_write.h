@@ -27,7 +27,10 @@ struct diag;
 /*
  * Where a record's bytes come from: @buf when it is not NULL (borrowed for
  * the duration of ptz_writer_add()), otherwise @len bytes at @off of @fd
- * (borrowed, read with pread/copy_file_range, never closed).  With
+ * (borrowed, read with pread/copy_file_range, never closed), or, with
+ * @read, bytes [@off, @off + @len) as @read gives them, 1 MiB at a time
+ * (a tensor gathered from pieces of several files: 0 or -errno with the
+ * diag set; the CRC-32 is then always computed).  With
  * @has_crc, @crc32 is written as is and the data is not read through us
  * (an unchanged record keeps its CRC from the original central directory);
  * otherwise the CRC-32 is computed while copying.
@@ -54,6 +57,9 @@ struct ptz_source {
 	uint64_t base_off;
 	const uint64_t *dirty;
 	unsigned dirty_shift;
+	int (*read)(void *arg, void *buf, size_t n, uint64_t off,
+		    struct diag *d);
+	void *read_arg;
 };
 
 /* What the writer did with its bytes (for tests and benchmarks). */

@@ -22,6 +22,10 @@ For each folder:
 5. the Python route (bin/ only, torch 1.13): torch.load of every shard
    into one dict (cold), then torch.save of every shard again (what an
    edit costs there).
+6. into one file: `ptrepack FOLDER one.pt` (cold) against the Python
+   route (bin/ only: torch.load of every shard, then torch.save of the
+   union), each with its wall time and peak RSS, and the two files
+   compared by ptdiff.
 Every mount is unmounted on exit.
 """
 import json
@@ -190,6 +194,27 @@ def bench(name, folder):
         print("Python: torch.load of every shard %6.2f s (%s keys), "
               "torch.save of every shard %6.2f s" % (float(out[0]), out[2],
                                                      float(out[1])))
+    one = os.path.join(WORK, "one.pt")
+    drop_caches()
+    t, rss = timed([os.path.join(BUILD, "ptrepack"), folder, one])
+    print("into one .pt: ptrepack (cold) %6.2f s   %6.1f MB peak" % (
+        t, rss / 1e3))
+    if name == "bin":
+        ref = os.path.join(WORK, "one-torch.pt")
+        code = ("import torch,os,sys\nd=sys.argv[1]\nsd={}\n"
+                "for s in sorted(x for x in os.listdir(d) "
+                "if x.endswith('.bin')):\n"
+                " sd.update(torch.load(os.path.join(d,s)))\n"
+                "torch.save(sd,sys.argv[2])")
+        drop_caches()
+        t, rss = timed(["/usr/bin/python3", "-c", code, folder, ref])
+        same = subprocess.run([os.path.join(BUILD, "ptdiff"), "-q", one,
+                               ref]).returncode == 0
+        print("into one .pt: torch.load + torch.save %6.2f s   %6.1f MB "
+              "peak; ptdiff: %s" % (t, rss / 1e3,
+                                    "equal" if same else "DIFFERENT"))
+        os.unlink(ref)
+    os.unlink(one)
 
 
 def main():

@@ -24,6 +24,11 @@
 #               user.dcp.chunks and .npy view, and every value's text, as
 #               DCP loads them; writes fail with EROFS; no file of the
 #               directory changes
+#   one file    ptrepack DIR ONE.pt: torch.load of it gives every tensor
+#               and value as DCP does (under 2.x: the same object as
+#               dcp_to_torch_save's, container types and key order
+#               included); grid/ also into a .safetensors, which ptdiff
+#               finds equal to the directory
 #
 # and broken copies: a .metadata whose pickle would run os.system (never
 # run: its marker file must not appear; ptverify exit 1 names the global),
@@ -43,8 +48,9 @@ PTFS=$2 ptls=$3 shared=$4
 sample=$here/../data/sample.pt
 fs_progs PTFS ptls
 bin=$(dirname "$ptls")
-ptdump=$bin/ptdump ptverify=$bin/ptverify
-fs_progs ptdump ptverify
+ptdump=$bin/ptdump ptverify=$bin/ptverify ptrepack=$bin/ptrepack
+ptdiff=$bin/ptdiff
+fs_progs ptdump ptverify ptrepack ptdiff
 fs_need_fuse
 
 # the writer is torch 2.x, whatever VERSION checks
@@ -94,6 +100,18 @@ else
 		"$inner/out/expected.json"
 	in_=$inner
 fi
+
+# NAME FILE [DIR]: dcp_check.py pt, with the torch under test
+ptcheck() {
+	if [ "$version" = 1.13 ]; then
+		run_limited 300 "$py" "$WORK/py/dcp_check.py" pt \
+			"$out/expected.json" "$@"
+	else
+		run_limited 300 chroot "$root" python3 "$inner/py/dcp_check.py" \
+			pt "$inner/out/expected.json" "$@"
+	fi
+}
+mkdir -p "$WORK/one" || exit 1
 
 sums() {	# DIR: a checksum of every file in it, names included
 	(cd "$1" && find . -type f | sort | xargs sha256sum) | sha256sum
@@ -157,7 +175,32 @@ for n in plain objs rows grid nocoll; do
 	else
 		pass "$n: mounted" "$(grep "^ok$TAB" "$WORK/$n.rep" | cut -f2)"
 	fi
+	# ------------------------------------------------------ one file
+	one=$WORK/one/$n.pt
+	if ! o=$(run_limited 120 "$ptrepack" "$d" "$one" 2>&1); then
+		fail "$n: ptrepack into one .pt" "exit $?: $o"
+		continue
+	fi
+	# (DCP's own reader needs a .metadata: not for nocoll/)
+	dd=$in_/out/$n
+	[ $n = nocoll ] && dd=
+	if ptcheck "$n" "$in_/one/$n.pt" $dd >"$WORK/$n.one" \
+		2>"$WORK/$n.one.err"; then
+		pass "$n: ptrepack into one .pt" "$(grep "^ok$TAB" "$WORK/$n.one" | cut -f2)"
+	else
+		fail "$n: ptrepack into one .pt" "$(head -n 1 "$WORK/$n.one.err")" "$WORK/$n.one.err"
+	fi
+	[ "$(sums "$d")" = "$before" ] ||
+		fail "$n: ptrepack into one .pt" "a file of the directory changed"
 done
+st=$WORK/one/grid.safetensors
+if ! o=$(run_limited 120 "$ptrepack" "$out/grid" "$st" 2>&1); then
+	fail "grid: ptrepack into a .safetensors" "exit $?: $o"
+elif o=$(run_limited 60 "$ptdiff" "$out/grid" "$st" 2>&1); then
+	pass "grid: ptrepack into a .safetensors" "$(printf '%s\n' "$o" | tail -n 1)"
+else
+	fail "grid: ptrepack into a .safetensors" "ptdiff: $(printf '%s\n' "$o" | head -n 3)"
+fi
 
 # ------------------------------------------------------ broken directories
 d=$out/evil

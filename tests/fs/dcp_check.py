@@ -31,6 +31,12 @@ their mounts.
                 With DIR under torch 2.x also against
                 torch.distributed.checkpoint.load into empty tensors of
                 the right shapes (a second route, besides the JSON).
+  pt JSON NAME FILE [DIR]
+                FILE, what `ptrepack DIR FILE` wrote (one .pt), loaded
+                by torch.load: every tensor's dtype, shape and SHA-256 and
+                every value's text as in JSON.  With DIR under torch 2.x
+                also the whole object against dcp_to_torch_save's: the
+                same keys in the same order, the same container types.
 
 Prints "ok<TAB>summary" on success; a problem is one line on stderr and
 exit 1.  Works with any torch for check (1.13 has no DCP: the JSON made
@@ -393,10 +399,58 @@ def check(jpath, name, mnt, d=None):
           "EROFS" % (ntens, nodd, nval, again))
 
 
+def same(a, b, path):
+    """@b is @a: container types, key order, tensors, values."""
+    if type(a) is not type(b):
+        fail("%s: %s, dcp_to_torch_save gives %s" % (
+            path, type(b).__name__, type(a).__name__))
+    if isinstance(a, dict):
+        if list(a) != list(b):
+            fail("%s: keys %s, dcp_to_torch_save gives %s" % (
+                path, list(b)[:6], list(a)[:6]))
+        for k in a:
+            same(a[k], b[k], "%s/%s" % (path, k))
+    elif isinstance(a, (list, tuple, collections.deque)):
+        if len(a) != len(b):
+            fail("%s: %d items, dcp_to_torch_save gives %d" % (
+                path, len(b), len(a)))
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, "%s/%d" % (path, i))
+    elif isinstance(a, torch.Tensor):
+        if (a.dtype, a.shape, raw(a)) != (b.dtype, b.shape, raw(b)):
+            fail("%s: another tensor than dcp_to_torch_save's" % path)
+    elif a != b:
+        fail("%s: %r, dcp_to_torch_save gives %r" % (path, b, a))
+
+
+def pt(jpath, name, path, d=None):
+    exp = json.load(open(jpath))[name]
+    obj = torch.load(path, weights_only=False)
+    got = {}
+    walk(obj, [], got)
+    for k, e in exp.items():
+        e = {x: y for x, y in e.items() if x != "chunks"}
+        if got.get(k) != e:
+            fail("%s: %s in %s, the DCP directory has %s" % (
+                k, got.get(k), os.path.basename(path), e))
+    for k in got:
+        if k not in exp:
+            fail("%s: in %s, not in the DCP directory" % (
+                k, os.path.basename(path)))
+    extra = ""
+    if d is not None and int(torch.__version__.split(".")[0]) >= 2:
+        same(loaded(d), obj, name)
+        extra = ", and as dcp_to_torch_save writes it"
+    print("ok\t%d entries as in the directory%s" % (len(got), extra))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "gen":
         gen(sys.argv[2])
     elif sys.argv[1] == "check":
         check(*sys.argv[2:])
+    elif sys.argv[1] == "pt":
+        pt(*sys.argv[2:])
     else:
-        fail("usage: dcp_check.py gen OUT | check JSON NAME MNT [DIR]")
+        fail("usage: dcp_check.py gen OUT | check JSON NAME MNT [DIR] | "
+             "pt JSON NAME FILE [DIR]")

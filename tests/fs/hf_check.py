@@ -36,6 +36,12 @@ the checks of what the tools and a ptfs mount show of them (torch 1.13 or
                  storages, .ptfs/files/) and ptls --json (LSJSON: shard,
                  dtype, shape); then every kind of write through MNT must
                  fail with EROFS
+  one DIR NAME FILE
+                 FILE, what `ptrepack DIR/NAME FILE` wrote (one .pt),
+                 against the same union: torch.load of it holds every key,
+                 each tensor with its dtype, shape, stride, storage offset
+                 and bytes, and the tensors that share a storage in the
+                 folder share one in FILE (tied weights, views)
   sums DIR       sha256 of every file under DIR, one "sum PATH HASH" a line
 
 Prints "ok<TAB>summary" and exits 0, or the problems and exits 1.
@@ -432,12 +438,55 @@ def sums(d):
     return 0
 
 
+def storage_groups(tensors):
+    """Keys grouped by the storage they share (groups of two or more)."""
+    by = {}
+    for k, t in tensors.items():
+        dev, ptr, nbytes = storage_of(t)
+        if nbytes:      # an empty one's address means nothing
+            by.setdefault(ptr, []).append(k)
+    return sorted(sorted(v) for v in by.values() if len(v) > 1)
+
+
+def one(d, name, path):
+    want, _ = union(os.path.join(d, name))
+    got = torch.load(path, map_location="cpu")
+    bad = []
+    if sorted(got) != sorted(want):
+        bad.append("keys differ: %s" % sorted(set(got) ^ set(want))[:5])
+    for k, (t, _) in want.items():
+        g = got.get(k)
+        if g is None:
+            continue
+        if (g.dtype, tuple(g.shape), g.stride()) != \
+                (t.dtype, tuple(t.shape), t.stride()):
+            bad.append("%s: %s %s %s, torch: %s %s %s" % (
+                k, g.dtype, tuple(g.shape), g.stride(), t.dtype,
+                tuple(t.shape), t.stride()))
+        elif raw(g) != raw(t):
+            bad.append("%s: other bytes" % k)
+    # a safetensors shard holds no views: there, every tensor is its own
+    tied = storage_groups({k: t for k, (t, _) in want.items()})
+    if storage_groups(got) != tied:
+        bad.append("shared storages %s, the folder's %s" % (
+            storage_groups(got), tied))
+    for b in bad:
+        print("%s: %s" % (name, b), file=sys.stderr)
+    if bad:
+        return 1
+    print("ok\t%d tensors, %d shared storage groups, as torch loads the "
+          "folder" % (len(got), len(tied)))
+    return 0
+
+
 def main(argv):
     if len(argv) == 3 and argv[1] == "gen":
         gen(argv[2])
         return 0
     if len(argv) == 6 and argv[1] == "check":
         return check(*argv[2:])
+    if len(argv) == 5 and argv[1] == "one":
+        return one(*argv[2:])
     if len(argv) == 3 and argv[1] == "sums":
         return sums(argv[2])
     print(__doc__, file=sys.stderr)

@@ -20,12 +20,15 @@
 #               folder; every kind of write fails with EROFS; no file of
 #               the folder changed (sha256 before and after)
 #
+#   one file    ptrepack writes it into one .pt: torch.load of that holds
+#               the union, tied weights and views still sharing storage
+#
 # A shard rewritten under the mount makes reads of its tensors fail with
 # ESTALE while the other shards still read.  The broken ones: a key in
 # two shards and index/shard mismatches mount
 # (with a note line) and ptverify exits 1 naming file and key; a wrong
 # total_size the same; a shard listed but absent makes ptverify exit 1
-# and ptfs refuse to mount; an index that is not JSON, shards named
+# and ptfs and ptrepack refuse it (no output file); an index that is not JSON, shards named
 # "../outside.bin" and "/etc/passwd", shards of two byte orders, two
 # indexes and a folder without
 # an index are refused with one line by ptfs and ptls.
@@ -42,7 +45,8 @@ sample=$here/../data/sample.pt
 fs_progs PTFS ptls
 bin=$(dirname "$ptls")
 ptdump=$bin/ptdump ptdiff=$bin/ptdiff ptverify=$bin/ptverify
-fs_progs ptdump ptdiff ptverify
+ptrepack=$bin/ptrepack
+fs_progs ptdump ptdiff ptverify ptrepack
 fs_need_fuse
 
 fs_torch "$shared" ptfs-hfshards
@@ -140,6 +144,15 @@ for n in bin mixed st; do
 		pass "$n: ptls, ptdump, ptverify, ptdiff" "JSON parses, verified, $(tail -n 1 "$WORK/diff.txt")"
 	fi
 	mounted "$n" "$arg" "ptfs: $arg: $ro" "$@"
+	# one file: shard by shard into a new .pt (no shard is written)
+	rm -f "$H/$n.one.pt"
+	if ! out=$(run_limited 60 "$ptrepack" "$arg" "$H/$n.one.pt" 2>&1); then
+		fail "$n: ptrepack into one .pt" "exit $?: $out"
+	elif fs_pyrun "$n.one" one "$inner/hf" "$n" "$inner/hf/$n.one.pt"; then
+		pass "$n: ptrepack into one .pt" "$(grep "^ok$TAB" "$WORK/$n.one" | cut -f2)"
+	else
+		fail "$n: ptrepack into one .pt" "$(head -n 1 "$WORK/$n.one.err")" "$WORK/$n.one.err"
+	fi
 done
 
 # ------------------------------------------------------ a shard rewritten
@@ -191,6 +204,17 @@ verified absent 1 \
 	"^ptverify: $H/absent/$I: offset 0x[0-9a-f]*: shard 'pytorch_model-00002-of-00004.bin' the index names is absent$"
 expect_refusal "absent: not mounted" "$H/absent" \
 	"ptfs: $H/absent: shard 'pytorch_model-00002-of-00004.bin' the index names is absent: not mounted"
+mkdir -p "$WORK/one"
+out=$(run_limited 60 "$ptrepack" "$H/absent" "$WORK/one/absent.pt" 2>&1)
+case $?:$out in
+"2:ptrepack: $H/absent: 1 shard of the index is absent: their tensors would be missing")
+	if [ -n "$(ls -A "$WORK/one")" ]; then
+		fail "absent: ptrepack refuses" "but wrote $(ls -A "$WORK/one")"
+	else
+		pass "absent: ptrepack refuses" "$out"
+	fi ;;
+*)	fail "absent: ptrepack refuses" "said: $out" ;;
+esac
 verified total 1 \
 	"^ptverify: $H/total/$I: offset 0x[0-9a-f]*: metadata.total_size is [0-9]*, but the shards hold [0-9]* bytes"
 for n in twice mismatch; do
