@@ -215,6 +215,21 @@ case $?:$out in
 	fi ;;
 *)	fail "absent: ptrepack refuses" "said: $out" ;;
 esac
+# what ptrepack cannot do to a folder: one line, nothing written
+for a in "--clone|--clone cuts the storages of one file, not of Hugging Face sharded folders|x.pt" \
+	"--dtype=bfloat16|--dtype: not for Hugging Face sharded folders; ptrepack it into one file, then convert that|x.pt" \
+	"-q|Hugging Face sharded folders are written into one new file only, a .pt or a .safetensors (ptrepack --format)|x.out"; do
+	opt=${a%%|*} rest=${a#*|}
+	msg=${rest%|*} o=${rest##*|}
+	out=$(run_limited 60 "$ptrepack" "$opt" "$H/bin" "$WORK/one/$o" 2>&1)
+	r=$?
+	if [ "$r:$out" = "2:ptrepack: $H/bin: $msg" ] &&
+	    [ -z "$(ls -A "$WORK/one")" ]; then
+		pass "bin: ptrepack $opt refused" "$out"
+	else
+		fail "bin: ptrepack $opt refused" "exit $r: $out; $(ls -A "$WORK/one")"
+	fi
+done
 verified total 1 \
 	"^ptverify: $H/total/$I: offset 0x[0-9a-f]*: metadata.total_size is [0-9]*, but the shards hold [0-9]* bytes"
 for n in twice mismatch; do
