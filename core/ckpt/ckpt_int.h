@@ -170,9 +170,9 @@ static inline struct ckpt *ckpt_storage_owner(struct ckpt *c,
 struct ckpt_vdoc {
 	uint32_t node0;
 	const char *key_prefix;	/* arena */
-	uint8_t format;		/* its file's: CKPT_LEGACY's persistent ids
-				   may name views, so its tensors are
-				   written anew from the model */
+	uint8_t format;		/* its file's: CKPT_LEGACY's persistent
+				   ids may name views, so its tensors
+				   are written anew from the model */
 };
 
 /* Record a pickle of a file of @format whose values build nodes from

@@ -110,7 +110,7 @@ static struct ckpt_storage *pid_storage(struct wb *w,
 	/* a shard's or a DCP value's key, as the model renamed it */
 	full = malloc(strlen(pre) + strlen(key) + 1);
 	if (!full)
-		return NULL;	/* named as a persistent id it cannot write */
+		return NULL;	/* then "cannot rewrite this persistent id" */
 	strcpy(stpcpy(full, pre), key);
 	s = ckpt_storage_find(w->c->b, full);
 	free(full);

@@ -554,7 +554,8 @@ static int compound(struct pkl_emit *e, const struct pkl_value *v)
 {
 	uint32_t was = memo_of(e, vkey(e, v)), copy;
 
-	if (memo_set(e, vkey(e, v), was == MEMO_BUSY ? MEMO_AGAIN : MEMO_BUSY) < 0)
+	if (memo_set(e, vkey(e, v),
+		     was == MEMO_BUSY ? MEMO_AGAIN : MEMO_BUSY) < 0)
 		return e->err;
 	switch (v->kind) {
 	case PKL_TUPLE: tuple_items(e, v); break;

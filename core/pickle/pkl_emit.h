@@ -60,9 +60,9 @@ struct pkl_emit_hooks {
  * Start a pickle: writes PROTO 2.  @nvalues bounds the value ids written
  * (doc->nnodes); values with larger ids still work, through a hash table.
  * Values are memoized by id, so every value written must come from one
- * document (or be written by a hook), or pkl_emit_doc() tell them apart.  @h is copied, NULL for none; @d is
- * borrowed until pkl_emit_free().  Returns 0 or -ENOMEM; free with
- * pkl_emit_free().
+ * document (or be written by a hook), or pkl_emit_doc() tell them
+ * apart.  @h is copied, NULL for none; @d is borrowed until
+ * pkl_emit_free().  Returns 0 or -ENOMEM; free with pkl_emit_free().
  */
 int pkl_emit_init(struct pkl_emit **out, uint32_t nvalues,
 		  const struct pkl_emit_hooks *h, struct diag *d);
