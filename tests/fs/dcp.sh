@@ -92,25 +92,11 @@ if [ "$gwork" != "$WORK" ]; then
 	cp -a "$gwork/out" "$WORK/out" || exit 1
 fi
 out=$WORK/out
-if [ "$version" = 1.13 ]; then
-	set -- "$py" "$WORK/py/dcp_check.py" check "$out/expected.json"
-	mroot=$WORK in_=$WORK
-else
-	set -- chroot "$root" python3 "$inner/py/dcp_check.py" check \
-		"$inner/out/expected.json"
-	in_=$inner
-fi
+# dcp_check.py's check and pt run under the torch being tested
+FS_PY=dcp_check.py
+in_=$WORK
+[ "$version" = 1.13 ] || in_=$inner
 
-# NAME FILE [DIR]: dcp_check.py pt, with the torch under test
-ptcheck() {
-	if [ "$version" = 1.13 ]; then
-		run_limited 300 "$py" "$WORK/py/dcp_check.py" pt \
-			"$out/expected.json" "$@"
-	else
-		run_limited 300 chroot "$root" python3 "$inner/py/dcp_check.py" \
-			pt "$inner/out/expected.json" "$@"
-	fi
-}
 mkdir -p "$WORK/one" || exit 1
 
 sums() {	# DIR: a checksum of every file in it, names included
@@ -158,8 +144,8 @@ for n in plain objs rows grid nocoll; do
 		fail "$n: mounted" "not mounted: $(head -n 1 "$WORK/$n.err")"
 		continue
 	fi
-	run_limited 300 "$@" "$n" "$in_/mnt/$n" "$in_/out/$n" \
-		>"$WORK/$n.rep" 2>"$WORK/$n.rep.err" ||
+	fs_pyrun "$n.rep" check "$in_/out/expected.json" "$n" \
+		"$in_/mnt/$n" "$in_/out/$n" ||
 		cat "$WORK/$n.rep" "$WORK/$n.rep.err" >>"$det"
 	stop_daemon "$mnt" || echo "could not unmount" >>"$det"
 	[ "${DRC:-0}" = 0 ] || echo "ptfs exited with status $DRC" >>"$det"
@@ -184,8 +170,8 @@ for n in plain objs rows grid nocoll; do
 	# (DCP's own reader needs a .metadata: not for nocoll/)
 	dd=$in_/out/$n
 	[ $n = nocoll ] && dd=
-	if ptcheck "$n" "$in_/one/$n.pt" $dd >"$WORK/$n.one" \
-		2>"$WORK/$n.one.err"; then
+	if fs_pyrun "$n.one" pt "$in_/out/expected.json" "$n" \
+		"$in_/one/$n.pt" $dd; then
 		pass "$n: ptrepack into one .pt" "$(grep "^ok$TAB" "$WORK/$n.one" | cut -f2)"
 	else
 		fail "$n: ptrepack into one .pt" "$(head -n 1 "$WORK/$n.one.err")" "$WORK/$n.one.err"
