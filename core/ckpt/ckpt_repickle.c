@@ -929,16 +929,10 @@ int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d)
 	uint32_t nv = c->doc ? c->doc->nnodes : 0;	/* none: safetensors */
 	int rc;
 
-	if ((c->hf || c->dcp) && pct)
+	if (ckpt_format_many(c->format) && pct)
 		return diag_unsupported(d, DIAG_NO_OFFSET, "--clone cuts the "
 					"storages of one file, not of %s",
 					ckpt_format_files(c->format));
-	if (c->hf && c->hf->nabsent)
-		return diag_unsupported(d, DIAG_NO_OFFSET, "%u shard%s of the "
-					"index %s absent: their tensors would "
-					"be missing", c->hf->nabsent,
-					c->hf->nabsent == 1 ? "" : "s",
-					c->hf->nabsent == 1 ? "is" : "are");
 	if (!c->doc)
 		pct = 0;	/* every storage is one whole tensor's */
 	memset(r, 0, sizeof(*r));

@@ -95,9 +95,8 @@ static int storage_source(struct out *w, struct ckpt_storage *s,
 	struct ckpt *c = w->c;
 	bool cut = w->r && w->r->trim && w->r->trim[s->index];
 	uint64_t from = cut ? w->r->cut[s->index] : 0, off = 0;
-	int rc;
-
 	struct ckpt *owner = ckpt_storage_owner(c, s);	/* a shard? */
+	int rc;
 
 	memset(src, 0, sizeof(*src));
 	src->len = cut ? w->r->keep[s->index] : s->nbytes;
@@ -528,18 +527,28 @@ int ckpt_write_into(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 
 	if (!o)
 		o = &none;
+	/* whatever the output: a file that loads but lacks tensors */
+	if (c->hf && c->hf->nabsent)
+		return diag_unsupported(d, DIAG_NO_OFFSET, "%u shard%s of the "
+					"index %s absent: their tensors would "
+					"be missing", c->hf->nabsent,
+					c->hf->nabsent == 1 ? "" : "s",
+					c->hf->nabsent == 1 ? "is" : "are");
 	if (o->to == CKPT_OUT_ST ||
 	    (o->to == CKPT_OUT_SAME && c->format == CKPT_SAFETENSORS))
 		return ckpt_st_write(c, fd, o, clone, d);
-	if (ckpt_format_many(c->format) && o->to != CKPT_OUT_ZIP)
-		return diag_unsupported(d, DIAG_NO_OFFSET, "%s are written "
-					"into one new file only, a .pt or a "
-					".safetensors (ptrepack --format)",
-					ckpt_format_files(c->format));
-	if (!ckpt_format_writable(c->format) && !ckpt_format_many(c->format))
+	if (ckpt_format_many(c->format)) {
+		if (o->to != CKPT_OUT_ZIP)
+			return diag_unsupported(d, DIAG_NO_OFFSET, "%s are "
+						"written into one new file "
+						"only, a .pt or a .safetensors "
+						"(ptrepack --format)",
+						ckpt_format_files(c->format));
+	} else if (!ckpt_format_writable(c->format)) {
 		return diag_unsupported(d, DIAG_NO_OFFSET, "%s are read-only: "
 					"nothing writes them back",
 					ckpt_format_files(c->format));
+	}
 	w.o = o;
 	orig = alignment(c);
 	align = o->align ? o->align : orig;

@@ -28,8 +28,10 @@
 # two shards and index/shard mismatches mount
 # (with a note line) and ptverify exits 1 naming file and key; a wrong
 # total_size the same; a shard listed but absent makes ptverify exit 1
-# and ptfs and ptrepack refuse it (no output file); an index that is not JSON, shards named
-# "../outside.bin" and "/etc/passwd", shards of two byte orders, two
+# and ptfs and ptrepack (into .pt or .safetensors) refuse it, as ptrepack
+# does --clone, --dtype and an output of no known format, writing no
+# file; an index that is not JSON, shards named "../outside.bin" and
+# "/etc/passwd", shards of two byte orders, two
 # indexes and a folder without
 # an index are refused with one line by ptfs and ptls.
 #
@@ -204,30 +206,25 @@ verified absent 1 \
 	"^ptverify: $H/absent/$I: offset 0x[0-9a-f]*: shard 'pytorch_model-00002-of-00004.bin' the index names is absent$"
 expect_refusal "absent: not mounted" "$H/absent" \
 	"ptfs: $H/absent: shard 'pytorch_model-00002-of-00004.bin' the index names is absent: not mounted"
+# what ptrepack refuses to write from a folder: one line, no file
+# (FOLDER|OPTION|MESSAGE|OUT)
+absent="1 shard of the index is absent: their tensors would be missing"
 mkdir -p "$WORK/one"
-out=$(run_limited 60 "$ptrepack" "$H/absent" "$WORK/one/absent.pt" 2>&1)
-case $?:$out in
-"2:ptrepack: $H/absent: 1 shard of the index is absent: their tensors would be missing")
-	if [ -n "$(ls -A "$WORK/one")" ]; then
-		fail "absent: ptrepack refuses" "but wrote $(ls -A "$WORK/one")"
-	else
-		pass "absent: ptrepack refuses" "$out"
-	fi ;;
-*)	fail "absent: ptrepack refuses" "said: $out" ;;
-esac
-# what ptrepack cannot do to a folder: one line, nothing written
-for a in "--clone|--clone cuts the storages of one file, not of Hugging Face sharded folders|x.pt" \
-	"--dtype=bfloat16|--dtype: not for Hugging Face sharded folders; ptrepack it into one file, then convert that|x.pt" \
-	"-q|Hugging Face sharded folders are written into one new file only, a .pt or a .safetensors (ptrepack --format)|x.out"; do
-	opt=${a%%|*} rest=${a#*|}
+for a in "absent||$absent|x.pt" "absent||$absent|x.safetensors" \
+	"bin|--clone|--clone cuts the storages of one file, not of Hugging Face sharded folders|x.pt" \
+	"bin|--dtype=bfloat16|--dtype: not for Hugging Face sharded folders; ptrepack it into one file, then convert that|x.pt" \
+	"bin||Hugging Face sharded folders are written into one new file only, a .pt or a .safetensors (ptrepack --format)|x.out"; do
+	f=${a%%|*} rest=${a#*|}
+	opt=${rest%%|*} rest=${rest#*|}
 	msg=${rest%|*} o=${rest##*|}
-	out=$(run_limited 60 "$ptrepack" "$opt" "$H/bin" "$WORK/one/$o" 2>&1)
+	out=$(run_limited 60 "$ptrepack" ${opt:+"$opt"} "$H/$f" \
+		"$WORK/one/$o" 2>&1)
 	r=$?
-	if [ "$r:$out" = "2:ptrepack: $H/bin: $msg" ] &&
+	if [ "$r:$out" = "2:ptrepack: $H/$f: $msg" ] &&
 	    [ -z "$(ls -A "$WORK/one")" ]; then
-		pass "bin: ptrepack $opt refused" "$out"
+		pass "$f: ptrepack $opt $o refused" "$out"
 	else
-		fail "bin: ptrepack $opt refused" "exit $r: $out; $(ls -A "$WORK/one")"
+		fail "$f: ptrepack $opt $o refused" "exit $r: $out; $(ls -A "$WORK/one")"
 	fi
 done
 verified total 1 \
