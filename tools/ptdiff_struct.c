@@ -13,21 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What a container holds besides its items: an OrderedDict's
-   _metadata, an object's other attributes (NULL: nothing). */
-static const struct pkl_value *hidden_state(const struct ckpt_node *n)
-{
-	const struct pkl_value *v = n->val;
-
-	return v && v->kind == PKL_CALL && v->u.call.x ? v->u.call.x->state :
-	       NULL;
-}
-
 /* Do @a's and @b's hidden states differ (by their repr)? */
 bool pd_states_differ(const struct ckpt_node *a,
 			  const struct ckpt_node *b)
 {
-	const struct pkl_value *sa = hidden_state(a), *sb = hidden_state(b);
+	const struct pkl_value *sa = ckpt_node_state(a);
+	const struct pkl_value *sb = ckpt_node_state(b);
 	char *ra, *rb;
 	size_t la = 0, lb = 0;
 	bool differ;
@@ -99,7 +90,7 @@ const char *pd_describe_state(const struct ckpt_node *n)
 {
 	static char buf[2][96];
 	static int k;
-	const struct pkl_value *s = hidden_state(n);
+	const struct pkl_value *s = ckpt_node_state(n);
 	char *out = buf[k++ & 1];
 	size_t o = 0;
 

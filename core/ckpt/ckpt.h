@@ -513,6 +513,10 @@ bool ckpt_dir_parts_fixed(const struct ckpt_node *dir);
 /* Is @type (a directory node's) a dict type: items, not attributes? */
 bool ckpt_dict_type(const char *type);
 
+/* What container @n holds besides its items (an OrderedDict's _metadata,
+ * an object's other attributes), or NULL for nothing. */
+const struct pkl_value *ckpt_node_state(const struct ckpt_node *n);
+
 /* Is @n's key no longer the one the pickle gave it (moved, renamed, new)? */
 bool ckpt_node_rekeyed(const struct ckpt_node *n);
 

@@ -122,6 +122,14 @@ int ckpt_dir_step(const struct ckpt_node *dir)
 	return CKPT_S_KEY;
 }
 
+const struct pkl_value *ckpt_node_state(const struct ckpt_node *n)
+{
+	const struct pkl_value *v = n->val;
+
+	return v && v->kind == PKL_CALL && v->u.call.x ? v->u.call.x->state :
+	       NULL;
+}
+
 bool ckpt_node_rekeyed(const struct ckpt_node *n)
 {
 	return n->fresh || !n->home || n->parent != n->home ||

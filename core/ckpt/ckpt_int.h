@@ -331,14 +331,44 @@ int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d);
 void ckpt_repickle_release(struct ckpt_repickle *r);
 
 /*
+ * ckpt_repickle.c: @t as torch.save writes a tensor,
+ * _rebuild_tensor_v2(('storage', XStorage, '@key', 'cpu', numel), offset,
+ * size, stride, requires_grad, OrderedDict()) (v3 with the dtype where
+ * torch has no storage class; wrapped in _rebuild_parameter for a
+ * Parameter), the key's str memoized under @key_memo (>= 1 << 32).
+ */
+struct pkl_emit;
+int ckpt_emit_tensor(struct pkl_emit *e, const struct ckpt_tensor *t,
+		     uint32_t key, uint64_t key_memo);
+
+/*
  * ckpt_retype.c: while data.pkl is written anew, the rebuild call @v of a
  * tensor whose storage was re-typed (ckpt_storage.retyped) when the call
  * itself must change (_rebuild_tensor_v2 <-> _v3, or v3's dtype): writes
  * it and returns 1; 0 when @v is no such call; -errno with @d set.
  */
-struct pkl_emit;
 int ckpt_retype_call(struct ckpt *c, struct pkl_emit *e,
 		     const struct pkl_value *v, struct diag *d);
+
+/*
+ * ckpt_write.c: a ptz_source's read() of tensor @t's row-major bytes
+ * (ckpt_tensor_read(): views, DCP chunks and shards gathered), for
+ * struct ckpt_tread as read_arg; a tensor that ends early is corrupt.
+ */
+struct ckpt_tread {
+	struct ckpt *c;
+	const struct ckpt_tensor *t;
+};
+int ckpt_tread(void *arg, void *buf, size_t n, uint64_t off, struct diag *d);
+
+/*
+ * ckpt_stflat.c: append @k's key to @path as DCP and safetensors name
+ * it: a str key as it is, an int key in decimal, a sequence item by
+ * @index; any other key is refused ("cannot be part of a @what name").
+ */
+struct sbuf;
+int ckpt_key_text(const struct ckpt_node *k, uint32_t index,
+		  struct sbuf *path, const char *what, struct diag *d);
 
 /* Append to a growable pointer array; -ENOMEM on failure. */
 int ckpt_push(void ***arr, uint32_t *n, uint32_t *cap, void *p);

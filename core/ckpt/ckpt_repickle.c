@@ -78,17 +78,21 @@ static uint32_t out_key(struct wb *w, struct ckpt_storage *s)
  * and fetches with BINGET after.  Without the memo our data.pkl came out
  * 2 bytes a storage shorter than torch's, and moved every record after it.
  */
-static int emit_key_str(struct wb *w, struct ckpt_storage *s)
+static int emit_storage_key(struct pkl_emit *e, uint32_t key, uint64_t memo)
 {
-	uint64_t memo = KEY_MEMO + s->index;
 	char buf[16];
 	int rc;
 
-	if (pkl_emit_memo_get(w->e, memo))
+	if (pkl_emit_memo_get(e, memo))
 		return 0;
-	snprintf(buf, sizeof(buf), "%u", out_key(w, s));
-	rc = pkl_emit_str(w->e, buf, strlen(buf));
-	return rc ? rc : pkl_emit_memo_put(w->e, memo);
+	snprintf(buf, sizeof(buf), "%u", key);
+	rc = pkl_emit_str(e, buf, strlen(buf));
+	return rc ? rc : pkl_emit_memo_put(e, memo);
+}
+
+static int emit_key_str(struct wb *w, struct ckpt_storage *s)
+{
+	return emit_storage_key(w->e, out_key(w, s), KEY_MEMO + s->index);
 }
 
 /* The storage a persistent id's tuple names (str key, or a legacy int). */
@@ -262,39 +266,34 @@ static int hook_value(struct pkl_emit *e, const struct pkl_value *v,
 	return rc ? rc : 1;
 }
 
-static int emit_int_tuple(struct wb *w, const int64_t *v, int n)
+static int emit_int_tuple(struct pkl_emit *e, const int64_t *v, int n)
 {
-	int rc = pkl_emit_mark(w->e);
+	int rc = pkl_emit_mark(e);
 
 	for (int i = 0; i < n && !rc; i++)
-		rc = pkl_emit_int(w->e, v[i]);
-	return rc ? rc : pkl_emit_op(w->e, PKL_OP_TUPLE);
+		rc = pkl_emit_int(e, v[i]);
+	return rc ? rc : pkl_emit_op(e, PKL_OP_TUPLE);
 }
 
-static int emit_bool(struct wb *w, bool b)
+static int emit_bool(struct pkl_emit *e, bool b)
 {
-	return pkl_emit_op(w->e, b ? PKL_OP_NEWTRUE : PKL_OP_NEWFALSE);
+	return pkl_emit_op(e, b ? PKL_OP_NEWTRUE : PKL_OP_NEWFALSE);
 }
 
 /* collections.OrderedDict(): the backward hooks argument */
-static int emit_hooks(struct wb *w)
+static int emit_hooks(struct pkl_emit *e)
 {
-	int rc = pkl_emit_global(w->e, "collections", "OrderedDict");
+	int rc = pkl_emit_global(e, "collections", "OrderedDict");
 
 	if (!rc)
-		rc = pkl_emit_op(w->e, PKL_OP_EMPTY_TUPLE);
-	return rc ? rc : pkl_emit_op(w->e, PKL_OP_REDUCE);
+		rc = pkl_emit_op(e, PKL_OP_EMPTY_TUPLE);
+	return rc ? rc : pkl_emit_op(e, PKL_OP_REDUCE);
 }
 
-/*
- * A tensor made from a new file, as torch.save writes one:
- * _rebuild_tensor_v2((pid), 0, size, stride, requires_grad, OrderedDict())
- * (v3 with the dtype for dtypes without a storage class), wrapped in
- * _rebuild_parameter(tensor, requires_grad, OrderedDict()) for Parameters.
- */
-static int emit_fresh_tensor(struct wb *w, const struct ckpt_tensor *t)
+/* A tensor made from a new file, or a DCP item's (ckpt_int.h says how). */
+int ckpt_emit_tensor(struct pkl_emit *e, const struct ckpt_tensor *t,
+		     uint32_t key, uint64_t key_memo)
 {
-	struct pkl_emit *e = w->e;
 	const struct ckpt_dtype *dt = t->dtype;
 	bool v3 = !dt->storage;
 	int rc = 0;
@@ -317,7 +316,7 @@ static int emit_fresh_tensor(struct wb *w, const struct ckpt_tensor *t)
 		rc = v3 ? pkl_emit_global(e, "torch.storage", "UntypedStorage")
 			: pkl_emit_global(e, "torch", dt->storage);
 	if (!rc)
-		rc = emit_key_str(w, t->storage);
+		rc = emit_storage_key(e, key, key_memo);
 	if (!rc)
 		rc = pkl_emit_str(e, "cpu", 3);
 	if (!rc)
@@ -331,13 +330,13 @@ static int emit_fresh_tensor(struct wb *w, const struct ckpt_tensor *t)
 	if (!rc)
 		rc = pkl_emit_int(e, (int64_t)t->offset);
 	if (!rc)
-		rc = emit_int_tuple(w, t->shape, t->ndim);
+		rc = emit_int_tuple(e, t->shape, t->ndim);
 	if (!rc)
-		rc = emit_int_tuple(w, t->stride, t->ndim);
+		rc = emit_int_tuple(e, t->stride, t->ndim);
 	if (!rc)
-		rc = emit_bool(w, t->requires_grad && !t->parameter);
+		rc = emit_bool(e, t->requires_grad && !t->parameter);
 	if (!rc)
-		rc = emit_hooks(w);
+		rc = emit_hooks(e);
 	if (!rc && v3)
 		rc = pkl_emit_global(e, "torch", dt->name);
 	if (!rc)
@@ -345,9 +344,9 @@ static int emit_fresh_tensor(struct wb *w, const struct ckpt_tensor *t)
 	if (!rc)
 		rc = pkl_emit_op(e, PKL_OP_REDUCE);
 	if (!rc && t->parameter) {
-		rc = emit_bool(w, t->requires_grad);
+		rc = emit_bool(e, t->requires_grad);
 		if (!rc)
-			rc = emit_hooks(w);
+			rc = emit_hooks(e);
 		if (!rc)
 			rc = pkl_emit_op(e, PKL_OP_TUPLE);
 		if (!rc)
@@ -364,7 +363,8 @@ static int emit_fresh_node(struct wb *w, const struct ckpt_node *n)
 
 	if (pkl_emit_memo_get(w->e, SYNTH_KEY + n->id))
 		return 0;
-	rc = emit_fresh_tensor(w, n->tensor);
+	rc = ckpt_emit_tensor(w->e, n->tensor, out_key(w, n->tensor->storage),
+			      KEY_MEMO + n->tensor->storage->index);
 	return rc ? rc : pkl_emit_memo_put(w->e, SYNTH_KEY + n->id);
 }
 
@@ -387,7 +387,7 @@ static int emit_edited_value(struct wb *w, const struct ckpt_node *n)
 		return rc ? rc : memo_fresh(w);	/* the bytes object */
 	}
 	if (!strcmp(lit.type, "bool"))
-		return emit_bool(w, lit.i);
+		return emit_bool(w->e, lit.i);
 	if (!strcmp(lit.type, "NoneType"))
 		return pkl_emit_op(w->e, PKL_OP_NONE);
 	if (!strcmp(lit.type, "int"))

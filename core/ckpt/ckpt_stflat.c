@@ -49,16 +49,14 @@ int ckpt_st_name_ok(const char *key, size_t len, struct diag *d)
 	return 0;
 }
 
-/* Append @k's key (its original one, or its name unescaped) to @path. */
-static int key_of(struct st_flat *f, const struct ckpt_node *k,
-		  uint32_t index, struct sbuf *path)
+int ckpt_key_text(const struct ckpt_node *k, uint32_t index,
+		  struct sbuf *path, const char *what, struct diag *d)
 {
 	const struct pkl_value *key = k->key;
+	size_t at = path->n;
 	char *buf;
 	long n;
 
-	if (path->n)
-		sb_add(path, ".", 1);
 	if (k->step == CKPT_S_INDEX) {
 		sb_printf(path, "%u", index);
 		return 0;
@@ -72,20 +70,29 @@ static int key_of(struct st_flat *f, const struct ckpt_node *k,
 			sb_printf(path, "%lld", (long long)key->u.i);
 			return 0;
 		}
-		return diag_unsupported(f->d, key->off, "%s/%s: a %s key "
-					"cannot be part of a safetensors name",
+		return diag_unsupported(d, key->off, "%.*s%s: a %s key cannot "
+					"be part of a %s name", (int)at,
 					path->p ? path->p : "", k->name,
-					pkl_kind_name(key->kind));
+					pkl_kind_name(key->kind), what);
 	}
 	buf = malloc(strlen(k->name) + 1);
 	if (!buf)
-		return diag_nomem(f->d);
+		return diag_nomem(d);
 	n = ckpt_name_unescape(k->name, buf);
 	if (n >= 0)
 		sb_add(path, buf, (size_t)n);
 	free(buf);
-	return n < 0 ? diag_errno(f->d, -EINVAL, "name '%s' is not a valid "
+	return n < 0 ? diag_errno(d, -EINVAL, "name '%s' is not a valid "
 				  "key", k->name) : 0;
+}
+
+/* Append '.' and @k's key to @path. */
+static int key_of(struct st_flat *f, const struct ckpt_node *k,
+		  uint32_t index, struct sbuf *path)
+{
+	if (path->n)
+		sb_add(path, ".", 1);
+	return ckpt_key_text(k, index, path, "safetensors", f->d);
 }
 
 /* A python value or object at @path: left out on request, else refused. */

@@ -68,21 +68,19 @@ struct out {
 	char align[24];		/* the .storage_alignment record we write */
 	const uint32_t *crc;	/* in place: record i's CRC is crc[i] where */
 	const uint8_t *has;	/* has[i] (ckpt_write_in_place()) */
-	const struct ckpt_tensor *pieced;	/* read_pieced()'s, now */
+	struct ckpt_tread pieced;	/* a DCP tensor being copied */
 };
 
-/* A DCP tensor's bytes [@off, @off + @n), gathered from its chunks. */
-static int read_pieced(void *arg, void *buf, size_t n, uint64_t off,
-		       struct diag *d)
+int ckpt_tread(void *arg, void *buf, size_t n, uint64_t off, struct diag *d)
 {
-	struct out *w = arg;
-	long long got = ckpt_tensor_read(w->c, w->pieced, buf, n, off, d);
+	struct ckpt_tread *r = arg;
+	long long got = ckpt_tensor_read(r->c, r->t, buf, n, off, d);
 
 	if (got < 0)
 		return (int)got;
 	return (size_t)got == n ? 0 : diag_corrupt(d, DIAG_NO_OFFSET,
 						   "storage %s ends early",
-						   w->pieced->storage->key);
+						   r->t->storage->key);
 }
 
 /*
@@ -106,9 +104,9 @@ static int storage_source(struct out *w, struct ckpt_storage *s,
 		rc = 0;
 	} else if (ckpt_storage_pieced(c, s)) {
 		/* a DCP tensor cut in chunks: gathered in order */
-		w->pieced = ckpt_dcp_tensor(c, s);
-		src->read = read_pieced;
-		src->read_arg = w;
+		w->pieced = (struct ckpt_tread){ c, ckpt_dcp_tensor(c, s) };
+		src->read = ckpt_tread;
+		src->read_arg = &w->pieced;
 		src->off = from;
 		rc = 0;
 	} else {

@@ -69,7 +69,7 @@ int ptz_out_write(struct ptz_writer *w, const void *p, size_t n,
 	}
 	while (n) {
 		ssize_t got = pwrite(w->fd, q, n > COPY_CHUNK ? COPY_CHUNK : n,
-				     (off_t)off);
+				     (off_t)(w->origin + off));
 
 		if (got < 0 && errno == EINTR)
 			continue;
@@ -125,7 +125,7 @@ static int copy_range(struct ptz_writer *w, const struct ptz_source *src,
 	while (*done < src->len) {
 		uint64_t left = src->len - *done, a = w->share_align;
 		loff_t in = (loff_t)(src->off + *done);
-		loff_t out = (loff_t)(at + *done);
+		loff_t out = (loff_t)(w->origin + at + *done);
 		uint64_t n = left > RANGE_CHUNK ? RANGE_CHUNK : left;
 		ssize_t got;
 
@@ -213,8 +213,8 @@ int ptz_writer_base(struct ptz_writer *w, int base_fd, bool cloned,
 
 	if (w->err)
 		return diag_errno(d, w->err, "archive writer failed earlier");
-	if (!w->buf || w->cursor || w->has_base)
-		return diag_errno(d, -EINVAL, "a base is set before the first record, once");
+	if (!w->buf || w->cursor || w->has_base || w->origin)
+		return diag_errno(d, -EINVAL, "a base is set before the first record, once, at origin 0");
 	if (fstat(base_fd, &st))
 		return w->err = diag_errno(d, -errno, "base archive: %s",
 					   strerror(errno));

@@ -81,6 +81,9 @@ struct ptz_wentry {
 
 struct ptz_writer {
 	int fd;			/* borrowed; written with pwrite from 0 */
+	uint64_t origin;	/* the archive's offset 0 is this byte of fd
+				   (a DCP item inside its .distcp file); set
+				   after ptz_writer_init(), never with a base */
 	uint32_t align;
 	uint64_t cursor;	/* offset of the next byte to write */
 	int err;		/* first failure (-errno), sticky */
