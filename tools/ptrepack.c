@@ -6,8 +6,9 @@
  * ones) the way a structural edit through the mount would; a legacy
  * (torch < 1.6) file is converted to the zip format that way; --clone cuts
  * storages down to the part their tensors use; --align changes the data
- * alignment.  OUT may be a safetensors file, and IN one (ptrepack_st.c):
- * the format is --format's, else OUT's extension's, else IN's.
+ * alignment.  OUT may be a safetensors file, and IN one (ptrepack_st.c),
+ * or a new DCP directory (--format dcp, or OUT ending in '/'): the format
+ * is --format's, else OUT's name's, else IN's.
  *
  * OUT "-" (or a path that is standard output, such as /dev/stdout) is
  * standard output: written in place when it is a regular file at offset
@@ -42,10 +43,11 @@ static void usage(FILE *f)
 	fputs("usage: ptrepack [OPTIONS] IN OUT\n"
 	      "Write PyTorch checkpoint IN to OUT in torch's own archive "
 	      "layout, or as a\nsafetensors file.\n\n"
-	      "      --format F     pt or safetensors (default: by OUT's "
-	      "extension,\n"
-	      "                     .safetensors or .pt/.pth/.bin/.ckpt; "
-	      "else IN's format)\n"
+	      "      --format F     pt, safetensors or dcp (default: by OUT's "
+	      "name,\n"
+	      "                     .safetensors, .pt/.pth/.bin/.ckpt, or "
+	      "dcp for a\n"
+	      "                     trailing '/'; else IN's format)\n"
 	      "      --drop-values  safetensors output: leave out python "
 	      "values instead\n"
 	      "                     of refusing them\n"
@@ -211,6 +213,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ckpt_write_stats st = { 0 };
+	struct ckpt_dcp_stats ds = { 0 };
 	struct ckpt_write_opts o = { .stats = &st };
 	struct cli_progress pr;
 	bool verbose = false, json = false, quiet = false;
@@ -290,7 +293,10 @@ int main(int argc, char **argv)
 	if (cvt_opt_check(&cv, o.clone_pct))
 		return CLI_ERROR;
 	out = argv[optind + 1];
-	how = cli_output(out, &target);
+	if (st_opt_dcp(&so, out) && cv.to)
+		return cli_usage("--dtype: not for a DCP output");
+	/* a DCP directory is made new, beside OUT (ckpt_dcp_save()) */
+	how = st_opt_dcp(&so, out) ? CLI_OUT_FILE : cli_output(out, &target);
 	if (how == CLI_OUT_REFUSED)
 		return CLI_ERROR;
 	if (cli_open(argv[optind], &c, &d)) {
@@ -299,6 +305,7 @@ int main(int argc, char **argv)
 		return CLI_ERROR;
 	}
 	so.verbose = verbose && !quiet;
+	so.quiet = quiet;
 	so.in = cli_name(argv[optind]);
 	if (st_opt_apply(&so, out, c, &o)) {
 		ckpt_close(c);
@@ -325,6 +332,8 @@ int main(int argc, char **argv)
 		     write_stream(c, sfd, &o, &sb, &d);
 		if (sfd >= 0 && close(sfd) && !rc)
 			rc = diag_errno(&d, -errno, "%s", strerror(errno));
+	} else if (!rc && o.to == CKPT_OUT_DCP) {
+		rc = ckpt_dcp_save(c, out, &o, &ds, &d);
 	} else if (!rc) {
 		rc = ckpt_save(c, target ? target : out, &o, &sb, NULL, NULL,
 			       &d);
@@ -341,9 +350,11 @@ int main(int argc, char **argv)
 	}
 	/* the archive owns stdout when OUT is -: the summary goes aside */
 	sf = how == CLI_OUT_STDOUT ? stderr : stdout;
-	if (!quiet)
+	if (!quiet && o.to != CKPT_OUT_DCP)
 		st_opt_report(&so, c, &o);
-	if ((verbose || json) && !quiet)
+	if ((verbose || json) && !quiet && o.to == CKPT_OUT_DCP)
+		dcp_summary(sf, cli_name(argv[optind]), out, c, &ds, json);
+	else if ((verbose || json) && !quiet)
 		(st_opt_out_st(&o, c) ? st_summary : summary)(sf,
 			cli_name(argv[optind]), how == CLI_OUT_STDOUT ?
 			"(stdout)" : out, c, &st, json);

@@ -1,8 +1,9 @@
 /*
- * ptrepack_st.c - ptrepack IN.pt OUT.safetensors and back (see
- * ptrepack_st.h and ptrepack(1)): which format OUT gets, and what is said
- * about it.  The writing is the core's (core/ckpt/ckpt_stwrite.c for
- * safetensors, ckpt_write.c for a torch zip).
+ * ptrepack_st.c - ptrepack IN.pt OUT.safetensors and back, and IN OUT/
+ * as a DCP directory (see ptrepack_st.h and ptrepack(1)): which format OUT
+ * gets, and what is said about it.  The writing is the core's
+ * (core/ckpt/ckpt_stwrite.c for safetensors, ckpt_write.c for a torch
+ * zip, ckpt_dcp_save.c for DCP).
  */
 #include "ptrepack_st.h"
 
@@ -19,9 +20,19 @@ int st_opt_parse(struct st_opt *s, const char *arg)
 		s->format = CKPT_OUT_ST;
 	else if (!strcmp(arg, "pt"))
 		s->format = CKPT_OUT_ZIP;
+	else if (!strcmp(arg, "dcp"))
+		s->format = CKPT_OUT_DCP;
 	else
-		return cli_usage("--format %s: not pt or safetensors", arg);
+		return cli_usage("--format %s: not pt, safetensors or dcp", arg);
 	return 0;
+}
+
+bool st_opt_dcp(const struct st_opt *s, const char *out)
+{
+	size_t n = strlen(out);
+
+	return s->format == CKPT_OUT_DCP ||
+	       (s->format == CKPT_OUT_SAME && n > 1 && out[n - 1] == '/');
 }
 
 static bool ends_with(const char *s, const char *tail)
@@ -40,12 +51,32 @@ static void note(void *arg, const char *key, const char *what)
 			what);
 }
 
+/* What DCP leaves out (an empty dict, a dict's attributes): always said. */
+static void dcp_note(void *arg, const char *key, const char *what)
+{
+	const struct st_opt *s = arg;
+
+	fprintf(stderr, "%s: note: %s: %s: %s\n", cli_prog(), s->in, key,
+		what);
+}
+
 int st_opt_apply(struct st_opt *s, const char *out, const struct ckpt *c,
 		 struct ckpt_write_opts *o)
 {
 	static const char *const pt[] = { ".pt", ".pth", ".bin", ".ckpt" };
 
 	o->to = (uint8_t)s->format;
+	if (st_opt_dcp(s, out)) {
+		if (o->repickle || o->drop_unused || o->clone_pct ||
+		    o->align || s->drop)
+			return cli_usage("--repickle, --drop-unused, --clone, "
+					 "--align and --drop-values are not "
+					 "for a DCP output");
+		o->to = CKPT_OUT_DCP;
+		o->note = s->quiet ? NULL : dcp_note;
+		o->note_arg = s;
+		return 0;
+	}
 	if (o->to == CKPT_OUT_SAME && ends_with(out, ".safetensors"))
 		o->to = CKPT_OUT_ST;
 	for (size_t i = 0; o->to == CKPT_OUT_SAME && i < 4; i++)
@@ -122,6 +153,28 @@ void st_opt_report(const struct st_opt *s, const struct ckpt *c,
 			"(--drop-values)%s\n", cli_prog(), st->dropped_values,
 			st->dropped_values == 1 ? "" : "s",
 			s->verbose ? "" : "; -v names them");
+}
+
+void dcp_summary(FILE *f, const char *in, const char *out,
+		 const struct ckpt *c, const struct ckpt_dcp_stats *st,
+		 bool json)
+{
+	char a[16], b[16];
+
+	if (json) {
+		fputs("{\"in\":", f);
+		json_cstr(f, in);
+		fputs(",\"out\":", f);
+		json_cstr(f, out);
+		fprintf(f, ",\"format\":\"dcp\",\"keys\":%u,\"tensors\":%u,"
+			"\"size\":%" PRIu64 "}\n", st->keys, st->tensors,
+			st->size);
+		return;
+	}
+	fprintf(f, "%s: DCP directory, %u key%s (%u tensor%s), %s (was %s)\n",
+		out, st->keys, st->keys == 1 ? "" : "s", st->tensors,
+		st->tensors == 1 ? "" : "s", cli_size(st->size, a, sizeof(a)),
+		cli_size(c->file_size, b, sizeof(b)));
 }
 
 void st_summary(FILE *f, const char *in, const char *out,

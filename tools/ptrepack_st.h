@@ -1,8 +1,8 @@
 /*
- * ptrepack_st.h - ptrepack between torch's format and safetensors: the
- * output format (--format, or OUT's extension), --drop-values, the notes
- * on stderr about what safetensors could not take as it was, and the
- * summary of a safetensors file written.  Kept apart so that ptrepack.c
+ * ptrepack_st.h - ptrepack between torch's format, safetensors and DCP:
+ * the output format (--format, or OUT's name), --drop-values, the notes
+ * on stderr about what safetensors or DCP could not take as it was, and
+ * the summary of a safetensors file or DCP directory written.  Kept apart so that ptrepack.c
  * only calls it.
  */
 #ifndef PT_TOOLS_PTREPACK_ST_H
@@ -18,16 +18,21 @@ struct st_opt {
 	int format;		/* --format: enum ckpt_out, SAME if not given */
 	bool drop;		/* --drop-values */
 	bool verbose;		/* a note per tensor (-v) */
+	bool quiet;		/* -q: not even DCP's notes */
 	const char *in;		/* the input's name, for the notes */
 };
 
-/* --format @arg ("pt" or "safetensors"); 0 or CLI_ERROR (said why). */
+/* --format @arg ("pt", "safetensors" or "dcp"); 0 or CLI_ERROR (said
+ * why). */
 int st_opt_parse(struct st_opt *s, const char *arg);
+
+/* Is OUT a DCP directory: --format dcp, or an OUT that ends in '/'? */
+bool st_opt_dcp(const struct st_opt *s, const char *out);
 
 /*
  * The format of OUT: --format, else by OUT's name (".safetensors": a
- * safetensors file; ".pt", ".pth", ".bin", ".ckpt": a torch zip), else
- * the input's own.  Puts it and the safetensors options into @o; options
+ * safetensors file; ".pt", ".pth", ".bin", ".ckpt": a torch zip; a
+ * trailing '/': a DCP directory), else the input's own.  Puts it and the safetensors options into @o; options
  * that only a torch zip has, given for a safetensors output, are a usage
  * error.  0 or CLI_ERROR (said why).
  */
@@ -45,6 +50,11 @@ bool st_opt_out_st(const struct ckpt_write_opts *o, const struct ckpt *c);
  */
 void st_opt_report(const struct st_opt *s, const struct ckpt *c,
 		   const struct ckpt_write_opts *o);
+
+/* The summary line (-v) or JSON object (-j) of a DCP output. */
+void dcp_summary(FILE *f, const char *in, const char *out,
+		 const struct ckpt *c, const struct ckpt_dcp_stats *st,
+		 bool json);
 
 /* The summary line (-v) or JSON object (-j) of a safetensors output. */
 void st_summary(FILE *f, const char *in, const char *out,

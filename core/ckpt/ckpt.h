@@ -584,6 +584,7 @@ enum ckpt_out {
 				   a safetensors file, else a torch zip */
 	CKPT_OUT_ZIP,		/* a torch zip archive */
 	CKPT_OUT_ST,		/* a safetensors file (ckpt_stwrite.c) */
+	CKPT_OUT_DCP,		/* a DCP directory (ckpt_dcp_save()) */
 };
 
 struct stat;
@@ -618,6 +619,25 @@ struct ckpt_write_opts {
 	void *check_arg;
 };
 enum { CKPT_SAVE_START, CKPT_SAVE_RENAME };
+
+/*
+ * ckpt_dcp_save.c: write @c as a new DCP directory @out (absent, or an
+ * empty directory), what torch_save_to_dcp() makes of it: one
+ * __0_0.distcp of torch.save items and a .metadata, flattened as DCP
+ * flattens a state dict.  Uses o->progress and o->note (an empty dict or
+ * a dict's attributes, which DCP cannot keep, are left out and said
+ * there); the other options are a torch zip's.  Built under a temporary
+ * name beside @out and renamed: on failure @out is as it was.  0 or
+ * -errno with @d set (one line naming the key).
+ */
+struct ckpt_dcp_stats {
+	uint32_t keys;		/* flattened keys written */
+	uint32_t tensors;	/* of which tensors */
+	uint64_t size;		/* bytes of __0_0.distcp */
+};
+int ckpt_dcp_save(struct ckpt *c, const char *out,
+		  const struct ckpt_write_opts *o, struct ckpt_dcp_stats *st,
+		  struct diag *d);
 
 /*
  * Write the checkpoint as it is now (with its edits) into @fd, from

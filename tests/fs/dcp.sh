@@ -30,6 +30,16 @@
 #               included); grid/ also into a .safetensors, which ptdiff
 #               finds equal to the directory
 #
+# and the other way: ptrepack topt/src.pt DIR/ (a state dict with every
+# dtype, views, tied weights, a Parameter, int keys, lists of tensors,
+# tuples, an empty dict and an OrderedDict's _metadata), then DIR back into
+# one .pt: every leaf as DCP flattens the source, and under 2.x the
+# .metadata as torch_save_to_dcp writes it, dcp_to_torch_save giving the
+# same object, dcp.load the same bytes; the notes for what DCP drops;
+# refusals (a tuple holding a tensor, a list, two keys that flatten alike,
+# an output that is a file or a directory not empty) with one line and
+# nothing made or changed;
+#
 # and broken copies: a .metadata whose pickle would run os.system (never
 # run: its marker file must not appear; ptverify exit 1 names the global),
 # an item past its file's end, chunks that overlap, a hole, a missing
@@ -187,6 +197,59 @@ elif o=$(run_limited 60 "$ptdiff" "$out/grid" "$st" 2>&1); then
 else
 	fail "grid: ptrepack into a .safetensors" "ptdiff: $(printf '%s\n' "$o" | head -n 3)"
 fi
+
+# ------------------------------------------------------ one file into DCP
+t=$out/topt
+dd=$WORK/one/todcp
+if ! o=$(run_limited 120 "$ptrepack" "$t/src.pt" "$dd/" 2>&1); then
+	fail "src.pt: ptrepack into a DCP directory" "exit $?: $o"
+elif ! o2=$(run_limited 120 "$ptrepack" "$dd" "$WORK/one/back.pt" 2>&1); then
+	fail "src.pt: ptrepack into a DCP directory" "and back: exit $?: $o2"
+else
+	case $o in
+	*"model: the OrderedDict's own attributes left out"*"empty: an empty dict: DCP keeps no key"*)
+		pass "src.pt: ptrepack into a DCP directory: notes" "$(printf '%s\n' "$o" | wc -l) lines: what DCP cannot keep" ;;
+	*)	fail "src.pt: ptrepack into a DCP directory: notes" "$o" ;;
+	esac
+	if fs_pyrun todcp.rep todcp "$in_/out/topt/src.pt" "$in_/one/todcp" \
+		"$in_/one/back.pt" "$in_/out/topt/ref"; then
+		pass "src.pt: ptrepack into a DCP directory" "$(grep "^ok$TAB" "$WORK/todcp.rep" | cut -f2)"
+	else
+		fail "src.pt: ptrepack into a DCP directory" "$(head -n 1 "$WORK/todcp.rep.err")" "$WORK/todcp.rep.err"
+	fi
+	o=$(run_limited 60 "$ptverify" "$dd" 2>&1)
+	case $?:$o in
+	0:*": ok (dcp, "*) pass "todcp: ptverify" "$o" ;;
+	*)	fail "todcp: ptverify" "$o" ;;
+	esac
+fi
+# what DCP cannot hold, and outputs that are not new: one line, nothing made
+mkdir -p "$WORK/one/full" && echo keep >"$WORK/one/full/keep" &&
+	echo keep >"$WORK/one/file" || exit 1
+for c in "tuple.pt:tuple:a tuple holding a tensor: DCP would pickle it whole" \
+	"list.pt:list:the checkpoint is a list, not a dict" \
+	"dup.pt:dup:a.b: two keys flatten to this name" \
+	"src.pt:full:full: a directory that is not empty" \
+	"src.pt:file:file: exists and is not a directory"; do
+	f=${c%%:*} rest=${c#*:}
+	o=${rest%%:*} why=${rest#*:}
+	msg=$(run_limited 60 "$ptrepack" "$t/$f" "$WORK/one/$o/" 2>&1)
+	r=$?
+	left=$(ls -a "$WORK/one" | grep -c 'ptfs-new')
+	case $r:$msg in
+	2:*"$why"*)
+		if [ "$left" != 0 ] || { [ $o != full ] && [ $o != file ] &&
+			[ -e "$WORK/one/$o" ]; }; then
+			fail "todcp refuses $f -> $o/" "something was made: $(ls -a "$WORK/one" | tr '\n' ' ')"
+		elif [ "$(cat "$WORK/one/full/keep" "$WORK/one/file")" != "keep
+keep" ] || [ "$(ls "$WORK/one/full")" != keep ]; then
+			fail "todcp refuses $f -> $o/" "an existing file changed"
+		else
+			pass "todcp refuses $f -> $o/" "exit 2: $(printf '%s\n' "$msg" | tail -n 1)"
+		fi ;;
+	*)	fail "todcp refuses $f -> $o/" "exit $r: $msg" ;;
+	esac
+done
 
 # ------------------------------------------------------ broken directories
 d=$out/evil

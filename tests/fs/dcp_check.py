@@ -19,7 +19,12 @@ their mounts.
                           one __R.metadata per rank, no .metadata, the
                           replicated tensor and the values saved by each
                 and broken copies (evil/ pastend/ overlap/ hole/ missing/
-                escape/ zstd/ crc/), then OUT/expected.json: every tensor's
+                escape/ zstd/ crc/); topt/: src.pt (torch.save of a state
+                dict for `ptrepack src.pt DIR/`: every dtype, views, tied
+                weights, a Parameter, int keys, lists of tensors, an
+                empty dict, tuples, an OrderedDict with _metadata), ref/
+                (torch_save_to_dcp of it) and files DCP cannot take
+                (tuple.pt, list.pt, dup.pt); then OUT/expected.json: every tensor's
                 dtype, shape and SHA-256 and every value's text, from what
                 torch.distributed.checkpoint itself loads back
                 (dcp_to_torch_save, then torch.load).
@@ -37,12 +42,23 @@ their mounts.
                 every value's text as in JSON.  With DIR under torch 2.x
                 also the whole object against dcp_to_torch_save's: the
                 same keys in the same order, the same container types.
+  todcp SRC DIR BACK [REF]
+                DIR, what `ptrepack SRC DIR/` wrote, and BACK, what
+                `ptrepack DIR BACK` made of it again: BACK holds every
+                leaf of SRC as DCP flattens it (keys, order, tensors,
+                values).  With REF (torch_save_to_dcp's directory) under
+                torch 2.x also: DIR's .metadata against REF's (keys in
+                order, dtype, requires_grad, size, chunks, planner_data,
+                which items are values), dcp_to_torch_save of DIR the
+                same object as of REF, and dcp.load of DIR into SRC's
+                tensors' shapes gives SRC's bytes.
 
 Prints "ok<TAB>summary" on success; a problem is one line on stderr and
 exit 1.  Works with any torch for check (1.13 has no DCP: the JSON made
 under torch 2.x is the reference then).
 """
 import collections
+import collections.abc
 import errno
 import hashlib
 import json
@@ -294,12 +310,130 @@ def gen(out):
     # the same state dict as rows/: DCP's own reader needs a .metadata
     expected["nocoll"] = expected["rows"]
     broken(out)
+    gen_topt(out)
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1, sort_keys=True)
     n = sum(len(v) for v in expected.values())
     print("ok\t5 DCP directories (1, 1, 3, 4 and 3 ranks), %d entries, "
           "torch %s"
           % (n, torch.__version__))
+
+
+def topt_state():
+    """A state dict as training code saves one, for ptrepack SRC DIR/."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    sd = {"model": model.state_dict(), "dtypes": {}, "step": 11,
+          "rng": (1, 2.5, "x"), "names": ["a", "b"], "empty": {},
+          "layers": [sample(torch.float32, (2, 2), 300),
+                     [sample(torch.int64, (3,), 301), 5]],
+          "opt": {"state": {0: {"m": sample(torch.float32, (3, 4), 302),
+                                "step": torch.tensor(4.0)}},
+                  "param_groups": [{"lr": 0.01, "params": [0],
+                                    "betas": (0.9, 0.999)}]}}
+    for i, name in enumerate(DTYPES):
+        sd["dtypes"][name] = sample(getattr(torch, name), (2, 3), 310 + i)
+    base = sample(torch.float32, (4, 6), 330)
+    sd["views"] = {"t": base.t(), "row": base[2], "cols": base[:, 1:4],
+                   "tied_a": base, "tied_b": base,
+                   "scalar": torch.tensor(7, dtype=torch.int16),
+                   "empty": torch.zeros(0, 3),
+                   "param": torch.nn.Parameter(sample(torch.float32, (2,),
+                                                      331))}
+    return sd
+
+
+def gen_topt(out):
+    from torch.distributed.checkpoint.format_utils import torch_save_to_dcp
+    d = os.path.join(out, "topt")
+    os.makedirs(d, exist_ok=True)
+    torch.save(topt_state(), os.path.join(d, "src.pt"))
+    torch_save_to_dcp(os.path.join(d, "src.pt"), os.path.join(d, "ref"))
+    t = sample(torch.float32, (2,), 340)
+    torch.save({"a": (t, 1)}, os.path.join(d, "tuple.pt"))
+    torch.save([t], os.path.join(d, "list.pt"))
+    torch.save({"a.b": t, "a": {"b": t}}, os.path.join(d, "dup.pt"))
+
+
+def dcp_flat(sd):
+    """{path: leaf} as DCP's traverse_state_dict() (torch >= 2.4) sees sd."""
+    flat = {}
+
+    def terminal(x):
+        if isinstance(x, collections.abc.Mapping):
+            return False
+        if isinstance(x, list):
+            return not any(isinstance(e, torch.Tensor) or
+                           isinstance(e, collections.abc.Mapping) or
+                           (isinstance(e, list) and not terminal(e))
+                           for e in x)
+        return True
+
+    def trav(path, x):
+        if isinstance(x, collections.abc.Mapping):
+            for k, y in x.items():
+                trav(path + (str(k),), y)
+        elif terminal(x):
+            flat[path] = x
+        else:
+            for i, y in enumerate(x):
+                trav(path + (i,), y)
+    for k, v in sd.items():
+        trav((str(k),), v)
+    return flat
+
+
+def leaf_eq(a, b):
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+                and (a.dtype, tuple(a.shape), raw(a)) ==
+                (b.dtype, tuple(b.shape), raw(b)))
+    return type(a) is type(b) and a == b
+
+
+def todcp(src, d, back, ref=None):
+    want = dcp_flat(torch.load(src, weights_only=False))
+    got = dcp_flat(torch.load(back, weights_only=False))
+    if list(got) != list(want):
+        fail("%s: keys %s, DCP flattens %s to %s" % (
+            os.path.basename(back), list(got)[:5], os.path.basename(src),
+            list(want)[:5]))
+    for k in want:
+        if not leaf_eq(want[k], got[k]):
+            fail("%s: %r in %s, %r in %s" % (
+                ".".join(map(str, k)), got[k], os.path.basename(back),
+                want[k], os.path.basename(src)))
+    extra = ""
+    if ref is not None and int(torch.__version__.split(".")[0]) >= 2:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.metadata import \
+            TensorStorageMetadata as TSM
+        m = dcp.FileSystemReader(d).read_metadata()
+        r = dcp.FileSystemReader(ref).read_metadata()
+        if list(m.state_dict_metadata) != list(r.state_dict_metadata):
+            fail(".metadata keys %s, torch_save_to_dcp's %s" % (
+                list(m.state_dict_metadata)[:5],
+                list(r.state_dict_metadata)[:5]))
+        for k, x in m.state_dict_metadata.items():
+            y = r.state_dict_metadata[k]
+            if type(x) is not type(y) or (isinstance(x, TSM) and (
+                    x.properties != y.properties or x.size != y.size or
+                    x.chunks != y.chunks)):
+                fail("%s: .metadata says %r, torch_save_to_dcp's %r" % (
+                    k, x, y))
+        if m.planner_data != r.planner_data:
+            fail(".metadata planner_data differs from torch_save_to_dcp's")
+        same(loaded(ref), loaded(d), "")
+        sd = {k: torch.zeros(x.size, dtype=x.properties.dtype)
+              for k, x in r.state_dict_metadata.items() if isinstance(x, TSM)}
+        dcp.load(sd, storage_reader=dcp.FileSystemReader(d))
+        flat = {".".join(map(str, p)): v for p, v in want.items()}
+        for k, t in sd.items():
+            if not leaf_eq(flat[k].detach(), t):
+                fail("%s: dcp.load gives other bytes than %s" % (
+                    k, os.path.basename(src)))
+        extra = (", .metadata as torch_save_to_dcp's, dcp_to_torch_save "
+                 "the same object, dcp.load %d tensors" % len(sd))
+    print("ok\t%d keys back as DCP flattens them%s" % (len(want), extra))
 
 
 def fail(msg):
@@ -451,6 +585,8 @@ if __name__ == "__main__":
         check(*sys.argv[2:])
     elif sys.argv[1] == "pt":
         pt(*sys.argv[2:])
+    elif sys.argv[1] == "todcp":
+        todcp(*sys.argv[2:])
     else:
         fail("usage: dcp_check.py gen OUT | check JSON NAME MNT [DIR] | "
-             "pt JSON NAME FILE [DIR]")
+             "pt JSON NAME FILE [DIR] | todcp SRC DIR BACK [REF]")

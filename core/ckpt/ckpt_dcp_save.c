@@ -1,0 +1,809 @@
+/*
+ * ckpt_dcp_save.c - write a checkpoint as a torch.distributed.checkpoint
+ * (DCP) directory: what torch_save_to_dcp() (format_utils.py) makes of a
+ * torch.save file, the files FileSystemWriter writes from one process
+ * (multi-file-formats.md 2.1-2.3), streamed instead of loaded:
+ *
+ *   OUT/__0_0.distcp   the items, one after another, each a complete
+ *                      torch.save archive whose zip offsets count from
+ *                      its own first byte (records "archive/..."):
+ *                      the python values first (torch.save(value)), then
+ *                      the tensors (torch.save of the tensor made
+ *                      contiguous: one storage of exactly its bytes)
+ *   OUT/.metadata      a pickle (protocol 2; torch reads it with
+ *                      pickle.load) of
+ *
+ *   Metadata.__new__() BUILD {
+ *     'state_dict_metadata': { FQN: TensorStorageMetadata.__new__() BUILD {
+ *         'properties': TensorProperties.__new__() BUILD (torch.DTYPE,
+ *             torch.serialization._get_layout('torch.strided'),
+ *             requires_grad, _MEM_FORMAT_ENCODING(0), False),
+ *         'size': torch.Size((D0, ...)),
+ *         'chunks': [ChunkStorageMetadata.__new__() BUILD {
+ *             'offsets': torch.Size((0, ...)), 'sizes': the size }] }
+ *       or, for a value: BytesStorageMetadata.__new__() },
+ *     'planner_data': { FQN: (the path: str keys, int list indices) },
+ *     'storage_data': { MetadataIndex.__new__() BUILD { 'fqn': FQN,
+ *             'offset': torch.Size((0, ...)) (tensors only), 'index': None }:
+ *         _StorageInfo.__new__() BUILD { 'relative_path': '__0_0.distcp',
+ *             'offset': ITEM'S OFFSET, 'length': ITEM'S LENGTH } },
+ *     'storage_meta': None, 'version': '1.0.0' }
+ *
+ * The state dict is flattened as DCP's traverse_state_dict() does (torch
+ * >= 2.4, _traverse.py): dicts always, under str(key); a list only when
+ * it holds a tensor, a dict or such a list, its items by index; anything
+ * else (a tuple, an object, a plain list, a scalar) is one value.  The
+ * key (FQN) is the path joined with '.'.  Every tensor is one chunk of
+ * its whole shape.  Like torch, an empty dict leaves no key and a dict's
+ * attributes are not kept: the caller hears of each (o->note).  Refused
+ * with one line naming the key: a value that holds a tensor (torch would
+ * pickle it whole), tensors DCP cannot hold, a key that is not str or int,
+ * two paths with one FQN.
+ *
+ * Memory: the flattened keys and one value's pickle; tensor bytes stream
+ * through ckpt_tensor_read() 1 MiB at a time, so a sharded or DCP input
+ * is gathered piece by piece.  OUT is built under a temporary name beside
+ * it, fsync'd and renamed (OUT absent, or an empty directory): a failure
+ * or crash leaves OUT as it was, and at most that temporary.
+ */
+#define _GNU_SOURCE		/* mkdtemp, O_DIRECTORY */
+#include "ckpt_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pickle/pkl_emit.h"
+#include "util/arena.h"
+#include "util/io.h"
+#include "util/sbuf.h"
+#include "zip/ptz_write.h"
+
+#define DATA_FILE	"__0_0.distcp"
+#define MOD		"torch.distributed.checkpoint.metadata"
+
+/* One element of a key's path: fqn[off, off + len), an int if @index. */
+struct elem {
+	uint32_t off, len;
+	bool index;
+};
+
+/* One key of the flattened state dict, and its item. */
+struct leaf {
+	const char *fqn;	/* arena */
+	uint32_t len;
+	uint32_t path, npath;	/* its elements: s->el[path ...] */
+	const struct ckpt_node *x;	/* a tensor node, or a value */
+	bool tensor;
+	uint64_t off, size;	/* its item in DATA_FILE */
+};
+
+struct dsave {
+	struct ckpt *c;
+	const struct ckpt_write_opts *o;
+	struct diag *d;
+	struct arena arena;
+	struct leaf *v;
+	uint32_t n, cap;
+	struct elem *el;
+	uint32_t nel, elcap;
+	struct elem stack[CKPT_MAX_DEPTH + 2];
+	int depth;
+	int fd;			/* DATA_FILE */
+	uint64_t at;		/* its size so far */
+	uint64_t total;		/* the tensors' bytes, for progress */
+};
+
+static void note(struct dsave *s, const char *key, const char *what)
+{
+	if (s->o->note)
+		s->o->note(s->o->note_arg, key, what);
+}
+
+/* ---- flattening ---- */
+
+static bool is_tensor(const struct ckpt_node *x)
+{
+	return x->tensor && x->tensor->kind != CKPT_T_INLINE;
+}
+
+static bool is_dict(const struct ckpt_node *x)
+{
+	return !x->tensor && x->kind == CKPT_N_DIR && ckpt_dict_type(x->type);
+}
+
+static bool is_list(const struct ckpt_node *x)
+{
+	return !x->tensor && x->kind == CKPT_N_SEQ && !strcmp(x->type, "list");
+}
+
+static const struct ckpt_node *deref(const struct ckpt_node *k)
+{
+	return k->kind == CKPT_N_LINK ? k->target : k;
+}
+
+static uint32_t live_kids(const struct ckpt_node *x)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < x->nkids; i++)
+		n += x->kids[i] && !x->kids[i]->dead;
+	return n;
+}
+
+/* _is_terminal() of a list: it holds no tensor, dict or unflat list. */
+static bool terminal(const struct ckpt_node *x, int depth)
+{
+	if (depth > CKPT_MAX_DEPTH)
+		return false;	/* walk() refuses it */
+	for (uint32_t i = 0; i < x->nkids; i++) {
+		const struct ckpt_node *k = x->kids[i], *y;
+
+		if (!k || k->dead)
+			continue;
+		y = deref(k);
+		if (is_tensor(y) || is_dict(y) ||
+		    (is_list(y) && !terminal(y, depth + 1)))
+			return false;
+	}
+	return true;
+}
+
+static int add_leaf(struct dsave *s, const struct ckpt_node *x,
+		    const struct sbuf *fqn)
+{
+	struct leaf *l;
+
+	if (s->n == s->cap || s->nel + (uint32_t)s->depth > s->elcap) {
+		uint32_t cap = s->cap ? 2 * s->cap : 64;
+		uint32_t ecap = 2 * (s->nel + (uint32_t)s->depth) + 64;
+		struct leaf *v = s->n == s->cap ?
+				 realloc(s->v, cap * sizeof(*v)) : s->v;
+		struct elem *e;
+
+		if (!v)
+			return diag_nomem(s->d);
+		if (s->n == s->cap) {
+			s->v = v;
+			s->cap = cap;
+		}
+		e = realloc(s->el, ecap * sizeof(*e));
+		if (!e)
+			return diag_nomem(s->d);
+		s->el = e;
+		s->elcap = ecap;
+	}
+	l = &s->v[s->n++];
+	memset(l, 0, sizeof(*l));
+	l->fqn = arena_strndup(&s->arena, fqn->p, fqn->n);
+	if (!l->fqn)
+		return diag_nomem(s->d);
+	l->len = (uint32_t)fqn->n;
+	l->path = s->nel;
+	l->npath = (uint32_t)s->depth;
+	memcpy(&s->el[s->nel], s->stack, (size_t)s->depth * sizeof(s->el[0]));
+	s->nel += (uint32_t)s->depth;
+	l->x = x;
+	l->tensor = is_tensor(x);
+	if (l->tensor)
+		s->total += x->tensor->nbytes;
+	return 0;
+}
+
+/* Can an item hold tensor @t (key @fqn)? */
+static int holdable(struct dsave *s, const struct ckpt_tensor *t,
+		    const char *fqn)
+{
+	if (t->kind != CKPT_T_STRIDED || !t->storage)
+		return diag_unsupported(s->d, t->pkl_off, "%s: a %s tensor has "
+					"no data a DCP item can hold", fqn,
+					t->kind == CKPT_T_META ? "meta" :
+					t->kind == CKPT_T_QUANTIZED ?
+					"quantized" : "storage");
+	if (t->conj || t->neg)
+		return diag_unsupported(s->d, t->pkl_off, "%s: a tensor with "
+					"its conjugate or negative bit set "
+					"(resolve_conj() first)", fqn);
+	return 0;
+}
+
+static int walk(struct dsave *s, const struct ckpt_node *dir,
+		struct sbuf *fqn)
+{
+	uint32_t index = 0, attrs = 0;
+	int rc = 0;
+
+	if (s->depth > CKPT_MAX_DEPTH)
+		return diag_unsupported(s->d, DIAG_NO_OFFSET, "%s: nested "
+					"deeper than %d", fqn->p,
+					CKPT_MAX_DEPTH);
+	for (uint32_t i = 0; i < dir->nkids && !rc; i++) {
+		const struct ckpt_node *k = dir->kids[i], *x;
+		size_t mark = fqn->n;
+
+		if (!k || k->dead)
+			continue;
+		if (k->step != CKPT_S_KEY && k->step != CKPT_S_INDEX) {
+			attrs++;	/* an OrderedDict's _metadata, ... */
+			continue;
+		}
+		if (fqn->n)
+			sb_add(fqn, ".", 1);
+		s->stack[s->depth] = (struct elem){ .off = (uint32_t)fqn->n,
+			.index = k->step == CKPT_S_INDEX };
+		rc = ckpt_key_text(k, index, fqn, "DCP", s->d);
+		if (k->step == CKPT_S_INDEX)
+			index++;
+		if (!rc && fqn->oom)
+			rc = diag_nomem(s->d);
+		if (rc)
+			break;
+		s->stack[s->depth].len = (uint32_t)fqn->n -
+					 s->stack[s->depth].off;
+		s->depth++;
+		x = deref(k);
+		if (is_dict(x) && !live_kids(x))
+			note(s, fqn->p, "an empty dict: DCP keeps no key for it "
+			     "(torch_save_to_dcp drops it too)");
+		else if (is_dict(x) || (is_list(x) && !terminal(x, 0)))
+			rc = walk(s, x, fqn);
+		else
+			rc = (is_tensor(x) ? holdable(s, x->tensor, fqn->p) :
+			      0) ?: add_leaf(s, x, fqn);
+		s->depth--;
+		fqn->n = mark;
+		if (fqn->p)
+			fqn->p[mark] = 0;
+	}
+	if (!rc && (attrs || ckpt_node_state(dir))) {
+		char what[128];
+
+		snprintf(what, sizeof(what), "the %s's own attributes left "
+			 "out: DCP keeps a dict's items only", dir->type);
+		note(s, fqn->n ? fqn->p : "(the root)", what);
+	}
+	return rc;
+}
+
+static int by_fqn(const void *a, const void *b)
+{
+	const struct leaf *x = *(const struct leaf *const *)a;
+	const struct leaf *y = *(const struct leaf *const *)b;
+	int r = memcmp(x->fqn, y->fqn, x->len < y->len ? x->len : y->len);
+
+	return r ? r : (x->len > y->len) - (x->len < y->len);
+}
+
+/* Two paths may join to one key ({'a.b': .., 'a': {'b': ..}}): refused,
+   as flatten_state_dict() raises "duplicated flatten key". */
+static int unique(struct dsave *s)
+{
+	const struct leaf **v;
+	int rc = 0;
+
+	if (s->n < 2)
+		return 0;
+	v = malloc(s->n * sizeof(*v));
+	if (!v)
+		return diag_nomem(s->d);
+	for (uint32_t i = 0; i < s->n; i++)
+		v[i] = &s->v[i];
+	qsort(v, s->n, sizeof(*v), by_fqn);
+	for (uint32_t i = 1; i < s->n && !rc; i++)
+		if (!by_fqn(&v[i - 1], &v[i]))
+			rc = diag_errno(s->d, -EINVAL, "%s: two keys flatten to "
+					"this name", v[i]->fqn);
+	free(v);
+	return rc;
+}
+
+/* ---- the items ---- */
+
+/* Any persistent id in a value is a tensor torch would pickle whole. */
+static int no_persid(struct pkl_emit *e, const struct pkl_value *pid,
+		     void *arg)
+{
+	const struct leaf *l = arg;
+
+	return diag_unsupported(pkl_emit_diag(e), pid->off, "%s: a %s holding "
+				"a tensor: DCP would pickle it whole; make "
+				"its tensors keys of a dict or list", l->fqn,
+				l->x->type ? l->x->type : "value");
+}
+
+static int value_pickle(struct dsave *s, struct leaf *l,
+			unsigned char **pkl, size_t *len)
+{
+	struct pkl_emit_hooks h = { .persid = no_persid, .arg = l };
+	struct pkl_emit *e;
+	int rc;
+
+	if (!l->x->val || l->x->edited || l->x->fresh)
+		return diag_unsupported(s->d, DIAG_NO_OFFSET, "%s: a value "
+					"edited or made since the open: write "
+					"the checkpoint back first", l->fqn);
+	rc = pkl_emit_init(&e, s->c->doc ? s->c->doc->nnodes : 0, &h, s->d);
+	if (!rc)
+		rc = pkl_emit_value(e, l->x->val);
+	if (!rc)
+		rc = pkl_emit_finish(e, pkl, len);
+	pkl_emit_free(e);
+	return rc;
+}
+
+static int tensor_pickle(struct dsave *s, const struct ckpt_tensor *t,
+			 unsigned char **pkl, size_t *len)
+{
+	struct ckpt_storage st = { .nbytes = t->nbytes };
+	struct ckpt_tensor it = *t;
+	int64_t stride[CKPT_MAX_DIMS], step = 1;
+	struct pkl_emit *e;
+	int rc;
+
+	/* contiguous strides as torch makes them: size-0 dims count as 1 */
+	for (int i = t->ndim - 1; i >= 0; i--) {
+		stride[i] = step;
+		step *= t->shape[i] > 1 ? t->shape[i] : 1;
+	}
+	it.storage = &st;
+	it.offset = 0;
+	it.stride = stride;
+	it.parameter = false;
+	it.requires_grad = false;
+	rc = pkl_emit_init(&e, 0, NULL, s->d);
+	if (!rc)
+		rc = ckpt_emit_tensor(e, &it, 0, UINT64_C(1) << 32);
+	if (!rc)
+		rc = pkl_emit_finish(e, pkl, len);
+	pkl_emit_free(e);
+	return rc;
+}
+
+static int put(struct ptz_writer *w, const char *name, const void *p,
+	       size_t n, struct diag *d)
+{
+	struct ptz_source src = { .buf = p, .len = n };
+
+	return ptz_writer_add(w, name, &src, d);
+}
+
+/* Item of @l at the end of DATA_FILE, as torch.save writes a stream. */
+static int put_item(struct dsave *s, struct leaf *l)
+{
+	const struct ckpt_tensor *t = l->tensor ? l->x->tensor : NULL;
+	struct ckpt_tread tr = { s->c, t };
+	struct ptz_source data = { .read = ckpt_tread, .read_arg = &tr,
+				   .len = t ? t->nbytes : 0 };
+	struct ptz_writer w;
+	unsigned char *pkl = NULL;
+	size_t len = 0;
+	int rc;
+
+	rc = t ? tensor_pickle(s, t, &pkl, &len) :
+	     value_pickle(s, l, &pkl, &len);
+	if (!rc)
+		rc = ptz_writer_init(&w, s->fd, 64, s->d);
+	else
+		memset(&w, 0, sizeof(w));
+	w.origin = s->at;
+	if (!rc)
+		rc = put(&w, "archive/data.pkl", pkl, len, s->d);
+	if (!rc)
+		rc = put(&w, "archive/.format_version", "1", 1, s->d);
+	if (!rc)
+		rc = put(&w, "archive/.storage_alignment", "64", 2, s->d);
+	if (!rc)
+		rc = put(&w, "archive/byteorder", "little", 6, s->d);
+	if (!rc && t)
+		rc = ptz_writer_add(&w, "archive/data/0", &data, s->d);
+	if (!rc)
+		rc = put(&w, "archive/version", "3\n", 2, s->d);
+	if (!rc)
+		rc = ptz_writer_finish(&w, s->d);
+	if (!rc) {
+		l->off = s->at;
+		l->size = w.cursor;
+		s->at += w.cursor;
+	}
+	ptz_writer_release(&w);
+	free(pkl);
+	return rc;
+}
+
+/* ---- .metadata ---- */
+
+static int op(struct pkl_emit *e, unsigned char o)
+{
+	return pkl_emit_op(e, o);
+}
+
+/* cls.__new__(cls): what pickle writes for a dataclass instance */
+static int new_obj(struct pkl_emit *e, const char *mod, const char *cls)
+{
+	int rc = pkl_emit_global(e, mod, cls);
+
+	if (!rc)
+		rc = op(e, PKL_OP_EMPTY_TUPLE);
+	return rc ? rc : op(e, PKL_OP_NEWOBJ);
+}
+
+static int str(struct pkl_emit *e, const char *p)
+{
+	return pkl_emit_str(e, p, strlen(p));
+}
+
+/* torch.Size((@v...)), or of zeros */
+static int size(struct pkl_emit *e, const int64_t *v, int n, bool zeros)
+{
+	int rc = pkl_emit_global(e, "torch", "Size");
+
+	if (!rc)
+		rc = pkl_emit_mark(e);
+	for (int i = 0; i < n && !rc; i++)
+		rc = pkl_emit_int(e, zeros ? 0 : v[i]);
+	if (!rc)
+		rc = op(e, PKL_OP_TUPLE);
+	if (!rc)
+		rc = op(e, PKL_OP_TUPLE1);
+	return rc ? rc : op(e, PKL_OP_REDUCE);
+}
+
+static int properties(struct pkl_emit *e, const struct ckpt_tensor *t)
+{
+	int rc = new_obj(e, MOD, "TensorProperties");
+
+	if (!rc)
+		rc = pkl_emit_mark(e);
+	if (!rc)
+		rc = pkl_emit_global(e, "torch", t->dtype->name);
+	if (!rc)
+		rc = pkl_emit_global(e, "torch.serialization", "_get_layout");
+	if (!rc)
+		rc = str(e, "torch.strided");
+	if (!rc)
+		rc = op(e, PKL_OP_TUPLE1);
+	if (!rc)
+		rc = op(e, PKL_OP_REDUCE);
+	if (!rc)
+		rc = op(e, t->requires_grad ? PKL_OP_NEWTRUE : PKL_OP_NEWFALSE);
+	if (!rc)
+		rc = pkl_emit_global(e, MOD, "_MEM_FORMAT_ENCODING");
+	if (!rc)
+		rc = pkl_emit_int(e, 0);	/* TORCH_CONTIGUOUS_FORMAT */
+	if (!rc)
+		rc = op(e, PKL_OP_TUPLE1);
+	if (!rc)
+		rc = op(e, PKL_OP_REDUCE);
+	if (!rc)
+		rc = op(e, PKL_OP_NEWFALSE);	/* pin_memory */
+	if (!rc)
+		rc = op(e, PKL_OP_TUPLE);
+	return rc ? rc : op(e, PKL_OP_BUILD);
+}
+
+static int tensor_meta(struct pkl_emit *e, const struct ckpt_tensor *t)
+{
+	int rc = new_obj(e, MOD, "TensorStorageMetadata");
+
+	if (!rc)
+		rc = op(e, PKL_OP_EMPTY_DICT);
+	if (!rc)
+		rc = pkl_emit_mark(e);
+	if (!rc)
+		rc = str(e, "properties");
+	if (!rc)
+		rc = properties(e, t);
+	if (!rc)
+		rc = str(e, "size");
+	if (!rc)
+		rc = size(e, t->shape, t->ndim, false);
+	if (!rc)
+		rc = str(e, "chunks");
+	if (!rc)
+		rc = op(e, PKL_OP_EMPTY_LIST);
+	if (!rc)
+		rc = new_obj(e, MOD, "ChunkStorageMetadata");
+	if (!rc)
+		rc = op(e, PKL_OP_EMPTY_DICT);
+	if (!rc)
+		rc = pkl_emit_mark(e);
+	if (!rc)
+		rc = str(e, "offsets");
+	if (!rc)
+		rc = size(e, t->shape, t->ndim, true);
+	if (!rc)
+		rc = str(e, "sizes");
+	if (!rc)
+		rc = size(e, t->shape, t->ndim, false);
+	if (!rc)
+		rc = op(e, PKL_OP_SETITEMS);
+	if (!rc)
+		rc = op(e, PKL_OP_BUILD);
+	if (!rc)
+		rc = op(e, PKL_OP_APPEND);
+	if (!rc)
+		rc = op(e, PKL_OP_SETITEMS);
+	return rc ? rc : op(e, PKL_OP_BUILD);
+}
+
+static int path(struct pkl_emit *e, const struct dsave *s,
+		const struct leaf *l)
+{
+	int rc = pkl_emit_mark(e);
+
+	for (uint32_t i = 0; i < l->npath && !rc; i++) {
+		const struct elem *x = &s->el[l->path + i];
+
+		rc = x->index ? pkl_emit_int(e, strtoll(l->fqn + x->off, NULL,
+							10)) :
+		     pkl_emit_str(e, l->fqn + x->off, x->len);
+	}
+	return rc ? rc : op(e, PKL_OP_TUPLE);
+}
+
+static int storage(struct pkl_emit *e, const struct leaf *l)
+{
+	const struct ckpt_tensor *t = l->tensor ? l->x->tensor : NULL;
+	int rc = new_obj(e, MOD, "MetadataIndex");
+
+	if (!rc)
+		rc = op(e, PKL_OP_EMPTY_DICT);
+	if (!rc)
+		rc = pkl_emit_mark(e);
+	if (!rc)
+		rc = str(e, "fqn");
+	if (!rc)
+		rc = pkl_emit_str(e, l->fqn, l->len);
+	if (!rc && t)
+		rc = str(e, "offset");
+	if (!rc && t)
+		rc = size(e, t->shape, t->ndim, true);
+	if (!rc)
+		rc = str(e, "index");
+	if (!rc)
+		rc = op(e, PKL_OP_NONE);
+	if (!rc)
+		rc = op(e, PKL_OP_SETITEMS);
+	if (!rc)
+		rc = op(e, PKL_OP_BUILD);
+	if (!rc)
+		rc = new_obj(e, "torch.distributed.checkpoint.filesystem",
+			     "_StorageInfo");
+	if (!rc)
+		rc = op(e, PKL_OP_EMPTY_DICT);
+	if (!rc)
+		rc = pkl_emit_mark(e);
+	if (!rc)
+		rc = str(e, "relative_path");
+	if (!rc)
+		rc = str(e, DATA_FILE);
+	if (!rc)
+		rc = str(e, "offset");
+	if (!rc)
+		rc = pkl_emit_int(e, (int64_t)l->off);
+	if (!rc)
+		rc = str(e, "length");
+	if (!rc)
+		rc = pkl_emit_int(e, (int64_t)l->size);
+	if (!rc)
+		rc = op(e, PKL_OP_SETITEMS);
+	return rc ? rc : op(e, PKL_OP_BUILD);
+}
+
+/* A dict of one entry per leaf: @what 0 metadata, 1 path, 2 storage. */
+static int leaf_dict(struct pkl_emit *e, const struct dsave *s, int what)
+{
+	int rc = op(e, PKL_OP_EMPTY_DICT);
+
+	for (uint32_t i = 0; i < s->n && !rc; i++) {
+		const struct leaf *l = &s->v[i];
+
+		if (i % 1000 == 0)	/* pickle's batches */
+			rc = pkl_emit_mark(e);
+		if (!rc && what != 2)
+			rc = pkl_emit_str(e, l->fqn, l->len);
+		if (!rc)
+			rc = what == 2 ? storage(e, l) :
+			     what == 1 ? path(e, s, l) :
+			     l->tensor ? tensor_meta(e, l->x->tensor) :
+			     new_obj(e, MOD, "BytesStorageMetadata");
+		if (!rc && (i % 1000 == 999 || i + 1 == s->n))
+			rc = op(e, PKL_OP_SETITEMS);
+	}
+	return rc;
+}
+
+static int metadata(struct dsave *s, unsigned char **pkl, size_t *len)
+{
+	static const char *const field[] = {
+		"state_dict_metadata", "planner_data", "storage_data",
+	};
+	struct pkl_emit *e;
+	int rc = pkl_emit_init(&e, 0, NULL, s->d);
+
+	if (!rc)
+		rc = new_obj(e, MOD, "Metadata");
+	if (!rc)
+		rc = op(e, PKL_OP_EMPTY_DICT);
+	if (!rc)
+		rc = pkl_emit_mark(e);
+	for (int i = 0; i < 3 && !rc; i++) {
+		rc = str(e, field[i]);
+		if (!rc)
+			rc = leaf_dict(e, s, i);
+	}
+	if (!rc)
+		rc = str(e, "storage_meta");
+	if (!rc)
+		rc = op(e, PKL_OP_NONE);
+	if (!rc)
+		rc = str(e, "version");
+	if (!rc)
+		rc = str(e, "1.0.0");
+	if (!rc)
+		rc = op(e, PKL_OP_SETITEMS);
+	if (!rc)
+		rc = op(e, PKL_OP_BUILD);
+	if (!rc)
+		rc = pkl_emit_finish(e, pkl, len);
+	pkl_emit_free(e);
+	return rc;
+}
+
+/* ---- the directory ---- */
+
+/* OUT may be absent or an empty directory (rename() replaces that). */
+static int target_ok(const char *out, struct diag *d)
+{
+	struct stat st;
+	struct dirent *de;
+	DIR *dir;
+
+	if (lstat(out, &st))
+		return errno == ENOENT ? 0 :
+		       diag_errno(d, -errno, "%s: %s", out, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return diag_errno(d, -EEXIST, "%s: exists and is not a "
+				  "directory: a DCP output is a new "
+				  "directory", out);
+	dir = opendir(out);
+	if (!dir)
+		return diag_errno(d, -errno, "%s: %s", out, strerror(errno));
+	while ((de = readdir(dir)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			break;
+	closedir(dir);
+	return de ? diag_errno(d, -ENOTEMPTY, "%s: a directory that is not "
+			       "empty: a DCP output goes into a new or empty "
+			       "one", out) : 0;
+}
+
+static int write_all(struct dsave *s, int dfd, struct diag *d)
+{
+	unsigned char *pkl = NULL;
+	size_t len = 0;
+	int fd, rc = 0;
+
+	s->fd = openat(dfd, DATA_FILE, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+		       O_CLOEXEC, 0644);
+	if (s->fd < 0)
+		return diag_errno(d, -errno, "%s: %s", DATA_FILE,
+				  strerror(errno));
+	/* values first, then tensors, as FileSystemWriter orders them */
+	for (int pass = 0; pass < 2 && !rc; pass++)
+		for (uint32_t i = 0; i < s->n && !rc; i++)
+			if (s->v[i].tensor == (pass == 1)) {
+				rc = put_item(s, &s->v[i]);
+				if (!rc && s->o->progress)
+					s->o->progress(s->o->progress_arg,
+						       s->at, s->total);
+			}
+	if (!rc && fsync(s->fd))
+		rc = diag_errno(d, -errno, "%s: %s", DATA_FILE,
+				strerror(errno));
+	if (!rc)
+		rc = metadata(s, &pkl, &len);
+	fd = rc ? -1 : openat(dfd, ".metadata", O_WRONLY | O_CREAT | O_EXCL |
+			      O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (!rc && fd < 0)
+		rc = diag_errno(d, -errno, ".metadata: %s", strerror(errno));
+	if (!rc && (rc = io_pwrite_full(fd, pkl, len, 0)))
+		diag_errno(d, rc, ".metadata: %s", strerror(-rc));
+	if (!rc && fsync(fd))
+		rc = diag_errno(d, -errno, ".metadata: %s", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	if (!rc && fsync(dfd))
+		rc = diag_errno(d, -errno, "%s", strerror(errno));
+	free(pkl);
+	return rc;
+}
+
+int ckpt_dcp_save(struct ckpt *c, const char *dst,
+		  const struct ckpt_write_opts *o, struct ckpt_dcp_stats *st,
+		  struct diag *d)
+{
+	struct dsave s = { .c = c, .o = o, .d = d, .fd = -1 };
+	struct sbuf fqn = { 0 };
+	char *out = strdup(dst), *tmp = NULL;
+	size_t n = out ? strlen(out) : 0;
+	bool renamed = false;
+	int dfd = -1, rc;
+
+	if (!out)
+		return diag_nomem(d);
+	while (n > 1 && out[n - 1] == '/')	/* "OUT/" names OUT */
+		out[--n] = 0;
+	if (c->byteorder && !strcmp(c->byteorder, "big"))
+		rc = diag_unsupported(d, DIAG_NO_OFFSET, "a big-endian "
+				      "checkpoint: DCP items are "
+				      "little-endian");
+	else if (c->hf && c->hf->nabsent)
+		rc = diag_unsupported(d, DIAG_NO_OFFSET, "%u shard%s of the "
+				      "index absent: their tensors would be "
+				      "missing", c->hf->nabsent,
+				      c->hf->nabsent == 1 ? "" : "s");
+	else if (!is_dict(c->root))
+		rc = diag_unsupported(d, DIAG_NO_OFFSET, "the checkpoint is "
+				      "a %s, not a dict: DCP saves a state "
+				      "dict", c->root->type ? c->root->type :
+				      "value");
+	else if (!(rc = target_ok(out, d)))
+		rc = walk(&s, c->root, &fqn);
+	free(fqn.p);
+	if (!rc)
+		rc = unique(&s);
+	if (!rc) {
+		tmp = io_beside(out, CKPT_TMP_SUFFIX "XXXXXX");
+		rc = !tmp ? diag_nomem(d) : !mkdtemp(tmp) ?
+		     diag_errno(d, -errno, "cannot make a directory beside "
+				"%s: %s", out, strerror(errno)) : 0;
+		if (rc) {
+			free(tmp);
+			tmp = NULL;
+		}
+	}
+	if (!rc) {
+		dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+			   O_CLOEXEC);
+		rc = dfd < 0 ? diag_errno(d, -errno, "%s: %s", tmp,
+					  strerror(errno)) :
+		     fchmod(dfd, 0755) ? diag_errno(d, -errno, "%s: %s", tmp,
+						     strerror(errno)) :
+		     write_all(&s, dfd, d);
+	}
+	if (!rc && rename(tmp, out))
+		rc = diag_errno(d, -errno, "cannot rename the new directory "
+				"to %s: %s", out, strerror(errno));
+	renamed = !rc;
+	if (!rc && (rc = io_fsync_dir_of(out)))
+		diag_errno(d, rc, "%s: fsync of its directory: %s", out,
+			   strerror(-rc));
+	if (rc && !renamed && dfd >= 0) {
+		/* ours, made above: exactly what we created in it */
+		unlinkat(dfd, DATA_FILE, 0);
+		unlinkat(dfd, ".metadata", 0);
+		rmdir(tmp);
+	}
+	if (!rc && st) {
+		st->keys = s.n;
+		for (uint32_t i = 0; i < s.n; i++)
+			st->tensors += s.v[i].tensor;
+		st->size = s.at;
+	}
+	if (s.fd >= 0)
+		close(s.fd);
+	if (dfd >= 0)
+		close(dfd);
+	free(tmp);
+	free(out);
+	free(s.v);
+	free(s.el);
+	arena_release(&s.arena);
+	return rc;
+}
