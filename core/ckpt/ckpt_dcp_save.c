@@ -10,24 +10,8 @@
  *                      the python values first (torch.save(value)), then
  *                      the tensors (torch.save of the tensor made
  *                      contiguous: one storage of exactly its bytes)
- *   OUT/.metadata      a pickle (protocol 2; torch reads it with
- *                      pickle.load) of
- *
- *   Metadata.__new__() BUILD {
- *     'state_dict_metadata': { FQN: TensorStorageMetadata.__new__() BUILD {
- *         'properties': TensorProperties.__new__() BUILD (torch.DTYPE,
- *             torch.serialization._get_layout('torch.strided'),
- *             requires_grad, _MEM_FORMAT_ENCODING(0), False),
- *         'size': torch.Size((D0, ...)),
- *         'chunks': [ChunkStorageMetadata.__new__() BUILD {
- *             'offsets': torch.Size((0, ...)), 'sizes': the size }] }
- *       or, for a value: BytesStorageMetadata.__new__() },
- *     'planner_data': { FQN: (the path: str keys, int list indices) },
- *     'storage_data': { MetadataIndex.__new__() BUILD { 'fqn': FQN,
- *             'offset': torch.Size((0, ...)) (tensors only), 'index': None }:
- *         _StorageInfo.__new__() BUILD { 'relative_path': '__0_0.distcp',
- *             'offset': ITEM'S OFFSET, 'length': ITEM'S LENGTH } },
- *     'storage_meta': None, 'version': '1.0.0' }
+ *   OUT/.metadata      a pickle of torch's Metadata dataclass naming
+ *                      every key's item (ckpt_dcp_meta.c has its layout)
  *
  * The state dict is flattened as DCP's traverse_state_dict() does (torch
  * >= 2.4, _traverse.py): dicts always, under str(key); a list only when
@@ -47,7 +31,7 @@
  * or crash leaves OUT as it was, and at most that temporary.
  */
 #define _GNU_SOURCE		/* mkdtemp, O_DIRECTORY */
-#include "ckpt_int.h"
+#include "ckpt_dcp_save.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -64,37 +48,19 @@
 #include "util/sbuf.h"
 #include "zip/ptz_write.h"
 
-#define DATA_FILE	"__0_0.distcp"
-#define MOD		"torch.distributed.checkpoint.metadata"
-
-/* One element of a key's path: fqn[off, off + len), an int if @index. */
-struct elem {
-	uint32_t off, len;
-	bool index;
-};
-
-/* One key of the flattened state dict, and its item. */
-struct leaf {
-	const char *fqn;	/* arena */
-	uint32_t len;
-	uint32_t path, npath;	/* its elements: s->el[path ...] */
-	const struct ckpt_node *x;	/* a tensor node, or a value */
-	bool tensor;
-	uint64_t off, size;	/* its item in DATA_FILE */
-};
 
 struct dsave {
 	struct ckpt *c;
 	const struct ckpt_write_opts *o;
 	struct diag *d;
 	struct arena arena;
-	struct leaf *v;
+	struct dcp_leaf *v;
 	uint32_t n, cap;
-	struct elem *el;
+	struct dcp_elem *el;
 	uint32_t nel, elcap;
-	struct elem stack[CKPT_MAX_DEPTH + 2];
+	struct dcp_elem stack[CKPT_MAX_DEPTH + 2];
 	int depth;
-	int fd;			/* DATA_FILE */
+	int fd;			/* DCP_DATA_FILE */
 	uint64_t at;		/* its size so far */
 	uint64_t total;		/* the tensors' bytes, for progress */
 };
@@ -157,14 +123,14 @@ static bool terminal(const struct ckpt_node *x, int depth)
 static int add_leaf(struct dsave *s, const struct ckpt_node *x,
 		    const struct sbuf *fqn)
 {
-	struct leaf *l;
+	struct dcp_leaf *l;
 
 	if (s->n == s->cap || s->nel + (uint32_t)s->depth > s->elcap) {
 		uint32_t cap = s->cap ? 2 * s->cap : 64;
 		uint32_t ecap = 2 * (s->nel + (uint32_t)s->depth) + 64;
-		struct leaf *v = s->n == s->cap ?
+		struct dcp_leaf *v = s->n == s->cap ?
 				 realloc(s->v, cap * sizeof(*v)) : s->v;
-		struct elem *e;
+		struct dcp_elem *e;
 
 		if (!v)
 			return diag_nomem(s->d);
@@ -234,7 +200,7 @@ static int walk(struct dsave *s, const struct ckpt_node *dir,
 		}
 		if (fqn->n)
 			sb_add(fqn, ".", 1);
-		s->stack[s->depth] = (struct elem){ .off = (uint32_t)fqn->n,
+		s->stack[s->depth] = (struct dcp_elem){ .off = (uint32_t)fqn->n,
 			.index = k->step == CKPT_S_INDEX };
 		rc = ckpt_key_text(k, index, fqn, "DCP", s->d);
 		if (k->step == CKPT_S_INDEX)
@@ -272,8 +238,8 @@ static int walk(struct dsave *s, const struct ckpt_node *dir,
 
 static int by_fqn(const void *a, const void *b)
 {
-	const struct leaf *x = *(const struct leaf *const *)a;
-	const struct leaf *y = *(const struct leaf *const *)b;
+	const struct dcp_leaf *x = *(const struct dcp_leaf *const *)a;
+	const struct dcp_leaf *y = *(const struct dcp_leaf *const *)b;
 	int r = memcmp(x->fqn, y->fqn, x->len < y->len ? x->len : y->len);
 
 	return r ? r : (x->len > y->len) - (x->len < y->len);
@@ -283,7 +249,7 @@ static int by_fqn(const void *a, const void *b)
    as flatten_state_dict() raises "duplicated flatten key". */
 static int unique(struct dsave *s)
 {
-	const struct leaf **v;
+	const struct dcp_leaf **v;
 	int rc = 0;
 
 	if (s->n < 2)
@@ -308,7 +274,7 @@ static int unique(struct dsave *s)
 static int no_persid(struct pkl_emit *e, const struct pkl_value *pid,
 		     void *arg)
 {
-	const struct leaf *l = arg;
+	const struct dcp_leaf *l = arg;
 
 	return diag_unsupported(pkl_emit_diag(e), pid->off, "%s: a %s holding "
 				"a tensor: DCP would pickle it whole; make "
@@ -316,7 +282,7 @@ static int no_persid(struct pkl_emit *e, const struct pkl_value *pid,
 				l->x->type ? l->x->type : "value");
 }
 
-static int value_pickle(struct dsave *s, struct leaf *l,
+static int value_pickle(struct dsave *s, struct dcp_leaf *l,
 			unsigned char **pkl, size_t *len)
 {
 	struct pkl_emit_hooks h = { .persid = no_persid, .arg = l };
@@ -372,8 +338,8 @@ static int put(struct ptz_writer *w, const char *name, const void *p,
 	return ptz_writer_add(w, name, &src, d);
 }
 
-/* Item of @l at the end of DATA_FILE, as torch.save writes a stream. */
-static int put_item(struct dsave *s, struct leaf *l)
+/* Item of @l at the end of DCP_DATA_FILE, as torch.save writes a stream. */
+static int put_item(struct dsave *s, struct dcp_leaf *l)
 {
 	const struct ckpt_tensor *t = l->tensor ? l->x->tensor : NULL;
 	struct ckpt_tread tr = { s->c, t };
@@ -415,246 +381,6 @@ static int put_item(struct dsave *s, struct leaf *l)
 	return rc;
 }
 
-/* ---- .metadata ---- */
-
-static int op(struct pkl_emit *e, unsigned char o)
-{
-	return pkl_emit_op(e, o);
-}
-
-/* cls.__new__(cls): what pickle writes for a dataclass instance */
-static int new_obj(struct pkl_emit *e, const char *mod, const char *cls)
-{
-	int rc = pkl_emit_global(e, mod, cls);
-
-	if (!rc)
-		rc = op(e, PKL_OP_EMPTY_TUPLE);
-	return rc ? rc : op(e, PKL_OP_NEWOBJ);
-}
-
-static int str(struct pkl_emit *e, const char *p)
-{
-	return pkl_emit_str(e, p, strlen(p));
-}
-
-/* torch.Size((@v...)), or of zeros */
-static int size(struct pkl_emit *e, const int64_t *v, int n, bool zeros)
-{
-	int rc = pkl_emit_global(e, "torch", "Size");
-
-	if (!rc)
-		rc = pkl_emit_mark(e);
-	for (int i = 0; i < n && !rc; i++)
-		rc = pkl_emit_int(e, zeros ? 0 : v[i]);
-	if (!rc)
-		rc = op(e, PKL_OP_TUPLE);
-	if (!rc)
-		rc = op(e, PKL_OP_TUPLE1);
-	return rc ? rc : op(e, PKL_OP_REDUCE);
-}
-
-static int properties(struct pkl_emit *e, const struct ckpt_tensor *t)
-{
-	int rc = new_obj(e, MOD, "TensorProperties");
-
-	if (!rc)
-		rc = pkl_emit_mark(e);
-	if (!rc)
-		rc = pkl_emit_global(e, "torch", t->dtype->name);
-	if (!rc)
-		rc = pkl_emit_global(e, "torch.serialization", "_get_layout");
-	if (!rc)
-		rc = str(e, "torch.strided");
-	if (!rc)
-		rc = op(e, PKL_OP_TUPLE1);
-	if (!rc)
-		rc = op(e, PKL_OP_REDUCE);
-	if (!rc)
-		rc = op(e, t->requires_grad ? PKL_OP_NEWTRUE : PKL_OP_NEWFALSE);
-	if (!rc)
-		rc = pkl_emit_global(e, MOD, "_MEM_FORMAT_ENCODING");
-	if (!rc)
-		rc = pkl_emit_int(e, 0);	/* TORCH_CONTIGUOUS_FORMAT */
-	if (!rc)
-		rc = op(e, PKL_OP_TUPLE1);
-	if (!rc)
-		rc = op(e, PKL_OP_REDUCE);
-	if (!rc)
-		rc = op(e, PKL_OP_NEWFALSE);	/* pin_memory */
-	if (!rc)
-		rc = op(e, PKL_OP_TUPLE);
-	return rc ? rc : op(e, PKL_OP_BUILD);
-}
-
-static int tensor_meta(struct pkl_emit *e, const struct ckpt_tensor *t)
-{
-	int rc = new_obj(e, MOD, "TensorStorageMetadata");
-
-	if (!rc)
-		rc = op(e, PKL_OP_EMPTY_DICT);
-	if (!rc)
-		rc = pkl_emit_mark(e);
-	if (!rc)
-		rc = str(e, "properties");
-	if (!rc)
-		rc = properties(e, t);
-	if (!rc)
-		rc = str(e, "size");
-	if (!rc)
-		rc = size(e, t->shape, t->ndim, false);
-	if (!rc)
-		rc = str(e, "chunks");
-	if (!rc)
-		rc = op(e, PKL_OP_EMPTY_LIST);
-	if (!rc)
-		rc = new_obj(e, MOD, "ChunkStorageMetadata");
-	if (!rc)
-		rc = op(e, PKL_OP_EMPTY_DICT);
-	if (!rc)
-		rc = pkl_emit_mark(e);
-	if (!rc)
-		rc = str(e, "offsets");
-	if (!rc)
-		rc = size(e, t->shape, t->ndim, true);
-	if (!rc)
-		rc = str(e, "sizes");
-	if (!rc)
-		rc = size(e, t->shape, t->ndim, false);
-	if (!rc)
-		rc = op(e, PKL_OP_SETITEMS);
-	if (!rc)
-		rc = op(e, PKL_OP_BUILD);
-	if (!rc)
-		rc = op(e, PKL_OP_APPEND);
-	if (!rc)
-		rc = op(e, PKL_OP_SETITEMS);
-	return rc ? rc : op(e, PKL_OP_BUILD);
-}
-
-static int path(struct pkl_emit *e, const struct dsave *s,
-		const struct leaf *l)
-{
-	int rc = pkl_emit_mark(e);
-
-	for (uint32_t i = 0; i < l->npath && !rc; i++) {
-		const struct elem *x = &s->el[l->path + i];
-
-		rc = x->index ? pkl_emit_int(e, strtoll(l->fqn + x->off, NULL,
-							10)) :
-		     pkl_emit_str(e, l->fqn + x->off, x->len);
-	}
-	return rc ? rc : op(e, PKL_OP_TUPLE);
-}
-
-static int storage(struct pkl_emit *e, const struct leaf *l)
-{
-	const struct ckpt_tensor *t = l->tensor ? l->x->tensor : NULL;
-	int rc = new_obj(e, MOD, "MetadataIndex");
-
-	if (!rc)
-		rc = op(e, PKL_OP_EMPTY_DICT);
-	if (!rc)
-		rc = pkl_emit_mark(e);
-	if (!rc)
-		rc = str(e, "fqn");
-	if (!rc)
-		rc = pkl_emit_str(e, l->fqn, l->len);
-	if (!rc && t)
-		rc = str(e, "offset");
-	if (!rc && t)
-		rc = size(e, t->shape, t->ndim, true);
-	if (!rc)
-		rc = str(e, "index");
-	if (!rc)
-		rc = op(e, PKL_OP_NONE);
-	if (!rc)
-		rc = op(e, PKL_OP_SETITEMS);
-	if (!rc)
-		rc = op(e, PKL_OP_BUILD);
-	if (!rc)
-		rc = new_obj(e, "torch.distributed.checkpoint.filesystem",
-			     "_StorageInfo");
-	if (!rc)
-		rc = op(e, PKL_OP_EMPTY_DICT);
-	if (!rc)
-		rc = pkl_emit_mark(e);
-	if (!rc)
-		rc = str(e, "relative_path");
-	if (!rc)
-		rc = str(e, DATA_FILE);
-	if (!rc)
-		rc = str(e, "offset");
-	if (!rc)
-		rc = pkl_emit_int(e, (int64_t)l->off);
-	if (!rc)
-		rc = str(e, "length");
-	if (!rc)
-		rc = pkl_emit_int(e, (int64_t)l->size);
-	if (!rc)
-		rc = op(e, PKL_OP_SETITEMS);
-	return rc ? rc : op(e, PKL_OP_BUILD);
-}
-
-/* A dict of one entry per leaf: @what 0 metadata, 1 path, 2 storage. */
-static int leaf_dict(struct pkl_emit *e, const struct dsave *s, int what)
-{
-	int rc = op(e, PKL_OP_EMPTY_DICT);
-
-	for (uint32_t i = 0; i < s->n && !rc; i++) {
-		const struct leaf *l = &s->v[i];
-
-		if (i % 1000 == 0)	/* pickle's batches */
-			rc = pkl_emit_mark(e);
-		if (!rc && what != 2)
-			rc = pkl_emit_str(e, l->fqn, l->len);
-		if (!rc)
-			rc = what == 2 ? storage(e, l) :
-			     what == 1 ? path(e, s, l) :
-			     l->tensor ? tensor_meta(e, l->x->tensor) :
-			     new_obj(e, MOD, "BytesStorageMetadata");
-		if (!rc && (i % 1000 == 999 || i + 1 == s->n))
-			rc = op(e, PKL_OP_SETITEMS);
-	}
-	return rc;
-}
-
-static int metadata(struct dsave *s, unsigned char **pkl, size_t *len)
-{
-	static const char *const field[] = {
-		"state_dict_metadata", "planner_data", "storage_data",
-	};
-	struct pkl_emit *e;
-	int rc = pkl_emit_init(&e, 0, NULL, s->d);
-
-	if (!rc)
-		rc = new_obj(e, MOD, "Metadata");
-	if (!rc)
-		rc = op(e, PKL_OP_EMPTY_DICT);
-	if (!rc)
-		rc = pkl_emit_mark(e);
-	for (int i = 0; i < 3 && !rc; i++) {
-		rc = str(e, field[i]);
-		if (!rc)
-			rc = leaf_dict(e, s, i);
-	}
-	if (!rc)
-		rc = str(e, "storage_meta");
-	if (!rc)
-		rc = op(e, PKL_OP_NONE);
-	if (!rc)
-		rc = str(e, "version");
-	if (!rc)
-		rc = str(e, "1.0.0");
-	if (!rc)
-		rc = op(e, PKL_OP_SETITEMS);
-	if (!rc)
-		rc = op(e, PKL_OP_BUILD);
-	if (!rc)
-		rc = pkl_emit_finish(e, pkl, len);
-	pkl_emit_free(e);
-	return rc;
-}
-
 /* ---- the directory ---- */
 
 /* OUT may be absent or an empty directory (rename() replaces that). */
@@ -689,10 +415,10 @@ static int write_all(struct dsave *s, int dfd, struct diag *d)
 	size_t len = 0;
 	int fd, rc = 0;
 
-	s->fd = openat(dfd, DATA_FILE, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+	s->fd = openat(dfd, DCP_DATA_FILE, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
 		       O_CLOEXEC, 0644);
 	if (s->fd < 0)
-		return diag_errno(d, -errno, "%s: %s", DATA_FILE,
+		return diag_errno(d, -errno, "%s: %s", DCP_DATA_FILE,
 				  strerror(errno));
 	/* values first, then tensors, as FileSystemWriter orders them */
 	for (int pass = 0; pass < 2 && !rc; pass++)
@@ -704,10 +430,10 @@ static int write_all(struct dsave *s, int dfd, struct diag *d)
 						       s->at, s->total);
 			}
 	if (!rc && fsync(s->fd))
-		rc = diag_errno(d, -errno, "%s: %s", DATA_FILE,
+		rc = diag_errno(d, -errno, "%s: %s", DCP_DATA_FILE,
 				strerror(errno));
 	if (!rc)
-		rc = metadata(s, &pkl, &len);
+		rc = ckpt_dcp_metadata(s->v, s->n, s->el, &pkl, &len, d);
 	fd = rc ? -1 : openat(dfd, ".metadata", O_WRONLY | O_CREAT | O_EXCL |
 			      O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (!rc && fd < 0)
@@ -786,7 +512,7 @@ int ckpt_dcp_save(struct ckpt *c, const char *dst,
 			   strerror(-rc));
 	if (rc && !renamed && dfd >= 0) {
 		/* ours, made above: exactly what we created in it */
-		unlinkat(dfd, DATA_FILE, 0);
+		unlinkat(dfd, DCP_DATA_FILE, 0);
 		unlinkat(dfd, ".metadata", 0);
 		rmdir(tmp);
 	}
