@@ -102,10 +102,7 @@ static void summary(FILE *f, const char *in, const char *out,
 	char a[16], b[16];
 
 	if (json) {
-		fputs("{\"in\":", f);
-		json_cstr(f, in);
-		fputs(",\"out\":", f);
-		json_cstr(f, out);
+		repack_json_head(f, in, out);
 		fprintf(f, ",\"converted\":%s,\"repickled\":%s,\"records\":%u,"
 		       "\"storages\":%u,\"dropped\":%u,\"trimmed\":%u,"
 		       "\"saved\":%" PRIu64 ",\"size\":%" PRIu64 "}\n",

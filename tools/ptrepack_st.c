@@ -155,6 +155,14 @@ void st_opt_report(const struct st_opt *s, const struct ckpt *c,
 			s->verbose ? "" : "; -v names them");
 }
 
+void repack_json_head(FILE *f, const char *in, const char *out)
+{
+	fputs("{\"in\":", f);
+	json_cstr(f, in);
+	fputs(",\"out\":", f);
+	json_cstr(f, out);
+}
+
 void dcp_summary(FILE *f, const char *in, const char *out,
 		 const struct ckpt *c, const struct ckpt_dcp_stats *st,
 		 bool json)
@@ -162,10 +170,7 @@ void dcp_summary(FILE *f, const char *in, const char *out,
 	char a[16], b[16];
 
 	if (json) {
-		fputs("{\"in\":", f);
-		json_cstr(f, in);
-		fputs(",\"out\":", f);
-		json_cstr(f, out);
+		repack_json_head(f, in, out);
 		fprintf(f, ",\"format\":\"dcp\",\"keys\":%u,\"tensors\":%u,"
 			"\"size\":%" PRIu64 "}\n", st->keys, st->tensors,
 			st->size);
@@ -184,10 +189,7 @@ void st_summary(FILE *f, const char *in, const char *out,
 	char a[16], b[16];
 
 	if (json) {
-		fputs("{\"in\":", f);
-		json_cstr(f, in);
-		fputs(",\"out\":", f);
-		json_cstr(f, out);
+		repack_json_head(f, in, out);
 		fprintf(f, ",\"format\":\"safetensors\",\"tensors\":%u,"
 			"\"aliases\":%u,\"views\":%u,\"dropped_values\":%u,"
 			"\"size\":%" PRIu64 "}\n", st->tensors, st->aliases,

@@ -51,6 +51,9 @@ bool st_opt_out_st(const struct ckpt_write_opts *o, const struct ckpt *c);
 void st_opt_report(const struct st_opt *s, const struct ckpt *c,
 		   const struct ckpt_write_opts *o);
 
+/* The start of every -j summary: {"in":IN,"out":OUT (no closing brace). */
+void repack_json_head(FILE *f, const char *in, const char *out);
+
 /* The summary line (-v) or JSON object (-j) of a DCP output. */
 void dcp_summary(FILE *f, const char *in, const char *out,
 		 const struct ckpt *c, const struct ckpt_dcp_stats *st,
