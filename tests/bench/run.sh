@@ -25,3 +25,5 @@ else
 fi
 /usr/bin/python3 tests/bench/bench_cvt.py build/ptrepack "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 /usr/bin/python3 tests/bench/bench_hfshards.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
+# DCP both ways: needs the torch 2.x root (scripts/torch2-root.sh)
+/usr/bin/python3 tests/bench/bench_dcp.py build
