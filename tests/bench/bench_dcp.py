@@ -16,7 +16,8 @@ Then, warm cache (each input read once first), each contender's best of
   one file -> DCP   ptrepack big.pt out/  vs  torch_save_to_dcp(big.pt, ref/)
 
 and checks the outputs: ptdiff -q one.pt ref.pt, and dcp_to_torch_save
-of out/ and ref/ equal tensor by tensor.  Peak RSS is the process's
+of out/ and ref/ equal tensor by tensor; then removes them (big.pt and
+src/ stay for the next run).  Peak RSS is the process's
 (the python side includes importing torch, printed apart).
 """
 import os
@@ -163,7 +164,11 @@ def main():
           % ("equal" if d.returncode == 0 else "DIFFER",
              "the same %s leaves" % n.stdout.split()[-1] if n.returncode == 0
              else "DIFFER: " + (n.stderr.strip().splitlines() or ["?"])[-1]))
-    return 0 if d.returncode == 0 and n.returncode == 0 else 1
+    ok = d.returncode == 0 and n.returncode == 0
+    # the inputs stay for the next run, the outputs go (800 MB)
+    rm(one, out, *(os.path.join(WORK, f) for f in
+                   ("ref.pt", "ref", "a.pt", "b.pt")))()
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
