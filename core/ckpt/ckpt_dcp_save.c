@@ -30,7 +30,7 @@
  * it, fsync'd and renamed (OUT absent, or an empty directory): a failure
  * or crash leaves OUT as it was, and at most that temporary.
  */
-#define _GNU_SOURCE		/* mkdtemp, O_DIRECTORY */
+#define _GNU_SOURCE		/* getrandom, O_DIRECTORY */
 #include "ckpt_dcp_save.h"
 
 #include <dirent.h>
@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -409,6 +410,36 @@ static int target_ok(const char *out, struct diag *d)
 			       "one", out) : 0;
 }
 
+/*
+ * A new directory ".OUT.ptfs-new.XXXXXX" beside @out, made by mkdir with
+ * mode 0777 so the umask decides, as for any directory the user makes
+ * (mkdtemp's 0700 would stay on OUT after the rename).  0 or -errno.
+ */
+static int make_tmp(const char *out, char **tmp)
+{
+	static const char abc[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	unsigned char r[6];
+	char *x;
+
+	*tmp = io_beside(out, CKPT_TMP_SUFFIX "XXXXXX");
+	if (!*tmp)
+		return -ENOMEM;
+	x = *tmp + strlen(*tmp) - 6;
+	for (int tries = 0; tries < 100; tries++) {
+		if (getrandom(r, sizeof(r), 0) != sizeof(r))
+			break;
+		for (int i = 0; i < 6; i++)
+			x[i] = abc[r[i] % (sizeof(abc) - 1)];
+		if (!mkdir(*tmp, 0777))
+			return 0;
+		if (errno != EEXIST)
+			break;
+	}
+	free(*tmp);
+	*tmp = NULL;
+	return errno && errno != EEXIST ? -errno : -EEXIST;
+}
+
 static int write_all(struct dsave *s, int dfd, struct diag *d)
 {
 	unsigned char *pkl = NULL;
@@ -484,23 +515,14 @@ int ckpt_dcp_save(struct ckpt *c, const char *dst,
 	free(fqn.p);
 	if (!rc)
 		rc = unique(&s);
-	if (!rc) {
-		tmp = io_beside(out, CKPT_TMP_SUFFIX "XXXXXX");
-		rc = !tmp ? diag_nomem(d) : !mkdtemp(tmp) ?
-		     diag_errno(d, -errno, "cannot make a directory beside "
-				"%s: %s", out, strerror(errno)) : 0;
-		if (rc) {
-			free(tmp);
-			tmp = NULL;
-		}
-	}
+	if (!rc && (rc = make_tmp(out, &tmp)))
+		diag_errno(d, rc, "cannot make a directory beside %s: %s", out,
+			   strerror(-rc));
 	if (!rc) {
 		dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 			   O_CLOEXEC);
 		rc = dfd < 0 ? diag_errno(d, -errno, "%s: %s", tmp,
 					  strerror(errno)) :
-		     fchmod(dfd, 0755) ? diag_errno(d, -errno, "%s: %s", tmp,
-						     strerror(errno)) :
 		     write_all(&s, dfd, d);
 	}
 	if (!rc && rename(tmp, out))
