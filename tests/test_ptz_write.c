@@ -3,7 +3,8 @@
  * torch-written fixture repacked from its own records must come out byte
  * for byte the same; archives written from memory read back with our
  * reader and, independently, with libarchive; the ZIP64 encodings at 4 GiB
- * checked field by field without writing 4 GiB; and write failures (a
+ * checked field by field without writing 4 GiB; an archive written at an
+ * origin inside a larger file (a DCP item); and write failures (a
  * read-only fd, a full tmpfs) reported as -errno with the diag set.
  */
 #include "test_util.h"
@@ -292,6 +293,67 @@ Test(ptz_write, reads_back_with_ptz_and_libarchive)
 	free(big);
 	free(mid);
 	free(file);
+	assert_no_leaks();
+}
+
+/*
+ * Two archives one after the other in one file, the second written at an
+ * origin (a DCP .distcp's items): each reads back at its offset with
+ * zip offsets counted from its own start, alignment included, and the
+ * bytes before the origin are not touched.  From a file source too, so
+ * that copy_file_range lands at the origin as well.
+ */
+Test(ptz_write, writes_at_an_origin)
+{
+	static const char pkl[] = "\x80\x02K\x07.";
+	unsigned char *data = pattern(70000, 4);
+	struct ptz_writer w;
+	struct ptz_reader z;
+	struct diag d;
+	uint64_t at[3] = { 0 };
+	int src = tmp_fd(), fd = tmp_fd();
+
+	cr_assert_eq(pwrite(src, data, 70000, 0), 70000);
+	diag_init(&d, "items");
+	for (int k = 0; k < 2; k++) {
+		struct ptz_source p = { .buf = pkl, .len = sizeof(pkl) - 1 };
+		struct ptz_source s = { .fd = src, .off = 3, .len = 69000 };
+
+		cr_assert_eq(ptz_writer_init(&w, fd, 64, &d), 0, "%s",
+			     dline(&d));
+		w.origin = at[k];
+		cr_assert_eq(ptz_writer_add(&w, "archive/data.pkl", &p, &d), 0,
+			     "%s", dline(&d));
+		cr_assert_eq(ptz_writer_add(&w, "archive/data/0", &s, &d), 0,
+			     "%s", dline(&d));
+		cr_assert_eq(ptz_writer_finish(&w, &d), 0, "%s", dline(&d));
+		at[k + 1] = at[k] + w.cursor;
+		ptz_writer_release(&w);
+	}
+	for (int k = 0; k < 2; k++) {
+		unsigned char *out;
+		size_t len;
+
+		cr_assert_eq(ptz_reader_open_at(&z, fd, "items", at[k],
+						at[k + 1] - at[k], &d), 0,
+			     "item %d: %s", k, dline(&d));
+		cr_assert_eq(z.nentries, 2);
+		cr_assert_eq(ptz_entry_read(&z, &z.entries[1], 1 << 20, &out,
+					    &len, &d), 0, "%s", dline(&d));
+		cr_assert_eq(len, 69000);
+		cr_assert(!memcmp(out, data + 3, len));
+		cr_assert_eq(z.entries[1].data_off % 64, 0);
+		free(out);
+		ptz_reader_release(&z);
+	}
+	/* and the first is still whole as a file of its own */
+	cr_assert_eq(ftruncate(fd, (off_t)at[1]), 0);
+	cr_assert_eq(ptz_reader_open(&z, fd, "items", &d), 0, "%s",
+		     dline(&d));
+	ptz_reader_release(&z);
+	close(src);
+	close(fd);
+	free(data);
 	assert_no_leaks();
 }
 
