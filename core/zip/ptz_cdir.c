@@ -269,7 +269,7 @@ static int cmp_name(const void *a, const void *b)
 {
 	const struct ptz_entry *x = *(struct ptz_entry *const *)a;
 	const struct ptz_entry *y = *(struct ptz_entry *const *)b;
-	int c = ptz_name_cmp(x->name, y->name);
+	int c = ptz_name_cmp(x->name, x->name_len, y->name, y->name_len);
 
 	if (c)
 		return c;
@@ -317,7 +317,8 @@ static int check_names(struct ptz_reader *z, struct ptz_entry **v,
 	for (uint32_t i = 1; i < n; i++) {
 		const struct ptz_entry *e = v[i];
 
-		if (!ptz_name_cmp(v[i - 1]->name, e->name))
+		if (!ptz_name_cmp(v[i - 1]->name, v[i - 1]->name_len, e->name,
+				  e->name_len))
 			return diag_corrupt(d, z->cdir_off + cd_pos[e->cd_index], "duplicate record name '%s' (names are compared ignoring case)",
 					    e->name);
 	}

@@ -47,17 +47,30 @@ static inline int ptz_fold(unsigned char c)
 	return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
 }
 
-/* strcasecmp() over ASCII only: the order of z->by_name. */
-static inline int ptz_name_cmp(const char *a, const char *b)
+/*
+ * The order of z->by_name: shorter names first, then names of one length
+ * compared ignoring ASCII case from their last byte back.  Any total
+ * order serves a binary search and finds names equal ignoring case; this
+ * one decides on the first byte it reads for torch's data/0 .. data/N
+ * (which differ at the end and share a long prefix), where strcasecmp
+ * order read the prefix on every compare of the open's sort (11% of
+ * ptls's instructions on 100,000 records).
+ */
+static inline int ptz_name_cmp(const char *a, size_t na, const char *b,
+			       size_t nb)
 {
 	const unsigned char *p = (const unsigned char *)a;
 	const unsigned char *q = (const unsigned char *)b;
 
-	while (*p && ptz_fold(*p) == ptz_fold(*q)) {
-		p++;
-		q++;
+	if (na != nb)
+		return na < nb ? -1 : 1;
+	while (na--) {
+		int c = ptz_fold(p[na]) - ptz_fold(q[na]);
+
+		if (c)
+			return c;
 	}
-	return ptz_fold(*p) - ptz_fold(*q);
+	return 0;
 }
 
 /*

@@ -123,22 +123,24 @@ struct key {
 	size_t n[3];
 };
 
-/* ptz_name_cmp(@name, key) without joining the key's pieces. */
-static int key_cmp(const char *name, const struct key *k)
+/* ptz_name_cmp(@e's name, key) without joining the key's pieces. */
+static int key_cmp(const struct ptz_entry *e, const struct key *k)
 {
-	const unsigned char *p = (const unsigned char *)name;
+	const unsigned char *p = (const unsigned char *)e->name;
+	size_t n = k->n[0] + k->n[1] + k->n[2], at = e->name_len;
 
-	for (int i = 0; i < 3; i++) {
-		for (size_t j = 0; j < k->n[i]; j++, p++) {
-			int a = ptz_fold(*p);
-			int b = ptz_fold((unsigned char)k->s[i][j]);
+	if (e->name_len != n)
+		return e->name_len < n ? -1 : 1;
+	for (int i = 2; i >= 0; i--) {
+		for (size_t j = k->n[i]; j-- > 0;) {
+			int c = ptz_fold(p[--at]) -
+				ptz_fold((unsigned char)k->s[i][j]);
 
-			/* The name's NUL sorts first and ends the loop. */
-			if (a != b)
-				return a - b;
+			if (c)
+				return c;
 		}
 	}
-	return *p != '\0';
+	return 0;
 }
 
 /*
@@ -154,7 +156,7 @@ static struct ptz_entry *find_key(const struct ptz_reader *z,
 		return NULL;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = key_cmp(z->by_name[mid]->name, k);
+		int c = key_cmp(z->by_name[mid], k);
 
 		if (!c)
 			return z->by_name[mid];
