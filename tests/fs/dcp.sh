@@ -240,6 +240,14 @@ else
 	0:*": ok (dcp, "*) pass "todcp: ptverify" "$o" ;;
 	*)	fail "todcp: ptverify" "$o" ;;
 	esac
+	# made like any directory of the user's: the umask decides
+	want=$(printf '%o' $((0777 & ~0$(umask))))
+	got=$(stat -c %a "$dd")
+	if [ "$got" = "$want" ]; then
+		pass "todcp: mode" "$got, as mkdir makes it under umask $(umask)"
+	else
+		fail "todcp: mode" "$got, not $want (umask $(umask))"
+	fi
 fi
 # what DCP cannot hold, and outputs that are not new: one line, nothing made
 mkdir -p "$WORK/one/full" && echo keep >"$WORK/one/full/keep" &&
