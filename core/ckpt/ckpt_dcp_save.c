@@ -36,6 +36,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,11 @@
 #include "util/sbuf.h"
 #include "zip/ptz_write.h"
 
+
+/* nodes a flattening may visit: shared containers repeat (CKPT_MAX_NODES) */
+#define WALK_MAX	CKPT_MAX_NODES
+/* bytes a view's contiguous copy may add to its storage's */
+#define EXPAND_MAX	(UINT64_C(1) << 30)
 
 struct dsave {
 	struct ckpt *c;
@@ -64,6 +70,9 @@ struct dsave {
 	int fd;			/* DCP_DATA_FILE */
 	uint64_t at;		/* its size so far */
 	uint64_t total;		/* the tensors' bytes, for progress */
+	uint64_t visits;	/* nodes looked at: shared containers are
+				   flattened once per path, so a DAG of them
+				   (billion laughs) is bounded by WALK_MAX */
 };
 
 static void note(struct dsave *s, const char *key, const char *what)
@@ -103,19 +112,24 @@ static uint32_t live_kids(const struct ckpt_node *x)
 	return n;
 }
 
-/* _is_terminal() of a list: it holds no tensor, dict or unflat list. */
-static bool terminal(const struct ckpt_node *x, int depth)
+/*
+ * _is_terminal() of a list: it holds no tensor, dict or unflat list.
+ * Past the depth or the walk's budget it says no: walk() then refuses.
+ */
+static bool terminal(struct dsave *s, const struct ckpt_node *x, int depth)
 {
 	if (depth > CKPT_MAX_DEPTH)
-		return false;	/* walk() refuses it */
+		return false;
 	for (uint32_t i = 0; i < x->nkids; i++) {
 		const struct ckpt_node *k = x->kids[i], *y;
 
 		if (!k || k->dead)
 			continue;
+		if (++s->visits > WALK_MAX)
+			return false;
 		y = deref(k);
 		if (is_tensor(y) || is_dict(y) ||
-		    (is_list(y) && !terminal(y, depth + 1)))
+		    (is_list(y) && !terminal(s, y, depth + 1)))
 			return false;
 	}
 	return true;
@@ -176,6 +190,16 @@ static int holdable(struct dsave *s, const struct ckpt_tensor *t,
 		return diag_unsupported(s->d, t->pkl_off, "%s: a tensor with "
 					"its conjugate or negative bit set "
 					"(resolve_conj() first)", fqn);
+	/* an item holds the contiguous copy: an expand()ed view (stride 0)
+	   of a small storage could ask for terabytes */
+	if (t->nbytes > t->storage->nbytes &&
+	    t->nbytes - t->storage->nbytes > EXPAND_MAX)
+		return diag_unsupported(s->d, t->pkl_off, "%s: a view whose "
+					"contiguous copy is %" PRIu64 " bytes "
+					"over a storage of %" PRIu64 " (stride "
+					"0: expand()); clone() it first if "
+					"that is meant", fqn, t->nbytes,
+					t->storage->nbytes);
 	return 0;
 }
 
@@ -195,6 +219,12 @@ static int walk(struct dsave *s, const struct ckpt_node *dir,
 
 		if (!k || k->dead)
 			continue;
+		if (++s->visits > WALK_MAX)
+			return diag_unsupported(s->d, DIAG_NO_OFFSET, "%s: "
+						"flattening repeats shared "
+						"containers past %u entries",
+						fqn->n ? fqn->p : "(the root)",
+						(unsigned)WALK_MAX);
 		if (k->step != CKPT_S_KEY && k->step != CKPT_S_INDEX) {
 			attrs++;	/* an OrderedDict's _metadata, ... */
 			continue;
@@ -217,7 +247,7 @@ static int walk(struct dsave *s, const struct ckpt_node *dir,
 		if (is_dict(x) && !live_kids(x))
 			note(s, fqn->p, "an empty dict: DCP keeps no key for it "
 			     "(torch_save_to_dcp drops it too)");
-		else if (is_dict(x) || (is_list(x) && !terminal(x, 0)))
+		else if (is_dict(x) || (is_list(x) && !terminal(s, x, 0)))
 			rc = walk(s, x, fqn);
 		else
 			rc = (is_tensor(x) ? holdable(s, x->tensor, fqn->p) :

@@ -16,8 +16,10 @@
 #                      when ptls refused it: ptfs refuses with the same
 #                      line and mounts nothing
 #   the other tools    beside PTLS, when they are built: ptls --tree,
-#                      ptdump, ptverify and ptdiff FILE FILE end within
-#                      60 s of CPU time with status 0, 1 or 2 (2: one line on stderr)
+#                      ptdump, ptverify, ptdiff FILE FILE and ptrepack
+#                      -q FILE DIR/ (into a new DCP directory, removed
+#                      after; no temporary left) end within 60 s of CPU
+#                      time with status 0, 1 or 2 (2: one line on stderr)
 #                      and no sanitizer report
 #   an edit            mkdir in a new mount, then `ptfs umount`: either
 #                      the new archive lists (and --check still names the
@@ -145,8 +147,8 @@ done <"$C/manifest.tsv"
 
 # ------------------------------------------------------- the other tools
 bin=$(dirname "$PTLS")
-echo "# ptls --tree, ptdump, ptverify, ptdiff on every file"
-for tool in "ptls --tree" ptdump ptverify ptdiff; do
+echo "# ptls --tree, ptdump, ptverify, ptdiff, ptrepack into DCP on every file"
+for tool in "ptls --tree" ptdump ptverify ptdiff "ptrepack -q"; do
 	set -- $tool
 	[ -x "$bin/$1" ] || { skip "$tool" "no $bin/$1"; continue; }
 	: >"$WORK/details"
@@ -159,6 +161,17 @@ for tool in "ptls --tree" ptdump ptverify ptdiff; do
 		[ "$1:$name" = ptdiff:expand_stride0_4tb ] && continue
 		if [ "$1" = ptdiff ]; then
 			run_cpu_limited 60 "$bin/ptdiff" "$f" "$f" >/dev/null 2>"$WORK/err"
+		elif [ "$1" = ptrepack ]; then
+			# a new DCP directory: streamed, bounded, or one line
+			rm -rf "$WORK/dcp"
+			run_cpu_limited 60 "$bin/ptrepack" -q "$f" "$WORK/dcp/" >/dev/null 2>"$WORK/err"
+			rc=$?
+			rm -rf "$WORK/dcp"
+			if ls -a "$WORK" | grep -q '^\.dcp\.ptfs-new\.'; then
+				echo "$name: left its temporary directory" >>"$WORK/details"
+				rm -rf "$WORK"/.dcp.ptfs-new.*
+			fi
+			(exit $rc)
 		else
 			run_cpu_limited 60 "$bin/$1" ${2:+"$2"} "$f" >/dev/null 2>"$WORK/err"
 		fi
