@@ -253,9 +253,7 @@ static int walk(struct dsave *s, const struct ckpt_node *dir,
 			rc = (is_tensor(x) ? holdable(s, x->tensor, fqn->p) :
 			      0) ?: add_leaf(s, x, fqn);
 		s->depth--;
-		fqn->n = mark;
-		if (fqn->p)
-			fqn->p[mark] = 0;
+		sb_cut(fqn, mark);
 	}
 	if (!rc && (attrs || ckpt_node_state(dir))) {
 		char what[128];

@@ -29,15 +29,6 @@
 #include "pickle/pkl_int.h"
 #include "util/sbuf.h"
 
-/* Cut @b back to its first @n bytes. */
-static void sb_cut(struct sbuf *b, size_t n)
-{
-	if (b->p && n <= b->n) {
-		b->n = n;
-		b->p[n] = 0;
-	}
-}
-
 int ckpt_st_name_ok(const char *key, size_t len, struct diag *d)
 {
 	if (!pkl_utf8_valid((const unsigned char *)key, len))

@@ -78,6 +78,14 @@ size_t sb_chars(const struct sbuf *b)
 	return k;
 }
 
+void sb_cut(struct sbuf *b, size_t n)
+{
+	if (b->p && n <= b->n) {
+		b->n = n;
+		b->p[n] = 0;
+	}
+}
+
 char *sb_detach(struct sbuf *b, size_t *len)
 {
 	if (len)

@@ -25,6 +25,8 @@ void sb_printf(struct sbuf *b, const char *fmt, ...)
 void sb_utf8(struct sbuf *b, uint32_t c);
 /* Number of characters (UTF-8 code points) in @b, as Python's len(). */
 size_t sb_chars(const struct sbuf *b);
+/* Cut @b back to its first @n bytes (nothing if it is shorter). */
+void sb_cut(struct sbuf *b, size_t n);
 /* The text (malloc'd, "" when empty; its length in *@len if @len), or
  * NULL when an append failed (then freed).  @b is spent. */
 char *sb_detach(struct sbuf *b, size_t *len);
