@@ -336,18 +336,14 @@ static int tensor_pickle(struct dsave *s, const struct ckpt_tensor *t,
 {
 	struct ckpt_storage st = { .nbytes = t->nbytes };
 	struct ckpt_tensor it = *t;
-	int64_t stride[CKPT_MAX_DIMS], step = 1;
+	int64_t stride[CKPT_MAX_DIMS];
 	struct pkl_emit *e;
 	int rc;
 
-	/* contiguous strides as torch makes them: size-0 dims count as 1 */
-	for (int i = t->ndim - 1; i >= 0; i--) {
-		stride[i] = step;
-		step *= t->shape[i] > 1 ? t->shape[i] : 1;
-	}
 	it.storage = &st;
 	it.offset = 0;
 	it.stride = stride;
+	(void)ckpt_tensor_c_strides(&it);	/* checked at open: no overflow */
 	it.parameter = false;
 	it.requires_grad = false;
 	rc = pkl_emit_init(&e, 0, NULL, s->d);
@@ -411,6 +407,21 @@ static int put_item(struct dsave *s, struct dcp_leaf *l)
 }
 
 /* ---- the directory ---- */
+
+/* What no DCP directory can be made of, wherever it goes. */
+static int input_ok(const struct ckpt *c, struct diag *d)
+{
+	if (c->byteorder && !strcmp(c->byteorder, "big"))
+		return diag_unsupported(d, DIAG_NO_OFFSET, "a big-endian "
+					"checkpoint: DCP items are "
+					"little-endian");
+	if (!is_dict(c->root))
+		return diag_unsupported(d, DIAG_NO_OFFSET, "the checkpoint is "
+					"a %s, not a dict: DCP saves a state "
+					"dict", c->root->type ? c->root->type :
+					"value");
+	return ckpt_hf_whole(c, d);
+}
 
 /* OUT may be absent or an empty directory (rename() replaces that). */
 static int target_ok(const char *out, struct diag *d)
@@ -524,21 +535,10 @@ int ckpt_dcp_save(struct ckpt *c, const char *dst,
 		return diag_nomem(d);
 	while (n > 1 && out[n - 1] == '/')	/* "OUT/" names OUT */
 		out[--n] = 0;
-	if (c->byteorder && !strcmp(c->byteorder, "big"))
-		rc = diag_unsupported(d, DIAG_NO_OFFSET, "a big-endian "
-				      "checkpoint: DCP items are "
-				      "little-endian");
-	else if (c->hf && c->hf->nabsent)
-		rc = diag_unsupported(d, DIAG_NO_OFFSET, "%u shard%s of the "
-				      "index absent: their tensors would be "
-				      "missing", c->hf->nabsent,
-				      c->hf->nabsent == 1 ? "" : "s");
-	else if (!is_dict(c->root))
-		rc = diag_unsupported(d, DIAG_NO_OFFSET, "the checkpoint is "
-				      "a %s, not a dict: DCP saves a state "
-				      "dict", c->root->type ? c->root->type :
-				      "value");
-	else if (!(rc = target_ok(out, d)))
+	rc = input_ok(c, d);
+	if (!rc)
+		rc = target_ok(out, d);
+	if (!rc)
 		rc = walk(&s, c->root, &fqn);
 	free(fqn.p);
 	if (!rc)

@@ -148,6 +148,9 @@ int ckpt_safetensors_open(struct ckpt *c, struct diag *d);
 int ckpt_hf_open(struct ckpt *c, bool is_dir, struct diag *d);
 /* ckpt_shards.c: close the shards and the folder (ckpt_close()). */
 void ckpt_hf_close(struct ckpt *c);
+/* ckpt_shards.c: 0, or -ENOTSUP with @d set when shards of @c's index
+ * are absent: whatever is written of it would load but lack tensors. */
+int ckpt_hf_whole(const struct ckpt *c, struct diag *d);
 /* ckpt_shards.c: the checkpoint whose file holds @s's bytes: a shard. */
 struct ckpt *ckpt_hf_owner(struct ckpt *c, const struct ckpt_storage *s);
 

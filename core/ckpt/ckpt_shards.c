@@ -568,3 +568,14 @@ const char *ckpt_hf_issue_line(const struct ckpt *c, uint32_t i, char *buf,
 	}
 	return buf;
 }
+
+int ckpt_hf_whole(const struct ckpt *c, struct diag *d)
+{
+	uint32_t n = c->hf ? c->hf->nabsent : 0;
+
+	if (!n)
+		return 0;
+	return diag_unsupported(d, DIAG_NO_OFFSET, "%u shard%s of the index "
+				"%s absent: their tensors would be missing", n,
+				n == 1 ? "" : "s", n == 1 ? "is" : "are");
+}

@@ -526,12 +526,8 @@ int ckpt_write_into(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	if (!o)
 		o = &none;
 	/* whatever the output: a file that loads but lacks tensors */
-	if (c->hf && c->hf->nabsent)
-		return diag_unsupported(d, DIAG_NO_OFFSET, "%u shard%s of the "
-					"index %s absent: their tensors would "
-					"be missing", c->hf->nabsent,
-					c->hf->nabsent == 1 ? "" : "s",
-					c->hf->nabsent == 1 ? "is" : "are");
+	if ((rc = ckpt_hf_whole(c, d)))
+		return rc;
 	if (o->to == CKPT_OUT_ST ||
 	    (o->to == CKPT_OUT_SAME && c->format == CKPT_SAFETENSORS))
 		return ckpt_st_write(c, fd, o, clone, d);
