@@ -446,6 +446,14 @@ int main(int argc, char **argv)
 		const char *never = ckpt_format_writable(fs.c->format) ?
 				    NULL : ckpt_format_files(fs.c->format);
 
+		if (fs.c->hf && !o.ro && (o.inplace || o.output)) {
+			fprintf(stderr, "ptfs: %s: -o %s refused: a sharded "
+				"folder is written back into itself, shard by "
+				"shard, with its index as the commit point "
+				"(ptrepack writes it into one file)\n", o.ckpt,
+				o.inplace ? "inplace" : "output");
+			goto out_close;
+		}
 		if (o.inplace && !o.ro && (fs.c->format == CKPT_LEGACY ||
 					   fs.c->format == CKPT_SAFETENSORS)) {
 			bool st = fs.c->format == CKPT_SAFETENSORS;

@@ -262,7 +262,8 @@ const char *ckpt_format_name(int format);
 /* Do the first @n bytes of a file look like a safetensors file's? */
 bool ckpt_safetensors_head(const unsigned char *h, size_t n);
 
-/* Can ckpt_write() write this format back (zip, legacy, safetensors)? */
+/* Can this format be written back (zip, legacy, safetensors: ckpt_write();
+ * a sharded folder, same-size edits: ckpt_hf_save())? */
 bool ckpt_format_writable(int format);
 /* Is @format a checkpoint of many files (a sharded folder, a DCP
  * directory)?  Nothing writes those back; ptrepack writes them into one
@@ -612,13 +613,16 @@ struct ckpt_write_opts {
 	   O_EXCL (NULL: a mkstemp() name); @check runs before anything is
 	   read (CKPT_SAVE_START, @st NULL) and just before the rename
 	   (CKPT_SAVE_RENAME, @st the finished file's); non-zero stops the
-	   write-back with nothing changed */
+	   write-back with nothing changed.  A sharded folder's write-back
+	   (ckpt_hf_save()) also calls it for each new shard file, made
+	   and empty (CKPT_SAVE_NEW, @tmp its name in the folder), and for
+	   each old one to remove after the commit (CKPT_SAVE_RETIRE) */
 	const char *tmp_tag;
 	int (*check)(void *arg, int stage, const char *tmp,
 		     const struct stat *st, struct diag *d);
 	void *check_arg;
 };
-enum { CKPT_SAVE_START, CKPT_SAVE_RENAME };
+enum { CKPT_SAVE_START, CKPT_SAVE_RENAME, CKPT_SAVE_NEW, CKPT_SAVE_RETIRE };
 
 /*
  * ckpt_dcp_save.c: write @c as a new DCP directory @out (absent, or an
@@ -654,6 +658,21 @@ int ckpt_dcp_save(struct ckpt *c, const char *out,
  */
 int ckpt_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	       struct diag *d);
+
+/*
+ * ckpt_hfsave.c: write the staged edits of sharded folder @c back into
+ * it, with the index rename as the one commit point: each shard holding
+ * an edited storage is written anew under a new name (the first free of
+ * BASE.EXT, BASE.g1.EXT, BASE.g2.EXT ..., never its own), the index
+ * copied with only those names changed and renamed over the old one,
+ * then the old shards removed.  Same-size edits of tensor bytes only: a
+ * change of keys or attributes is refused.  @o as for ckpt_save()
+ * (tmp_tag, check, stats, progress).  On failure before the commit
+ * nothing of the folder has changed and every new file is removed.
+ * 0 or -errno with @d set.
+ */
+int ckpt_hf_save(struct ckpt *c, const struct ckpt_write_opts *o,
+		 struct diag *d);
 
 /*
  * Write the checkpoint to @target safely: a symbolic link's target is
@@ -802,6 +821,10 @@ struct ckpt_hf {
 	uint64_t total;		/* bytes by unique storage (total_size's rule) */
 	struct ckpt_ident *ids;	/* each shard's file when opened */
 };
+
+/* The descriptor of the file that holds @s's own bytes: c->fd, or in a
+ * sharded folder its shard's (s->fd differs when the overlay has a copy). */
+int ckpt_storage_home(const struct ckpt *c, const struct ckpt_storage *s);
 
 /* Is @path's file name that of a Hugging Face index (*.index.json, or a
  * variant *.index.VARIANT.json)? */

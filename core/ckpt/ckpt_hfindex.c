@@ -294,6 +294,8 @@ static int weight_map(struct ix *x)
 					    e.key);
 		if (!rc)
 			rc = string(x, &shard, &slen);
+		e.voff = at;
+		e.vlen = here(x) - at;
 		if (!rc)
 			rc = check_name(x, shard, slen, at);
 		if (!rc)

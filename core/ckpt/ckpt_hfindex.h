@@ -26,6 +26,8 @@ struct hfix_entry {
 	uint32_t shard;		/* into hfix.shards */
 	bool found;		/* the shard holds it (ckpt_shards.c sets it) */
 	uint64_t off;		/* index byte of the key */
+	uint64_t voff;		/* index bytes of the value's string token, */
+	uint64_t vlen;		/* its quotes included (an index rewrite) */
 };
 
 struct hfix {

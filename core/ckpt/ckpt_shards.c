@@ -505,6 +505,13 @@ struct ckpt *ckpt_hf_owner(struct ckpt *c, const struct ckpt_storage *s)
 	return k < 0 ? c : c->hf->shards[k].c;
 }
 
+int ckpt_storage_home(const struct ckpt *c, const struct ckpt_storage *s)
+{
+	long k = c->hf ? shard_at(c->hf, s->index, false) : -1;
+
+	return k < 0 ? c->fd : c->hf->shards[k].c->fd;
+}
+
 const struct ckpt_shard *ckpt_tensor_shard(const struct ckpt *c,
 					   const struct ckpt_tensor *t)
 {

@@ -87,48 +87,15 @@ static int canonical(const void *a, const void *b)
 	return r ? r : (x->len > y->len) - (x->len < y->len);
 }
 
-/* A JSON string as serde_json writes it. */
-static void json_str(struct sbuf *b, const char *s, size_t n)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t run = 0;
-
-	sb_add(b, "\"", 1);
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		char esc[7] = { '\\', 0 };
-
-		if (ch >= 0x20 && ch != '"' && ch != '\\')
-			continue;
-		sb_add(b, s + run, i - run);
-		run = i + 1;
-		switch (ch) {
-		case '"': case '\\': esc[1] = (char)ch; break;
-		case '\b': esc[1] = 'b'; break;
-		case '\f': esc[1] = 'f'; break;
-		case '\n': esc[1] = 'n'; break;
-		case '\r': esc[1] = 'r'; break;
-		case '\t': esc[1] = 't'; break;
-		default:
-			memcpy(esc + 1, "u00", 3);
-			esc[4] = hex[ch >> 4];
-			esc[5] = hex[ch & 15];
-		}
-		sb_puts(b, esc);
-	}
-	sb_add(b, s + run, n - run);
-	sb_add(b, "\"", 1);
-}
-
 static void meta_entry(struct sbuf *b, bool *first, const char *k, size_t kn,
 		       const char *v, size_t vn)
 {
 	if (!*first)
 		sb_add(b, ",", 1);
 	*first = false;
-	json_str(b, k, kn);
+	sb_json_str(b, k, kn);
 	sb_add(b, ":", 1);
-	json_str(b, v, vn);
+	sb_json_str(b, v, vn);
 }
 
 static bool meta_has(const struct ckpt *c, const char *k, size_t n)
@@ -182,7 +149,7 @@ static int header(struct stw *w, struct sbuf *b)
 
 		e->begin = pos;
 		e->end = pos += t->nbytes;
-		json_str(b, e->name, e->len);
+		sb_json_str(b, e->name, e->len);
 		sb_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", t->dtype->st);
 		for (int k = 0; k < t->ndim; k++)
 			sb_printf(b, "%s%lld", k ? "," : "",

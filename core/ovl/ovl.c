@@ -209,7 +209,7 @@ static int transfer_identity(struct ovl *v, struct ckpt_node *s,
  */
 static void drop_new_data(struct ovl *v, struct ckpt_storage *s, bool unlink)
 {
-	if (s->fd >= 0 && s->fd != v->c->fd)
+	if (ovl_copied(v, s))
 		close(s->fd);
 	s->fd = -1;
 	s->nbytes = s->numel = 0;
@@ -377,6 +377,8 @@ int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 
 	if (!rc)
 		rc = ovl_st_xattr(v, name, d);
+	if (!rc)
+		rc = ovl_hf_shape(v, name, d);
 	if (rc)
 		return rc;
 	/* a tensor with values: a cast (journaled as JR_RETYPE; a JR_XATTR

@@ -213,6 +213,8 @@ long long ovl_write(struct ovl *v, struct ckpt_node *n, const void *buf,
 	if (rc)
 		return rc;
 	if (n->kind == CKPT_N_VALUE) {
+		if ((rc = ovl_hf_shape(v, ovl_label(n), d)))
+			return rc;
 		if (!ckpt_value_editable(n))
 			return diag_errno(d, -EPERM, "%s: a %s cannot be "
 					  "edited as text", ovl_label(n),
@@ -272,6 +274,9 @@ int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
 		ckpt_tensor_fresh_sync(t);
 		return 0;
 	}
+	if (n->kind == CKPT_N_VALUE && (rc = ovl_hf_shape(v, ovl_label(n),
+							  d)))
+		return rc;
 	if (n->kind == CKPT_N_VALUE && !ckpt_value_editable(n))
 		return diag_errno(d, -EPERM, "%s: a %s cannot be edited as "
 				  "text", ovl_label(n), n->type);
@@ -388,7 +393,7 @@ static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 static int sync_storage(struct ovl *v, struct ckpt_storage *s,
 			struct diag *d)
 {
-	if (s && s->fd != v->c->fd && s->fd >= 0 && fdatasync(s->fd))
+	if (s && ovl_copied(v, s) && fdatasync(s->fd))
 		return ovl_sys_err(v, d, -errno, "fsync");
 	return 0;
 }

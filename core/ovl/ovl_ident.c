@@ -70,6 +70,72 @@ int ovl_ident_of(int fd, uint64_t cdir_off, uint64_t cdir_size,
 	return rc;
 }
 
+/*
+ * A sharded folder's identity: its index's, with the CRC-32 of each
+ * shard's (dev, ino, size, mtime) and the folder's (dev, ino) in place of
+ * a central directory's.  Through the descriptors (@path NULL), or what
+ * the names are now (the folder @path, or its index file's path).
+ */
+static int ident_folder(const struct ckpt *c, const char *path,
+			struct ovl_ident *id)
+{
+	const struct ckpt_hf *hf = c->hf;
+	struct stat st;
+	uint32_t crc = 0;
+	int fd = path ? openat(hf->dfd, hf->index, O_RDONLY | O_CLOEXEC |
+			       O_NONBLOCK) : c->fd;
+	int rc = fd < 0 ? -errno : ovl_ident_of(fd, 0, 0, id);
+
+	if (path && fd >= 0)
+		close(fd);
+	if (!rc && (path ? stat(path, &st) : fstat(hf->dfd, &st)))
+		rc = -errno;
+	if (!rc && path && !S_ISDIR(st.st_mode)) {
+		char *dir = strdup(path), *slash = dir ? strrchr(dir, '/') :
+						   NULL;
+
+		if (slash)
+			*(slash == dir ? slash + 1 : slash) = 0;
+		rc = !dir ? -ENOMEM : stat(slash ? dir : ".", &st) ? -errno : 0;
+		free(dir);
+	}
+	for (uint32_t i = 0; !rc && i <= hf->nshards; i++) {
+		uint64_t x[5] = { st.st_dev, st.st_ino, st.st_size,
+				  st.st_mtim.tv_sec, st.st_mtim.tv_nsec };
+
+		if (i == 0)	/* the folder: the one a name leads to */
+			x[2] = x[3] = x[4] = 0;
+		crc = libdeflate_crc32(crc, x, sizeof(x));
+		if (i == hf->nshards)
+			break;
+		if (!hf->shards[i].c)
+			continue;	/* absent (refused at mount) */
+		if (path ? fstatat(hf->dfd, hf->shards[i].name, &st, 0) :
+		    fstat(hf->shards[i].c->fd, &st))
+			rc = -errno;
+	}
+	id->cdir_crc = crc;
+	return rc;
+}
+
+int ovl_ident_ckpt(const struct ckpt *c, const char *path,
+		   struct ovl_ident *id)
+{
+	bool zip = c->format == CKPT_ZIP || c->format == CKPT_TORCHSCRIPT;
+	int fd, rc;
+
+	if (c->hf)
+		return ident_folder(c, path, id);
+	fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) : c->fd;
+	if (fd < 0)
+		return -errno;
+	rc = ovl_ident_of(fd, zip ? c->zip.cdir_off : 0,
+			  zip ? c->zip.cdir_size : 0, id);
+	if (path)
+		close(fd);
+	return rc;
+}
+
 bool ovl_ident_same(const struct ovl_ident *a, const struct ovl_ident *b)
 {
 	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
@@ -86,23 +152,15 @@ bool ovl_ident_same(const struct ovl_ident *a, const struct ovl_ident *b)
  */
 int ovl_still_same(struct ovl *v, bool target, struct diag *d)
 {
-	bool zip = v->c->format == CKPT_ZIP ||
-		   v->c->format == CKPT_TORCHSCRIPT;
-	uint64_t off = zip ? v->c->zip.cdir_off : 0;
-	uint64_t size = zip ? v->c->zip.cdir_size : 0;
 	struct ovl_ident now;
-	int fd, rc = ovl_ident_of(v->c->fd, off, size, &now);
+	int rc = ovl_ident_ckpt(v->c, NULL, &now);
 
 	if (!rc) {
 		now.ctime_s = v->id.ctime_s;
 		now.ctime_ns = v->id.ctime_ns;
 	}
-	if (!rc && ovl_ident_same(&now, &v->id) && target) {
-		fd = open(v->path, O_RDONLY | O_CLOEXEC);
-		rc = fd < 0 ? -errno : ovl_ident_of(fd, off, size, &now);
-		if (fd >= 0)
-			close(fd);
-	}
+	if (!rc && ovl_ident_same(&now, &v->id) && target)
+		rc = ovl_ident_ckpt(v->c, v->path, &now);
 	if (rc == -ENOMEM)
 		return diag_nomem(d);
 	/* cannot tell (EMFILE, EIO, ENOENT after a rm): say so, not "changed" */

@@ -1,9 +1,10 @@
 /*
  * ovl_int.h - what the overlay's files share: the journal's records
  * (ovl_journal.c), the services of ovl_store.c and what the other files
- * call across.  Call order: ovl_journal.c and ovl_ident.c at the bottom,
- * ovl_store.c, ovl_data.c, the views, ovl.c, ovl_summary.c, ovl_revert.c,
- * ovl_undo.c, ovl_inplace.c, ovl_open.c; no file calls one above it.  NEEDSWORK: ovl_view.c and ovl_view_apply.c still call
+ * call across.  Call order: ovl_journal.c, ovl_ident.c and ovl_hf.c at
+ * the bottom, ovl_store.c, ovl_data.c, the views, ovl.c, ovl_summary.c,
+ * ovl_revert.c, ovl_undo.c, ovl_inplace.c, ovl_open.c; no file calls one
+ * above it.  NEEDSWORK: ovl_view.c and ovl_view_apply.c still call
  * each other (scratch files, numel, byte order one way, applying a view
  * the other).  Not for callers.
  */
@@ -53,6 +54,13 @@ enum {
 				   new file, just before its rename */
 	JR_REVERT = 'Z',	/* key paths (1 to JR_MAXF): made what the
 				   checkpoint holds there (ovl_undo.c) */
+	JR_NEWFILE = 'N',	/* name in the folder, dev, ino: a new shard
+				   file a sharded folder's write-back made
+				   (O_EXCL) just before; the next mount
+				   removes it unless the index names it */
+	JR_RETIRE = 'O',	/* name in the folder, dev, ino: a shard the
+				   write-back replaces, removed once its new
+				   index is in place (JR_COMMIT matched) */
 	JR_INPLACE = 'P',	/* dev, ino, size of the checkpoint, then
 				   the plan: "entry storage|- crc\n" per
 				   changed record (ovl_inplace.c); journaled
@@ -107,6 +115,14 @@ int jr_create(struct ovl *v, struct diag *d);
 /* Append @r and fdatasync it.  0 or -errno with @d set. */
 int jr_append(struct ovl *v, const struct jrec *r, struct diag *d);
 
+/* Is s->fd a file of the overlay's (a copy, or a new tensor's data), not
+ * the checkpoint's own file (its shard's, in a sharded folder)? */
+static inline bool ovl_copied(const struct ovl *v,
+			      const struct ckpt_storage *s)
+{
+	return s->fd >= 0 && s->fd != ckpt_storage_home(v->c, s);
+}
+
 /* Add NUL-terminated @s as the next field of @r. */
 static inline void jr_field(struct jrec *r, const char *s)
 {
@@ -119,6 +135,11 @@ static inline void jr_field(struct jrec *r, const char *s)
 /* @fd's identity; the CRC-32 of its bytes [@cdir_off, +@cdir_size). */
 int ovl_ident_of(int fd, uint64_t cdir_off, uint64_t cdir_size,
 		 struct ovl_ident *id);
+/* Checkpoint @c's identity (ovl_ident_of() of its file, a zip's central
+ * directory, a sharded folder's shards): through its descriptors, or with
+ * @path, of what is at the path now. */
+int ovl_ident_ckpt(const struct ckpt *c, const char *path,
+		   struct ovl_ident *id);
 bool ovl_ident_same(const struct ovl_ident *a, const struct ovl_ident *b);
 /*
  * Is the checkpoint still what was mounted?  The fd the mount reads must
@@ -334,5 +355,34 @@ int ovl_st_tensor(struct ovl *v, const struct ckpt_tensor *t,
 		  const char *name, struct diag *d);
 /* ovl_st.c: a user.meta.* attribute (__metadata__) is not set. */
 int ovl_st_xattr(struct ovl *v, const char *name, struct diag *d);
+
+/* ---- ovl_hf.c: a sharded folder's edits and files ---- */
+
+/* A file a sharded folder's write-back made or replaces (journaled). */
+struct ovl_hffile {
+	char *name;		/* in the folder */
+	uint64_t dev, ino;
+	bool retire;		/* JR_RETIRE: an old shard */
+};
+
+/* 0, or -EPERM with @d set when @v is a sharded folder's: it takes edits
+ * of tensor bytes only; @what names what the edit was about. */
+int ovl_hf_shape(struct ovl *v, const char *what, struct diag *d);
+/* 0, or -EPERM with @d set: storage @s's shard is not written back. */
+int ovl_hf_data(struct ovl *v, const struct ckpt_storage *s,
+		struct diag *d);
+/* ckpt_hf_save()'s CKPT_SAVE_NEW or CKPT_SAVE_RETIRE: the record. */
+int ovl_hf_record(struct ovl *v, int stage, const char *name,
+		  const struct stat *st, struct diag *d);
+/* Reading the journal: remember JR_NEWFILE / JR_RETIRE @r. */
+int ovl_hf_note(struct ovl *v, const struct jrec *r, struct diag *d);
+/*
+ * Remove what a killed write-back left: new files the index does not
+ * name; with @committed (its JR_COMMIT matched) the shards it replaced.
+ * Each only if it is still the file journaled (dev, ino).  Forgets them.
+ */
+void ovl_hf_tidy(struct ovl *v, bool committed);
+/* Forget them, removing nothing. */
+void ovl_hf_forget(struct ovl *v);
 
 #endif

@@ -197,7 +197,7 @@ static int attach_copies(struct ovl *v, struct diag *d)
 					    s->key,
 					    (unsigned long long)s->nbytes);
 		}
-		if (s->fd != c->fd && s->fd >= 0)
+		if (ovl_copied(v, s))
 			close(s->fd);
 		s->fd = fd;
 		s->data_off = 0;
@@ -317,6 +317,8 @@ static int load(struct ovl *v, bool discard, struct diag *d)
 						  (unsigned long long)r.off);
 			else if (ovl_temp_add(v, r.f[0], r.len[0]))
 				rc = diag_nomem(d);
+		} else if (r.op == JR_NEWFILE || r.op == JR_RETIRE) {
+			rc = ovl_hf_note(v, &r, d);
 		} else if (r.op == JR_COMMIT) {
 			matched = ovl_commit_is(&r, &v->id);
 			v->inplace_done = v->inplace_pending;
@@ -348,6 +350,8 @@ static int load(struct ovl *v, bool discard, struct diag *d)
 				"%s", v->jpath, strerror(errno));
 		goto out;
 	}
+	/* a folder's write-back killed: new files, or (committed) old */
+	ovl_hf_tidy(v, matched);
 	if (mine && !(v->inplace_done && matched && !v->readonly))
 		goto out;
 	v->inplace_pending = false;	/* not this file's (or dropped) */
@@ -374,7 +378,6 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 	     struct ovl **out, struct diag *d)
 {
 	struct ovl *v = calloc(1, sizeof(*v));
-	bool zip = c->format == CKPT_ZIP || c->format == CKPT_TORCHSCRIPT;
 	int rc = 0;
 
 	*out = NULL;
@@ -391,8 +394,7 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 		rc = diag_errno(d, -errno, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
-	rc = ovl_ident_of(c->fd, zip ? c->zip.cdir_off : 0,
-			  zip ? c->zip.cdir_size : 0, &v->id);
+	rc = ovl_ident_ckpt(c, NULL, &v->id);
 	if (rc) {
 		rc = diag_errno(d, rc, "%s: %s", path, strerror(-rc));
 		goto fail;
@@ -463,9 +465,9 @@ void ovl_close(struct ovl *v)
 	for (uint32_t i = 0; i < v->c->nstorages; i++) {
 		struct ckpt_storage *s = v->c->storages[i];
 
-		if (s->fd != v->c->fd && s->fd >= 0)
+		if (ovl_copied(v, s))
 			close(s->fd);
-		s->fd = v->c->fd;
+		s->fd = ckpt_storage_home(v->c, s);
 		ckpt_dirty_drop(s);
 	}
 	for (uint32_t i = 0; i < v->c->nnodes; i++) {
@@ -479,6 +481,7 @@ void ovl_close(struct ovl *v)
 	for (size_t i = 0; i < v->ntemps; i++)
 		free(v->temps[i]);
 	free(v->temps);
+	ovl_hf_forget(v);
 	free(v->named);
 	free(v->reverted);
 	ckpt_plan_release(&v->plan);
@@ -525,8 +528,11 @@ static int save_check(void *arg, int stage, const char *tmp,
 {
 	struct ovl *v = arg;
 	bool target = !v->output;
-	int rc = ovl_still_same(v, target, d);
+	int rc;
 
+	if (stage == CKPT_SAVE_NEW || stage == CKPT_SAVE_RETIRE)
+		return ovl_hf_record(v, stage, tmp, st, d);
+	rc = ovl_still_same(v, target, d);
 	if (rc)
 		return rc;
 	if (stage == CKPT_SAVE_START) {
@@ -568,7 +574,13 @@ int ovl_commit(struct ovl *v, const char *output, struct diag *d)
 		v->output = output;
 		/* the temporary's tag is the journal's id */
 		rc = ovl_ensure_dir(v, d);
-		if (!rc)
+		if (!rc && v->c->hf && output)
+			rc = diag_errno(d, -EINVAL, "a sharded folder is "
+					"written back into itself, not to "
+					"another file (ptrepack writes one)");
+		else if (!rc && v->c->hf)
+			rc = ckpt_hf_save(v->c, &o, d);
+		else if (!rc)
 			rc = ckpt_save(v->c, output ? output : v->path, &o,
 				       &v->base, NULL, NULL, d);
 		v->output = NULL;

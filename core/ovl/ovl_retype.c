@@ -115,7 +115,7 @@ static void install(struct ovl *v, struct ckpt_storage *s,
 		    const struct ckpt_dtype *from, const struct ckpt_dtype *to,
 		    int fd)
 {
-	if (s->fd != v->c->fd && s->fd >= 0)
+	if (ovl_copied(v, s))
 		close(s->fd);
 	cvt_storage_retype(v->c, s, from, to, fd, 0);
 }

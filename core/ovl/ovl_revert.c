@@ -256,9 +256,9 @@ static void revert_storage(const struct rv *R, uint32_t i)
 	}
 	if (!rv_staged(v, s))
 		return;
-	if (s->fd != R->c->fd && s->fd >= 0)
+	if (ovl_copied(v, s))
 		close(s->fd);
-	s->fd = R->c->fd;
+	s->fd = ckpt_storage_home(R->c, s);
 	s->data_off = s->rec ? 0 : ps->data_off;	/* located again */
 	s->modified = false;
 	if (s->retyped) {

@@ -236,7 +236,7 @@ static int ovl_data_install(struct ovl *v, struct ckpt_storage *s, int fd,
 		close(fd);
 		return rc;
 	}
-	if (s->fd != v->c->fd && s->fd >= 0)
+	if (ovl_copied(v, s))
 		close(s->fd);
 	s->fd = fd;
 	s->data_off = 0;
@@ -281,8 +281,10 @@ int ovl_copy_up(struct ovl *v, struct ckpt_storage *s, struct diag *d)
 {
 	int fd, rc;
 
-	if (s->fd != v->c->fd)
-		return 0;
+	if (s->fd != ckpt_storage_home(v->c, s))
+		return 0;	/* copied already, or a new tensor's */
+	if ((rc = ovl_hf_data(v, s, d)))
+		return rc;
 	rc = data_copy(v, s, &fd, d);
 	if (!rc)
 		rc = ovl_data_install(v, s, fd, d);
@@ -306,8 +308,10 @@ int ovl_replace_contents(struct ovl *v, const struct ckpt_tensor *t,
 	uint64_t len = ckpt_tensor_size(t);
 	bool whole = t->contiguous && t->offset == 0 && len == s->nbytes;
 	char *buf = NULL;
-	int fd = -1, rc;
+	int fd = -1, rc = ovl_hf_data(v, s, d);
 
+	if (rc)
+		return rc;
 	if (whole) {
 		fd = ovl_data_open(v, s->index, ".tmp", O_RDWR | O_CREAT |
 				   O_TRUNC, d);
@@ -418,6 +422,8 @@ int ovl_dir_editable(struct ovl *v, const struct ckpt_node *dir,
 	if (!ckpt_node_is_dir(dir))
 		return diag_errno(d, -ENOTDIR, "%s: not a directory",
 				  dir->name);
+	if ((rc = ovl_hf_shape(v, *dir->name ? dir->name : v->path, d)))
+		return rc;
 	if (!strncmp(dir->type, "sparse", 6))
 		return diag_errno(d, -EPERM, "%s: the parts of a sparse "
 				  "tensor cannot be renamed, removed or "

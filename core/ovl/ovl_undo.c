@@ -58,13 +58,14 @@ void ovl_pristine_drop(struct ovl *v)
  */
 static int pristine(struct ovl *v, struct diag *d)
 {
-	bool zip = v->c->format == CKPT_ZIP || v->c->format == CKPT_TORCHSCRIPT;
 	struct ovl_ident now;
 	int rc;
 
 	if (v->pristine)
 		return 0;
-	if (asprintf(&v->pristine_path, "/proc/self/fd/%d", v->c->fd) < 0) {
+	/* a folder by its path: its index's name is how it opens */
+	if (v->c->hf ? !(v->pristine_path = strdup(v->path)) :
+	    asprintf(&v->pristine_path, "/proc/self/fd/%d", v->c->fd) < 0) {
 		v->pristine_path = NULL;
 		return diag_nomem(d);
 	}
@@ -73,8 +74,7 @@ static int pristine(struct ovl *v, struct diag *d)
 		ovl_pristine_drop(v);
 		return rc;
 	}
-	rc = ovl_ident_of(v->pristine->fd, zip ? v->pristine->zip.cdir_off : 0,
-			  zip ? v->pristine->zip.cdir_size : 0, &now);
+	rc = ovl_ident_ckpt(v->pristine, NULL, &now);
 	/* a rename over the path changes the ctime of ours: no change */
 	now.ctime_s = v->id.ctime_s;
 	now.ctime_ns = v->id.ctime_ns;

@@ -291,6 +291,8 @@ long long ovl_view_write(struct ovl *v, struct ckpt_node *n, int view,
 	struct ckpt_stage *st = n->vstage;
 	int rc = ovl_check_writable(v, d);
 
+	if (!rc)
+		rc = ovl_hf_shape(v, ovl_label(n), d);
 	if (rc)
 		return rc;
 	if (st && st->view != view)
@@ -337,6 +339,8 @@ int ovl_view_truncate(struct ovl *v, struct ckpt_node *n, int view,
 {
 	int rc = ovl_check_writable(v, d);
 
+	if (!rc)
+		rc = ovl_hf_shape(v, ovl_label(n), d);
 	if (rc)
 		return rc;
 	if (n->vstage && n->vstage->view != view)

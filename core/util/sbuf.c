@@ -69,6 +69,39 @@ void sb_utf8(struct sbuf *b, uint32_t c)
 	sb_add(b, u, utf8_put(u, c));
 }
 
+/* A JSON string as serde_json writes it. */
+void sb_json_str(struct sbuf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t run = 0;
+
+	sb_add(b, "\"", 1);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		char esc[7] = { '\\', 0 };
+
+		if (ch >= 0x20 && ch != '"' && ch != '\\')
+			continue;
+		sb_add(b, s + run, i - run);
+		run = i + 1;
+		switch (ch) {
+		case '"': case '\\': esc[1] = (char)ch; break;
+		case '\b': esc[1] = 'b'; break;
+		case '\f': esc[1] = 'f'; break;
+		case '\n': esc[1] = 'n'; break;
+		case '\r': esc[1] = 'r'; break;
+		case '\t': esc[1] = 't'; break;
+		default:
+			memcpy(esc + 1, "u00", 3);
+			esc[4] = hex[ch >> 4];
+			esc[5] = hex[ch & 15];
+		}
+		sb_puts(b, esc);
+	}
+	sb_add(b, s + run, n - run);
+	sb_add(b, "\"", 1);
+}
+
 size_t sb_chars(const struct sbuf *b)
 {
 	size_t k = 0;

@@ -23,6 +23,11 @@ void sb_printf(struct sbuf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Code point @c as UTF-8. */
 void sb_utf8(struct sbuf *b, uint32_t c);
+/* @n bytes of @s as a JSON string, quotes included, as serde_json (and
+ * Python's json with ensure_ascii=False) writes one: '"', '\\' and
+ * control characters escaped (\b \f \n \r \t, else \u00xx), the rest
+ * as is. */
+void sb_json_str(struct sbuf *b, const char *s, size_t n);
 /* Number of characters (UTF-8 code points) in @b, as Python's len(). */
 size_t sb_chars(const struct sbuf *b);
 /* Cut @b back to its first @n bytes (nothing if it is shorter). */
