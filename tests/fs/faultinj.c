@@ -8,14 +8,18 @@
  *	CALL SUBSTRING NTH ERRNO
  *
  *   CALL       write (write, pwrite, writev, pwritev), sync (fsync,
- *              fdatasync) or copy (copy_file_range)
+ *              fdatasync), copy (copy_file_range), rename (rename,
+ *              renameat, renameat2) or unlink (unlink, unlinkat)
  *   SUBSTRING  the call fails only on a descriptor whose path
  *              (/proc/self/fd/N) contains it, e.g. ".ptfs-new." for the
- *              write-back's temporary file
+ *              write-back's temporary file; rename and unlink: the path
+ *              of the name renamed or removed
  *   NTH        the NTH matching call after the rules were (re)loaded
  *              fails, and every later one too: a disk that went bad stays
  *              bad until the rule goes away
- *   ERRNO      EIO, ENOSPC, EDQUOT or EROFS
+ *   ERRNO      EIO, ENOSPC, EDQUOT or EROFS; or KILL: the process kills
+ *              itself (SIGKILL) instead of making the call, a crash at
+ *              exactly that step (hf_write.sh)
  *
  * Each failure is logged to $PTFS_FAULTS.log ("write /path: EIO"), so a
  * test can tell that the fault was hit.  Test code, not part of ptfs.
@@ -25,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +39,7 @@
 
 #define MAX_RULES 16
 
-enum call { C_WRITE, C_SYNC, C_COPY };
+enum call { C_WRITE, C_SYNC, C_COPY, C_RENAME, C_UNLINK };
 
 struct rule {
 	int call;
@@ -59,6 +64,8 @@ static int errno_of(const char *s)
 		return EDQUOT;
 	if (!strcmp(s, "EROFS"))
 		return EROFS;
+	if (!strcmp(s, "KILL"))
+		return -1;
 	return 0;
 }
 
@@ -94,7 +101,9 @@ static void reload(void)
 			continue;
 		r->call = !strcmp(call, "write") ? C_WRITE :
 			  !strcmp(call, "sync") ? C_SYNC :
-			  !strcmp(call, "copy") ? C_COPY : -1;
+			  !strcmp(call, "copy") ? C_COPY :
+			  !strcmp(call, "rename") ? C_RENAME :
+			  !strcmp(call, "unlink") ? C_UNLINK : -1;
 		if (r->call < 0)
 			continue;
 		memcpy(r->sub, sub, sizeof(r->sub));
@@ -117,26 +126,18 @@ static void note(const char *what, const char *path, int err)
 	f = fopen(log, "ae");
 	if (!f)
 		return;
-	fprintf(f, "%s %s: %s\n", what, path, strerrorname_np(err));
+	fprintf(f, "%s %s: %s\n", what, path, err < 0 ? "KILL" :
+		strerrorname_np(err));
 	fclose(f);
 }
 
-/* 0, or the errno this call on @fd must fail with. */
-static int fault(int call, const char *what, int fd)
+/* 0, or the errno this call on @path must fail with; KILL kills. */
+static int fault_path(int call, const char *what, const char *path)
 {
-	char link[64], path[4096];
-	ssize_t n;
 	int err = 0, saved = errno;
 
 	pthread_mutex_lock(&lock);
 	reload();
-	if (!nrules)
-		goto out;
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	n = readlink(link, path, sizeof(path) - 1);
-	if (n <= 0)
-		goto out;
-	path[n] = '\0';
 	for (int i = 0; i < nrules && !err; i++) {
 		struct rule *r = &rules[i];
 
@@ -146,10 +147,47 @@ static int fault(int call, const char *what, int fd)
 	}
 	if (err)
 		note(what, path, err);
-out:
 	pthread_mutex_unlock(&lock);
+	if (err < 0)
+		raise(SIGKILL);
 	errno = saved;
 	return err;
+}
+
+/* The path of @name relative to directory @dfd (AT_FDCWD: as is). */
+static void path_at(int dfd, const char *name, char *out, size_t size)
+{
+	char link[64];
+	ssize_t n = 0;
+
+	if (name[0] != '/' && dfd != AT_FDCWD) {
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", dfd);
+		n = readlink(link, out, size - 2);
+		n = n < 0 ? 0 : n;
+		out[n++] = '/';
+	}
+	snprintf(out + n, size - n, "%s", name);
+}
+
+/* 0, or the errno this call on @fd must fail with. */
+static int fault(int call, const char *what, int fd)
+{
+	char link[64], path[4096];
+	ssize_t n;
+	int saved = errno;
+
+	pthread_mutex_lock(&lock);
+	reload();
+	pthread_mutex_unlock(&lock);
+	if (!nrules)
+		return 0;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, path, sizeof(path) - 1);
+	errno = saved;
+	if (n <= 0)
+		return 0;
+	path[n] = '\0';
+	return fault_path(call, what, path);
 }
 
 #define REAL(ret, name, ...)						\
@@ -246,4 +284,50 @@ ssize_t copy_file_range(int in, loff_t *inoff, int out, loff_t *outoff,
 		return -1;
 	}
 	return real(in, inoff, out, outoff, n, flags);
+}
+
+int renameat2(int od, const char *o, int nd, const char *n, unsigned int fl)
+{
+	REAL(int, "renameat2", int, const char *, int, const char *,
+	     unsigned int);
+	char path[4096];
+	int err;
+
+	path_at(od, o, path, sizeof(path));
+	err = fault_path(C_RENAME, "rename", path);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return real(od, o, nd, n, fl);
+}
+
+int renameat(int od, const char *o, int nd, const char *n)
+{
+	return renameat2(od, o, nd, n, 0);
+}
+
+int rename(const char *o, const char *n)
+{
+	return renameat2(AT_FDCWD, o, AT_FDCWD, n, 0);
+}
+
+int unlinkat(int dfd, const char *name, int flags)
+{
+	REAL(int, "unlinkat", int, const char *, int);
+	char path[4096];
+	int err;
+
+	path_at(dfd, name, path, sizeof(path));
+	err = fault_path(C_UNLINK, "unlink", path);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return real(dfd, name, flags);
+}
+
+int unlink(const char *name)
+{
+	return unlinkat(AT_FDCWD, name, 0);
 }

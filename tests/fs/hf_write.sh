@@ -1,0 +1,262 @@
+#!/bin/sh
+# Hugging Face sharded folders written back through a mount
+# (docs/design.md "Writing a sharded folder back").
+#
+#   usage: sh tests/fs/hf_write.sh VERSION PTFS
+#
+# VERSION "1.13" or "2": the torch that writes the folders (hf_check.py
+# gen) and loads them afterwards.  For bin/ (torch.save shards) and st/
+# (safetensors shards):
+#
+#   edit        through the mount, 4 bytes into a tensor of shard 2 and a
+#               whole rewrite of one of shard 4; a new file, a directory,
+#               a rename, a removal and an attribute change fail with
+#               EPERM; `ptfs umount` writes back
+#   written     the folder as transformers loads it (index, then shards)
+#               holds exactly the edited bytes; shards 2 and 4 have new
+#               names (.g1), the old files are gone, the others and the
+#               folder's other files are byte for byte the same, the index
+#               differs in those names only; no temporary or overlay left
+#   again       a second edit of shards 2 and 4 gives them their first
+#               names back
+#
+# Then mixed/'s legacy shard refuses writes (EPERM), -o inplace and
+# -o output= are refused with one line, and a crash test across files:
+# the daemon kills itself (faultinj.c's KILL) at each step of the commit
+# (syncing the 1st new shard, the 2nd, the index rename, removing an old
+# shard).  Each time the folder must load as the old one or the new one,
+# never a mix (old before the rename, new after); a remount removes the
+# files the killed write-back left (new shards before the rename, old
+# ones after) and shows the edits; its unmount writes them back and
+# leaves no file behind.
+#
+# Prints one line per check and finally "N passed, N failed".  Exit 0 all
+# passed, 1 a failure, 77 skipped (no usable /dev/fuse; no torch with
+# PT_ALLOW_SKIP_TORCH=1).  Never leaves a mount behind.
+set -u
+here=$(cd "$(dirname "$0")" && pwd) || exit 1
+. "$here/begin.sh"
+fs_args "1.13|2 PTFS" 2 2 "$@"
+PTFS=$2
+sample=$here/../data/sample.pt
+fs_progs PTFS
+fs_need_fuse
+
+fs_torch "" ptfs-hfwrite
+. "$here/lib.sh"
+trap release_work EXIT
+trap 'exit 130' INT TERM HUP
+mkdir -p "$WORK/mnt" "$WORK/hf" || exit 1
+fs_py hf_write_check.py hf_check.py st_check.py
+
+probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err"
+stop_daemon "$WORK/mnt/probe"
+
+FS_PY=hf_check.py
+if ! fs_pyrun gen.rep gen "$inner/hf"; then
+	fail "generate" "hf_check.py gen failed under torch $version" \
+		"$WORK/gen.rep.err"
+	summary
+	exit 1
+fi
+FS_PY=hf_write_check.py
+H=$WORK/hf M=$WORK/mnt/m IM=$inner/mnt/m
+
+# files DIR: every file of DIR but shards and the index, with its sha256
+files() {
+	(cd "$1" && find . -type f ! -name '*.bin' ! -name '*.safetensors' \
+		! -name '*.index*.json' | sort | xargs sha256sum)
+}
+# shards DIR: each shard file's name and sha256
+shards() {
+	(cd "$1" && ls | grep -E '\.(bin|safetensors)$' | xargs sha256sum)
+}
+# leftovers DIR: temporaries in DIR, an overlay beside it
+leftovers() {
+	ls -A "$1" | grep -e '\.ptfs-new\.' | tr '\n' ' '
+	ls -A "$(dirname "$1")" | grep -x "\.$(basename "$1")\.ptfs" | tr '\n' ' '
+}
+# report NAME: the first line of $WORK/NAME (or its .err)
+report() {
+	grep "^ok$TAB" "$WORK/$1" | cut -f2
+}
+why() {
+	head -n 1 "$WORK/$1"
+	head -n 2 "$WORK/$1.err"
+}
+
+for n in bin st; do
+	F=$H/w$n
+	cp -r "$H/$n" "$F" || exit 1
+	idx=$(cd "$F" && ls *.index*.json)
+	cp "$F/$idx" "$WORK/$n.index0"
+	files "$F" >"$WORK/$n.files0"
+	shards "$F" >"$WORK/$n.shards0"
+	if ! start_daemon "$F" "$M" "$WORK/$n.err"; then
+		fail "$n: mount" "$(head -n 1 "$WORK/$n.err")"
+		continue
+	fi
+	if fs_pyrun "$n.edit" edit "$IM" "$inner/$n.json" refusals; then
+		pass "$n: edit" "$(report "$n.edit")"
+	else
+		fail "$n: edit" "$(why "$n.edit")"
+	fi
+	out=$(run_limited 120 "$PTFS" umount "$M" 2>&1)
+	r=$?
+	stop_daemon "$M"
+	case $r:$out in
+	0:"written back: 2 tensors changed; "*" bytes to $F"*) ;;
+	*) fail "$n: ptfs umount" "exit $r: $out" ;;
+	esac
+	det=$WORK/$n.det
+	: >"$det"
+	fs_pyrun "$n.written" written "$inner/hf/w$n" "$inner/$n.json" \
+		"$inner/$n.index0" || why "$n.written" >>"$det"
+	files "$F" | cmp -s - "$WORK/$n.files0" ||
+		echo "the folder's other files changed" >>"$det"
+	# shards 1, 3 and 5 are the same files; 2 and 4 have .g1 names
+	shards "$F" >"$WORK/$n.shards1"
+	kept=$(grep -v -e '-00002-' -e '-00004-' "$WORK/$n.shards0")
+	[ "$(grep -v -e '-00002-' -e '-00004-' "$WORK/$n.shards1")" = "$kept" ] ||
+		echo "shards 1, 3, 5 changed" >>"$det"
+	[ "$(grep -c '\.g1\.' "$WORK/$n.shards1")" = 2 ] ||
+		echo "not two .g1 shards: $(cut -c67- "$WORK/$n.shards1" | tr '\n' ' ')" >>"$det"
+	[ -z "$(leftovers "$F")" ] || echo "left: $(leftovers "$F")" >>"$det"
+	if [ -s "$det" ]; then
+		fail "$n: written back" "$(head -n 1 "$det")" "$det"
+	else
+		pass "$n: written back" "$(report "$n.written")"
+	fi
+	# a second write-back of shards 2 and 4: their first names again
+	cp "$F/$idx" "$WORK/$n.index1"
+	if start_daemon "$F" "$M" "$WORK/$n.err2" &&
+	    fs_pyrun "$n.edit2" edit "$IM" "$inner/$n.json2" &&
+	    stop_daemon "$M" && [ "$DRC" = 0 ] &&
+	    fs_pyrun "$n.written2" written "$inner/hf/w$n" \
+		"$inner/$n.json2" "$inner/$n.index1"; then
+		s=$(cd "$F" && ls | grep -e '-00002-' -e '-00004-' | tr '\n' ' ')
+		case $s in
+		*-00002-of-00005.bin" "*-00004-of-00005.bin" "|*-00002-of-00005.safetensors" "*-00004-of-00005.safetensors" ")
+			pass "$n: again" "shards now: $s" ;;
+		*)	fail "$n: again" "shards now: $s" ;;
+		esac
+	else
+		stop_daemon "$M"
+		fail "$n: again" "$(why "$n.written2")$(why "$n.edit2")"
+	fi
+done
+
+# ------------------------------------------------------ refusals
+# mixed/: shard 1 is a legacy (torch < 1.6) file, not written back
+X=$H/mixed
+shards "$X" >"$WORK/mixed.sums0"
+if start_daemon "$X/pytorch_model.bin.index.fp16.json" "$M" "$WORK/mixed.err"; then
+	k=
+	for f in "$M"/*; do
+		case $(getfattr --only-values -n user.shard "$f" 2>/dev/null) in
+		*-00001-of-*) k=${f##*/}; break ;;
+		esac
+	done
+	if [ -n "$k" ] && fs_pyrun mixed.rep legacy "$IM" "$k"; then
+		pass "mixed: legacy shard" "$(report mixed.rep)"
+	else
+		fail "mixed: legacy shard" "key '$k': $(why mixed.rep)"
+	fi
+	stop_daemon "$M"
+	shards "$X" | cmp -s - "$WORK/mixed.sums0" ||
+		fail "mixed: unchanged" "its shards changed"
+else
+	fail "mixed: mount" "$(head -n 1 "$WORK/mixed.err")"
+fi
+sums0=$(shards "$H/bin")
+for o in inplace output=$WORK/one.pt; do
+	mkdir -p "$WORK/mnt/r"
+	out=$(run_limited 30 "$PTFS" -o "$o" "$H/bin" "$WORK/mnt/r" 2>&1)
+	r=$?
+	case $r:$out in
+	[1-9]*:"ptfs: $H/bin: -o ${o%%=*} refused: a sharded folder is written back into itself"*)
+		if [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] &&
+		    ! is_mounted "$WORK/mnt/r" && [ ! -e "$WORK/one.pt" ] &&
+		    [ "$(shards "$H/bin")" = "$sums0" ]; then
+			pass "-o ${o%%=*} refused" "exit $r: $out"
+		else
+			fail "-o ${o%%=*} refused" "not one line, or something changed: $out"
+		fi ;;
+	*)	fail "-o ${o%%=*} refused" "exit $r: $out" ;;
+	esac
+	unmount "$WORK/mnt/r"
+done
+
+# ------------------------------------------------------ crash across files
+INJ=$WORK/faultinj.so CTL=$WORK/faults
+if ! ${CC:-cc} -shared -fPIC -O2 -o "$INJ" "$here/faultinj.c" -ldl \
+    -lpthread >"$WORK/cc.log" 2>&1; then
+	skip "crash across files" "cannot build the fault injector: $(head -n 1 "$WORK/cc.log")"
+	summary
+	[ "$nfail" -eq 0 ]
+	exit
+fi
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+PTFS_FAULTS=$CTL
+export ASAN_OPTIONS PTFS_FAULTS
+# STEP|RULE|STATE: where the kill lands and what the folder must hold
+for c in "1st new shard synced|sync 00002-of-00005.g1.bin 1 KILL|old" \
+	"2nd new shard synced|sync 00004-of-00005.g1.bin 1 KILL|old" \
+	"index rename|rename .ptfs-new. 1 KILL|old" \
+	"old shard removed|unlink 00002-of-00005.bin 1 KILL|new"; do
+	step=${c%%|*} rest=${c#*|}
+	rule=${rest%|*} want=${rest#*|}
+	F=$H/crash
+	rm -rf "$F" "$H/.crash.ptfs"
+	cp -r "$H/bin" "$F" || exit 1
+	: >"$CTL"
+	det=$WORK/crash.det
+	: >"$det"
+	if ! LD_PRELOAD=$INJ start_daemon "$F" "$M" "$WORK/crash.err"; then
+		fail "crash at $step" "not mounted: $(head -n 1 "$WORK/crash.err")"
+		continue
+	fi
+	fs_pyrun crash.edit edit "$IM" "$inner/crash.json" ||
+		why crash.edit >>"$det"
+	printf '%s\n' "$rule" >"$CTL"
+	: >"$CTL.log"
+	run_limited 120 "$PTFS" umount "$M" >/dev/null 2>&1
+	stop_daemon "$M"
+	grep -q KILL "$CTL.log" 2>/dev/null ||
+		echo "the kill was not hit ($rule)" >>"$det"
+	: >"$CTL"
+	fs_pyrun crash.state state "$inner/hf/crash" "$inner/crash.json"
+	got=$(grep -x -e old -e new -e mixed "$WORK/crash.state")
+	[ "$got" = "$want" ] ||
+		echo "after the kill the folder holds '$got', not '$want': $(why crash.state)" >>"$det"
+	# the next mount shows the edits, its unmount writes them back
+	if start_daemon "$F" "$M" "$WORK/crash.err2"; then
+		fs_pyrun crash.shows shows "$IM" "$inner/crash.json" ||
+			why crash.shows >>"$det"
+		# what the killed write-back left is gone: new shards the
+		# index does not name, or the old ones it replaced
+		named=$(grep -o '"[^"]*\.bin"' "$F/pytorch_model.bin.index.json" |
+			tr -d '"' | sort -u)
+		[ "$(cd "$F" && ls | grep '\.bin$')" = "$named" ] ||
+			echo "after the remount: shard files $(cd "$F" && ls | grep '\.bin$' | tr '\n' ' ')" >>"$det"
+		stop_daemon "$M"
+		[ "$DRC" = 0 ] || echo "remount: ptfs exited $DRC" >>"$det"
+	else
+		echo "no remount: $(head -n 1 "$WORK/crash.err2")" >>"$det"
+	fi
+	cp "$H/bin/pytorch_model.bin.index.json" "$WORK/crash.index0"
+	fs_pyrun crash.written written "$inner/hf/crash" "$inner/crash.json" \
+		"$inner/crash.index0" || why crash.written >>"$det"
+	[ -z "$(leftovers "$F")" ] || echo "left: $(leftovers "$F")" >>"$det"
+	if [ -s "$det" ]; then
+		fail "crash at $step" "$(head -n 1 "$det")" "$det"
+	else
+		pass "crash at $step" "the folder was $got; remounted, written back: $(report crash.written)"
+	fi
+done
+
+if ! no_mounts_left; then
+	fail "no mounts left" "$(awk -v w="$WORK/mnt/" 'index($2, w) == 1 { print $2 }' /proc/mounts | head -n 3)"
+fi
+summary
+[ "$nfail" -eq 0 ]

@@ -1,0 +1,206 @@
+"""hf_write_check.py - edits of a Hugging Face sharded folder through a
+ptfs mount, and what torch loads of the folder afterwards, for
+tests/fs/hf_write.sh (torch 1.13 or 2.x; hf_check.py beside it).
+
+  edit MNT OUT.json [refusals]
+        through the mount MNT: 4 bytes at offset 4 of the first tensor of
+        the folder's 2nd shard inverted (pwrite), and every byte of the first
+        tensor of its 4th shard (a whole rewrite, same size); the sha256
+        of every tensor file before and after into OUT.json ("old",
+        "new"), with the names edited and their shards.  With
+        "refusals": a new file, a directory, a rename, a removal and an
+        attribute change must each fail with EPERM and change nothing
+  written DIR OUT.json INDEX0
+        the folder DIR as transformers loads it (the index's shards, one
+        by one) holds exactly OUT.json's "new" bytes; its index is INDEX0
+        (the index before, saved as a file) with only shard names changed,
+        each by a ".gN" before its extension, every shard it names is
+        there and no other shard file is
+  state DIR OUT.json
+        prints "old", "new" or "mixed": which of OUT.json's the folder
+        holds as the index leads to it (a crash must never leave "mixed")
+  shows MNT OUT.json
+        the mount shows OUT.json's "new" bytes
+  legacy MNT KEY
+        a write into KEY (a legacy shard's tensor) fails with EPERM
+
+Prints "ok<TAB>summary" and exits 0, or the problems and exits 1.
+"""
+import errno
+import glob
+import hashlib
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_check  # noqa: E402
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def mount_sums(mnt):
+    out = {}
+    for k in sorted(os.listdir(mnt)):
+        with open(os.path.join(mnt, k), "rb") as f:
+            out[k] = sha(f.read())
+    return out
+
+
+def by_shard(mnt):
+    shards = {}
+    for k in sorted(os.listdir(mnt)):
+        p = os.path.join(mnt, k)
+        if os.path.getsize(p) >= 8:
+            sh = os.getxattr(p, "user.shard").decode()
+            shards.setdefault(sh, []).append(k)
+    return [shards[s] for s in sorted(shards)]
+
+
+def expect_eperm(bad, what, fn):
+    try:
+        fn()
+    except OSError as e:
+        if e.errno != errno.EPERM:
+            bad.append("%s: %s, not EPERM" % (what, os.strerror(e.errno)))
+        return
+    bad.append("%s: succeeded" % what)
+
+
+def edit(mnt, out, refusals=None):
+    old = mount_sums(mnt)
+    groups = by_shard(mnt)
+    if len(groups) < 4:
+        print("fewer than 4 shards with tensors: %d" % len(groups))
+        return 1
+    a, b = groups[1][0], groups[3][0]
+    fd = os.open(os.path.join(mnt, a), os.O_RDWR)
+    os.pwrite(fd, bytes(x ^ 0xFF for x in os.pread(fd, 4, 4)), 4)
+    os.close(fd)
+    with open(os.path.join(mnt, b), "r+b") as f:
+        data = f.read()
+        f.seek(0)
+        f.write(bytes(x ^ 0x5A for x in data))
+    bad = []
+    if refusals:
+        p0 = os.path.join(mnt, a)
+        expect_eperm(bad, "create", lambda: open(os.path.join(mnt, "new"),
+                                                 "wb"))
+        expect_eperm(bad, "mkdir", lambda: os.mkdir(os.path.join(mnt, "d")))
+        expect_eperm(bad, "rename", lambda: os.rename(p0, p0 + ".x"))
+        expect_eperm(bad, "unlink", lambda: os.unlink(p0))
+        expect_eperm(bad, "setxattr", lambda: os.setxattr(
+            p0, "user.dtype", b"int8"))
+    new = mount_sums(mnt)
+    changed = sorted(k for k in new if new[k] != old[k])
+    if changed != sorted([a, b]):
+        bad.append("changed: %s, wanted %s" % (changed, sorted([a, b])))
+    if sorted(new) != sorted(old):
+        bad.append("names changed")
+    with open(out, "w") as f:
+        json.dump({"old": old, "new": new, "edited": [a, b]}, f)
+    if bad:
+        print("\n".join(bad))
+        return 1
+    print("ok\tedited %s and %s%s" % (a, b, ", 5 refusals EPERM"
+                                      if refusals else ""))
+    return 0
+
+
+def held(folder):
+    want, index = hf_check.union(folder)
+    return {k: sha(hf_check.raw(t)) for k, (t, _) in want.items()}, index
+
+
+def base_names(text):
+    return re.sub(r'\.g[1-9][0-9]*(\.[A-Za-z0-9]+")', r'\1', text)
+
+
+def written(folder, out, index0):
+    with open(out) as f:
+        o = json.load(f)
+    got, index = held(folder)
+    bad = ["%s: other bytes" % k for k in sorted(o["new"])
+           if got.get(k) != o["new"][k]]
+    if sorted(got) != sorted(o["new"]):
+        bad.append("keys: %s" % sorted(set(got) ^ set(o["new"]))[:5])
+    with open(index0) as f:
+        t0 = f.read()
+    with open(os.path.join(folder, index)) as f:
+        t1 = f.read()
+    if t0 == t1:
+        bad.append("the index did not change")
+    elif base_names(t0) != base_names(t1):
+        bad.append("the index changed beyond shard names")
+    named = set(json.loads(t1)["weight_map"].values())
+    files = set(os.path.basename(p) for p in glob.glob(
+        os.path.join(folder, "*")) if re.search(
+            r"\.(bin|safetensors)$", p))
+    if files != named:
+        bad.append("shard files %s, the index names %s" % (
+            sorted(files - named), sorted(named - files)))
+    if bad:
+        print("\n".join(bad[:20]))
+        return 1
+    renamed = sorted(set(json.loads(t1)["weight_map"].values()) -
+                     set(json.loads(t0)["weight_map"].values()))
+    print("ok\t%d tensors as torch loads the folder, %d edited; new "
+          "shards %s" % (len(got), len(o["edited"]), " ".join(renamed)))
+    return 0
+
+
+def state(folder, out):
+    with open(out) as f:
+        o = json.load(f)
+    got, _ = held(folder)
+    print("new" if got == o["new"] else "old" if got == o["old"] else
+          "mixed")
+    return 0
+
+
+def shows(mnt, out):
+    with open(out) as f:
+        o = json.load(f)
+    got = mount_sums(mnt)
+    if got != o["new"]:
+        print("the mount shows other bytes: %s" % sorted(
+            k for k in got if got[k] != o["new"].get(k))[:5])
+        return 1
+    print("ok\t%d tensors with the edits" % len(got))
+    return 0
+
+
+def legacy(mnt, key):
+    bad = []
+
+    def poke():
+        fd = os.open(os.path.join(mnt, key), os.O_WRONLY)
+        try:
+            os.pwrite(fd, b"\0", 0)
+        finally:
+            os.close(fd)
+    expect_eperm(bad, "write into %s" % key, poke)
+    if bad:
+        print(bad[0])
+        return 1
+    print("ok\twrite into a legacy shard's %s: EPERM" % key)
+    return 0
+
+
+def main(argv):
+    cmds = {"edit": (edit, 2, 3), "written": (written, 3, 3),
+            "state": (state, 2, 2), "shows": (shows, 2, 2),
+            "legacy": (legacy, 2, 2)}
+    if len(argv) >= 2 and argv[1] in cmds:
+        fn, lo, hi = cmds[argv[1]]
+        if lo <= len(argv) - 2 <= hi:
+            return fn(*argv[2:])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
