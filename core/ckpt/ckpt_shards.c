@@ -1,7 +1,7 @@
 /*
  * ckpt_shards.c - a Hugging Face sharded folder as one checkpoint
  * (multi-file-formats.md 1; docs/design.md "Sharded Hugging Face
- * folders"), read-only for now:
+ * folders"); ckpt_hfsave.c writes edits back:
  *
  *   FOLDER/                              (or the index file given itself)
  *     pytorch_model.bin.index.json       the index (ckpt_hfindex.c); one

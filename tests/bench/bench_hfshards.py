@@ -26,6 +26,12 @@ For each folder:
    route (bin/ only: torch.load of every shard, then torch.save of the
    union), each with its wall time and peak RSS, and the two files
    compared by ptdiff.
+7. write-back after a 4-byte edit: a copy of the folder mounted, 4 bytes
+   written into one tensor, `ptfs umount` timed (the shard holding it
+   written anew, the index renamed: docs/design.md "Writing a sharded
+   folder back"); the daemon's peak RSS over its whole life; the edit
+   read back.  Against cp -r of the folder (warm, the same run) and the
+   Python route's load + save of every shard (step 5).
 Every mount is unmounted on exit.
 """
 import json
@@ -122,6 +128,43 @@ class Mount:
     def close(self):
         subprocess.run(["fusermount3", "-u", self.mnt])
         self.p.wait()
+
+
+def writeback(name, folder):
+    """step 7: a 4-byte edit written back, against cp -r (warm)"""
+    mnt = os.path.join(WORK, "hfmnt")
+    dst = os.path.join(WORK, "hfedit")
+    shutil.rmtree(dst, ignore_errors=True)
+    t = time.perf_counter()
+    subprocess.run(["cp", "-r", folder, dst])
+    tcp = time.perf_counter() - t
+    os.makedirs(mnt, exist_ok=True)
+    p = subprocess.Popen(["/usr/bin/time", "-f", "%M",
+                          os.path.join(BUILD, "ptfs"), "-f", dst, mnt],
+                         stderr=subprocess.PIPE, text=True)
+    while not mounted(mnt):
+        if p.poll() is not None:
+            raise SystemExit("ptfs %s failed" % dst)
+        time.sleep(0.002)
+    fd = os.open(os.path.join(mnt, key(57, 333)), os.O_WRONLY)
+    os.pwrite(fd, b"\xde\xad\xbe\xef", 8)
+    os.close(fd)
+    t = time.perf_counter()
+    r = subprocess.run([os.path.join(BUILD, "ptfs"), "umount", mnt],
+                       capture_output=True, text=True)
+    twb = time.perf_counter() - t
+    peak = int(p.communicate()[1].strip().splitlines()[-1])
+    m = Mount(dst, mnt)
+    with open(os.path.join(mnt, key(57, 333)), "rb") as f:
+        ok = f.read()[8:12] == b"\xde\xad\xbe\xef"
+    m.close()
+    new = [e.name for e in os.scandir(dst) if ".g1." in e.name]
+    print("write-back, 4-byte edit  %7.3f s (%s); cp -r warm %6.3f s: "
+          "%.3fx; daemon %.1f MB peak; edit %s; new: %s" % (
+              twb, r.stdout.strip().split(";")[-1].strip(), tcp, twb / tcp,
+              peak / 1e3, "read back" if ok else "NOT FOUND",
+              " ".join(new)))
+    shutil.rmtree(dst)
 
 
 def read_all(mnt):
@@ -225,6 +268,7 @@ def main():
     try:
         for name in ("st", "bin"):
             bench(name, os.path.join(HF, name))
+            writeback(name, os.path.join(HF, name))
     finally:
         mnt = os.path.join(WORK, "hfmnt")
         if mounted(mnt):
