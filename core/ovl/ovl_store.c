@@ -422,7 +422,8 @@ int ovl_dir_editable(struct ovl *v, const struct ckpt_node *dir,
 	if (!ckpt_node_is_dir(dir))
 		return diag_errno(d, -ENOTDIR, "%s: not a directory",
 				  dir->name);
-	if ((rc = ovl_hf_shape(v, *dir->name ? dir->name : v->path, d)))
+	if ((rc = ovl_hf_shape(v, dir->name && *dir->name ? dir->name :
+				 "/", d)))
 		return rc;
 	if (!strncmp(dir->type, "sparse", 6))
 		return diag_errno(d, -EPERM, "%s: the parts of a sparse "
