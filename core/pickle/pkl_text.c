@@ -310,6 +310,17 @@ bool pkl_utf8_valid(const unsigned char *s, size_t n)
 	size_t k = 0;
 
 	while (k < n) {
+		/* ASCII runs 8 bytes at a time (names are mostly ASCII) */
+		while (n - k >= 8) {
+			uint64_t w;
+
+			memcpy(&w, s + k, 8);
+			if (w & UINT64_C(0x8080808080808080))
+				break;
+			k += 8;
+		}
+		if (k >= n)
+			break;
 		unsigned char c = s[k];
 		uint32_t cp, min;
 		size_t len;

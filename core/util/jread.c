@@ -59,17 +59,35 @@ static int hex4(struct rd *r, unsigned *out)
 static int string(struct rd *r, const char **out, size_t *len)
 {
 	const char *q = ++r->p;
+	bool plain = true;	/* no escape, no control character */
 	char *s, *o;
 	int rc;
 
-	/* the decoded string is never longer than its source */
-	while (q < r->end && *q != '"')
-		q += *q == '\\' ? 2 : 1;
-	if (q >= r->end)
+	/* the decoded string is never longer than its source; most have
+	   no escape: the first '"' ends them (memchr) */
+	q = memchr(q, '"', (size_t)(r->end - q));
+	if (q && memchr(r->p, '\\', (size_t)(q - r->p))) {
+		plain = false;
+		for (q = r->p; q < r->end && *q != '"';)
+			q += *q == '\\' ? 2 : 1;
+	}
+	if (!q || q >= r->end)
 		return fail(r, "string without its closing quote");
+	if (plain) {
+		unsigned char low = 0xff;
+
+		for (const char *c = r->p; c < q; c++)	/* vectorized */
+			low = (unsigned char)*c < low ? (unsigned char)*c : low;
+		plain = low >= 0x20;
+	}
 	s = o = arena_alloc(r->a, (size_t)(q - r->p) + 1);
 	if (!s)
 		return -ENOMEM;
+	if (plain) {	/* most strings: one copy */
+		memcpy(s, r->p, (size_t)(q - r->p));
+		o += q - r->p;
+		r->p = q;
+	}
 	while (*r->p != '"') {
 		unsigned c = (unsigned char)*r->p++, lo;
 
