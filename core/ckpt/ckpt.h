@@ -609,6 +609,12 @@ struct ckpt_write_opts {
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 	void *progress_arg;
 	struct ckpt_write_stats *stats;	/* filled in when not NULL */
+	/* one shard of a sharded folder (ckpt_hfsave.c): of the root's
+	   children, only those at slots i with part[i] non-zero */
+	const uint8_t *part;
+	/* safetensors output: the checkpoint whose __metadata__ is kept (a
+	   folder's shard); NULL: the one written */
+	const struct ckpt *meta;
 	/* ckpt_save(): the temporary is ".NAME.ptfs-new.<tmp_tag>" made with
 	   O_EXCL (NULL: a mkstemp() name); @check runs before anything is
 	   read (CKPT_SAVE_START, @st NULL) and just before the rename
@@ -775,6 +781,8 @@ struct ckpt_shard {
 				   NULL: absent (a CKPT_HF_ABSENT finding) */
 	uint32_t storage0, nstorages;	/* its storages in the folder's */
 	uint32_t tensor0, ntensors;	/* its tensors in the folder's */
+	uint32_t node0, nnodes;	/* its nodes in the folder's (its root's
+				   children and all below them) */
 	uint32_t nkeys;		/* keys of it the folder's tree shows */
 	uint64_t name_off;	/* index byte of its first mention */
 };
@@ -818,7 +826,9 @@ struct ckpt_hf {
 	uint32_t nissues;
 	uint32_t nabsent;	/* shards not there (c NULL) */
 	uint32_t nentries;	/* weight_map entries */
-	uint64_t total;		/* bytes by unique storage (total_size's rule) */
+	uint64_t total;		/* bytes by unique storage, the first tensor's
+				   numel * itemsize (transformers' rule) */
+	uint64_t total_alt;	/* ... by whole storages (huggingface_hub's) */
 	struct ckpt_ident *ids;	/* each shard's file when opened */
 };
 

@@ -166,6 +166,7 @@ static int total_size(struct ix *x)
 	const char *q;
 	uint64_t v = 0;
 	bool ok = true;
+	int rc;
 
 	blanks(x);
 	o->has_total = true;
@@ -179,7 +180,9 @@ static int total_size(struct ix *x)
 		ok = false;
 	o->bad_total = !ok;
 	o->total = ok ? v : 0;
-	return skip(x, 1);
+	rc = skip(x, 1);
+	o->total_len = here(x) - o->total_off;
+	return rc;
 }
 
 static int metadata(struct ix *x)
@@ -270,6 +273,7 @@ static int weight_map(struct ix *x)
 	if (x->p < x->end && *x->p != '{')
 		return diag_corrupt(x->d, here(x), "%sweight_map is not an "
 				    "object", x->where);
+	o->wm_open = here(x);
 	rc = open_container(x, '{', "'{'", &empty);
 	for (again = !empty; !rc && again;) {
 		struct hfix_entry e = { 0 };
@@ -280,6 +284,7 @@ static int weight_map(struct ix *x)
 		blanks(x);
 		e.off = here(x);
 		rc = string(x, &e.key, &e.klen);
+		e.kend = here(x);
 		if (!rc)
 			rc = expect(x, ':', "':'");
 		blanks(x);
@@ -322,6 +327,8 @@ static int weight_map(struct ix *x)
 		if (!rc)
 			rc = more(x, '}', &again);
 	}
+	if (!rc)
+		o->wm_close = here(x) - 1;	/* its '}' */
 	return rc;
 }
 
@@ -440,6 +447,9 @@ int hfix_parse(const char *text, size_t len, struct arena *a,
 	rc = top(&x);
 	if (!rc)
 		rc = shards(&x);
+	ix->sorted = true;	/* as met, before the sort */
+	for (uint32_t i = 1; !rc && i < ix->n && ix->sorted; i++)
+		ix->sorted = by_key(&ix->e[i - 1], &ix->e[i]) < 0;
 	if (!rc && ix->n) {
 		qsort(ix->e, ix->n, sizeof(*ix->e), by_key);
 		for (uint32_t i = 1; i < ix->n && !rc; i++)

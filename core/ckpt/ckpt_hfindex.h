@@ -25,7 +25,8 @@ struct hfix_entry {
 	size_t klen;
 	uint32_t shard;		/* into hfix.shards */
 	bool found;		/* the shard holds it (ckpt_shards.c sets it) */
-	uint64_t off;		/* index byte of the key */
+	uint64_t off;		/* index byte of the key's token */
+	uint64_t kend;		/* ... just after it */
 	uint64_t voff;		/* index bytes of the value's string token, */
 	uint64_t vlen;		/* its quotes included (an index rewrite) */
 };
@@ -39,7 +40,9 @@ struct hfix {
 	bool has_total;		/* metadata.total_size is there */
 	bool bad_total;		/* ... but is no byte count */
 	uint64_t total;
-	uint64_t total_off;
+	uint64_t total_off, total_len;	/* its token's bytes */
+	uint64_t wm_open, wm_close;	/* weight_map's '{' and '}' */
+	bool sorted;		/* weight_map's keys are in byte order */
 };
 
 /*
@@ -75,5 +78,29 @@ int ckpt_hf_read_index(struct ckpt *c, struct hfix *ix, const char *where,
 		       struct diag *d);
 /* ckpt_hfdir.c: leave the shards @ix names out of hf->files. */
 void ckpt_hf_files_not_shards(struct ckpt_hf *hf, const struct hfix *ix);
+
+/* ---- ckpt_hfplan.c: a write-back that changes keys ---- */
+
+enum { HF_DATA = 1, HF_KEYS = 2 };	/* how a shard is touched */
+
+struct hfplan {
+	uint32_t *slot;		/* by slot of the root: the child's shard */
+	uint8_t *touched;	/* by shard: 0, HF_DATA (storages edited)
+				   or HF_KEYS (its key set changed) */
+	uint32_t *live;		/* by shard: children it keeps */
+};
+
+/* Plan where each of the root's children goes.  0 or -errno, @d set. */
+int hfplan_make(struct ckpt *c, struct hfplan *p, struct diag *d);
+void hfplan_release(struct hfplan *p);
+/*
+ * The new index: @text (@len bytes, the index as it is) with a weight_map
+ * of the tree's children, each naming @names[its shard], and total_size
+ * counted again, appended to @out.  0 or -errno with @d set.
+ */
+struct sbuf;
+int hfplan_index(struct ckpt *c, const struct hfplan *p,
+		 const char *const *names, const char *text, size_t len,
+		 struct sbuf *out, struct diag *d);
 
 #endif

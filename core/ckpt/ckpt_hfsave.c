@@ -5,7 +5,7 @@
  * shards it names, so the index is the one commit point:
  *
  *   step  what                                   a crash here leaves
- *   1     each shard with an edited storage      the old folder, and new
+ *   1     each shard touched (ckpt_hfplan.c)     the old folder, and new
  *         written whole under a new name, made   files the journal names
  *         O_EXCL, journaled (CKPT_SAVE_NEW),     (the next mount removes
  *         fsync'd                                them)
@@ -26,9 +26,17 @@
  * model-00002-of-00004.safetensors becomes model-00002-of-00004.g1
  * .safetensors, and the next write-back brings it back.  Readers never
  * parse shard names (transformers loads sorted(set(weight_map values))),
- * and the order of that set is unchanged: only the ".gN" differs.  The
- * index keeps every other byte: key order, blanks, total_size (a
- * same-size edit does not change it).
+ * and the order of that set is unchanged: only the ".gN" differs.
+ *
+ * A shard whose storages only were edited is written by its own writer
+ * from its own model (zip: the clone-and-patch path; safetensors: the
+ * same header), and the index keeps every other byte.  A shard whose keys
+ * changed (renamed, removed, added) is written from the folder's tree,
+ * the root's children planned for it only (ckpt_write_opts.part), a
+ * .bin shard as a new torch zip, a safetensors one with its own
+ * __metadata__; the index gets a new weight_map in its old style and
+ * total_size counted again (hfplan_index()).  A shard left without keys
+ * is only removed, and drops out of the index.
  */
 #define _GNU_SOURCE 1	/* asprintf, realpath */
 #include "ckpt_int.h"
@@ -50,7 +58,8 @@
 /* One shard written anew. */
 struct fresh {
 	uint32_t shard;		/* into c->hf->shards */
-	char *name;		/* its new name in the folder */
+	char *name;		/* its new name in the folder; NULL: no key is
+				   left in it, it goes */
 	struct stat st;		/* of the new file */
 };
 
@@ -202,6 +211,73 @@ static int write_shard(struct hfw *w, uint32_t i)
 	return rc;
 }
 
+/* Shard @i written anew from the folder's tree: the root's children at
+ * the slots @part marks, by the writer of the shard's format. */
+static int write_part(struct hfw *w, uint32_t i, const uint8_t *part)
+{
+	struct ckpt_shard *sh = &w->c->hf->shards[i];
+	struct ckpt_write_opts so = *w->o;
+	struct ckpt_write_stats one = { 0 };
+	struct fresh *f = &w->f[w->nf];
+	struct stat like;
+	int fd, rc;
+
+	if (fstat(sh->c->fd, &like))
+		return diag_errno(w->d, -errno, "%s: %s", sh->path,
+				  strerror(errno));
+	fd = new_file(w, i, f);
+	if (fd < 0)
+		return fd;
+	rc = w->o->check ? w->o->check(w->o->check_arg, CKPT_SAVE_NEW,
+				       f->name, &f->st, w->d) : 0;
+	so.check = NULL;
+	so.stats = &one;
+	so.part = part;
+	so.to = sh->c->format == CKPT_SAFETENSORS ? CKPT_OUT_ST : CKPT_OUT_ZIP;
+	so.meta = sh->c;
+	if (!rc)
+		rc = ckpt_write_into(w->c, fd, &so, false, w->d);
+	if (!rc)
+		rc = finish_file(w, fd, f->name, &like, &f->st);
+	if (!rc && w->o->stats) {
+		w->o->stats->written += one.written;
+		w->o->stats->copied += one.copied;
+		w->o->stats->copy_calls += one.copy_calls;
+		w->o->stats->records += one.records;
+		w->o->stats->storages += one.storages;
+		w->o->stats->repickled = true;
+	}
+	close(fd);
+	return rc;
+}
+
+/* Write what @p says: the shards touched, anew or dropped. */
+static int write_shards(struct hfw *w, const struct hfplan *p)
+{
+	const struct ckpt_hf *hf = w->c->hf;
+	const struct ckpt_node *root = w->c->root;
+	uint8_t *part = calloc(root->nkids + 1u, 1);
+	int rc = part ? 0 : diag_nomem(w->d);
+
+	for (uint32_t i = 0; i < hf->nshards && !rc; i++) {
+		if (!p->touched[i])
+			continue;
+		if (!p->live[i]) {	/* emptied: it only goes */
+			w->f[w->nf++].shard = i;
+			continue;
+		}
+		if (p->touched[i] == HF_DATA) {
+			rc = write_shard(w, i);
+			continue;
+		}
+		for (uint32_t k = 0; k < root->nkids; k++)
+			part[k] = root->kids[k] && p->slot[k] == i;
+		rc = write_part(w, i, part);
+	}
+	free(part);
+	return rc;
+}
+
 static int by_voff(const void *a, const void *b)
 {
 	const struct hfix_entry *x = a, *y = b;
@@ -215,7 +291,8 @@ static const char *renamed(const struct hfw *w, const char *name, size_t len)
 	for (uint32_t k = 0; k < w->nf; k++) {
 		const char *old = w->c->hf->shards[w->f[k].shard].name;
 
-		if (strlen(old) == len && !memcmp(old, name, len))
+		if (w->f[k].name && strlen(old) == len &&
+		    !memcmp(old, name, len))
 			return w->f[k].name;
 	}
 	return NULL;
@@ -265,6 +342,37 @@ static int index_text(struct hfw *w, struct sbuf *b)
 	return rc;
 }
 
+/* The index with a weight_map made anew (keys changed: ckpt_hfplan.c). */
+static int keys_text(struct hfw *w, const struct hfplan *p, struct sbuf *b)
+{
+	const struct ckpt_hf *hf = w->c->hf;
+	const char **names = calloc(hf->nshards + 1u, sizeof(*names));
+	struct stat st;
+	char *text = NULL;
+	int rc = names ? 0 : diag_nomem(w->d);
+
+	for (uint32_t i = 0; names && i < hf->nshards; i++)
+		names[i] = hf->shards[i].name;
+	for (uint32_t k = 0; names && k < w->nf; k++)
+		if (w->f[k].name)
+			names[w->f[k].shard] = w->f[k].name;
+	if (!rc && fstat(w->c->fd, &st))
+		rc = diag_errno(w->d, -errno, "%s", strerror(errno));
+	if (!rc && (uint64_t)st.st_size > HFIX_MAX_BYTES)
+		rc = diag_unsupported(w->d, 0, "index of %llu bytes",
+				      (unsigned long long)st.st_size);
+	if (!rc && !(text = malloc(st.st_size + 1)))
+		rc = diag_nomem(w->d);
+	if (!rc)
+		rc = io_pread_diag(w->c->fd, text, st.st_size, 0, "the index",
+				   w->d);
+	if (!rc)
+		rc = hfplan_index(w->c, p, names, text, st.st_size, b, w->d);
+	free(text);
+	free(names);
+	return rc;
+}
+
 /* The absolute name of @name in the folder, as the journal keeps one. */
 static char *abs_name(const struct ckpt_hf *hf, const char *name)
 {
@@ -297,7 +405,8 @@ static int start(struct hfw *w)
 }
 
 /* Step 2: the new index, beside the old one. */
-static int write_index(struct hfw *w, struct stat *st)
+static int write_index(struct hfw *w, const struct hfplan *p,
+		       struct stat *st)
 {
 	struct ckpt_hf *hf = w->c->hf;
 	struct sbuf b = { 0 };
@@ -315,7 +424,7 @@ static int write_index(struct hfw *w, struct stat *st)
 	rc = fstat(w->c->fd, &like) ? diag_errno(w->d, -errno, "%s",
 						 strerror(errno)) : 0;
 	if (!rc)
-		rc = index_text(w, &b);
+		rc = p ? keys_text(w, p, &b) : index_text(w, &b);
 	if (!rc && (rc = io_pwrite_full(fd, b.p, b.n, 0)))
 		rc = diag_errno(w->d, rc, "%s: %s", w->tmp, strerror(-rc));
 	if (!rc)
@@ -342,7 +451,8 @@ static void remove_new(struct hfw *w)
 	for (uint32_t k = 0; k < w->nf; k++) {
 		struct stat st;
 
-		if (!fstatat(hf->dfd, w->f[k].name, &st, AT_SYMLINK_NOFOLLOW) &&
+		if (w->f[k].name &&
+		    !fstatat(hf->dfd, w->f[k].name, &st, AT_SYMLINK_NOFOLLOW) &&
 		    st.st_dev == w->f[k].st.st_dev &&
 		    st.st_ino == w->f[k].st.st_ino)
 			(void)unlinkat(hf->dfd, w->f[k].name, 0);
@@ -398,38 +508,30 @@ int ckpt_hf_save(struct ckpt *c, const struct ckpt_write_opts *o,
 {
 	struct ckpt_hf *hf = c->hf;
 	struct hfw w = { .c = c, .o = o, .d = d };
+	struct hfplan p = { 0 };
 	struct stat ist;
+	bool keys;
 	int rc;
 
 	if (!hf)
 		return diag_errno(d, -EINVAL, "not a sharded folder");
 	if ((rc = ckpt_hf_whole(c, d)))
 		return rc;
-	if (ckpt_changed(c))
-		return diag_unsupported(d, DIAG_NO_OFFSET, "a sharded folder "
-					"takes edits of tensor bytes only: its "
-					"keys and attributes are written back "
-					"as they are");
+	keys = ckpt_changed(c);
 	w.f = calloc(hf->nshards + 1, sizeof(*w.f));
 	if (!w.f)
 		return diag_nomem(d);
 	if (o->stats)
 		memset(o->stats, 0, sizeof(*o->stats));
-	rc = start(&w);
-	for (uint32_t i = 0; i < hf->nshards && !rc; i++) {
-		const struct ckpt_shard *sh = &hf->shards[i];
-		bool edited = false;
-
-		for (uint32_t k = 0; sh->c && k < sh->nstorages && !edited;
-		     k++)
-			edited = c->storages[sh->storage0 + k]->modified;
-		if (edited)
-			rc = write_shard(&w, i);
-	}
+	rc = hfplan_make(c, &p, d);
+	if (!rc)
+		rc = start(&w);
+	if (!rc)
+		rc = write_shards(&w, &p);
 	if (!rc && !w.nf)
 		goto out;	/* nothing edited after all */
 	if (!rc)
-		rc = write_index(&w, &ist);
+		rc = write_index(&w, keys ? &p : NULL, &ist);
 	if (!rc)
 		rc = commit(&w, &ist);
 	if (rc && !w.committed)
@@ -437,6 +539,7 @@ int ckpt_hf_save(struct ckpt *c, const struct ckpt_write_opts *o,
 	if (o->stats)
 		o->stats->size = w.bytes;
 out:
+	hfplan_release(&p);
 	for (uint32_t k = 0; k < w.nf; k++)
 		free(w.f[k].name);
 	free(w.f);

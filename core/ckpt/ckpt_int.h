@@ -151,6 +151,9 @@ void ckpt_hf_close(struct ckpt *c);
 /* ckpt_shards.c: 0, or -ENOTSUP with @d set when shards of @c's index
  * are absent: whatever is written of it would load but lack tensors. */
 int ckpt_hf_whole(const struct ckpt *c, struct diag *d);
+/* ckpt_shards.c: the shard node @n was read from (of c->hf->shards), or
+ * UINT32_MAX (the root, or made by an edit). */
+uint32_t ckpt_hf_node_shard(const struct ckpt *c, const struct ckpt_node *n);
 /* ckpt_shards.c: the checkpoint whose file holds @s's bytes: a shard. */
 struct ckpt *ckpt_hf_owner(struct ckpt *c, const struct ckpt_storage *s);
 
@@ -315,6 +318,7 @@ uint32_t ckpt_name_hash(const char *s);
 /* ckpt_repickle.c: a new data.pkl, and the storages it names in order. */
 struct ckpt_repickle {
 	uint8_t clone_pct;	/* in: see ckpt_write_opts */
+	const uint8_t *part;	/* in: see ckpt_write_opts */
 	unsigned char *pkl;	/* the pickle (malloc'd) */
 	size_t len;
 	struct ckpt_storage **order;	/* new key k is order[k] */

@@ -47,6 +47,7 @@ struct wb {
 	/* the pickle being written from, in a model of several (a shard's,
 	   a DCP value's: emit_in_doc()); NULL: c->doc */
 	const struct ckpt_vdoc *vdoc;
+	const uint8_t *part;	/* ckpt_repickle.part */
 };
 
 static int emit_node(struct wb *w, struct ckpt_node *n);
@@ -429,7 +430,8 @@ static int emit_items_in(struct wb *w, const struct ckpt_node *dir, int step,
 	for (uint32_t i = lo; i <= end && !rc; i++) {
 		struct ckpt_node *k = i < end ? dir->kids[i] : NULL;
 
-		if (i < end && (!k || k->step != step))
+		if (i < end && (!k || k->step != step ||
+				(w->part && dir == w->c->root && !w->part[i])))
 			continue;
 		if (in_batch && (!k || in_batch == BATCH)) {
 			rc = pkl_emit_op(w->e, pairs ? PKL_OP_SETITEMS : PKL_OP_APPENDS);
@@ -707,9 +709,10 @@ static int emit_dir(struct wb *w, const struct ckpt_node *dir)
 /*
  * Node @n of a model made of several pickles (ckpt_int.h), as its own
  * pickle @vd has it: its value ids memoized in a range of their own, the
- * storage keys of its persistent ids found under its prefix.  Nothing
- * edits such a model yet (sharded folders and DCP directories mount
- * read-only): this writes them into one file (ptrepack).
+ * storage keys of its persistent ids found under its prefix: ptrepack
+ * of a folder or DCP directory into one file, and a sharded folder's
+ * shard written anew (ckpt_hfsave.c).  An edit below a shard's top level
+ * cannot be written this way: the mount refuses those (ovl_hf.c).
  */
 static int emit_in_doc(struct wb *w, struct ckpt_node *n,
 		       const struct ckpt_vdoc *vd)
@@ -923,7 +926,7 @@ int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d)
 	struct pkl_emit_hooks h = {
 		.value = hook_value, .persid = hook_persid,
 	};
-	struct wb w = { .c = c, .d = d };
+	struct wb w = { .c = c, .d = d, .part = r->part };
 	uint8_t pct = r->clone_pct;
 	uint32_t ns = c->nstorages + 1;
 	uint32_t nv = c->doc ? c->doc->nnodes : 0;	/* none: safetensors */

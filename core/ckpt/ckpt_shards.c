@@ -211,9 +211,11 @@ static int adopt(struct ckpt *c, struct ckpt_shard *sh, struct diag *d)
 		if (rc)
 			return rc;
 	}
+	sh->node0 = c->nnodes;
 	for (uint32_t k = 0; k < s->nnodes && !rc; k++) {
 		if (s->nodes[k] == s->root)
 			continue;
+		sh->nnodes++;
 		s->nodes[k]->id = c->nnodes;
 		rc = ckpt_push((void ***)&c->nodes, &c->nnodes, &b->nodes_cap,
 			       s->nodes[k]);
@@ -344,6 +346,7 @@ static int totals(struct ckpt *c, const struct hfix *ix, struct diag *d)
 		c->tensors[i]->shown = false;
 	c->nshown = 0;
 	walk(c, c->root, 0, seen, &alt);
+	c->hf->total_alt = alt;
 	free(seen);
 	/* with a shard absent, what the others hold proves nothing */
 	if (ix->has_total && !c->hf->nabsent && (ix->bad_total ||
@@ -503,6 +506,25 @@ struct ckpt *ckpt_hf_owner(struct ckpt *c, const struct ckpt_storage *s)
 	long k = shard_at(c->hf, s->index, false);
 
 	return k < 0 ? c : c->hf->shards[k].c;
+}
+
+uint32_t ckpt_hf_node_shard(const struct ckpt *c, const struct ckpt_node *n)
+{
+	const struct ckpt_hf *hf = c->hf;
+	uint32_t lo = 0, hi = hf ? hf->nshards : 0;
+
+	while (hi - lo > 1) {	/* the last shard starting at or before n */
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (hf->shards[mid].node0 <= n->id)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (hi && n->id >= hf->shards[lo].node0 &&
+	    n->id - hf->shards[lo].node0 < hf->shards[lo].nnodes)
+		return lo;
+	return UINT32_MAX;
 }
 
 int ckpt_storage_home(const struct ckpt *c, const struct ckpt_storage *s)

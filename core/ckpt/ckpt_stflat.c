@@ -189,7 +189,7 @@ static int walk(struct st_flat *f, const struct ckpt_node *dir,
 		struct ckpt_node *k = dir->kids[i], *x;
 		size_t mark = path->n;
 
-		if (!k || k->dead)
+		if (!k || k->dead || (!depth && f->part && !f->part[i]))
 			continue;
 		rc = key_of(f, k, index, path);
 		if (k->step == CKPT_S_INDEX)

@@ -26,6 +26,7 @@ struct st_flat {
 	bool drop;		/* leave python values out, don't refuse */
 	void (*note)(void *arg, const char *key, const char *what);
 	void *note_arg;
+	const uint8_t *part;	/* ckpt_write_opts.part: root slots kept */
 	/* out: every name, sorted by name (bytes) */
 	struct st_ent *e;
 	uint32_t n, cap;

@@ -114,7 +114,8 @@ static bool meta_has(const struct ckpt *c, const char *k, size_t n)
  */
 static void metadata(struct stw *w, struct sbuf *b)
 {
-	struct ckpt *c = w->c;
+	/* a folder's shard keeps its own __metadata__ */
+	const struct ckpt *c = w->o->meta ? w->o->meta : w->c;
 	bool conv = c->format != CKPT_SAFETENSORS, first = true;
 
 	if (!c->meta_given && !c->nmeta && !w->f.aliases && !conv)
@@ -347,6 +348,7 @@ int ckpt_st_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	int rc;
 
 	w.f.drop = o->st_drop;
+	w.f.part = o->part;
 	w.f.note = o->note;
 	w.f.note_arg = o->note_arg;
 	rc = ckpt_st_flatten(c, &w.f, d);

@@ -551,6 +551,7 @@ int ckpt_write_into(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	       !ckpt_changed(c);
 	if (!same) {
 		r.clone_pct = o->clone_pct;
+		r.part = o->part;
 		rc = ckpt_repickle(c, &r, d);
 		if (rc)
 			goto out;

@@ -377,7 +377,8 @@ int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 
 	if (!rc)
 		rc = ovl_st_xattr(v, name, d);
-	if (!rc)
+	/* a folder's new tensor takes its dtype and shape, no other one */
+	if (!rc && (n->kind != CKPT_N_TENSOR || !t->fresh || t->fixed))
 		rc = ovl_hf_shape(v, name, d);
 	if (rc)
 		return rc;

@@ -365,9 +365,14 @@ struct ovl_hffile {
 	bool retire;		/* JR_RETIRE: an old shard */
 };
 
-/* 0, or -EPERM with @d set when @v is a sharded folder's: it takes edits
- * of tensor bytes only; @what names what the edit was about. */
+/* 0, or -EPERM with @d set when @v is a sharded folder's: an edit of
+ * an attribute, a value or a view; @what names what it was about. */
 int ovl_hf_shape(struct ovl *v, const char *what, struct diag *d);
+/* 0, or -EPERM with @d set: keys in @dir of a sharded folder are not
+ * written back (below the top level, or a legacy shard in it). */
+int ovl_hf_dir(struct ovl *v, const struct ckpt_node *dir, struct diag *d);
+/* Is @v a sharded folder of safetensors shards? */
+bool ovl_hf_st(const struct ovl *v);
 /* 0, or -EPERM with @d set: storage @s's shard is not written back. */
 int ovl_hf_data(struct ovl *v, const struct ckpt_storage *s,
 		struct diag *d);

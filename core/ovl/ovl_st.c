@@ -10,7 +10,9 @@
  * Parameter set on one (EPERM: the format keeps neither).  __metadata__
  * is shown (user.meta.* of the root) but not edited through the mount
  * yet (EPERM; NEEDSWORK: a journal record for it).  Each check passes
- * anything for the other formats.
+ * anything for the other formats.  A folder of safetensors shards is
+ * held to the same rules, and a folder of .bin shards takes no directory
+ * either (ovl_hf.c).
  */
 #include "ovl_int.h"
 
@@ -19,11 +21,15 @@
 
 static bool st(const struct ovl *v)
 {
-	return v->c->format == CKPT_SAFETENSORS;
+	return v->c->format == CKPT_SAFETENSORS || ovl_hf_st(v);
 }
 
 int ovl_st_mkdir(struct ovl *v, const char *name, struct diag *d)
 {
+	if (v->c->hf && !st(v))
+		return diag_errno(d, -EPERM, "%s: a sharded folder holds no "
+				  "directories, only tensors (a '.' in a name "
+				  "is how its keys nest)", name);
 	if (!st(v))
 		return 0;
 	return diag_errno(d, -EPERM, "%s: safetensors files hold no "

@@ -422,8 +422,7 @@ int ovl_dir_editable(struct ovl *v, const struct ckpt_node *dir,
 	if (!ckpt_node_is_dir(dir))
 		return diag_errno(d, -ENOTDIR, "%s: not a directory",
 				  dir->name);
-	if ((rc = ovl_hf_shape(v, dir->name && *dir->name ? dir->name :
-				 "/", d)))
+	if ((rc = ovl_hf_dir(v, dir, d)))
 		return rc;
 	if (!strncmp(dir->type, "sparse", 6))
 		return diag_errno(d, -EPERM, "%s: the parts of a sparse "

@@ -9,9 +9,9 @@
 # (safetensors shards):
 #
 #   edit        through the mount, 4 bytes into a tensor of shard 2 and a
-#               whole rewrite of one of shard 4; a new file, a directory,
-#               a rename, a removal and an attribute change fail with
-#               EPERM; `ptfs umount` writes back
+#               whole rewrite of one of shard 4; a directory and two
+#               attribute changes fail with EPERM; `ptfs umount` writes
+#               back
 #   written     the folder as transformers loads it (index, then shards)
 #               holds exactly the edited bytes; shards 2 and 4 have new
 #               names (.g1), the old files are gone, the others and the
@@ -19,12 +19,18 @@
 #               differs in those names only; no temporary or overlay left
 #   again       a second edit of shards 2 and 4 gives them their first
 #               names back
+#   keys        a key of shard 3 renamed, one of shard 4 removed, a new
+#               tensor added (it goes to shard 5, its nearest sibling's),
+#               4 bytes of shard 1 edited; a directory and a dtype change
+#               EPERM: torch loads exactly that, the index is still in
+#               transformers' style with total_size counted again, shard
+#               2 is the same file
 #
 # Then mixed/'s legacy shard refuses writes (EPERM), -o inplace and
 # -o output= are refused with one line, and a crash test across files:
 # the daemon kills itself (faultinj.c's KILL) at each step of the commit
 # (syncing the 1st new shard, the 2nd, the index rename, removing an old
-# shard).  Each time the folder must load as the old one or the new one,
+# shard; the last two also with keys changed).  Each time the folder must load as the old one or the new one,
 # never a mix (old before the rename, new after); a remount removes the
 # files the killed write-back left (new shards before the rename, old
 # ones after) and shows the edits; its unmount writes them back and
@@ -144,6 +150,26 @@ for n in bin st; do
 		stop_daemon "$M"
 		fail "$n: again" "$(why "$n.written2")$(why "$n.edit2")"
 	fi
+	# keys renamed, removed and added: the shards holding them anew
+	cp "$F/$idx" "$WORK/$n.index2"
+	shards "$F" >"$WORK/$n.shards2"
+	if start_daemon "$F" "$M" "$WORK/$n.err3" &&
+	    fs_pyrun "$n.reshape" reshape "$IM" "$inner/$n.json3" &&
+	    stop_daemon "$M" && [ "$DRC" = 0 ] &&
+	    fs_pyrun "$n.written3" written "$inner/hf/w$n" \
+		"$inner/$n.json3" "$inner/$n.index2"; then
+		# shard 2 has no key that changed: the same file
+		same2=$(grep -e '-00002-' "$WORK/$n.shards2")
+		if [ "$(shards "$F" | grep -e '-00002-')" = "$same2" ] &&
+		    [ -z "$(leftovers "$F")" ]; then
+			pass "$n: keys renamed, removed, added" "$(report "$n.reshape"); $(report "$n.written3")"
+		else
+			fail "$n: keys renamed, removed, added" "shard 2 changed, or left: $(leftovers "$F")"
+		fi
+	else
+		stop_daemon "$M"
+		fail "$n: keys renamed, removed, added" "$(why "$n.reshape")$(why "$n.written3")"
+	fi
 done
 
 # ------------------------------------------------------ refusals
@@ -199,13 +225,16 @@ fi
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 PTFS_FAULTS=$CTL
 export ASAN_OPTIONS PTFS_FAULTS
-# STEP|RULE|STATE: where the kill lands and what the folder must hold
-for c in "1st new shard synced|sync 00002-of-00005.g1.bin 1 KILL|old" \
-	"2nd new shard synced|sync 00004-of-00005.g1.bin 1 KILL|old" \
-	"index rename|rename .ptfs-new. 1 KILL|old" \
-	"old shard removed|unlink 00002-of-00005.bin 1 KILL|new"; do
+# STEP|RULE|STATE|EDIT: where the kill lands, what the folder must hold
+for c in "1st new shard synced|sync 00002-of-00005.g1.bin 1 KILL|old|edit" \
+	"2nd new shard synced|sync 00004-of-00005.g1.bin 1 KILL|old|edit" \
+	"index rename|rename .ptfs-new. 1 KILL|old|edit" \
+	"old shard removed|unlink 00002-of-00005.bin 1 KILL|new|edit" \
+	"index rename, keys changed|rename .ptfs-new. 1 KILL|old|reshape" \
+	"old shard removed, keys changed|unlink 00004-of-00005.bin 1 KILL|new|reshape"; do
 	step=${c%%|*} rest=${c#*|}
-	rule=${rest%|*} want=${rest#*|}
+	rule=${rest%%|*} rest=${rest#*|}
+	want=${rest%|*} how=${rest#*|}
 	F=$H/crash
 	rm -rf "$F" "$H/.crash.ptfs"
 	cp -r "$H/bin" "$F" || exit 1
@@ -216,7 +245,7 @@ for c in "1st new shard synced|sync 00002-of-00005.g1.bin 1 KILL|old" \
 		fail "crash at $step" "not mounted: $(head -n 1 "$WORK/crash.err")"
 		continue
 	fi
-	fs_pyrun crash.edit edit "$IM" "$inner/crash.json" ||
+	fs_pyrun crash.edit "$how" "$IM" "$inner/crash.json" ||
 		why crash.edit >>"$det"
 	printf '%s\n' "$rule" >"$CTL"
 	: >"$CTL.log"

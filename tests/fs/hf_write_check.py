@@ -8,14 +8,23 @@ tests/fs/hf_write.sh (torch 1.13 or 2.x; hf_check.py beside it).
         tensor of its 4th shard (a whole rewrite, same size); the sha256
         of every tensor file before and after into OUT.json ("old",
         "new"), with the names edited and their shards.  With
-        "refusals": a new file, a directory, a rename, a removal and an
-        attribute change must each fail with EPERM and change nothing
+        "refusals": a directory and two attribute changes of a shard's
+        tensor must each fail with EPERM and change nothing
+  reshape MNT OUT.json
+        through the mount MNT: the first tensor of the 3rd shard renamed
+        (to *.moved), the last of the 4th removed, a new float32[16] added
+        beside the first of the 5th (*.added.weight), 4 bytes of the 1st
+        shard's first tensor inverted; a directory and a dtype change of a
+        shard's tensor fail with EPERM; OUT.json as for edit, with the
+        key added and its nearest sibling
   written DIR OUT.json INDEX0
         the folder DIR as transformers loads it (the index's shards, one
         by one) holds exactly OUT.json's "new" bytes; its index is INDEX0
         (the index before, saved as a file) with only shard names changed,
-        each by a ".gN" before its extension, every shard it names is
-        there and no other shard file is
+        each by a ".gN" before its extension (after a reshape: in
+        transformers' JSON style still, the key added in its nearest
+        sibling's shard, total_size counted again), every shard it names
+        is there and no other shard file is
   state DIR OUT.json
         prints "old", "new" or "mixed": which of OUT.json's the folder
         holds as the index leads to it (a crash must never leave "mixed")
@@ -87,13 +96,11 @@ def edit(mnt, out, refusals=None):
     bad = []
     if refusals:
         p0 = os.path.join(mnt, a)
-        expect_eperm(bad, "create", lambda: open(os.path.join(mnt, "new"),
-                                                 "wb"))
         expect_eperm(bad, "mkdir", lambda: os.mkdir(os.path.join(mnt, "d")))
-        expect_eperm(bad, "rename", lambda: os.rename(p0, p0 + ".x"))
-        expect_eperm(bad, "unlink", lambda: os.unlink(p0))
         expect_eperm(bad, "setxattr", lambda: os.setxattr(
             p0, "user.dtype", b"int8"))
+        expect_eperm(bad, "a value", lambda: os.setxattr(
+            p0, "user.requires_grad", b"true"))
     new = mount_sums(mnt)
     changed = sorted(k for k in new if new[k] != old[k])
     if changed != sorted([a, b]):
@@ -105,8 +112,55 @@ def edit(mnt, out, refusals=None):
     if bad:
         print("\n".join(bad))
         return 1
-    print("ok\tedited %s and %s%s" % (a, b, ", 5 refusals EPERM"
+    print("ok\tedited %s and %s%s" % (a, b, ", 3 refusals EPERM"
                                       if refusals else ""))
+    return 0
+
+
+def reshape(mnt, out):
+    """keys renamed, removed and added through the mount"""
+    old = mount_sums(mnt)
+    g = by_shard(mnt)
+    if len(g) < 5:
+        print("fewer than 5 shards with tensors: %d" % len(g))
+        return 1
+    a, r = g[2][0], g[3][-1]
+    moved = a.rsplit(".", 1)[0] + ".moved"
+    added = g[4][0].rsplit(".", 2)[0] + ".added.weight"
+    fd = os.open(os.path.join(mnt, g[0][0]), os.O_RDWR)
+    os.pwrite(fd, bytes(x ^ 0xFF for x in os.pread(fd, 4, 0)), 0)
+    os.close(fd)
+    os.rename(os.path.join(mnt, a), os.path.join(mnt, moved))
+    os.unlink(os.path.join(mnt, r))
+    with open(os.path.join(mnt, added), "wb") as f:
+        f.write(bytes(range(64)))
+    os.setxattr(os.path.join(mnt, added), "user.dtype", b"float32")
+    bad = []
+    expect_eperm(bad, "mkdir", lambda: os.mkdir(os.path.join(mnt, "d")))
+    expect_eperm(bad, "setxattr of a shard's tensor", lambda: os.setxattr(
+        os.path.join(mnt, g[1][0]), "user.dtype", b"int8"))
+    new = mount_sums(mnt)
+    want = dict(old)
+    want[moved] = want.pop(a)
+    del want[r]
+    want[added] = sha(bytes(range(64)))
+    # the edited tensor, and what shares its storage (tied weights)
+    st0 = os.getxattr(os.path.join(mnt, g[0][0]), "user.storage")
+    for k in want:
+        if k != added and os.getxattr(os.path.join(mnt, k),
+                                      "user.storage") == st0:
+            want[k] = new.get(k)
+    if new != want or new[g[0][0]] == old[g[0][0]]:
+        bad.append("the mount shows %s" % sorted(
+            k for k in set(new) | set(want) if new.get(k) != want.get(k)))
+    with open(out, "w") as f:
+        json.dump({"old": old, "new": new, "edited": [g[0][0], a, r, added],
+                   "added": added, "sibling": g[4][0]}, f)
+    if bad:
+        print("\n".join(bad))
+        return 1
+    print("ok\trenamed %s, removed %s, added %s, edited %s; 2 refusals "
+          "EPERM" % (a, r, added, g[0][0]))
     return 0
 
 
@@ -131,10 +185,33 @@ def written(folder, out, index0):
         t0 = f.read()
     with open(os.path.join(folder, index)) as f:
         t1 = f.read()
+    j1 = json.loads(t1)
     if t0 == t1:
         bad.append("the index did not change")
-    elif base_names(t0) != base_names(t1):
+    elif "added" not in o and base_names(t0) != base_names(t1):
         bad.append("the index changed beyond shard names")
+    elif "added" in o:
+        wm = j1["weight_map"]
+        # keys changed: transformers' own style still, total_size counted
+        # again (each storage once, its first tensor's bytes)
+        if t1 != json.dumps(j1, indent=2, sort_keys=True) + "\n":
+            bad.append("the index is not in transformers' style now")
+        if wm.get(o["added"]) != wm.get(o["sibling"]):
+            bad.append("%s went to %s, its nearest sibling %s is in %s" % (
+                o["added"], wm.get(o["added"]), o["sibling"],
+                wm.get(o["sibling"])))
+        want, _ = hf_check.union(folder)
+        seen, total = set(), 0
+        for k in want:
+            t = want[k][0]
+            key = hf_check.storage_of(t)
+            if key in seen and t.numel():
+                continue
+            seen.add(key)
+            total += t.numel() * t.element_size()
+        if j1["metadata"]["total_size"] != total:
+            bad.append("total_size %s, the shards hold %d" % (
+                j1["metadata"]["total_size"], total))
     named = set(json.loads(t1)["weight_map"].values())
     files = set(os.path.basename(p) for p in glob.glob(
         os.path.join(folder, "*")) if re.search(
@@ -191,7 +268,8 @@ def legacy(mnt, key):
 
 
 def main(argv):
-    cmds = {"edit": (edit, 2, 3), "written": (written, 3, 3),
+    cmds = {"edit": (edit, 2, 3), "reshape": (reshape, 2, 2),
+            "written": (written, 3, 3),
             "state": (state, 2, 2), "shows": (shows, 2, 2),
             "legacy": (legacy, 2, 2)}
     if len(argv) >= 2 and argv[1] in cmds:
