@@ -30,8 +30,10 @@ For each folder:
    written into one tensor, `ptfs umount` timed (the shard holding it
    written anew, the index renamed: docs/design.md "Writing a sharded
    folder back"); the daemon's peak RSS over its whole life; the edit
-   read back.  Against cp -r of the folder (warm, the same run) and the
-   Python route's load + save of every shard (step 5).
+   read back; then one key renamed and written back (its shard written
+   anew from the tree, a new weight_map).  Against cp -r of the folder
+   (warm, the same run) and the Python route's load + save of every shard
+   (step 5).
 Every mount is unmounted on exit.
 """
 import json
@@ -164,6 +166,21 @@ def writeback(name, folder):
               twb, r.stdout.strip().split(";")[-1].strip(), tcp, twb / tcp,
               peak / 1e3, "read back" if ok else "NOT FOUND",
               " ".join(new)))
+    # a key renamed: its shard's pickle or header and the index anew
+    m = Mount(dst, mnt)
+    os.rename(os.path.join(mnt, key(12, 7)),
+              os.path.join(mnt, key(12, 7) + ".renamed"))
+    t = time.perf_counter()
+    r = subprocess.run([os.path.join(BUILD, "ptfs"), "umount", mnt],
+                       capture_output=True, text=True)
+    trn = time.perf_counter() - t
+    m.p.wait()
+    with open(os.path.join(dst, [e.name for e in os.scandir(dst)
+                                 if ".index" in e.name][0])) as f:
+        ok = (key(12, 7) + ".renamed") in json.load(f)["weight_map"]
+    print("write-back, 1 key renamed %6.3f s (%s); %.3fx cp -r; %s" % (
+        trn, r.stdout.strip().split(";")[-1].strip(), trn / tcp,
+        "in the index" if ok else "NOT IN THE INDEX"))
     shutil.rmtree(dst)
 
 
