@@ -159,6 +159,40 @@ static void put(const char *name, const void *p, size_t n)
 	fclose(f);
 }
 
+/* The names a shard written back gets, and back (ckpt_hfsave.c). */
+Test(hfix, names_a_new_generation_and_back)
+{
+	static const struct {
+		const char *name;
+		unsigned g;
+		const char *want;
+	} t[] = {
+		{ "model-00001-of-00002.safetensors", 0,
+		  "model-00001-of-00002.safetensors" },
+		{ "model-00001-of-00002.safetensors", 1,
+		  "model-00001-of-00002.g1.safetensors" },
+		{ "model-00001-of-00002.g1.safetensors", 0,
+		  "model-00001-of-00002.safetensors" },
+		{ "pytorch_model-00002-of-00004.g12.bin", 3,
+		  "pytorch_model-00002-of-00004.g3.bin" },
+		{ "a.g0.bin", 1, "a.g0.g1.bin" },	/* no generation 0 */
+		{ "a.g01.bin", 1, "a.g01.g1.bin" },	/* no leading zero */
+		{ "a.gx.bin", 0, "a.gx.bin" },
+		{ "sub.d/shard", 1, "sub.d/shard.g1" },	/* no extension */
+		{ "sub/.hidden", 2, "sub/.hidden.g2" },
+		{ "x.g1", 0, "x.g1" },		/* ".g1" is the extension */
+		{ "sub/g1.bin", 0, "sub/g1.bin" },
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(*t); i++) {
+		char *got = ckpt_hf_gen_name(t[i].name, t[i].g);
+
+		cr_assert_not_null(got);
+		cr_expect_str_eq(got, t[i].want, "%s, %u", t[i].name, t[i].g);
+		free(got);
+	}
+}
+
 /* A safetensors file of one float32 tensor @key = {@v0, @v1}. */
 static void shard(const char *name, const char *key, float v0, float v1)
 {

@@ -16,10 +16,10 @@
  *                                  edited; left out of the index when no
  *                                  child is left in it
  *
- * The new index is the old one's text with three spans replaced: the
- * weight_map's members, total_size's value and nothing else.  Members
- * keep their order (the index's, then new keys in the tree's order;
- * sorted by key if the index was) and their style (the blanks around
+ * The new index is the old one's text with two spans replaced: the
+ * weight_map's members and total_size's value.  Members keep their
+ * order (the index's, a renamed key where its old one was, then new keys
+ * in the tree's order; sorted by key if the index was) and their style (the blanks around
  * the first member, ", " or ",\n    " between them); a key that did not
  * change keeps its token byte for byte.
  */
@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pickle/pkl.h"
 #include "util/sbuf.h"
 
 /* Leading dotted parts @a and @b share ("a.b.c", "a.b.d": 2). */
@@ -223,6 +224,11 @@ static int members(struct ckpt *c, const struct hfplan *p,
 			x->raw = text + e->off;
 			x->rawlen = e->kend - e->off;
 			x->order = e->off;
+		} else if (!k->fresh && k->key && (k->key->kind == PKL_STR ||
+						   k->key->kind == PKL_STRING)) {
+			/* renamed: where its old key was */
+			e = hfix_find(ix, k->key->u.s.p, k->key->u.s.n);
+			x->order = e ? e->off : x->order;
 		}
 		n++;
 	}

@@ -75,12 +75,7 @@ struct hfw {
 	uint64_t bytes;		/* written, all files */
 };
 
-/*
- * Candidate @g for a new name of shard @name: g 0 is BASE.EXT, g > 0
- * BASE.gG.EXT, where BASE.EXT is @name without a ".gN" before its
- * extension (the last '.' of its last part, if not its first byte).
- */
-static char *gen_name(const char *name, unsigned g)
+char *ckpt_hf_gen_name(const char *name, unsigned g)
 {
 	const char *part = strrchr(name, '/'), *ext, *stem_end;
 	size_t n = strlen(name);
@@ -119,7 +114,7 @@ static int new_file(struct hfw *w, uint32_t i, struct fresh *f)
 	int fd = -1;
 
 	for (unsigned g = 0; g < GEN_MAX && fd < 0; g++) {
-		char *cand = gen_name(name, g);
+		char *cand = ckpt_hf_gen_name(name, g);
 
 		if (!cand)
 			return diag_nomem(w->d);

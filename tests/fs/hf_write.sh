@@ -26,15 +26,17 @@
 #               transformers' style with total_size counted again, shard
 #               2 is the same file
 #
-# Then mixed/'s legacy shard refuses writes (EPERM), -o inplace and
-# -o output= are refused with one line, and a crash test across files:
-# the daemon kills itself (faultinj.c's KILL) at each step of the commit
-# (syncing the 1st new shard, the 2nd, the index rename, removing an old
-# shard; the last two also with keys changed).  Each time the folder must load as the old one or the new one,
-# never a mix (old before the rename, new after); a remount removes the
-# files the killed write-back left (new shards before the rename, old
-# ones after) and shows the edits; its unmount writes them back and
-# leaves no file behind.
+# An index written compact, keys unsorted, keeps that style and order
+# through a reshape.  Then mixed/'s legacy shard refuses writes (EPERM),
+# -o inplace and -o output= are refused with one line, and a crash test
+# across files: the daemon kills itself (faultinj.c's KILL) at each step
+# of the commit (syncing the 1st new shard, the 2nd, the index rename,
+# removing an old shard; the last two also with keys changed).  Each
+# time the folder must load as the old one or the new one, never a mix
+# (old before the rename, new after); a remount removes the files the
+# killed write-back left (new shards before the rename, old ones after)
+# and shows the edits; its unmount writes them back and leaves no file
+# behind.
 #
 # Prints one line per check and finally "N passed, N failed".  Exit 0 all
 # passed, 1 a failure, 77 skipped (no usable /dev/fuse; no torch with
@@ -171,6 +173,23 @@ for n in bin st; do
 		fail "$n: keys renamed, removed, added" "$(why "$n.reshape")$(why "$n.written3")"
 	fi
 done
+
+# an index in another style (compact, keys unsorted, metadata last) keeps
+# it: the order of its keys, the new one last, no blanks
+F=$H/compact
+cp -r "$H/bin" "$F" && cp "$H/bin/pytorch_model.bin.index.json" "$WORK/c.index0"
+if fs_pyrun c.rep compact "$inner/hf/compact" &&
+    cp "$F/pytorch_model.bin.index.json" "$WORK/c.index1" &&
+    start_daemon "$F" "$M" "$WORK/c.err" &&
+    fs_pyrun c.reshape reshape "$IM" "$inner/c.json" &&
+    stop_daemon "$M" && [ "$DRC" = 0 ] &&
+    fs_pyrun c.written written "$inner/hf/compact" "$inner/c.json" \
+	"$inner/c.index1"; then
+	pass "compact index: its style kept" "$(report c.written)"
+else
+	stop_daemon "$M"
+	fail "compact index: its style kept" "$(why c.rep)$(why c.reshape)$(why c.written)"
+fi
 
 # ------------------------------------------------------ refusals
 # mixed/: shard 1 is a legacy (torch < 1.6) file, not written back

@@ -21,10 +21,14 @@ tests/fs/hf_write.sh (torch 1.13 or 2.x; hf_check.py beside it).
         the folder DIR as transformers loads it (the index's shards, one
         by one) holds exactly OUT.json's "new" bytes; its index is INDEX0
         (the index before, saved as a file) with only shard names changed,
-        each by a ".gN" before its extension (after a reshape: in
-        transformers' JSON style still, the key added in its nearest
-        sibling's shard, total_size counted again), every shard it names
-        is there and no other shard file is
+        each by a ".gN" before its extension (after a reshape: in its
+        JSON style still, transformers' or compact with its key order and
+        the new key last, the key added in its nearest sibling's shard,
+        total_size counted again), every shard it names is there and no
+        other shard file is
+  compact DIR
+        rewrite DIR's index compact (no blanks), keys in reverse order,
+        metadata after weight_map: a style the write-back must keep
   state DIR OUT.json
         prints "old", "new" or "mixed": which of OUT.json's the folder
         holds as the index leads to it (a crash must never leave "mixed")
@@ -155,12 +159,27 @@ def reshape(mnt, out):
             k for k in set(new) | set(want) if new.get(k) != want.get(k)))
     with open(out, "w") as f:
         json.dump({"old": old, "new": new, "edited": [g[0][0], a, r, added],
-                   "added": added, "sibling": g[4][0]}, f)
+                   "added": added, "sibling": g[4][0], "renamed": [a, moved],
+                   "removed": r}, f)
     if bad:
         print("\n".join(bad))
         return 1
     print("ok\trenamed %s, removed %s, added %s, edited %s; 2 refusals "
           "EPERM" % (a, r, added, g[0][0]))
+    return 0
+
+
+def compact(folder):
+    """the index rewritten compact, keys unsorted, metadata last"""
+    p = glob.glob(os.path.join(folder, "*.index*.json"))[0]
+    with open(p) as f:
+        j = json.load(f)
+    wm = dict(reversed(list(j["weight_map"].items())))
+    with open(p, "w") as f:
+        f.write(json.dumps({"weight_map": wm, "metadata": j["metadata"]},
+                           separators=(",", ":")))
+    print("ok\t%s compact, %d keys in reverse order" % (
+        os.path.basename(p), len(wm)))
     return 0
 
 
@@ -192,9 +211,19 @@ def written(folder, out, index0):
         bad.append("the index changed beyond shard names")
     elif "added" in o:
         wm = j1["weight_map"]
-        # keys changed: transformers' own style still, total_size counted
-        # again (each storage once, its first tensor's bytes)
-        if t1 != json.dumps(j1, indent=2, sort_keys=True) + "\n":
+        # keys changed: the index's style still (transformers' own, or
+        # compact with keys in its order and new ones last), total_size
+        # counted again (each storage once, its first tensor's bytes); a
+        # renamed key where its old one was
+        j0 = json.loads(t0)
+        if t0 == json.dumps(j0, separators=(",", ":")):
+            a, moved = o["renamed"]
+            keys = [moved if k == a else k for k in j0["weight_map"]
+                    if k != o["removed"]] + [o["added"]]
+            if t1 != json.dumps(j1, separators=(",", ":")) or \
+                    list(wm) != keys:
+                bad.append("the compact index lost its style or order")
+        elif t1 != json.dumps(j1, indent=2, sort_keys=True) + "\n":
             bad.append("the index is not in transformers' style now")
         if wm.get(o["added"]) != wm.get(o["sibling"]):
             bad.append("%s went to %s, its nearest sibling %s is in %s" % (
@@ -271,6 +300,7 @@ def main(argv):
     cmds = {"edit": (edit, 2, 3), "reshape": (reshape, 2, 2),
             "written": (written, 3, 3),
             "state": (state, 2, 2), "shows": (shows, 2, 2),
+            "compact": (compact, 1, 1),
             "legacy": (legacy, 2, 2)}
     if len(argv) >= 2 and argv[1] in cmds:
         fn, lo, hi = cmds[argv[1]]
