@@ -303,6 +303,20 @@ for c in "1st new shard synced|sync 00002-of-00005.g1.bin 1 KILL|old|edit" \
 	fi
 done
 
+# every daemon's stderr: refusals' one-line reasons only, no sanitizer
+: >"$WORK/logs.det"
+for e in "$WORK"/*.err "$WORK"/*.err[0-9]; do
+	case ${e##*/} in *.*.err*) continue ;; esac	# python's
+	[ -f "$e" ] || continue
+	DAEMON_LOGS_OK=1 daemon_problems "$e" "$WORK/logs.det" ||
+		echo "(in ${e##*/})" >>"$WORK/logs.det"
+done
+if [ -s "$WORK/logs.det" ]; then
+	fail "daemon logs" "$(head -n 1 "$WORK/logs.det")" "$WORK/logs.det"
+else
+	pass "daemon logs" "one-line refusals only"
+fi
+
 if ! no_mounts_left; then
 	fail "no mounts left" "$(awk -v w="$WORK/mnt/" 'index($2, w) == 1 { print $2 }' /proc/mounts | head -n 3)"
 fi
