@@ -36,7 +36,8 @@
 # (old before the rename, new after); a remount removes the files the
 # killed write-back left (new shards before the rename, old ones after)
 # and shows the edits; its unmount writes them back and leaves no file
-# behind.
+# behind.  A file the killed write-back made and another program then
+# replaced (a new inode under the journaled name) is left alone.
 #
 # Prints one line per check and finally "N passed, N failed".  Exit 0 all
 # passed, 1 a failure, 77 skipped (no usable /dev/fuse; no torch with
@@ -302,6 +303,47 @@ for c in "1st new shard synced|sync 00002-of-00005.g1.bin 1 KILL|old|edit" \
 		pass "crash at $step" "the folder was $got; remounted, written back: $(report crash.written)"
 	fi
 done
+
+# a file the killed write-back made, replaced by another program (a new
+# inode under the journaled name): not ptfs's any more, so the remount
+# leaves it, and the write-back takes the next name
+F=$H/crash
+rm -rf "$F" "$H/.crash.ptfs"
+cp -r "$H/bin" "$F" || exit 1
+g1=$F/pytorch_model-00002-of-00005.g1.bin
+: >"$CTL"
+det=$WORK/foreign.det
+: >"$det"
+if LD_PRELOAD=$INJ start_daemon "$F" "$M" "$WORK/foreign.err"; then
+	fs_pyrun foreign.edit edit "$IM" "$inner/foreign.json" ||
+		why foreign.edit >>"$det"
+	printf '%s\n' "sync 00002-of-00005.g1.bin 1 KILL" >"$CTL"
+	run_limited 120 "$PTFS" umount "$M" >/dev/null 2>&1
+	stop_daemon "$M"
+	: >"$CTL"
+	if [ -f "$g1" ] && cp "$g1" "$g1.x" && mv "$g1.x" "$g1"; then
+		start_daemon "$F" "$M" "$WORK/foreign.err2" ||
+			echo "no remount" >>"$det"
+		[ -f "$g1" ] || echo "the remount removed the other program's file" >>"$det"
+		stop_daemon "$M"
+		grep -q '"pytorch_model-00002-of-00005.g2.bin"' \
+			"$F/pytorch_model.bin.index.json" ||
+			echo "shard 2 is not .g2 in the index" >>"$det"
+		[ -f "$g1" ] || echo "the write-back removed the other program's file" >>"$det"
+		fs_pyrun foreign.state state "$inner/hf/crash" "$inner/foreign.json"
+		grep -qx new "$WORK/foreign.state" ||
+			echo "the folder does not hold the edits: $(why foreign.state)" >>"$det"
+	else
+		echo "no .g1 file after the kill" >>"$det"
+	fi
+else
+	echo "not mounted: $(head -n 1 "$WORK/foreign.err")" >>"$det"
+fi
+if [ -s "$det" ]; then
+	fail "a journaled file replaced by another program" "$(head -n 1 "$det")" "$det"
+else
+	pass "a journaled file replaced by another program" "left alone by the remount and the write-back (shard 2 is .g2 now)"
+fi
 
 # every daemon's stderr: refusals' one-line reasons only, no sanitizer
 : >"$WORK/logs.det"
