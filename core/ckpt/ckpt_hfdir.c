@@ -165,13 +165,13 @@ int ckpt_hf_locate(struct ckpt *c, bool is_dir, struct diag *d)
 	return 0;
 }
 
-int ckpt_hf_read_index(struct ckpt *c, struct hfix *ix, const char *where,
-		       struct diag *d)
+int ckpt_hf_index_bytes(struct ckpt *c, const char *where, char **text,
+			size_t *len, struct diag *d)
 {
 	struct stat st;
-	char *text;
 	int rc;
 
+	*text = NULL;
 	if (fstat(c->fd, &st))
 		return diag_errno(d, -errno, "%s", strerror(errno));
 	if (!S_ISREG(st.st_mode))
@@ -182,13 +182,29 @@ int ckpt_hf_read_index(struct ckpt *c, struct hfix *ix, const char *where,
 					"%u this reader takes", where,
 					(unsigned long long)st.st_size,
 					HFIX_MAX_BYTES);
-	c->file_size = st.st_size;
-	text = malloc(st.st_size + 1);
-	if (!text)
+	*text = malloc(st.st_size + 1);
+	if (!*text)
 		return diag_nomem(d);
-	rc = io_pread_diag(c->fd, text, st.st_size, 0, "the index", d);
-	if (!rc)
-		rc = hfix_parse(text, st.st_size, &c->arena, where, ix, d);
+	*len = st.st_size;
+	rc = io_pread_diag(c->fd, *text, st.st_size, 0, "the index", d);
+	if (rc) {
+		free(*text);
+		*text = NULL;
+	}
+	return rc;
+}
+
+int ckpt_hf_read_index(struct ckpt *c, struct hfix *ix, const char *where,
+		       struct diag *d)
+{
+	char *text;
+	size_t len;
+	int rc = ckpt_hf_index_bytes(c, where, &text, &len, d);
+
+	if (rc)
+		return rc;
+	c->file_size = len;
+	rc = hfix_parse(text, len, &c->arena, where, ix, d);
 	free(text);
 	return rc;
 }

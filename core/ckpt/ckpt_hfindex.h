@@ -73,6 +73,10 @@ struct ckpt_hf;
  * index's.  0 or -errno with @d set (no index, two of them ...).
  */
 int ckpt_hf_locate(struct ckpt *c, bool is_dir, struct diag *d);
+/* ckpt_hfdir.c: c->fd's index, whole, into *@text (malloc'd; *@len
+ * bytes): a regular file of at most HFIX_MAX_BYTES. */
+int ckpt_hf_index_bytes(struct ckpt *c, const char *where, char **text,
+			size_t *len, struct diag *d);
 /* ckpt_hfdir.c: read and parse c->fd's index into @ix (c->file_size set). */
 int ckpt_hf_read_index(struct ckpt *c, struct hfix *ix, const char *where,
 		       struct diag *d);

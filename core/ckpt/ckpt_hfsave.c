@@ -166,17 +166,24 @@ static int finish_file(struct hfw *w, int fd, const char *name,
 	return 0;
 }
 
-/* Shard @i written anew, as its own writer writes it. */
-static int write_shard(struct hfw *w, uint32_t i)
+/*
+ * Shard @i written anew under a new name.  @part NULL: from its own
+ * model by its own writer (only storages changed: the clone-and-patch
+ * path); else from the folder's tree, the root's children at the slots
+ * @part marks, by the writer of the shard's format with its own
+ * __metadata__.
+ */
+static int write_shard(struct hfw *w, uint32_t i, const uint8_t *part)
 {
 	struct ckpt_shard *sh = &w->c->hf->shards[i];
 	struct ckpt_write_opts so = *w->o;
-	struct ckpt_write_stats one = { 0 };
+	struct ckpt_write_stats one = { 0 }, *all = w->o->stats;
 	struct fresh *f = &w->f[w->nf];
 	struct stat like;
 	int fd, rc;
 
-	if (sh->c->format != CKPT_ZIP && sh->c->format != CKPT_SAFETENSORS)
+	if (!part && sh->c->format != CKPT_ZIP &&
+	    sh->c->format != CKPT_SAFETENSORS)
 		return diag_unsupported(w->d, DIAG_NO_OFFSET, "%s: a %s shard "
 					"is not written back in a folder",
 					sh->path, ckpt_format_name(sh->c->format));
@@ -190,57 +197,25 @@ static int write_shard(struct hfw *w, uint32_t i)
 				       f->name, &f->st, w->d) : 0;
 	so.check = NULL;
 	so.stats = &one;
-	if (!rc)
-		rc = ckpt_write_into(sh->c, fd, &so, true, w->d);
-	if (!rc)
-		rc = finish_file(w, fd, f->name, &like, &f->st);
-	if (!rc && w->o->stats) {
-		w->o->stats->cloned |= one.cloned;
-		w->o->stats->written += one.written;
-		w->o->stats->copied += one.copied;
-		w->o->stats->copy_calls += one.copy_calls;
-		w->o->stats->records += one.records;
-		w->o->stats->storages += one.storages;
+	if (part) {
+		so.part = part;
+		so.to = sh->c->format == CKPT_SAFETENSORS ? CKPT_OUT_ST :
+			CKPT_OUT_ZIP;
+		so.meta = sh->c;
 	}
-	close(fd);
-	return rc;
-}
-
-/* Shard @i written anew from the folder's tree: the root's children at
- * the slots @part marks, by the writer of the shard's format. */
-static int write_part(struct hfw *w, uint32_t i, const uint8_t *part)
-{
-	struct ckpt_shard *sh = &w->c->hf->shards[i];
-	struct ckpt_write_opts so = *w->o;
-	struct ckpt_write_stats one = { 0 };
-	struct fresh *f = &w->f[w->nf];
-	struct stat like;
-	int fd, rc;
-
-	if (fstat(sh->c->fd, &like))
-		return diag_errno(w->d, -errno, "%s: %s", sh->path,
-				  strerror(errno));
-	fd = new_file(w, i, f);
-	if (fd < 0)
-		return fd;
-	rc = w->o->check ? w->o->check(w->o->check_arg, CKPT_SAVE_NEW,
-				       f->name, &f->st, w->d) : 0;
-	so.check = NULL;
-	so.stats = &one;
-	so.part = part;
-	so.to = sh->c->format == CKPT_SAFETENSORS ? CKPT_OUT_ST : CKPT_OUT_ZIP;
-	so.meta = sh->c;
 	if (!rc)
-		rc = ckpt_write_into(w->c, fd, &so, false, w->d);
+		rc = ckpt_write_into(part ? w->c : sh->c, fd, &so, !part,
+				     w->d);
 	if (!rc)
 		rc = finish_file(w, fd, f->name, &like, &f->st);
-	if (!rc && w->o->stats) {
-		w->o->stats->written += one.written;
-		w->o->stats->copied += one.copied;
-		w->o->stats->copy_calls += one.copy_calls;
-		w->o->stats->records += one.records;
-		w->o->stats->storages += one.storages;
-		w->o->stats->repickled = true;
+	if (!rc && all) {
+		all->cloned |= one.cloned;
+		all->repickled |= one.repickled || part;
+		all->written += one.written;
+		all->copied += one.copied;
+		all->copy_calls += one.copy_calls;
+		all->records += one.records;
+		all->storages += one.storages;
 	}
 	close(fd);
 	return rc;
@@ -262,12 +237,12 @@ static int write_shards(struct hfw *w, const struct hfplan *p)
 			continue;
 		}
 		if (p->touched[i] == HF_DATA) {
-			rc = write_shard(w, i);
+			rc = write_shard(w, i, NULL);
 			continue;
 		}
 		for (uint32_t k = 0; k < root->nkids; k++)
 			part[k] = root->kids[k] && p->slot[k] == i;
-		rc = write_part(w, i, part);
+		rc = write_shard(w, i, part);
 	}
 	free(part);
 	return rc;
@@ -293,27 +268,15 @@ static const char *renamed(const struct hfw *w, const char *name, size_t len)
 	return NULL;
 }
 
-/* The index as it is, with the new shards' names: into @b. */
-static int index_text(struct hfw *w, struct sbuf *b)
+/* The index as it is, with the new shards' names. */
+static int names_only(struct hfw *w, const char *text, size_t len,
+		      struct sbuf *b)
 {
-	struct ckpt *c = w->c;
 	struct hfix ix = { 0 };
 	struct arena a = { 0 };
-	struct stat st;
-	char *text = NULL;
 	uint64_t at = 0;
-	int rc;
+	int rc = hfix_parse(text, len, &a, "", &ix, w->d);
 
-	if (fstat(c->fd, &st))
-		return diag_errno(w->d, -errno, "%s", strerror(errno));
-	if ((uint64_t)st.st_size > HFIX_MAX_BYTES)
-		return diag_unsupported(w->d, 0, "index of %llu bytes",
-					(unsigned long long)st.st_size);
-	text = malloc(st.st_size + 1);
-	rc = text ? io_pread_diag(c->fd, text, st.st_size, 0, "the index",
-				  w->d) : diag_nomem(w->d);
-	if (!rc)
-		rc = hfix_parse(text, st.st_size, &a, "", &ix, w->d);
 	if (!rc)
 		qsort(ix.e, ix.n, sizeof(*ix.e), by_voff);
 	for (uint32_t k = 0; k < ix.n && !rc; k++) {
@@ -328,43 +291,38 @@ static int index_text(struct hfw *w, struct sbuf *b)
 		at = e->voff + e->vlen;
 	}
 	if (!rc)
-		sb_add(b, text + at, st.st_size - at);
-	if (!rc && b->oom)
-		rc = diag_nomem(w->d);
+		sb_add(b, text + at, len - at);
 	hfix_release(&ix);
 	arena_release(&a);
-	free(text);
 	return rc;
 }
 
-/* The index with a weight_map made anew (keys changed: ckpt_hfplan.c). */
-static int keys_text(struct hfw *w, const struct hfplan *p, struct sbuf *b)
+/* The new index into @b: only shard names changed, or (@p: keys changed)
+ * a weight_map made anew (ckpt_hfplan.c). */
+static int index_text(struct hfw *w, const struct hfplan *p, struct sbuf *b)
 {
 	const struct ckpt_hf *hf = w->c->hf;
-	const char **names = calloc(hf->nshards + 1u, sizeof(*names));
-	struct stat st;
-	char *text = NULL;
-	int rc = names ? 0 : diag_nomem(w->d);
+	const char **names = NULL;
+	char *text;
+	size_t len;
+	int rc = ckpt_hf_index_bytes(w->c, "", &text, &len, w->d);
 
-	for (uint32_t i = 0; names && i < hf->nshards; i++)
-		names[i] = hf->shards[i].name;
-	for (uint32_t k = 0; names && k < w->nf; k++)
-		if (w->f[k].name)
-			names[w->f[k].shard] = w->f[k].name;
-	if (!rc && fstat(w->c->fd, &st))
-		rc = diag_errno(w->d, -errno, "%s", strerror(errno));
-	if (!rc && (uint64_t)st.st_size > HFIX_MAX_BYTES)
-		rc = diag_unsupported(w->d, 0, "index of %llu bytes",
-				      (unsigned long long)st.st_size);
-	if (!rc && !(text = malloc(st.st_size + 1)))
+	if (!rc && !p) {
+		rc = names_only(w, text, len, b);
+	} else if (!rc) {
+		names = calloc(hf->nshards + 1u, sizeof(*names));
+		for (uint32_t i = 0; names && i < hf->nshards; i++)
+			names[i] = hf->shards[i].name;
+		for (uint32_t k = 0; names && k < w->nf; k++)
+			if (w->f[k].name)
+				names[w->f[k].shard] = w->f[k].name;
+		rc = names ? hfplan_index(w->c, p, names, text, len, b, w->d) :
+		     diag_nomem(w->d);
+	}
+	if (!rc && b->oom)
 		rc = diag_nomem(w->d);
-	if (!rc)
-		rc = io_pread_diag(w->c->fd, text, st.st_size, 0, "the index",
-				   w->d);
-	if (!rc)
-		rc = hfplan_index(w->c, p, names, text, st.st_size, b, w->d);
-	free(text);
 	free(names);
+	free(text);
 	return rc;
 }
 
@@ -419,7 +377,7 @@ static int write_index(struct hfw *w, const struct hfplan *p,
 	rc = fstat(w->c->fd, &like) ? diag_errno(w->d, -errno, "%s",
 						 strerror(errno)) : 0;
 	if (!rc)
-		rc = p ? keys_text(w, p, &b) : index_text(w, &b);
+		rc = index_text(w, p, &b);
 	if (!rc && (rc = io_pwrite_full(fd, b.p, b.n, 0)))
 		rc = diag_errno(w->d, rc, "%s: %s", w->tmp, strerror(-rc));
 	if (!rc)
