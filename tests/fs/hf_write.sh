@@ -37,7 +37,9 @@
 # killed write-back left (new shards before the rename, old ones after)
 # and shows the edits; its unmount writes them back and leaves no file
 # behind.  A file the killed write-back made and another program then
-# replaced (a new inode under the journaled name) is left alone.
+# replaced (a new inode under the journaled name) is left alone, and so
+# are shards in use that planted journal records name; a record naming a
+# file outside the folder makes the mount refuse with one line.
 #
 # Prints one line per check and finally "N passed, N failed".  Exit 0 all
 # passed, 1 a failure, 77 skipped (no usable /dev/fuse; no torch with
@@ -344,6 +346,66 @@ if [ -s "$det" ]; then
 else
 	pass "a journaled file replaced by another program" "left alone by the remount and the write-back (shard 2 is .g2 now)"
 fi
+
+# records in the journal that name what ptfs did not make (a journal is
+# the user's own file, but never a reason to remove a shard in use): a
+# "new file" record naming shard 1 and a "retired" one naming shard 3,
+# each with its real dev and ino, and no commit: both stay.  A record
+# naming a file outside the folder is refused with one line.
+jt() { python3 "$here/journal_tool.py" "$@"; }
+for case in inuse outside; do
+	F=$H/hostile
+	rm -rf "$F" "$H/.hostile.ptfs"
+	cp -r "$H/bin" "$F" || exit 1
+	J=$H/.hostile.ptfs/ptfs.journal
+	det=$WORK/hostile.det
+	: >"$det"
+	if ! start_daemon "$F" "$M" "$WORK/hostile.err" ||
+	    ! fs_pyrun hostile.edit edit "$IM" "$inner/hostile.json" ||
+	    ! kill9 "$M" || [ ! -f "$J" ]; then
+		fail "journal naming others' files: $case" "no journal to plant records in"
+		continue
+	fi
+	s1=$F/pytorch_model-00001-of-00005.bin s3=$F/pytorch_model-00003-of-00005.bin
+	sums=$(shards "$F")
+	if [ $case = inuse ]; then
+		jt append "$J" N "${s1##*/}" $(stat -c '%d %i' "$s1")
+		jt append "$J" O "${s3##*/}" $(stat -c '%d %i' "$s3")
+		if start_daemon "$F" "$M" "$WORK/hostile.err2"; then
+			[ -f "$s1" ] && [ -f "$s3" ] ||
+				echo "the remount removed a shard in use" >>"$det"
+			fs_pyrun hostile.shows shows "$IM" "$inner/hostile.json" ||
+				why hostile.shows >>"$det"
+			stop_daemon "$M"
+			fs_pyrun hostile.state state "$inner/hf/hostile" \
+				"$inner/hostile.json"
+			grep -qx new "$WORK/hostile.state" ||
+				echo "not written back: $(why hostile.state)" >>"$det"
+		else
+			echo "no remount: $(head -n 1 "$WORK/hostile.err2")" >>"$det"
+		fi
+	else
+		echo outside >"$H/outside.bin"
+		jt append "$J" N ../outside.bin $(stat -c '%d %i' "$H/outside.bin")
+		mkdir -p "$WORK/mnt/r"
+		out=$(run_limited 30 "$PTFS" "$F" "$WORK/mnt/r" 2>&1)
+		r=$?
+		case $r:$out in
+		[1-9]*:"ptfs: "*"bad shard file record"*) ;;
+		*) echo "mounted anyway, or said: $out" >>"$det" ;;
+		esac
+		[ "$(printf '%s\n' "$out" | wc -l)" = 1 ] ||
+			echo "more than one line: $out" >>"$det"
+		unmount "$WORK/mnt/r"
+		[ -f "$H/outside.bin" ] || echo "the file outside was removed" >>"$det"
+		[ "$(shards "$F")" = "$sums" ] || echo "the folder changed" >>"$det"
+	fi
+	if [ -s "$det" ]; then
+		fail "journal naming others' files: $case" "$(head -n 1 "$det")" "$det"
+	else
+		pass "journal naming others' files: $case" "$([ $case = inuse ] && echo "shards 1 and 3 kept, the edits written back" || echo "refused: $out")"
+	fi
+done
 
 # every daemon's stderr: refusals' one-line reasons only, no sanitizer
 : >"$WORK/logs.det"

@@ -8,6 +8,9 @@ payload (op byte, then fields of u32 length + bytes), little-endian.
   flip J N                     flip one bit in record N's payload
   append-temps J COUNT LEN     append COUNT write-back temporary records
                                (op 'W') naming one path of LEN bytes
+  append J OP FIELD...         append one record of op OP (a letter) with
+                               these fields (e.g. N NAME DEV INO: a new
+                               shard file of a folder's write-back)
 """
 import struct
 import sys
@@ -41,10 +44,16 @@ def main():
             b = f.read(1)
             f.seek(pos + 16 + min(2, n - 1))
             f.write(bytes([b[0] ^ 0x04]))
-    elif cmd == "append-temps":
-        count, ln = int(sys.argv[3]), int(sys.argv[4])
-        p = ("/nonexistent-ptfs-test/" + "a" * ln)[:ln].encode()
-        payload = b"W" + struct.pack("<I", len(p)) + p
+    elif cmd in ("append-temps", "append"):
+        if cmd == "append":
+            count, fields = 1, [a.encode() for a in sys.argv[4:]]
+            payload = sys.argv[3].encode()
+        else:
+            count, ln = int(sys.argv[3]), int(sys.argv[4])
+            fields = [("/nonexistent-ptfs-test/" + "a" * ln)[:ln].encode()]
+            payload = b"W"
+        for p in fields:
+            payload += struct.pack("<I", len(p)) + p
         seq = recs[-1][2] + 1
         with open(path, "r+b") as f:
             f.seek(end)
