@@ -36,12 +36,18 @@ int ovl_hf_shape(struct ovl *v, const char *what, struct diag *d)
 			  "views are written back as they are", what);
 }
 
+/* Is shard @sh one the folder write-back rewrites (zip, safetensors)? */
+static bool rewritten(const struct ckpt_shard *sh)
+{
+	return !sh->c || sh->c->format == CKPT_ZIP ||
+	       sh->c->format == CKPT_SAFETENSORS;
+}
+
 /* A shard not written back in a folder (a legacy one), or NULL. */
 static const struct ckpt_shard *legacy_shard(const struct ckpt_hf *hf)
 {
 	for (uint32_t i = 0; i < hf->nshards; i++)
-		if (hf->shards[i].c && hf->shards[i].c->format != CKPT_ZIP &&
-		    hf->shards[i].c->format != CKPT_SAFETENSORS)
+		if (!rewritten(&hf->shards[i]))
 			return &hf->shards[i];
 	return NULL;
 }
@@ -85,12 +91,9 @@ int ovl_hf_data(struct ovl *v, const struct ckpt_storage *s,
 	for (uint32_t i = 0; i < hf->nshards; i++) {
 		const struct ckpt_shard *sh = &hf->shards[i];
 
-		if (s->index - sh->storage0 >= sh->nstorages ||
-		    s->index < sh->storage0 || !sh->c)
+		if (s->index < sh->storage0 ||
+		    s->index - sh->storage0 >= sh->nstorages || rewritten(sh))
 			continue;
-		if (sh->c->format == CKPT_ZIP ||
-		    sh->c->format == CKPT_SAFETENSORS)
-			return 0;
 		return diag_errno(d, -EPERM, "%s: a %s shard is not written "
 				  "back in a folder; convert it with ptrepack "
 				  "first", sh->path,
