@@ -443,15 +443,17 @@ int main(int argc, char **argv)
 		struct ovl_opts oo = { .dir = o.overlay, .discard = o.discard,
 				       .inplace = o.inplace };
 		/* formats nothing could be written back as, output= or not */
-		const char *never = ckpt_format_writable(fs.c->format) ?
-				    NULL : ckpt_format_files(fs.c->format);
+		const char *never = ckpt_readonly_why(fs.c);
 
-		if (fs.c->hf && !o.ro && (o.inplace || o.output)) {
-			fprintf(stderr, "ptfs: %s: -o %s refused: a sharded "
-				"folder is written back into itself, shard by "
-				"shard, with its index as the commit point "
-				"(ptrepack writes it into one file)\n", o.ckpt,
-				o.inplace ? "inplace" : "output");
+		if (ckpt_format_many(fs.c->format) && !never && !o.ro &&
+		    (o.inplace || o.output)) {
+			fprintf(stderr, "ptfs: %s: -o %s refused: %s is "
+				"written back into itself, file by file, with "
+				"its %s as the commit point (ptrepack writes it "
+				"into one file)\n", o.ckpt,
+				o.inplace ? "inplace" : "output",
+				fs.c->hf ? "a sharded folder" : "a DCP directory",
+				fs.c->hf ? "index" : ".metadata");
 			goto out_close;
 		}
 		if (o.inplace && !o.ro && (fs.c->format == CKPT_LEGACY ||

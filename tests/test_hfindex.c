@@ -10,6 +10,7 @@
  * or are named like an index refused.
  */
 #include "ckpt/ckpt_hfindex.h"
+#include "ckpt/ckpt_fsave.h"
 #include "diag/diag.h"
 
 #include <criterion/criterion.h>
@@ -185,7 +186,7 @@ Test(hfix, names_a_new_generation_and_back)
 	};
 
 	for (size_t i = 0; i < sizeof(t) / sizeof(*t); i++) {
-		char *got = ckpt_hf_gen_name(t[i].name, t[i].g);
+		char *got = ckpt_gen_name(t[i].name, t[i].g);
 
 		cr_assert_not_null(got);
 		cr_expect_str_eq(got, t[i].want, "%s, %u", t[i].name, t[i].g);

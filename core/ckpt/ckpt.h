@@ -257,18 +257,36 @@ enum ckpt_format {
 
 /* "zip", "legacy", "torchscript", "tar", "safetensors", "hf-sharded",
  * "dcp": what ptls calls the format. */
+struct ckpt;
 const char *ckpt_format_name(int format);
 
 /* Do the first @n bytes of a file look like a safetensors file's? */
 bool ckpt_safetensors_head(const unsigned char *h, size_t n);
 
 /* Can this format be written back (zip, legacy, safetensors: ckpt_write();
- * a sharded folder, same-size edits: ckpt_hf_save())? */
+ * a sharded folder: ckpt_hf_save(); a DCP directory: ckpt_dcp_wb())? */
 bool ckpt_format_writable(int format);
 /* Is @format a checkpoint of many files (a sharded folder, a DCP
- * directory)?  Nothing writes those back; ptrepack writes them into one
- * new .pt or .safetensors (ckpt_write_into() with CKPT_OUT_ZIP or _ST). */
+ * directory)?  Those are written back into themselves, file by file
+ * (ckpt_fsave.h); ptrepack writes them into one new .pt or .safetensors
+ * (ckpt_write_into() with CKPT_OUT_ZIP or _ST). */
 bool ckpt_format_many(int format);
+/* Why @c mounts read-only whatever the options (one phrase, "... mount
+ * read-only" follows), or NULL. */
+const char *ckpt_readonly_why(const struct ckpt *c);
+
+/*
+ * A checkpoint of many files: its directory (returned: an fd the model
+ * owns, or -1 for any other checkpoint), *@dir its path for messages,
+ * *@commit the name in it of the file whose rename commits a write-back
+ * (the index, .metadata).
+ */
+int ckpt_many_dir(const struct ckpt *c, const char **dir,
+		  const char **commit);
+/* Data file @i of a checkpoint of many files (a shard, a .distcp file):
+ * its *@name in the directory and *@fd (-1: absent); false past the last. */
+bool ckpt_many_file(const struct ckpt *c, uint32_t i, const char **name,
+		    int *fd);
 
 /* What files of a format are called in messages, plural: "TorchScript
  * archives", "safetensors files" ... */
@@ -667,18 +685,27 @@ int ckpt_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 
 /*
  * ckpt_hfsave.c: write the staged edits of sharded folder @c back into
- * it, with the index rename as the one commit point: each shard holding
- * an edited storage is written anew under a new name (the first free of
- * BASE.EXT, BASE.g1.EXT, BASE.g2.EXT ..., never its own), the index
- * copied with only those names changed and renamed over the old one,
- * then the old shards removed.  Same-size edits of tensor bytes only: a
- * change of keys or attributes is refused.  @o as for ckpt_save()
- * (tmp_tag, check, stats, progress).  On failure before the commit
- * nothing of the folder has changed and every new file is removed.
- * 0 or -errno with @d set.
+ * it, with the index rename as the one commit point (ckpt_fsave.h): each
+ * shard touched is written anew under a new name (the first free of
+ * BASE.EXT, BASE.g1.EXT, BASE.g2.EXT ..., never its own), then the index
+ * naming them (with the keys' changes) renamed over the old one, then
+ * the old shards removed.  @o as for ckpt_save() (tmp_tag, check, stats,
+ * progress).  On failure before the commit nothing of the folder has
+ * changed and every new file is removed.  0 or -errno with @d set.
  */
 int ckpt_hf_save(struct ckpt *c, const struct ckpt_write_opts *o,
 		 struct diag *d);
+
+/*
+ * ckpt_dcp_wb.c: the same for DCP directory @c, .metadata the commit
+ * point: each .distcp file holding a chunk whose bytes changed is written
+ * anew (a clone, the chunks and their items' CRC-32 patched), then
+ * .metadata with the keys as the tree names them now.  Same-size tensor
+ * edits, renames and removals of keys; -EROFS for a directory saved
+ * without collectives.  0 or -errno with @d set.
+ */
+int ckpt_dcp_wb(struct ckpt *c, const struct ckpt_write_opts *o,
+		struct diag *d);
 
 /*
  * Write the checkpoint to @target safely: a symbolic link's target is
@@ -858,10 +885,15 @@ const char *ckpt_hf_issue_line(const struct ckpt *c, uint32_t i, char *buf,
 
 /*
  * Does storage @s gather its bytes from more than one place (a DCP
- * tensor split into chunks)?  Then ckpt_storage_data() has no answer for
- * it; ckpt_tensor_read() and ckpt_dcp_where() do.
+ * tensor split into chunks, not staged in an overlay)?  Then
+ * ckpt_storage_data() has no answer for it; ckpt_tensor_read() and
+ * ckpt_dcp_where() do.
  */
 bool ckpt_storage_pieced(const struct ckpt *c, const struct ckpt_storage *s);
+
+/* Is node @n a value of a DCP directory, or inside one (its item's
+ * pickle, written back as it is)? */
+bool ckpt_dcp_in_value(const struct ckpt *c, const struct ckpt_node *n);
 
 /* The tensor of DCP storage @s (its global shape, over all of it), or
  * NULL (not a DCP tensor's storage). */

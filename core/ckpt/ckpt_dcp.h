@@ -50,6 +50,15 @@ struct dcp_chunk {
 	uint64_t data;		/* file offset of the chunk's byte 0 */
 };
 
+/* One key of state_dict_metadata (the first rank's) and what it became:
+ * a write-back (ckpt_dcp_wb.c) names each anew from where it now is. */
+struct dcp_key {
+	const struct pkl_value *key;	/* the fqn (str) */
+	const struct pkl_value *meta;	/* its ...StorageMetadata */
+	struct ckpt_node *node;		/* a tensor, or a value's tree */
+	uint32_t node0, nnodes;		/* the node ids it made */
+};
+
 /* A finding of a lenient open (CKPT_OPEN_LENIENT), for ptverify. */
 struct dcp_finding {
 	const char *check;	/* "coverage", "item", "file", "chunk" */
@@ -77,6 +86,9 @@ struct ckpt_dcp {
 					   storage inside a value) */
 	struct pkl_doc **docs;	/* the pickles of the values' items */
 	uint32_t ndocs, docs_cap;
+	struct dcp_key *keys;	/* in state_dict_metadata's order, which
+				   is the order of node ids too */
+	uint32_t nkeys;
 	struct dcp_finding *findings;
 	uint32_t nfindings, findings_cap;
 	pthread_mutex_t lock;	/* ckpt_dcp_resolve() */
@@ -204,6 +216,20 @@ int ckpt_dcp_problem(struct ckpt *c, struct diag *d, const char *check,
 		     const char *path, uint64_t off, int err,
 		     const char *fmt, ...)
 	__attribute__((format(printf, 7, 8)));
+
+/* ckpt_dcp_keys.c: the key whose nodes hold node @n (a tensor's node,
+ * a value's tree), or NULL (a directory the tree made). */
+const struct dcp_key *ckpt_dcp_key_of(const struct ckpt *c,
+				      const struct ckpt_node *n);
+
+/*
+ * ckpt_dcp_remeta.c: the new .metadata of a write-back (*@out, malloc'd,
+ * *@len bytes): the keys named as the tree has them now, the data files
+ * as @w renamed them.  0 or -errno with @d set.
+ */
+struct fsave;
+int ckpt_dcp_remeta(struct ckpt *c, const struct fsave *w, unsigned char **out,
+		    size_t *len, struct diag *d);
 
 /* ckpt_dcp_check.c: "(0, 4)" of @n values into @buf, for messages. */
 const char *dcp_tuple(char *buf, size_t size, const int64_t *v, int n);

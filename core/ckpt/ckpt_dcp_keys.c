@@ -403,8 +403,21 @@ int ckpt_dcp_leaves(struct dcp_open *o)
 			nocc++;
 		}
 	}
-	for (uint32_t i = 0; i < n && !rc; i++)
+	o->p->keys = n ? arena_alloc(&o->c->arena, n * sizeof(*o->p->keys)) :
+		     NULL;
+	if (!rc && n && !o->p->keys)
+		rc = diag_nomem(o->d);
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		struct dcp_key *k = &o->p->keys[i];
+
+		k->node0 = o->c->nnodes;
 		rc = leaf(o, &lv[i], oc, first[i]);
+		k->key = lv[i].key;
+		k->meta = oc[first[i] - 1].v;
+		k->node = lv[i].node;
+		k->nnodes = o->c->nnodes - k->node0;
+		o->p->nkeys = i + 1;
+	}
 	if (!rc)
 		rc = ckpt_dcp_nest(o->c, lv, n, o->d);
 	free(seen.v);
@@ -413,4 +426,31 @@ int ckpt_dcp_leaves(struct dcp_open *o)
 	free(first);
 	free(last);
 	return rc;
+}
+
+const struct dcp_key *ckpt_dcp_key_of(const struct ckpt *c,
+				      const struct ckpt_node *n)
+{
+	const struct ckpt_dcp *p = c->dcp;
+	uint32_t lo = 0, hi = p ? p->nkeys : 0;
+
+	while (hi > lo) {	/* the last key with node0 <= n->id */
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (p->keys[mid].node0 <= n->id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || n->id - p->keys[lo - 1].node0 >= p->keys[lo - 1].nnodes ||
+	    !p->keys[lo - 1].node)
+		return NULL;
+	return &p->keys[lo - 1];
+}
+
+bool ckpt_dcp_in_value(const struct ckpt *c, const struct ckpt_node *n)
+{
+	const struct dcp_key *k = ckpt_dcp_key_of(c, n);
+
+	return k && k->node->kind != CKPT_N_TENSOR;
 }

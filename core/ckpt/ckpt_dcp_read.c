@@ -123,7 +123,7 @@ bool ckpt_storage_pieced(const struct ckpt *c, const struct ckpt_storage *s)
 	uint32_t b, e;
 
 	chunks_of(c, s, &b, &e);
-	return e - b > 1;
+	return e - b > 1 && s->fd == c->fd;	/* not staged in an overlay */
 }
 
 const struct ckpt_tensor *ckpt_dcp_tensor(const struct ckpt *c,

@@ -83,14 +83,6 @@ int ckpt_hf_read_index(struct ckpt *c, struct hfix *ix, const char *where,
 /* ckpt_hfdir.c: leave the shards @ix names out of hf->files. */
 void ckpt_hf_files_not_shards(struct ckpt_hf *hf, const struct hfix *ix);
 
-/*
- * ckpt_hfsave.c: candidate @g for a new name of shard @name (malloc'd):
- * g 0 is BASE.EXT, g > 0 BASE.gG.EXT, where BASE.EXT is @name without a
- * ".gN" (N from 1, no leading zero) before its extension, the last '.' of
- * its last part if that is not the part's first byte.
- */
-char *ckpt_hf_gen_name(const char *name, unsigned g);
-
 /* ---- ckpt_hfplan.c: a write-back that changes keys ---- */
 
 enum { HF_DATA = 1, HF_KEYS = 2 };	/* how a shard is touched */

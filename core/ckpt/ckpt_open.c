@@ -262,7 +262,8 @@ const char *ckpt_format_name(int format)
 bool ckpt_format_writable(int format)
 {
 	return format == CKPT_ZIP || format == CKPT_LEGACY ||
-	       format == CKPT_SAFETENSORS || format == CKPT_HF_SHARDED;
+	       format == CKPT_SAFETENSORS || format == CKPT_HF_SHARDED ||
+	       format == CKPT_DCP;
 }
 
 bool ckpt_format_many(int format)

@@ -26,6 +26,8 @@ int ovl_mkdir(struct ovl *v, struct ckpt_node *dir, const char *name,
 	if (!rc && ckpt_node_child(dir, name))
 		rc = diag_errno(d, -EEXIST, "%s exists", name);
 	if (!rc)
+		rc = ovl_many_add(v, name, d);
+	if (!rc)
 		rc = ovl_st_mkdir(v, name, d);
 	if (!rc)
 		rc = ovl_key_name(v, dir, name, &nm, d);
@@ -70,6 +72,8 @@ int ovl_create(struct ovl *v, struct ckpt_node *dir, const char *name,
 
 	if (!rc && ckpt_node_child(dir, name))
 		rc = diag_errno(d, -EEXIST, "%s exists", name);
+	if (!rc)
+		rc = ovl_many_add(v, name, d);
 	if (!rc)
 		rc = ovl_key_name(v, dir, name, &nm, d);
 	if (!rc)
@@ -379,7 +383,7 @@ int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 		rc = ovl_st_xattr(v, name, d);
 	/* a folder's new tensor takes its dtype and shape, no other one */
 	if (!rc && (n->kind != CKPT_N_TENSOR || !t->fresh || t->fixed))
-		rc = ovl_hf_shape(v, name, d);
+		rc = ovl_many_shape(v, name, d);
 	if (rc)
 		return rc;
 	/* a tensor with values: a cast (journaled as JR_RETYPE; a JR_XATTR

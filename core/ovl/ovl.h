@@ -76,9 +76,9 @@ struct ovl {
 	uint32_t nnamed;
 	char **temps;		/* JR_TEMP paths read at open */
 	size_t ntemps;
-	struct ovl_hffile *hffiles;	/* JR_NEWFILE, JR_RETIRE read at
-					   open (ovl_hf.c) */
-	uint32_t nhffiles;
+	struct ovl_mfile *mfiles;	/* JR_NEWFILE, JR_RETIRE read at
+					   open (ovl_many.c) */
+	uint32_t nmfiles;
 	struct stat base;	/* the checkpoint as opened */
 	struct ovl_ident id;	/* and its identity */
 	char *note;		/* one line for the user (read-only mounts

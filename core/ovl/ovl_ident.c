@@ -71,47 +71,50 @@ int ovl_ident_of(int fd, uint64_t cdir_off, uint64_t cdir_size,
 }
 
 /*
- * A sharded folder's identity: its index's, with the CRC-32 of each
- * shard's (dev, ino, size, mtime) and the folder's (dev, ino) in place of
- * a central directory's.  Through the descriptors (@path NULL), or what
- * the names are now (the folder @path, or its index file's path).
+ * The identity of a checkpoint of many files (a sharded folder, a DCP
+ * directory): its commit file's (the index, .metadata), with the CRC-32
+ * of each data file's (dev, ino, size, mtime) and the directory's (dev,
+ * ino) in place of a central directory's.  Through the descriptors
+ * (@path NULL), or what the names are now (the directory @path, or its
+ * commit file's path).
  */
-static int ident_folder(const struct ckpt *c, const char *path,
-			struct ovl_ident *id)
+static int ident_many(const struct ckpt *c, const char *path,
+		      struct ovl_ident *id)
 {
-	const struct ckpt_hf *hf = c->hf;
+	const char *dir, *commit, *name;
+	int dfd = ckpt_many_dir(c, &dir, &commit), dfile;
 	struct stat st;
 	uint32_t crc = 0;
-	int fd = path ? openat(hf->dfd, hf->index, O_RDONLY | O_CLOEXEC |
+	int fd = path ? openat(dfd, commit, O_RDONLY | O_CLOEXEC |
 			       O_NONBLOCK) : c->fd;
 	int rc = fd < 0 ? -errno : ovl_ident_of(fd, 0, 0, id);
 
 	if (path && fd >= 0)
 		close(fd);
-	if (!rc && (path ? stat(path, &st) : fstat(hf->dfd, &st)))
+	if (!rc && (path ? stat(path, &st) : fstat(dfd, &st)))
 		rc = -errno;
 	if (!rc && path && !S_ISDIR(st.st_mode)) {
-		char *dir = strdup(path), *slash = dir ? strrchr(dir, '/') :
-						   NULL;
+		char *d = strdup(path), *slash = d ? strrchr(d, '/') : NULL;
 
 		if (slash)
-			*(slash == dir ? slash + 1 : slash) = 0;
-		rc = !dir ? -ENOMEM : stat(slash ? dir : ".", &st) ? -errno : 0;
-		free(dir);
+			*(slash == d ? slash + 1 : slash) = 0;
+		rc = !d ? -ENOMEM : stat(slash ? d : ".", &st) ? -errno : 0;
+		free(d);
 	}
-	for (uint32_t i = 0; !rc && i <= hf->nshards; i++) {
+	for (uint32_t i = 0; !rc; i++) {
 		uint64_t x[5] = { st.st_dev, st.st_ino, st.st_size,
 				  st.st_mtim.tv_sec, st.st_mtim.tv_nsec };
+		bool more;
 
-		if (i == 0)	/* the folder: the one a name leads to */
+		if (i == 0)	/* the directory: the one a name leads to */
 			x[2] = x[3] = x[4] = 0;
 		crc = libdeflate_crc32(crc, x, sizeof(x));
-		if (i == hf->nshards)
+		while ((more = ckpt_many_file(c, i, &name, &dfile)) &&
+		       dfile < 0)
+			i++;	/* absent (refused at mount) */
+		if (!more)
 			break;
-		if (!hf->shards[i].c)
-			continue;	/* absent (refused at mount) */
-		if (path ? fstatat(hf->dfd, hf->shards[i].name, &st, 0) :
-		    fstat(hf->shards[i].c->fd, &st))
+		if (path ? fstatat(dfd, name, &st, 0) : fstat(dfile, &st))
 			rc = -errno;
 	}
 	id->cdir_crc = crc;
@@ -124,8 +127,8 @@ int ovl_ident_ckpt(const struct ckpt *c, const char *path,
 	bool zip = c->format == CKPT_ZIP || c->format == CKPT_TORCHSCRIPT;
 	int fd, rc;
 
-	if (c->hf)
-		return ident_folder(c, path, id);
+	if (ckpt_format_many(c->format))
+		return ident_many(c, path, id);
 	fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) : c->fd;
 	if (fd < 0)
 		return -errno;

@@ -356,38 +356,55 @@ int ovl_st_tensor(struct ovl *v, const struct ckpt_tensor *t,
 /* ovl_st.c: a user.meta.* attribute (__metadata__) is not set. */
 int ovl_st_xattr(struct ovl *v, const char *name, struct diag *d);
 
-/* ---- ovl_hf.c: a sharded folder's edits and files ---- */
+/* ---- ovl_many.c: checkpoints of many files (sharded folders, DCP) ---- */
 
-/* A file a sharded folder's write-back made or replaces (journaled). */
-struct ovl_hffile {
-	char *name;		/* in the folder */
+/* A file a write-back into many files made or replaces (journaled). */
+struct ovl_mfile {
+	char *name;		/* in the directory */
 	uint64_t dev, ino;
-	bool retire;		/* JR_RETIRE: an old shard */
+	bool retire;		/* JR_RETIRE: an old data file */
 };
 
-/* 0, or -EPERM with @d set when @v is a sharded folder's: an edit of
- * an attribute, a value or a view; @what names what it was about. */
+/* 0, or -EPERM with @d set when @v is a checkpoint of many files: an
+ * edit of an attribute, a value or a view; @what names what it was
+ * about (a new tensor's dtype and shape in a folder are taken). */
+int ovl_many_shape(struct ovl *v, const char *what, struct diag *d);
+/* 0, or -EPERM with @d set: keys in @dir are not written back. */
+int ovl_many_dir(struct ovl *v, const struct ckpt_node *dir, struct diag *d);
+/* 0, or -EPERM with @d set: no new key @name (a file, a directory, a
+ * view); ovl_many_dir() said the directory takes key edits. */
+int ovl_many_add(struct ovl *v, const char *name, struct diag *d);
+/* 0, or -EPERM with @d set: storage @s's bytes are not written back. */
+int ovl_many_data(struct ovl *v, const struct ckpt_storage *s,
+		  struct diag *d);
+/* The write-back's CKPT_SAVE_NEW or CKPT_SAVE_RETIRE: the record. */
+int ovl_many_record(struct ovl *v, int stage, const char *name,
+		    const struct stat *st, struct diag *d);
+/* Reading the journal: remember JR_NEWFILE / JR_RETIRE @r. */
+int ovl_many_note(struct ovl *v, const struct jrec *r, struct diag *d);
+/*
+ * Remove what a killed write-back left: new files the commit file does
+ * not name; with @committed (its JR_COMMIT matched) the files it
+ * replaced.  Each only if it is still the file journaled (dev, ino) and
+ * the checkpoint as opened does not use it.  Forgets them.
+ */
+void ovl_many_tidy(struct ovl *v, bool committed);
+/* Forget them, removing nothing. */
+void ovl_many_forget(struct ovl *v);
+
+/* ovl_hf.c: a sharded folder's rules, for the above. */
 int ovl_hf_shape(struct ovl *v, const char *what, struct diag *d);
-/* 0, or -EPERM with @d set: keys in @dir of a sharded folder are not
- * written back (below the top level, or a legacy shard in it). */
 int ovl_hf_dir(struct ovl *v, const struct ckpt_node *dir, struct diag *d);
-/* Is @v a sharded folder of safetensors shards? */
-bool ovl_hf_st(const struct ovl *v);
-/* 0, or -EPERM with @d set: storage @s's shard is not written back. */
 int ovl_hf_data(struct ovl *v, const struct ckpt_storage *s,
 		struct diag *d);
-/* ckpt_hf_save()'s CKPT_SAVE_NEW or CKPT_SAVE_RETIRE: the record. */
-int ovl_hf_record(struct ovl *v, int stage, const char *name,
-		  const struct stat *st, struct diag *d);
-/* Reading the journal: remember JR_NEWFILE / JR_RETIRE @r. */
-int ovl_hf_note(struct ovl *v, const struct jrec *r, struct diag *d);
-/*
- * Remove what a killed write-back left: new files the index does not
- * name; with @committed (its JR_COMMIT matched) the shards it replaced.
- * Each only if it is still the file journaled (dev, ino).  Forgets them.
- */
-void ovl_hf_tidy(struct ovl *v, bool committed);
-/* Forget them, removing nothing. */
-void ovl_hf_forget(struct ovl *v);
+/* Is @v a sharded folder of safetensors shards? */
+bool ovl_hf_st(const struct ovl *v);
+
+/* ovl_dcp.c: a DCP directory's rules, for the above. */
+int ovl_dcp_shape(struct ovl *v, const char *what, struct diag *d);
+int ovl_dcp_dir(struct ovl *v, const struct ckpt_node *dir, struct diag *d);
+int ovl_dcp_add(struct ovl *v, const char *name, struct diag *d);
+int ovl_dcp_data(struct ovl *v, const struct ckpt_storage *s,
+		 struct diag *d);
 
 #endif

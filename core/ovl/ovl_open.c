@@ -318,7 +318,7 @@ static int load(struct ovl *v, bool discard, struct diag *d)
 			else if (ovl_temp_add(v, r.f[0], r.len[0]))
 				rc = diag_nomem(d);
 		} else if (r.op == JR_NEWFILE || r.op == JR_RETIRE) {
-			rc = ovl_hf_note(v, &r, d);
+			rc = ovl_many_note(v, &r, d);
 		} else if (r.op == JR_COMMIT) {
 			matched = ovl_commit_is(&r, &v->id);
 			v->inplace_done = v->inplace_pending;
@@ -351,7 +351,7 @@ static int load(struct ovl *v, bool discard, struct diag *d)
 		goto out;
 	}
 	/* a folder's write-back killed: new files, or (committed) old */
-	ovl_hf_tidy(v, matched);
+	ovl_many_tidy(v, matched);
 	if (mine && !(v->inplace_done && matched && !v->readonly))
 		goto out;
 	v->inplace_pending = false;	/* not this file's (or dropped) */
@@ -481,7 +481,7 @@ void ovl_close(struct ovl *v)
 	for (size_t i = 0; i < v->ntemps; i++)
 		free(v->temps[i]);
 	free(v->temps);
-	ovl_hf_forget(v);
+	ovl_many_forget(v);
 	free(v->named);
 	free(v->reverted);
 	ckpt_plan_release(&v->plan);
@@ -531,7 +531,7 @@ static int save_check(void *arg, int stage, const char *tmp,
 	int rc;
 
 	if (stage == CKPT_SAVE_NEW || stage == CKPT_SAVE_RETIRE)
-		return ovl_hf_record(v, stage, tmp, st, d);
+		return ovl_many_record(v, stage, tmp, st, d);
 	rc = ovl_still_same(v, target, d);
 	if (rc)
 		return rc;
@@ -574,12 +574,15 @@ int ovl_commit(struct ovl *v, const char *output, struct diag *d)
 		v->output = output;
 		/* the temporary's tag is the journal's id */
 		rc = ovl_ensure_dir(v, d);
-		if (!rc && v->c->hf && output)
-			rc = diag_errno(d, -EINVAL, "a sharded folder is "
-					"written back into itself, not to "
-					"another file (ptrepack writes one)");
+		if (!rc && ckpt_format_many(v->c->format) && output)
+			rc = diag_errno(d, -EINVAL, "%s is written back into "
+					"itself, not to another file "
+					"(ptrepack writes one)", v->c->hf ?
+					"a sharded folder" : "a DCP directory");
 		else if (!rc && v->c->hf)
 			rc = ckpt_hf_save(v->c, &o, d);
+		else if (!rc && v->c->dcp)
+			rc = ckpt_dcp_wb(v->c, &o, d);
 		else if (!rc)
 			rc = ckpt_save(v->c, output ? output : v->path, &o,
 				       &v->base, NULL, NULL, d);

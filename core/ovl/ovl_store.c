@@ -246,22 +246,46 @@ static int ovl_data_install(struct ovl *v, struct ckpt_storage *s, int fd,
 	return 0;
 }
 
+/* A DCP tensor's storage gathered from its chunks into @fd. */
+static int gather_copy(struct ovl *v, const struct ckpt_storage *s, int fd,
+		       struct diag *d)
+{
+	const struct ckpt_tensor *t = ckpt_dcp_tensor(v->c, s);
+	char *buf = malloc(CHUNK);
+	int rc = buf ? 0 : diag_nomem(d);
+
+	for (uint64_t pos = 0; pos < s->nbytes && !rc; pos += CHUNK) {
+		size_t k = s->nbytes - pos < CHUNK ? s->nbytes - pos : CHUNK;
+		long long n = ckpt_tensor_read(v->c, t, buf, k, pos, d);
+
+		rc = n < 0 ? (int)n : (uint64_t)n != k ? diag_errno(d, -EIO,
+			"%s: short read", s->key) : 0;
+		if (!rc && (rc = io_pwrite_full(fd, buf, k, pos)))
+			rc = ovl_sys_err(v, d, rc, "cannot stage storage");
+	}
+	free(buf);
+	return rc;
+}
+
 /* Start "<jid>.<i>.tmp" as a copy of storage @s as it is now. */
 static int data_copy(struct ovl *v, struct ckpt_storage *s, int *out,
 		     struct diag *d)
 {
-	uint64_t off;
-	int src, fd, rc;
+	bool pieced = ckpt_storage_pieced(v->c, s);
+	uint64_t off = 0;
+	int src = -1, fd, rc;
 
 	/* a deflated storage is copied from its inflated copy */
-	rc = ckpt_storage_data(v->c, s, &src, &off, d);
+	rc = pieced ? 0 : ckpt_storage_data(v->c, s, &src, &off, d);
 	if (rc)
 		return rc;
 	fd = ovl_data_open(v, s->index, ".tmp", O_RDWR | O_CREAT | O_TRUNC,
 			   d);
 	if (fd < 0)
 		return fd;
-	if ((rc = ovl_copy_range(src, off, fd, s->nbytes)))
+	if (pieced)
+		rc = gather_copy(v, s, fd, d);
+	else if ((rc = ovl_copy_range(src, off, fd, s->nbytes)))
 		rc = ovl_sys_err(v, d, rc, "cannot stage storage");
 	if (rc) {
 		char tmp[64];
@@ -283,7 +307,7 @@ int ovl_copy_up(struct ovl *v, struct ckpt_storage *s, struct diag *d)
 
 	if (s->fd != ckpt_storage_home(v->c, s))
 		return 0;	/* copied already, or a new tensor's */
-	if ((rc = ovl_hf_data(v, s, d)))
+	if ((rc = ovl_many_data(v, s, d)))
 		return rc;
 	rc = data_copy(v, s, &fd, d);
 	if (!rc)
@@ -308,7 +332,7 @@ int ovl_replace_contents(struct ovl *v, const struct ckpt_tensor *t,
 	uint64_t len = ckpt_tensor_size(t);
 	bool whole = t->contiguous && t->offset == 0 && len == s->nbytes;
 	char *buf = NULL;
-	int fd = -1, rc = ovl_hf_data(v, s, d);
+	int fd = -1, rc = ovl_many_data(v, s, d);
 
 	if (rc)
 		return rc;
@@ -422,7 +446,7 @@ int ovl_dir_editable(struct ovl *v, const struct ckpt_node *dir,
 	if (!ckpt_node_is_dir(dir))
 		return diag_errno(d, -ENOTDIR, "%s: not a directory",
 				  dir->name);
-	if ((rc = ovl_hf_dir(v, dir, d)))
+	if ((rc = ovl_many_dir(v, dir, d)))
 		return rc;
 	if (!strncmp(dir->type, "sparse", 6))
 		return diag_errno(d, -EPERM, "%s: the parts of a sparse "

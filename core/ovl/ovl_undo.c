@@ -63,8 +63,10 @@ static int pristine(struct ovl *v, struct diag *d)
 
 	if (v->pristine)
 		return 0;
-	/* a folder by its path: its index's name is how it opens */
-	if (v->c->hf ? !(v->pristine_path = strdup(v->path)) :
+	/* many files by the path: the index's or .metadata's name is how
+	   they open */
+	if (ckpt_format_many(v->c->format) ?
+	    !(v->pristine_path = strdup(v->path)) :
 	    asprintf(&v->pristine_path, "/proc/self/fd/%d", v->c->fd) < 0) {
 		v->pristine_path = NULL;
 		return diag_nomem(d);

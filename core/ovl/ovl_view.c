@@ -292,7 +292,7 @@ long long ovl_view_write(struct ovl *v, struct ckpt_node *n, int view,
 	int rc = ovl_check_writable(v, d);
 
 	if (!rc)
-		rc = ovl_hf_shape(v, ovl_label(n), d);
+		rc = ovl_many_shape(v, ovl_label(n), d);
 	if (rc)
 		return rc;
 	if (st && st->view != view)
@@ -340,7 +340,7 @@ int ovl_view_truncate(struct ovl *v, struct ckpt_node *n, int view,
 	int rc = ovl_check_writable(v, d);
 
 	if (!rc)
-		rc = ovl_hf_shape(v, ovl_label(n), d);
+		rc = ovl_many_shape(v, ovl_label(n), d);
 	if (rc)
 		return rc;
 	if (n->vstage && n->vstage->view != view)
@@ -396,6 +396,8 @@ int ovl_view_create(struct ovl *v, struct ckpt_node *dir, const char *key,
 	char *nm;
 	int rc = ovl_dir_editable(v, dir, d);
 
+	if (!rc)
+		rc = ovl_many_add(v, key, d);
 	if (!rc)
 		rc = ovl_key_name(v, dir, key, &nm, d);
 	if (rc)

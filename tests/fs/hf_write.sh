@@ -391,7 +391,7 @@ for case in inuse outside; do
 		out=$(run_limited 30 "$PTFS" "$F" "$WORK/mnt/r" 2>&1)
 		r=$?
 		case $r:$out in
-		[1-9]*:"ptfs: "*"bad shard file record"*) ;;
+		[1-9]*:"ptfs: "*"bad data file record"*) ;;
 		*) echo "mounted anyway, or said: $out" >>"$det" ;;
 		esac
 		[ "$(printf '%s\n' "$out" | wc -l)" = 1 ] ||

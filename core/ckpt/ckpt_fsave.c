@@ -1,0 +1,300 @@
+/*
+ * ckpt_fsave.c - the commit of a write-back into a checkpoint of many
+ * files: new data files under new names, the commit file (an index,
+ * .metadata) renamed over the old one, the old files removed after.  The
+ * steps, and what a crash at each leaves, are in ckpt_fsave.h; docs/
+ * design.md ("Writing a sharded folder back") says why.
+ */
+#define _GNU_SOURCE 1	/* asprintf, realpath */
+#include "ckpt_fsave.h"
+#include "ckpt_dcp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/io.h"
+
+#define GEN_MAX	1000	/* names tried for one new file */
+
+char *ckpt_gen_name(const char *name, unsigned g)
+{
+	const char *part = strrchr(name, '/'), *ext, *stem_end;
+	size_t n = strlen(name);
+	char *out;
+
+	part = part ? part + 1 : name;
+	ext = strrchr(part, '.');
+	if (!ext || ext == part)
+		ext = name + n;
+	stem_end = ext;
+	/* ".gN", N a number without leading zeros */
+	for (const char *p = ext - 1; p > part; p--) {
+		if (*p >= '0' && *p <= '9')
+			continue;
+		if (*p == 'g' && p[-1] == '.' && p + 1 < ext && p[1] != '0' &&
+		    p - 1 > part)
+			stem_end = p - 1;
+		break;
+	}
+	out = malloc(n + 16);
+	if (!out)
+		return NULL;
+	if (g)
+		sprintf(out, "%.*s.g%u%s", (int)(stem_end - name), name, g,
+			ext);
+	else
+		sprintf(out, "%.*s%s", (int)(stem_end - name), name, ext);
+	return out;
+}
+
+int ckpt_many_dir(const struct ckpt *c, const char **dir,
+		  const char **commit)
+{
+	if (c->hf) {
+		*dir = c->hf->dir;
+		*commit = c->hf->index;
+		return c->hf->dfd;
+	}
+	if (c->dcp) {
+		const char *slash = strrchr(c->dcp->meta_path, '/');
+
+		*dir = c->dcp->dir;
+		*commit = slash ? slash + 1 : c->dcp->meta_path;
+		return c->dcp->dirfd;
+	}
+	return -1;
+}
+
+bool ckpt_many_file(const struct ckpt *c, uint32_t i, const char **name,
+		    int *fd)
+{
+	if (c->hf && i < c->hf->nshards) {
+		*name = c->hf->shards[i].name;
+		*fd = c->hf->shards[i].c ? c->hf->shards[i].c->fd : -1;
+		return true;
+	}
+	if (c->dcp && i < c->dcp->nfiles) {
+		*name = c->dcp->files[i].name;
+		*fd = c->dcp->files[i].fd;
+		return true;
+	}
+	return false;
+}
+
+const char *ckpt_readonly_why(const struct ckpt *c)
+{
+	if (!ckpt_format_writable(c->format))
+		return ckpt_format_files(c->format);
+	if (c->dcp && strcmp(c->dcp->meta_path + strlen(c->dcp->dir),
+			     "/.metadata"))
+		return "DCP directories saved without collectives (one "
+		       "__R.metadata per rank)";
+	return NULL;
+}
+
+/* The absolute name of @name in the directory, as the journal keeps it. */
+static char *abs_name(int dfd, const char *name)
+{
+	char link[64], *dir, *out = NULL;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", dfd);
+	dir = realpath(link, NULL);
+	if (dir && asprintf(&out, "%s/%s", dir, name) < 0)
+		out = NULL;
+	free(dir);
+	return out;
+}
+
+int fsave_init(struct fsave *w, struct ckpt *c, const struct ckpt_write_opts *o,
+	       uint32_t max, struct diag *d)
+{
+	*w = (struct fsave){ .c = c, .o = o, .d = d };
+	w->dfd = ckpt_many_dir(c, &w->dir, &w->commit);
+	if (w->dfd < 0)
+		return diag_errno(d, -EINVAL, "not a checkpoint of many files");
+	w->f = calloc(max + 1u, sizeof(*w->f));
+	if (!w->f)
+		return diag_nomem(d);
+	if (asprintf(&w->tmp, ".%s" CKPT_TMP_SUFFIX "%s", w->commit,
+		     o->tmp_tag ? o->tmp_tag : "0") < 0) {
+		w->tmp = NULL;
+		return diag_nomem(d);
+	}
+	w->tmp_abs = abs_name(w->dfd, w->tmp);
+	if (!w->tmp_abs)
+		return diag_errno(d, -errno, "%s: %s", w->dir, strerror(errno));
+	return o->check ? o->check(o->check_arg, CKPT_SAVE_START, w->tmp_abs,
+				   NULL, d) : 0;
+}
+
+int fsave_new(struct fsave *w, uint32_t src, const char *old,
+	      const char *old_path, int old_fd)
+{
+	struct fsave_file *f = &w->f[w->nf];
+	int fd = -1, rc;
+
+	for (unsigned g = 0; g < GEN_MAX && fd < 0; g++) {
+		char *cand = ckpt_gen_name(old, g);
+
+		if (!cand)
+			return diag_nomem(w->d);
+		if (!strcmp(cand, old) || !strcmp(cand, w->commit)) {
+			free(cand);
+			continue;
+		}
+		fd = openat(w->dfd, cand, O_RDWR | O_CREAT | O_EXCL |
+			    O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 && errno != EEXIST) {
+			rc = diag_errno(w->d, -errno, "%s: cannot make %s "
+					"beside it: %s", old_path, cand,
+					strerror(errno));
+			free(cand);
+			return rc;
+		}
+		if (fd >= 0)
+			f->name = cand;
+		else
+			free(cand);
+	}
+	if (fd < 0)
+		return diag_errno(w->d, -EEXIST, "%s: no free name for its new "
+				  "version (%u tried)", old_path, GEN_MAX);
+	f->src = src;
+	f->old = old;
+	f->old_path = old_path;
+	f->old_fd = old_fd;
+	w->nf++;	/* removed on failure from here on */
+	rc = fstat(fd, &f->st) ? diag_errno(w->d, -errno, "%s: %s", f->name,
+					    strerror(errno)) : 0;
+	if (!rc && w->o->check)
+		rc = w->o->check(w->o->check_arg, CKPT_SAVE_NEW, f->name,
+				 &f->st, w->d);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+void fsave_drop(struct fsave *w, uint32_t src, const char *old,
+		const char *old_path, int old_fd)
+{
+	w->f[w->nf++] = (struct fsave_file){ .src = src, .old = old,
+					     .old_path = old_path,
+					     .old_fd = old_fd };
+}
+
+int fsave_finish(struct fsave *w, int fd, const char *name,
+		 const struct stat *like, struct stat *st)
+{
+	if ((!geteuid() && fchown(fd, like->st_uid, like->st_gid)) ||
+	    fchmod(fd, like->st_mode & 07777) || fsync(fd) || fstat(fd, st))
+		return diag_errno(w->d, -errno, "%s: %s", name,
+				  strerror(errno));
+	w->bytes += st->st_size;
+	return 0;
+}
+
+const char *fsave_renamed(const struct fsave *w, const char *name, size_t len)
+{
+	for (uint32_t k = 0; k < w->nf; k++)
+		if (w->f[k].name && strlen(w->f[k].old) == len &&
+		    !memcmp(w->f[k].old, name, len))
+			return w->f[k].name;
+	return NULL;
+}
+
+int fsave_commit_file(struct fsave *w, const void *p, size_t len,
+		      struct stat *st)
+{
+	struct stat like;
+	int fd, rc;
+
+	/* ours if it is there: the journal named it for a write-back that
+	   did not finish */
+	(void)unlinkat(w->dfd, w->tmp, 0);
+	fd = openat(w->dfd, w->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+		    O_CLOEXEC, 0600);
+	if (fd < 0)
+		return diag_errno(w->d, -errno, "cannot create %s in %s: %s",
+				  w->tmp, w->dir, strerror(errno));
+	rc = fstat(w->c->fd, &like) ? diag_errno(w->d, -errno, "%s",
+						 strerror(errno)) : 0;
+	if (!rc && (rc = io_pwrite_full(fd, p, len, 0)))
+		rc = diag_errno(w->d, rc, "%s: %s", w->tmp, strerror(-rc));
+	if (!rc)
+		rc = fsave_finish(w, fd, w->tmp, &like, st);
+	close(fd);
+	return rc;
+}
+
+/* Is @name in the directory still the file @fd is open on? */
+static bool same_file(int dfd, const char *name, int fd)
+{
+	struct stat a, b;
+
+	return !fstatat(dfd, name, &a, 0) && !fstat(fd, &b) &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+int fsave_commit(struct fsave *w, const struct stat *ist)
+{
+	int rc = 0;
+
+	for (uint32_t k = 0; k < w->nf && !rc; k++) {
+		struct stat st;
+
+		if (fstat(w->f[k].old_fd, &st))
+			return diag_errno(w->d, -errno, "%s: %s",
+					  w->f[k].old_path, strerror(errno));
+		if (w->o->check)
+			rc = w->o->check(w->o->check_arg, CKPT_SAVE_RETIRE,
+					 w->f[k].old, &st, w->d);
+	}
+	if (!rc && w->o->check)
+		rc = w->o->check(w->o->check_arg, CKPT_SAVE_RENAME, w->tmp_abs,
+				 ist, w->d);
+	if (rc)
+		return rc;
+	if (renameat(w->dfd, w->tmp, w->dfd, w->commit))
+		return diag_errno(w->d, -errno, "%s/%s: cannot replace it: %s",
+				  w->dir, w->commit, strerror(errno));
+	w->committed = true;
+	if (fsync(w->dfd))
+		return diag_errno(w->d, -errno, "%s: fsync: %s", w->dir,
+				  strerror(errno));
+	for (uint32_t k = 0; k < w->nf; k++)
+		/* another program's file by now is left alone */
+		if (same_file(w->dfd, w->f[k].old, w->f[k].old_fd))
+			(void)unlinkat(w->dfd, w->f[k].old, 0);
+	if (fsync(w->dfd))
+		return diag_errno(w->d, -errno, "%s: fsync: %s", w->dir,
+				  strerror(errno));
+	return 0;
+}
+
+void fsave_end(struct fsave *w, int rc)
+{
+	for (uint32_t k = 0; rc && !w->committed && k < w->nf; k++) {
+		struct stat st;
+
+		if (w->f[k].name &&
+		    !fstatat(w->dfd, w->f[k].name, &st, AT_SYMLINK_NOFOLLOW) &&
+		    st.st_dev == w->f[k].st.st_dev &&
+		    st.st_ino == w->f[k].st.st_ino)
+			(void)unlinkat(w->dfd, w->f[k].name, 0);
+	}
+	if (rc && !w->committed && w->tmp && w->dfd >= 0)
+		(void)unlinkat(w->dfd, w->tmp, 0);
+	for (uint32_t k = 0; w->f && k < w->nf; k++)
+		free(w->f[k].name);
+	free(w->f);
+	free(w->tmp);
+	free(w->tmp_abs);
+	w->f = NULL;
+	w->tmp = w->tmp_abs = NULL;
+}

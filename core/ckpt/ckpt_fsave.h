@@ -1,0 +1,110 @@
+/*
+ * ckpt_fsave.h - the commit of a write-back into a checkpoint of many
+ * files (a Hugging Face sharded folder, a DCP directory), shared by
+ * ckpt_hfsave.c and ckpt_dcp_wb.c.  Internal to core/ckpt.
+ *
+ * No rename replaces several files at once, and each format's loader
+ * reads one file first (the index, .metadata) and then the data files it
+ * names, so that file is the one commit point:
+ *
+ *   step  what                                   a crash here leaves
+ *   1     each data file touched written whole   the old checkpoint, and
+ *         under a new name, made O_EXCL,         new files the journal
+ *         journaled (CKPT_SAVE_NEW), fsync'd     names (the next mount
+ *         (fsave_new(), fsave_finish())          removes them)
+ *   2     the commit file written into           the old checkpoint; the
+ *         ".NAME.ptfs-new.TAG" (journaled,       temporary is journaled
+ *         CKPT_SAVE_START, by fsave_init()),
+ *         naming the new files; fsync'd
+ *   3     the old files journaled (RETIRE),      the old checkpoint
+ *         then JR_COMMIT (CKPT_SAVE_RENAME)
+ *   4     the temporary renamed over the commit  the new checkpoint, and
+ *         file, the directory fsync'd:           the old files, which the
+ *         COMMITTED                              next mount removes
+ *   5     the old files unlinked (each only if   the new checkpoint
+ *         its name still leads to the file
+ *         opened), the directory fsync'd
+ *
+ * A new name is the first free of BASE.EXT, BASE.g1.EXT, BASE.g2.EXT ...
+ * other than the file's own (ckpt_gen_name()).
+ */
+#ifndef PT_CKPT_CKPT_FSAVE_H
+#define PT_CKPT_CKPT_FSAVE_H
+
+#include "ckpt_int.h"
+
+#include <sys/stat.h>
+
+/* One data file replaced (or, name NULL, only removed). */
+struct fsave_file {
+	uint32_t src;		/* the caller's index of the old file */
+	const char *old;	/* its name in the directory */
+	const char *old_path;	/* ... for messages */
+	int old_fd;		/* open on it */
+	char *name;		/* the new file's name; NULL: it only goes */
+	struct stat st;		/* of the new file */
+};
+
+struct fsave {
+	struct ckpt *c;
+	const struct ckpt_write_opts *o;
+	struct diag *d;
+	int dfd;		/* the directory */
+	const char *dir;	/* ... for messages */
+	const char *commit;	/* the commit file's name in it */
+	struct fsave_file *f;
+	uint32_t nf;
+	char *tmp;		/* the commit file's temporary */
+	char *tmp_abs;		/* ... as the journal names it */
+	bool committed;
+	uint64_t bytes;		/* written, all files */
+};
+
+/*
+ * Start a write-back of @c (at most @max data files replaced): name the
+ * temporary and journal it (CKPT_SAVE_START).  0 or -errno with @d set;
+ * fsave_end() in any case.
+ */
+int fsave_init(struct fsave *w, struct ckpt *c, const struct ckpt_write_opts *o,
+	       uint32_t max, struct diag *d);
+
+/*
+ * Make the new file replacing @old (@old_fd open on it; @src the
+ * caller's index), O_EXCL, and journal it (CKPT_SAVE_NEW).  Returns its
+ * fd, or -errno with w->d set.  The entry is w->f[w->nf - 1].
+ */
+int fsave_new(struct fsave *w, uint32_t src, const char *old,
+	      const char *old_path, int old_fd);
+
+/* @old (@old_fd) only goes at the commit: no file replaces it. */
+void fsave_drop(struct fsave *w, uint32_t src, const char *old,
+		const char *old_path, int old_fd);
+
+/* The file @fd (@name) finished: owner (as root) and mode of @like,
+ * fsync'd, *@st its stat.  0 or -errno. */
+int fsave_finish(struct fsave *w, int fd, const char *name,
+		 const struct stat *like, struct stat *st);
+
+/* The new name of the old file @name (@len bytes), or NULL. */
+const char *fsave_renamed(const struct fsave *w, const char *name,
+			  size_t len);
+
+/* Step 2: @len bytes of @p into the temporary, fsync'd; *@st its stat. */
+int fsave_commit_file(struct fsave *w, const void *p, size_t len,
+		      struct stat *st);
+
+/* Steps 3-5; @st is the temporary's (fsave_commit_file()). */
+int fsave_commit(struct fsave *w, const struct stat *st);
+
+/* Undo steps 1-2 unless committed (on @rc != 0), and free. */
+void fsave_end(struct fsave *w, int rc);
+
+/*
+ * Candidate @g for a new name of file @name (malloc'd, NULL: no memory):
+ * g 0 is BASE.EXT, g > 0 BASE.gG.EXT, where BASE.EXT is @name without a
+ * ".gN" (N from 1, no leading zero) before its extension, the last '.' of
+ * its last part if that is not the part's first byte.
+ */
+char *ckpt_gen_name(const char *name, unsigned g);
+
+#endif
