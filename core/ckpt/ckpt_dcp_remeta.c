@@ -51,6 +51,7 @@ struct remeta {
 	struct pkl_emit *e;
 	struct newkey *nk;	/* by key index */
 	struct dcp_tab byfqn;	/* old fqn -> key index */
+	struct dcp_tab names;	/* new fqns, each once */
 	struct step stack[CKPT_MAX_DEPTH + 1];
 };
 
@@ -302,10 +303,19 @@ int ckpt_dcp_remeta(struct ckpt *c, const struct fsave *w, unsigned char **out,
 	if (!m.nk)
 		return diag_nomem(d);
 	rc = walk(&m, c->root, &fqn, 0);
-	for (uint32_t i = 0; i < p->nkeys && !rc; i++)
+	for (uint32_t i = 0; i < p->nkeys && !rc; i++) {
+		const char *k = m.nk[i].fqn;
+
 		if (dcp_tab_put(&m.byfqn, p->keys[i].key->u.s.p,
 				p->keys[i].key->u.s.n, NULL, 0, i) < 0)
 			rc = diag_nomem(d);
+		/* "a.b" and a/b would be one key to torch */
+		else if (k && (rc = dcp_tab_put(&m.names, k, strlen(k), NULL,
+						0, i)))
+			rc = rc < 0 ? diag_nomem(d) : diag_unsupported(d,
+				DIAG_NO_OFFSET, "%s: two keys of the tree have "
+				"this DCP name; rename one", k);
+	}
 	if (!rc)
 		rc = pkl_emit_init(&m.e, c->doc->nnodes, NULL, d);
 	if (!rc)
@@ -320,6 +330,7 @@ int ckpt_dcp_remeta(struct ckpt *c, const struct fsave *w, unsigned char **out,
 	}
 	free(m.nk);
 	free(m.byfqn.v);
+	free(m.names.v);
 	free(fqn.p);
 	return rc;
 }
