@@ -408,21 +408,6 @@ for case in inuse outside; do
 done
 
 # every daemon's stderr: refusals' one-line reasons only, no sanitizer
-: >"$WORK/logs.det"
-for e in "$WORK"/*.err "$WORK"/*.err[0-9]; do
-	case ${e##*/} in *.*.err*) continue ;; esac	# python's
-	[ -f "$e" ] || continue
-	DAEMON_LOGS_OK=1 daemon_problems "$e" "$WORK/logs.det" ||
-		echo "(in ${e##*/})" >>"$WORK/logs.det"
-done
-if [ -s "$WORK/logs.det" ]; then
-	fail "daemon logs" "$(head -n 1 "$WORK/logs.det")" "$WORK/logs.det"
-else
-	pass "daemon logs" "one-line refusals only"
-fi
+check_daemon_logs
 
-if ! no_mounts_left; then
-	fail "no mounts left" "$(awk -v w="$WORK/mnt/" 'index($2, w) == 1 { print $2 }' /proc/mounts | head -n 3)"
-fi
-summary
-[ "$nfail" -eq 0 ]
+finish

@@ -231,6 +231,35 @@ no_mounts_left() {
 		/proc/mounts
 }
 
+# finish: the last check of a mount test (no mount left below
+# $WORK/mnt), then the summary line; true when nothing failed.
+finish() {
+	if ! no_mounts_left; then
+		fail "no mounts left" "$(awk -v w="$WORK/mnt/" \
+			'index($2, w) == 1 { print $2 }' /proc/mounts | head -n 3)"
+	fi
+	summary
+	[ "$nfail" -eq 0 ]
+}
+
+# check_daemon_logs: every daemon's stderr in $WORK (*.err, *.errN; not
+# python's NAME.X.err) holds one-line refusals only, no sanitizer report.
+check_daemon_logs() {
+	: >"$WORK/logs.det"
+	for _e in "$WORK"/*.err "$WORK"/*.err[0-9]; do
+		case ${_e##*/} in *.*.err*) continue ;; esac
+		[ -f "$_e" ] || continue
+		DAEMON_LOGS_OK=1 daemon_problems "$_e" "$WORK/logs.det" ||
+			echo "(in ${_e##*/})" >>"$WORK/logs.det"
+	done
+	if [ -s "$WORK/logs.det" ]; then
+		fail "daemon logs" "$(head -n 1 "$WORK/logs.det")" \
+			"$WORK/logs.det"
+	else
+		pass "daemon logs" "one-line refusals only"
+	fi
+}
+
 # expect_refusal LABEL CKPT WANT_LINE: ptfs CKPT MNT (daemon mode, as a
 # user runs it) must exit non-zero with exactly one stderr line
 # "ptfs: CKPT: ..." (equal to WANT_LINE unless that is empty), and leave
