@@ -19,6 +19,15 @@ and checks the outputs: ptdiff -q one.pt ref.pt, and dcp_to_torch_save
 of out/ and ref/ equal tensor by tensor; then removes them (big.pt and
 src/ stay for the next run).  Peak RSS is the process's
 (the python side includes importing torch, printed apart).
+
+Then the write-back of a 4-byte edit, on four/ (the same state dict
+saved with FileSystemWriter(thread_count=4): four .distcp files, as four
+ranks would write them): a copy of it mounted, 4 bytes written into
+layers/1/w, `ptfs umount` timed (it writes the one .distcp file holding
+them anew, cloned where the file system can, and .metadata), against
+cp -r of four/ and sync, and against the Python route
+(dcp_to_torch_save, torch.load, the edit, torch_save_to_dcp); the edit is
+checked by reading the tensor back with torch's dcp_to_torch_save.
 """
 import os
 import shutil
@@ -41,6 +50,9 @@ sd = {"layers": [{"w": torch.randn(2048, 8192, generator=g),
       "step": 7}
 torch.save(sd, "%(d)s/big.pt")
 torch_save_to_dcp("%(d)s/big.pt", "%(d)s/src")
+import torch.distributed.checkpoint as dcp
+dcp.save(sd, storage_writer=dcp.FileSystemWriter("%(d)s/four",
+                                                 thread_count=4))
 """
 IMPORT = "import torch, torch.distributed.checkpoint.format_utils"
 SAME = """
@@ -125,8 +137,8 @@ def main():
         return 0
     rep = os.path.join(BUILD, "ptrepack")
     os.makedirs(WORK, exist_ok=True)
-    if not os.path.exists(os.path.join(WORK, "src", ".metadata")):
-        rm(os.path.join(WORK, "src"))()
+    if not os.path.exists(os.path.join(WORK, "four", ".metadata")):
+        rm(os.path.join(WORK, "src"), os.path.join(WORK, "four"))()
         subprocess.run(py(GEN % {"d": INNER}), check=True,
                        stderr=subprocess.DEVNULL)
     big, src = os.path.join(WORK, "big.pt"), os.path.join(WORK, "src")
@@ -164,11 +176,82 @@ def main():
           % ("equal" if d.returncode == 0 else "DIFFER",
              "the same %s leaves" % n.stdout.split()[-1] if n.returncode == 0
              else "DIFFER: " + (n.stderr.strip().splitlines() or ["?"])[-1]))
-    ok = d.returncode == 0 and n.returncode == 0
+    ok = d.returncode == 0 and n.returncode == 0 and writeback()
     # the inputs stay for the next run, the outputs go (800 MB)
     rm(one, out, *(os.path.join(WORK, f) for f in
                    ("ref.pt", "ref", "a.pt", "b.pt")))()
     return 0 if ok else 1
+
+
+PYEDIT = """
+import time, torch
+from torch.distributed.checkpoint.format_utils import (dcp_to_torch_save,
+                                                       torch_save_to_dcp)
+t = time.monotonic()
+dcp_to_torch_save("%(d)s/four", "%(d)s/py.pt")
+sd = torch.load("%(d)s/py.pt", weights_only=False)
+sd["layers"][1]["w"].view(-1)[2] = 5.0
+torch.save(sd, "%(d)s/py2.pt")
+torch_save_to_dcp("%(d)s/py2.pt", "%(d)s/pyout")
+print("call", time.monotonic() - t)
+"""
+CHECK = """
+import torch
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+dcp_to_torch_save("%(d)s/wb", "%(d)s/wb.pt")
+sd = torch.load("%(d)s/wb.pt", weights_only=False)
+print(sd["layers"][1]["w"].view(-1)[2].item())
+"""
+
+
+def writeback():
+    """a 4-byte edit of four/ written back, against cp -r and Python"""
+    four, wb = os.path.join(WORK, "four"), os.path.join(WORK, "wb")
+    mnt = os.path.join(WORK, "mnt")
+    rm(wb)()
+    warm(four)
+    t = time.monotonic()
+    subprocess.run(["cp", "-r", four, wb], check=True)
+    subprocess.run(["sync", "-f", wb], check=True)
+    tcp = time.monotonic() - t
+    os.makedirs(mnt, exist_ok=True)
+    p = subprocess.Popen(["/usr/bin/time", "-f", "%M",
+                          os.path.join(BUILD, "ptfs"), "-f", wb, mnt],
+                         stderr=subprocess.PIPE, text=True)
+    while not os.path.ismount(mnt):
+        if p.poll() is not None:
+            sys.exit("bench_dcp: ptfs %s failed" % wb)
+        time.sleep(0.005)
+    fd = os.open(os.path.join(mnt, "layers", "1", "w"), os.O_WRONLY)
+    os.pwrite(fd, b"\x00\x00\xa0\x40", 8)	# 5.0f at element 2
+    os.close(fd)
+    t = time.monotonic()
+    subprocess.run([os.path.join(BUILD, "ptfs"), "umount", mnt],
+                   check=True, capture_output=True)
+    twb = time.monotonic() - t
+    peak = int(p.communicate()[1].strip().splitlines()[-1]) * 1024
+    new = sorted(e.name for e in os.scandir(wb) if ".g1." in e.name)
+    tpy, pym = timed(py(PYEDIT % {"d": INNER}))
+    got = subprocess.run(py(CHECK % {"d": INNER}), capture_output=True,
+                         text=True).stdout.split()
+    ok = got[-1:] == ["5.0"] and len(new) == 1
+    print("| write-back of a 4-byte edit (%d MB in 4 .distcp files) | "
+          "`ptfs umount` | %.3f s | %.1f MB | `cp -r` + sync | %.3f s | | "
+          "%.2fx |" % (du(four) / MB, twb, peak / MB, tcp, twb / tcp))
+    print("| the same, the Python route | | | | dcp_to_torch_save, "
+          "torch.load, edit, torch_save_to_dcp | %.2f s | %.0f MB | "
+          "%.3fx |" % (tpy, pym / MB, twb / tpy))
+    print("# written anew: %s and .metadata; the edit %s" % (
+        " ".join(new) or "nothing", "read back by torch" if ok else
+        "NOT READ BACK (%s)" % got[-1:]))
+    rm(wb, *(os.path.join(WORK, f) for f in
+             ("py.pt", "py2.pt", "pyout", "wb.pt")))()
+    return ok
+
+
+def du(path):
+    return sum(os.path.getsize(os.path.join(path, f))
+               for f in os.listdir(path))
 
 
 if __name__ == "__main__":
