@@ -167,10 +167,19 @@ int fsave_new(struct fsave *w, uint32_t src, const char *old,
 	f->old = old;
 	f->old_path = old_path;
 	f->old_fd = old_fd;
+	if (fstat(fd, &f->st)) {
+		/* made O_EXCL just now: ours, whatever is known of it */
+		rc = diag_errno(w->d, -errno, "%s: %s", f->name,
+				strerror(errno));
+		(void)unlinkat(w->dfd, f->name, 0);
+		free(f->name);
+		f->name = NULL;
+		close(fd);
+		return rc;
+	}
 	w->nf++;	/* removed on failure from here on */
-	rc = fstat(fd, &f->st) ? diag_errno(w->d, -errno, "%s: %s", f->name,
-					    strerror(errno)) : 0;
-	if (!rc && w->o->check)
+	rc = 0;
+	if (w->o->check)
 		rc = w->o->check(w->o->check_arg, CKPT_SAVE_NEW, f->name,
 				 &f->st, w->d);
 	if (rc) {

@@ -32,7 +32,11 @@ their mounts.
                 compare the mount MNT of directory NAME with JSON: each
                 tensor's bytes (whole, and reads at odd offsets that cross
                 chunk edges), user.dtype, user.shape, user.dcp.chunks, its
-                .npy view; each value's text; that writes fail with EROFS.
+                .npy view; each value's text; that edits fail: nocoll/
+                (no .metadata) mounts read-only, so a write, mkdir and
+                unlink give EROFS; the others are writable, where mkdir
+                and a write into a value's file are refused with EPERM
+                (nothing is staged: the unmount writes nothing).
                 With DIR under torch 2.x also against
                 torch.distributed.checkpoint.load into empty tensors of
                 the right shapes (a second route, besides the JSON).
@@ -463,6 +467,7 @@ def by_dcp_load(d, exp):
 
 def check(jpath, name, mnt, d=None):
     exp = json.load(open(jpath))[name]
+    ro = name == "nocoll"   # the others take edits (dcp_write.sh)
     ntens = nval = nodd = 0
     for path, e in sorted(exp.items()):
         f = os.path.join(mnt, path)
@@ -509,28 +514,42 @@ def check(jpath, name, mnt, d=None):
         a = np.load(f + ".npy")
         if list(a.shape) != e["shape"] or a.tobytes() != data:
             fail("%s.npy: shape %s or bytes differ" % (path, a.shape))
-        try:
-            with open(f, "r+b") as w:
-                w.write(b"\0")
-            fail("%s: a write succeeded on a read-only mount" % path)
-        except OSError as x:
-            if x.errno != errno.EROFS:
-                fail("%s: write failed with %s, not EROFS" % (path, x))
+        if ro:      # (a write elsewhere would be an edit to write back)
+            try:
+                with open(f, "r+b") as w:
+                    w.write(b"\0")
+                fail("%s: a write succeeded on a read-only mount" % path)
+            except OSError as x:
+                if x.errno != errno.EROFS:
+                    fail("%s: write failed with %s, not EROFS" % (path, x))
         ntens += 1
-    for op in (lambda: os.mkdir(os.path.join(mnt, "new")),
-               lambda: os.unlink(os.path.join(mnt, sorted(exp)[0]))):
+
+    def write_value(p):
+        with open(os.path.join(mnt, p), "r+b") as w:
+            w.write(b"\0")
+    vals = [p for p in sorted(exp) if "value" in exp[p]]
+    ops = [lambda: os.mkdir(os.path.join(mnt, "new"))]
+    if ro:
+        ops.append(lambda: os.unlink(os.path.join(mnt, sorted(exp)[0])))
+    elif vals:
+        ops.append(lambda: write_value(vals[0]))
+    want = errno.EROFS if ro else errno.EPERM
+    for op in ops:
         try:
             op()
-            fail("an edit of the tree succeeded on a read-only mount")
+            fail("an edit of the tree succeeded%s" % (
+                " on a read-only mount" if ro else " (mkdir or a value)"))
         except OSError as x:
-            if x.errno != errno.EROFS:
-                fail("edit of the tree failed with %s, not EROFS" % x)
+            if x.errno != want:
+                fail("edit of the tree failed with %s, not %s" % (
+                    x, errno.errorcode[want]))
     again = ""
     if d and int(torch.__version__.split(".")[0]) >= 2 and \
             os.path.exists(os.path.join(d, ".metadata")):
         again = ", and dcp.load's %d tensors" % by_dcp_load(d, exp)
     print("ok\t%d tensors (%d odd reads), %d values as DCP loads them%s, "
-          "EROFS" % (ntens, nodd, nval, again))
+          "%s" % (ntens, nodd, nval, again, "EROFS" if ro else
+                  "EPERM for mkdir and a value's write"))
 
 
 def same(a, b, path):
