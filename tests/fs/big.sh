@@ -185,5 +185,5 @@ else
 fi
 echo "time $(since "$t0"); disk: $((disk_ovl / 1024)) MiB with the overlay, $((disk_new / 1024)) MiB after write-back (both at once during it)"
 
-finish || exit 1
+conclude || exit 1
 [ "$npass" -gt 0 ] || exit 77

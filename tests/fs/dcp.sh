@@ -345,4 +345,4 @@ case $r:$o in
 *)	fail "crc: ptverify" "exit $r: $o" ;;
 esac
 
-finish
+conclude

@@ -1032,4 +1032,4 @@ for _name in $sweep; do
 done
 
 stop_worker
-finish
+conclude

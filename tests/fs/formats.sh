@@ -393,4 +393,4 @@ else
 	skip "real/broken_zip_version_record_only.pt" "no real-world corpus"
 fi
 
-finish
+conclude

@@ -259,4 +259,4 @@ refused twoidx "holds 2 Hugging Face indexes (model.safetensors.index.json, $I):
 mkdir -p "$H/plain" && echo x >"$H/plain/config.json"
 refused plain "is a directory without a Hugging Face index (*.index.json) or a .metadata: no checkpoint folder"
 
-finish
+conclude

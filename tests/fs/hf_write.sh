@@ -410,4 +410,4 @@ done
 # every daemon's stderr: refusals' one-line reasons only, no sanitizer
 check_daemon_logs
 
-finish
+conclude

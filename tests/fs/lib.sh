@@ -231,9 +231,9 @@ no_mounts_left() {
 		/proc/mounts
 }
 
-# finish: the last check of a mount test (no mount left below
+# conclude: the last check of a mount test (no mount left below
 # $WORK/mnt), then the summary line; true when nothing failed.
-finish() {
+conclude() {
 	if ! no_mounts_left; then
 		fail "no mounts left" "$(awk -v w="$WORK/mnt/" \
 			'index($2, w) == 1 { print $2 }' /proc/mounts | head -n 3)"

@@ -213,4 +213,4 @@ bad_inputs "$ptls" "$sample"
 cli_checks "$sample"
 daemon_mode_checks "$sample"
 
-finish
+conclude

@@ -130,4 +130,4 @@ case $rc:$out in
 *)	fail "overlapping tensors: ptls" "exit $rc: $out" ;;
 esac
 
-finish
+conclude

@@ -272,4 +272,4 @@ fi
 logs_ok "remounts" "$WORK/remounts.err"
 check "crash loop result" rules "$I/new.safetensors"
 
-finish
+conclude

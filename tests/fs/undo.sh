@@ -48,14 +48,6 @@ tpy() {
 }
 sum() { sha256sum <"$1" | cut -c1-16; }
 has() { case $1 in *"$2"*) return 0 ;; esac; return 1; }
-# the ptfs process itself (start_daemon's $DPID may be timeout's)
-ptfs_pid() { pgrep -P "$DPID" -x ptfs 2>/dev/null || echo "$DPID"; }
-kill9() {
-	kill -9 "$(ptfs_pid)" 2>/dev/null
-	wait "$DPID" 2>/dev/null
-	DPID=
-	fusermount3 -uz "$1" 2>/dev/null
-}
 # check LABEL COND-STATUS DETAIL: pass when the status before is 0
 check() {
 	if [ "$2" = 0 ]; then pass "$1" "$3"; else fail "$1" "$3"; fi
