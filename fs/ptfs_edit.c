@@ -372,6 +372,17 @@ void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && i.kind != PTFS_STORAGE &&
 		 i.kind != PTFS_CTL)
 		rc = -EACCES;
+	/*
+	 * truncate(2) by path is an open, an ftruncate and a close: with no
+	 * writer to close the file, what it staged is applied (or refused,
+	 * one line) now, never left pending until the unmount drops it.
+	 */
+	if (!rc && (to_set & FUSE_SET_ATTR_SIZE) && i.kind == PTFS_NODE &&
+	    !i.node->wopen)
+		rc = ovl_release(fs->ovl, i.node, &d);
+	else if (!rc && (to_set & FUSE_SET_ATTR_SIZE) &&
+		 i.kind == PTFS_VIEW && !i.node->wopen)
+		rc = ovl_view_release(fs->ovl, i.node, &d);
 	if (to_set & FUSE_SET_ATTR_SIZE)
 		ptfs_texts_drop(fs);
 	if (rc && rc != -ENOENT)

@@ -1301,6 +1301,9 @@ def act_refused(mnt, e, orig, probs):
         ("chown", lambda: os.chown(v, 1, 1), (errno.EPERM,)),
         ("truncate an existing tensor to a larger size",
          lambda: os.truncate(v, 8000), (errno.EFBIG, errno.EINVAL)),
+        # truncate(2) by path: no close() will come to apply it later
+        ("truncate an existing tensor to a smaller size by path",
+         lambda: os.truncate(v, 100), (errno.EINVAL,)),
         ("truncate a storage to a smaller size",
          lambda: os.truncate(sp, 16), (errno.EINVAL, errno.EFBIG,
                                        errno.EPERM)),
