@@ -71,16 +71,7 @@ fs_need_fuse
 
 # the writer is torch 2.x, whatever VERSION checks
 . "$here/../torch/select.sh"
-if [ "$version" = 1.13 ]; then
-	version=2
-	torch_select 2 "$shared" ptfs-dcp-gen
-	groot=$root gwork=$work ginner=$inner
-	version=1.13
-	torch_select 1.13 "$shared" ptfs-dcp
-else
-	torch_select 2 "$shared" ptfs-dcp
-	groot=$root gwork=$work ginner=$inner
-fi
+torch_select_writer "$version" "$shared" ptfs-dcp
 WORK=$work
 . "$here/lib.sh"
 cleanup_gen() {

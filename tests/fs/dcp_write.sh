@@ -71,16 +71,7 @@ fs_need_fuse
 
 # the writer is torch 2.x, whatever VERSION checks (as dcp.sh)
 . "$here/../torch/select.sh"
-if [ "$version" = 1.13 ]; then
-	version=2
-	torch_select 2 "$shared" ptfs-dcpwrite-gen
-	groot=$root gwork=$work ginner=$inner
-	version=1.13
-	torch_select 1.13 "$shared" ptfs-dcpwrite
-else
-	torch_select 2 "$shared" ptfs-dcpwrite
-	groot=$root gwork=$work ginner=$inner
-fi
+torch_select_writer "$version" "$shared" ptfs-dcpwrite
 WORK=$work
 . "$here/lib.sh"
 cleanup_gen() {
@@ -295,17 +286,11 @@ for o in inplace output=$WORK/one/o.pt; do
 done
 
 # ------------------------------------------------------ crash across files
-INJ=$WORK/faultinj.so CTL=$WORK/faults
-if ! ${CC:-cc} -shared -fPIC -O2 -o "$INJ" "$here/faultinj.c" -ldl \
-    -lpthread >"$WORK/cc.log" 2>&1; then
-	skip "crash across files" "cannot build the fault injector: $(head -n 1 "$WORK/cc.log")"
-	summary
-	[ "$nfail" -eq 0 ]
+if ! faultinj_ready; then
+	skip "crash across files" "$FAULTINJ_WHY"
+	conclude
 	exit
 fi
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-PTFS_FAULTS=$CTL
-export ASAN_OPTIONS PTFS_FAULTS
 # STEP|RULE|STATE|EDIT: where the kill lands, what the directory must
 # hold.  rows2 rewrites __0_0 and __1_0; rkeys changes .metadata only;
 # rmix renames and removes keys and edits layer/cols's chunk in __0_0.
@@ -330,13 +315,7 @@ for c in "__0_0.g1.distcp synced|sync __0_0.g1.distcp 1 KILL|old|rows2" \
 	fi
 	fs_pyrun crash.edit edit "$IM" "$inner/w/crash" "$inner/crash.json" \
 		"$how" || why crash.edit >>"$det"
-	printf '%s\n' "$rule" >"$CTL"
-	: >"$CTL.log"
-	run_limited 120 "$PTFS" umount "$M" >/dev/null 2>&1
-	stop_daemon "$M"
-	grep -q KILL "$CTL.log" 2>/dev/null ||
-		echo "the kill was not hit ($rule)" >>"$det"
-	: >"$CTL"
+	killed_umount "$M" "$rule" "$det"
 	killed=$(listing "$F")
 	fs_pyrun crash.state state "$inner/w/crash" "$inner/crash.json"
 	got=$(grep -x -e old -e new -e mixed -e 'broken: .*' "$WORK/crash.state")

@@ -32,19 +32,11 @@ WORK=$(mktemp -d /tmp/ptfs-faultsio.XXXXXX) || exit 1
 trap 'cleanup_mounts; [ -n "${PTFS_KEEP_WORK:-}" ] || rm -rf "$WORK"' EXIT
 trap 'exit 1' INT TERM
 D=$WORK/d MNT=$WORK/mnt/m CK=$WORK/d/model.pt
-CTL=$WORK/faults
-INJ=$WORK/faultinj.so
-if ! ${CC:-cc} -shared -fPIC -O2 -o "$INJ" "$here/faultinj.c" -ldl -lpthread \
-    >"$WORK/cc.log" 2>&1; then
-	echo "skip: cannot build the fault injector: $(head -n 1 "$WORK/cc.log")"
+if ! faultinj_ready; then
+	echo "skip: $FAULTINJ_WHY"
 	exit 77
 fi
 mkdir -p "$D" "$MNT"
-: >"$CTL"
-# the injector must come after ASan's runtime in an ASan build
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-PTFS_FAULTS=$CTL
-export ASAN_OPTIONS PTFS_FAULTS
 san='ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error\|SUMMARY: .*Sanitizer'
 stress() { python3 "$here/stress.py" "$@" 2>&1 | tail -n 1; }
 nd=0

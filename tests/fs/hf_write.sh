@@ -236,17 +236,11 @@ for o in inplace output=$WORK/one.pt; do
 done
 
 # ------------------------------------------------------ crash across files
-INJ=$WORK/faultinj.so CTL=$WORK/faults
-if ! ${CC:-cc} -shared -fPIC -O2 -o "$INJ" "$here/faultinj.c" -ldl \
-    -lpthread >"$WORK/cc.log" 2>&1; then
-	skip "crash across files" "cannot build the fault injector: $(head -n 1 "$WORK/cc.log")"
-	summary
-	[ "$nfail" -eq 0 ]
+if ! faultinj_ready; then
+	skip "crash across files" "$FAULTINJ_WHY"
+	conclude
 	exit
 fi
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-PTFS_FAULTS=$CTL
-export ASAN_OPTIONS PTFS_FAULTS
 # STEP|RULE|STATE|EDIT: where the kill lands, what the folder must hold
 for c in "1st new shard synced|sync 00002-of-00005.g1.bin 1 KILL|old|edit" \
 	"2nd new shard synced|sync 00004-of-00005.g1.bin 1 KILL|old|edit" \
@@ -269,13 +263,7 @@ for c in "1st new shard synced|sync 00002-of-00005.g1.bin 1 KILL|old|edit" \
 	fi
 	fs_pyrun crash.edit "$how" "$IM" "$inner/crash.json" ||
 		why crash.edit >>"$det"
-	printf '%s\n' "$rule" >"$CTL"
-	: >"$CTL.log"
-	run_limited 120 "$PTFS" umount "$M" >/dev/null 2>&1
-	stop_daemon "$M"
-	grep -q KILL "$CTL.log" 2>/dev/null ||
-		echo "the kill was not hit ($rule)" >>"$det"
-	: >"$CTL"
+	killed_umount "$M" "$rule" "$det"
 	fs_pyrun crash.state state "$inner/hf/crash" "$inner/crash.json"
 	got=$(grep -x -e old -e new -e mixed "$WORK/crash.state")
 	[ "$got" = "$want" ] ||

@@ -242,6 +242,37 @@ conclude() {
 	[ "$nfail" -eq 0 ]
 }
 
+# faultinj_ready: build $here/faultinj.c (tests/fs/) into $INJ
+# ($WORK/faultinj.so) and point the daemons started after it at the rule
+# file $CTL ($WORK/faults, exported as PTFS_FAULTS; empty: no fault).  1,
+# with the reason in $FAULTINJ_WHY, when it cannot be built.
+faultinj_ready() {
+	INJ=$WORK/faultinj.so CTL=$WORK/faults
+	if ! ${CC:-cc} -shared -fPIC -O2 -o "$INJ" "$here/faultinj.c" \
+	    -ldl -lpthread >"$WORK/cc.log" 2>&1; then
+		FAULTINJ_WHY="cannot build the fault injector: $(head -n 1 "$WORK/cc.log")"
+		return 1
+	fi
+	: >"$CTL"
+	# the injector must come after ASan's runtime in an ASan build
+	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+	PTFS_FAULTS=$CTL
+	export ASAN_OPTIONS PTFS_FAULTS
+}
+
+# killed_umount MNT RULE DET: `ptfs umount MNT` with the fault RULE in
+# force (the daemon was started with LD_PRELOAD=$INJ); the rule must have
+# killed it, else a line goes to DET.  The rule file is empty after.
+killed_umount() {
+	printf '%s\n' "$2" >"$CTL"
+	: >"$CTL.log"
+	run_limited 120 "$PTFS" umount "$1" >/dev/null 2>&1
+	stop_daemon "$1"
+	grep -q KILL "$CTL.log" 2>/dev/null ||
+		echo "the kill was not hit ($2)" >>"$3"
+	: >"$CTL"
+}
+
 # check_daemon_logs: every daemon's stderr in $WORK (*.err, *.errN; not
 # python's NAME.X.err) holds one-line refusals only, no sanitizer report.
 check_daemon_logs() {

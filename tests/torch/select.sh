@@ -77,3 +77,13 @@ torch_select() {
 	fi
 	chmod 755 "$work"
 }
+
+# torch_select_writer VERSION SHARED_DIR NAME: torch_select VERSION, and
+# torch 2.x as the writer of fixtures only it can make (DCP directories)
+# whatever VERSION checks: groot, gwork and ginner are its root and
+# scratch directory (NAME-gen.XXXXXX; under 2 the same as work).
+torch_select_writer() {
+	torch_select 2 "$2" "$3$([ "$1" = 2 ] || echo -gen)"
+	groot=$root gwork=$work ginner=$inner
+	[ "$1" = 2 ] || torch_select "$1" "$2" "$3"
+}
