@@ -74,11 +74,7 @@ fs_need_fuse
 torch_select_writer "$version" "$shared" ptfs-dcp
 WORK=$work
 . "$here/lib.sh"
-cleanup_gen() {
-	[ "$gwork" = "$WORK" ] || rm -rf "$gwork"
-	release_work
-}
-trap cleanup_gen EXIT
+trap release_work EXIT
 trap 'exit 130' INT TERM HUP
 mkdir -p "$WORK/mnt" "$WORK/py" "$gwork/py" || exit 1
 cp "$here/dcp_check.py" "$WORK/py/" && cp "$here/dcp_check.py" "$gwork/py/" ||

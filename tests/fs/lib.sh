@@ -206,6 +206,9 @@ release_work() {
 	cleanup_mounts
 	if no_mounts_left; then
 		[ -n "${PTFS_KEEP_WORK:-}" ] || rm -rf "$WORK"
+		# torch_select_writer's scratch directory, when it is another
+		[ -n "${PTFS_KEEP_WORK:-}" ] || [ -z "${gwork:-}" ] ||
+			[ "$gwork" = "$WORK" ] || rm -rf "$gwork"
 	else
 		echo "mounts left under $WORK; not removing it" >&2
 	fi
