@@ -31,6 +31,7 @@
 
 #include "diag/diag.h"
 #include "util/le.h"
+#include "util/utf8.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -434,14 +435,8 @@ int pkl_emit_bytes(struct pkl_emit *e, const void *p, size_t n, uint64_t off)
 	global(e, "_codecs", "encode", off);
 	out_op(e, OP_BINUNICODE, n + hi, 4);
 	b = room(e, n + hi);
-	for (size_t i = 0; b && i < n; i++) {
-		if (s[i] < 0x80) {
-			*b++ = s[i];
-			continue;
-		}
-		*b++ = (unsigned char)(0xc0 | s[i] >> 6);
-		*b++ = (unsigned char)(0x80 | (s[i] & 0x3f));
-	}
+	for (size_t i = 0; b && i < n; i++)
+		b += utf8_put(b, s[i]);	/* each byte a Latin-1 code point */
 	put_next(e);
 	/* the pickler's 'latin1' is one interned object: memoized once */
 	if (e->latin1)
