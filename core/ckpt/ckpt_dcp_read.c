@@ -355,14 +355,9 @@ long long ckpt_dcp_read(struct ckpt *c, const struct ckpt_tensor *t,
 		if (rc)
 			return rc;
 		n = n < len - done ? n : len - done;
-		rc = io_pread_full(fd, out + done, n, off);
-		if (rc == -ENODATA)
-			return diag_corrupt(d, off, "file ends inside the "
-					    "chunk (was it truncated?)");
+		rc = io_pread_diag(fd, out + done, n, off, "the chunk", d);
 		if (rc)
-			return diag_errno(d, rc, "read at offset %llu: %s",
-					  (unsigned long long)off,
-					  strerror(-rc));
+			return rc;
 		done += n;
 	}
 	return (long long)len;

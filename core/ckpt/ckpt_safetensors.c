@@ -554,12 +554,10 @@ int ckpt_safetensors_open(struct ckpt *c, struct diag *d)
 	char *hdr = NULL;
 	int rc;
 
-	rc = io_pread_full(c->fd, len, 8, 0);
-	if (rc == -ENODATA)
-		return diag_corrupt(d, 0, "file ends inside the safetensors "
-				    "header length");
+	rc = io_pread_diag(c->fd, len, 8, 0, "the safetensors header length",
+			   d);
 	if (rc)
-		return diag_errno(d, rc, "cannot read: %s", strerror(-rc));
+		return rc;
 	c->hdr_len = le64(len);
 	if (c->hdr_len > ST_HEADER_MAX)
 		return diag_corrupt(d, 0, "safetensors header of %llu bytes, "
@@ -575,13 +573,9 @@ int ckpt_safetensors_open(struct ckpt *c, struct diag *d)
 	hdr = malloc(c->hdr_len + 1);
 	if (!hdr)
 		return diag_nomem(d);
-	rc = io_pread_full(c->fd, hdr, c->hdr_len, 8);
-	if (rc) {
-		rc = rc == -ENODATA ? diag_corrupt(d, 8, "file ends inside "
-						   "the header") :
-		     diag_errno(d, rc, "cannot read: %s", strerror(-rc));
+	rc = io_pread_diag(c->fd, hdr, c->hdr_len, 8, "the header", d);
+	if (rc)
 		goto out;
-	}
 	s.p = s.start = hdr;
 	s.end = hdr + c->hdr_len;
 	rc = ckpt_build_begin(c, d);
