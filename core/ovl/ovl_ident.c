@@ -177,8 +177,10 @@ int ovl_still_same(struct ovl *v, bool target, struct diag *d)
 	return diag_errno(d, -ESTALE, "changed since it was mounted (another "
 			  "program replaced or rewrote it): nothing written, "
 			  "edits kept in %s; mount again with -o discard to "
-			  "drop them, or -o output=FILE to write elsewhere",
-			  v->dir);
+			  "drop them%s", v->dir,
+			  /* a folder or DCP directory has no -o output= */
+			  ckpt_format_many(v->c->format) ? "" :
+			  ", or -o output=FILE to write elsewhere");
 }
 
 /* Is the file written back (JR_COMMIT @k) the checkpoint we opened? */
