@@ -43,8 +43,12 @@
 # items are where they were (in the renamed files), .metadata names
 # exactly the .distcp files there are, no temporary or overlay is left,
 # ptls, ptverify and ptrepack read it.  Then: a new file, mkdir,
-# user.dtype and user.shape, a write into a value and truncations fail
-# with EPERM, one line each in the daemon's stderr, and nothing changes;
+# user.dtype and user.shape and a write into a value fail with EPERM,
+# truncations with EINVAL or EFBIG (as in one .pt), one line each in the
+# daemon's stderr, and nothing changes;
+# a newer save into the mounted directory (each .distcp rewritten in
+# place, .metadata renamed over) makes `ptfs umount` fail with one line
+# and write nothing, and -o discard drops the edit;
 # nocoll/ stays read-only (EROFS, one note line); -o inplace and
 # -o output= are refused with one line; and a crash test: the daemon
 # kills itself (faultinj.c's KILL) syncing each new .distcp, at the
@@ -232,6 +236,58 @@ if [ -s "$det" ]; then
 	fail "refusals" "$(head -n 1 "$det")" "$det"
 else
 	pass "refusals" "$(report refuse.rep); one line each; no file changed"
+fi
+
+# ------------------------------------------------------ a newer save
+# a training job saves into the directory while it is mounted with an
+# edit staged (torch's writer rewrites each .distcp in place and renames
+# .metadata over the old): `ptfs umount` writes nothing and says so in
+# one line, the mount stays, the edit stays staged; -o discard drops it.
+# The job's files are left exactly as it wrote them.
+F=$W/stale
+cp -r "$out/rows" "$F" || exit 1
+det=$WORK/stale.det
+: >"$det"
+if start_daemon "$F" "$M" "$WORK/stale.err"; then
+	printf 'ABCD' | dd of="$M/layer/rows" conv=notrunc status=none ||
+		echo "the edit through the mount failed" >>"$det"
+	for f in "$F"/*.distcp; do
+		cat "$f" >"$WORK/stale.tmp" && cat "$WORK/stale.tmp" >"$f"
+	done
+	cp "$F/.metadata" "$F/.metadata.tmp" && mv "$F/.metadata.tmp" "$F/.metadata"
+	s1=$(sums "$F")
+	msg=$(run_limited 60 "$PTFS" umount "$M" 2>&1)
+	r=$?
+	case $r:$msg in
+	1:"ptfs: write-back failed, $M stays mounted and nothing is lost: $F: changed since it was mounted"*) ;;
+	*) echo "ptfs umount: exit $r: $msg" >>"$det" ;;
+	esac
+	[ "$(printf '%s\n' "$msg" | wc -l)" = 1 ] ||
+		echo "more than one line: $msg" >>"$det"
+	case $msg in *"-o output"*)
+		echo "advises -o output=, which a DCP directory refuses" >>"$det" ;;
+	esac
+	is_mounted "$M" || echo "not mounted after the refused write-back" >>"$det"
+	stop_daemon "$M"
+	[ "$(sums "$F")" = "$s1" ] ||
+		echo "the job's files changed: $(listing "$F")" >>"$det"
+	if start_daemon "$F" "$M" "$WORK/stale.err2" -o discard; then
+		[ "$(od -An -c -N4 "$M/layer/rows" | tr -d ' ')" != ABCD ] ||
+			echo "the discarded edit still shows" >>"$det"
+		stop_daemon "$M"
+	else
+		echo "no mount with -o discard: $(head -n 1 "$WORK/stale.err2")" >>"$det"
+	fi
+	[ "$(sums "$F")" = "$s1" ] ||
+		echo "the job's files changed after -o discard" >>"$det"
+	[ -z "$(leftovers "$F")" ] || echo "left: $(leftovers "$F")" >>"$det"
+else
+	echo "not mounted: $(head -n 1 "$WORK/stale.err")" >>"$det"
+fi
+if [ -s "$det" ]; then
+	fail "a newer save while mounted" "$(head -n 1 "$det")" "$det"
+else
+	pass "a newer save while mounted" "ptfs umount: exit 1, one line, the mount kept; the job's files as it wrote them; -o discard drops the edit"
 fi
 
 # nocoll/ (no .metadata, one __R.metadata per rank): read-only as before
