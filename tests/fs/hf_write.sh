@@ -28,7 +28,10 @@
 #
 # An index written compact, keys unsorted, keeps that style and order
 # through a reshape.  Then mixed/'s legacy shard refuses writes (EPERM),
-# -o inplace and -o output= are refused with one line, and a crash test
+# a newer save into the mounted folder (shards and index rewritten in
+# place) makes `ptfs umount` fail with one line and write nothing, and
+# -o discard drops the edits; -o inplace and -o output= are refused with
+# one line, and a crash test
 # across files: the daemon kills itself (faultinj.c's KILL) at each step
 # of the commit (syncing the 1st new shard, the 2nd, the index rename,
 # removing an old shard; the last two also with keys changed).  Each
@@ -216,6 +219,54 @@ if start_daemon "$X/pytorch_model.bin.index.fp16.json" "$M" "$WORK/mixed.err"; t
 else
 	fail "mixed: mount" "$(head -n 1 "$WORK/mixed.err")"
 fi
+# a newer save into the mounted folder (save_pretrained rewrites each
+# shard in place and the index after them) while edits are staged:
+# `ptfs umount` writes nothing and says so in one line, without advising
+# -o output= (refused for a folder); the mount and the edits stay, and
+# -o discard drops them; the new save's files are left as written
+F=$H/stale
+cp -r "$H/bin" "$F" || exit 1
+det=$WORK/stale.det
+: >"$det"
+if start_daemon "$F" "$M" "$WORK/stale.err"; then
+	fs_pyrun stale.edit edit "$IM" "$inner/stale.json" ||
+		why stale.edit >>"$det"
+	for f in "$F"/*.bin "$F"/*.index.json; do
+		cat "$f" >"$WORK/stale.tmp" && cat "$WORK/stale.tmp" >"$f"
+	done
+	s1=$(cd "$F" && ls -A | xargs sha256sum)
+	msg=$(run_limited 60 "$PTFS" umount "$M" 2>&1)
+	r=$?
+	case $r:$msg in
+	1:"ptfs: write-back failed, $M stays mounted and nothing is lost: $F: changed since it was mounted"*) ;;
+	*) echo "ptfs umount: exit $r: $msg" >>"$det" ;;
+	esac
+	[ "$(printf '%s\n' "$msg" | wc -l)" = 1 ] ||
+		echo "more than one line: $msg" >>"$det"
+	case $msg in *"-o output"*)
+		echo "advises -o output=, which a folder refuses" >>"$det" ;;
+	esac
+	is_mounted "$M" || echo "not mounted after the refused write-back" >>"$det"
+	stop_daemon "$M"
+	[ "$(cd "$F" && ls -A | xargs sha256sum)" = "$s1" ] ||
+		echo "the new save's files changed: $(ls -A "$F" | tr '\n' ' ')" >>"$det"
+	if start_daemon "$F" "$M" "$WORK/stale.err2" -o discard; then
+		stop_daemon "$M"
+	else
+		echo "no mount with -o discard: $(head -n 1 "$WORK/stale.err2")" >>"$det"
+	fi
+	[ "$(cd "$F" && ls -A | xargs sha256sum)" = "$s1" ] ||
+		echo "the new save's files changed after -o discard" >>"$det"
+	[ -z "$(leftovers "$F")" ] || echo "left: $(leftovers "$F")" >>"$det"
+else
+	echo "not mounted: $(head -n 1 "$WORK/stale.err")" >>"$det"
+fi
+if [ -s "$det" ]; then
+	fail "a newer save while mounted" "$(head -n 1 "$det")" "$det"
+else
+	pass "a newer save while mounted" "ptfs umount: exit 1, one line, the mount kept; the new save's files as written; -o discard drops the edits"
+fi
+
 sums0=$(shards "$H/bin")
 for o in inplace output=$WORK/one.pt; do
 	mkdir -p "$WORK/mnt/r"
