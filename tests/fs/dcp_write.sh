@@ -255,31 +255,7 @@ if start_daemon "$F" "$M" "$WORK/stale.err"; then
 		cat "$f" >"$WORK/stale.tmp" && cat "$WORK/stale.tmp" >"$f"
 	done
 	cp "$F/.metadata" "$F/.metadata.tmp" && mv "$F/.metadata.tmp" "$F/.metadata"
-	s1=$(sums "$F")
-	msg=$(run_limited 60 "$PTFS" umount "$M" 2>&1)
-	r=$?
-	case $r:$msg in
-	1:"ptfs: write-back failed, $M stays mounted and nothing is lost: $F: changed since it was mounted"*) ;;
-	*) echo "ptfs umount: exit $r: $msg" >>"$det" ;;
-	esac
-	[ "$(printf '%s\n' "$msg" | wc -l)" = 1 ] ||
-		echo "more than one line: $msg" >>"$det"
-	case $msg in *"-o output"*)
-		echo "advises -o output=, which a DCP directory refuses" >>"$det" ;;
-	esac
-	is_mounted "$M" || echo "not mounted after the refused write-back" >>"$det"
-	stop_daemon "$M"
-	[ "$(sums "$F")" = "$s1" ] ||
-		echo "the job's files changed: $(listing "$F")" >>"$det"
-	if start_daemon "$F" "$M" "$WORK/stale.err2" -o discard; then
-		[ "$(od -An -c -N4 "$M/layer/rows" | tr -d ' ')" != ABCD ] ||
-			echo "the discarded edit still shows" >>"$det"
-		stop_daemon "$M"
-	else
-		echo "no mount with -o discard: $(head -n 1 "$WORK/stale.err2")" >>"$det"
-	fi
-	[ "$(sums "$F")" = "$s1" ] ||
-		echo "the job's files changed after -o discard" >>"$det"
+	stale_check "$F" "$M" "$det"
 	[ -z "$(leftovers "$F")" ] || echo "left: $(leftovers "$F")" >>"$det"
 else
 	echo "not mounted: $(head -n 1 "$WORK/stale.err")" >>"$det"

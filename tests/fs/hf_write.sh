@@ -234,29 +234,7 @@ if start_daemon "$F" "$M" "$WORK/stale.err"; then
 	for f in "$F"/*.bin "$F"/*.index.json; do
 		cat "$f" >"$WORK/stale.tmp" && cat "$WORK/stale.tmp" >"$f"
 	done
-	s1=$(cd "$F" && ls -A | xargs sha256sum)
-	msg=$(run_limited 60 "$PTFS" umount "$M" 2>&1)
-	r=$?
-	case $r:$msg in
-	1:"ptfs: write-back failed, $M stays mounted and nothing is lost: $F: changed since it was mounted"*) ;;
-	*) echo "ptfs umount: exit $r: $msg" >>"$det" ;;
-	esac
-	[ "$(printf '%s\n' "$msg" | wc -l)" = 1 ] ||
-		echo "more than one line: $msg" >>"$det"
-	case $msg in *"-o output"*)
-		echo "advises -o output=, which a folder refuses" >>"$det" ;;
-	esac
-	is_mounted "$M" || echo "not mounted after the refused write-back" >>"$det"
-	stop_daemon "$M"
-	[ "$(cd "$F" && ls -A | xargs sha256sum)" = "$s1" ] ||
-		echo "the new save's files changed: $(ls -A "$F" | tr '\n' ' ')" >>"$det"
-	if start_daemon "$F" "$M" "$WORK/stale.err2" -o discard; then
-		stop_daemon "$M"
-	else
-		echo "no mount with -o discard: $(head -n 1 "$WORK/stale.err2")" >>"$det"
-	fi
-	[ "$(cd "$F" && ls -A | xargs sha256sum)" = "$s1" ] ||
-		echo "the new save's files changed after -o discard" >>"$det"
+	stale_check "$F" "$M" "$det"
 	[ -z "$(leftovers "$F")" ] || echo "left: $(leftovers "$F")" >>"$det"
 else
 	echo "not mounted: $(head -n 1 "$WORK/stale.err")" >>"$det"

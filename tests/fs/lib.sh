@@ -276,6 +276,38 @@ killed_umount() {
 	: >"$CTL"
 }
 
+# stale_check DIR MNT DET: DIR, mounted at MNT with edits staged, was
+# rewritten by another program (a training job's newer save).  `ptfs
+# umount` must exit 1 with one line saying so, without advising
+# -o output= (a folder or DCP directory refuses it), keep the mount and
+# write nothing; then -o discard mounts it and drops the edits.  DIR's
+# files must stay as the other program wrote them.  Problems go to DET.
+stale_check() {
+	_s1=$(cd "$1" && ls -A | xargs sha256sum)
+	_msg=$(run_limited 60 "$PTFS" umount "$2" 2>&1)
+	_r=$?
+	case $_r:$_msg in
+	1:"ptfs: write-back failed, $2 stays mounted and nothing is lost: $1: changed since it was mounted"*) ;;
+	*) echo "ptfs umount: exit $_r: $_msg" >>"$3" ;;
+	esac
+	[ "$(printf '%s\n' "$_msg" | wc -l)" = 1 ] ||
+		echo "more than one line: $_msg" >>"$3"
+	case $_msg in *"-o output"*)
+		echo "advises -o output=, which $1 refuses" >>"$3" ;;
+	esac
+	is_mounted "$2" || echo "not mounted after the refused write-back" >>"$3"
+	stop_daemon "$2"
+	[ "$(cd "$1" && ls -A | xargs sha256sum)" = "$_s1" ] ||
+		echo "the other program's files changed: $(ls -A "$1" | tr '\n' ' ')" >>"$3"
+	if start_daemon "$1" "$2" "$WORK/stale.err2" -o discard; then
+		stop_daemon "$2"
+	else
+		echo "no mount with -o discard: $(head -n 1 "$WORK/stale.err2")" >>"$3"
+	fi
+	[ "$(cd "$1" && ls -A | xargs sha256sum)" = "$_s1" ] ||
+		echo "the other program's files changed after -o discard" >>"$3"
+}
+
 # check_daemon_logs: every daemon's stderr in $WORK (*.err, *.errN; not
 # python's NAME.X.err) holds one-line refusals only, no sanitizer report.
 check_daemon_logs() {
