@@ -279,9 +279,13 @@ static int write_file(struct wb *w, uint32_t i)
 		return fd;
 	nf = &w->fs.f[w->fs.nf - 1];
 	rc = ckpt_clone_file(fd, f->fd);
-	if (rc == 1 && (rc = io_copy_range(f->fd, 0, fd, 0, like.st_size)))
-		rc = diag_errno(w->d, rc, "%s: cannot copy it: %s", f->path,
-				strerror(-rc));
+	if (rc < 0)	/* a real failure (ENOSPC, EIO), not "no reflinks" */
+		rc = diag_errno(w->d, rc, "%s: cannot clone it into %s: %s",
+				f->path, nf->name, strerror(-rc));
+	else if (rc == 1 &&
+		 (rc = io_copy_range(f->fd, 0, fd, 0, like.st_size)))
+		rc = diag_errno(w->d, rc, "%s: cannot copy it into %s: %s",
+				f->path, nf->name, strerror(-rc));
 	w->out = fd;
 	for (uint32_t s = 0; s < c->nstorages && !rc; s++) {
 		w->s = c->storages[s];

@@ -50,7 +50,11 @@
 # place, .metadata renamed over) makes `ptfs umount` fail with one line
 # and write nothing, and -o discard drops the edit;
 # nocoll/ stays read-only (EROFS, one note line); -o inplace and
-# -o output= are refused with one line; and a crash test: the daemon
+# -o output= are refused with one line; a failing disk under the
+# write-back (the clone of a .distcp, a write into the new one: ENOSPC
+# from faultinj.c) gives one line naming the file and the error and
+# changes nothing, and the next unmount writes the edit; and a crash
+# test: the daemon
 # kills itself (faultinj.c's KILL) syncing each new .distcp, at the
 # .metadata rename and at the removal of an old file (also with keys
 # changed).  The directory must load as the old one before the rename and
@@ -373,6 +377,56 @@ for c in "__0_0.g1.distcp synced|sync __0_0.g1.distcp 1 KILL|old|rows2" \
 		fail "crash at $step" "$(head -n 1 "$det")" "$det"
 	else
 		pass "crash at $step" "the directory was $got (files: $killed); remounted, written back: $(report crash.written)"
+	fi
+done
+
+# ------------------------------------------------------ a failing disk
+# the clone of the edited chunk's .distcp, or a write into the new file,
+# fails (ENOSPC): `ptfs umount` exits 1 with one line naming the file and
+# the error, the directory is as it was, the mount and the edit stay;
+# with the fault gone the next `ptfs umount` writes the edit back
+for rule in "clone .g1.distcp 1 ENOSPC" "write .g1.distcp 1 ENOSPC"; do
+	what=${rule%% *}
+	F=$W/disk
+	rm -rf "$F" "$W/.disk.ptfs"
+	cp -r "$out/rows" "$F" || exit 1
+	s0=$(sums "$F")
+	det=$WORK/disk.det
+	: >"$det"
+	: >"$CTL"
+	if LD_PRELOAD=$INJ start_daemon "$F" "$M" "$WORK/disk.err"; then
+		printf 'ABCD' | dd of="$M/layer/rows" conv=notrunc status=none ||
+			echo "the edit through the mount failed" >>"$det"
+		printf '%s\n' "$rule" >"$CTL"
+		: >"$CTL.log"
+		msg=$(run_limited 60 "$PTFS" umount "$M" 2>&1)
+		r=$?
+		: >"$CTL"
+		grep -q ENOSPC "$CTL.log" || echo "the fault was not hit ($rule)" >>"$det"
+		case $r:$msg in
+		1:"ptfs: write-back failed, $M stays mounted and nothing is lost: $F: "*__0_0*"No space left on device") ;;
+		*) echo "ptfs umount: exit $r: $msg" >>"$det" ;;
+		esac
+		[ "$(printf '%s\n' "$msg" | wc -l)" = 1 ] ||
+			echo "more than one line: $msg" >>"$det"
+		[ "$(sums "$F")" = "$s0" ] ||
+			echo "the directory changed: $(listing "$F")" >>"$det"
+		is_mounted "$M" || echo "not mounted after the failed write-back" >>"$det"
+		m2=$(run_limited 60 "$PTFS" umount "$M" 2>&1) ||
+			echo "the second ptfs umount failed: $m2" >>"$det"
+		stop_daemon "$M"
+		case $(listing "$F") in
+		*__0_0.g1.distcp*) ;;
+		*) echo "the edit was not written back: $(listing "$F")" >>"$det" ;;
+		esac
+		[ -z "$(leftovers "$F")" ] || echo "left: $(leftovers "$F")" >>"$det"
+	else
+		echo "not mounted: $(head -n 1 "$WORK/disk.err")" >>"$det"
+	fi
+	if [ -s "$det" ]; then
+		fail "a failing $what at write-back" "$(head -n 1 "$det")" "$det"
+	else
+		pass "a failing $what at write-back" "one line: ${msg:-}; then written back"
 	fi
 done
 

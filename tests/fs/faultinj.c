@@ -8,8 +8,9 @@
  *	CALL SUBSTRING NTH ERRNO
  *
  *   CALL       write (write, pwrite, writev, pwritev), sync (fsync,
- *              fdatasync), copy (copy_file_range), rename (rename,
- *              renameat, renameat2) or unlink (unlink, unlinkat)
+ *              fdatasync), copy (copy_file_range), clone (ioctl FICLONE,
+ *              on the descriptor cloned into), rename (rename, renameat,
+ *              renameat2) or unlink (unlink, unlinkat)
  *   SUBSTRING  the call fails only on a descriptor whose path
  *              (/proc/self/fd/N) contains it, e.g. ".ptfs-new." for the
  *              write-back's temporary file; rename and unlink: the path
@@ -33,13 +34,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <stdarg.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #define MAX_RULES 16
 
-enum call { C_WRITE, C_SYNC, C_COPY, C_RENAME, C_UNLINK };
+enum call { C_WRITE, C_SYNC, C_COPY, C_CLONE, C_RENAME, C_UNLINK };
 
 struct rule {
 	int call;
@@ -102,6 +105,7 @@ static void reload(void)
 		r->call = !strcmp(call, "write") ? C_WRITE :
 			  !strcmp(call, "sync") ? C_SYNC :
 			  !strcmp(call, "copy") ? C_COPY :
+			  !strcmp(call, "clone") ? C_CLONE :
 			  !strcmp(call, "rename") ? C_RENAME :
 			  !strcmp(call, "unlink") ? C_UNLINK : -1;
 		if (r->call < 0)
@@ -284,6 +288,23 @@ ssize_t copy_file_range(int in, loff_t *inoff, int out, loff_t *outoff,
 		return -1;
 	}
 	return real(in, inoff, out, outoff, n, flags);
+}
+
+int ioctl(int fd, unsigned long req, ...)
+{
+	REAL(int, "ioctl", int, unsigned long, void *);
+	va_list ap;
+	void *arg;
+	int err;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (req == FICLONE && (err = fault(C_CLONE, "ioctl FICLONE", fd))) {
+		errno = err;
+		return -1;
+	}
+	return real(fd, req, arg);
 }
 
 int renameat2(int od, const char *o, int nd, const char *n, unsigned int fl)
