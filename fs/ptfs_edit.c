@@ -332,6 +332,16 @@ void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	fuse_reply_write(req, n);
 }
 
+/* The last close of @i's file: what is still staged (a node's
+ * replacement, a view's .npy or .txt) is applied or refused. */
+static int release_staged(struct ptfs *fs, const struct ptfs_ino *i,
+			  struct diag *d)
+{
+	return i->kind == PTFS_NODE ? ovl_release(fs->ovl, i->node, d) :
+	       i->kind == PTFS_VIEW ? ovl_view_release(fs->ovl, i->node, d) :
+	       0;
+}
+
 void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
@@ -377,12 +387,9 @@ void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 * writer to close the file, what it staged is applied (or refused,
 	 * one line) now, never left pending until the unmount drops it.
 	 */
-	if (!rc && (to_set & FUSE_SET_ATTR_SIZE) && i.kind == PTFS_NODE &&
-	    !i.node->wopen)
-		rc = ovl_release(fs->ovl, i.node, &d);
-	else if (!rc && (to_set & FUSE_SET_ATTR_SIZE) &&
-		 i.kind == PTFS_VIEW && !i.node->wopen)
-		rc = ovl_view_release(fs->ovl, i.node, &d);
+	if (!rc && (to_set & FUSE_SET_ATTR_SIZE) &&
+	    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW) && !i.node->wopen)
+		rc = release_staged(fs, &i, &d);
 	if (to_set & FUSE_SET_ATTR_SIZE)
 		ptfs_texts_drop(fs);
 	if (rc && rc != -ENOENT)
@@ -479,10 +486,7 @@ void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
 		    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW) &&
 		    (!i.node->wopen || --i.node->wopen == 0)) {
 			bool drop = staging(&i);
-			int rc = i.kind == PTFS_NODE ?
-				 ovl_release(fs->ovl, i.node, &d) :
-				 i.kind == PTFS_VIEW ?
-				 ovl_view_release(fs->ovl, i.node, &d) : 0;
+			int rc = release_staged(fs, &i, &d);
 
 			ptfs_refused_ino(fs, &i, rc, &d);
 			if (rc)
