@@ -119,10 +119,6 @@ leftovers() {
 	ls -A "$1" | grep -e 'ptfs-new' -e '\.tmp$' | tr '\n' ' '
 	ls -A "$(dirname "$1")" | grep -x "\.$(basename "$1")\.ptfs" | tr '\n' ' '
 }
-# sums DIR: every file of DIR with its sha256, names included
-sums() {
-	(cd "$1" && ls -A | xargs sha256sum)
-}
 # listing DIR: its file names on one line
 listing() {
 	ls -A "$1" | tr '\n' ' '
@@ -215,7 +211,7 @@ round rkeys "$W/rkeys" '\.metadata __0_0\.distcp __1_0\.distcp __2_0\.distcp '
 # unmount writes nothing
 F=$W/refuse
 cp -r "$out/plain" "$F" || exit 1
-s0=$(sums "$F")
+s0=$(dir_sums "$F")
 det=$WORK/refuse.det
 : >"$det"
 if start_daemon "$F" "$M" "$WORK/refuse.err"; then
@@ -231,7 +227,7 @@ if start_daemon "$F" "$M" "$WORK/refuse.err"; then
 	fi
 	! grep -v '^ptfs: ' "$WORK/refuse.err" | grep -q . ||
 		echo "the daemon printed: $(grep -v '^ptfs: ' "$WORK/refuse.err" | head -n 2)" >>"$det"
-	[ "$(sums "$F")" = "$s0" ] || echo "a file of the directory changed: $(listing "$F")" >>"$det"
+	[ "$(dir_sums "$F")" = "$s0" ] || echo "a file of the directory changed: $(listing "$F")" >>"$det"
 	[ -z "$(leftovers "$F")" ] || echo "left: $(leftovers "$F")" >>"$det"
 else
 	echo "not mounted: $(head -n 1 "$WORK/refuse.err")" >>"$det"
@@ -273,7 +269,7 @@ fi
 # nocoll/ (no .metadata, one __R.metadata per rank): read-only as before
 F=$W/nocoll
 cp -r "$out/nocoll" "$F" || exit 1
-s0=$(sums "$F")
+s0=$(dir_sums "$F")
 det=$WORK/nocoll.det
 : >"$det"
 if start_daemon "$F" "$M" "$WORK/nocoll.err"; then
@@ -285,7 +281,7 @@ if start_daemon "$F" "$M" "$WORK/nocoll.err"; then
 		echo "more than the note: $(head -n 3 "$WORK/nocoll.err")" >>"$det" ;;
 	*) echo "not the read-only note: $(head -n 3 "$WORK/nocoll.err")" >>"$det" ;;
 	esac
-	[ "$(sums "$F")" = "$s0" ] || echo "a file of the directory changed" >>"$det"
+	[ "$(dir_sums "$F")" = "$s0" ] || echo "a file of the directory changed" >>"$det"
 	[ -z "$(leftovers "$F")" ] || echo "left: $(leftovers "$F")" >>"$det"
 else
 	echo "not mounted: $(head -n 1 "$WORK/nocoll.err")" >>"$det"
@@ -298,7 +294,7 @@ fi
 
 # -o inplace and -o output=: a DCP directory is written back into itself
 D=$out/rows
-s0=$(sums "$D")
+s0=$(dir_sums "$D")
 for o in inplace output=$WORK/one/o.pt; do
 	mkdir -p "$WORK/mnt/r"
 	msg=$(run_limited 30 "$PTFS" -o "$o" "$D" "$WORK/mnt/r" 2>&1)
@@ -307,7 +303,7 @@ for o in inplace output=$WORK/one/o.pt; do
 	[1-9]*:"ptfs: $D: -o ${o%%=*} refused: "*)
 		if [ "$(printf '%s\n' "$msg" | wc -l)" = 1 ] &&
 		    ! is_mounted "$WORK/mnt/r" && [ ! -e "$WORK/one/o.pt" ] &&
-		    [ "$(sums "$D")" = "$s0" ] && [ -z "$(leftovers "$D")" ]; then
+		    [ "$(dir_sums "$D")" = "$s0" ] && [ -z "$(leftovers "$D")" ]; then
 			pass "-o ${o%%=*} refused" "exit $r: $msg"
 		else
 			fail "-o ${o%%=*} refused" "not one line, or something changed: $msg"
@@ -390,7 +386,7 @@ for rule in "clone .g1.distcp 1 ENOSPC" "write .g1.distcp 1 ENOSPC"; do
 	F=$W/disk
 	rm -rf "$F" "$W/.disk.ptfs"
 	cp -r "$out/rows" "$F" || exit 1
-	s0=$(sums "$F")
+	s0=$(dir_sums "$F")
 	det=$WORK/disk.det
 	: >"$det"
 	: >"$CTL"
@@ -409,7 +405,7 @@ for rule in "clone .g1.distcp 1 ENOSPC" "write .g1.distcp 1 ENOSPC"; do
 		esac
 		[ "$(printf '%s\n' "$msg" | wc -l)" = 1 ] ||
 			echo "more than one line: $msg" >>"$det"
-		[ "$(sums "$F")" = "$s0" ] ||
+		[ "$(dir_sums "$F")" = "$s0" ] ||
 			echo "the directory changed: $(listing "$F")" >>"$det"
 		is_mounted "$M" || echo "not mounted after the failed write-back" >>"$det"
 		m2=$(run_limited 60 "$PTFS" umount "$M" 2>&1) ||

@@ -276,6 +276,11 @@ killed_umount() {
 	: >"$CTL"
 }
 
+# dir_sums DIR: every file of DIR with its sha256, names included
+dir_sums() {
+	(cd "$1" && ls -A | xargs sha256sum)
+}
+
 # stale_check DIR MNT DET: DIR, mounted at MNT with edits staged, was
 # rewritten by another program (a training job's newer save).  `ptfs
 # umount` must exit 1 with one line saying so, without advising
@@ -283,7 +288,7 @@ killed_umount() {
 # write nothing; then -o discard mounts it and drops the edits.  DIR's
 # files must stay as the other program wrote them.  Problems go to DET.
 stale_check() {
-	_s1=$(cd "$1" && ls -A | xargs sha256sum)
+	_s1=$(dir_sums "$1")
 	_msg=$(run_limited 60 "$PTFS" umount "$2" 2>&1)
 	_r=$?
 	case $_r:$_msg in
@@ -297,14 +302,14 @@ stale_check() {
 	esac
 	is_mounted "$2" || echo "not mounted after the refused write-back" >>"$3"
 	stop_daemon "$2"
-	[ "$(cd "$1" && ls -A | xargs sha256sum)" = "$_s1" ] ||
+	[ "$(dir_sums "$1")" = "$_s1" ] ||
 		echo "the other program's files changed: $(ls -A "$1" | tr '\n' ' ')" >>"$3"
 	if start_daemon "$1" "$2" "$WORK/stale.err2" -o discard; then
 		stop_daemon "$2"
 	else
 		echo "no mount with -o discard: $(head -n 1 "$WORK/stale.err2")" >>"$3"
 	fi
-	[ "$(cd "$1" && ls -A | xargs sha256sum)" = "$_s1" ] ||
+	[ "$(dir_sums "$1")" = "$_s1" ] ||
 		echo "the other program's files changed after -o discard" >>"$3"
 }
 
