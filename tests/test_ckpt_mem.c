@@ -11,6 +11,10 @@
 #include "zip/ptz.h"
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 Test(ckpt_memo, zeroed_is_empty_and_stays_usable_after_release)
 {
@@ -100,3 +104,52 @@ Test(ckpt_model, an_open_checkpoint_is_no_leak)
 	ckpt_close(c);
 }
 
+
+/* The bytes ckpt_write() makes of @path opened with @flags, data.pkl
+ * emitted anew (repickle) so that the whole graph is walked. */
+static unsigned char *repickled(const char *path, unsigned flags,
+				uint32_t *nfolded, size_t *len)
+{
+	struct ckpt_write_opts o = { .repickle = true };
+	struct ckpt *c;
+	struct diag d;
+	unsigned char *buf;
+	FILE *f = tmpfile();
+	long n;
+
+	cr_assert_not_null(f);
+	diag_init(&d, path);
+	cr_assert_eq(ckpt_open_with(path, flags, &c, &d), 0, "%s", d.msg);
+	*nfolded = c->doc->nfolded;
+	cr_assert_eq(ckpt_write(c, fileno(f), &o, &d), 0, "%s", d.msg);
+	ckpt_close(c);
+	n = lseek(fileno(f), 0, SEEK_END);
+	cr_assert_gt(n, 0);
+	buf = malloc((size_t)n);
+	cr_assert_eq(pread(fileno(f), buf, (size_t)n, 0), n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+/*
+ * The open folds the sample's plain tensor rebuild calls (pkl_fold.c) and
+ * write-back makes the graph whole again first (ckpt_whole()): the new
+ * archive is the one an unfolded open writes, byte for byte.
+ */
+Test(ckpt_model, a_folded_open_writes_back_what_a_whole_one_does)
+{
+	const char *path = PT_TEST_DATA "/sample.pt";
+	uint32_t nf, nw;
+	size_t lf, lw;
+	unsigned char *f = repickled(path, 0, &nf, &lf);
+	unsigned char *w = repickled(path, CKPT_OPEN_WHOLE, &nw, &lw);
+
+	cr_assert_gt(nf, 0, "the sample's tensors are folded");
+	cr_assert_eq(nw, 0);
+	cr_assert_eq(lf, lw);
+	cr_assert_eq(memcmp(f, w, lf), 0);
+	free(f);
+	free(w);
+	assert_no_leaks();
+}

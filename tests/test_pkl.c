@@ -14,10 +14,10 @@ Test(pkl_value, names_every_kind)
 	cr_assert_str_eq(pkl_kind_name(PKL_TUPLE), "tuple");
 	cr_assert_str_eq(pkl_kind_name(PKL_INT), "int");
 	cr_assert_str_eq(pkl_kind_name(PKL_NONE), "None");
-	for (int k = PKL_NONE; k <= PKL_BUFFER; k++)
+	for (int k = PKL_NONE; k <= PKL_FOLDED; k++)
 		cr_assert_str_neq(pkl_kind_name(k), "unknown");
 	cr_assert_str_eq(pkl_kind_name(-1), "unknown");
-	cr_assert_str_eq(pkl_kind_name(PKL_BUFFER + 1), "unknown");
+	cr_assert_str_eq(pkl_kind_name(PKL_FOLDED + 1), "unknown");
 	assert_no_leaks();
 }
 

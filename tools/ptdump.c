@@ -432,7 +432,7 @@ static int dump_tree(const char *path, const struct dump_opts *o)
 	struct diag d;
 
 	diag_init(&d, o->name);
-	if (ckpt_open(path, &c, &d)) {
+	if (ckpt_open_with(path, CKPT_OPEN_WHOLE, &c, &d)) {
 		if (o->json)
 			cli_json_error(stdout, &d, NULL, NULL);
 		cli_diag(&d);

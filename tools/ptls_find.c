@@ -72,6 +72,13 @@ static bool refers(const struct pkl_value *v, uint64_t off, struct seen *s,
 	switch (v->kind) {
 	case PKL_GLOBAL:
 		return v->off == off;
+	case PKL_FOLDED: {	/* its arguments, as parsed (pkl_fold.c) */
+		struct pkl_fold_view fv;
+
+		return refers(v->u.fold.func, off, s, depth + 1) ||
+		       refers(pkl_unfolded(v, &fv)->u.call.args, off, s,
+			      depth + 1);
+	}
 	case PKL_TUPLE: case PKL_LIST: case PKL_DICT: case PKL_SET:
 	case PKL_FROZENSET:
 		for (size_t i = 0; i < v->u.items.n; i++)

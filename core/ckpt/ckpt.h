@@ -355,10 +355,20 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d);
 #define CKPT_OPEN_LENIENT	1u	/* a DCP directory whose chunks or data
 					   files are wrong still opens; what is
 					   wrong is kept for ckpt_dcp_verify() */
+#define CKPT_OPEN_WHOLE		2u	/* keep data.pkl's graph whole: no
+					   folded rebuild calls (ptdump) */
 
 /* ckpt_open() with @flags (CKPT_OPEN_*). */
 int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
 		   struct diag *d);
+
+/*
+ * Make c->doc whole: the tensor rebuild calls folded at the open (PKL_FOLD)
+ * get their arguments back from a second parse of data.pkl, which the
+ * document keeps.  For whatever walks every value or writes data.pkl anew
+ * (ckpt_repickle() calls it).  Returns 0 or -errno with @d set.
+ */
+int ckpt_whole(struct ckpt *c, struct diag *d);
 
 /* Close and free everything.  NULL is fine. */
 void ckpt_close(struct ckpt *c);

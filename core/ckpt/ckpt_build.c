@@ -607,6 +607,15 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 		*out = t;
 		goto out_memo;
 	}
+	if (v->kind == PKL_FOLDED) {	/* _rebuild_tensor_v2: pkl_fold.c */
+		struct pkl_fold_view fv;
+
+		rc = rebuild(b, R_V2, pkl_unfolded(v, &fv)->u.call.args,
+			     v->off, out);
+		if (rc)
+			return rc;
+		goto out_memo;
+	}
 	r = v->kind == PKL_CALL ? rebuild_kind(v->u.call.func) : R_NONE;
 	if (r == R_NONE)
 		return diag_corrupt(b->d, v->off, "expected a tensor, found %s",
@@ -669,7 +678,8 @@ bool ckpt_is_tensor_value(const struct pkl_value *v)
 	if (v->kind == PKL_PERSID)
 		return !(tag = as_str(arg(v->u.call.args, 0))) ||
 		       strcmp(tag, "module");
-	return v->kind == PKL_CALL && rebuild_kind(v->u.call.func) != R_NONE;
+	return v->kind == PKL_FOLDED || (v->kind == PKL_CALL &&
+					 rebuild_kind(v->u.call.func) != R_NONE);
 }
 
 int ckpt_tensor_value(struct ckpt_build *b, const struct pkl_value *v,

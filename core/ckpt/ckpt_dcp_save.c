@@ -537,6 +537,8 @@ int ckpt_dcp_save(struct ckpt *c, const char *dst,
 		out[--n] = 0;
 	rc = input_ok(c, d);
 	if (!rc)
+		rc = ckpt_whole(c, d);	/* values are written as parsed */
+	if (!rc)
 		rc = target_ok(out, d);
 	if (!rc)
 		rc = walk(&s, c->root, &fqn);

@@ -252,6 +252,12 @@ static void repr(struct sbuf *b, const struct pkl_value *v, int depth,
 			     false);
 		sb_puts(b, ")");
 		return;
+	case PKL_FOLDED: {	/* shown as parsed (pkl_fold.c) */
+		struct pkl_fold_view fv;
+
+		repr(b, pkl_unfolded(v, &fv), depth, level, max, call_args);
+		return;
+	}
 	case PKL_PERSID:
 		sb_puts(b, "persistent_id(");
 		repr(b, v->u.call.args, depth + 1, level + 1, max, false);

@@ -214,8 +214,11 @@ static int zip_storages(struct ckpt *c, struct diag *d)
 	return 0;
 }
 
-/* The zip archive at @base of c->fd (c->file_size bytes from there). */
-static int open_zip(struct ckpt *c, uint64_t base, struct diag *d)
+/*
+ * The zip archive at @base of c->fd (c->file_size bytes from there);
+ * @fold: fold data.pkl's tensor rebuild calls (PKL_FOLD, ckpt_whole()).
+ */
+static int open_zip(struct ckpt *c, uint64_t base, bool fold, struct diag *d)
 {
 	size_t len;
 	int rc;
@@ -233,7 +236,8 @@ static int open_zip(struct ckpt *c, uint64_t base, struct diag *d)
 		return rc;
 	c->pkl_len = len;
 	c->pkl_off = c->pkl_rec->data_off;
-	rc = pkl_parse(c->pkl, c->pkl_len, c->pkl_off, &c->doc, d);
+	rc = pkl_parse_with(c->pkl, c->pkl_len, c->pkl_off,
+			    fold ? PKL_FOLD : 0, &c->doc, d);
 	/* the document holds copies of everything: the raw bytes must not
 	   stay for the build, which is where the memory peaks */
 	free(c->pkl);
@@ -242,6 +246,23 @@ static int open_zip(struct ckpt *c, uint64_t base, struct diag *d)
 		rc = ckpt_build_model(c, d);
 	if (!rc)
 		rc = zip_storages(c, d);
+	return rc;
+}
+
+int ckpt_whole(struct ckpt *c, struct diag *d)
+{
+	unsigned char *buf;
+	size_t len;
+	int rc;
+
+	if (!c->doc || !c->doc->nfolded || c->doc->whole)
+		return 0;
+	rc = ptz_entry_read(&c->zip, c->pkl_rec, PKL_MAX_BYTES - 1, &buf,
+			    &len, d);
+	if (rc)
+		return rc;
+	rc = pkl_unfold(c->doc, buf, len, c->pkl_off, d);
+	free(buf);
 	return rc;
 }
 
@@ -382,7 +403,7 @@ int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
 	rc = sniff(c, d);
 	if (rc == 1) {
 		c->format = CKPT_ZIP;
-		rc = open_zip(c, 0, d);
+		rc = open_zip(c, 0, !(flags & CKPT_OPEN_WHOLE), d);
 	} else if (rc == 2) {
 		c->format = CKPT_LEGACY;
 		rc = ckpt_legacy_open(c, d);
@@ -430,7 +451,7 @@ int ckpt_open_embedded(int fd, const char *path, uint64_t base, uint64_t len,
 	}
 	c->file_size = len;
 	c->format = CKPT_ZIP;
-	rc = open_zip(c, base, d);
+	rc = open_zip(c, base, false, d);
 	if (rc)
 		goto fail;
 	open_done(c);

@@ -820,7 +820,8 @@ static unsigned rebuild_itemsize(const struct pkl_value *v)
  */
 static void scan_args(struct wb *w, uint32_t *npid, uint32_t *nargs)
 {
-	for (const struct pkl_chunk *ch = w->c->doc->chunks; ch; ch = ch->next)
+	for (const struct pkl_chunk *ch = pkl_doc_all(w->c->doc)->chunks; ch;
+	     ch = ch->next)
 		for (uint32_t i = 0; i < ch->n; i++) {
 			const struct pkl_value *v = &ch->v[i], *a;
 			struct ckpt_storage *s;
@@ -932,6 +933,8 @@ int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d)
 	uint32_t nv = c->doc ? c->doc->nnodes : 0;	/* none: safetensors */
 	int rc;
 
+	if ((rc = ckpt_whole(c, d)))
+		return rc;
 	if (ckpt_format_many(c->format) && pct)
 		return diag_unsupported(d, DIAG_NO_OFFSET, "--clone cuts the "
 					"storages of one file, not of %s",

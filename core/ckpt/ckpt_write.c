@@ -232,7 +232,10 @@ static const char **stray_keys(struct ckpt *c, uint32_t *n, struct diag *d)
 	uint32_t cap = 0;
 
 	*n = 0;
-	for (const struct pkl_chunk *ch = c->doc->chunks; ch; ch = ch->next)
+	if (ckpt_whole(c, d))
+		return NULL;
+	for (const struct pkl_chunk *ch = pkl_doc_all(c->doc)->chunks; ch;
+	     ch = ch->next)
 		for (uint32_t i = 0; i < ch->n; i++) {
 			const struct pkl_value *t = ch->v[i].u.call.args;
 			const char *key;

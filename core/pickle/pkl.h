@@ -56,6 +56,8 @@ enum pkl_kind {
 	PKL_PERSID,	/* .call.args: the persistent id (BINPERSID/PERSID) */
 	PKL_EXT,	/* .i: EXT1/2/4 extension code (registry unknown) */
 	PKL_BUFFER,	/* NEXT_BUFFER: out-of-band buffer, no data here */
+	PKL_FOLDED,	/* .fold: a PKL_CALL of torch.save's plain tensor
+			   rebuild, its arguments folded (PKL_FOLD) */
 };
 
 /* How a PKL_CALL came about (the argument layout differs). */
@@ -86,6 +88,7 @@ extern struct pkl_call_ext pkl_no_ext;
 struct pkl_value {
 	uint8_t kind;		/* enum pkl_kind */
 	uint8_t how;		/* enum pkl_call_how, for PKL_CALL */
+	uint8_t refs;		/* parser only: PKL_R_* (pkl_fold.c) */
 	uint32_t id;		/* creation order, unique within the doc */
 	uint64_t off;		/* pickle offset of the opcode that made it */
 	union {
@@ -108,8 +111,51 @@ struct pkl_value {
 			struct pkl_value *args;	/* a PKL_TUPLE (or any for PERSID) */
 			struct pkl_call_ext *x;	/* never NULL; see below */
 		} call;
+		struct {	/* laid out as .call */
+			struct pkl_value *func;	/* _rebuild_tensor_v2 */
+			struct pkl_fold *rec;
+			struct pkl_call_ext *x;	/* &pkl_no_ext */
+		} fold;
 	} u;
 };
+
+/*
+ * What is left of a folded call (see PKL_FOLD below):
+ *
+ *   _rebuild_tensor_v2(PERSID(('storage', cls, key, loc, numel)),
+ *                      offset, (size...), (stride...), requires_grad,
+ *                      collections.OrderedDict())
+ *
+ * The str and global nodes stay in the graph; the tuples, the persistent
+ * id, the hooks' call and the ints are released for the next tensor's.
+ */
+#define PKL_FOLD_DIMS	8	/* more dimensions are not folded */
+
+struct pkl_fold {
+	struct pkl_value *cls;		/* GLOBAL: the storage class */
+	struct pkl_value *key, *loc;	/* STR: storage key, location */
+	struct pkl_value *hooks;	/* GLOBAL collections.OrderedDict */
+	int64_t numel, offset;
+	uint64_t pid_off;		/* offset of the BINPERSID */
+	uint8_t ndim;
+	bool requires_grad;
+	int64_t dims[];			/* size[ndim], then stride[ndim] */
+};
+
+/*
+ * The arguments of folded call @v made again, in @fv, as plain nodes (ids
+ * UINT32_MAX but the call's): read-only walkers see what an unfolded
+ * parse made.  Returns the call to walk instead of @v (@v itself when it
+ * is not PKL_FOLDED).  Nothing of @fv may be kept past its life.
+ */
+struct pkl_fold_view {
+	struct pkl_value call, args, pid, pidt, tag, size, stride, hooks;
+	struct pkl_value empty, rg, off, numel, ints[2 * PKL_FOLD_DIMS];
+	struct pkl_value *a[6], *t[5], *dims[2 * PKL_FOLD_DIMS];
+};
+
+const struct pkl_value *pkl_unfolded(const struct pkl_value *v,
+				     struct pkl_fold_view *fv);
 
 struct pkl_doc {
 	struct pkl_value *root;	/* what STOP returned */
@@ -119,6 +165,13 @@ struct pkl_doc {
 	struct pkl_chunk *chunks;
 	uint32_t nnodes;
 	struct arena arena;
+	/* folding (pkl_fold.c): released nodes and small tuple arrays for
+	   reuse, the number of calls folded, and after pkl_unfold() the
+	   whole document their arguments now live in */
+	struct pkl_value *free_nodes;
+	struct pkl_value **free_arrays[7];	/* by length, 1..6 */
+	uint32_t nfolded;
+	struct pkl_doc *whole;
 };
 
 /*
@@ -131,6 +184,32 @@ struct pkl_doc {
  */
 int pkl_parse(const unsigned char *buf, size_t len, uint64_t base_off,
 	      struct pkl_doc **out, struct diag *d);
+
+/*
+ * pkl_parse() with @flags.  PKL_FOLD: fold the tensor rebuild calls of
+ * torch.save's usual form while parsing (struct pkl_fold), so that the
+ * graph never holds their arguments: about a third of the memory of a
+ * state dict's graph (docs/design.md, "Memory per tensor").  A pickle that
+ * refers again to what was released is parsed a second time, unfolded.
+ */
+#define PKL_FOLD	1u
+
+int pkl_parse_with(const unsigned char *buf, size_t len, uint64_t base_off,
+		   unsigned flags, struct pkl_doc **out, struct diag *d);
+
+/*
+ * Make @doc whole again: parse @buf (the same pickle) without folding and
+ * point every folded call at the arguments of the same call there (ids
+ * are creation order, so both documents number every value alike; the
+ * second is freed with @doc).  Nothing to do when none was folded.
+ * Returns 0 or -errno with @d set (-ESTALE: @buf is not @doc's pickle).
+ */
+int pkl_unfold(struct pkl_doc *doc, const unsigned char *buf, size_t len,
+	       uint64_t base_off, struct diag *d);
+
+/* The document every node of @doc's graph lives in: for a walk over all
+ * nodes (pkl_chunk), after pkl_unfold(). */
+const struct pkl_doc *pkl_doc_all(const struct pkl_doc *doc);
 
 /* Free a document and all its nodes.  NULL is fine. */
 void pkl_doc_free(struct pkl_doc *doc);

@@ -133,6 +133,10 @@ struct pkl_parser {
 	 */
 	struct pkl_value *shared[PKL_SHARED_N];
 	int rc;
+	/* folding (pkl_fold.c) */
+	bool fold;			/* PKL_FOLD */
+	bool refold;			/* a released value was wanted again */
+	uint32_t last_put;		/* the newest memo key */
 };
 
 /* Bottom of the current frame. */
@@ -143,6 +147,25 @@ static inline size_t pkl_frame_base(const struct pkl_parser *p)
 
 /* The value @i below the top of the stack (0: the top). */
 #define PKL_TOP(p, i) ((p)->stack[(p)->n - 1 - (i)])
+
+/*
+ * pkl_value.refs, kept while parsing: how many memo entries hold the node
+ * (saturating), and whether it was pushed again (GET, DUP), i.e. may be
+ * referred to from more than the one place it was put.  Folding releases
+ * only nodes whose every reference it can account for.
+ */
+#define PKL_R_MEMO	3u	/* mask: memo entries, 3 = 3 or more */
+#define PKL_R_AGAIN	4u
+
+/* What a memo entry of a released node holds: a GET of it refolds. */
+extern struct pkl_value pkl_gone;
+
+/* pkl_fold.c: fold REDUCE result @v if it is a plain tensor rebuild. */
+int pkl_fold_try(struct pkl_parser *p, struct pkl_value *v);
+
+/* A tuple item array of @k pointers from the document (reused ones
+ * first); NULL: out of memory. */
+struct pkl_value **pkl_array_new(struct pkl_doc *doc, size_t k);
 
 /* pkl_parse.c: the machine */
 int pkl_want(struct pkl_parser *p, size_t k);	/* frame holds @k values */

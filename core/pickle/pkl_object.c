@@ -28,7 +28,7 @@ static int fill(struct pkl_parser *p, struct pkl_value *v,
 
 	if (!k)
 		return 0;
-	v->u.items.v = fixed ? arena_alloc(&p->doc->arena, k * sizeof(*src))
+	v->u.items.v = fixed ? pkl_array_new(p->doc, k)
 			     : malloc(k * sizeof(*src));
 	if (!v->u.items.v)
 		return diag_nomem(p->d);
@@ -53,6 +53,13 @@ static int extend(struct pkl_parser *p, struct pkl_value ***arr, size_t *n,
 	memcpy(*arr + *n, src, k * sizeof(*src));
 	*n += k;
 	return 0;
+}
+
+/* A folded call is given items or state: parse again without folding. */
+static int refold(struct pkl_parser *p)
+{
+	p->refold = true;
+	return -EAGAIN;
 }
 
 static bool good_name(const unsigned char *s, size_t n)
@@ -173,6 +180,8 @@ static int add_to(struct pkl_parser *p, struct pkl_value *t, bool pairs,
 {
 	bool sets = p->op == OP_ADDITEMS;
 
+	if (t->kind == PKL_FOLDED)
+		return refold(p);
 	if (t->kind == PKL_CALL && pkl_call_own(t) < 0)
 		return diag_nomem(p->d);
 	if (t->kind == PKL_CALL && pairs)
@@ -267,7 +276,10 @@ int pkl_op_call(struct pkl_parser *p, int how, size_t k)
 	if (!v)
 		return p->rc;
 	p->n -= k;
-	return pkl_push(p, v);
+	rc = pkl_push(p, v);
+	if (!rc && p->fold && how == PKL_REDUCE)
+		rc = pkl_fold_try(p, v);
+	return rc;
 }
 
 /* OBJ: class and arguments since the MARK; INST: class from two lines. */
@@ -312,6 +324,8 @@ int pkl_op_build(struct pkl_parser *p)
 	if (rc < 0)
 		return rc;
 	t = PKL_TOP(p, 1);
+	if (t->kind == PKL_FOLDED)
+		return refold(p);
 	if (t->kind != PKL_CALL)
 		return diag_corrupt(p->d, p->off, "BUILD on a %s",
 				    pkl_kind_name(t->kind));

@@ -322,6 +322,9 @@ int pkl_op_put(struct pkl_parser *p, uint64_t key)
 	/* the memo may grow with the values (nnodes <= PKL_MAX_NODES) */
 	p->memo.limit = PKL_MAX_MEMO + p->doc->nnodes;
 	rc = pkl_memo_put(&p->memo, (uint32_t)key, PKL_TOP(p, 0));
+	if (!rc && (PKL_TOP(p, 0)->refs & PKL_R_MEMO) != PKL_R_MEMO)
+		PKL_TOP(p, 0)->refs++;
+	p->last_put = (uint32_t)key;
 	if (rc == -E2BIG)
 		return diag_corrupt(p->d, p->off, "memo holds more than %u "
 				    "entries (PKL_MAX_MEMO plus one per "
@@ -340,6 +343,11 @@ int pkl_op_get(struct pkl_parser *p, uint64_t key)
 	if (!v)
 		return diag_corrupt(p->d, p->off, "%s of unset memo key %"
 				    PRIu64, p->name, key);
+	if (v == &pkl_gone) {	/* folded away: parse again, unfolded */
+		p->refold = true;
+		return -EAGAIN;
+	}
+	v->refs |= PKL_R_AGAIN;
 	return pkl_push(p, v);
 }
 
@@ -452,7 +460,10 @@ static int op_dup(struct pkl_parser *p)
 {
 	int rc = pkl_want(p, 1);
 
-	return rc < 0 ? rc : pkl_push(p, PKL_TOP(p, 0));
+	if (rc < 0)
+		return rc;
+	PKL_TOP(p, 0)->refs |= PKL_R_AGAIN;
+	return pkl_push(p, PKL_TOP(p, 0));
 }
 
 static int op_long1(struct pkl_parser *p)
@@ -565,11 +576,11 @@ static int run(struct pkl_parser *p)
 	return diag_corrupt(p->d, p->base + p->len, "pickle ends without STOP");
 }
 
-int pkl_parse(const unsigned char *buf, size_t len, uint64_t base_off,
-	      struct pkl_doc **out, struct diag *d)
+static int parse(const unsigned char *buf, size_t len, uint64_t base_off,
+		 bool fold, struct pkl_doc **out, struct diag *d)
 {
 	struct pkl_parser p = {
-		.buf = buf, .len = len, .base = base_off, .d = d,
+		.buf = buf, .len = len, .base = base_off, .d = d, .fold = fold,
 	};
 	int rc;
 
@@ -589,8 +600,24 @@ int pkl_parse(const unsigned char *buf, size_t len, uint64_t base_off,
 	pkl_memo_release(&p.memo);
 	if (rc < 0) {
 		pkl_doc_free(p.doc);
-		return rc;
+		return p.refold ? 1 : rc;
 	}
 	*out = p.doc;
 	return 0;
+}
+
+int pkl_parse_with(const unsigned char *buf, size_t len, uint64_t base_off,
+		   unsigned flags, struct pkl_doc **out, struct diag *d)
+{
+	int rc = parse(buf, len, base_off, flags & PKL_FOLD, out, d);
+
+	if (rc == 1)	/* a released value was wanted: no folding */
+		rc = parse(buf, len, base_off, false, out, d);
+	return rc;
+}
+
+int pkl_parse(const unsigned char *buf, size_t len, uint64_t base_off,
+	      struct pkl_doc **out, struct diag *d)
+{
+	return pkl_parse_with(buf, len, base_off, 0, out, d);
 }

@@ -36,6 +36,14 @@ struct pkl_value *pkl_node_new(struct pkl_doc *doc, int kind, uint64_t off)
 	struct pkl_chunk *c = doc->chunks;
 	struct pkl_value *v;
 
+	/* a node folding released (pkl_fold.c), but never for a global:
+	   pkl_doc_each_global() goes by place, which must be their order */
+	if (doc->free_nodes && kind != PKL_GLOBAL) {
+		v = doc->free_nodes;
+		doc->free_nodes = v->u.call.func;
+		memset(v, 0, sizeof(*v));
+		goto init;
+	}
 	if (!c || c->n == c->cap) {
 		uint32_t cap = c ? c->cap * 2 : CHUNK_FIRST;
 
@@ -51,12 +59,25 @@ struct pkl_value *pkl_node_new(struct pkl_doc *doc, int kind, uint64_t off)
 		doc->chunks = c;
 	}
 	v = &c->v[c->n++];
+init:
 	v->kind = (uint8_t)kind;
 	if (kind == PKL_CALL || kind == PKL_PERSID)
 		v->u.call.x = &pkl_no_ext;
 	v->id = doc->nnodes++;
 	v->off = off;
 	return v;
+}
+
+struct pkl_value **pkl_array_new(struct pkl_doc *doc, size_t k)
+{
+	struct pkl_value **a;
+
+	if (k < sizeof(doc->free_arrays) / sizeof(doc->free_arrays[0]) &&
+	    (a = doc->free_arrays[k])) {
+		doc->free_arrays[k] = (struct pkl_value **)a[0];
+		return a;
+	}
+	return arena_alloc(&doc->arena, k * sizeof(*a));
 }
 
 int pkl_vec_grow(struct pkl_value ***v, size_t *cap, size_t need)
@@ -119,6 +140,7 @@ void pkl_doc_free(struct pkl_doc *doc)
 		free(c);
 	}
 	arena_release(&doc->arena);
+	pkl_doc_free(doc->whole);
 	free(doc);
 }
 
@@ -176,6 +198,7 @@ const char *pkl_kind_name(int kind)
 		[PKL_PERSID] = "persistent id",
 		[PKL_EXT] = "extension",
 		[PKL_BUFFER] = "buffer",
+		[PKL_FOLDED] = "call",
 	};
 
 	if (kind < 0 || (size_t)kind >= sizeof(names) / sizeof(names[0]) ||

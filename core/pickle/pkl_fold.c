@@ -1,0 +1,349 @@
+/*
+ * pkl_fold.c - torch.save's tensor rebuild calls folded while parsing
+ * (PKL_FOLD), so that a state dict's graph never holds their arguments.
+ *
+ * Per tensor torch.save writes (torch-format.md 3.2)
+ *
+ *   GLOBAL torch._utils._rebuild_tensor_v2          (memoized once)
+ *   ( ( 'storage' FloatStorage '0' 'cpu' 16 ) BINPERSID     tuple: BINPUT
+ *     0  ( 16, ) ( 1, )  False                       size, stride: BINPUT
+ *     collections.OrderedDict ( ) REDUCE BINPUT )    args tuple: BINPUT
+ *   REDUCE BINPUT
+ *
+ * which parses into nine nodes (a dict key, the call, its argument tuple,
+ * the persistent id and its tuple, the key str, size, stride, the hooks'
+ * call) and 104 bytes of tuple items.  Folding keeps the call, the strs
+ * and the globals, copies the rest into a struct pkl_fold (56 bytes and 16
+ * a dimension), and releases the tuples, the persistent id, the hooks'
+ * call and the ints that are not shared: the next tensor's nodes and item
+ * arrays reuse them, so the graph stops growing by them.
+ *
+ * It lives in the parser because only the parser knows who else refers to
+ * a node.  Folding releases a node only when every reference is accounted
+ * for: pushed once (never fetched with GET, never DUP'd: pkl_value.refs)
+ * and its memo entries among the newest 32 keys, which then hold
+ * &pkl_gone.  A pickle that fetches one of those later (torch never does;
+ * a hand-made one may) or gives a folded call state or items is parsed
+ * again without folding (pkl_parse_with()).
+ *
+ * Readers that walk the graph see a folded call unfolded through
+ * pkl_unfolded(); write-back, which needs the graph whole and numbered as
+ * parsed, calls pkl_unfold().
+ */
+#ifndef PT_INTERNAL
+#define PT_INTERNAL 1
+#endif
+#include "pkl_int.h"
+
+#include "diag/diag.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MEMO_WINDOW	32u	/* newest memo keys searched for entries */
+#define MAX_RELEASE	(6 + 2 * PKL_FOLD_DIMS + 2)
+
+struct pkl_value pkl_gone;
+static char storage_tag[] = "storage";	/* never written */
+
+struct fold {
+	struct pkl_value *rel[MAX_RELEASE];	/* nodes to release */
+	unsigned n;
+	unsigned memo;		/* memo entries they are in */
+};
+
+/* One of the nodes the parser shares (small ints, None, bools, ()). */
+static bool shared(const struct pkl_parser *p, const struct pkl_value *v)
+{
+	if (v->kind == PKL_INT && v->u.i >= 0 && v->u.i < 256)
+		return p->shared[v->u.i] == v;
+	return v == p->shared[PKL_SHARED_NONE] ||
+	       v == p->shared[PKL_SHARED_TRUE] ||
+	       v == p->shared[PKL_SHARED_FALSE] ||
+	       v == p->shared[PKL_SHARED_TUPLE];
+}
+
+/* Note @v for release; false if something else may refer to it. */
+static bool take(const struct pkl_parser *p, struct fold *f,
+		 struct pkl_value *v)
+{
+	if (shared(p, v))
+		return true;
+	if ((v->refs & PKL_R_AGAIN) || (v->refs & PKL_R_MEMO) == PKL_R_MEMO)
+		return false;
+	f->rel[f->n++] = v;
+	f->memo += v->refs & PKL_R_MEMO;
+	return true;
+}
+
+static bool is_int(const struct pkl_value *v, bool nonneg)
+{
+	return v->kind == PKL_INT && (!nonneg || v->u.i >= 0);
+}
+
+/* A tuple of up to PKL_FOLD_DIMS ints, noted for release. */
+static bool dims(const struct pkl_parser *p, struct fold *f,
+		 const struct pkl_value *t, size_t n)
+{
+	if (t->kind != PKL_TUPLE || t->u.items.n != n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!is_int(t->u.items.v[i], false) ||
+		    !take(p, f, t->u.items.v[i]))
+			return false;
+	return true;
+}
+
+static bool is_str(const struct pkl_value *v, const char *s)
+{
+	return v->kind == PKL_STR && (!s || (v->u.s.n == strlen(s) &&
+					     !memcmp(v->u.s.p, s, v->u.s.n)));
+}
+
+/* Is @v torch.save's plain rebuild call, every part of it ours alone? */
+static bool plain(const struct pkl_parser *p, const struct pkl_value *v,
+		  struct fold *f)
+{
+	struct pkl_value *a = v->u.call.args, *pid, *t, *h;
+	struct pkl_value *const *ai, *const *ti;
+	size_t nd;
+
+	if (!pkl_is_global(v->u.call.func, "torch._utils",
+			   "_rebuild_tensor_v2") ||
+	    v->u.call.x != &pkl_no_ext || a->u.items.n != 6)
+		return false;
+	ai = a->u.items.v;
+	pid = ai[0];
+	h = ai[5];
+	if (pid->kind != PKL_PERSID || pid->u.call.x != &pkl_no_ext ||
+	    (t = pid->u.call.args)->kind != PKL_TUPLE || t->u.items.n != 5)
+		return false;
+	ti = t->u.items.v;
+	if (!is_str(ti[0], "storage") || ti[1]->kind != PKL_GLOBAL ||
+	    !is_str(ti[2], NULL) || !is_str(ti[3], NULL) ||
+	    !is_int(ti[4], true) || !is_int(ai[1], true) ||
+	    ai[4]->kind != PKL_BOOL || h->kind != PKL_CALL ||
+	    h->how != PKL_REDUCE || h->u.call.x != &pkl_no_ext ||
+	    h->u.call.args->kind != PKL_TUPLE || h->u.call.args->u.items.n ||
+	    !pkl_is_global(h->u.call.func, "collections", "OrderedDict") ||
+	    ai[2]->kind != PKL_TUPLE ||
+	    (nd = ai[2]->u.items.n) > PKL_FOLD_DIMS)
+		return false;
+	return take(p, f, a) && take(p, f, pid) && take(p, f, t) &&
+	       take(p, f, ti[4]) && take(p, f, ai[1]) && take(p, f, h) &&
+	       take(p, f, h->u.call.args) && take(p, f, ai[2]) &&
+	       take(p, f, ai[3]) && dims(p, f, ai[2], nd) &&
+	       dims(p, f, ai[3], nd);
+}
+
+static bool noted(const struct fold *f, const struct pkl_value *v)
+{
+	for (unsigned i = 0; i < f->n; i++)
+		if (f->rel[i] == v)
+			return true;
+	return false;
+}
+
+/* Point the memo entries of the released nodes at &pkl_gone: all of them
+ * among the newest keys, or nothing is changed and false returned. */
+static bool memo_forget(struct pkl_parser *p, const struct fold *f)
+{
+	struct pkl_memo *m = &p->memo;
+	uint32_t lo, hi = p->last_put, found = 0;
+
+	if (!f->memo)
+		return true;
+	if (hi >= m->dcap)
+		return false;
+	lo = hi >= MEMO_WINDOW ? hi - MEMO_WINDOW + 1 : 0;
+	for (uint32_t k = lo; k <= hi; k++)
+		found += m->dense[k] && noted(f, m->dense[k]);
+	if (found != f->memo)
+		return false;
+	for (uint32_t k = lo; k <= hi; k++)
+		if (m->dense[k] && noted(f, m->dense[k]))
+			m->dense[k] = &pkl_gone;
+	return true;
+}
+
+static void release(struct pkl_doc *doc, struct pkl_value *v)
+{
+	size_t n = v->u.items.n;
+
+	if (v->kind == PKL_TUPLE && n && n < sizeof(doc->free_arrays) /
+					     sizeof(doc->free_arrays[0])) {
+		v->u.items.v[0] = (struct pkl_value *)doc->free_arrays[n];
+		doc->free_arrays[n] = v->u.items.v;
+	}
+	memset(v, 0, sizeof(*v));	/* PKL_NONE: nothing to free */
+	v->u.call.func = doc->free_nodes;
+	doc->free_nodes = v;
+}
+
+int pkl_fold_try(struct pkl_parser *p, struct pkl_value *v)
+{
+	struct fold f = { .n = 0 };
+	struct pkl_value *const *ai, *const *ti;
+	struct pkl_fold *r;
+	size_t nd;
+
+	if (!plain(p, v, &f) || !memo_forget(p, &f))
+		return 0;
+	ai = v->u.call.args->u.items.v;
+	ti = ai[0]->u.call.args->u.items.v;
+	nd = ai[2]->u.items.n;
+	r = arena_alloc(&p->doc->arena, sizeof(*r) + 2 * nd * sizeof(r->dims[0]));
+	if (!r)
+		return diag_nomem(p->d);
+	r->cls = ti[1];
+	r->key = ti[2];
+	r->loc = ti[3];
+	r->numel = ti[4]->u.i;
+	r->offset = ai[1]->u.i;
+	r->pid_off = ai[0]->off;
+	r->hooks = ai[5]->u.call.func;
+	r->ndim = (uint8_t)nd;
+	r->requires_grad = ai[4]->u.i != 0;
+	for (size_t i = 0; i < nd; i++) {
+		r->dims[i] = ai[2]->u.items.v[i]->u.i;
+		r->dims[nd + i] = ai[3]->u.items.v[i]->u.i;
+	}
+	for (unsigned i = 0; i < f.n; i++)
+		release(p->doc, f.rel[i]);
+	v->kind = PKL_FOLDED;
+	v->u.fold.rec = r;
+	p->doc->nfolded++;
+	return 0;
+}
+
+static struct pkl_value *vnode(struct pkl_value *n, int kind, uint64_t off)
+{
+	n->kind = (uint8_t)kind;
+	n->id = UINT32_MAX;
+	n->off = off;
+	return n;
+}
+
+static void vtuple(struct pkl_value *t, uint64_t off, struct pkl_value **v,
+		   size_t n)
+{
+	vnode(t, PKL_TUPLE, off);
+	t->u.items.v = v;
+	t->u.items.n = n;
+}
+
+static struct pkl_value *vint(struct pkl_value *n, int64_t i, uint64_t off)
+{
+	vnode(n, PKL_INT, off)->u.i = i;
+	return n;
+}
+
+const struct pkl_value *pkl_unfolded(const struct pkl_value *v,
+				     struct pkl_fold_view *fv)
+{
+	const struct pkl_fold *r;
+	uint64_t off;
+	size_t nd;
+
+	if (!v || v->kind != PKL_FOLDED)
+		return v;
+	r = v->u.fold.rec;
+	off = v->off;
+	nd = r->ndim;
+	memset(fv, 0, sizeof(*fv));
+	fv->call = *v;
+	fv->call.kind = PKL_CALL;
+	fv->call.how = PKL_REDUCE;
+	fv->call.u.call.args = &fv->args;
+	vnode(&fv->tag, PKL_STR, r->pid_off);
+	fv->tag.u.s.p = storage_tag;
+	fv->tag.u.s.n = 7;
+	fv->t[0] = &fv->tag;
+	fv->t[1] = r->cls;
+	fv->t[2] = r->key;
+	fv->t[3] = r->loc;
+	fv->t[4] = vint(&fv->numel, r->numel, r->pid_off);
+	vtuple(&fv->pidt, r->pid_off, fv->t, 5);
+	vnode(&fv->pid, PKL_PERSID, r->pid_off);
+	fv->pid.u.call.args = &fv->pidt;
+	fv->pid.u.call.x = &pkl_no_ext;
+	for (size_t i = 0; i < 2 * nd; i++)
+		fv->dims[i] = vint(&fv->ints[i], r->dims[i], off);
+	vtuple(&fv->size, off, fv->dims, nd);
+	vtuple(&fv->stride, off, fv->dims + nd, nd);
+	vtuple(&fv->empty, off, NULL, 0);
+	vnode(&fv->hooks, PKL_CALL, off);
+	fv->hooks.how = PKL_REDUCE;
+	fv->hooks.u.call.func = r->hooks;
+	fv->hooks.u.call.args = &fv->empty;
+	fv->hooks.u.call.x = &pkl_no_ext;
+	vnode(&fv->rg, PKL_BOOL, off)->u.i = r->requires_grad;
+	fv->a[0] = &fv->pid;
+	fv->a[1] = vint(&fv->off, r->offset, off);
+	fv->a[2] = &fv->size;
+	fv->a[3] = &fv->stride;
+	fv->a[4] = &fv->rg;
+	fv->a[5] = &fv->hooks;
+	vtuple(&fv->args, off, fv->a, 6);
+	return &fv->call;
+}
+
+int pkl_unfold(struct pkl_doc *doc, const unsigned char *buf, size_t len,
+	       uint64_t base_off, struct diag *d)
+{
+	struct pkl_value **byid;
+	struct pkl_doc *w;
+	int rc;
+
+	if (!doc->nfolded || doc->whole)
+		return 0;
+	rc = pkl_parse_with(buf, len, base_off, 0, &w, d);
+	if (rc)
+		return rc;
+	byid = w->nnodes == doc->nnodes ?
+	       calloc(w->nnodes + 1u, sizeof(*byid)) : NULL;
+	if (!byid) {
+		rc = w->nnodes == doc->nnodes ? diag_nomem(d) :
+		     diag_set(d, -ESTALE, base_off, "the pickle is not the one "
+			      "parsed before (%u values, not %u)", w->nnodes,
+			      doc->nnodes);
+		pkl_doc_free(w);
+		return rc;
+	}
+	for (struct pkl_chunk *c = w->chunks; c; c = c->next)
+		for (uint32_t i = 0; i < c->n; i++)
+			byid[c->v[i].id] = &c->v[i];
+	/* check every folded call first: a failure changes nothing */
+	for (int pass = 0; pass < 2; pass++)
+		for (struct pkl_chunk *c = doc->chunks; c; c = c->next)
+			for (uint32_t i = 0; i < c->n; i++) {
+				struct pkl_value *v = &c->v[i], *m;
+
+				if (v->kind != PKL_FOLDED)
+					continue;
+				m = byid[v->id];
+				if (!pass && (!m || m->kind != PKL_CALL ||
+					      m->off != v->off)) {
+					rc = diag_set(d, -ESTALE, v->off,
+						      "the pickle is not the "
+						      "one parsed before");
+					free(byid);
+					pkl_doc_free(w);
+					return rc;
+				}
+				if (pass) {
+					v->kind = PKL_CALL;
+					v->u.call.args = m->u.call.args;
+				}
+			}
+	free(byid);
+	doc->whole = w;
+	doc->nfolded = 0;
+	return 0;
+}
+
+const struct pkl_doc *pkl_doc_all(const struct pkl_doc *doc)
+{
+	return doc->whole ? doc->whole : doc;
+}

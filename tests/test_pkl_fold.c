@@ -1,0 +1,325 @@
+/*
+ * test_pkl_fold.c - folding torch.save's tensor rebuild calls while
+ * parsing (core/pickle/pkl_fold.c): what is folded and what is not, that
+ * released nodes are reused, that pkl_unfolded() shows what an unfolded
+ * parse made, that pkl_unfold() restores the very graph, and that a pickle
+ * which refers again to a released value is parsed a second time, unfolded.
+ */
+#define _GNU_SOURCE	/* memmem */
+#include "test_pkl.h"
+#include "pickle/pkl_int.h"	/* struct pkl_chunk */
+
+#define REBUILD "ctorch._utils\n_rebuild_tensor_v2\n"
+#define OD	"ccollections\nOrderedDict\n"
+
+/*
+ * A state dict of @n tensors as torch.save writes it (protocol 2), each
+ * {"tK": _rebuild_tensor_v2(('storage', FloatStorage, 'K', 'cpu', 300),
+ * 2, (3, 100), (100, 1), False, OrderedDict())}; with @tail appended
+ * before the final SETITEMS and STOP (for hostile additions).
+ */
+static unsigned char *state_dict(int n, const char *tail, size_t ntail,
+				 size_t *len)
+{
+	unsigned char *b = malloc(4096 + (size_t)n * 256 + ntail), *p = b;
+	unsigned memo = 0, m_rebuild = 0, m_tag = 0, m_cls = 0, m_cpu = 0;
+	unsigned m_od = 0;
+
+	cr_assert_not_null(b);
+#define PUT(s) (memcpy(p, s, sizeof(s) - 1), p += sizeof(s) - 1)
+#define BINPUT() (*p++ = 'q', *p++ = (unsigned char)memo++)
+#define BINGET(k) (*p++ = 'h', *p++ = (unsigned char)(k))
+#define STR(s, k) (*p++ = 'X', *p++ = (unsigned char)(k), PUT("\0\0\0"), \
+		   memcpy(p, s, k), p += (k))
+	PUT("\x80\x02}");
+	BINPUT();
+	PUT("(");
+	for (int i = 0; i < n; i++) {
+		char key[16], name[16];
+		int k = snprintf(key, sizeof(key), "%d", i);
+		int kn = snprintf(name, sizeof(name), "t%d", i);
+
+		cr_assert_lt(memo, 240, "the test writes BINPUT only");
+		STR(name, kn);
+		BINPUT();
+		if (!i) {
+			PUT(REBUILD); m_rebuild = memo; BINPUT();
+		} else {
+			BINGET(m_rebuild);
+		}
+		PUT("((");
+		if (!i) {
+			STR("storage", 7); m_tag = memo; BINPUT();
+			PUT("ctorch\nFloatStorage\n"); m_cls = memo; BINPUT();
+		} else {
+			BINGET(m_tag);
+			BINGET(m_cls);
+		}
+		STR(key, k);
+		BINPUT();
+		if (!i) {
+			STR("cpu", 3); m_cpu = memo; BINPUT();
+		} else {
+			BINGET(m_cpu);
+		}
+		PUT("M\x2c\x01t");	/* numel 300, the persistent id's tuple */
+		BINPUT();
+		PUT("QK\x02K\x03Kd\x86");	/* pid, offset 2, size (3, 100) */
+		BINPUT();
+		PUT("KdK\x01\x86");		/* stride (100, 1) */
+		BINPUT();
+		PUT("\x89");			/* False */
+		if (!i) {
+			PUT(OD); m_od = memo; BINPUT();
+		} else {
+			BINGET(m_od);
+		}
+		PUT(")R");
+		BINPUT();
+		PUT("t");
+		BINPUT();
+		PUT("R");
+		BINPUT();
+	}
+	memcpy(p, tail, ntail);
+	p += ntail;
+	PUT("u.");
+#undef PUT
+#undef BINPUT
+#undef BINGET
+#undef STR
+	*len = (size_t)(p - b);
+	return b;
+}
+
+static struct pkl_doc *parse_flags(const unsigned char *b, size_t n,
+				   unsigned flags)
+{
+	struct pkl_doc *doc = NULL;
+	struct diag d;
+	char line[320];
+
+	diag_init(&d, "test.pkl");
+	cr_assert_eq(pkl_parse_with(b, n, 0, flags, &doc, &d), 0, "%s",
+		     diag_line(&d, line, sizeof(line)));
+	return doc;
+}
+
+static size_t chunk_nodes(const struct pkl_doc *doc)
+{
+	size_t n = 0;
+
+	for (const struct pkl_chunk *c = doc->chunks; c; c = c->next)
+		n += c->n;
+	return n;
+}
+
+/* Are @a and @b the same value, compared as repr() would show them? */
+static void same_value(const struct pkl_value *a, const struct pkl_value *b,
+		       int depth)
+{
+	struct pkl_fold_view fa, fb;
+
+	cr_assert_lt(depth, 16);
+	a = pkl_unfolded(a, &fa);
+	b = pkl_unfolded(b, &fb);
+	cr_assert_eq(a->kind, b->kind);
+	if (a->id != UINT32_MAX && b->id != UINT32_MAX)	/* not a view's */
+		cr_assert_eq(a->off, b->off, "offsets %llu and %llu",
+			     (unsigned long long)a->off,
+			     (unsigned long long)b->off);
+	switch (a->kind) {
+	case PKL_INT: case PKL_BOOL:
+		cr_assert_eq(a->u.i, b->u.i);
+		break;
+	case PKL_STR:
+		cr_assert_eq(a->u.s.n, b->u.s.n);
+		cr_assert_eq(memcmp(a->u.s.p, b->u.s.p, a->u.s.n), 0);
+		break;
+	case PKL_GLOBAL:
+		cr_assert_str_eq(a->u.global.module, b->u.global.module);
+		cr_assert_str_eq(a->u.global.name, b->u.global.name);
+		break;
+	case PKL_TUPLE: case PKL_DICT:
+		cr_assert_eq(a->u.items.n, b->u.items.n);
+		for (size_t i = 0; i < a->u.items.n; i++)
+			same_value(a->u.items.v[i], b->u.items.v[i],
+				   depth + 1);
+		break;
+	case PKL_CALL: case PKL_PERSID:
+		cr_assert_eq(a->how, b->how);
+		if (a->u.call.func || b->u.call.func)
+			same_value(a->u.call.func, b->u.call.func, depth + 1);
+		same_value(a->u.call.args, b->u.call.args, depth + 1);
+		break;
+	default:
+		break;
+	}
+}
+
+static unsigned nfolded_calls(const struct pkl_doc *doc)
+{
+	unsigned n = 0;
+
+	for (const struct pkl_chunk *c = doc->chunks; c; c = c->next)
+		for (uint32_t i = 0; i < c->n; i++)
+			n += c->v[i].kind == PKL_FOLDED;
+	return n;
+}
+
+Test(pkl_fold, folds_every_plain_tensor_and_reuses_the_nodes)
+{
+	size_t n;
+	unsigned char *b = state_dict(20, "", 0, &n);
+	struct pkl_doc *whole = parse_flags(b, n, 0);
+	struct pkl_doc *doc = parse_flags(b, n, PKL_FOLD);
+
+	cr_assert_eq(doc->nfolded, 20);
+	cr_assert_eq(nfolded_calls(doc), 20);
+	cr_assert_eq(nfolded_calls(whole), 0);
+	/* the same values, numbered alike */
+	cr_assert_eq(doc->nnodes, whole->nnodes);
+	same_value(doc->root, whole->root, 0);
+	/* 9 nodes a tensor made, 5 of them given back and made again: the
+	   chunks hold about half as many */
+	cr_assert_lt(chunk_nodes(doc), chunk_nodes(whole) * 6 / 10,
+		     "%zu nodes, %zu unfolded", chunk_nodes(doc),
+		     chunk_nodes(whole));
+	pkl_doc_free(doc);
+	pkl_doc_free(whole);
+	free(b);
+	assert_no_leaks();
+}
+
+Test(pkl_fold, the_view_is_the_call_as_parsed)
+{
+	size_t n;
+	unsigned char *b = state_dict(2, "", 0, &n);
+	struct pkl_doc *doc = parse_flags(b, n, PKL_FOLD);
+	const struct pkl_value *t1 = doc->root->u.items.v[3], *c, *a, *pid;
+	struct pkl_fold_view fv;
+
+	cr_assert_eq(t1->kind, PKL_FOLDED);
+	c = pkl_unfolded(t1, &fv);
+	cr_assert_eq(c->kind, PKL_CALL);
+	cr_assert_eq(c->id, t1->id);
+	cr_assert(pkl_is_global(c->u.call.func, "torch._utils",
+				"_rebuild_tensor_v2"));
+	a = c->u.call.args;
+	cr_assert_eq(pkl_len(a), 6);
+	pid = pkl_item(a, 0);
+	cr_assert_eq(pid->kind, PKL_PERSID);
+	cr_assert_str_eq(pkl_item(pid->u.call.args, 2)->u.s.p, "1");
+	cr_assert_str_eq(pkl_item(pid->u.call.args, 3)->u.s.p, "cpu");
+	cr_assert_eq(pkl_item(pid->u.call.args, 4)->u.i, 300);
+	cr_assert_eq(pkl_item(a, 1)->u.i, 2);
+	cr_assert_eq(pkl_item(pkl_item(a, 2), 1)->u.i, 100);
+	cr_assert_eq(pkl_item(pkl_item(a, 3), 0)->u.i, 100);
+	cr_assert_eq(pkl_item(a, 4)->u.i, 0);
+	cr_assert(pkl_is_global(pkl_item(a, 5)->u.call.func, "collections",
+				"OrderedDict"));
+	pkl_doc_free(doc);
+	free(b);
+	assert_no_leaks();
+}
+
+Test(pkl_fold, unfold_gives_back_the_graph_as_parsed)
+{
+	size_t n;
+	unsigned char *b = state_dict(5, "", 0, &n);
+	struct pkl_doc *whole = parse_flags(b, n, 0);
+	struct pkl_doc *doc = parse_flags(b, n, PKL_FOLD);
+	struct diag d;
+
+	diag_init(&d, "test.pkl");
+	cr_assert_eq(pkl_unfold(doc, b, n, 0, &d), 0);
+	cr_assert_eq(nfolded_calls(doc), 0);
+	cr_assert_eq(doc->nfolded, 0);
+	cr_assert_eq(pkl_doc_all(doc), doc->whole);
+	same_value(doc->root, whole->root, 0);
+	/* every node of the whole graph keeps its id */
+	for (size_t i = 1; i < pkl_len(doc->root) * 2; i += 2) {
+		const struct pkl_value *x = doc->root->u.items.v[i];
+		const struct pkl_value *y = whole->root->u.items.v[i];
+
+		cr_assert_eq(x->id, y->id);
+		cr_assert_eq(x->u.call.args->id, y->u.call.args->id);
+		cr_assert_eq(pkl_item(x->u.call.args, 2)->id,
+			     pkl_item(y->u.call.args, 2)->id);
+	}
+	cr_assert_eq(pkl_unfold(doc, b, n, 0, &d), 0, "twice is fine");
+	pkl_doc_free(doc);
+	pkl_doc_free(whole);
+	free(b);
+	assert_no_leaks();
+}
+
+Test(pkl_fold, unfold_refuses_another_pickle)
+{
+	size_t n, m;
+	unsigned char *b = state_dict(5, "", 0, &n), *o = state_dict(4, "",
+								   0, &m);
+	struct pkl_doc *doc = parse_flags(b, n, PKL_FOLD);
+	struct diag d;
+
+	diag_init(&d, "test.pkl");
+	cr_assert_eq(pkl_unfold(doc, o, m, 0, &d), -ESTALE);
+	cr_assert_eq(nfolded_calls(doc), 5, "nothing changed");
+	pkl_doc_free(doc);
+	free(b);
+	free(o);
+	assert_no_leaks();
+}
+
+/* A pickle that fetches a released tuple later (memo 8: tensor 0's size)
+ * or BUILDs a folded call: the result is what an unfolded parse gives. */
+Test(pkl_fold, a_second_reference_parses_again_unfolded)
+{
+	static const char tails[][11] = {
+		"X\x01\0\0\0zh\x08",		/* fetch tensor 0's size */
+		"X\x01\0\0\0zh\x0d}b",		/* BUILD tensor 0's call */
+		"X\x01\0\0\0zh\x0d]a",		/* APPEND to it */
+	};
+	static const size_t ntails[] = { 8, 10, 10 };
+
+	for (size_t k = 0; k < sizeof(tails) / sizeof(tails[0]); k++) {
+		size_t n;
+		unsigned char *b = state_dict(3, tails[k], ntails[k], &n);
+		struct pkl_doc *whole = parse_flags(b, n, 0);
+		struct pkl_doc *doc = parse_flags(b, n, PKL_FOLD);
+
+		cr_assert_eq(doc->nfolded, 0, "tail %zu", k);
+		cr_assert_eq(doc->nnodes, whole->nnodes);
+		same_value(doc->root, whole->root, 0);
+		pkl_doc_free(doc);
+		pkl_doc_free(whole);
+		free(b);
+	}
+	assert_no_leaks();
+}
+
+/* DUP of the size tuple before it is used: it stays, nothing is folded. */
+Test(pkl_fold, a_duplicated_argument_is_not_released)
+{
+	size_t n;
+	unsigned char *b = state_dict(1, "", 0, &n);
+	unsigned char *p = memmem(b, n, "K\x03Kd\x86", 5), *c;
+	struct pkl_doc *doc, *whole;
+
+	cr_assert_not_null(p);
+	/* (3, 100) DUP POP: pushed twice, one popped: referred to once, but
+	   the parser cannot know that */
+	c = malloc(n + 2);
+	memcpy(c, b, (size_t)(p + 5 - b));
+	memcpy(c + (p + 5 - b), "20", 2);
+	memcpy(c + (p + 5 - b) + 2, p + 5, n - (size_t)(p + 5 - b));
+	whole = parse_flags(c, n + 2, 0);
+	doc = parse_flags(c, n + 2, PKL_FOLD);
+	cr_assert_eq(doc->nfolded, 0);
+	same_value(doc->root, whole->root, 0);
+	pkl_doc_free(doc);
+	pkl_doc_free(whole);
+	free(c);
+	free(b);
+	assert_no_leaks();
+}
