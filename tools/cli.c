@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,6 +23,16 @@ void cli_init(const char *argv0, const char *syn)
 
 	prog = slash ? slash + 1 : argv0;
 	synopsis = syn;
+}
+
+void cli_stdout_fast(void)
+{
+	static char buf[1 << 20];
+
+	setvbuf(stdout, buf, _IOFBF, sizeof(buf));
+	/* one thread writes stdout: glibc's lock per call cost ptls --json
+	   a quarter of its time on 100,000 tensors */
+	__fsetlocking(stdout, FSETLOCKING_BYCALLER);
 }
 
 const char *cli_prog(void)

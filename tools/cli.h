@@ -41,6 +41,10 @@ struct diag;
  */
 void cli_init(const char *argv0, const char *synopsis);
 
+/* Full buffering for stdout (1 MiB), unlocked: for tools that write much
+ * of it from one thread.  Call before the first output. */
+void cli_stdout_fast(void);
+
 /* The program name given to cli_init(). */
 const char *cli_prog(void);
 

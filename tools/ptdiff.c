@@ -517,7 +517,6 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	static char outbuf[1 << 16];
 	struct pd_opts o = { 0 };
 	struct pairs p = { 0 };
 	struct ckpt *a = NULL, *b = NULL;
@@ -553,7 +552,7 @@ int main(int argc, char **argv)
 		o.json = o.verbose = false;
 	stdout_tty = isatty(STDOUT_FILENO);
 	if (!stdout_tty)
-		setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
+		cli_stdout_fast();
 	if (open_one(argv[optind], &a, &da, &o, "\"side\":\"a\",") ||
 	    open_one(argv[optind + 1], &b, &db, &o, "\"side\":\"b\","))
 		goto out;

@@ -550,7 +550,6 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	static char outbuf[1 << 20];
 	struct dump_opts o = { .head = -1 };
 	bool pickle = false, records = false, quiet = false;
 	int ch, status = CLI_OK;
@@ -589,7 +588,7 @@ int main(int argc, char **argv)
 		cli_error("/dev/null: %s", strerror(errno));
 		return CLI_ERROR;
 	}
-	setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
+	cli_stdout_fast();
 	for (int i = optind; i < argc; i++) {
 		const char *in = o.values ? argv[i] : cli_input(argv[i]);
 		int rc;

@@ -519,7 +519,6 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = { .values = true, .depth = -1 };
-	static char outbuf[1 << 20];
 	int opt, status = CLI_OK, nfiles = 0;
 
 	cli_init(argv[0], "[OPTIONS] CHECKPOINT [KEY-PATH...]...");
@@ -551,7 +550,7 @@ int main(int argc, char **argv)
 	for (int i = optind + 1; i < argc; i++)
 		nfiles += is_file(argv[i]);
 	nfiles++;
-	setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
+	cli_stdout_fast();
 	for (int i = optind; i < argc;) {
 		int np = 0, rc;
 		struct ckpt *c;

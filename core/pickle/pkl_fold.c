@@ -137,34 +137,35 @@ static bool plain(const struct pkl_parser *p, const struct pkl_value *v,
 	       dims(p, f, ai[3], nd);
 }
 
-static bool noted(const struct fold *f, const struct pkl_value *v)
-{
-	for (unsigned i = 0; i < f->n; i++)
-		if (f->rel[i] == v)
-			return true;
-	return false;
-}
-
-/* Point the memo entries of the released nodes at &pkl_gone: all of them
- * among the newest keys, or nothing is changed and false returned. */
+/*
+ * Point the memo entries of the released nodes at &pkl_gone: all of them
+ * among the newest keys, or nothing is changed and false returned.  The
+ * nodes carry PKL_R_FOLD meanwhile, so that an entry is told in one test.
+ */
 static bool memo_forget(struct pkl_parser *p, const struct fold *f)
 {
 	struct pkl_memo *m = &p->memo;
-	uint32_t lo, hi = p->last_put, found = 0;
+	uint32_t k, lo, hi = p->last_put, found = 0;
+	bool ok;
 
 	if (!f->memo)
 		return true;
 	if (hi >= m->dcap)
 		return false;
 	lo = hi >= MEMO_WINDOW ? hi - MEMO_WINDOW + 1 : 0;
-	for (uint32_t k = lo; k <= hi; k++)
-		found += m->dense[k] && noted(f, m->dense[k]);
-	if (found != f->memo)
-		return false;
-	for (uint32_t k = lo; k <= hi; k++)
-		if (m->dense[k] && noted(f, m->dense[k]))
+	for (unsigned i = 0; i < f->n; i++)
+		f->rel[i]->refs |= PKL_R_FOLD;
+	for (k = hi + 1; k-- > lo && found < f->memo;)
+		found += m->dense[k] && (m->dense[k]->refs & PKL_R_FOLD);
+	ok = found == f->memo;
+	for (k = hi + 1; ok && k-- > lo && found;)
+		if (m->dense[k] && (m->dense[k]->refs & PKL_R_FOLD)) {
 			m->dense[k] = &pkl_gone;
-	return true;
+			found--;
+		}
+	for (unsigned i = 0; i < f->n; i++)
+		f->rel[i]->refs &= (uint8_t)~PKL_R_FOLD;
+	return ok;
 }
 
 static void release(struct pkl_doc *doc, struct pkl_value *v)

@@ -156,6 +156,7 @@ static inline size_t pkl_frame_base(const struct pkl_parser *p)
  */
 #define PKL_R_MEMO	3u	/* mask: memo entries, 3 = 3 or more */
 #define PKL_R_AGAIN	4u
+#define PKL_R_FOLD	8u	/* pkl_fold.c: about to be released */
 
 /* What a memo entry of a released node holds: a GET of it refolds. */
 extern struct pkl_value pkl_gone;
