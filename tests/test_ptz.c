@@ -394,6 +394,67 @@ Test(ptz_read, finds_names_ignoring_ascii_case)
 	assert_no_leaks();
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * The index is sorted by merging the central directory's sorted runs (one
+ * in a torch 1.13 file, a few in torch 2's) or, past 16 runs, by qsort():
+ * every name is found whatever the order, and a name that differs only in
+ * case from one in another run is refused.
+ */
+Test(ptz_read, finds_every_name_in_any_record_order)
+{
+	enum { N = 300 };
+	static char store[N][24];
+	const char *names[N], *v[N];
+	struct zent ents[N];
+	struct zopt o = { .torch = true };
+	struct zinfo in;
+	struct buf b;
+	struct h h;
+
+	cr_assert_leq(N, ZMAX);
+	for (int i = 0; i < N; i++) {
+		snprintf(store[i], sizeof(store[i]), "a/data/%d", i);
+		names[i] = store[i];
+	}
+	qsort(names, N, sizeof(names[0]), cmp_str);	/* as torch writes */
+	for (int order = 0; order < 3; order++) {
+		int k = 0;
+
+		if (order == 0)	/* one run */
+			memcpy(v, names, sizeof(v));
+		for (int r = 0; order == 1 && r < 3; r++)	/* three */
+			for (int i = r; i < N; i += 3)
+				v[k++] = names[i];
+		for (int i = 0; order == 2 && i < N; i++)	/* N runs */
+			v[i] = names[N - 1 - i];
+		open_names(&h, &b, v, N, true);
+		for (int i = 0; i < N; i++)
+			cr_assert_eq(ptz_find(&h.z, v[i]), &h.z.entries[i],
+				     "%s, order %d", v[i], order);
+		cr_assert_null(ptz_find(&h.z, "a/data/"));
+		cr_assert_null(ptz_find(&h.z, "a/data/3000"));
+		h_close(&h);
+		free(b.p);
+	}
+	/* three runs, the last record a duplicate of run 0's first */
+	for (int r = 0, k = 0; r < 3; r++)
+		for (int i = r; i < N; i += 3)
+			v[k++] = names[i];
+	v[N - 1] = "A/DATA/0";
+	for (int i = 0; i < N; i++)
+		ents[i] = (struct zent){ v[i], "x", 1, false };
+	zb_build(&b, ents, N, &o, &in);
+	cr_expect_eq(open_fails(&b, -EILSEQ, "duplicate record name"),
+		     in.cd[N - 1]);
+	free(b.p);
+	assert_no_leaks();
+}
+
 Test(ptz_read, reads_deflated_record)
 {
 	size_t n = 20000;

@@ -31,7 +31,7 @@ struct zopt {
 	size_t comment_len;
 };
 
-#define ZMAX 16
+#define ZMAX 512
 
 /* Where the builder put things, for tests that then break them. */
 struct zinfo {

@@ -612,8 +612,8 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 
 		rc = rebuild(b, R_V2, pkl_unfolded(v, &fv)->u.call.args,
 			     v->off, out);
-		if (rc)
-			return rc;
+		if (rc || !pkl_shared(v))
+			return rc;	/* met once: nothing to remember */
 		goto out_memo;
 	}
 	r = v->kind == PKL_CALL ? rebuild_kind(v->u.call.func) : R_NONE;

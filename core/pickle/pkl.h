@@ -88,7 +88,7 @@ extern struct pkl_call_ext pkl_no_ext;
 struct pkl_value {
 	uint8_t kind;		/* enum pkl_kind */
 	uint8_t how;		/* enum pkl_call_how, for PKL_CALL */
-	uint8_t refs;		/* parser only: PKL_R_* (pkl_fold.c) */
+	uint8_t refs;		/* PKL_R_*, set by the parser */
 	uint32_t id;		/* creation order, unique within the doc */
 	uint64_t off;		/* pickle offset of the opcode that made it */
 	union {
@@ -118,6 +118,23 @@ struct pkl_value {
 		} fold;
 	} u;
 };
+
+/*
+ * pkl_value.refs: how many memo entries hold the node (saturating), and
+ * whether it was pushed again (GET, DUP), i.e. may be referred to from
+ * more than the one place it was put.  Folding releases only nodes whose
+ * every reference it can account for; the model builder remembers only
+ * what it may meet twice.
+ */
+#define PKL_R_MEMO	3u	/* mask: memo entries, 3 = 3 or more */
+#define PKL_R_AGAIN	4u
+#define PKL_R_FOLD	8u	/* pkl_fold.c: about to be released */
+
+/* Can the graph reach @v from more than one place? */
+static inline bool pkl_shared(const struct pkl_value *v)
+{
+	return v->refs & PKL_R_AGAIN;
+}
 
 /*
  * What is left of a folded call (see PKL_FOLD below):

@@ -148,16 +148,6 @@ static inline size_t pkl_frame_base(const struct pkl_parser *p)
 /* The value @i below the top of the stack (0: the top). */
 #define PKL_TOP(p, i) ((p)->stack[(p)->n - 1 - (i)])
 
-/*
- * pkl_value.refs, kept while parsing: how many memo entries hold the node
- * (saturating), and whether it was pushed again (GET, DUP), i.e. may be
- * referred to from more than the one place it was put.  Folding releases
- * only nodes whose every reference it can account for.
- */
-#define PKL_R_MEMO	3u	/* mask: memo entries, 3 = 3 or more */
-#define PKL_R_AGAIN	4u
-#define PKL_R_FOLD	8u	/* pkl_fold.c: about to be released */
-
 /* What a memo entry of a released node holds: a GET of it refolds. */
 extern struct pkl_value pkl_gone;
 

@@ -284,9 +284,13 @@ static int cmp_name(const void *a, const void *b)
 static int check_overlaps(struct ptz_reader *z, struct ptz_entry **v,
 			  struct diag *d)
 {
-	uint32_t n = z->nentries;
+	uint32_t n = z->nentries, k = 1;
 
-	qsort(v, n, sizeof(*v), cmp_offset);
+	/* torch writes the central directory in file order: no sort then */
+	while (k < n && cmp_offset(&v[k - 1], &v[k]) < 0)
+		k++;
+	if (k < n)
+		qsort(v, n, sizeof(*v), cmp_offset);
 	for (uint32_t i = 0; i < n; i++) {
 		struct ptz_entry *e = v[i];
 		/*
@@ -307,13 +311,55 @@ static int check_overlaps(struct ptz_reader *z, struct ptz_entry **v,
 	return 0;
 }
 
+#define MAX_RUNS	16u	/* more sorted runs than this: qsort() */
+
+/*
+ * Sort @v[0..@n) by cmp_name(): merge its sorted runs when there are few
+ * (torch's central directory has 1 to 3), else qsort().  0 or -ENOMEM.
+ */
+static int sort_names(struct ptz_entry **v, uint32_t n)
+{
+	uint32_t start[MAX_RUNS + 1], nruns = 0, i;
+	struct ptz_entry **tmp;
+
+	for (i = 0; i < n; i++)
+		if (!i || cmp_name(&v[i - 1], &v[i]) > 0) {
+			if (nruns == MAX_RUNS) {
+				qsort(v, n, sizeof(*v), cmp_name);
+				return 0;
+			}
+			start[nruns++] = i;
+		}
+	if (nruns < 2)
+		return 0;
+	start[nruns] = n;
+	tmp = malloc((size_t)n * sizeof(*tmp));
+	if (!tmp)
+		return -ENOMEM;
+	/* merge run 0 with run 1, the result with run 2, and so on */
+	for (uint32_t r = 1; r < nruns; r++) {
+		uint32_t a = 0, b = start[r], end = start[r + 1], o = 0;
+
+		while (a < start[r] && b < end)
+			tmp[o++] = cmp_name(&v[a], &v[b]) <= 0 ? v[a++] : v[b++];
+		while (a < start[r])
+			tmp[o++] = v[a++];
+		while (b < end)
+			tmp[o++] = v[b++];
+		memcpy(v, tmp, (size_t)end * sizeof(*v));
+	}
+	free(tmp);
+	return 0;
+}
+
 /* Sort @v by name ignoring case and refuse names that are then equal. */
 static int check_names(struct ptz_reader *z, struct ptz_entry **v,
 		       const uint32_t *cd_pos, struct diag *d)
 {
 	uint32_t n = z->nentries;
 
-	qsort(v, n, sizeof(*v), cmp_name);
+	if (sort_names(v, n))
+		return diag_nomem(d);
 	for (uint32_t i = 1; i < n; i++) {
 		const struct ptz_entry *e = v[i];
 

@@ -127,20 +127,19 @@ struct key {
 static int key_cmp(const struct ptz_entry *e, const struct key *k)
 {
 	const unsigned char *p = (const unsigned char *)e->name;
-	size_t n = k->n[0] + k->n[1] + k->n[2], at = e->name_len;
+	size_t n = k->n[0] + k->n[1] + k->n[2], at = 0;
 
-	if (e->name_len != n)
-		return e->name_len < n ? -1 : 1;
-	for (int i = 2; i >= 0; i--) {
-		for (size_t j = k->n[i]; j-- > 0;) {
-			int c = ptz_fold(p[--at]) -
-				ptz_fold((unsigned char)k->s[i][j]);
+	for (int i = 0; i < 3; i++)
+		for (size_t j = 0; j < k->n[i]; j++, at++) {
+			int c;
 
+			if (at == e->name_len)
+				return -1;	/* a prefix of the key */
+			c = ptz_fold(p[at]) - ptz_fold((unsigned char)k->s[i][j]);
 			if (c)
 				return c;
 		}
-	}
-	return 0;
+	return e->name_len > n;
 }
 
 /*
