@@ -366,7 +366,8 @@ int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
  * Make c->doc whole: the tensor rebuild calls folded at the open (PKL_FOLD)
  * get their arguments back from a second parse of data.pkl, which the
  * document keeps.  For whatever walks every value or writes data.pkl anew
- * (ckpt_repickle() calls it).  Returns 0 or -errno with @d set.
+ * (ckpt_repickle() calls it); a sharded folder's shards alike.  Returns
+ * 0 or -errno with @d set.
  */
 int ckpt_whole(struct ckpt *c, struct diag *d);
 

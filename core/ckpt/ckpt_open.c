@@ -255,6 +255,9 @@ int ckpt_whole(struct ckpt *c, struct diag *d)
 	size_t len;
 	int rc;
 
+	for (uint32_t i = 0; c->hf && i < c->hf->nshards; i++)
+		if (c->hf->shards[i].c && (rc = ckpt_whole(c->hf->shards[i].c, d)))
+			return rc;	/* a folder's values live in its shards */
 	if (!c->doc || !c->doc->nfolded || c->doc->whole)
 		return 0;
 	rc = ptz_entry_read(&c->zip, c->pkl_rec, PKL_MAX_BYTES - 1, &buf,

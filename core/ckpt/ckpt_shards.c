@@ -96,7 +96,7 @@ static int shard_open(struct ckpt *c, const struct hfix *ix, uint32_t i,
 	memcpy(path + nd + 1, sh->name, nn + 1);
 	sh->path = path;
 	diag_init(&ds, sh->name);
-	rc = ckpt_open_with(path, CKPT_OPEN_WHOLE, &sh->c, &ds);
+	rc = ckpt_open(path, &sh->c, &ds);
 	if (rc)
 		return diag_set(d, rc, DIAG_NO_OFFSET, "shard %s",
 				diag_line(&ds, line, sizeof(line)));
