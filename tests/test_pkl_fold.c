@@ -323,3 +323,59 @@ Test(pkl_fold, a_duplicated_argument_is_not_released)
 	free(b);
 	assert_no_leaks();
 }
+
+/* @b[0..*@n) with the first @old replaced by @new (a new buffer). */
+static unsigned char *replaced(unsigned char *b, size_t *n, const char *old,
+			       size_t nold, const char *new, size_t nnew)
+{
+	unsigned char *p = memmem(b, *n, old, nold), *c;
+	size_t at;
+
+	cr_assert_not_null(p);
+	at = (size_t)(p - b);
+	c = malloc(*n - nold + nnew);
+	cr_assert_not_null(c);
+	memcpy(c, b, at);
+	memcpy(c + at, new, nnew);
+	memcpy(c + at + nnew, b + at + nold, *n - at - nold);
+	*n = *n - nold + nnew;
+	free(b);
+	return c;
+}
+
+/*
+ * Eight dimensions (the most folded), none of them a shared small int, an
+ * offset that is not either and a hooks' () of its own: 25 nodes to
+ * release, one more than the first version had room for (ASan saw the
+ * stack overflow); nine dimensions are not folded.
+ */
+Test(pkl_fold, eight_big_dimensions_fold_and_nine_do_not)
+{
+#define D256 "M\x00\x01"
+	static const char size8[] = "(" D256 D256 D256 D256 D256 D256 D256
+				    D256 "t";
+	static const char size9[] = "(" D256 D256 D256 D256 D256 D256 D256
+				    D256 D256 "t";
+
+	for (int nine = 0; nine < 2; nine++) {
+		const char *sz = nine ? size9 : size8;
+		size_t n, nsz = nine ? sizeof(size9) - 1 : sizeof(size8) - 1;
+		unsigned char *b = state_dict(1, "", 0, &n);
+		struct pkl_doc *doc, *whole;
+
+		b = replaced(b, &n, "K\x03Kd\x86", 5, sz, nsz);
+		b = replaced(b, &n, "KdK\x01\x86", 5, sz, nsz);
+		/* offset 256, and the hooks' () made by MARK TUPLE */
+		b = replaced(b, &n, "QK\x02", 3, "QM\x00\x01", 4);
+		b = replaced(b, &n, ")R", 2, "(tR", 3);
+		whole = parse_flags(b, n, 0);
+		doc = parse_flags(b, n, PKL_FOLD);
+		cr_assert_eq(doc->nfolded, nine ? 0u : 1u);
+		same_value(doc->root, whole->root, 0);
+		pkl_doc_free(doc);
+		pkl_doc_free(whole);
+		free(b);
+	}
+	assert_no_leaks();
+#undef D256
+}

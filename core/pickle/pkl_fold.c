@@ -42,7 +42,9 @@
 #include <string.h>
 
 #define MEMO_WINDOW	32u	/* newest memo keys searched for entries */
-#define MAX_RELEASE	(6 + 2 * PKL_FOLD_DIMS + 2)
+/* the argument tuple, persistent id and its tuple, numel, offset, hooks'
+   call and its (), size and stride, and their ints */
+#define MAX_RELEASE	(9 + 2 * PKL_FOLD_DIMS)
 
 struct pkl_value pkl_gone;
 static char storage_tag[] = "storage";	/* never written */
@@ -70,7 +72,8 @@ static bool take(const struct pkl_parser *p, struct fold *f,
 {
 	if (shared(p, v))
 		return true;
-	if ((v->refs & PKL_R_AGAIN) || (v->refs & PKL_R_MEMO) == PKL_R_MEMO)
+	if ((v->refs & PKL_R_AGAIN) || (v->refs & PKL_R_MEMO) == PKL_R_MEMO ||
+	    f->n == MAX_RELEASE)
 		return false;
 	f->rel[f->n++] = v;
 	f->memo += v->refs & PKL_R_MEMO;
