@@ -13,7 +13,7 @@
  * which parses into nine nodes (a dict key, the call, its argument tuple,
  * the persistent id and its tuple, the key str, size, stride, the hooks'
  * call) and 104 bytes of tuple items.  Folding keeps the call, the strs
- * and the globals, copies the rest into a struct pkl_fold (56 bytes and 16
+ * and the globals, copies the rest into a struct pkl_fold (64 bytes and 16
  * a dimension), and releases the tuples, the persistent id, the hooks'
  * call and the ints that are not shared: the next tensor's nodes and item
  * arrays reuse them, so the graph stops growing by them.
