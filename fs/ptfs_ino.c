@@ -233,8 +233,8 @@ static uint32_t subdirs(const struct ckpt_node *n)
 {
 	uint32_t k = 0;
 
-	for (uint32_t i = 0; i < n->nkids; i++)
-		k += ckpt_node_is_dir(n->kids[i]);
+	for (uint32_t i = 0; i < n->dir->nkids; i++)
+		k += ckpt_node_is_dir(n->dir->kids[i]);
 	return k;
 }
 
@@ -451,11 +451,11 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 		}
 		/* fall through */
 	case PTFS_NODE:
-		if (i / per >= d.node->nkids || !ckpt_node_is_dir(d.node))
+		if (i / per >= d.node->dir->nkids || !ckpt_node_is_dir(d.node))
 			return 0;
-		return child_entry(fs, d.node->kids[i / per],
-				   d.node->kids[i / per] ?
-				   d.node->kids[i / per]->name : NULL,
+		return child_entry(fs, d.node->dir->kids[i / per],
+				   d.node->dir->kids[i / per] ?
+				   d.node->dir->kids[i / per]->name : NULL,
 				   (uint32_t)(i / per), i % per, name, ino, buf);
 	case PTFS_FILES:
 		if (i >= fs->nfiles)

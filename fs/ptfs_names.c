@@ -41,7 +41,7 @@ struct ckpt_node *ptfs_child(const struct ckpt_node *dir, const char *name,
 	if (!t || t[2] < '0' || t[2] > '9')
 		return NULL;
 	pos = strtoul(t + 2, &end, 10);
-	if (*end || pos >= dir->nkids || !(k = dir->kids[pos]))
+	if (*end || pos >= dir->dir->nkids || !(k = dir->dir->kids[pos]))
 		return NULL;
 	return !strcmp(ptfs_shown_name(k, pos, max, buf), name) ? k : NULL;
 }
@@ -83,8 +83,8 @@ static uint32_t slot_of(const struct ckpt_node *n)
 {
 	const struct ckpt_node *p = n->parent;
 
-	for (uint32_t i = 0; p && i < p->nkids; i++)
-		if (p->kids[i] == n)
+	for (uint32_t i = 0; p && i < p->dir->nkids; i++)
+		if (p->dir->kids[i] == n)
 			return i;
 	return 0;
 }

@@ -712,7 +712,7 @@ Test(ckpt_script, shows_the_module_its_code_and_constants)
 	/* build_intlist([3, 4]) is the list itself */
 	sizes = at(c, "sizes");
 	cr_assert_eq(sizes->kind, CKPT_N_SEQ);
-	cr_assert_eq(sizes->nkids, 2);
+	cr_assert_eq(sizes->dir->nkids, 2);
 	/* a custom class's tuple state, item by item */
 	packed = at(c, "packed");
 	cr_assert_eq(packed->kind, CKPT_N_DIR);
@@ -759,7 +759,7 @@ Test(ckpt_script, missing_records_fail_cleanly)
 	/* no code: still the module, an empty code/ */
 	c = open_ok(write_ts(R_CODE, &data, &cst));
 	cr_assert_not(at(c, "weight")->tensor->parameter);
-	cr_assert_eq(at(c, "code")->nkids, 0);
+	cr_assert_eq(at(c, "code")->dir->nkids, 0);
 	ckpt_close(c);
 	/* without constants.pkl it is no TorchScript: but constants/0 */
 	c = open_ok(write_ts(R_CPKL, &data, &cst));

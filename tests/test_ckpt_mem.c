@@ -68,12 +68,13 @@ Test(ckpt_memo, keeps_every_id_through_growth)
  * A ckpt_node, a ckpt_tensor (plus its shape and stride), a ckpt_storage
  * and a ptz_entry exist once per tensor of a state_dict, for the life of
  * a mount.  These were 184, 176, 120 and 72 bytes with padding and the
- * quantizer's fields in every tensor; a field added here costs a
- * 1,000,000-tensor mount that many times over.
+ * quantizer's fields in every tensor, and the node carried a directory's
+ * fields too; a field added here costs a 1,000,000-tensor mount that many
+ * times over.
  */
 Test(ckpt_model, per_tensor_structs_stay_packed)
 {
-	cr_assert_leq(sizeof(struct ckpt_node), 168);
+	cr_assert_leq(sizeof(struct ckpt_node), 136);
 	cr_assert_leq(sizeof(struct ckpt_tensor), 128);
 	cr_assert_leq(sizeof(struct ckpt_storage), 104);
 	cr_assert_leq(sizeof(struct ptz_entry), 64);
@@ -104,6 +105,44 @@ Test(ckpt_model, an_open_checkpoint_is_no_leak)
 	ckpt_close(c);
 }
 
+/*
+ * Only directories own a struct ckpt_dir; every leaf shares the empty,
+ * read-only ckpt_no_dir, and an edit that makes a directory gives it its
+ * own (a write through a leaf's would reach every leaf, or fault).
+ */
+Test(ckpt_model, only_directories_own_a_children_table)
+{
+	struct ckpt *c;
+	struct diag d;
+	struct ckpt_node *n;
+	char x[] = "x";
+	uint32_t dirs = 0, leaves = 0;
+
+	diag_init(&d, PT_TEST_DATA "/sample.pt");
+	cr_assert_eq(ckpt_open(PT_TEST_DATA "/sample.pt", &c, &d), 0, "%s",
+		     d.msg);
+	for (uint32_t i = 0; i < c->nnodes; i++) {
+		n = c->nodes[i];
+		if (ckpt_node_is_dir(n)) {
+			cr_assert_neq(n->dir, &ckpt_no_dir, "%s", n->name);
+			dirs++;
+		} else {
+			cr_assert_eq(n->dir, &ckpt_no_dir, "%s", n->name);
+			leaves++;
+		}
+	}
+	cr_assert_gt(dirs, 1);
+	cr_assert_gt(leaves, 1);
+	cr_assert_eq(ckpt_no_dir.nkids, 0);
+	n = ckpt_node_fresh(c, CKPT_N_DIR, "dict");
+	cr_assert_not_null(n);
+	cr_assert_neq(n->dir, &ckpt_no_dir);
+	cr_assert_eq(ckpt_dir_insert(c, n, ckpt_node_fresh(c, CKPT_N_VALUE,
+				     "int"), x), 0);
+	cr_assert_eq(n->dir->nkids, 1);
+	cr_assert_eq(ckpt_no_dir.nkids, 0);
+	ckpt_close(c);
+}
 
 /* The bytes ckpt_write() makes of @path opened with @flags, data.pkl
  * emitted anew (repickle) so that the whole graph is walked. */

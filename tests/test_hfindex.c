@@ -244,11 +244,11 @@ Test(hf_open, reads_each_tensor_from_its_shard)
 	diag_init(&dg, dir);
 	cr_assert_eq(ckpt_open(dir, &c, &dg), 0, "%s", dg.msg);
 	cr_assert_eq(c->format, CKPT_HF_SHARDED);
-	cr_assert_eq(c->root->nkids, 2);
+	cr_assert_eq(c->root->dir->nkids, 2);
 	cr_assert_eq(c->hf->nissues, 0);
 	cr_assert_eq(c->hf->nfiles, 2);	/* config.json and the index */
 	for (int k = 0; k < 2; k++) {
-		const struct ckpt_tensor *t = c->root->kids[k]->tensor;
+		const struct ckpt_tensor *t = c->root->dir->kids[k]->tensor;
 
 		cr_assert_str_eq(ckpt_tensor_shard(c, t)->name,
 				 k ? "s2.safetensors" : "s1.safetensors");
@@ -281,8 +281,8 @@ Test(hf_open, keeps_disagreements_as_findings)
 			 "key 'a' is in two shards, s1.safetensors and "
 			 "s2.safetensors");
 	/* the index says s1: its a is shown */
-	cr_assert_eq(c->root->nkids, 1);
-	cr_assert_eq(ckpt_tensor_read(c, c->root->kids[0]->tensor, v, 8, 0,
+	cr_assert_eq(c->root->dir->nkids, 1);
+	cr_assert_eq(ckpt_tensor_read(c, c->root->dir->kids[0]->tensor, v, 8, 0,
 				      &dg), 8);
 	cr_assert_eq(v[0], 1.0f);
 	ckpt_close(c);
@@ -306,7 +306,7 @@ Test(hf_open, an_absent_shard_is_one_finding)
 	cr_assert_eq(c->hf->nabsent, 1);
 	cr_assert_str_eq(ckpt_hf_issue_line(c, 0, line, sizeof(line)),
 			 "shard 's2.safetensors' the index names is absent");
-	cr_assert_eq(c->root->nkids, 1);
+	cr_assert_eq(c->root->dir->nkids, 1);
 	cr_assert_null(c->hf->shards[1].c);
 	ckpt_close(c);
 }

@@ -146,12 +146,12 @@ Test(st_read, every_dtype)
 	sprintf(hdr + k, "}");
 	c = st_open(st_file(hdr, pos));
 	cr_assert_eq(c->nstorages, n);
-	cr_assert_eq(c->root->nkids, n);
+	cr_assert_eq(c->root->dir->nkids, n);
 	cr_assert_str_eq(c->root->type, "dict");
 	cr_assert_eq(c->data_end, c->file_size);
 	pos = 0;
 	for (size_t i = 0; i < n; i++) {
-		const struct ckpt_node *node = c->root->kids[i];
+		const struct ckpt_node *node = c->root->dir->kids[i];
 		const struct ckpt_tensor *t = node->tensor;
 		unsigned char buf[64], want[64];
 		char name[8];
@@ -225,11 +225,11 @@ Test(st_read, metadata_and_escapes)
 	cr_assert_eq(c->meta[2].vlen, 3);
 	cr_assert_arr_eq(c->meta[2].val, "x\0y", 3);
 	/* names escaped as docs/names.md says, in header order */
-	cr_assert_eq(c->root->nkids, 3);
-	cr_assert_str_eq(c->root->kids[0]->name, "a%2Fb");
-	cr_assert_str_eq(c->root->kids[1]->name, "%2Eh");
-	cr_assert_str_eq(c->root->kids[2]->name, "%");
-	cr_assert_str_eq(c->root->kids[0]->key->u.s.p, "a/b");
+	cr_assert_eq(c->root->dir->nkids, 3);
+	cr_assert_str_eq(c->root->dir->kids[0]->name, "a%2Fb");
+	cr_assert_str_eq(c->root->dir->kids[1]->name, "%2Eh");
+	cr_assert_str_eq(c->root->dir->kids[2]->name, "%");
+	cr_assert_str_eq(c->root->dir->kids[0]->key->u.s.p, "a/b");
 	ckpt_close(c);
 	assert_no_leaks();
 }
@@ -241,8 +241,8 @@ Test(st_read, header_order_is_not_offset_order)
 		"\"a\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
 		8));
 
-	cr_assert_str_eq(c->root->kids[0]->name, "b");
-	cr_assert_eq(c->root->kids[0]->tensor->storage->data_off,
+	cr_assert_str_eq(c->root->dir->kids[0]->name, "b");
+	cr_assert_eq(c->root->dir->kids[0]->tensor->storage->data_off,
 		     c->file_size - 4);
 	ckpt_close(c);
 	assert_no_leaks();
@@ -253,7 +253,7 @@ Test(st_read, no_tensors_and_trailing_bytes)
 	struct ckpt *c = st_open(st_file("{}", 0));
 
 	cr_assert_eq(c->nstorages, 0);
-	cr_assert_eq(c->root->nkids, 0);
+	cr_assert_eq(c->root->dir->nkids, 0);
 	cr_assert_eq(c->data_end, 10);
 	ckpt_close(c);
 	/* bytes after the last tensor: opened; ptverify reports them */

@@ -98,8 +98,8 @@ static void same_tensors(struct ckpt *a, struct ckpt *b)
 {
 	struct diag d;
 
-	for (uint32_t i = 0; i < a->root->nkids; i++) {
-		const struct ckpt_node *n = a->root->kids[i];
+	for (uint32_t i = 0; i < a->root->dir->nkids; i++) {
+		const struct ckpt_node *n = a->root->dir->kids[i];
 		const struct ckpt_node *m = ckpt_node_child(b->root, n->name);
 		unsigned char x[64], y[64];
 		long long gx, gy;
@@ -264,7 +264,7 @@ Test(st_write, torch_file_flattened_ties_in_metadata)
 	w = open_ok(out_path);
 	cr_assert_eq(w->format, CKPT_SAFETENSORS);
 	/* 21 tensors, model/head.weight written once */
-	cr_assert_eq(w->root->nkids, 20);
+	cr_assert_eq(w->root->dir->nkids, 20);
 	for (uint32_t i = 0; i < w->nmeta; i++) {
 		fmt |= !strcmp(w->meta[i].key, "format") &&
 		       !strcmp(w->meta[i].val, "pt");
@@ -305,11 +305,11 @@ Test(st_write, safetensors_to_torch_zip)
 	cr_assert_eq(z->format, CKPT_ZIP);
 	cr_assert_str_eq(z->root->type, "dict");
 	/* keys in header order */
-	cr_assert_eq(z->root->nkids, 3);
-	cr_assert_str_eq(z->root->kids[0]->name, "z");
-	cr_assert_str_eq(z->root->kids[1]->name, "a");
-	cr_assert_str_eq(z->root->kids[2]->name, "e");
-	cr_assert_str_eq(z->root->kids[1]->tensor->dtype->name,
+	cr_assert_eq(z->root->dir->nkids, 3);
+	cr_assert_str_eq(z->root->dir->kids[0]->name, "z");
+	cr_assert_str_eq(z->root->dir->kids[1]->name, "a");
+	cr_assert_str_eq(z->root->dir->kids[2]->name, "e");
+	cr_assert_str_eq(z->root->dir->kids[1]->tensor->dtype->name,
 			 "float8_e4m3fn");
 	same_tensors(c, z);
 	ckpt_close(z);

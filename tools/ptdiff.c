@@ -83,17 +83,17 @@ static int collect(struct pairs *p, const struct ckpt_node *a,
 	int rc = 0;
 
 	if (!a || !b || !ckpt_node_is_dir(a) || !ckpt_node_is_dir(b) ||
-	    (!a->nkids && !b->nkids))
+	    (!a->dir->nkids && !b->dir->nkids))
 		return push(p, a, b);
 	if (pd_dirs_differ(a, b))
 		rc = push(p, a, b);
-	for (uint32_t i = 0; i < a->nkids && !rc; i++)
-		if (a->kids[i])
-			rc = collect(p, a->kids[i],
-				     ckpt_node_child(b, a->kids[i]->name));
-	for (uint32_t i = 0; i < b->nkids && !rc; i++)
-		if (b->kids[i] && !ckpt_node_child(a, b->kids[i]->name))
-			rc = push(p, NULL, b->kids[i]);
+	for (uint32_t i = 0; i < a->dir->nkids && !rc; i++)
+		if (a->dir->kids[i])
+			rc = collect(p, a->dir->kids[i],
+				     ckpt_node_child(b, a->dir->kids[i]->name));
+	for (uint32_t i = 0; i < b->dir->nkids && !rc; i++)
+		if (b->dir->kids[i] && !ckpt_node_child(a, b->dir->kids[i]->name))
+			rc = push(p, NULL, b->dir->kids[i]);
 	return rc;
 }
 

@@ -189,14 +189,14 @@ static int path_width(const struct ckpt_node *n, int depth)
 	} else {
 		w = 1;
 	}
-	for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->nkids; i++) {
+	for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->dir->nkids; i++) {
 		int k;
 
 		if (depth >= CKPT_MAX_DEPTH)
 			break;
 		/* not inside MAX(), which would walk the subtree twice:
 		   2^40 walks for 40 levels of lists (tests/hostile) */
-		k = path_width(n->kids[i], depth + 1);
+		k = path_width(n->dir->kids[i], depth + 1);
 		w = MAX(w, k);
 	}
 	return w;
@@ -212,8 +212,8 @@ static void node_text(const struct ckpt *c, const struct ckpt_node *n,
 	switch (n->kind) {
 	case CKPT_N_DIR:
 	case CKPT_N_SEQ:
-		sb_printf(&b, "%s (%u item%s)", n->type, n->nkids,
-			  n->nkids == 1 ? "" : "s");
+		sb_printf(&b, "%s (%u item%s)", n->type, n->dir->nkids,
+			  n->dir->nkids == 1 ? "" : "s");
 		if (st) {
 			size_t len;
 			char *r = ckpt_repr(st, REPR_MAX, &len);
@@ -246,9 +246,9 @@ static void node_text(const struct ckpt *c, const struct ckpt_node *n,
 	       b.p ? b.p : "");
 	free(path);
 	free(b.p);
-	for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->nkids; i++)
+	for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->dir->nkids; i++)
 		if (depth < CKPT_MAX_DEPTH)
-			node_text(c, n->kids[i], width, depth + 1);
+			node_text(c, n->dir->kids[i], width, depth + 1);
 }
 
 static void storages_text(struct ckpt *c)
@@ -362,10 +362,10 @@ static void node_json(FILE *f, const struct ckpt *c, const struct ckpt_node *n,
 	}
 	if (ckpt_node_is_dir(n)) {
 		fputs(",\"children\":[", f);
-		for (uint32_t i = 0; i < n->nkids && depth < CKPT_MAX_DEPTH;
+		for (uint32_t i = 0; i < n->dir->nkids && depth < CKPT_MAX_DEPTH;
 		     i++) {
 			fprintf(f, "%s\n%*s", i ? "," : "", 2 * depth + 2, "");
-			node_json(f, c, n->kids[i], depth + 1);
+			node_json(f, c, n->dir->kids[i], depth + 1);
 		}
 		fputs("]", f);
 	}

@@ -238,7 +238,7 @@ static int legacy_records(const char *path, const struct dump_opts *o)
 		const struct ckpt_storage *s = v[i];
 		/* safetensors: storage k is tensor k, the root's child k */
 		const char *name = c->format == CKPT_SAFETENSORS ?
-				   c->root->kids[s->index]->name : NULL;
+				   c->root->dir->kids[s->index]->name : NULL;
 		char count[16] = "";
 
 		if (!name)

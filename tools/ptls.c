@@ -84,7 +84,7 @@ static int text_node(const struct ckpt_node *n, const struct opts *o,
 /* A container shown as one line: a long scalar list, or the depth cut. */
 static bool cut(const struct ckpt_node *n, const struct opts *o, int depth)
 {
-	return ckpt_node_is_dir(n) && n->nkids &&
+	return ckpt_node_is_dir(n) && n->dir->nkids &&
 	       (ls_collapsed(n, o) || (o->depth >= 0 && depth >= o->depth));
 }
 
@@ -141,8 +141,8 @@ static int text_dir_line(const struct ckpt_node *n, const char *path,
 	}
 	ls_count(n, &tensors, &bytes, 0);
 	return printf("%-*s  %-*s  (%u item%s, %u tensor%s, %s)\n", w->path,
-		      path, w->type, n->type, n->nkids,
-		      n->nkids == 1 ? "" : "s",
+		      path, w->type, n->type, n->dir->nkids,
+		      n->dir->nkids == 1 ? "" : "s",
 		      tensors, tensors == 1 ? "" : "s",
 		      o->human ? cli_size(bytes, text, sizeof(text)) :
 		      (snprintf(sz, sizeof(sz), "%" PRIu64 " B", bytes), sz));
@@ -157,7 +157,7 @@ static int text_leaf(const struct ckpt_node *n, const char *path,
 
 	if (!listed(n, o))
 		return 0;
-	if (ckpt_node_is_dir(n) && n->nkids)
+	if (ckpt_node_is_dir(n) && n->dir->nkids)
 		return text_dir_line(n, path, o, w);
 	if (n->kind == CKPT_N_TENSOR) {
 		fmt_dims(shape, sizeof(shape), t->shape, t->ndim);
@@ -195,9 +195,9 @@ static int text_node(const struct ckpt_node *n, const struct opts *o,
 	char *path;
 	int rc = 0;
 
-	if (ckpt_node_is_dir(n) && n->nkids && !cut(n, o, depth)) {
-		for (uint32_t i = 0; i < n->nkids && rc >= 0; i++)
-			rc = text_node(n->kids[i], o, w, print, depth + 1);
+	if (ckpt_node_is_dir(n) && n->dir->nkids && !cut(n, o, depth)) {
+		for (uint32_t i = 0; i < n->dir->nkids && rc >= 0; i++)
+			rc = text_node(n->dir->kids[i], o, w, print, depth + 1);
 		return rc;
 	}
 	if (!print) {
@@ -348,9 +348,9 @@ static void json_node(FILE *f, const struct ckpt_node *n, bool *first,
 {
 	char *path;
 
-	if ((n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ) && n->nkids) {
-		for (uint32_t i = 0; i < n->nkids; i++)
-			json_node(f, n->kids[i], first, o);
+	if ((n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ) && n->dir->nkids) {
+		for (uint32_t i = 0; i < n->dir->nkids; i++)
+			json_node(f, n->dir->kids[i], first, o);
 		return;
 	}
 	if (n->kind != CKPT_N_TENSOR && !o->values)

@@ -20,26 +20,26 @@ const struct ckpt_node *ls_find(const struct ckpt *c, const char *path)
 
 bool ls_collapsed(const struct ckpt_node *n, const struct opts *o)
 {
-	if (o->expand || !ckpt_node_is_dir(n) || n->nkids <= LS_COLLAPSE_OVER)
+	if (o->expand || !ckpt_node_is_dir(n) || n->dir->nkids <= LS_COLLAPSE_OVER)
 		return false;
-	for (uint32_t i = 0; i < n->nkids; i++)
-		if (!n->kids[i] || n->kids[i]->kind != CKPT_N_VALUE)
+	for (uint32_t i = 0; i < n->dir->nkids; i++)
+		if (!n->dir->kids[i] || n->dir->kids[i]->kind != CKPT_N_VALUE)
 			return false;
 	return true;
 }
 
 void ls_collapsed_text(const struct ckpt_node *n, char *buf, size_t size)
 {
-	const char *type = n->kids[0]->type;
+	const char *type = n->dir->kids[0]->type;
 	size_t o = 0;
 	bool same = true;
 
-	for (uint32_t i = 1; i < n->nkids && same; i++)
-		same = !strcmp(n->kids[i]->type, type);
-	o += (size_t)snprintf(buf, size, "%u %s: ", n->nkids,
+	for (uint32_t i = 1; i < n->dir->nkids && same; i++)
+		same = !strcmp(n->dir->kids[i]->type, type);
+	o += (size_t)snprintf(buf, size, "%u %s: ", n->dir->nkids,
 			      same ? type : "values");
-	for (uint32_t i = 0; i < n->nkids && o + 1 < size; i++) {
-		const struct ckpt_node *k = n->kids[i];
+	for (uint32_t i = 0; i < n->dir->nkids && o + 1 < size; i++) {
+		const struct ckpt_node *k = n->dir->kids[i];
 
 		if (o + k->textlen + 8 > 72 || o + k->textlen + 8 > size) {
 			snprintf(buf + o, size - o, "...");
@@ -128,10 +128,10 @@ const struct ckpt_node *ls_global_holder(const struct ckpt *c, uint64_t off)
 		if (!node_refers(n, off, &s))
 			break;
 		best = n;
-		for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->nkids &&
+		for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->dir->nkids &&
 				     !next; i++)
-			if (n->kids[i] && node_refers(n->kids[i], off, &s))
-				next = n->kids[i];
+			if (n->dir->kids[i] && node_refers(n->dir->kids[i], off, &s))
+				next = n->dir->kids[i];
 		n = next;
 	}
 	free(s.gen);
@@ -147,6 +147,6 @@ void ls_count(const struct ckpt_node *n, uint32_t *tensors, uint64_t *bytes,
 		(*tensors)++;
 		*bytes += n->tensor->nbytes;
 	}
-	for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->nkids; i++)
-		ls_count(n->kids[i], tensors, bytes, depth + 1);
+	for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->dir->nkids; i++)
+		ls_count(n->dir->kids[i], tensors, bytes, depth + 1);
 }

@@ -52,8 +52,8 @@ static int collect(struct rows *r, const struct ckpt_node *n, int depth)
 		r->v[r->n++] = (struct row){ .n = n };
 		r->bytes += ckpt_tensor_size(n->tensor);
 	}
-	for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->nkids; i++)
-		if (collect(r, n->kids[i], depth + 1))
+	for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->dir->nkids; i++)
+		if (collect(r, n->dir->kids[i], depth + 1))
 			return -ENOMEM;
 	return 0;
 }

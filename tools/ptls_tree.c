@@ -37,14 +37,14 @@ static int measure(const struct ckpt_node *n, int depth, const struct opts *o)
 	int w = 2 * depth + (n->parent ? (int)strlen(n->name) : 1) +
 		ckpt_node_is_dir(n);
 
-	for (uint32_t i = 0; opened(n, depth, o) && i < n->nkids; i++) {
+	for (uint32_t i = 0; opened(n, depth, o) && i < n->dir->nkids; i++) {
 		int k;
 
-		if (!shown(n->kids[i], o))
+		if (!shown(n->dir->kids[i], o))
 			continue;
 		/* not inside MAX(), which would measure the subtree twice:
 		   2^40 walks for 40 levels of lists (tests/hostile) */
-		k = measure(n->kids[i], depth + 1, o);
+		k = measure(n->dir->kids[i], depth + 1, o);
 		w = MAX(w, k);
 	}
 	return w;
@@ -92,21 +92,21 @@ static int node_text(const struct ckpt_node *n, int depth, int width,
 	switch (n->kind) {
 	case CKPT_N_DIR:
 	case CKPT_N_SEQ:
-		if (!n->nkids) {
+		if (!n->dir->nkids) {
 			printf("%s (empty)\n", n->type);
 		} else if (ls_collapsed(n, o)) {
 			ls_collapsed_text(n, shown_val, sizeof(shown_val));
 			printf("%s [%s]\n", n->type, shown_val);
 		} else if (!opened(n, depth, o)) {
 			ls_count(n, &tensors, &bytes, 0);
-			printf("%s (%u) ... %u tensor%s, ", n->type, n->nkids,
+			printf("%s (%u) ... %u tensor%s, ", n->type, n->dir->nkids,
 			       tensors, tensors == 1 ? "" : "s");
 			if (o->human)
 				printf("%s\n", cli_size(bytes, h, sizeof(h)));
 			else
 				printf("%" PRIu64 " B\n", bytes);
 		} else {
-			printf("%s (%u)\n", n->type, n->nkids);
+			printf("%s (%u)\n", n->type, n->dir->nkids);
 		}
 		break;
 	case CKPT_N_TENSOR:
@@ -124,9 +124,9 @@ static int node_text(const struct ckpt_node *n, int depth, int width,
 		fmt_printable(shown_val, n);
 		printf("%s = %s\n", n->type, shown_val);
 	}
-	for (uint32_t i = 0; opened(n, depth, o) && i < n->nkids; i++)
-		if (shown(n->kids[i], o))
-			node_text(n->kids[i], depth + 1, width, o);
+	for (uint32_t i = 0; opened(n, depth, o) && i < n->dir->nkids; i++)
+		if (shown(n->dir->kids[i], o))
+			node_text(n->dir->kids[i], depth + 1, width, o);
 	return 0;
 }
 
@@ -155,14 +155,14 @@ static void node_json(FILE *f, const struct ckpt_node *n, int depth,
 	fmt_json_content(f, o->c, n);
 	if (ckpt_node_is_dir(n)) {
 		fputs(",\"children\":[", f);
-		for (uint32_t i = 0; i < n->nkids; i++) {
-			if (!shown(n->kids[i], o) || depth >= CKPT_MAX_DEPTH)
+		for (uint32_t i = 0; i < n->dir->nkids; i++) {
+			if (!shown(n->dir->kids[i], o) || depth >= CKPT_MAX_DEPTH)
 				continue;
 			if (!first)
 				putc(',', f);
 			first = false;
 			fprintf(f, "\n%*s", 2 * depth + 2, "");
-			node_json(f, n->kids[i], depth + 1, o);
+			node_json(f, n->dir->kids[i], depth + 1, o);
 		}
 		fputs("]", f);
 	}

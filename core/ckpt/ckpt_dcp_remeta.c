@@ -83,8 +83,8 @@ static int walk(struct remeta *m, const struct ckpt_node *dir,
 		return diag_unsupported(m->d, DIAG_NO_OFFSET, "%s: nested "
 					"deeper than %d", fqn->p,
 					CKPT_MAX_DEPTH);
-	for (uint32_t i = 0; i < dir->nkids && !rc; i++) {
-		const struct ckpt_node *k = dir->kids[i];
+	for (uint32_t i = 0; i < dir->dir->nkids && !rc; i++) {
+		const struct ckpt_node *k = dir->dir->kids[i];
 		const struct dcp_key *key;
 		size_t mark = fqn->n;
 

@@ -107,8 +107,8 @@ static uint32_t live_kids(const struct ckpt_node *x)
 {
 	uint32_t n = 0;
 
-	for (uint32_t i = 0; i < x->nkids; i++)
-		n += x->kids[i] && !x->kids[i]->dead;
+	for (uint32_t i = 0; i < x->dir->nkids; i++)
+		n += x->dir->kids[i] && !x->dir->kids[i]->dead;
 	return n;
 }
 
@@ -120,8 +120,8 @@ static bool terminal(struct dsave *s, const struct ckpt_node *x, int depth)
 {
 	if (depth > CKPT_MAX_DEPTH)
 		return false;
-	for (uint32_t i = 0; i < x->nkids; i++) {
-		const struct ckpt_node *k = x->kids[i], *y;
+	for (uint32_t i = 0; i < x->dir->nkids; i++) {
+		const struct ckpt_node *k = x->dir->kids[i], *y;
 
 		if (!k || k->dead)
 			continue;
@@ -213,8 +213,8 @@ static int walk(struct dsave *s, const struct ckpt_node *dir,
 		return diag_unsupported(s->d, DIAG_NO_OFFSET, "%s: nested "
 					"deeper than %d", fqn->p,
 					CKPT_MAX_DEPTH);
-	for (uint32_t i = 0; i < dir->nkids && !rc; i++) {
-		const struct ckpt_node *k = dir->kids[i], *x;
+	for (uint32_t i = 0; i < dir->dir->nkids && !rc; i++) {
+		const struct ckpt_node *k = dir->dir->kids[i], *x;
 		size_t mark = fqn->n;
 
 		if (!k || k->dead)

@@ -25,8 +25,8 @@ struct ckpt_node *ckpt_node_fresh(struct ckpt *c, int kind, const char *type)
 	if (c->nnodes >= CKPT_MAX_NODES)
 		return NULL;
 	n = arena_alloc(&c->arena, sizeof(*n));
-	if (!n || ckpt_push((void ***)&c->nodes, &c->nnodes,
-			    &c->b->nodes_cap, n))
+	if (!n || ckpt_node_dir_new(c, n, kind) ||
+	    ckpt_push((void ***)&c->nodes, &c->nnodes, &c->b->nodes_cap, n))
 		return NULL;
 	n->kind = kind;
 	n->type = type;
@@ -140,10 +140,10 @@ bool ckpt_dir_clean(const struct ckpt_node *dir)
 {
 	if (dir->fresh)
 		return false;
-	for (uint32_t i = 0; i < dir->nkids; i++) {
-		const struct ckpt_node *k = dir->kids[i];
+	for (uint32_t i = 0; i < dir->dir->nkids; i++) {
+		const struct ckpt_node *k = dir->dir->kids[i];
 
-		if (i >= dir->norig ? k != NULL :
+		if (i >= dir->dir->norig ? k != NULL :
 		    !k || k->edited || k->fresh || ckpt_node_rekeyed(k))
 			return false;
 	}
@@ -394,7 +394,7 @@ static void restore_subtree(struct ckpt *c, struct ckpt_node *top)
 		struct ckpt_node *m = c->nodes[i], *p = m->parent;
 
 		if (!m->dead || m->fresh || !p || p != m->home ||
-		    m->index >= p->nkids || p->kids[m->index] ||
+		    m->index >= p->dir->nkids || p->dir->kids[m->index] ||
 		    strcmp(m->name, m->home_name) || !under(p, top) ||
 		    ckpt_node_child(p, m->name))
 			continue;

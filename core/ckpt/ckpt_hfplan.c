@@ -53,8 +53,8 @@ static uint32_t nearest(const struct ckpt *c, const struct hfplan *p,
 	const struct ckpt_node *root = c->root;
 	uint32_t best = UINT32_MAX, most = 0;
 
-	for (uint32_t i = 0; i < root->nkids; i++) {
-		const struct ckpt_node *o = root->kids[i];
+	for (uint32_t i = 0; i < root->dir->nkids; i++) {
+		const struct ckpt_node *o = root->dir->kids[i];
 		uint32_t n;
 
 		if (!o || o->fresh || p->slot[i] == UINT32_MAX)
@@ -85,14 +85,14 @@ int hfplan_make(struct ckpt *c, struct hfplan *p, struct diag *d)
 	const struct ckpt_node *root = c->root;
 
 	memset(p, 0, sizeof(*p));
-	p->slot = malloc((root->nkids + 1u) * sizeof(*p->slot));
+	p->slot = malloc((root->dir->nkids + 1u) * sizeof(*p->slot));
 	p->touched = calloc(hf->nshards + 1u, 1);
 	p->live = calloc(hf->nshards + 1u, sizeof(*p->live));
 	if (!p->slot || !p->touched || !p->live)
 		return diag_nomem(d);
 	/* children read from a shard first: new ones look at them */
-	for (uint32_t i = 0; i < root->nkids; i++) {
-		const struct ckpt_node *k = root->kids[i];
+	for (uint32_t i = 0; i < root->dir->nkids; i++) {
+		const struct ckpt_node *k = root->dir->kids[i];
 
 		p->slot[i] = k && !k->fresh ? ckpt_hf_node_shard(c, k) :
 			     UINT32_MAX;
@@ -100,8 +100,8 @@ int hfplan_make(struct ckpt *c, struct hfplan *p, struct diag *d)
 			return diag_unsupported(d, DIAG_NO_OFFSET, "%s: not "
 						"from any shard", k->name);
 	}
-	for (uint32_t i = 0; i < root->nkids; i++) {
-		const struct ckpt_node *k = root->kids[i];
+	for (uint32_t i = 0; i < root->dir->nkids; i++) {
+		const struct ckpt_node *k = root->dir->kids[i];
 
 		if (k && k->fresh) {
 			p->slot[i] = nearest(c, p, k);
@@ -182,9 +182,9 @@ static void totals(const struct ckpt_node *n, uint8_t *seen,
 	}
 	if (!ckpt_node_is_dir(n) || depth >= CKPT_MAX_DEPTH)
 		return;
-	for (uint32_t i = 0; i < n->nkids; i++)
-		if (n->kids[i])
-			totals(n->kids[i], seen, first, whole, depth + 1);
+	for (uint32_t i = 0; i < n->dir->nkids; i++)
+		if (n->dir->kids[i])
+			totals(n->dir->kids[i], seen, first, whole, depth + 1);
 }
 
 /* The members: the index's order, then new keys; sorted if it was. */
@@ -194,15 +194,15 @@ static int members(struct ckpt *c, const struct hfplan *p,
 		   uint32_t *nout, struct diag *d)
 {
 	const struct ckpt_node *root = c->root;
-	struct member *m = calloc(root->nkids + 1u, sizeof(*m));
+	struct member *m = calloc(root->dir->nkids + 1u, sizeof(*m));
 	struct sbuf key = { 0 };
 	uint32_t n = 0;
 	int rc = 0;
 
 	if (!m)
 		return diag_nomem(d);
-	for (uint32_t i = 0; i < root->nkids && !rc; i++) {
-		const struct ckpt_node *k = root->kids[i];
+	for (uint32_t i = 0; i < root->dir->nkids && !rc; i++) {
+		const struct ckpt_node *k = root->dir->kids[i];
 		const struct hfix_entry *e;
 		struct member *x = &m[n];
 

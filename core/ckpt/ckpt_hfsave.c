@@ -93,7 +93,7 @@ static int write_shards(struct fsave *w, const struct hfplan *p)
 {
 	const struct ckpt_hf *hf = w->c->hf;
 	const struct ckpt_node *root = w->c->root;
-	uint8_t *part = calloc(root->nkids + 1u, 1);
+	uint8_t *part = calloc(root->dir->nkids + 1u, 1);
 	int rc = part ? 0 : diag_nomem(w->d);
 
 	for (uint32_t i = 0; i < hf->nshards && !rc; i++) {
@@ -108,8 +108,8 @@ static int write_shards(struct fsave *w, const struct hfplan *p)
 			rc = write_shard(w, i, NULL);
 			continue;
 		}
-		for (uint32_t k = 0; k < root->nkids; k++)
-			part[k] = root->kids[k] && p->slot[k] == i;
+		for (uint32_t k = 0; k < root->dir->nkids; k++)
+			part[k] = root->dir->kids[k] && p->slot[k] == i;
 		rc = write_shard(w, i, part);
 	}
 	free(part);

@@ -235,6 +235,10 @@ int ckpt_build_doc(struct ckpt *c, const struct pkl_doc *doc,
 struct ckpt_node *ckpt_node_synth(struct ckpt_build *b, int kind,
 				  const char *type);
 
+/* ckpt_tree.c: give new node @n of @kind its children's table (a
+ * directory) or &ckpt_no_dir; -ENOMEM. */
+int ckpt_node_dir_new(struct ckpt *c, struct ckpt_node *n, int kind);
+
 /*
  * ckpt_tree.c: append @add[0..@n) to directory @dir (which may have
  * children already) and index them; each must have its name and step set.

@@ -177,9 +177,9 @@ static struct ckpt_node *attribute(struct mj *m, const struct jread *id)
 	int64_t k;
 
 	if (!m->attrs || !jread_int(id, &k) || k < 0 ||
-	    (uint64_t)k >= m->attrs->nkids)
+	    (uint64_t)k >= m->attrs->dir->nkids)
 		return NULL;
-	n = m->attrs->kids[k];
+	n = m->attrs->dir->kids[k];
 	v = n->val;
 	a0 = v && v->kind == PKL_CALL ? pkl_item(v->u.call.args, 0) : NULL;
 	if (v && v->kind == PKL_CALL && a0 && a0->kind == PKL_INT &&

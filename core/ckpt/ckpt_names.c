@@ -423,13 +423,13 @@ struct ckpt_node *ckpt_node_child(const struct ckpt_node *dir,
 {
 	uint32_t i;
 
-	if (!dir->hash)
+	if (!dir->dir->hash)
 		return NULL;
-	i = ckpt_name_hash(name) & dir->hash_mask;
-	while (dir->hash[i]) {
-		if (!strcmp(dir->hash[i]->name, name))
-			return dir->hash[i];
-		i = (i + 1) & dir->hash_mask;
+	i = ckpt_name_hash(name) & dir->dir->hash_mask;
+	while (dir->dir->hash[i]) {
+		if (!strcmp(dir->dir->hash[i]->name, name))
+			return dir->dir->hash[i];
+		i = (i + 1) & dir->dir->hash_mask;
 	}
 	return NULL;
 }

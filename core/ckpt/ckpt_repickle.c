@@ -424,11 +424,11 @@ static int emit_key(struct wb *w, const struct ckpt_node *k)
 static int emit_items_in(struct wb *w, const struct ckpt_node *dir, int step,
 			 bool pairs, uint32_t lo, uint32_t hi)
 {
-	uint32_t in_batch = 0, end = hi < dir->nkids ? hi : dir->nkids;
+	uint32_t in_batch = 0, end = hi < dir->dir->nkids ? hi : dir->dir->nkids;
 	int rc = 0;
 
 	for (uint32_t i = lo; i <= end && !rc; i++) {
-		struct ckpt_node *k = i < end ? dir->kids[i] : NULL;
+		struct ckpt_node *k = i < end ? dir->dir->kids[i] : NULL;
 
 		if (i < end && (!k || k->step != step ||
 				(w->part && dir == w->c->root && !w->part[i])))
@@ -461,9 +461,9 @@ static int emit_seq_items(struct wb *w, const struct ckpt_node *dir)
 {
 	int rc = pkl_emit_mark(w->e);
 
-	for (uint32_t i = 0; i < dir->nkids && !rc; i++)
-		if (dir->kids[i])
-			rc = emit_node(w, dir->kids[i]);
+	for (uint32_t i = 0; i < dir->dir->nkids && !rc; i++)
+		if (dir->dir->kids[i])
+			rc = emit_node(w, dir->dir->kids[i]);
 	return rc ? rc : pkl_emit_op(w->e, PKL_OP_TUPLE);
 }
 
@@ -479,10 +479,10 @@ static int emit_state_half(struct wb *w, const struct ckpt_node *dir,
 	bool any = false;
 	int rc;
 
-	for (uint32_t i = lo; i < dir->nkids && !any; i++) {
-		if (i >= hi && !(fresh && i >= dir->norig))
+	for (uint32_t i = lo; i < dir->dir->nkids && !any; i++) {
+		if (i >= hi && !(fresh && i >= dir->dir->norig))
 			continue;
-		any = dir->kids[i] && dir->kids[i]->step == CKPT_S_ATTR;
+		any = dir->dir->kids[i] && dir->dir->kids[i]->step == CKPT_S_ATTR;
 	}
 	if ((!v || v->kind != PKL_DICT) && !any)
 		return pkl_emit_op(w->e, PKL_OP_NONE);
@@ -492,8 +492,8 @@ static int emit_state_half(struct wb *w, const struct ckpt_node *dir,
 				       2 * SYNTH_KEY + dir->id);
 	if (!rc)
 		rc = emit_items_in(w, dir, CKPT_S_ATTR, true, lo, hi);
-	if (!rc && fresh && dir->norig < dir->nkids)
-		rc = emit_items_in(w, dir, CKPT_S_ATTR, true, dir->norig,
+	if (!rc && fresh && dir->dir->norig < dir->dir->nkids)
+		rc = emit_items_in(w, dir, CKPT_S_ATTR, true, dir->dir->norig,
 				   UINT32_MAX);
 	return rc;
 }
@@ -557,8 +557,8 @@ static int emit_call_dir(struct wb *w, const struct ckpt_node *dir)
 	if (!strncmp(dir->type, "sparse", 6) || !strcmp(dir->type, "set") ||
 	    !strcmp(dir->type, "frozenset") || !strcmp(dir->type, "torch.Size"))
 		keep_args = false;
-	for (uint32_t i = 0; i < dir->nkids; i++)
-		has_attr |= dir->kids[i] && dir->kids[i]->step == CKPT_S_ATTR;
+	for (uint32_t i = 0; i < dir->dir->nkids; i++)
+		has_attr |= dir->dir->kids[i] && dir->dir->kids[i]->step == CKPT_S_ATTR;
 	rc = pkl_emit_value(w->e, f);
 	if (rc)
 		return rc;
@@ -617,9 +617,9 @@ static int emit_wrapper_state(struct wb *w, const struct ckpt_node *dir,
 		return rc ? rc : pkl_emit_memo_put(w->e, st->id);
 	}
 	if (st->kind != PKL_DICT) {
-		for (uint32_t i = 0; i < dir->nkids; i++)
-			if (dir->kids[i] && dir->kids[i]->step == CKPT_S_PART)
-				return emit_node(w, dir->kids[i]);
+		for (uint32_t i = 0; i < dir->dir->nkids; i++)
+			if (dir->dir->kids[i] && dir->dir->kids[i]->step == CKPT_S_PART)
+				return emit_node(w, dir->dir->kids[i]);
 		return diag_unsupported(w->d, st->off, "the state of '%s' is "
 					"gone", dir->name);
 	}

@@ -392,14 +392,14 @@ static int constants(struct ckpt *c, struct ptz_entry *e,
 		return rc;
 	/* code/ calls item i CONSTANTS.c<i>: name them so */
 	if (n->kind == CKPT_N_SEQ && n->val && n->val->kind == PKL_TUPLE &&
-	    n->nkids) {
-		for (uint32_t i = 0; i < n->nkids; i++) {
+	    n->dir->nkids) {
+		for (uint32_t i = 0; i < n->dir->nkids; i++) {
 			char buf[16];
 
 			snprintf(buf, sizeof(buf), "c%u", i);
-			n->kids[i]->name = arena_strndup(&c->arena, buf,
+			n->dir->kids[i]->name = arena_strndup(&c->arena, buf,
 							 strlen(buf));
-			if (!n->kids[i]->name)
+			if (!n->dir->kids[i]->name)
 				return diag_nomem(d);
 		}
 		rc = ckpt_dir_fill(c->b, n, NULL, 0);	/* index the names */

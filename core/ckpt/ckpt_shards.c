@@ -246,8 +246,8 @@ static int merge_shard(struct ckpt *c, struct hfix *ix, struct merge *m,
 	const struct ckpt_node *root = c->hf->shards[i].c->root;
 	int rc = 0;
 
-	for (uint32_t k = 0; k < root->nkids && !rc; k++) {
-		struct ckpt_node *kid = root->kids[k];
+	for (uint32_t k = 0; k < root->dir->nkids && !rc; k++) {
+		struct ckpt_node *kid = root->dir->kids[k];
 		size_t klen;
 		const char *key = key_of(kid, &klen);
 		struct hfix_entry *e = key ? hfix_find(ix, key, klen) : NULL;
@@ -329,9 +329,9 @@ static void walk(struct ckpt *c, struct ckpt_node *n, int depth,
 	}
 	if (!ckpt_node_is_dir(n) || depth >= CKPT_MAX_DEPTH)
 		return;
-	for (uint32_t i = 0; i < n->nkids; i++)
-		if (n->kids[i])
-			walk(c, n->kids[i], depth + 1, seen, alt);
+	for (uint32_t i = 0; i < n->dir->nkids; i++)
+		if (n->dir->kids[i])
+			walk(c, n->dir->kids[i], depth + 1, seen, alt);
 }
 
 static int totals(struct ckpt *c, const struct hfix *ix, struct diag *d)
@@ -374,7 +374,7 @@ static int merge(struct ckpt *c, struct hfix *ix, struct diag *d)
 	int rc = 0;
 
 	for (uint32_t i = 0; i < hf->nshards; i++)
-		total += hf->shards[i].c ? hf->shards[i].c->root->nkids : 0;
+		total += hf->shards[i].c ? hf->shards[i].c->root->dir->nkids : 0;
 	while (cap < 2 * total && cap < (1u << 31))
 		cap *= 2;
 	m.mask = cap - 1;

@@ -185,8 +185,8 @@ static int walk(struct st_flat *f, const struct ckpt_node *dir,
 		return diag_unsupported(f->d, DIAG_NO_OFFSET, "%s: nested "
 					"deeper than %d", path->p,
 					CKPT_MAX_DEPTH);
-	for (uint32_t i = 0; i < dir->nkids && !rc; i++) {
-		struct ckpt_node *k = dir->kids[i], *x;
+	for (uint32_t i = 0; i < dir->dir->nkids && !rc; i++) {
+		struct ckpt_node *k = dir->dir->kids[i], *x;
 		size_t mark = path->n;
 
 		if (!k || k->dead || (!depth && f->part && !f->part[i]))

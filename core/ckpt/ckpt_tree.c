@@ -29,13 +29,25 @@ static struct ckpt_node *node_new(struct ckpt_build *b, int kind,
 	if (c->nnodes >= CKPT_MAX_NODES)
 		return NULL;
 	n = arena_alloc(&c->arena, sizeof(*n));
-	if (!n || ckpt_push((void ***)&c->nodes, &c->nnodes, &b->nodes_cap, n))
+	if (!n || ckpt_node_dir_new(c, n, kind) ||
+	    ckpt_push((void ***)&c->nodes, &c->nnodes, &b->nodes_cap, n))
 		return NULL;
 	n->kind = kind;
 	n->val = v;
 	n->type = type;
 	n->id = c->nnodes - 1;
 	return n;
+}
+
+const struct ckpt_dir ckpt_no_dir;
+
+int ckpt_node_dir_new(struct ckpt *c, struct ckpt_node *n, int kind)
+{
+	/* const in memory: what writes it faults (see ckpt.h) */
+	n->dir = (struct ckpt_dir *)(uintptr_t)&ckpt_no_dir;
+	if (kind == CKPT_N_DIR || kind == CKPT_N_SEQ)
+		n->dir = arena_alloc(&c->arena, sizeof(*n->dir));
+	return n->dir ? 0 : -ENOMEM;
 }
 
 /*
@@ -58,11 +70,11 @@ uint32_t ckpt_name_hash(const char *s)
 /* The slot for @name in @dir's index: its node, or an empty slot. */
 static struct ckpt_node **slot(const struct ckpt_node *dir, const char *name)
 {
-	uint32_t i = ckpt_name_hash(name) & dir->hash_mask;
+	uint32_t i = ckpt_name_hash(name) & dir->dir->hash_mask;
 
-	while (dir->hash[i] && strcmp(dir->hash[i]->name, name))
-		i = (i + 1) & dir->hash_mask;
-	return &dir->hash[i];
+	while (dir->dir->hash[i] && strcmp(dir->dir->hash[i]->name, name))
+		i = (i + 1) & dir->dir->hash_mask;
+	return &dir->dir->hash[i];
 }
 
 /*
@@ -76,19 +88,19 @@ static int finish_dir(struct ckpt_build *b, struct ckpt_node *dir,
 	struct arena *a = &b->c->arena;
 	uint32_t cap = 8;
 
-	dir->nkids = dir->kcap = dir->norig = dir->nlive = k->n;
+	dir->dir->nkids = dir->dir->kcap = dir->dir->norig = dir->dir->nlive = k->n;
 	if (!k->n)
 		return 0;
 	while (cap < 2 * k->n)
 		cap *= 2;
-	dir->kids = arena_alloc(a, k->n * sizeof(*dir->kids));
-	dir->hash = arena_alloc(a, cap * sizeof(*dir->hash));
-	if (!dir->kids || !dir->hash)
+	dir->dir->kids = arena_alloc(a, k->n * sizeof(*dir->dir->kids));
+	dir->dir->hash = arena_alloc(a, cap * sizeof(*dir->dir->hash));
+	if (!dir->dir->kids || !dir->dir->hash)
 		return diag_nomem(b->d);
-	memcpy(dir->kids, k->v, k->n * sizeof(*dir->kids));
-	dir->hash_mask = cap - 1;
+	memcpy(dir->dir->kids, k->v, k->n * sizeof(*dir->dir->kids));
+	dir->dir->hash_mask = cap - 1;
 	for (uint32_t i = 0; i < k->n; i++) {
-		struct ckpt_node *n = dir->kids[i], **s = slot(dir, n->name);
+		struct ckpt_node *n = dir->dir->kids[i], **s = slot(dir, n->name);
 
 		if (*s) {
 			size_t len = strlen(n->name) + 16;
@@ -668,65 +680,65 @@ static void note_global(const struct pkl_value *g, void *arg)
 /* A bigger name index for @dir, in the arena; -ENOMEM. */
 static int hash_grow(struct ckpt *c, struct ckpt_node *dir)
 {
-	uint32_t cap = dir->hash ? 2 * (dir->hash_mask + 1) : 8;
+	uint32_t cap = dir->dir->hash ? 2 * (dir->dir->hash_mask + 1) : 8;
 	struct ckpt_node **h = arena_alloc(&c->arena, cap * sizeof(*h));
 
 	if (!h)
 		return -ENOMEM;
 	memset(h, 0, cap * sizeof(*h));
-	dir->hash = h;
-	dir->hash_mask = cap - 1;
-	for (uint32_t i = 0; i < dir->nkids; i++)
-		if (dir->kids[i])
-			*slot(dir, dir->kids[i]->name) = dir->kids[i];
+	dir->dir->hash = h;
+	dir->dir->hash_mask = cap - 1;
+	for (uint32_t i = 0; i < dir->dir->nkids; i++)
+		if (dir->dir->kids[i])
+			*slot(dir, dir->dir->kids[i]->name) = dir->dir->kids[i];
 	return 0;
 }
 
 /* Take @n out of @dir's name index (backward-shift deletion). */
 static void hash_del(struct ckpt_node *dir, const struct ckpt_node *n)
 {
-	uint32_t m = dir->hash_mask, i = ckpt_name_hash(n->name) & m, j;
+	uint32_t m = dir->dir->hash_mask, i = ckpt_name_hash(n->name) & m, j;
 
-	while (dir->hash[i] != n)
+	while (dir->dir->hash[i] != n)
 		i = (i + 1) & m;
 	for (j = i;;) {
 		uint32_t k;
 
 		j = (j + 1) & m;
-		if (!dir->hash[j])
+		if (!dir->dir->hash[j])
 			break;
-		k = ckpt_name_hash(dir->hash[j]->name) & m;
+		k = ckpt_name_hash(dir->dir->hash[j]->name) & m;
 		/* move it back unless its home slot lies in (i, j] */
 		if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
-			dir->hash[i] = dir->hash[j];
+			dir->dir->hash[i] = dir->dir->hash[j];
 			i = j;
 		}
 	}
-	dir->hash[i] = NULL;
+	dir->dir->hash[i] = NULL;
 }
 
 int ckpt_dir_insert(struct ckpt *c, struct ckpt_node *dir,
 		    struct ckpt_node *n, char *name)
 {
-	if (dir->nkids == dir->kcap) {
-		uint32_t cap = dir->kcap ? 2 * dir->kcap : 8;
+	if (dir->dir->nkids == dir->dir->kcap) {
+		uint32_t cap = dir->dir->kcap ? 2 * dir->dir->kcap : 8;
 		struct ckpt_node **k = arena_alloc(&c->arena, cap * sizeof(*k));
 
-		if (!k || dir->nkids == UINT32_MAX / 2)
+		if (!k || dir->dir->nkids == UINT32_MAX / 2)
 			return -ENOMEM;
-		if (dir->nkids)
-			memcpy(k, dir->kids, dir->nkids * sizeof(*k));
-		dir->kids = k;
-		dir->kcap = cap;
+		if (dir->dir->nkids)
+			memcpy(k, dir->dir->kids, dir->dir->nkids * sizeof(*k));
+		dir->dir->kids = k;
+		dir->dir->kcap = cap;
 	}
-	if ((!dir->hash || 2 * (dir->nlive + 1) > dir->hash_mask + 1) &&
+	if ((!dir->dir->hash || 2 * (dir->dir->nlive + 1) > dir->dir->hash_mask + 1) &&
 	    hash_grow(c, dir))
 		return -ENOMEM;
 	n->name = name;
 	n->parent = dir;
-	n->index = dir->nkids;
-	dir->kids[dir->nkids++] = n;
-	dir->nlive++;
+	n->index = dir->dir->nkids;
+	dir->dir->kids[dir->dir->nkids++] = n;
+	dir->dir->nlive++;
 	*slot(dir, name) = n;
 	return 0;
 }
@@ -734,17 +746,17 @@ int ckpt_dir_insert(struct ckpt *c, struct ckpt_node *dir,
 void ckpt_dir_remove(struct ckpt_node *dir, struct ckpt_node *n)
 {
 	hash_del(dir, n);
-	dir->kids[n->index] = NULL;
-	dir->nlive--;
+	dir->dir->kids[n->index] = NULL;
+	dir->dir->nlive--;
 }
 
 int ckpt_dir_restore(struct ckpt *c, struct ckpt_node *dir,
 		     struct ckpt_node *n)
 {
-	if (2 * (dir->nlive + 1) > dir->hash_mask + 1 && hash_grow(c, dir))
+	if (2 * (dir->dir->nlive + 1) > dir->dir->hash_mask + 1 && hash_grow(c, dir))
 		return -ENOMEM;
-	dir->kids[n->index] = n;
-	dir->nlive++;
+	dir->dir->kids[n->index] = n;
+	dir->dir->nlive++;
 	*slot(dir, n->name) = n;
 	return 0;
 }
@@ -761,7 +773,7 @@ void ckpt_dir_swap(struct ckpt_node *dir, struct ckpt_node *old,
 		   struct ckpt_node *n)
 {
 	hash_del(dir, old);
-	dir->kids[old->index] = n;
+	dir->dir->kids[old->index] = n;
 	n->index = old->index;
 	n->parent = dir;
 	n->name = old->name;
@@ -816,9 +828,9 @@ int ckpt_dir_fill(struct ckpt_build *b, struct ckpt_node *dir,
 	struct kids k = { 0 };
 	int rc = 0;
 
-	for (uint32_t i = 0; i < dir->nkids + n && !rc; i++) {
-		struct ckpt_node *kid = i < dir->nkids ? dir->kids[i] :
-					add[i - dir->nkids];
+	for (uint32_t i = 0; i < dir->dir->nkids + n && !rc; i++) {
+		struct ckpt_node *kid = i < dir->dir->nkids ? dir->dir->kids[i] :
+					add[i - dir->dir->nkids];
 
 		kid->index = i;
 		kid->parent = dir;

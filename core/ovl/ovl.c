@@ -275,7 +275,7 @@ int ovl_rename(struct ovl *v, struct ckpt_node *dir, const char *name,
 		return diag_errno(d, -EISDIR, "%s is a directory", nname);
 	if (x && !ckpt_node_is_dir(x) && ckpt_node_is_dir(s))
 		return diag_errno(d, -ENOTDIR, "%s is not a directory", nname);
-	if (x && ckpt_node_is_dir(x) && x->nlive)
+	if (x && ckpt_node_is_dir(x) && x->dir->nlive)
 		return diag_errno(d, -ENOTEMPTY, "%s is not empty", nname);
 	rc = ovl_key_name(v, ndir, nname, &nm, d);
 	if (rc)
@@ -334,7 +334,7 @@ static int remove_node(struct ovl *v, struct ckpt_node *dir,
 		return diag_errno(d, -ENOTDIR, "%s is not a directory", name);
 	if (!want_dir && ckpt_node_is_dir(n))
 		return diag_errno(d, -EISDIR, "%s is a directory", name);
-	if (want_dir && n->nlive)
+	if (want_dir && n->dir->nlive)
 		return diag_errno(d, -ENOTEMPTY, "%s is not empty", name);
 	s = want_dir ? NULL : saved_over(n);
 	if (s)

@@ -42,8 +42,8 @@ bool rv_live(const struct rv *R, const struct ckpt_node *n)
 	for (int depth = 0; n && depth <= CKPT_MAX_DEPTH + 8; depth++) {
 		if (n == R->c->root)
 			return true;
-		if (n->dead || !n->parent || n->index >= n->parent->nkids ||
-		    n->parent->kids[n->index] != n)
+		if (n->dead || !n->parent || n->index >= n->parent->dir->nkids ||
+		    n->parent->dir->kids[n->index] != n)
 			return false;
 		n = n->parent;
 	}
@@ -104,9 +104,9 @@ static void remove_tree(const struct rv *R, struct ckpt_node *dir,
 	struct ckpt_node *now;
 
 	if (ckpt_node_is_dir(x) && depth <= CKPT_MAX_DEPTH + 8)
-		for (uint32_t i = 0; i < x->nkids; i++)
-			if (x->kids[i])
-				remove_tree(R, x, x->kids[i], depth + 1);
+		for (uint32_t i = 0; i < x->dir->nkids; i++)
+			if (x->dir->kids[i])
+				remove_tree(R, x, x->dir->kids[i], depth + 1);
 	touched(R, dir, x->name, NULL);
 	now = ckpt_node_drop(R->c, dir, x);
 	if (now)
@@ -137,7 +137,7 @@ static int place(const struct rv *R, struct ckpt_node *dir,
 	int rc;
 
 	x0->dead = false;
-	if (dir == x0->home && o->index < dir->nkids && !dir->kids[o->index]) {
+	if (dir == x0->home && o->index < dir->dir->nkids && !dir->dir->kids[o->index]) {
 		x0->parent = dir;
 		x0->index = o->index;
 		x0->name = x0->home_name;
@@ -192,12 +192,12 @@ static int restore(const struct rv *R, struct ckpt_node *x0,
 	case CKPT_N_SEQ:
 		/* names the checkpoint has not here go first, so that the
 		   slots they took are free for the names that come back */
-		for (uint32_t i = 0; i < x0->nkids; i++)
-			if (x0->kids[i] &&
-			    !ckpt_node_child(o, x0->kids[i]->name))
-				remove_tree(R, x0, x0->kids[i], depth + 1);
-		for (uint32_t i = 0; i < o->nkids && !rc; i++)
-			rc = put(R, x0, o->kids[i]->name, o->kids[i],
+		for (uint32_t i = 0; i < x0->dir->nkids; i++)
+			if (x0->dir->kids[i] &&
+			    !ckpt_node_child(o, x0->dir->kids[i]->name))
+				remove_tree(R, x0, x0->dir->kids[i], depth + 1);
+		for (uint32_t i = 0; i < o->dir->nkids && !rc; i++)
+			rc = put(R, x0, o->dir->kids[i]->name, o->dir->kids[i],
 				 depth + 1);
 		return rc;
 	default:

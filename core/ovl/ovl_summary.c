@@ -44,8 +44,8 @@ int ovl_live_map(const struct ckpt *c, uint8_t **out)
 
 		if (!ckpt_node_is_dir(p))
 			continue;
-		for (uint32_t i = 0; i < p->nkids; i++) {
-			struct ckpt_node *k = p->kids[i];
+		for (uint32_t i = 0; i < p->dir->nkids; i++) {
+			struct ckpt_node *k = p->dir->kids[i];
 
 			if (k && !live[k->id]) {
 				live[k->id] = 1;

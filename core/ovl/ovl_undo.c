@@ -184,18 +184,18 @@ static void mark_sub(struct rv *R, const struct ckpt_node *o, int depth)
 	if (o->kind == CKPT_N_TENSOR)
 		mark_tensor(R, o->tensor);
 	if (ckpt_node_is_dir(o) && depth <= CKPT_MAX_DEPTH + 8)
-		for (uint32_t i = 0; i < o->nkids; i++)
-			if (o->kids[i])
-				mark_sub(R, o->kids[i], depth + 1);
+		for (uint32_t i = 0; i < o->dir->nkids; i++)
+			if (o->dir->kids[i])
+				mark_sub(R, o->dir->kids[i], depth + 1);
 }
 
 static void mark_under(struct rv *R, const struct ckpt_node *x, int depth)
 {
 	R->under[x->id] = 1;
 	if (ckpt_node_is_dir(x) && depth <= CKPT_MAX_DEPTH + 8)
-		for (uint32_t i = 0; i < x->nkids; i++)
-			if (x->kids[i])
-				mark_under(R, x->kids[i], depth + 1);
+		for (uint32_t i = 0; i < x->dir->nkids; i++)
+			if (x->dir->kids[i])
+				mark_under(R, x->dir->kids[i], depth + 1);
 }
 
 /* The maps the checks and the moves need. */
@@ -257,8 +257,8 @@ static const struct ckpt_node *user_of(const struct rv *R,
 	    rv_views(R->c->tensors[o->tensor->index], i))
 		return o;
 	if (ckpt_node_is_dir(o) && depth <= CKPT_MAX_DEPTH + 8)
-		for (uint32_t k = 0; k < o->nkids && !n; k++)
-			n = user_of(R, o->kids[k], i, depth + 1);
+		for (uint32_t k = 0; k < o->dir->nkids && !n; k++)
+			n = user_of(R, o->dir->kids[k], i, depth + 1);
 	return n;
 }
 
