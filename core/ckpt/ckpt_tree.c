@@ -119,16 +119,19 @@ static int finish_dir(struct ckpt_build *b, struct ckpt_node *dir,
 	return 0;
 }
 
-/* The file name of @key, in the arena (a plain str key is copied as is). */
+/*
+ * The file name of @key: a plain str key is its own bytes in the pickle
+ * document, which lives as long as the model (16 bytes a tensor saved);
+ * any other, escaped, in the arena.
+ */
 static char *name_of(struct ckpt_build *b, const struct pkl_value *key)
 {
-	const char *s = key->u.s.p;
+	char *s = key->u.s.p, *name, *tmp;
 	size_t n = key->u.s.n;
-	char *name, *tmp;
 
 	if (key->kind == PKL_STR && n && s[0] != '.' && !memchr(s, '/', n) &&
 	    !memchr(s, '%', n) && strlen(s) == n)
-		return arena_strndup(&b->c->arena, s, n);
+		return s;
 	tmp = ckpt_name_escape(key);
 	if (!tmp)
 		return NULL;
