@@ -182,23 +182,23 @@ static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
 		put(x, "user.shard", sh->name);
 	if (fs->c->format == CKPT_DCP)
 		dcp_xattrs(fs->c, t, x);
-	if (t->cls)
-		put(x, "user.class", t->cls);
-	state_xattrs(t->state, x);
+	if (t->x->cls)
+		put(x, "user.class", t->x->cls);
+	state_xattrs(t->x->state, x);
 	if (t->conj)
 		put(x, "user.conj", "true");
 	if (t->neg)
 		put(x, "user.neg", "true");
-	if (!t->q->qscheme)
+	if (!t->x->qscheme)
 		return;
-	put(x, "user.qscheme", t->q->qscheme);
-	if (t->q->qscales) {
-		snprintf(num, sizeof(num), "%" PRId64, t->q->axis);
+	put(x, "user.qscheme", t->x->qscheme);
+	if (t->x->qscales) {
+		snprintf(num, sizeof(num), "%" PRId64, t->x->axis);
 		put(x, "user.q_axis", num);
 		return;
 	}
-	put(x, "user.q_scale", ckpt_float_repr(t->q->scale, num, sizeof(num)));
-	snprintf(num, sizeof(num), "%" PRId64, t->q->zero_point);
+	put(x, "user.q_scale", ckpt_float_repr(t->x->scale, num, sizeof(num)));
+	snprintf(num, sizeof(num), "%" PRId64, t->x->zero_point);
 	put(x, "user.q_zero_point", num);
 }
 

@@ -577,6 +577,48 @@ Test(ckpt_tensor, reads_tensors_saved_through_numpy)
 	assert_no_leaks();
 }
 
+/*
+ * A Parameter of a tensor saved through numpy (an XLA parameter): the
+ * parameter is a second ckpt_tensor with the inner one's view and data,
+ * which both must read, and which the model must not free twice.
+ */
+Test(ckpt_tensor, a_parameter_of_a_numpy_tensor_shares_its_data)
+{
+	struct buf b = { 0 };
+	struct ckpt *c;
+	const struct ckpt_tensor *t;
+	float got[6];
+	struct diag d;
+
+	op(&b, 0x80);
+	op(&b, 2);
+	pk_global(&b, "torch._utils", "_rebuild_parameter");
+	op(&b, '(');
+	pk_numpy_tensor(&b, "f4", 0);
+	op(&b, 0x88);
+	pk_global(&b, "collections", "OrderedDict");
+	op(&b, ')');
+	op(&b, 'R');
+	op(&b, 't');
+	op(&b, 'R');
+	op(&b, '.');
+	c = open_ok(write_ckpt(&b, "3\n", NULL, 0));
+	t = c->root->tensor;
+	cr_assert_eq(c->ntensors, 2);
+	cr_assert_eq(c->root->kind, CKPT_N_TENSOR);
+	cr_assert_eq(t->kind, CKPT_T_INLINE);
+	cr_assert(t->parameter);
+	cr_assert(t->requires_grad);
+	diag_init(&d, "numpy");
+	cr_assert_eq(ckpt_tensor_read(c, t, got, sizeof(got), 0, &d), 24);
+	for (int i = 0; i < 6; i++)
+		cr_assert_eq(got[i], (float)i);
+	ckpt_close(c);
+	unlink(tmp_path);
+	free(b.p);
+	assert_no_leaks();
+}
+
 /* ---- the object tree ---- */
 
 Test(ckpt_tree, int_and_str_keys_that_print_alike_both_stay_reachable)

@@ -899,9 +899,9 @@ Test(ckpt_script, storages_of_the_wrong_size_and_v1_quantized)
 		free(out.p);
 	}
 	cr_assert_eq(at(c, "q")->tensor->kind, CKPT_T_QUANTIZED);
-	cr_assert_str_eq(at(c, "q")->tensor->q->qscheme, "per_tensor_affine");
-	cr_assert(at(c, "q")->tensor->q->scale == 0.125);
-	cr_assert_eq(at(c, "q")->tensor->q->zero_point, 2);
+	cr_assert_str_eq(at(c, "q")->tensor->x->qscheme, "per_tensor_affine");
+	cr_assert(at(c, "q")->tensor->x->scale == 0.125);
+	cr_assert_eq(at(c, "q")->tensor->x->zero_point, 2);
 	ckpt_close(c);
 	unlink(tmp_path);
 	free(data.p);

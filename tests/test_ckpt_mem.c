@@ -75,11 +75,13 @@ Test(ckpt_memo, keeps_every_id_through_growth)
 Test(ckpt_model, per_tensor_structs_stay_packed)
 {
 	cr_assert_leq(sizeof(struct ckpt_node), 136);
-	cr_assert_leq(sizeof(struct ckpt_tensor), 128);
+	cr_assert_leq(sizeof(struct ckpt_tensor), 104);
 	cr_assert_leq(sizeof(struct ckpt_storage), 104);
 	cr_assert_leq(sizeof(struct ptz_entry), 64);
-	cr_assert_null(ckpt_no_qparams.qscheme);
-	cr_assert_null(ckpt_no_qparams.qscales);
+	cr_assert_null(ckpt_no_ext.qscheme);
+	cr_assert_null(ckpt_no_ext.cls);
+	cr_assert_null(ckpt_no_ext.inline_data);
+	cr_assert_null(ckpt_no_ext.qscales);
 }
 
 /*

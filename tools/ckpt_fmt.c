@@ -204,25 +204,25 @@ static void json_tensor_extra(FILE *f, const struct ckpt_tensor *t)
 	if (t->conj || t->neg)
 		fprintf(f, ",\"conj\":%s,\"neg\":%s", t->conj ? "true" : "false",
 			t->neg ? "true" : "false");
-	if (t->cls) {
+	if (t->x->cls) {
 		fputs(",\"class\":", f);
-		json_cstr(f, t->cls);
+		json_cstr(f, t->x->cls);
 	}
-	if (t->q->qscheme) {
+	if (t->x->qscheme) {
 		char sc[40];
 
 		fputs(",\"qscheme\":", f);
-		json_cstr(f, t->q->qscheme);
-		if (t->q->qscales) {
+		json_cstr(f, t->x->qscheme);
+		if (t->x->qscales) {
 			fputs(",\"q_scales\":{", f);
-			json_view(f, t->q->qscales);
+			json_view(f, t->x->qscales);
 			fputs("},\"q_zero_points\":{", f);
-			json_view(f, t->q->qzeros);
-			fprintf(f, "},\"q_axis\":%" PRId64, t->q->axis);
+			json_view(f, t->x->qzeros);
+			fprintf(f, "},\"q_axis\":%" PRId64, t->x->axis);
 		} else
 			fprintf(f, ",\"q_scale\":%s,\"q_zero_point\":%" PRId64,
-				ckpt_float_repr(t->q->scale, sc, sizeof(sc)),
-				t->q->zero_point);
+				ckpt_float_repr(t->x->scale, sc, sizeof(sc)),
+				t->x->zero_point);
 	}
 }
 

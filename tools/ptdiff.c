@@ -203,33 +203,33 @@ static int tensor_attrs(struct pd_ctx *x, struct pd_item *it,
 	add_bool(it, "parameter", a->parameter, b->parameter);
 	add_bool(it, "conj", a->conj, b->conj);
 	add_bool(it, "neg", a->neg, b->neg);
-	if (str_differ(a->cls, b->cls))
-		add_attr(it, "class", a->cls, b->cls);
+	if (str_differ(a->x->cls, b->x->cls))
+		add_attr(it, "class", a->x->cls, b->x->cls);
 	if (a->kind != CKPT_T_QUANTIZED || b->kind != CKPT_T_QUANTIZED)
 		return 0;
-	if (str_differ(a->q->qscheme, b->q->qscheme))
-		add_attr(it, "qscheme", a->q->qscheme, b->q->qscheme);
-	if (!a->q->qscales != !b->q->qscales)
+	if (str_differ(a->x->qscheme, b->x->qscheme))
+		add_attr(it, "qscheme", a->x->qscheme, b->x->qscheme);
+	if (!a->x->qscales != !b->x->qscales)
 		return 0;	/* the schemes differ: nothing more to say */
-	if (!a->q->qscales) {
-		if (a->q->scale != b->q->scale)
+	if (!a->x->qscales) {
+		if (a->x->scale != b->x->scale)
 			add_attr(it, "scale",
-				 ckpt_float_repr(a->q->scale, sa, sizeof(sa)),
-				 ckpt_float_repr(b->q->scale, sb, sizeof(sb)));
-		if (a->q->zero_point != b->q->zero_point) {
-			snprintf(sa, sizeof(sa), "%" PRId64, a->q->zero_point);
-			snprintf(sb, sizeof(sb), "%" PRId64, b->q->zero_point);
+				 ckpt_float_repr(a->x->scale, sa, sizeof(sa)),
+				 ckpt_float_repr(b->x->scale, sb, sizeof(sb)));
+		if (a->x->zero_point != b->x->zero_point) {
+			snprintf(sa, sizeof(sa), "%" PRId64, a->x->zero_point);
+			snprintf(sb, sizeof(sb), "%" PRId64, b->x->zero_point);
 			add_attr(it, "zero_point", sa, sb);
 		}
 		return 0;
 	}
-	if (a->q->axis != b->q->axis) {
-		snprintf(sa, sizeof(sa), "%" PRId64, a->q->axis);
-		snprintf(sb, sizeof(sb), "%" PRId64, b->q->axis);
+	if (a->x->axis != b->x->axis) {
+		snprintf(sa, sizeof(sa), "%" PRId64, a->x->axis);
+		snprintf(sb, sizeof(sb), "%" PRId64, b->x->axis);
 		add_attr(it, "axis", sa, sb);
 	}
-	rc = qparams(x, it, "scales", a->q->qscales, b->q->qscales);
-	return rc ? rc : qparams(x, it, "zero_points", a->q->qzeros, b->q->qzeros);
+	rc = qparams(x, it, "scales", a->x->qscales, b->x->qscales);
+	return rc ? rc : qparams(x, it, "zero_points", a->x->qzeros, b->x->qzeros);
 }
 
 /* Strides matter only along dimensions longer than 1. */

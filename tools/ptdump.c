@@ -165,16 +165,16 @@ static void tensor_text(struct sbuf *b, const struct ckpt_tensor *t)
 		sb_puts(b, " conj");
 	if (t->neg)
 		sb_puts(b, " neg");
-	if (t->cls)
-		sb_printf(b, " class %s", t->cls);
-	if (t->q->qscheme) {
-		sb_printf(b, " quantized %s", t->q->qscheme);
-		if (t->q->qscales)
-			sb_printf(b, " axis %" PRId64, t->q->axis);
+	if (t->x->cls)
+		sb_printf(b, " class %s", t->x->cls);
+	if (t->x->qscheme) {
+		sb_printf(b, " quantized %s", t->x->qscheme);
+		if (t->x->qscales)
+			sb_printf(b, " axis %" PRId64, t->x->axis);
 		else
 			sb_printf(b, " scale %s zero_point %" PRId64,
-				  ckpt_float_repr(t->q->scale, sc, sizeof(sc)),
-				  t->q->zero_point);
+				  ckpt_float_repr(t->x->scale, sc, sizeof(sc)),
+				  t->x->zero_point);
 	}
 }
 

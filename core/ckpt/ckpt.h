@@ -101,8 +101,21 @@ enum ckpt_tensor_kind {
 	CKPT_T_INLINE,		/* data inside the pickle (numpy path) */
 };
 
-/* A quantized tensor's parameters (CKPT_T_QUANTIZED). */
-struct ckpt_qparams {
+/*
+ * What few tensors carry: a subclass, its python state, data inside the
+ * pickle, a quantizer.  A tensor with any of it points at its own (arena);
+ * the others at ckpt_no_ext, all zero and read-only, so readers need no
+ * check.  A Parameter shares its inner tensor's until the build writes
+ * its own (ckpt_build.c's ext_own()).  Four fields in every tensor were
+ * 24 bytes a tensor of a state_dict for nothing.
+ */
+struct ckpt_tensor_ext {
+	const char *cls;	/* tensor subclass "module.Name" or NULL */
+	/* python attributes of a subclass or Parameter (2.x state): a dict
+	   or OrderedDict value, or NULL */
+	const struct pkl_value *state;
+	const unsigned char *inline_data;	/* CKPT_T_INLINE (arena) */
+	/* quantized (CKPT_T_QUANTIZED) */
 	const char *qscheme;	/* "per_tensor_affine", ... or NULL */
 	double scale;
 	int64_t zero_point;
@@ -110,8 +123,7 @@ struct ckpt_qparams {
 	struct ckpt_tensor *qscales, *qzeros;	/* per-channel, else NULL */
 };
 
-/* All zero: the ckpt_tensor.q of every tensor that is not quantized. */
-extern const struct ckpt_qparams ckpt_no_qparams;
+extern const struct ckpt_tensor_ext ckpt_no_ext;
 
 struct ckpt_tensor {
 	uint8_t kind;		/* enum ckpt_tensor_kind */
@@ -125,6 +137,7 @@ struct ckpt_tensor {
 	bool shape_set;		/* user.shape given; else 1-d over the bytes */
 	bool fixed;		/* made from a .npy: its size is fixed like an
 				   original tensor's, not a growing file's */
+	bool x_own;		/* x is this tensor's (may be written) */
 	int ndim;
 	uint32_t index;		/* position in ckpt->tensors */
 	const struct ckpt_dtype *dtype;
@@ -135,14 +148,8 @@ struct ckpt_tensor {
 	int64_t *stride;	/* ndim entries, in elements */
 	uint64_t numel;
 	uint64_t nbytes;	/* numel * dtype->size: the file's size */
-	const char *cls;	/* tensor subclass "module.Name" or NULL */
-	/* python attributes of a subclass or Parameter (2.x state): a dict
-	   or OrderedDict value, or NULL */
-	const struct pkl_value *state;
-	/* quantized: its own (arena), else &ckpt_no_qparams; never NULL */
-	const struct ckpt_qparams *q;
-	/* inline data (CKPT_T_INLINE) */
-	unsigned char *inline_data;
+	/* subclass, state, inline data, quantizer: never NULL, see above */
+	const struct ckpt_tensor_ext *x;
 	uint64_t pkl_off;	/* file offset of its rebuild call */
 };
 

@@ -96,7 +96,7 @@ struct ckpt_tensor *ckpt_tensor_new(struct ckpt_build *b, int ndim)
 	t->shape = (int64_t *)(t + 1);
 	t->stride = t->shape + ndim;
 	t->ndim = ndim;
-	t->q = &ckpt_no_qparams;
+	t->x = &ckpt_no_ext;
 	t->index = b->c->ntensors - 1;
 	return t;
 }
@@ -113,6 +113,7 @@ static struct ckpt_tensor *tensor_copy(struct ckpt_build *b,
 	shape = t->shape;
 	memcpy(shape, src->shape, 2 * (size_t)src->ndim * sizeof(int64_t));
 	*t = *src;
+	t->x_own = false;	/* shares @src's until it writes its own */
 	t->shape = shape;
 	t->stride = shape + src->ndim;
 	t->index = b->c->ntensors - 1;
@@ -214,27 +215,32 @@ static void tensor_metadata(struct ckpt_tensor *t, const struct pkl_value *m)
 	}
 }
 
-/* Give @t parameters of its own (arena); NULL on ENOMEM. */
-static struct ckpt_qparams *qparams_new(struct ckpt_build *b,
-					struct ckpt_tensor *t)
+struct ckpt_tensor_ext *ckpt_tensor_ext_own(struct ckpt *c,
+					    struct ckpt_tensor *t)
 {
-	struct ckpt_qparams *qp = arena_alloc(&b->c->arena, sizeof(*qp));
+	struct ckpt_tensor_ext *x;
 
-	if (qp)
-		t->q = qp;
-	return qp;
+	if (t->x_own)	/* made here: the const is the readers' */
+		return (struct ckpt_tensor_ext *)(uintptr_t)t->x;
+	x = arena_alloc(&c->arena, sizeof(*x));
+	if (!x)
+		return NULL;
+	*x = *t->x;
+	t->x = x;
+	t->x_own = true;
+	return x;
 }
 
 static int qparams(struct ckpt_build *b, struct ckpt_tensor *t,
 		   const struct pkl_value *q, uint64_t off)
 {
 	const struct pkl_value *scheme = arg(q, 0), *sc = arg(q, 1);
-	struct ckpt_qparams *qp;
+	struct ckpt_tensor_ext *qp;
 	int rc;
 
 	if (!scheme || scheme->kind != PKL_GLOBAL)
 		return diag_corrupt(b->d, off, "bad quantizer parameters");
-	qp = qparams_new(b, t);
+	qp = ckpt_tensor_ext_own(b->c, t);
 	if (!qp)
 		return diag_nomem(b->d);
 	qp->qscheme = scheme->u.global.name;
@@ -307,6 +313,36 @@ static const char *class_name(struct ckpt_build *b, const struct pkl_value *g)
 	return s;
 }
 
+/* Set @t's subclass (@cls's name) and python state; -ENOMEM. */
+static int set_class(struct ckpt_build *b, struct ckpt_tensor *t,
+		     const struct pkl_value *cls)
+{
+	const char *name = class_name(b, cls);
+	struct ckpt_tensor_ext *x;
+
+	if (name == t->x->cls)
+		return 0;
+	x = ckpt_tensor_ext_own(b->c, t);
+	if (!x)
+		return diag_nomem(b->d);
+	x->cls = name;
+	return 0;
+}
+
+static int set_state(struct ckpt_build *b, struct ckpt_tensor *t,
+		     const struct pkl_value *state)
+{
+	struct ckpt_tensor_ext *x;
+
+	if (state == t->x->state)
+		return 0;
+	x = ckpt_tensor_ext_own(b->c, t);
+	if (!x)
+		return diag_nomem(b->d);
+	x->state = state;
+	return 0;
+}
+
 /*
  * _rebuild_device_tensor_from_numpy(ndarray, dtype, device, requires_grad)
  * (torch 1.13, devices without storages: XLA, ORT, HPU).  The array is
@@ -320,9 +356,12 @@ static int numpy_tensor(struct ckpt_build *b, const struct pkl_value *args,
 	const struct pkl_value *nd = arg(args, 0), *st, *dt, *raw;
 	const struct pkl_value *dst;
 	const char *descr, *order, *digits;	/* numpy's "f4" and '<' */
+	const char *data = NULL;
+	char *tmp;
 	struct ckpt_tensor *t;
+	struct ckpt_tensor_ext *x;
 	int64_t fortran = 0, flag = 0;
-	size_t len;
+	size_t len = 0;
 	int rc;
 
 	st = nd && nd->kind == PKL_CALL ? nd->u.call.x->state : NULL;
@@ -359,21 +398,27 @@ static int numpy_tensor(struct ckpt_build *b, const struct pkl_value *args,
 	rc = ckpt_tensor_check(b->c, t, b->d);
 	if (rc)
 		return rc;
+	/* in the document or the arena, which live as long as the model: a
+	   Parameter of this tensor shares them, and nobody frees them */
 	if (raw && (raw->kind == PKL_BYTES || raw->kind == PKL_STRING)) {
-		t->inline_data = malloc(raw->u.s.n + 1);
-		if (t->inline_data)
-			memcpy(t->inline_data, raw->u.s.p, raw->u.s.n);
+		data = raw->u.s.p;
 		len = raw->u.s.n;
-	} else {
-		t->inline_data = raw ? (unsigned char *)ckpt_bytes_of(raw, &len)
-				     : NULL;
+	} else if (raw && (tmp = ckpt_bytes_of(raw, &len))) {
+		data = arena_strndup(&b->c->arena, tmp, len);
+		free(tmp);
+		if (!data)
+			return diag_nomem(b->d);
 	}
-	if (!t->inline_data)
+	if (!data)
 		return diag_corrupt(b->d, off, "numpy array without its data");
 	if (len != t->nbytes)
 		return diag_corrupt(b->d, off, "numpy array holds %zu bytes, "
 				    "its shape needs %llu", len,
 				    (unsigned long long)t->nbytes);
+	x = ckpt_tensor_ext_own(b->c, t);
+	if (!x)
+		return diag_nomem(b->d);
+	x->inline_data = (const unsigned char *)data;
 	*out = t;
 	return 0;
 }
@@ -425,8 +470,8 @@ static int wrapper_tensor(struct ckpt_build *b, const struct pkl_value *args,
 		t->device = "cpu";
 	as_int(arg(args, 7), &flag);
 	t->requires_grad = flag;
-	if (cls && cls->kind == PKL_GLOBAL)
-		t->cls = class_name(b, cls);
+	if (cls && cls->kind == PKL_GLOBAL && set_class(b, t, cls))
+		return -ENOMEM;
 	*out = t;
 	return 0;
 }
@@ -463,7 +508,8 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 		    arg(args, 4)->kind == PKL_FLOAT) {
 			/* torch 1.3: (..., scale, zero_point, requires_grad,
 			   hooks), always per tensor affine */
-			struct ckpt_qparams *qp = qparams_new(b, t);
+			struct ckpt_tensor_ext *qp =
+				ckpt_tensor_ext_own(b->c, t);
 
 			if (!qp)
 				return diag_nomem(b->d);
@@ -519,8 +565,8 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 			flag = 1;
 			as_int(arg(args, 1), &flag);
 		}
-		if (r == R_PARAM_STATE)
-			t->state = state_of(arg(args, 3));
+		if (r == R_PARAM_STATE && set_state(b, t, state_of(arg(args, 3))))
+			return -ENOMEM;
 		t->requires_grad = flag;
 		if (t->storage)
 			t->storage->ntensors++;
@@ -539,9 +585,11 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 		if (pkl_is_global(cls, "torch.nn.parameter", "Parameter"))
 			t->parameter = true;
 		else if (cls && cls->kind == PKL_GLOBAL &&
-			 !pkl_is_global(cls, "torch", "Tensor"))
-			t->cls = class_name(b, cls);
-		t->state = state_of(arg(args, 3));
+			 !pkl_is_global(cls, "torch", "Tensor") &&
+			 set_class(b, t, cls))
+			return -ENOMEM;
+		if (set_state(b, t, state_of(arg(args, 3))))
+			return -ENOMEM;
 		*out = t;
 		return 0;
 	}

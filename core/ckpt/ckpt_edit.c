@@ -65,7 +65,7 @@ struct ckpt_tensor *ckpt_tensor_fresh(struct ckpt *c, struct ckpt_storage *s)
 	t->shape = (int64_t *)(t + 1);
 	t->stride = t->shape + CKPT_MAX_DIMS;
 	t->index = c->ntensors - 1;
-	t->q = &ckpt_no_qparams;
+	t->x = &ckpt_no_ext;
 	t->kind = CKPT_T_STRIDED;
 	t->fresh = true;
 	t->shown = true;

@@ -247,6 +247,11 @@ int ckpt_node_dir_new(struct ckpt *c, struct ckpt_node *n, int kind);
 int ckpt_dir_fill(struct ckpt_build *b, struct ckpt_node *dir,
 		  struct ckpt_node *const *add, uint32_t n);
 
+/* ckpt_build.c: @t's own ckpt_tensor_ext, to write: a copy of the one it
+ * shared (ckpt_no_ext, or a Parameter's inner tensor's); NULL on ENOMEM. */
+struct ckpt_tensor_ext *ckpt_tensor_ext_own(struct ckpt *c,
+					    struct ckpt_tensor *t);
+
 /* ckpt_build.c: a new tensor of @ndim dimensions in c->tensors. */
 struct ckpt_tensor *ckpt_tensor_new(struct ckpt_build *b, int ndim);
 

@@ -474,8 +474,6 @@ void ckpt_close(struct ckpt *c)
 	for (uint32_t i = 0; i < c->nnodes; i++)
 		free(c->nodes[i]->text);
 	free(c->nodes);
-	for (uint32_t i = 0; i < c->ntensors; i++)
-		free(c->tensors[i]->inline_data);
 	free(c->tensors);
 	for (uint32_t i = 0; i < c->nstorages; i++) {
 		ckpt_storage_uninflate(c->storages[i]);

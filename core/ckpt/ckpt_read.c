@@ -155,7 +155,7 @@ long long ckpt_tensor_read(struct ckpt *c, const struct ckpt_tensor *t,
 	if (len > size - pos)
 		len = size - pos;
 	if (t->kind == CKPT_T_INLINE) {
-		memcpy(buf, t->inline_data + pos, len);
+		memcpy(buf, t->x->inline_data + pos, len);
 		return len;
 	}
 	if (ckpt_storage_pieced(c, t->storage))	/* a DCP tensor's chunks */

@@ -9,7 +9,7 @@
 
 #include <errno.h>
 
-const struct ckpt_qparams ckpt_no_qparams;
+const struct ckpt_tensor_ext ckpt_no_ext;
 
 bool ckpt_tensor_c_strides(struct ckpt_tensor *t)
 {

@@ -553,11 +553,17 @@ static int wrapper(struct ckpt_build *b, const struct pkl_value *v,
 
 	if (rc)
 		return rc;
-	rc = container(b, v, CKPT_N_DIR, t->cls ? t->cls : "Tensor", out);
+	rc = container(b, v, CKPT_N_DIR, t->x->cls ? t->x->cls : "Tensor", out);
 	if (rc || (*out)->kind == CKPT_N_LINK)
 		return rc;
 	(*out)->tensor = t;
-	t->state = NULL;	/* the attributes are the children here */
+	if (t->x->state) {	/* the attributes are the children here */
+		struct ckpt_tensor_ext *x = ckpt_tensor_ext_own(b->c, t);
+
+		if (!x)
+			return diag_nomem(b->d);
+		x->state = NULL;
+	}
 	if (!t->shown) {
 		t->shown = true;
 		b->c->nshown++;

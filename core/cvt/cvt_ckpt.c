@@ -275,7 +275,7 @@ static const char *call_change(const struct ckpt *c,
 	if (c->format == CKPT_LEGACY)
 		return "a legacy file's tensor cannot become float8 here "
 		       "(ptrepack it to the zip format first)";
-	if (t->cls || t->state)
+	if (t->x->cls || t->x->state)
 		return "a tensor with python attributes cannot change to or "
 		       "from float8";
 	return NULL;

@@ -301,7 +301,7 @@ static void revert_storage(const struct rv *R, uint32_t i)
 bool rv_views(const struct ckpt_tensor *t, uint32_t i)
 {
 	return t && ((t->storage && t->storage->index == i) ||
-		     rv_views(t->q->qscales, i) || rv_views(t->q->qzeros, i));
+		     rv_views(t->x->qscales, i) || rv_views(t->x->qzeros, i));
 }
 
 int rv_apply(const struct rv *R)

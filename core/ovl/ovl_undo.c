@@ -131,10 +131,10 @@ static void mark_tensor(const struct rv *R, const struct ckpt_tensor *t)
 		return;
 	if (t->storage && t->storage->index < R->v->nstorages0)
 		R->stor[t->storage->index] = 1;
-	if (t->q->qscales)
-		mark_tensor(R, t->q->qscales);
-	if (t->q->qzeros)
-		mark_tensor(R, t->q->qzeros);
+	if (t->x->qscales)
+		mark_tensor(R, t->x->qscales);
+	if (t->x->qzeros)
+		mark_tensor(R, t->x->qzeros);
 }
 
 /* ---- finding the paths, and what is where ---- */
