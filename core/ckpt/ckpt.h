@@ -144,8 +144,11 @@ struct ckpt_tensor {
 	struct ckpt_storage *storage;	/* NULL for META and INLINE */
 	const char *device;	/* borrowed: storage location or given */
 	uint64_t offset;	/* storage offset, in elements of dtype */
-	int64_t *shape;		/* ndim entries */
-	int64_t *stride;	/* ndim entries, in elements */
+	/* ndim entries each; an original tensor's are never written (those
+	   of a folded call are its record's in the pickle document), only a
+	   fresh one's (ckpt_edit.c, ovl) */
+	int64_t *shape;
+	int64_t *stride;	/* in elements */
 	uint64_t numel;
 	uint64_t nbytes;	/* numel * dtype->size: the file's size */
 	/* subclass, state, inline data, quantizer: never NULL, see above */

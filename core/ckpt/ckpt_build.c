@@ -87,13 +87,16 @@ static enum rebuild rebuild_kind(const struct pkl_value *f)
 
 struct ckpt_tensor *ckpt_tensor_new(struct ckpt_build *b, int ndim)
 {
+	int64_t *dims = b->dims;
 	struct ckpt_tensor *t = arena_alloc(&b->c->arena, sizeof(*t) +
-					    2 * (size_t)ndim * sizeof(int64_t));
+					    (dims ? 0 : 2 * (size_t)ndim *
+					     sizeof(int64_t)));
 
+	b->dims = NULL;
 	if (!t || ckpt_push((void ***)&b->c->tensors, &b->c->ntensors,
 			    &b->tensors_cap, t))
 		return NULL;
-	t->shape = (int64_t *)(t + 1);
+	t->shape = dims ? dims : (int64_t *)(t + 1);
 	t->stride = t->shape + ndim;
 	t->ndim = ndim;
 	t->x = &ckpt_no_ext;
@@ -130,6 +133,7 @@ static int set_view(struct ckpt_build *b, const struct pkl_value *size,
 {
 	const struct pkl_value *sz = int_seq(size), *st = int_seq(stride);
 	struct ckpt_tensor *t;
+	bool shared;
 	size_t n;
 
 	if (!sz || (stride && !st))
@@ -141,10 +145,12 @@ static int set_view(struct ckpt_build *b, const struct pkl_value *size,
 	if (st && pkl_len(st) != n)
 		return diag_corrupt(b->d, off, "tensor has %zu sizes but %zu "
 				    "strides", n, pkl_len(st));
+	shared = b->dims != NULL;	/* then already set: the view is made
+					   of the same record */
 	t = ckpt_tensor_new(b, (int)n);
 	if (!t)
 		return diag_nomem(b->d);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && !shared; i++) {
 		if (!as_int(pkl_item(sz, i), &t->shape[i]) ||
 		    (st && !as_int(pkl_item(st, i), &t->stride[i])))
 			return diag_corrupt(b->d, off, "tensor size or stride "
@@ -658,8 +664,10 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 	if (v->kind == PKL_FOLDED) {	/* _rebuild_tensor_v2: pkl_fold.c */
 		struct pkl_fold_view fv;
 
+		b->dims = v->u.fold.rec->dims;	/* never written: see ckpt.h */
 		rc = rebuild(b, R_V2, pkl_unfolded(v, &fv)->u.call.args,
 			     v->off, out);
+		b->dims = NULL;
 		if (rc || !pkl_shared(v))
 			return rc;	/* met once: nothing to remember */
 		goto out_memo;

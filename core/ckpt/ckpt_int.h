@@ -36,6 +36,10 @@ struct ckpt_build {
 	struct ckpt_memo memo;
 	/* legacy view storages: extra element offset of a persistent id */
 	uint64_t view_off;
+	/* the shape and stride of the folded call being built (pkl_fold.c):
+	   its tensor points at them in the document instead of a copy
+	   (16 bytes a dimension); taken by the next ckpt_tensor_new() */
+	int64_t *dims;
 	/*
 	 * TorchScript (ckpt_script.c): objects whose state is not a dict
 	 * show that state, torch.jit._pickle helpers are transparent, and
