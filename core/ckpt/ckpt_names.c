@@ -418,18 +418,3 @@ char *ckpt_node_path(const struct ckpt_node *n)
 	return s;
 }
 
-struct ckpt_node *ckpt_node_child(const struct ckpt_node *dir,
-				  const char *name)
-{
-	uint32_t i;
-
-	if (!dir->dir->hash)
-		return NULL;
-	i = ckpt_name_hash(name) & dir->dir->hash_mask;
-	while (dir->dir->hash[i]) {
-		if (!strcmp(dir->dir->hash[i]->name, name))
-			return dir->dir->hash[i];
-		i = (i + 1) & dir->dir->hash_mask;
-	}
-	return NULL;
-}

@@ -67,14 +67,26 @@ uint32_t ckpt_name_hash(const char *s)
 	return h ^ (h >> 16);
 }
 
-/* The slot for @name in @dir's index: its node, or an empty slot. */
-static struct ckpt_node **slot(const struct ckpt_node *dir, const char *name)
+/*
+ * The slot for @name in @d's name index: 0 (empty) or the position + 1 of
+ * the child of that name in kids[] (4 bytes a slot where a pointer took 8:
+ * a directory of 100,000 tensors has 262,144 slots).
+ */
+static uint32_t *slot(const struct ckpt_dir *d, const char *name)
 {
-	uint32_t i = ckpt_name_hash(name) & dir->dir->hash_mask;
+	uint32_t i = ckpt_name_hash(name) & d->hash_mask;
 
-	while (dir->dir->hash[i] && strcmp(dir->dir->hash[i]->name, name))
-		i = (i + 1) & dir->dir->hash_mask;
-	return &dir->dir->hash[i];
+	while (d->hash[i] && strcmp(d->kids[d->hash[i] - 1]->name, name))
+		i = (i + 1) & d->hash_mask;
+	return &d->hash[i];
+}
+
+struct ckpt_node *ckpt_node_child(const struct ckpt_node *dir,
+				  const char *name)
+{
+	uint32_t h = dir->dir->hash ? *slot(dir->dir, name) : 0;
+
+	return h ? dir->dir->kids[h - 1] : NULL;
 }
 
 /*
@@ -100,7 +112,8 @@ static int finish_dir(struct ckpt_build *b, struct ckpt_node *dir,
 	memcpy(dir->dir->kids, k->v, k->n * sizeof(*dir->dir->kids));
 	dir->dir->hash_mask = cap - 1;
 	for (uint32_t i = 0; i < k->n; i++) {
-		struct ckpt_node *n = dir->dir->kids[i], **s = slot(dir, n->name);
+		struct ckpt_node *n = dir->dir->kids[i];
+		uint32_t *s = slot(dir->dir, n->name);
 
 		if (*s) {
 			size_t len = strlen(n->name) + 16;
@@ -110,9 +123,9 @@ static int finish_dir(struct ckpt_build *b, struct ckpt_node *dir,
 				return diag_nomem(b->d);
 			snprintf(name, len, "%s%%#%u", n->name, n->index);
 			n->name = name;
-			s = slot(dir, name);
+			s = slot(dir->dir, name);
 		}
-		*s = n;
+		*s = i + 1;
 		n->home = dir;
 		n->home_name = n->name;
 	}
@@ -689,41 +702,42 @@ static void note_global(const struct pkl_value *g, void *arg)
 /* A bigger name index for @dir, in the arena; -ENOMEM. */
 static int hash_grow(struct ckpt *c, struct ckpt_node *dir)
 {
-	uint32_t cap = dir->dir->hash ? 2 * (dir->dir->hash_mask + 1) : 8;
-	struct ckpt_node **h = arena_alloc(&c->arena, cap * sizeof(*h));
+	struct ckpt_dir *d = dir->dir;
+	uint32_t cap = d->hash ? 2 * (d->hash_mask + 1) : 8;
+	uint32_t *h = arena_alloc(&c->arena, cap * sizeof(*h));
 
 	if (!h)
 		return -ENOMEM;
-	memset(h, 0, cap * sizeof(*h));
-	dir->dir->hash = h;
-	dir->dir->hash_mask = cap - 1;
-	for (uint32_t i = 0; i < dir->dir->nkids; i++)
-		if (dir->dir->kids[i])
-			*slot(dir, dir->dir->kids[i]->name) = dir->dir->kids[i];
+	d->hash = h;	/* zeroed: empty */
+	d->hash_mask = cap - 1;
+	for (uint32_t i = 0; i < d->nkids; i++)
+		if (d->kids[i])
+			*slot(d, d->kids[i]->name) = i + 1;
 	return 0;
 }
 
 /* Take @n out of @dir's name index (backward-shift deletion). */
 static void hash_del(struct ckpt_node *dir, const struct ckpt_node *n)
 {
-	uint32_t m = dir->dir->hash_mask, i = ckpt_name_hash(n->name) & m, j;
+	struct ckpt_dir *d = dir->dir;
+	uint32_t m = d->hash_mask, i = ckpt_name_hash(n->name) & m, j;
 
-	while (dir->dir->hash[i] != n)
+	while (d->hash[i] != n->index + 1)
 		i = (i + 1) & m;
 	for (j = i;;) {
 		uint32_t k;
 
 		j = (j + 1) & m;
-		if (!dir->dir->hash[j])
+		if (!d->hash[j])
 			break;
-		k = ckpt_name_hash(dir->dir->hash[j]->name) & m;
+		k = ckpt_name_hash(d->kids[d->hash[j] - 1]->name) & m;
 		/* move it back unless its home slot lies in (i, j] */
 		if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
-			dir->dir->hash[i] = dir->dir->hash[j];
+			d->hash[i] = d->hash[j];
 			i = j;
 		}
 	}
-	dir->dir->hash[i] = NULL;
+	d->hash[i] = 0;
 }
 
 int ckpt_dir_insert(struct ckpt *c, struct ckpt_node *dir,
@@ -748,7 +762,7 @@ int ckpt_dir_insert(struct ckpt *c, struct ckpt_node *dir,
 	n->index = dir->dir->nkids;
 	dir->dir->kids[dir->dir->nkids++] = n;
 	dir->dir->nlive++;
-	*slot(dir, name) = n;
+	*slot(dir->dir, name) = n->index + 1;
 	return 0;
 }
 
@@ -766,7 +780,7 @@ int ckpt_dir_restore(struct ckpt *c, struct ckpt_node *dir,
 		return -ENOMEM;
 	dir->dir->kids[n->index] = n;
 	dir->dir->nlive++;
-	*slot(dir, n->name) = n;
+	*slot(dir->dir, n->name) = n->index + 1;
 	return 0;
 }
 
@@ -775,7 +789,7 @@ void ckpt_dir_rename(struct ckpt_node *dir, struct ckpt_node *n,
 {
 	hash_del(dir, n);
 	n->name = name;
-	*slot(dir, name) = n;
+	*slot(dir->dir, name) = n->index + 1;
 }
 
 void ckpt_dir_swap(struct ckpt_node *dir, struct ckpt_node *old,
@@ -786,7 +800,7 @@ void ckpt_dir_swap(struct ckpt_node *dir, struct ckpt_node *old,
 	n->index = old->index;
 	n->parent = dir;
 	n->name = old->name;
-	*slot(dir, n->name) = n;
+	*slot(dir->dir, n->name) = n->index + 1;
 }
 
 int ckpt_build_begin(struct ckpt *c, struct diag *d)
