@@ -22,6 +22,7 @@
 #include "ptfs.h"
 
 #include "diag/diag.h"
+#include "util/heap.h"
 #include "util/io.h"
 
 #include <errno.h>
@@ -373,6 +374,7 @@ int main(int argc, char **argv)
 	char line[512];
 	int rc = 1;
 
+	util_heap_setup();
 	/* ptfs umount|status|revert ...: a client of a running mount */
 	rc = ptfs_cli_main(argc, argv);
 	if (rc >= 0)

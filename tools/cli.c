@@ -6,6 +6,7 @@
 #include "cli.h"
 
 #include "diag/diag.h"
+#include "util/heap.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@ void cli_init(const char *argv0, const char *syn)
 
 	prog = slash ? slash + 1 : argv0;
 	synopsis = syn;
+	util_heap_setup();
 }
 
 void cli_stdout_fast(void)
