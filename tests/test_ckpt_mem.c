@@ -137,7 +137,8 @@ Test(ckpt_model, only_directories_own_a_children_table)
 	cr_assert_gt(leaves, 1);
 	/* a folded call's tensor keeps its shape in the call's record */
 	for (uint32_t i = 0; i < c->ntensors; i++)
-		shared += c->tensors[i]->shape != (int64_t *)(c->tensors[i] + 1);
+		shared += c->tensors[i]->shape !=
+			  (int64_t *)(c->tensors[i] + 1);
 	cr_assert_gt(shared, c->ntensors / 2, "most of the sample's tensors "
 		     "share their shape with the pickle document");
 	cr_assert_eq(ckpt_no_dir.nkids, 0);

@@ -92,7 +92,8 @@ static int collect(struct pairs *p, const struct ckpt_node *a,
 			rc = collect(p, a->dir->kids[i],
 				     ckpt_node_child(b, a->dir->kids[i]->name));
 	for (uint32_t i = 0; i < b->dir->nkids && !rc; i++)
-		if (b->dir->kids[i] && !ckpt_node_child(a, b->dir->kids[i]->name))
+		if (b->dir->kids[i] &&
+		    !ckpt_node_child(a, b->dir->kids[i]->name))
 			rc = push(p, NULL, b->dir->kids[i]);
 	return rc;
 }
@@ -229,7 +230,8 @@ static int tensor_attrs(struct pd_ctx *x, struct pd_item *it,
 		add_attr(it, "axis", sa, sb);
 	}
 	rc = qparams(x, it, "scales", a->x->qscales, b->x->qscales);
-	return rc ? rc : qparams(x, it, "zero_points", a->x->qzeros, b->x->qzeros);
+	return rc ? rc : qparams(x, it, "zero_points", a->x->qzeros,
+				 b->x->qzeros);
 }
 
 /* Strides matter only along dimensions longer than 1. */

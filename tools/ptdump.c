@@ -362,8 +362,8 @@ static void node_json(FILE *f, const struct ckpt *c, const struct ckpt_node *n,
 	}
 	if (ckpt_node_is_dir(n)) {
 		fputs(",\"children\":[", f);
-		for (uint32_t i = 0; i < n->dir->nkids && depth < CKPT_MAX_DEPTH;
-		     i++) {
+		for (uint32_t i = 0;
+		     i < n->dir->nkids && depth < CKPT_MAX_DEPTH; i++) {
 			fprintf(f, "%s\n%*s", i ? "," : "", 2 * depth + 2, "");
 			node_json(f, c, n->dir->kids[i], depth + 1);
 		}

@@ -20,7 +20,8 @@ const struct ckpt_node *ls_find(const struct ckpt *c, const char *path)
 
 bool ls_collapsed(const struct ckpt_node *n, const struct opts *o)
 {
-	if (o->expand || !ckpt_node_is_dir(n) || n->dir->nkids <= LS_COLLAPSE_OVER)
+	if (o->expand || !ckpt_node_is_dir(n) ||
+	    n->dir->nkids <= LS_COLLAPSE_OVER)
 		return false;
 	for (uint32_t i = 0; i < n->dir->nkids; i++)
 		if (!n->dir->kids[i] || n->dir->kids[i]->kind != CKPT_N_VALUE)
@@ -130,7 +131,8 @@ const struct ckpt_node *ls_global_holder(const struct ckpt *c, uint64_t off)
 		best = n;
 		for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->dir->nkids &&
 				     !next; i++)
-			if (n->dir->kids[i] && node_refers(n->dir->kids[i], off, &s))
+			if (n->dir->kids[i] &&
+			    node_refers(n->dir->kids[i], off, &s))
 				next = n->dir->kids[i];
 		n = next;
 	}

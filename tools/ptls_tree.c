@@ -99,8 +99,8 @@ static int node_text(const struct ckpt_node *n, int depth, int width,
 			printf("%s [%s]\n", n->type, shown_val);
 		} else if (!opened(n, depth, o)) {
 			ls_count(n, &tensors, &bytes, 0);
-			printf("%s (%u) ... %u tensor%s, ", n->type, n->dir->nkids,
-			       tensors, tensors == 1 ? "" : "s");
+			printf("%s (%u) ... %u tensor%s, ", n->type,
+			       n->dir->nkids, tensors, tensors == 1 ? "" : "s");
 			if (o->human)
 				printf("%s\n", cli_size(bytes, h, sizeof(h)));
 			else
@@ -156,7 +156,8 @@ static void node_json(FILE *f, const struct ckpt_node *n, int depth,
 	if (ckpt_node_is_dir(n)) {
 		fputs(",\"children\":[", f);
 		for (uint32_t i = 0; i < n->dir->nkids; i++) {
-			if (!shown(n->dir->kids[i], o) || depth >= CKPT_MAX_DEPTH)
+			if (!shown(n->dir->kids[i], o) ||
+			    depth >= CKPT_MAX_DEPTH)
 				continue;
 			if (!first)
 				putc(',', f);

@@ -183,8 +183,9 @@ enum ckpt_step {
  */
 struct ckpt_dir {
 	struct ckpt_node **kids;	/* in container order */
-	uint32_t *hash;		/* kids by name, open addressing: position
-				   in kids[] + 1, 0 empty (ckpt_tree.c) */
+	/* kids by name, open addressing: position in kids[] + 1, 0 empty
+	   (ckpt_tree.c) */
+	uint32_t *hash;
 	uint32_t nkids;
 	uint32_t hash_mask;		/* slots - 1 */
 	/* edits (ckpt_edit.c): kids[] may hold NULLs where a child left */

@@ -571,7 +571,8 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 			flag = 1;
 			as_int(arg(args, 1), &flag);
 		}
-		if (r == R_PARAM_STATE && set_state(b, t, state_of(arg(args, 3))))
+		if (r == R_PARAM_STATE &&
+		    set_state(b, t, state_of(arg(args, 3))))
 			return -ENOMEM;
 		t->requires_grad = flag;
 		if (t->storage)
@@ -664,7 +665,8 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 	if (v->kind == PKL_FOLDED) {	/* _rebuild_tensor_v2: pkl_fold.c */
 		struct pkl_fold_view fv;
 
-		b->dims = v->u.fold.rec->dims;	/* never written: see ckpt.h */
+		/* the tensor's shape: never written (ckpt.h) */
+		b->dims = v->u.fold.rec->dims;
 		rc = rebuild(b, R_V2, pkl_unfolded(v, &fv)->u.call.args,
 			     v->off, out);
 		b->dims = NULL;

@@ -424,7 +424,7 @@ static int emit_key(struct wb *w, const struct ckpt_node *k)
 static int emit_items_in(struct wb *w, const struct ckpt_node *dir, int step,
 			 bool pairs, uint32_t lo, uint32_t hi)
 {
-	uint32_t in_batch = 0, end = hi < dir->dir->nkids ? hi : dir->dir->nkids;
+	uint32_t n = dir->dir->nkids, in_batch = 0, end = hi < n ? hi : n;
 	int rc = 0;
 
 	for (uint32_t i = lo; i <= end && !rc; i++) {
@@ -482,7 +482,8 @@ static int emit_state_half(struct wb *w, const struct ckpt_node *dir,
 	for (uint32_t i = lo; i < dir->dir->nkids && !any; i++) {
 		if (i >= hi && !(fresh && i >= dir->dir->norig))
 			continue;
-		any = dir->dir->kids[i] && dir->dir->kids[i]->step == CKPT_S_ATTR;
+		any = dir->dir->kids[i] &&
+		      dir->dir->kids[i]->step == CKPT_S_ATTR;
 	}
 	if ((!v || v->kind != PKL_DICT) && !any)
 		return pkl_emit_op(w->e, PKL_OP_NONE);
@@ -558,7 +559,8 @@ static int emit_call_dir(struct wb *w, const struct ckpt_node *dir)
 	    !strcmp(dir->type, "frozenset") || !strcmp(dir->type, "torch.Size"))
 		keep_args = false;
 	for (uint32_t i = 0; i < dir->dir->nkids; i++)
-		has_attr |= dir->dir->kids[i] && dir->dir->kids[i]->step == CKPT_S_ATTR;
+		has_attr |= dir->dir->kids[i] &&
+			    dir->dir->kids[i]->step == CKPT_S_ATTR;
 	rc = pkl_emit_value(w->e, f);
 	if (rc)
 		return rc;
@@ -618,7 +620,8 @@ static int emit_wrapper_state(struct wb *w, const struct ckpt_node *dir,
 	}
 	if (st->kind != PKL_DICT) {
 		for (uint32_t i = 0; i < dir->dir->nkids; i++)
-			if (dir->dir->kids[i] && dir->dir->kids[i]->step == CKPT_S_PART)
+			if (dir->dir->kids[i] &&
+			    dir->dir->kids[i]->step == CKPT_S_PART)
 				return emit_node(w, dir->dir->kids[i]);
 		return diag_unsupported(w->d, st->off, "the state of '%s' is "
 					"gone", dir->name);

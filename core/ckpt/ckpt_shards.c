@@ -374,7 +374,8 @@ static int merge(struct ckpt *c, struct hfix *ix, struct diag *d)
 	int rc = 0;
 
 	for (uint32_t i = 0; i < hf->nshards; i++)
-		total += hf->shards[i].c ? hf->shards[i].c->root->dir->nkids : 0;
+		total += hf->shards[i].c ? hf->shards[i].c->root->dir->nkids
+					 : 0;
 	while (cap < 2 * total && cap < (1u << 31))
 		cap *= 2;
 	m.mask = cap - 1;

@@ -98,22 +98,23 @@ static int finish_dir(struct ckpt_build *b, struct ckpt_node *dir,
 		      struct kids *k)
 {
 	struct arena *a = &b->c->arena;
+	struct ckpt_dir *d = dir->dir;
 	uint32_t cap = 8;
 
-	dir->dir->nkids = dir->dir->kcap = dir->dir->norig = dir->dir->nlive = k->n;
+	d->nkids = d->kcap = d->norig = d->nlive = k->n;
 	if (!k->n)
 		return 0;
 	while (cap < 2 * k->n)
 		cap *= 2;
-	dir->dir->kids = arena_alloc(a, k->n * sizeof(*dir->dir->kids));
-	dir->dir->hash = arena_alloc(a, cap * sizeof(*dir->dir->hash));
-	if (!dir->dir->kids || !dir->dir->hash)
+	d->kids = arena_alloc(a, k->n * sizeof(*d->kids));
+	d->hash = arena_alloc(a, cap * sizeof(*d->hash));
+	if (!d->kids || !d->hash)
 		return diag_nomem(b->d);
-	memcpy(dir->dir->kids, k->v, k->n * sizeof(*dir->dir->kids));
-	dir->dir->hash_mask = cap - 1;
+	memcpy(d->kids, k->v, k->n * sizeof(*d->kids));
+	d->hash_mask = cap - 1;
 	for (uint32_t i = 0; i < k->n; i++) {
-		struct ckpt_node *n = dir->dir->kids[i];
-		uint32_t *s = slot(dir->dir, n->name);
+		struct ckpt_node *n = d->kids[i];
+		uint32_t *s = slot(d, n->name);
 
 		if (*s) {
 			size_t len = strlen(n->name) + 16;
@@ -123,7 +124,7 @@ static int finish_dir(struct ckpt_build *b, struct ckpt_node *dir,
 				return diag_nomem(b->d);
 			snprintf(name, len, "%s%%#%u", n->name, n->index);
 			n->name = name;
-			s = slot(dir->dir, name);
+			s = slot(d, name);
 		}
 		*s = i + 1;
 		n->home = dir;
@@ -743,26 +744,28 @@ static void hash_del(struct ckpt_node *dir, const struct ckpt_node *n)
 int ckpt_dir_insert(struct ckpt *c, struct ckpt_node *dir,
 		    struct ckpt_node *n, char *name)
 {
-	if (dir->dir->nkids == dir->dir->kcap) {
-		uint32_t cap = dir->dir->kcap ? 2 * dir->dir->kcap : 8;
+	struct ckpt_dir *d = dir->dir;
+
+	if (d->nkids == d->kcap) {
+		uint32_t cap = d->kcap ? 2 * d->kcap : 8;
 		struct ckpt_node **k = arena_alloc(&c->arena, cap * sizeof(*k));
 
-		if (!k || dir->dir->nkids == UINT32_MAX / 2)
+		if (!k || d->nkids == UINT32_MAX / 2)
 			return -ENOMEM;
-		if (dir->dir->nkids)
-			memcpy(k, dir->dir->kids, dir->dir->nkids * sizeof(*k));
-		dir->dir->kids = k;
-		dir->dir->kcap = cap;
+		if (d->nkids)
+			memcpy(k, d->kids, d->nkids * sizeof(*k));
+		d->kids = k;
+		d->kcap = cap;
 	}
-	if ((!dir->dir->hash || 2 * (dir->dir->nlive + 1) > dir->dir->hash_mask + 1) &&
+	if ((!d->hash || 2 * (d->nlive + 1) > d->hash_mask + 1) &&
 	    hash_grow(c, dir))
 		return -ENOMEM;
 	n->name = name;
 	n->parent = dir;
-	n->index = dir->dir->nkids;
-	dir->dir->kids[dir->dir->nkids++] = n;
-	dir->dir->nlive++;
-	*slot(dir->dir, name) = n->index + 1;
+	n->index = d->nkids;
+	d->kids[d->nkids++] = n;
+	d->nlive++;
+	*slot(d, name) = n->index + 1;
 	return 0;
 }
 
@@ -776,11 +779,13 @@ void ckpt_dir_remove(struct ckpt_node *dir, struct ckpt_node *n)
 int ckpt_dir_restore(struct ckpt *c, struct ckpt_node *dir,
 		     struct ckpt_node *n)
 {
-	if (2 * (dir->dir->nlive + 1) > dir->dir->hash_mask + 1 && hash_grow(c, dir))
+	struct ckpt_dir *d = dir->dir;
+
+	if (2 * (d->nlive + 1) > d->hash_mask + 1 && hash_grow(c, dir))
 		return -ENOMEM;
-	dir->dir->kids[n->index] = n;
-	dir->dir->nlive++;
-	*slot(dir->dir, n->name) = n->index + 1;
+	d->kids[n->index] = n;
+	d->nlive++;
+	*slot(d, n->name) = n->index + 1;
 	return 0;
 }
 
@@ -848,12 +853,13 @@ struct ckpt_node *ckpt_node_synth(struct ckpt_build *b, int kind,
 int ckpt_dir_fill(struct ckpt_build *b, struct ckpt_node *dir,
 		  struct ckpt_node *const *add, uint32_t n)
 {
+	const struct ckpt_dir *d = dir->dir;
 	struct kids k = { 0 };
 	int rc = 0;
 
-	for (uint32_t i = 0; i < dir->dir->nkids + n && !rc; i++) {
-		struct ckpt_node *kid = i < dir->dir->nkids ? dir->dir->kids[i] :
-					add[i - dir->dir->nkids];
+	for (uint32_t i = 0; i < d->nkids + n && !rc; i++) {
+		struct ckpt_node *kid = i < d->nkids ? d->kids[i] :
+					add[i - d->nkids];
 
 		kid->index = i;
 		kid->parent = dir;

@@ -42,7 +42,8 @@ bool rv_live(const struct rv *R, const struct ckpt_node *n)
 	for (int depth = 0; n && depth <= CKPT_MAX_DEPTH + 8; depth++) {
 		if (n == R->c->root)
 			return true;
-		if (n->dead || !n->parent || n->index >= n->parent->dir->nkids ||
+		if (n->dead || !n->parent ||
+		    n->index >= n->parent->dir->nkids ||
 		    n->parent->dir->kids[n->index] != n)
 			return false;
 		n = n->parent;
@@ -137,7 +138,8 @@ static int place(const struct rv *R, struct ckpt_node *dir,
 	int rc;
 
 	x0->dead = false;
-	if (dir == x0->home && o->index < dir->dir->nkids && !dir->dir->kids[o->index]) {
+	if (dir == x0->home && o->index < dir->dir->nkids &&
+	    !dir->dir->kids[o->index]) {
 		x0->parent = dir;
 		x0->index = o->index;
 		x0->name = x0->home_name;
