@@ -532,13 +532,23 @@ static void pk_numpy_tensor(struct buf *b, const char *descr, int fortran)
 	op(b, 'R');
 }
 
+/* @t reads as pk_numpy_tensor()'s values 0..5 */
+static void reads_0_to_5(struct ckpt *c, const struct ckpt_tensor *t)
+{
+	float got[6];
+	struct diag d;
+
+	diag_init(&d, "numpy");
+	cr_assert_eq(ckpt_tensor_read(c, t, got, sizeof(got), 0, &d), 24);
+	for (int i = 0; i < 6; i++)
+		cr_assert_eq(got[i], (float)i);
+}
+
 Test(ckpt_tensor, reads_tensors_saved_through_numpy)
 {
 	struct buf b = { 0 };
 	struct ckpt *c;
 	const struct ckpt_tensor *t;
-	float got[6];
-	struct diag d;
 
 	op(&b, 0x80);
 	op(&b, 2);
@@ -552,10 +562,7 @@ Test(ckpt_tensor, reads_tensors_saved_through_numpy)
 	cr_assert_str_eq(t->dtype->name, "float32");
 	cr_assert_eq(t->shape[0], 2);
 	cr_assert_eq(t->shape[1], 3);
-	diag_init(&d, "numpy");
-	cr_assert_eq(ckpt_tensor_read(c, t, got, sizeof(got), 0, &d), 24);
-	for (int i = 0; i < 6; i++)
-		cr_assert_eq(got[i], (float)i);
+	reads_0_to_5(c, t);
 	ckpt_close(c);
 	free(b.p);
 	memset(&b, 0, sizeof(b));
@@ -587,8 +594,6 @@ Test(ckpt_tensor, a_parameter_of_a_numpy_tensor_shares_its_data)
 	struct buf b = { 0 };
 	struct ckpt *c;
 	const struct ckpt_tensor *t;
-	float got[6];
-	struct diag d;
 
 	op(&b, 0x80);
 	op(&b, 2);
@@ -609,10 +614,8 @@ Test(ckpt_tensor, a_parameter_of_a_numpy_tensor_shares_its_data)
 	cr_assert_eq(t->kind, CKPT_T_INLINE);
 	cr_assert(t->parameter);
 	cr_assert(t->requires_grad);
-	diag_init(&d, "numpy");
-	cr_assert_eq(ckpt_tensor_read(c, t, got, sizeof(got), 0, &d), 24);
-	for (int i = 0; i < 6; i++)
-		cr_assert_eq(got[i], (float)i);
+	reads_0_to_5(c, t);
+	reads_0_to_5(c, c->tensors[0]);
 	ckpt_close(c);
 	unlink(tmp_path);
 	free(b.p);
