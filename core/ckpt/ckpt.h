@@ -106,15 +106,17 @@ enum ckpt_tensor_kind {
  * pickle, a quantizer.  A tensor with any of it points at its own (arena);
  * the others at ckpt_no_ext, all zero and read-only, so readers need no
  * check.  A Parameter shares its inner tensor's until the build writes
- * its own (ckpt_build.c's ext_own()).  Four fields in every tensor were
- * 24 bytes a tensor of a state_dict for nothing.
+ * its own (ckpt_tensor_ext_own()).  Four fields in every tensor were 24
+ * bytes a tensor of a state_dict for nothing.
  */
 struct ckpt_tensor_ext {
 	const char *cls;	/* tensor subclass "module.Name" or NULL */
 	/* python attributes of a subclass or Parameter (2.x state): a dict
 	   or OrderedDict value, or NULL */
 	const struct pkl_value *state;
-	const unsigned char *inline_data;	/* CKPT_T_INLINE (arena) */
+	/* CKPT_T_INLINE: in the pickle document or the arena, never freed
+	   on its own (a Parameter of the tensor shares it) */
+	const unsigned char *inline_data;
 	/* quantized (CKPT_T_QUANTIZED) */
 	const char *qscheme;	/* "per_tensor_affine", ... or NULL */
 	double scale;
