@@ -319,32 +319,19 @@ static const char *class_name(struct ckpt_build *b, const struct pkl_value *g)
 	return s;
 }
 
-/* Set @t's subclass (@cls's name) and python state; -ENOMEM. */
-static int set_class(struct ckpt_build *b, struct ckpt_tensor *t,
-		     const struct pkl_value *cls)
+/* Give @t subclass name @cls and python state @state (pass t->x's own to
+ * keep one); its ckpt_tensor_ext is made only if either changes. */
+static int set_ext(struct ckpt_build *b, struct ckpt_tensor *t,
+		   const char *cls, const struct pkl_value *state)
 {
-	const char *name = class_name(b, cls);
 	struct ckpt_tensor_ext *x;
 
-	if (name == t->x->cls)
+	if (cls == t->x->cls && state == t->x->state)
 		return 0;
 	x = ckpt_tensor_ext_own(b->c, t);
 	if (!x)
 		return diag_nomem(b->d);
-	x->cls = name;
-	return 0;
-}
-
-static int set_state(struct ckpt_build *b, struct ckpt_tensor *t,
-		     const struct pkl_value *state)
-{
-	struct ckpt_tensor_ext *x;
-
-	if (state == t->x->state)
-		return 0;
-	x = ckpt_tensor_ext_own(b->c, t);
-	if (!x)
-		return diag_nomem(b->d);
+	x->cls = cls;
 	x->state = state;
 	return 0;
 }
@@ -476,7 +463,8 @@ static int wrapper_tensor(struct ckpt_build *b, const struct pkl_value *args,
 		t->device = "cpu";
 	as_int(arg(args, 7), &flag);
 	t->requires_grad = flag;
-	if (cls && cls->kind == PKL_GLOBAL && set_class(b, t, cls))
+	if (cls && cls->kind == PKL_GLOBAL &&
+	    set_ext(b, t, class_name(b, cls), t->x->state))
 		return -ENOMEM;
 	*out = t;
 	return 0;
@@ -572,7 +560,7 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 			as_int(arg(args, 1), &flag);
 		}
 		if (r == R_PARAM_STATE &&
-		    set_state(b, t, state_of(arg(args, 3))))
+		    set_ext(b, t, t->x->cls, state_of(arg(args, 3))))
 			return -ENOMEM;
 		t->requires_grad = flag;
 		if (t->storage)
@@ -582,6 +570,7 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 	case R_FROM_TYPE: {
 		const struct pkl_value *f = arg(args, 0), *cls = arg(args, 1);
 		enum rebuild ir = rebuild_kind(f);
+		const char *name;
 
 		if (ir == R_NONE || ir == R_FROM_TYPE)
 			return diag_unsupported(b->d, off, "unknown tensor "
@@ -589,13 +578,13 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 		rc = rebuild(b, ir, arg(args, 2), off, &t);
 		if (rc)
 			return rc;
+		name = t->x->cls;
 		if (pkl_is_global(cls, "torch.nn.parameter", "Parameter"))
 			t->parameter = true;
 		else if (cls && cls->kind == PKL_GLOBAL &&
-			 !pkl_is_global(cls, "torch", "Tensor") &&
-			 set_class(b, t, cls))
-			return -ENOMEM;
-		if (set_state(b, t, state_of(arg(args, 3))))
+			 !pkl_is_global(cls, "torch", "Tensor"))
+			name = class_name(b, cls);
+		if (set_ext(b, t, name, state_of(arg(args, 3))))
 			return -ENOMEM;
 		*out = t;
 		return 0;
