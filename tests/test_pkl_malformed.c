@@ -360,6 +360,15 @@ Test(pkl_malformed, refuses_bad_unicode)
 		       "SHORT_BINUNICODE is not UTF-8");
 	expect_corrupt(LIT("\x8c\x04\xf4\x90\x80\x80."), 0, "is not UTF-8");
 	expect_corrupt(LIT("\x8c\x02\xe2\x82."), 0, "is not UTF-8");
+	expect_corrupt(LIT("\x8c\x03\xe0\x80\x80."), 0, "is not UTF-8");
+	expect_corrupt(LIT("\x8c\x05\xf8\x88\x80\x80\x80."), 0,
+		       "is not UTF-8");
+	/* after a run of ASCII read 8 bytes at a time */
+	expect_corrupt(LIT("\x8c\x0bweights.\xe2\x28\xa1."), 0,
+		       "is not UTF-8");
+	doc = parse_ok(LIT("\x8c\x0cweights.\xf4\x8f\xbf\xbf."));
+	assert_str(doc->root, "weights.\xf4\x8f\xbf\xbf");
+	pkl_doc_free(doc);
 	/* Python pickles lone surrogates with "surrogatepass" */
 	doc = parse_ok(LIT("\x8c\x03\xed\xa0\x80."));
 	assert_str(doc->root, "\xed\xa0\x80");

@@ -4,37 +4,19 @@
  */
 #include "json_out.h"
 
+#include "util/utf8.h"
+
 #include <stdint.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at @p (at most @n bytes), or 0. */
+/* Length of the UTF-8 sequence at @p (@n bytes there) JSON may hold, or 0:
+   RFC 8259 text is UTF-8, and UTF-8 has no surrogates. */
 static size_t utf8_len(const unsigned char *p, size_t n)
 {
-	size_t len;
-	uint32_t cp;
+	uint32_t cp = 0;
+	size_t len = utf8_get(p, n, &cp);
 
-	if (p[0] < 0x80)
-		return 1;
-	if ((p[0] & 0xe0) == 0xc0)
-		len = 2, cp = p[0] & 0x1f;
-	else if ((p[0] & 0xf0) == 0xe0)
-		len = 3, cp = p[0] & 0x0f;
-	else if ((p[0] & 0xf8) == 0xf0)
-		len = 4, cp = p[0] & 0x07;
-	else
-		return 0;
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[i] & 0x3f);
-	}
-	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
+	return cp >= 0xd800 && cp <= 0xdfff ? 0 : len;
 }
 
 void json_str(FILE *f, const char *s, size_t n)

@@ -8,6 +8,7 @@
 
 #include "ckpt/ckpt.h"
 #include "pyrepr_np.h"
+#include "util/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,32 +83,10 @@ long py_utf8_decode(const unsigned char *s, size_t n, uint32_t **out)
 	if (!cp)
 		return -2;
 	for (size_t i = 0; i < n;) {
-		unsigned char c = s[i];
-		uint32_t v, min;
-		size_t len;
+		uint32_t v;
+		size_t len = utf8_get(s + i, n - i, &v);
 
-		if (c < 0x80) {
-			cp[k++] = c;
-			i++;
-			continue;
-		}
-		if ((c & 0xe0) == 0xc0)
-			len = 2, v = c & 0x1f, min = 0x80;
-		else if ((c & 0xf0) == 0xe0)
-			len = 3, v = c & 0x0f, min = 0x800;
-		else if ((c & 0xf8) == 0xf0)
-			len = 4, v = c & 0x07, min = 0x10000;
-		else
-			goto bad;
-		if (len > n - i)
-			goto bad;
-		for (size_t j = 1; j < len; j++) {
-			if ((s[i + j] & 0xc0) != 0x80)
-				goto bad;
-			v = v << 6 | (s[i + j] & 0x3f);
-		}
-		/* 'surrogatepass' lets U+D800..U+DFFF through */
-		if (v < min || v > 0x10ffff)
+		if (!len)	/* surrogates pass, as with 'surrogatepass' */
 			goto bad;
 		cp[k++] = v;
 		i += len;

@@ -321,37 +321,10 @@ bool pkl_utf8_valid(const unsigned char *s, size_t n)
 		}
 		if (k >= n)
 			break;
-		unsigned char c = s[k];
-		uint32_t cp, min;
-		size_t len;
+		uint32_t cp;
+		size_t len = utf8_get(s + k, n - k, &cp);
 
-		if (c < 0x80) {
-			k++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf) {
-			len = 2;
-			cp = c & 0x1f;
-			min = 0x80;
-		} else if ((c & 0xf0) == 0xe0) {
-			len = 3;
-			cp = c & 0x0f;
-			min = 0x800;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			len = 4;
-			cp = c & 0x07;
-			min = 0x10000;
-		} else {
-			return false;
-		}
-		if (n - k < len)
-			return false;
-		for (size_t j = 1; j < len; j++) {
-			if ((s[k + j] & 0xc0) != 0x80)
-				return false;
-			cp = cp << 6 | (s[k + j] & 0x3f);
-		}
-		if (cp < min || cp > 0x10ffff)
+		if (!len)
 			return false;
 		k += len;
 	}
