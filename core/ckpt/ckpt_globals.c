@@ -2,11 +2,14 @@
  * ckpt_globals.c - torch's weights-only allowlist (torch 2.x default;
  * torch-format.md section 6).  A global outside it is what a plain
  * torch.load would import and run, so ptls reports each one.  Python 2 names
- * (__builtin__) map to Python 3 ones as pickle's fix_imports does.
+ * (__builtin__) map to Python 3 ones as pickle's fix_imports does.  The
+ * model keeps the list of those it met (ckpt_global_add()).
  */
-#include "ckpt.h"
+#include "ckpt_int.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -73,4 +76,23 @@ bool ckpt_global_allowed(const char *module, const char *name)
 		if (!strcmp(full, allowed[i]))
 			return true;
 	return false;
+}
+
+int ckpt_global_add(struct ckpt *c, const struct pkl_value *g)
+{
+	struct ckpt_global *ng;
+
+	for (uint32_t i = 0; i < c->nglobals; i++)
+		if (!strcmp(c->globals[i].module, g->u.global.module) &&
+		    !strcmp(c->globals[i].name, g->u.global.name))
+			return 0;
+	ng = realloc(c->globals, (c->nglobals + 1) * sizeof(*ng));
+	if (!ng)
+		return -ENOMEM;
+	c->globals = ng;
+	ng[c->nglobals].module = g->u.global.module;
+	ng[c->nglobals].name = g->u.global.name;
+	ng[c->nglobals].off = g->off;
+	c->nglobals++;
+	return 0;
 }

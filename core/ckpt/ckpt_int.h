@@ -139,7 +139,7 @@ long long ckpt_dcp_read(struct ckpt *c, const struct ckpt_tensor *t,
 int ckpt_open_embedded(int fd, const char *path, uint64_t base, uint64_t len,
 		       struct ckpt **out, struct diag *d);
 
-/* ckpt_tree.c: add global @g to c->globals (once each): 0 or -ENOMEM. */
+/* ckpt_globals.c: add global @g to c->globals (once each): 0 or -ENOMEM. */
 int ckpt_global_add(struct ckpt *c, const struct pkl_value *g);
 
 /* ckpt_safetensors.c: read a .safetensors file's header into c. */
@@ -239,9 +239,14 @@ int ckpt_build_doc(struct ckpt *c, const struct pkl_doc *doc,
 struct ckpt_node *ckpt_node_synth(struct ckpt_build *b, int kind,
 				  const char *type);
 
-/* ckpt_tree.c: give new node @n of @kind its children's table (a
+/* ckpt_dir.c: give new node @n of @kind its children's table (a
  * directory) or &ckpt_no_dir; -ENOMEM. */
 int ckpt_node_dir_new(struct ckpt *c, struct ckpt_node *n, int kind);
+
+/* ckpt_dir.c: give directory @dir (none yet) the children @kids[0..@nkids),
+ * their names made unique and an index of them; -ENOMEM. */
+int ckpt_dir_index(struct ckpt *c, struct ckpt_node *dir,
+		   struct ckpt_node *const *kids, uint32_t nkids);
 
 /*
  * ckpt_tree.c: append @add[0..@n) to directory @dir (which may have
@@ -325,7 +330,7 @@ int ckpt_tensor_value(struct ckpt_build *b, const struct pkl_value *v,
  */
 char *ckpt_bytes_of(const struct pkl_value *v, size_t *len);
 
-/* ckpt_tree.c: hash of a name or key for the open-addressing tables. */
+/* ckpt_dir.c: hash of a name or key for the open-addressing tables. */
 uint32_t ckpt_name_hash(const char *s);
 
 /* ckpt_repickle.c: a new data.pkl, and the storages it names in order. */

@@ -2,8 +2,8 @@
  * ckpt_tree.c - the object tree a file system shows: dicts, lists, tuples,
  * sets and objects with state become directories, tensors and python
  * scalars become files, anything else an opaque file holding its repr().
- * Names follow ckpt_names.c; each directory keeps its children sorted by
- * name for lookups, and in container order for listings.
+ * Names follow ckpt_names.c; a directory's children, in container order,
+ * and their name index are ckpt_dir.c's.
  */
 #include "ckpt_int.h"
 
@@ -39,98 +39,11 @@ static struct ckpt_node *node_new(struct ckpt_build *b, int kind,
 	return n;
 }
 
-const struct ckpt_dir ckpt_no_dir;
-
-int ckpt_node_dir_new(struct ckpt *c, struct ckpt_node *n, int kind)
-{
-	/* const in memory: what writes it faults (see ckpt.h) */
-	n->dir = (struct ckpt_dir *)(uintptr_t)&ckpt_no_dir;
-	if (kind == CKPT_N_DIR || kind == CKPT_N_SEQ)
-		n->dir = arena_alloc(&c->arena, sizeof(*n->dir));
-	return n->dir ? 0 : -ENOMEM;
-}
-
-/*
- * FNV-1a of a name, then murmur3's fmix32: FNV's low bits cluster for
- * names like "0".."99999", and the tables mask the low bits.
- */
-uint32_t ckpt_name_hash(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 16777619u;
-	h ^= h >> 16;
-	h *= 0x85ebca6bu;
-	h ^= h >> 13;
-	h *= 0xc2b2ae35u;
-	return h ^ (h >> 16);
-}
-
-/*
- * The slot for @name in @d's name index: 0 (empty) or the position + 1 of
- * the child of that name in kids[] (4 bytes a slot where a pointer took 8:
- * a directory of 100,000 tensors has 262,144 slots).
- */
-static uint32_t *slot(const struct ckpt_dir *d, const char *name)
-{
-	uint32_t i = ckpt_name_hash(name) & d->hash_mask;
-
-	while (d->hash[i] && strcmp(d->kids[d->hash[i] - 1]->name, name))
-		i = (i + 1) & d->hash_mask;
-	return &d->hash[i];
-}
-
-struct ckpt_node *ckpt_node_child(const struct ckpt_node *dir,
-				  const char *name)
-{
-	uint32_t h = dir->dir->hash ? *slot(dir->dir, name) : 0;
-
-	return h ? dir->dir->kids[h - 1] : NULL;
-}
-
-/*
- * Give the children their order and a name index.  Children come in
- * container order, so when two names collide the earlier sibling keeps its
- * name and the later one gets "%#<position>" (unique: see ckpt_names.c).
- */
+/* Give @dir its children @k and their name index (ckpt_dir_index()). */
 static int finish_dir(struct ckpt_build *b, struct ckpt_node *dir,
 		      struct kids *k)
 {
-	struct arena *a = &b->c->arena;
-	struct ckpt_dir *d = dir->dir;
-	uint32_t cap = 8;
-
-	d->nkids = d->kcap = d->norig = d->nlive = k->n;
-	if (!k->n)
-		return 0;
-	while (cap < 2 * k->n)
-		cap *= 2;
-	d->kids = arena_alloc(a, k->n * sizeof(*d->kids));
-	d->hash = arena_alloc(a, cap * sizeof(*d->hash));
-	if (!d->kids || !d->hash)
-		return diag_nomem(b->d);
-	memcpy(d->kids, k->v, k->n * sizeof(*d->kids));
-	d->hash_mask = cap - 1;
-	for (uint32_t i = 0; i < k->n; i++) {
-		struct ckpt_node *n = d->kids[i];
-		uint32_t *s = slot(d, n->name);
-
-		if (*s) {
-			size_t len = strlen(n->name) + 16;
-			char *name = arena_alloc(a, len);
-
-			if (!name)
-				return diag_nomem(b->d);
-			snprintf(name, len, "%s%%#%u", n->name, n->index);
-			n->name = name;
-			s = slot(d, name);
-		}
-		*s = i + 1;
-		n->home = dir;
-		n->home_name = n->name;
-	}
-	return 0;
+	return ckpt_dir_index(b->c, dir, k->v, k->n) ? diag_nomem(b->d) : 0;
 }
 
 /*
@@ -668,25 +581,6 @@ done:
 	return 0;
 }
 
-int ckpt_global_add(struct ckpt *c, const struct pkl_value *g)
-{
-	struct ckpt_global *ng;
-
-	for (uint32_t i = 0; i < c->nglobals; i++)
-		if (!strcmp(c->globals[i].module, g->u.global.module) &&
-		    !strcmp(c->globals[i].name, g->u.global.name))
-			return 0;
-	ng = realloc(c->globals, (c->nglobals + 1) * sizeof(*ng));
-	if (!ng)
-		return -ENOMEM;
-	c->globals = ng;
-	ng[c->nglobals].module = g->u.global.module;
-	ng[c->nglobals].name = g->u.global.name;
-	ng[c->nglobals].off = g->off;
-	c->nglobals++;
-	return 0;
-}
-
 static void note_global(const struct pkl_value *g, void *arg)
 {
 	struct ckpt_build *b = arg;
@@ -696,116 +590,6 @@ static void note_global(const struct pkl_value *g, void *arg)
 		return;
 	if (ckpt_global_add(b->c, g))
 		diag_nomem(b->d);
-}
-
-/* ---- edits: children come and go (ckpt_edit.c) ---- */
-
-/* A bigger name index for @dir, in the arena; -ENOMEM. */
-static int hash_grow(struct ckpt *c, struct ckpt_node *dir)
-{
-	struct ckpt_dir *d = dir->dir;
-	uint32_t cap = d->hash ? 2 * (d->hash_mask + 1) : 8;
-	uint32_t *h = arena_alloc(&c->arena, cap * sizeof(*h));
-
-	if (!h)
-		return -ENOMEM;
-	d->hash = h;	/* zeroed: empty */
-	d->hash_mask = cap - 1;
-	for (uint32_t i = 0; i < d->nkids; i++)
-		if (d->kids[i])
-			*slot(d, d->kids[i]->name) = i + 1;
-	return 0;
-}
-
-/* Take @n out of @dir's name index (backward-shift deletion). */
-static void hash_del(struct ckpt_node *dir, const struct ckpt_node *n)
-{
-	struct ckpt_dir *d = dir->dir;
-	uint32_t m = d->hash_mask, i = ckpt_name_hash(n->name) & m, j;
-
-	while (d->hash[i] != n->index + 1)
-		i = (i + 1) & m;
-	for (j = i;;) {
-		uint32_t k;
-
-		j = (j + 1) & m;
-		if (!d->hash[j])
-			break;
-		k = ckpt_name_hash(d->kids[d->hash[j] - 1]->name) & m;
-		/* move it back unless its home slot lies in (i, j] */
-		if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
-			d->hash[i] = d->hash[j];
-			i = j;
-		}
-	}
-	d->hash[i] = 0;
-}
-
-int ckpt_dir_insert(struct ckpt *c, struct ckpt_node *dir,
-		    struct ckpt_node *n, char *name)
-{
-	struct ckpt_dir *d = dir->dir;
-
-	if (d->nkids == d->kcap) {
-		uint32_t cap = d->kcap ? 2 * d->kcap : 8;
-		struct ckpt_node **k = arena_alloc(&c->arena, cap * sizeof(*k));
-
-		if (!k || d->nkids == UINT32_MAX / 2)
-			return -ENOMEM;
-		if (d->nkids)
-			memcpy(k, d->kids, d->nkids * sizeof(*k));
-		d->kids = k;
-		d->kcap = cap;
-	}
-	if ((!d->hash || 2 * (d->nlive + 1) > d->hash_mask + 1) &&
-	    hash_grow(c, dir))
-		return -ENOMEM;
-	n->name = name;
-	n->parent = dir;
-	n->index = d->nkids;
-	d->kids[d->nkids++] = n;
-	d->nlive++;
-	*slot(d, name) = n->index + 1;
-	return 0;
-}
-
-void ckpt_dir_remove(struct ckpt_node *dir, struct ckpt_node *n)
-{
-	hash_del(dir, n);
-	dir->dir->kids[n->index] = NULL;
-	dir->dir->nlive--;
-}
-
-int ckpt_dir_restore(struct ckpt *c, struct ckpt_node *dir,
-		     struct ckpt_node *n)
-{
-	struct ckpt_dir *d = dir->dir;
-
-	if (2 * (d->nlive + 1) > d->hash_mask + 1 && hash_grow(c, dir))
-		return -ENOMEM;
-	d->kids[n->index] = n;
-	d->nlive++;
-	*slot(d, n->name) = n->index + 1;
-	return 0;
-}
-
-void ckpt_dir_rename(struct ckpt_node *dir, struct ckpt_node *n,
-		     char *name)
-{
-	hash_del(dir, n);
-	n->name = name;
-	*slot(dir->dir, name) = n->index + 1;
-}
-
-void ckpt_dir_swap(struct ckpt_node *dir, struct ckpt_node *old,
-		   struct ckpt_node *n)
-{
-	hash_del(dir, old);
-	dir->dir->kids[old->index] = n;
-	n->index = old->index;
-	n->parent = dir;
-	n->name = old->name;
-	*slot(dir->dir, n->name) = n->index + 1;
 }
 
 int ckpt_build_begin(struct ckpt *c, struct diag *d)
