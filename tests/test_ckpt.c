@@ -9,6 +9,7 @@
 #include "test_util.h"
 #include "zip_builder.h"
 #include "fixtures.h"
+#include "pickle_asm.h"
 
 #include "ckpt/ckpt.h"
 #include "diag/diag.h"
@@ -22,87 +23,7 @@
 
 #define SAMPLE PT_TEST_DATA "/sample.pt"
 
-/* ---- a tiny pickle assembler (protocol 2 opcodes) ---- */
-
-static void op(struct buf *b, unsigned char c)
-{
-	zb_put_bytes(b, &c, 1);
-}
-
-static void pk_str(struct buf *b, const char *s)
-{
-	op(b, 'X');
-	put_le32(zb_put(b, 4), strlen(s));
-	zb_put_bytes(b, s, strlen(s));
-}
-
-static void pk_int(struct buf *b, int32_t v)
-{
-	op(b, 'J');
-	put_le32(zb_put(b, 4), (uint32_t)v);
-}
-
-static void pk_global(struct buf *b, const char *mod, const char *name)
-{
-	op(b, 'c');
-	zb_put_bytes(b, mod, strlen(mod));
-	op(b, '\n');
-	zb_put_bytes(b, name, strlen(name));
-	op(b, '\n');
-}
-
-static void pk_ints(struct buf *b, const int32_t *v, int n)
-{
-	op(b, '(');
-	for (int i = 0; i < n; i++)
-		pk_int(b, v[i]);
-	op(b, 't');
-}
-
-/* _rebuild_tensor_v2(('storage', cls, key, 'cpu', numel), off, size, ...) */
-static void pk_tensor(struct buf *b, const char *cls, const char *key,
-		      int32_t numel, int32_t off, const int32_t *size,
-		      const int32_t *stride, int ndim)
-{
-	pk_global(b, "torch._utils", "_rebuild_tensor_v2");
-	op(b, '(');
-	op(b, '(');
-	pk_str(b, "storage");
-	pk_global(b, "torch", cls);
-	pk_str(b, key);
-	pk_str(b, "cpu");
-	pk_int(b, numel);
-	op(b, 't');
-	op(b, 'Q');
-	pk_int(b, off);
-	pk_ints(b, size, ndim);
-	pk_ints(b, stride, ndim);
-	op(b, 0x89);
-	pk_global(b, "collections", "OrderedDict");
-	op(b, ')');
-	op(b, 'R');
-	op(b, 't');
-	op(b, 'R');
-}
-
 /* ---- writing checkpoints to temp files ---- */
-
-static char tmp_path[64];
-
-static const char *write_tmp(const void *p, size_t n)
-{
-	int fd;
-
-	/* one file at a time: a test that writes several reuses the name */
-	if (tmp_path[0])
-		unlink(tmp_path);
-	strcpy(tmp_path, "/tmp/ptfs-ckpt-XXXXXX");
-	fd = mkstemp(tmp_path);
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(write(fd, p, n), (ssize_t)n);
-	close(fd);
-	return tmp_path;
-}
 
 /* A torch-layout archive "m/..." of data.pkl, version and storages. */
 static const char *write_ckpt(const struct buf *pkl, const char *version,
@@ -164,7 +85,8 @@ static const char *one_tensor(int32_t numel, int32_t off, const int32_t *size,
 	op(&b, 2);
 	op(&b, '}');
 	pk_str(&b, "w");
-	pk_tensor(&b, "FloatStorage", "0", numel, off, size, stride, ndim);
+	pk_tensor(&b, "FloatStorage", "0", numel, off, size, stride, ndim,
+		  false);
 	op(&b, 's');
 	op(&b, '.');
 	path = write_ckpt(&b, "3\n", &st, 1);
@@ -227,8 +149,8 @@ Test(ckpt_open, every_truncation_of_the_sample_fails_cleanly)
 
 		diag_init(&d, "cut");
 		write_tmp(buf, len);
-		cr_assert_lt(ckpt_open(tmp_path, &c, &d), 0, "len %zu", len);
-		unlink(tmp_path);
+		cr_assert_lt(ckpt_open(tmp_last(), &c, &d), 0, "len %zu", len);
+		unlink(tmp_last());
 	}
 	assert_no_leaks();
 }
@@ -254,14 +176,14 @@ Test(ckpt_open, flipped_pickle_bytes_never_crash)
 			buf[i] ^= masks[m];
 			write_tmp(buf, n);
 			diag_init(&d, "flip");
-			if (!ckpt_open(tmp_path, &c, &d)) {
+			if (!ckpt_open(tmp_last(), &c, &d)) {
 				opened++;
 				ckpt_close(c);
 			} else {
 				cr_assert(d.err == -EILSEQ || d.err == -ENOTSUP,
 					  "byte %zu: %d %s", i, d.err, d.msg);
 			}
-			unlink(tmp_path);
+			unlink(tmp_last());
 			buf[i] ^= masks[m];
 		}
 	}
@@ -280,15 +202,15 @@ Test(ckpt_open, names_what_is_not_a_checkpoint)
 	static const char zeros[64];
 
 	write_tmp("", 0);
-	open_fails(tmp_path, -EILSEQ, "empty file");
+	open_fails(tmp_last(), -EILSEQ, "empty file");
 	write_tmp(lfs, sizeof(lfs) - 1);
-	open_fails(tmp_path, -EILSEQ, "Git LFS pointer");
+	open_fails(tmp_last(), -EILSEQ, "Git LFS pointer");
 	write_tmp(html, sizeof(html) - 1);
-	open_fails(tmp_path, -EILSEQ, "HTML page");
+	open_fails(tmp_last(), -EILSEQ, "HTML page");
 	write_tmp(zeros, sizeof(zeros));
-	open_fails(tmp_path, -EILSEQ, "not a PyTorch checkpoint");
+	open_fails(tmp_last(), -EILSEQ, "not a PyTorch checkpoint");
 	write_tmp("PK\3\4truncated", 13);
-	open_fails(tmp_path, -EILSEQ, "truncated");
+	open_fails(tmp_last(), -EILSEQ, "truncated");
 	{
 		/* a local header, then an end record listing no records
 		   (found by fuzz_ckpt: entries[0] of an empty index) */
@@ -297,9 +219,9 @@ Test(ckpt_open, names_what_is_not_a_checkpoint)
 		memcpy(z + 30, "PK\5\6", 4);
 		put_le32(z + 30 + 16, 30);
 		write_tmp(z, sizeof(z));
-		open_fails(tmp_path, -EILSEQ, "without records");
+		open_fails(tmp_last(), -EILSEQ, "without records");
 	}
-	unlink(tmp_path);
+	unlink(tmp_last());
 	open_fails("/nonexistent/x.pt", -ENOENT, "No such file");
 	assert_no_leaks();
 }
@@ -326,7 +248,7 @@ Test(ckpt_open, knows_torchscript_and_names_missing_records)
 
 		open_fails(write_ckpt(&b, "3\n", &bo, 1), -EILSEQ, "byteorder");
 	}
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(b.p);
 	assert_no_leaks();
 }
@@ -342,7 +264,7 @@ Test(ckpt_open, refuses_records_outside_the_top_folder)
 	op(&b, '.');
 	open_fails(write_ckpt(&b, "3\n", &other, 1), -EILSEQ,
 		   "outside the top folder");
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(b.p);
 	assert_no_leaks();
 }
@@ -359,7 +281,7 @@ Test(ckpt_tensor, accepts_views_inside_the_storage)
 	cr_assert_eq(t->numel, 6);
 	cr_assert_eq(t->nbytes, 24);
 	ckpt_close(c);
-	unlink(tmp_path);
+	unlink(tmp_last());
 	assert_no_leaks();
 }
 
@@ -374,7 +296,7 @@ Test(ckpt_tensor, refuses_views_past_the_storage)
 	open_fails(one_tensor(6, 0, one, neg, 1, 24), -ENOTSUP,
 		   "negative stride");
 	open_fails(one_tensor(6, 0, big, one, 1, 24), -EILSEQ, "reaches");
-	unlink(tmp_path);
+	unlink(tmp_last());
 	assert_no_leaks();
 }
 
@@ -394,7 +316,7 @@ Test(ckpt_tensor, refuses_overflowing_and_negative_views)
 		   "storage offset");
 	open_fails(one_tensor(6, 0, ones, ones, CKPT_MAX_DIMS + 1, 24),
 		   -EILSEQ, "65 dimensions");
-	unlink(tmp_path);
+	unlink(tmp_last());
 	assert_no_leaks();
 }
 
@@ -405,7 +327,7 @@ Test(ckpt_tensor, refuses_records_of_the_wrong_size)
 	open_fails(one_tensor(6, 0, size, stride, 1, 20), -EILSEQ,
 		   "has 20 bytes, but storage '0' is 6 x float32 = 24 bytes");
 	open_fails(one_tensor(6, 0, size, stride, 1, 28), -EILSEQ, "has 28");
-	unlink(tmp_path);
+	unlink(tmp_last());
 	assert_no_leaks();
 }
 
@@ -416,11 +338,11 @@ Test(ckpt_tensor, refuses_a_missing_storage_record)
 
 	op(&b, 0x80);
 	op(&b, 2);
-	pk_tensor(&b, "FloatStorage", "7", 2, 0, size, stride, 1);
+	pk_tensor(&b, "FloatStorage", "7", 2, 0, size, stride, 1, false);
 	op(&b, '.');
 	open_fails(write_ckpt(&b, "3\n", NULL, 0), -EILSEQ,
 		   "storage '7' has no record m/data/7");
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(b.p);
 	assert_no_leaks();
 }
@@ -435,13 +357,13 @@ Test(ckpt_tensor, refuses_one_storage_with_two_dtypes)
 	op(&b, 0x80);
 	op(&b, 2);
 	op(&b, '(');
-	pk_tensor(&b, "FloatStorage", "0", 2, 0, size, stride, 1);
-	pk_tensor(&b, "IntStorage", "0", 2, 0, size, stride, 1);
+	pk_tensor(&b, "FloatStorage", "0", 2, 0, size, stride, 1, false);
+	pk_tensor(&b, "IntStorage", "0", 2, 0, size, stride, 1, false);
 	op(&b, 'l');
 	op(&b, '.');
 	open_fails(write_ckpt(&b, "3\n", &st, 1), -EILSEQ,
 		   "used as float32 and as int32");
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(b.p);
 	assert_no_leaks();
 }
@@ -474,7 +396,7 @@ Test(ckpt_tensor, refuses_malformed_persistent_ids)
 	op(&b, '.');
 	open_fails(write_ckpt(&b, "3\n", NULL, 0), -ENOTSUP,
 		   "unknown storage class torch.EvilStorage");
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(b.p);
 	assert_no_leaks();
 }
@@ -579,7 +501,7 @@ Test(ckpt_tensor, reads_tensors_saved_through_numpy)
 	pk_numpy_tensor(&b, "f4", 1);
 	op(&b, '.');
 	open_fails(write_ckpt(&b, "3\n", NULL, 0), -ENOTSUP, "Fortran");
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(b.p);
 	assert_no_leaks();
 }
@@ -617,7 +539,7 @@ Test(ckpt_tensor, a_parameter_of_a_numpy_tensor_shares_its_data)
 	reads_0_to_5(c, t);
 	reads_0_to_5(c, c->tensors[0]);
 	ckpt_close(c);
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(b.p);
 	assert_no_leaks();
 }
@@ -655,7 +577,7 @@ Test(ckpt_tree, int_and_str_keys_that_print_alike_both_stay_reachable)
 	cr_assert_not_null(ckpt_node_child(c->root, "%"));
 	cr_assert_not_null(ckpt_node_child(c->root, "50%25"));
 	ckpt_close(c);
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(b.p);
 	assert_no_leaks();
 }
@@ -691,7 +613,7 @@ Test(ckpt_tree, shared_and_self_containing_lists_become_links)
 	cr_assert_eq(at(c, "2")->kind, CKPT_N_LINK);
 	cr_assert_eq(at(c, "2")->target, c->root);
 	ckpt_close(c);
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(b.p);
 	assert_no_leaks();
 }
@@ -708,7 +630,7 @@ Test(ckpt_tree, refuses_nesting_deeper_than_the_limit)
 		op(&b, 'a');
 	op(&b, '.');
 	open_fails(write_ckpt(&b, "3\n", NULL, 0), -EILSEQ, "nested deeper");
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(b.p);
 	assert_no_leaks();
 }
@@ -734,7 +656,7 @@ Test(ckpt_tree, shows_a_million_chained_calls_without_recursing)
 	cr_assert_eq(at(c, "x")->kind, CKPT_N_OPAQUE);
 	cr_assert(strstr(at(c, "x")->text, "..."), "%s", at(c, "x")->text);
 	ckpt_close(c);
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(b.p);
 	assert_no_leaks();
 }
@@ -760,7 +682,7 @@ Test(ckpt_tree, reports_globals_outside_the_allowlist)
 	cr_assert_eq(c->root->kind, CKPT_N_OPAQUE);
 	cr_assert_str_eq(c->root->text, "os.system('echo pwned')");
 	ckpt_close(c);
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(b.p);
 	assert_no_leaks();
 }
@@ -877,8 +799,8 @@ static void pk_two_views(struct buf *b, int32_t n)
 	op(b, 2);
 	op(b, ']');
 	op(b, '(');
-	pk_tensor(b, "FloatStorage", "0", n, 0, size, stride, 1);
-	pk_tensor(b, "FloatStorage", "0", n, 0, tsize, tstride, 2);
+	pk_tensor(b, "FloatStorage", "0", n, 0, size, stride, 1, false);
+	pk_tensor(b, "FloatStorage", "0", n, 0, tsize, tstride, 2, false);
 	op(b, 'e');
 	op(b, '.');
 }
@@ -917,7 +839,7 @@ Test(ckpt_inflate, reads_views_of_a_deflated_storage)
 	cr_assert(ckpt_storage_crc(c->storages[0], &crc));
 	cr_assert_eq(crc, c->storages[0]->rec->crc32);
 	ckpt_close(c);
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(b.p);
 	free(v);
 	free(got);
@@ -952,7 +874,7 @@ Test(ckpt_inflate, names_a_corrupt_deflated_storage_when_read)
 				      &d), (long long)sizeof(got));
 	cr_assert(!memcmp(got, v, sizeof(v)));
 	ckpt_close(c);
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(b.p);
 	assert_no_leaks();
 }

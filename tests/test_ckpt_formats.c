@@ -6,6 +6,7 @@
  * the tree torch.load / torch.jit.load would; truncated files, lying sizes
  * and missing records fail with one line naming the offset, never a crash.
  */
+#include "pickle_asm.h"
 #include "test_util.h"
 #include "zip_builder.h"
 
@@ -19,52 +20,11 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- pickles (protocol 2 opcodes) ---- */
+/* ---- pickles (pickle_asm.h) ---- */
 
-static void op(struct buf *b, unsigned char c)
-{
-	zb_put_bytes(b, &c, 1);
-}
-
-static void pk_str(struct buf *b, const char *s)
-{
-	op(b, 'X');
-	put_le32(zb_put(b, 4), strlen(s));
-	zb_put_bytes(b, s, strlen(s));
-}
-
-static void pk_int(struct buf *b, int32_t v)
-{
-	op(b, 'J');
-	put_le32(zb_put(b, 4), (uint32_t)v);
-}
-
-static void pk_global(struct buf *b, const char *mod, const char *name)
-{
-	op(b, 'c');
-	zb_put_bytes(b, mod, strlen(mod));
-	op(b, '\n');
-	zb_put_bytes(b, name, strlen(name));
-	op(b, '\n');
-}
-
-static void pk_start(struct buf *b)
-{
-	op(b, 0x80);
-	op(b, 2);
-}
-
-static void pk_ints(struct buf *b, const int32_t *v, int n)
-{
-	op(b, '(');
-	for (int i = 0; i < n; i++)
-		pk_int(b, v[i]);
-	op(b, 't');
-}
-
-/* _rebuild_tensor_v2(('storage', cls, key, 'cpu', numel), 0, size, ...) */
-static void pk_tensor(struct buf *b, const char *cls, const char *key,
-		      int32_t numel, const int32_t *size, int ndim, bool grad)
+/* A contiguous tensor at offset 0 of its storage (pk_tensor()). */
+static void pk_dense(struct buf *b, const char *cls, const char *key,
+		     int32_t numel, const int32_t *size, int ndim, bool grad)
 {
 	int32_t stride[8], acc = 1;
 
@@ -72,45 +32,10 @@ static void pk_tensor(struct buf *b, const char *cls, const char *key,
 		stride[i] = acc;
 		acc *= size[i];
 	}
-	pk_global(b, "torch._utils", "_rebuild_tensor_v2");
-	op(b, '(');
-	op(b, '(');
-	pk_str(b, "storage");
-	pk_global(b, "torch", cls);
-	pk_str(b, key);
-	pk_str(b, "cpu");
-	pk_int(b, numel);
-	op(b, 't');
-	op(b, 'Q');
-	pk_int(b, 0);
-	pk_ints(b, size, ndim);
-	pk_ints(b, stride, ndim);
-	op(b, grad ? 0x88 : 0x89);
-	pk_global(b, "collections", "OrderedDict");
-	op(b, ')');
-	op(b, 'R');
-	op(b, 't');
-	op(b, 'R');
+	pk_tensor(b, cls, key, numel, 0, size, stride, ndim, grad);
 }
 
 /* ---- files ---- */
-
-static char tmp_path[64];
-
-/* A temporary file holding @p; the one made before is removed. */
-static const char *write_tmp(const void *p, size_t n)
-{
-	int fd;
-
-	if (tmp_path[0])
-		unlink(tmp_path);
-	strcpy(tmp_path, "/tmp/ptfs-fmt-XXXXXX");
-	fd = mkstemp(tmp_path);
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(write(fd, p, n), (ssize_t)n);
-	close(fd);
-	return tmp_path;
-}
 
 /* Open @path: 0 and *@out, or -errno with @d holding one line. */
 static int try_open(const char *path, struct ckpt **out, struct diag *d)
@@ -348,7 +273,7 @@ Test(ckpt_tar, reads_the_members_in_place)
 	cr_assert_eq(ckpt_tensor_read(c, m, f, 24, 0, NULL), 24);
 	cr_assert(f[5] == 5);
 	ckpt_close(c);
-	unlink(tmp_path);
+	unlink(tmp_last());
 	tar_parts_free(&p);
 	assert_no_leaks();
 }
@@ -373,7 +298,7 @@ Test(ckpt_tar, every_truncation_fails_cleanly)
 			cr_assert_neq(rc, 0, "cut at %zu opened", cut);
 		ckpt_close(c);
 	}
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(t.p);
 	tar_parts_free(&p);
 	assert_no_leaks();
@@ -419,7 +344,7 @@ Test(ckpt_tar, refuses_lying_headers)
 		open_fails(write_tmp(t.p, t.len), -EILSEQ, "past the end");
 		free(t.p);
 	}
-	unlink(tmp_path);
+	unlink(tmp_last());
 	tar_parts_free(&p);
 	assert_no_leaks();
 }
@@ -510,7 +435,7 @@ Test(ckpt_tar, refuses_lying_members)
 	p.sys.p[p.sys.len - 3] = 0x89;		/* little_endian False */
 	pk_count(&p.tensors, 0);
 	open_fails(write_tar(&p), -ENOTSUP, "big-endian");
-	unlink(tmp_path);
+	unlink(tmp_last());
 	tar_parts_free(&p);
 	assert_no_leaks();
 }
@@ -581,7 +506,7 @@ Test(ckpt_tar, storage_views_and_extension_headers)
 	ckpt_close(c);
 	free(t.p);
 	free(ext.p);
-	unlink(tmp_path);
+	unlink(tmp_last());
 	tar_parts_free(&p);
 	assert_no_leaks();
 }
@@ -615,9 +540,9 @@ static void ts_data(struct buf *b)
 	op(b, '}');
 	op(b, '(');
 	pk_str(b, "weight");
-	pk_tensor(b, "FloatStorage", "0", 4, s22, 2, true);
+	pk_dense(b, "FloatStorage", "0", 4, s22, 2, true);
 	pk_str(b, "steps");
-	pk_tensor(b, "LongStorage", "1", 1, s1, 1, false);
+	pk_dense(b, "LongStorage", "1", 1, s1, 1, false);
 	pk_str(b, "training");
 	op(b, 0x88);
 	pk_str(b, "sizes");
@@ -652,7 +577,7 @@ static void ts_constants(struct buf *b)
 
 	pk_start(b);
 	op(b, '(');
-	pk_tensor(b, "FloatStorage", "0", 2, s2, 1, false);
+	pk_dense(b, "FloatStorage", "0", 2, s2, 1, false);
 	op(b, 't');
 	op(b, '.');
 }
@@ -735,7 +660,7 @@ Test(ckpt_script, shows_the_module_its_code_and_constants)
 	cr_assert(f[0] == 0.5f && f[1] == -0.5f);
 	cr_assert_eq(c->nstorages, 3);
 	ckpt_close(c);
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(data.p);
 	free(cst.p);
 	assert_no_leaks();
@@ -768,7 +693,7 @@ Test(ckpt_script, missing_records_fail_cleanly)
 	/* a constants.pkl that is not a pickle */
 	cst.p[cst.len - 1] = 'x';
 	open_fails(write_ts(R_N, &data, &cst), -EILSEQ, "");
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(data.p);
 	free(cst.p);
 	assert_no_leaks();
@@ -804,7 +729,7 @@ Test(ckpt_script, every_truncation_and_dropped_record_fails_cleanly)
 		if (!try_open(write_ts(skip, &data, &cst), &c, &d))
 			ckpt_close(c);
 	}
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(t.p);
 	free(data.p);
 	free(cst.p);
@@ -903,7 +828,7 @@ Test(ckpt_script, storages_of_the_wrong_size_and_v1_quantized)
 	cr_assert(at(c, "q")->tensor->x->scale == 0.125);
 	cr_assert_eq(at(c, "q")->tensor->x->zero_point, 2);
 	ckpt_close(c);
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(data.p);
 	free(cst.p);
 	assert_no_leaks();
@@ -935,7 +860,7 @@ static void flip_each(const struct buf *t)
 			ckpt_close(c);
 		}
 	}
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(copy);
 }
 
@@ -1082,7 +1007,7 @@ Test(ckpt_script, reads_torch_1_0_model_json)
 		deep[sizeof(deep) - 1] = 0;
 		open_fails(write_mj(deep, &attrs), -EILSEQ, "nested too deeply");
 	}
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(attrs.p);
 	assert_no_leaks();
 }
@@ -1103,7 +1028,7 @@ Test(ckpt_script, every_truncation_of_model_json_fails_cleanly)
 		cr_assert_neq(try_open(write_mj(cut, &attrs), &c, &d), 0,
 			      "model.json cut at %zu opened", i);
 	}
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(cut);
 	free(attrs.p);
 	assert_no_leaks();
@@ -1133,7 +1058,7 @@ Test(ckpt_script, an_attribute_called_code_keeps_its_name)
 	cr_assert_not_null(ckpt_node_child(ours, "__torch__.py"));
 	cr_assert_not_null(at(c, "constants/c0"));
 	ckpt_close(c);
-	unlink(tmp_path);
+	unlink(tmp_last());
 	free(data.p);
 	free(cst.p);
 	assert_no_leaks();

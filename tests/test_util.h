@@ -33,6 +33,33 @@ static inline int tmp_fd(void)
 	return fd;
 }
 
+/* The name of the file write_tmp() made last ("" before the first). */
+static inline char *tmp_last(void)
+{
+	static char path[64];	/* one a test file */
+
+	return path;
+}
+
+/*
+ * @p[0..@n) in a file of its own under /tmp, for code that opens a path:
+ * its name (tmp_last()).  The file the call before made is removed.
+ */
+static inline const char *write_tmp(const void *p, size_t n)
+{
+	char *path = tmp_last();
+	int fd;
+
+	if (path[0])
+		unlink(path);
+	strcpy(path, "/tmp/ptfs-test-XXXXXX");
+	fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, p, n), (ssize_t)n);
+	close(fd);
+	return path;
+}
+
 /* The whole of @fd in a malloc'd buffer (one byte more, for a NUL). */
 static inline unsigned char *slurp(int fd, size_t *len)
 {
