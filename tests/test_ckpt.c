@@ -48,14 +48,6 @@ static const char *write_ckpt(const struct buf *pkl, const char *version,
 	return path;
 }
 
-/* Open @path expecting failure @err with @what in the message. */
-static void open_fails(const char *path, int err, const char *what)
-{
-	struct diag d;
-
-	open_refused(path, err, what, &d);
-}
-
 static const struct ckpt_node *at(const struct ckpt *c, const char *path)
 {
 	const struct ckpt_node *n = c->root;

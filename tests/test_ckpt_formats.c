@@ -6,6 +6,7 @@
  * the tree torch.load / torch.jit.load would; truncated files, lying sizes
  * and missing records fail with one line naming the offset, never a crash.
  */
+#include "ckpt_open_util.h"
 #include "pickle_asm.h"
 #include "test_util.h"
 #include "zip_builder.h"
@@ -36,45 +37,6 @@ static void pk_dense(struct buf *b, const char *cls, const char *key,
 }
 
 /* ---- files ---- */
-
-/* Open @path: 0 and *@out, or -errno with @d holding one line. */
-static int try_open(const char *path, struct ckpt **out, struct diag *d)
-{
-	int rc;
-
-	diag_init(d, path);
-	rc = ckpt_open(path, out, d);
-	if (rc) {
-		cr_assert_null(*out);
-		cr_assert_lt(rc, 0);
-		cr_assert_eq(rc, d->err);
-		cr_assert(d->msg[0], "a failure without a message");
-		cr_assert_null(strchr(d->msg, '\n'), "two lines: %s", d->msg);
-	}
-	return rc;
-}
-
-static void open_fails(const char *path, int err, const char *what)
-{
-	struct ckpt *c = (struct ckpt *)1;
-	struct diag d;
-	char line[512];
-
-	cr_assert_eq(try_open(path, &c, &d), err, "%s: got %d (%s)", what,
-		     d.err, diag_line(&d, line, sizeof(line)));
-	cr_assert(strstr(d.msg, what), "message '%s' lacks '%s'", d.msg, what);
-}
-
-static struct ckpt *open_ok(const char *path)
-{
-	struct ckpt *c = NULL;
-	struct diag d;
-	char line[512];
-
-	cr_assert_eq(try_open(path, &c, &d), 0, "%s",
-		     diag_line(&d, line, sizeof(line)));
-	return c;
-}
 
 static const struct ckpt_node *at(const struct ckpt *c, const char *path)
 {
@@ -293,7 +255,7 @@ Test(ckpt_tar, every_truncation_fails_cleanly)
 		struct diag d;
 		int rc;
 
-		rc = try_open(write_tmp(t.p, cut), &c, &d);
+		rc = open_try(write_tmp(t.p, cut), &c, &d);
 		if (cut < need)
 			cr_assert_neq(rc, 0, "cut at %zu opened", cut);
 		ckpt_close(c);
@@ -719,14 +681,14 @@ Test(ckpt_script, every_truncation_and_dropped_record_fails_cleanly)
 		struct diag d;
 
 		/* a zip cut anywhere loses its end records */
-		cr_assert_neq(try_open(write_tmp(t.p, cut), &c, &d), 0,
+		cr_assert_neq(open_try(write_tmp(t.p, cut), &c, &d), 0,
 			      "cut at %ld opened", cut);
 	}
 	for (int skip = 0; skip < R_N; skip++) {
 		struct ckpt *c = NULL;
 		struct diag d;
 
-		if (!try_open(write_ts(skip, &data, &cst), &c, &d))
+		if (!open_try(write_ts(skip, &data, &cst), &c, &d))
 			ckpt_close(c);
 	}
 	unlink(tmp_last());
@@ -846,7 +808,7 @@ static void flip_each(const struct buf *t)
 
 		memcpy(copy, t->p, t->len);
 		copy[i] ^= 0xff;
-		if (!try_open(write_tmp(copy, t->len), &c, &d)) {
+		if (!open_try(write_tmp(copy, t->len), &c, &d)) {
 			/* what opened reads every tensor in bounds */
 			for (uint32_t k = 0; k < c->ntensors; k++) {
 				static unsigned char out[4096];
@@ -1025,7 +987,7 @@ Test(ckpt_script, every_truncation_of_model_json_fails_cleanly)
 
 		memcpy(cut, model_json, i);
 		cut[i] = 0;
-		cr_assert_neq(try_open(write_mj(cut, &attrs), &c, &d), 0,
+		cr_assert_neq(open_try(write_mj(cut, &attrs), &c, &d), 0,
 			      "model.json cut at %zu opened", i);
 	}
 	unlink(tmp_last());

@@ -87,8 +87,8 @@ static struct ckpt *st_open(const char *file)
 }
 
 /* Refused with @err at file offset @off, the message holding @what. */
-static void open_fails(const char *file, int err, uint64_t off,
-		       const char *what)
+static void open_fails_at(const char *file, int err, uint64_t off,
+			  const char *what)
 {
 	struct diag d;
 	char line[512];
@@ -320,11 +320,11 @@ Test(st_malformed, header_length_past_the_file)
 	unsigned char *p = st_bytes(1000, GOOD, 5, &len);
 
 	put_file(p, len);
-	open_fails(path, -EILSEQ, 0, "runs past the end of the file");
+	open_fails_at(path, -EILSEQ, 0, "runs past the end of the file");
 	free(p);
 	p = st_bytes(200000000, GOOD, 5, &len);
 	put_file(p, len);
-	open_fails(path, -EILSEQ, 0, "over the format's limit");
+	open_fails_at(path, -EILSEQ, 0, "over the format's limit");
 	free(p);
 	assert_no_leaks();
 }
@@ -436,7 +436,7 @@ Test(st_malformed, bad_headers)
 		/* 8 data bytes: enough for the cases that need some */
 		st_file(h, 8);
 		cr_log_info("case %zu: %s", i, h);
-		open_fails(path, bad[i].err, 8 + (uint64_t)(at - h),
+		open_fails_at(path, bad[i].err, 8 + (uint64_t)(at - h),
 			   bad[i].what);
 	}
 	assert_no_leaks();
@@ -447,7 +447,7 @@ Test(st_malformed, trailing_comma)
 	const char *h = "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],"
 			"\"data_offsets\":[0,1]},}";
 
-	open_fails(st_file(h, 1), -EILSEQ, 8 + strlen(h) - 1,
+	open_fails_at(st_file(h, 1), -EILSEQ, 8 + strlen(h) - 1,
 		   "string expected");
 	assert_no_leaks();
 }
@@ -455,6 +455,6 @@ Test(st_malformed, trailing_comma)
 Test(st_malformed, not_a_safetensors_start)
 {
 	/* a header must start with '{': anything else is not this format */
-	open_fails(st_file(" {}", 0), -EILSEQ, 0, "not a PyTorch checkpoint");
+	open_fails_at(st_file(" {}", 0), -EILSEQ, 0, "not a PyTorch checkpoint");
 	assert_no_leaks();
 }
