@@ -455,6 +455,7 @@ Test(st_malformed, trailing_comma)
 Test(st_malformed, not_a_safetensors_start)
 {
 	/* a header must start with '{': anything else is not this format */
-	open_fails_at(st_file(" {}", 0), -EILSEQ, 0, "not a PyTorch checkpoint");
+	open_fails_at(st_file(" {}", 0), -EILSEQ, 0,
+		      "not a PyTorch checkpoint");
 	assert_no_leaks();
 }
