@@ -72,30 +72,6 @@ stop_daemon "$WORK/mnt/probe"
 # ------------------------------------------------------------ the worker
 mkfifo "$WORK/req" "$WORK/resp" || exit 1
 WORKER_PY=edit_check.py WORKER_ARG=$inner
-
-# pyreq REPORT CMD ARG...: one request; sets PYS (ok/FAIL) and PYM.
-# REPORT and the paths in ARG are relative to the scratch directory.
-pyreq() {
-	_pq_line=$2$TAB$1
-	shift 2
-	for _pq_a in "$@"; do
-		_pq_line=$_pq_line$TAB$_pq_a
-	done
-	_pq_r=
-	if printf '%s\n' "$_pq_line" >&3; then
-		IFS= read -r _pq_r <&4 || _pq_r=
-	fi
-	if [ -z "$_pq_r" ]; then
-		PYS=FAIL
-		PYM="edit_check.py died: $(grep -v 'UCX\|cpuinfo' "$WORK/worker.err" | tail -n 1)"
-		stop_worker
-		start_worker || exit 1
-		return 1
-	fi
-	PYS=${_pq_r%%"$TAB"*} PYM=${_pq_r#*"$TAB"}
-	[ "$PYS" = ok ]
-}
-
 start_worker || exit 1
 echo "$("$PTFS" --version 2>/dev/null | grep '^ptfs ' | head -n 1); ${ready#*"$TAB"}"
 if ! pyreq gen.rep gen; then

@@ -81,28 +81,6 @@ probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err"
 stop_daemon "$WORK/mnt/probe"
 mkfifo "$WORK/req" "$WORK/resp" || exit 1
 
-# pyreq REPORT CMD ARG...: one request to the worker; sets PYS and PYM
-pyreq() {
-	_pq_line=$2$TAB$1
-	shift 2
-	for _pq_a in "$@"; do
-		_pq_line=$_pq_line$TAB$_pq_a
-	done
-	_pq_r=
-	if printf '%s\n' "$_pq_line" >&3; then
-		IFS= read -r _pq_r <&4 || _pq_r=
-	fi
-	if [ -z "$_pq_r" ]; then
-		PYS=FAIL
-		PYM="$WORKER_PY died: $(grep -v 'UCX\|cpuinfo' "$WORK/worker.err" | tail -n 1)"
-		stop_worker
-		start_worker || exit 1
-		return 1
-	fi
-	PYS=${_pq_r%%"$TAB"*} PYM=${_pq_r#*"$TAB"}
-	[ "$PYS" = ok ]
-}
-
 # pycheck LABEL CMD ARG...: one check line from a request (report in
 # $WORK/py.rep)
 pycheck() {

@@ -536,3 +536,28 @@ stop_worker() {
 	[ -n "$wpid" ] && kill "$wpid" 2>/dev/null && wait "$wpid" 2>/dev/null
 	wpid=
 }
+
+# pyreq REPORT CMD ARG...: one request to the worker, whose one-line
+# answer sets PYS (ok/FAIL) and PYM; 0 when ok.  REPORT and the paths in
+# ARG are relative to the scratch directory.  A worker that died is
+# reported and started again.
+pyreq() {
+	_pq_line=$2$TAB$1
+	shift 2
+	for _pq_a in "$@"; do
+		_pq_line=$_pq_line$TAB$_pq_a
+	done
+	_pq_r=
+	if printf '%s\n' "$_pq_line" >&3; then
+		IFS= read -r _pq_r <&4 || _pq_r=
+	fi
+	if [ -z "$_pq_r" ]; then
+		PYS=FAIL
+		PYM="$WORKER_PY died: $(grep -v 'UCX\|cpuinfo' "$WORK/worker.err" | tail -n 1)"
+		stop_worker
+		start_worker || exit 1
+		return 1
+	fi
+	PYS=${_pq_r%%"$TAB"*} PYM=${_pq_r#*"$TAB"}
+	[ "$PYS" = ok ]
+}
