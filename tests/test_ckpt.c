@@ -73,8 +73,7 @@ static const char *one_tensor(int32_t numel, int32_t off, const int32_t *size,
 	struct zent st = { "m/data/0", data, rec_len, false };
 	const char *path;
 
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	op(&b, '}');
 	pk_str(&b, "w");
 	pk_tensor(&b, "FloatStorage", "0", numel, off, size, stride, ndim,
@@ -224,8 +223,7 @@ Test(ckpt_open, knows_torchscript_and_names_missing_records)
 	struct zent cst = { "m/constants.pkl", "\x80\x02).", 4, false };
 	struct ckpt *c;
 
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	op(&b, '}');
 	op(&b, '.');
 	c = open_ok(write_ckpt(&b, "3\n", &cst, 1));
@@ -250,8 +248,7 @@ Test(ckpt_open, refuses_records_outside_the_top_folder)
 	struct buf b = { 0 };
 	struct zent other = { "n/data/0", "abcd", 4, false };
 
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	op(&b, ')');
 	op(&b, '.');
 	open_fails(write_ckpt(&b, "3\n", &other, 1), -EILSEQ,
@@ -328,8 +325,7 @@ Test(ckpt_tensor, refuses_a_missing_storage_record)
 	static const int32_t size[] = { 2 }, stride[] = { 1 };
 	struct buf b = { 0 };
 
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	pk_tensor(&b, "FloatStorage", "7", 2, 0, size, stride, 1, false);
 	op(&b, '.');
 	open_fails(write_ckpt(&b, "3\n", NULL, 0), -EILSEQ,
@@ -346,8 +342,7 @@ Test(ckpt_tensor, refuses_one_storage_with_two_dtypes)
 	struct zent st = { "m/data/0", data, 8, false };
 	struct buf b = { 0 };
 
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	op(&b, '(');
 	pk_tensor(&b, "FloatStorage", "0", 2, 0, size, stride, 1, false);
 	pk_tensor(&b, "IntStorage", "0", 2, 0, size, stride, 1, false);
@@ -364,8 +359,7 @@ Test(ckpt_tensor, refuses_malformed_persistent_ids)
 {
 	struct buf b = { 0 };
 
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	op(&b, '(');
 	pk_str(&b, "storage");
 	pk_global(&b, "torch", "FloatStorage");
@@ -375,8 +369,7 @@ Test(ckpt_tensor, refuses_malformed_persistent_ids)
 	open_fails(write_ckpt(&b, "3\n", NULL, 0), -EILSEQ, "persistent id");
 	free(b.p);
 	memset(&b, 0, sizeof(b));
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	op(&b, '(');
 	pk_str(&b, "storage");
 	pk_global(&b, "torch", "EvilStorage");
@@ -464,8 +457,7 @@ Test(ckpt_tensor, reads_tensors_saved_through_numpy)
 	struct ckpt *c;
 	const struct ckpt_tensor *t;
 
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	pk_numpy_tensor(&b, "f4", 0);
 	op(&b, '.');
 	c = open_ok(write_ckpt(&b, "3\n", NULL, 0));
@@ -480,16 +472,14 @@ Test(ckpt_tensor, reads_tensors_saved_through_numpy)
 	ckpt_close(c);
 	free(b.p);
 	memset(&b, 0, sizeof(b));
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	pk_numpy_tensor(&b, "f8", 0);
 	op(&b, '.');
 	open_fails(write_ckpt(&b, "3\n", NULL, 0), -ENOTSUP,
 		   "numpy array 'f8'");
 	free(b.p);
 	memset(&b, 0, sizeof(b));
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	pk_numpy_tensor(&b, "f4", 1);
 	op(&b, '.');
 	open_fails(write_ckpt(&b, "3\n", NULL, 0), -ENOTSUP, "Fortran");
@@ -509,8 +499,7 @@ Test(ckpt_tensor, a_parameter_of_a_numpy_tensor_shares_its_data)
 	struct ckpt *c;
 	const struct ckpt_tensor *t;
 
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	pk_global(&b, "torch._utils", "_rebuild_parameter");
 	op(&b, '(');
 	pk_numpy_tensor(&b, "f4", 0);
@@ -543,8 +532,7 @@ Test(ckpt_tree, int_and_str_keys_that_print_alike_both_stay_reachable)
 	struct buf b = { 0 };
 	struct ckpt *c;
 
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	op(&b, '}');
 	op(&b, '(');
 	pk_int(&b, 0);
@@ -580,8 +568,7 @@ Test(ckpt_tree, shared_and_self_containing_lists_become_links)
 	struct ckpt *c;
 
 	/* x = [1]; root = [x, x, root] */
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	op(&b, ']');
 	op(&b, 'q');
 	op(&b, 0);
@@ -614,8 +601,7 @@ Test(ckpt_tree, refuses_nesting_deeper_than_the_limit)
 {
 	struct buf b = { 0 };
 
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	for (int i = 0; i < CKPT_MAX_DEPTH + 10; i++)
 		op(&b, ']');
 	for (int i = 0; i < CKPT_MAX_DEPTH + 9; i++)
@@ -633,8 +619,7 @@ Test(ckpt_tree, shows_a_million_chained_calls_without_recursing)
 	struct ckpt *c;
 
 	/* {'x': foo.bar()()()...}: each REDUCE calls the last one's result */
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	op(&b, '}');
 	pk_str(&b, "x");
 	pk_global(&b, "foo", "bar");
@@ -658,8 +643,7 @@ Test(ckpt_tree, reports_globals_outside_the_allowlist)
 	struct buf b = { 0 };
 	struct ckpt *c;
 
-	op(&b, 0x80);
-	op(&b, 2);
+	pk_start(&b);
 	pk_global(&b, "os", "system");
 	op(&b, '(');
 	pk_str(&b, "echo pwned");
@@ -787,8 +771,7 @@ static void pk_two_views(struct buf *b, int32_t n)
 	int32_t size[1] = { n }, stride[1] = { 1 };
 	int32_t tsize[2] = { 4, n / 4 }, tstride[2] = { 1, 4 };
 
-	op(b, 0x80);
-	op(b, 2);
+	pk_start(b);
 	op(b, ']');
 	op(b, '(');
 	pk_tensor(b, "FloatStorage", "0", n, 0, size, stride, 1, false);
