@@ -464,8 +464,8 @@ static int wrapper_tensor(struct ckpt_build *b, const struct pkl_value *args,
 	as_int(arg(args, 7), &flag);
 	t->requires_grad = flag;
 	if (cls && cls->kind == PKL_GLOBAL &&
-	    set_ext(b, t, class_name(b, cls), t->x->state))
-		return -ENOMEM;
+	    (rc = set_ext(b, t, class_name(b, cls), t->x->state)))
+		return rc;
 	*out = t;
 	return 0;
 }
@@ -560,8 +560,8 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 			as_int(arg(args, 1), &flag);
 		}
 		if (r == R_PARAM_STATE &&
-		    set_ext(b, t, t->x->cls, state_of(arg(args, 3))))
-			return -ENOMEM;
+		    (rc = set_ext(b, t, t->x->cls, state_of(arg(args, 3)))))
+			return rc;
 		t->requires_grad = flag;
 		if (t->storage)
 			t->storage->ntensors++;
@@ -584,8 +584,9 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 		else if (cls && cls->kind == PKL_GLOBAL &&
 			 !pkl_is_global(cls, "torch", "Tensor"))
 			name = class_name(b, cls);
-		if (set_ext(b, t, name, state_of(arg(args, 3))))
-			return -ENOMEM;
+		rc = set_ext(b, t, name, state_of(arg(args, 3)));
+		if (rc)
+			return rc;
 		*out = t;
 		return 0;
 	}

@@ -185,7 +185,7 @@ int rp_emit_args(struct wb *w, const struct pkl_value *v)
 	/* in the pickle's item size: a storage may since be re-typed */
 	view = (uint64_t)pid_view(t) * tsize;
 	if (!trimmed && !view)
-		return 0;	/* the pid is the only change: rp_hook_persid() */
+		return 0;	/* only the pid changes: rp_hook_persid() */
 	/* ckpt_tensor_check() bounded offset and view by the storage */
 	off_b = (uint64_t)soff * tsize + view;
 	noff = off_b >= cut ? (off_b - cut) / tsize : 0;

@@ -395,11 +395,11 @@ static int constants(struct ckpt *c, struct ptz_entry *e,
 	    n->dir->nkids) {
 		for (uint32_t i = 0; i < n->dir->nkids; i++) {
 			char buf[16];
+			struct ckpt_node *k = n->dir->kids[i];
 
 			snprintf(buf, sizeof(buf), "c%u", i);
-			n->dir->kids[i]->name = arena_strndup(&c->arena, buf,
-							 strlen(buf));
-			if (!n->dir->kids[i]->name)
+			k->name = arena_strndup(&c->arena, buf, strlen(buf));
+			if (!k->name)
 				return diag_nomem(d);
 		}
 		rc = ckpt_dir_fill(c->b, n, NULL, 0);	/* index the names */
