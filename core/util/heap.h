@@ -5,6 +5,9 @@
 #ifndef PT_UTIL_HEAP_H
 #define PT_UTIL_HEAP_H
 
+#include <stddef.h>
+
 void util_heap_setup(void);
+void util_populate(void *p, size_t n);
 
 #endif

@@ -8,6 +8,7 @@
  */
 #define PTZ_BUILD 1
 #include "zip/ptz_int.h"
+#include "util/heap.h"
 #include "util/io.h"
 
 #include <errno.h>
@@ -409,6 +410,7 @@ int ptz_cdir_read(struct ptz_reader *z, struct diag *d)
 	buf = malloc(size);
 	if (!buf)
 		return diag_nomem(d);
+	util_populate(buf, size);
 	rc = ptz_pread(z, buf, size, z->cdir_off, d);
 	if (rc < 0)
 		goto out_free_buf;

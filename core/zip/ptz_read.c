@@ -8,6 +8,7 @@
  */
 #define PTZ_BUILD 1
 #include "zip/ptz_int.h"
+#include "util/heap.h"
 #include "util/io.h"
 
 #include <errno.h>
@@ -296,6 +297,7 @@ int ptz_entry_read(const struct ptz_reader *z, struct ptz_entry *e,
 	buf = malloc((size_t)e->usize + 1);
 	if (!buf)
 		return diag_nomem(d);
+	util_populate(buf, (size_t)e->usize + 1);
 	if (e->method == PTZ_DEFLATED)
 		rc = inflate_entry(z, e, buf, d);
 	else
