@@ -220,7 +220,9 @@ static struct total *totals(const struct ckpt *c, size_t *n)
 			continue;
 		dt = x ? x->dtype->name :
 		     sdt[s->index] ? sdt[s->index] : s->dtype->name;
-		for (j = 0; j < k && strcmp(t[j].dtype, dt); j++)
+		/* names come from the dtype table: mostly the same pointer */
+		for (j = 0; j < k && t[j].dtype != dt &&
+			    strcmp(t[j].dtype, dt); j++)
 			;
 		if (j == k)
 			t[k++].dtype = dt;

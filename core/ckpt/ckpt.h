@@ -185,8 +185,8 @@ enum ckpt_step {
  */
 struct ckpt_dir {
 	struct ckpt_node **kids;	/* in container order */
-	/* kids by name, open addressing: position in kids[] + 1, 0 empty
-	   (ckpt_dir.c) */
+	/* kids by name, open addressing: position in kids[] + 1 and a tag
+	   of the name's hash, 0 empty (ckpt_dir.c) */
 	uint32_t *hash;
 	uint32_t nkids;
 	uint32_t hash_mask;		/* slots - 1 */

@@ -42,25 +42,54 @@ uint32_t ckpt_name_hash(const char *s)
 }
 
 /*
- * The slot for @name in @d's name index: 0 (empty) or the position + 1 of
- * the child of that name in kids[] (4 bytes a slot where a pointer took 8:
- * a directory of 100,000 tensors has 262,144 slots).
+ * A slot of @d's name index: 0 (empty), or the child's position in kids[]
+ * + 1 in the low SLOT_POS_BITS and the top bits of its name's hash above
+ * them (4 bytes a slot where a pointer took 8: a directory of 100,000
+ * tensors has 262,144 slots).  The tag settles 127 of 128 mismatches
+ * without reading the child: a probe otherwise costs three cache misses
+ * (kids[], the node, its name).  A position must stay below SLOT_POS_MAX:
+ * CKPT_MAX_NODES keeps an open within it, ckpt_dir_insert() the edits.
  */
-static uint32_t *slot(const struct ckpt_dir *d, const char *name)
-{
-	uint32_t i = ckpt_name_hash(name) & d->hash_mask;
+#define SLOT_POS_BITS	25
+#define SLOT_POS_MAX	((1u << SLOT_POS_BITS) - 1)
+#define SLOT_TAG	(~SLOT_POS_MAX)
+_Static_assert(CKPT_MAX_NODES <= SLOT_POS_MAX + 1, "slot positions");
 
-	while (d->hash[i] && strcmp(d->kids[d->hash[i] - 1]->name, name))
-		i = (i + 1) & d->hash_mask;
+static inline uint32_t slot_pos(uint32_t v)
+{
+	return (v & SLOT_POS_MAX) - 1;
+}
+
+/* The slot for @name (its hash in *@h): its child's, or the empty one
+   where it would go. */
+static uint32_t *slot(const struct ckpt_dir *d, const char *name,
+		      uint32_t *h)
+{
+	uint32_t i, v;
+
+	*h = ckpt_name_hash(name);
+	for (i = *h & d->hash_mask; (v = d->hash[i]);
+	     i = (i + 1) & d->hash_mask)
+		if (!((v ^ *h) & SLOT_TAG) &&
+		    !strcmp(d->kids[slot_pos(v)]->name, name))
+			break;
 	return &d->hash[i];
+}
+
+/* Index @d's child at @pos under @name (which no child of @d has). */
+static void slot_set(struct ckpt_dir *d, const char *name, uint32_t pos)
+{
+	uint32_t h, *s = slot(d, name, &h);
+
+	*s = (h & SLOT_TAG) | (pos + 1);
 }
 
 struct ckpt_node *ckpt_node_child(const struct ckpt_node *dir,
 				  const char *name)
 {
-	uint32_t h = dir->dir->hash ? *slot(dir->dir, name) : 0;
+	uint32_t h, v = dir->dir->hash ? *slot(dir->dir, name, &h) : 0;
 
-	return h ? dir->dir->kids[h - 1] : NULL;
+	return v ? dir->dir->kids[slot_pos(v)] : NULL;
 }
 
 /*
@@ -89,7 +118,7 @@ int ckpt_dir_index(struct ckpt *c, struct ckpt_node *dir,
 	d->hash_mask = cap - 1;
 	for (uint32_t i = 0; i < nkids; i++) {
 		struct ckpt_node *n = d->kids[i];
-		uint32_t *s = slot(d, n->name);
+		uint32_t h, *s = slot(d, n->name, &h);
 
 		if (*s) {
 			size_t len = strlen(n->name) + 16;
@@ -99,9 +128,9 @@ int ckpt_dir_index(struct ckpt *c, struct ckpt_node *dir,
 				return -ENOMEM;
 			snprintf(name, len, "%s%%#%u", n->name, n->index);
 			n->name = name;
-			s = slot(d, name);
+			s = slot(d, name, &h);
 		}
-		*s = i + 1;
+		*s = (h & SLOT_TAG) | (i + 1);
 		n->home = dir;
 		n->home_name = n->name;
 	}
@@ -123,7 +152,7 @@ static int hash_grow(struct ckpt *c, struct ckpt_node *dir)
 	d->hash_mask = cap - 1;
 	for (uint32_t i = 0; i < d->nkids; i++)
 		if (d->kids[i])
-			*slot(d, d->kids[i]->name) = i + 1;
+			slot_set(d, d->kids[i]->name, i);
 	return 0;
 }
 
@@ -133,7 +162,7 @@ static void hash_del(struct ckpt_node *dir, const struct ckpt_node *n)
 	struct ckpt_dir *d = dir->dir;
 	uint32_t m = d->hash_mask, i = ckpt_name_hash(n->name) & m, j;
 
-	while (d->hash[i] != n->index + 1)
+	while (slot_pos(d->hash[i]) != n->index)
 		i = (i + 1) & m;
 	for (j = i;;) {
 		uint32_t k;
@@ -141,7 +170,7 @@ static void hash_del(struct ckpt_node *dir, const struct ckpt_node *n)
 		j = (j + 1) & m;
 		if (!d->hash[j])
 			break;
-		k = ckpt_name_hash(d->kids[d->hash[j] - 1]->name) & m;
+		k = ckpt_name_hash(d->kids[slot_pos(d->hash[j])]->name) & m;
 		/* move it back unless its home slot lies in (i, j] */
 		if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
 			d->hash[i] = d->hash[j];
@@ -158,9 +187,14 @@ int ckpt_dir_insert(struct ckpt *c, struct ckpt_node *dir,
 
 	if (d->nkids == d->kcap) {
 		uint32_t cap = d->kcap ? 2 * d->kcap : 8;
-		struct ckpt_node **k = arena_alloc(&c->arena, cap * sizeof(*k));
+		struct ckpt_node **k;
 
-		if (!k || d->nkids == UINT32_MAX / 2)
+		if (d->nkids >= SLOT_POS_MAX)
+			return -ENOMEM;	/* positions must fit a slot */
+		if (cap > SLOT_POS_MAX)
+			cap = SLOT_POS_MAX;
+		k = arena_alloc(&c->arena, (size_t)cap * sizeof(*k));
+		if (!k)
 			return -ENOMEM;
 		if (d->nkids)
 			memcpy(k, d->kids, d->nkids * sizeof(*k));
@@ -175,7 +209,7 @@ int ckpt_dir_insert(struct ckpt *c, struct ckpt_node *dir,
 	n->index = d->nkids;
 	d->kids[d->nkids++] = n;
 	d->nlive++;
-	*slot(d, name) = n->index + 1;
+	slot_set(d, name, n->index);
 	return 0;
 }
 
@@ -195,7 +229,7 @@ int ckpt_dir_restore(struct ckpt *c, struct ckpt_node *dir,
 		return -ENOMEM;
 	d->kids[n->index] = n;
 	d->nlive++;
-	*slot(d, n->name) = n->index + 1;
+	slot_set(d, n->name, n->index);
 	return 0;
 }
 
@@ -204,7 +238,7 @@ void ckpt_dir_rename(struct ckpt_node *dir, struct ckpt_node *n,
 {
 	hash_del(dir, n);
 	n->name = name;
-	*slot(dir->dir, name) = n->index + 1;
+	slot_set(dir->dir, name, n->index);
 }
 
 void ckpt_dir_swap(struct ckpt_node *dir, struct ckpt_node *old,
@@ -215,5 +249,5 @@ void ckpt_dir_swap(struct ckpt_node *dir, struct ckpt_node *old,
 	n->index = old->index;
 	n->parent = dir;
 	n->name = old->name;
-	*slot(dir->dir, n->name) = n->index + 1;
+	slot_set(dir->dir, n->name, n->index);
 }
