@@ -95,66 +95,66 @@ void fmt_meta_text(const struct ckpt *c)
 	}
 }
 
-void fmt_json_meta(FILE *f, const struct ckpt *c)
+void fmt_json_meta(struct jw *w, const struct ckpt *c)
 {
-	fputs(",\"metadata\":", f);
+	jw_lit(w, ",\"metadata\":");
 	if (c->format != CKPT_SAFETENSORS) {
-		fputs("null", f);
+		jw_lit(w, "null");
 		return;
 	}
-	putc('{', f);
+	jw_putc(w, '{');
 	for (uint32_t i = 0; i < c->nmeta; i++) {
 		if (i)
-			putc(',', f);
-		json_str(f, c->meta[i].key, c->meta[i].klen);
-		putc(':', f);
-		json_str(f, c->meta[i].val, c->meta[i].vlen);
+			jw_putc(w, ',');
+		jw_str(w, c->meta[i].key, c->meta[i].klen);
+		jw_putc(w, ':');
+		jw_str(w, c->meta[i].val, c->meta[i].vlen);
 	}
-	putc('}', f);
+	jw_putc(w, '}');
 }
 
-void fmt_json_key(FILE *f, const struct ckpt_node *n)
+void fmt_json_key(struct jw *w, const struct ckpt_node *n)
 {
 	const struct pkl_value *k = n->key;
 	size_t len;
 	char *text;
 
 	if (n->step == CKPT_S_INDEX) {
-		json_u64(f, n->index);
+		jw_u64(w, n->index);
 		return;
 	}
 	if (n->step == CKPT_S_PART) {
-		fputs("{\"part\":", f);
-		json_cstr(f, n->name);
-		fputs("}", f);
+		jw_lit(w, "{\"part\":");
+		jw_cstr(w, n->name);
+		jw_lit(w, "}");
 		return;
 	}
 	if (n->step == CKPT_S_ATTR)
-		fputs("{\"attr\":", f);
+		jw_lit(w, "{\"attr\":");
 	if (k->kind == PKL_STR || k->kind == PKL_STRING) {
-		json_str(f, k->u.s.p, k->u.s.n);
+		jw_str(w, k->u.s.p, k->u.s.n);
 	} else if (k->kind == PKL_INT) {
-		json_i64(f, k->u.i);
+		jw_i64(w, k->u.i);
 	} else {
 		text = ckpt_repr(k, 256, &len);
-		fputs("{\"repr\":", f);
-		json_str(f, text ? text : "?", text ? len : 1);
-		fputs("}", f);
+		jw_lit(w, "{\"repr\":");
+		jw_str(w, text ? text : "?", text ? len : 1);
+		jw_lit(w, "}");
 		free(text);
 	}
 	if (n->step == CKPT_S_ATTR)
-		fputs("}", f);
+		jw_lit(w, "}");
 }
 
-static void json_dims(FILE *f, const int64_t *v, int n)
+static void json_dims(struct jw *w, const int64_t *v, int n)
 {
-	putc('[', f);
+	jw_putc(w, '[');
 	for (int i = 0; i < n; i++) {
 		if (i)
-			putc(',', f);
-		json_i64(f, v[i]);
+			jw_putc(w, ',');
+		jw_i64(w, v[i]);
 	}
-	putc(']', f);
+	jw_putc(w, ']');
 }
 
 static const char *tf(bool b)
@@ -162,98 +162,100 @@ static const char *tf(bool b)
 	return b ? "true" : "false";
 }
 
-void fmt_json_value(FILE *f, const struct ckpt_node *n)
+void fmt_json_value(struct jw *w, const struct ckpt_node *n)
 {
 	const struct pkl_value *v = n->val;
 
 	if (v->kind == PKL_INT || v->kind == PKL_BIGINT) {
-		fwrite(n->text, 1, n->textlen, f);
+		jw_add(w, n->text, n->textlen);
 	} else if (v->kind == PKL_FLOAT) {
 		if (strchr(n->text, 'n'))	/* nan, inf */
-			json_cstr(f, n->text);
+			jw_cstr(w, n->text);
 		else
-			fputs(n->text, f);
+			jw_puts(w, n->text);
 	} else if (v->kind == PKL_BOOL) {
-		fputs(v->u.i ? "true" : "false", f);
+		jw_puts(w, v->u.i ? "true" : "false");
 	} else if (v->kind == PKL_NONE) {
-		fputs("null", f);
+		jw_lit(w, "null");
 	} else {
-		json_str(f, n->text, n->textlen);
+		jw_str(w, n->text, n->textlen);
 	}
 }
 
 /* The view of @t: dtype, shape, stride, offset, storage, size. */
-static void json_view(FILE *f, const struct ckpt_tensor *t)
+static void json_view(struct jw *w, const struct ckpt_tensor *t)
 {
-	fputs("\"dtype\":\"", f);
-	fputs(t->dtype->name, f);
-	fputs("\",\"shape\":", f);
-	json_dims(f, t->shape, t->ndim);
-	fputs(",\"stride\":", f);
-	json_dims(f, t->stride, t->ndim);
-	fputs(",\"offset\":", f);
-	json_u64(f, t->offset);
-	fputs(",\"storage\":", f);
-	json_cstr(f, t->storage ? t->storage->key : NULL);
-	fputs(",\"nbytes\":", f);
-	json_u64(f, t->nbytes);
+	jw_lit(w, "\"dtype\":\"");
+	jw_puts(w, t->dtype->name);
+	jw_lit(w, "\",\"shape\":");
+	json_dims(w, t->shape, t->ndim);
+	jw_lit(w, ",\"stride\":");
+	json_dims(w, t->stride, t->ndim);
+	jw_lit(w, ",\"offset\":");
+	jw_u64(w, t->offset);
+	jw_lit(w, ",\"storage\":");
+	jw_cstr(w, t->storage ? t->storage->key : NULL);
+	jw_lit(w, ",\"nbytes\":");
+	jw_u64(w, t->nbytes);
 }
 
-static void json_tensor_extra(FILE *f, const struct ckpt_tensor *t)
+static void json_tensor_extra(struct jw *w, const struct ckpt_tensor *t)
 {
 	if (t->conj || t->neg)
-		fprintf(f, ",\"conj\":%s,\"neg\":%s", t->conj ? "true" : "false",
-			t->neg ? "true" : "false");
+		jw_printf(w, ",\"conj\":%s,\"neg\":%s",
+			  t->conj ? "true" : "false",
+			  t->neg ? "true" : "false");
 	if (t->x->cls) {
-		fputs(",\"class\":", f);
-		json_cstr(f, t->x->cls);
+		jw_lit(w, ",\"class\":");
+		jw_cstr(w, t->x->cls);
 	}
 	if (t->x->qscheme) {
 		char sc[40];
 
-		fputs(",\"qscheme\":", f);
-		json_cstr(f, t->x->qscheme);
+		jw_lit(w, ",\"qscheme\":");
+		jw_cstr(w, t->x->qscheme);
 		if (t->x->qscales) {
-			fputs(",\"q_scales\":{", f);
-			json_view(f, t->x->qscales);
-			fputs("},\"q_zero_points\":{", f);
-			json_view(f, t->x->qzeros);
-			fprintf(f, "},\"q_axis\":%" PRId64, t->x->axis);
+			jw_lit(w, ",\"q_scales\":{");
+			json_view(w, t->x->qscales);
+			jw_lit(w, "},\"q_zero_points\":{");
+			json_view(w, t->x->qzeros);
+			jw_printf(w, "},\"q_axis\":%" PRId64, t->x->axis);
 		} else
-			fprintf(f, ",\"q_scale\":%s,\"q_zero_point\":%" PRId64,
-				ckpt_float_repr(t->x->scale, sc, sizeof(sc)),
-				t->x->zero_point);
+			jw_printf(w, ",\"q_scale\":%s,\"q_zero_point\":%"
+				  PRId64, ckpt_float_repr(t->x->scale, sc,
+							  sizeof(sc)),
+				  t->x->zero_point);
 	}
 }
 
-void fmt_json_tensor(FILE *f, const struct ckpt *c,
+void fmt_json_tensor(struct jw *w, const struct ckpt *c,
 		     const struct ckpt_tensor *t)
 {
 	const struct ckpt_shard *sh = ckpt_tensor_shard(c, t);
 
-	fputs(",\"tensor\":", f);
-	json_u64(f, t->index);
-	putc(',', f);
-	json_view(f, t);
-	fputs(",\"device\":", f);
-	json_cstr(f, t->device);
-	fputs(",\"requires_grad\":", f);
-	fputs(tf(t->requires_grad), f);
-	fputs(",\"parameter\":", f);
-	fputs(tf(t->parameter), f);
-	fputs(",\"contiguous\":", f);
-	fputs(tf(t->contiguous), f);
-	fputs(",\"layout\":\"", f);
-	fputs(t->kind == CKPT_T_QUANTIZED ? "quantized" :
-	      t->kind == CKPT_T_META ? "meta" :
-	      t->kind == CKPT_T_INLINE ? "numpy" :
-	      t->kind == CKPT_T_STORAGE ? "storage" : "strided", f);
-	putc('"', f);
+	jw_lit(w, ",\"tensor\":");
+	jw_u64(w, t->index);
+	jw_putc(w, ',');
+	json_view(w, t);
+	jw_lit(w, ",\"device\":");
+	jw_cstr(w, t->device);
+	jw_lit(w, ",\"requires_grad\":");
+	jw_puts(w, tf(t->requires_grad));
+	jw_lit(w, ",\"parameter\":");
+	jw_puts(w, tf(t->parameter));
+	jw_lit(w, ",\"contiguous\":");
+	jw_puts(w, tf(t->contiguous));
+	jw_lit(w, ",\"layout\":\"");
+	jw_puts(w, t->kind == CKPT_T_QUANTIZED ? "quantized" :
+		   t->kind == CKPT_T_META ? "meta" :
+		   t->kind == CKPT_T_INLINE ? "numpy" :
+		   t->kind == CKPT_T_STORAGE ? "storage" : "strided");
+	jw_putc(w, '"');
 	if (sh) {
-		fputs(",\"shard\":", f);
-		json_cstr(f, sh->name);
+		jw_lit(w, ",\"shard\":");
+		jw_cstr(w, sh->name);
 	}
-	json_tensor_extra(f, t);
+	json_tensor_extra(w, t);
 }
 
 const struct ckpt_node *fmt_find(const struct ckpt *c, const char *path)
@@ -286,24 +288,24 @@ const char *fmt_json_kind(const struct ckpt_node *n)
 	       n->kind == CKPT_N_OPAQUE ? "object" : "link";
 }
 
-void fmt_json_content(FILE *f, const struct ckpt *c,
+void fmt_json_content(struct jw *w, const struct ckpt *c,
 		      const struct ckpt_node *n)
 {
-	fputs(",\"type\":", f);
-	json_cstr(f, n->type);
+	jw_lit(w, ",\"type\":");
+	jw_cstr(w, n->type);
 	if (n->kind == CKPT_N_TENSOR) {
-		fmt_json_tensor(f, c, n->tensor);
+		fmt_json_tensor(w, c, n->tensor);
 	} else if (n->kind == CKPT_N_VALUE) {
-		fputs(",\"value\":", f);
-		fmt_json_value(f, n);
+		jw_lit(w, ",\"value\":");
+		fmt_json_value(w, n);
 	} else if (n->kind == CKPT_N_OPAQUE) {
-		fputs(",\"repr\":", f);
-		json_str(f, n->text, n->textlen);
+		jw_lit(w, ",\"repr\":");
+		jw_str(w, n->text, n->textlen);
 	} else if (n->kind == CKPT_N_LINK) {
 		char *to = ckpt_node_path(n->target);
 
-		fputs(",\"target\":", f);
-		json_cstr(f, to ? to : "?");
+		jw_lit(w, ",\"target\":");
+		jw_cstr(w, to ? to : "?");
 		free(to);
 	}
 }

@@ -7,11 +7,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 struct ckpt;
 struct ckpt_node;
 struct ckpt_tensor;
+struct jw;
 
 /*
  * The node a key path names, as the tools print paths ("optimizer/state/0",
@@ -35,9 +35,9 @@ void fmt_printable(char *out, const struct ckpt_node *n);
  * (",\"tensor\":N,\"dtype\":..." to append inside an object; the
  * "shard" it is read from in a sharded folder).
  */
-void fmt_json_key(FILE *f, const struct ckpt_node *n);
-void fmt_json_value(FILE *f, const struct ckpt_node *n);
-void fmt_json_tensor(FILE *f, const struct ckpt *c,
+void fmt_json_key(struct jw *w, const struct ckpt_node *n);
+void fmt_json_value(struct jw *w, const struct ckpt_node *n);
+void fmt_json_tensor(struct jw *w, const struct ckpt *c,
 		     const struct ckpt_tensor *t);
 
 /* What a JSON node calls @n: "container", "tensor", "value", "object" or
@@ -48,7 +48,7 @@ const char *fmt_json_kind(const struct ckpt_node *n);
  * ",\"type\":..." and what @n holds: a tensor's fields, a value, an
  * object's repr or a link's target (to append inside an object).
  */
-void fmt_json_content(FILE *f, const struct ckpt *c,
+void fmt_json_content(struct jw *w, const struct ckpt *c,
 		      const struct ckpt_node *n);
 
 /*
@@ -57,6 +57,6 @@ void fmt_json_content(FILE *f, const struct ckpt *c,
  * {...}" to append inside an object, or null for formats without it.
  */
 void fmt_meta_text(const struct ckpt *c);
-void fmt_json_meta(FILE *f, const struct ckpt *c);
+void fmt_json_meta(struct jw *w, const struct ckpt *c);
 
 #endif

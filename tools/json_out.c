@@ -1,13 +1,57 @@
 /*
- * json_out.c - JSON string output for the tools (RFC 8259 escapes; bytes
- * that are not valid UTF-8 are written as \u00XX, i.e. read as Latin-1).
+ * json_out.c - JSON output for the tools (RFC 8259 escapes; bytes that
+ * are not valid UTF-8 are written as \u00XX, i.e. read as Latin-1),
+ * through a buffer; see json_out.h.
  */
 #include "json_out.h"
 
 #include "util/utf8.h"
 
-#include <stdint.h>
-#include <string.h>
+#include <stdarg.h>
+
+void jw_init(struct jw *w, FILE *f, char *buf, size_t size)
+{
+	w->f = f;
+	w->buf = w->p = buf;
+	w->end = buf + size;
+}
+
+void jw_flush(struct jw *w)
+{
+	if (w->p > w->buf)
+		fwrite(w->buf, 1, (size_t)(w->p - w->buf), w->f);
+	w->p = w->buf;
+}
+
+void jw_add_slow(struct jw *w, const void *s, size_t n)
+{
+	jw_flush(w);
+	if (n > (size_t)(w->end - w->p)) {
+		fwrite(s, 1, n, w->f);
+		return;
+	}
+	memcpy(w->p, s, n);
+	w->p += n;
+}
+
+void jw_printf(struct jw *w, const char *fmt, ...)
+{
+	size_t room = (size_t)(w->end - w->p);
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(w->p, room, fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n < room) {
+		w->p += n;
+		return;
+	}
+	jw_flush(w);
+	va_start(ap, fmt);
+	vfprintf(w->f, fmt, ap);
+	va_end(ap);
+}
 
 /* Length of the UTF-8 sequence at @p (@n bytes there) JSON may hold, or 0:
    RFC 8259 text is UTF-8, and UTF-8 has no surrogates. */
@@ -19,12 +63,13 @@ static size_t utf8_len(const unsigned char *p, size_t n)
 	return cp >= 0xd800 && cp <= 0xdfff ? 0 : len;
 }
 
-void json_str(FILE *f, const char *s, size_t n)
+void jw_str(struct jw *w, const char *s, size_t n)
 {
+	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p = (const unsigned char *)s;
 	size_t run = 0;		/* start of the bytes not yet written */
 
-	putc('"', f);
+	jw_putc(w, '"');
 	for (size_t i = 0; i < n;) {
 		size_t k;
 
@@ -36,40 +81,78 @@ void json_str(FILE *f, const char *s, size_t n)
 			i += k;
 			continue;
 		}
-		fwrite(p + run, 1, i - run, f);
-		if (p[i] == '"' || p[i] == '\\')
-			fprintf(f, "\\%c", p[i]);
-		else if (p[i] == '\n')
-			fputs("\\n", f);
-		else
-			fprintf(f, "\\u%04x", p[i]);
+		jw_add(w, p + run, i - run);
+		if (p[i] == '"' || p[i] == '\\') {
+			char e[2] = { '\\', (char)p[i] };
+
+			jw_add(w, e, 2);
+		} else if (p[i] == '\n') {
+			jw_lit(w, "\\n");
+		} else {
+			char e[6] = { '\\', 'u', '0', '0', hex[p[i] >> 4],
+				      hex[p[i] & 15] };
+
+			jw_add(w, e, 6);
+		}
 		run = ++i;
 	}
-	fwrite(p + run, 1, n - run, f);
-	putc('"', f);
+	jw_add(w, p + run, n - run);
+	jw_putc(w, '"');
 }
 
-void json_u64(FILE *f, uint64_t v)
+void jw_cstr(struct jw *w, const char *s)
+{
+	if (s)
+		jw_str(w, s, strlen(s));
+	else
+		jw_lit(w, "null");
+}
+
+void jw_u64(struct jw *w, uint64_t v)
 {
 	char buf[24], *p = buf + sizeof(buf);
 
 	do
 		*--p = '0' + v % 10;
 	while (v /= 10);
-	fwrite(p, 1, buf + sizeof(buf) - p, f);
+	jw_add(w, p, (size_t)(buf + sizeof(buf) - p));
 }
 
-void json_i64(FILE *f, int64_t v)
+void jw_i64(struct jw *w, int64_t v)
 {
 	if (v < 0)
-		putc('-', f);
-	json_u64(f, v < 0 ? -(uint64_t)v : (uint64_t)v);
+		jw_putc(w, '-');
+	jw_u64(w, v < 0 ? -(uint64_t)v : (uint64_t)v);
+}
+
+/* ---- straight to a FILE ---- */
+
+/* Run @call on a jw over @f with a small buffer, then flush it. */
+#define ON_FILE(f, call)						\
+	do {								\
+		char b_[256];						\
+		struct jw w_;						\
+		jw_init(&w_, (f), b_, sizeof(b_));			\
+		call;							\
+		jw_flush(&w_);						\
+	} while (0)
+
+void json_str(FILE *f, const char *s, size_t n)
+{
+	ON_FILE(f, jw_str(&w_, s, n));
 }
 
 void json_cstr(FILE *f, const char *s)
 {
-	if (s)
-		json_str(f, s, strlen(s));
-	else
-		fputs("null", f);
+	ON_FILE(f, jw_cstr(&w_, s));
+}
+
+void json_u64(FILE *f, uint64_t v)
+{
+	ON_FILE(f, jw_u64(&w_, v));
+}
+
+void json_i64(FILE *f, int64_t v)
+{
+	ON_FILE(f, jw_i64(&w_, v));
 }

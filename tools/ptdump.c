@@ -308,47 +308,47 @@ static void header_text(const struct ckpt *c)
 
 /* ---- the object tree as JSON ---- */
 
-static void node_json(FILE *f, const struct ckpt *c, const struct ckpt_node *n,
-		      int depth)
+static void node_json(struct jw *w, const struct ckpt *c,
+		      const struct ckpt_node *n, int depth)
 {
 	const struct pkl_value *st = dict_state(n);
 	struct sbuf b = { 0 };
 	char *path = ckpt_node_path(n);
 
-	fputs("{\"path\":", f);
-	json_cstr(f, path ? path : "?");
+	jw_lit(w, "{\"path\":");
+	jw_cstr(w, path ? path : "?");
 	free(path);
-	fputs(",\"name\":", f);
-	json_cstr(f, n->parent ? n->name : "");
-	fputs(",\"key\":", f);
+	jw_lit(w, ",\"name\":");
+	jw_cstr(w, n->parent ? n->name : "");
+	jw_lit(w, ",\"key\":");
 	if (n->parent)
-		fmt_json_key(f, n);
+		fmt_json_key(w, n);
 	else
-		fputs("null", f);
-	fputs(",\"kind\":", f);
-	json_cstr(f, fmt_json_kind(n));
-	fputs(",\"type\":", f);
-	json_cstr(f, n->type);
-	fputs(",\"pickle_offset\":", f);
+		jw_lit(w, "null");
+	jw_lit(w, ",\"kind\":");
+	jw_cstr(w, fmt_json_kind(n));
+	jw_lit(w, ",\"type\":");
+	jw_cstr(w, n->type);
+	jw_lit(w, ",\"pickle_offset\":");
 	if (own_offset(n->val))
-		json_u64(f, pkl_pos(c, n->val->off));
+		jw_u64(w, pkl_pos(c, n->val->off));
 	else
-		fputs("null", f);
+		jw_lit(w, "null");
 	if (n->kind == CKPT_N_TENSOR) {
-		fmt_json_tensor(f, c, n->tensor);
+		fmt_json_tensor(w, c, n->tensor);
 	} else if (n->kind == CKPT_N_VALUE || n->kind == CKPT_N_OPAQUE) {
 		if (n->kind == CKPT_N_VALUE) {
-			fputs(",\"value\":", f);
-			fmt_json_value(f, n);
+			jw_lit(w, ",\"value\":");
+			fmt_json_value(w, n);
 		}
 		value_repr(&b, n);
-		fputs(",\"repr\":", f);
-		json_str(f, b.p ? b.p : "", b.n);
+		jw_lit(w, ",\"repr\":");
+		jw_str(w, b.p ? b.p : "", b.n);
 	} else if (n->kind == CKPT_N_LINK) {
 		char *to = ckpt_node_path(n->target);
 
-		fputs(",\"target\":", f);
-		json_cstr(f, to ? to : "?");
+		jw_lit(w, ",\"target\":");
+		jw_cstr(w, to ? to : "?");
 		free(to);
 	}
 	free(b.p);
@@ -356,74 +356,79 @@ static void node_json(FILE *f, const struct ckpt *c, const struct ckpt_node *n,
 		size_t len;
 		char *r = ckpt_repr(st, REPR_MAX, &len);
 
-		fputs(",\"state\":", f);
-		json_str(f, r ? r : "", r ? len : 0);
+		jw_lit(w, ",\"state\":");
+		jw_str(w, r ? r : "", r ? len : 0);
 		free(r);
 	}
 	if (ckpt_node_is_dir(n)) {
-		fputs(",\"children\":[", f);
+		jw_lit(w, ",\"children\":[");
 		for (uint32_t i = 0;
 		     i < n->dir->nkids && depth < CKPT_MAX_DEPTH; i++) {
-			fprintf(f, "%s\n%*s", i ? "," : "", 2 * depth + 2, "");
-			node_json(f, c, n->dir->kids[i], depth + 1);
+			jw_printf(w, "%s\n%*s", i ? "," : "", 2 * depth + 2,
+				  "");
+			node_json(w, c, n->dir->kids[i], depth + 1);
 		}
-		fputs("]", f);
+		jw_lit(w, "]");
 	}
-	putc('}', f);
+	jw_putc(w, '}');
 }
 
 static void dump_json(struct ckpt *c)
 {
-	FILE *f = stdout;
+	char buf[1 << 16];
+	struct jw jw, *w = &jw;
 	struct diag quiet;
 
 	diag_init(&quiet, c->path);
-	fputs("{\"file\":", f);
-	json_cstr(f, c->path);
-	fprintf(f, ",\"format\":\"%s\",\"prefix\":",
+	jw_init(w, stdout, buf, sizeof(buf));
+	jw_lit(w, "{\"file\":");
+	jw_cstr(w, c->path);
+	jw_printf(w, ",\"format\":\"%s\",\"prefix\":",
 		ckpt_format_name(c->format));
-	json_cstr(f, c->zip.nentries ? c->zip.prefix : NULL);
-	fprintf(f, ",\"version\":%d,\"byteorder\":", c->version);
-	json_cstr(f, c->byteorder);
+	jw_cstr(w, c->zip.nentries ? c->zip.prefix : NULL);
+	jw_printf(w, ",\"version\":%d,\"byteorder\":", c->version);
+	jw_cstr(w, c->byteorder);
 	if (c->doc)
-		fprintf(f, ",\"pickle_protocol\":%d,\"pickle_offset\":%"
+		jw_printf(w, ",\"pickle_protocol\":%d,\"pickle_offset\":%"
 			PRIu64, c->doc->proto, c->pkl_off);
 	else
-		fputs(",\"pickle_protocol\":null,\"pickle_offset\":null", f);
-	fmt_json_meta(f, c);
-	fputs(",\n \"root\":", f);
-	node_json(f, c, c->root, 0);
-	fputs(",\n \"storages\":[", f);
+		jw_lit(w, ",\"pickle_protocol\":null,\"pickle_offset\":null");
+	fmt_json_meta(w, c);
+	jw_lit(w, ",\n \"root\":");
+	node_json(w, c, c->root, 0);
+	jw_lit(w, ",\n \"storages\":[");
 	for (uint32_t i = 0; i < c->nstorages; i++) {
 		struct ckpt_storage *s = c->storages[i];
 		bool located = !s->rec || !ckpt_storage_locate(c, s, &quiet);
 
-		fputs(i ? ",\n  {\"key\":" : "\n  {\"key\":", f);
-		json_cstr(f, s->key);
-		fprintf(f, ",\"dtype\":\"%s\",\"untyped\":%s,\"numel\":%" PRIu64
-			",\"nbytes\":%" PRIu64 ",\"device\":", s->dtype->name,
-			s->untyped ? "true" : "false", s->numel, s->nbytes);
-		json_cstr(f, s->location);
-		fprintf(f, ",\"tensors\":%u,\"record\":", s->ntensors);
-		json_cstr(f, s->rec ? s->rec->name : NULL);
-		fputs(",\"data_offset\":", f);
+		jw_puts(w, i ? ",\n  {\"key\":" : "\n  {\"key\":");
+		jw_cstr(w, s->key);
+		jw_printf(w, ",\"dtype\":\"%s\",\"untyped\":%s,\"numel\":%"
+			  PRIu64 ",\"nbytes\":%" PRIu64 ",\"device\":",
+			  s->dtype->name, s->untyped ? "true" : "false",
+			  s->numel, s->nbytes);
+		jw_cstr(w, s->location);
+		jw_printf(w, ",\"tensors\":%u,\"record\":", s->ntensors);
+		jw_cstr(w, s->rec ? s->rec->name : NULL);
+		jw_lit(w, ",\"data_offset\":");
 		if (located && (s->rec || c->format == CKPT_LEGACY ||
 				c->format == CKPT_SAFETENSORS || c->hf))
-			json_u64(f, s->data_off);
+			jw_u64(w, s->data_off);
 		else
-			fputs("null", f);
-		fputs("}", f);
+			jw_lit(w, "null");
+		jw_lit(w, "}");
 	}
-	fputs("\n ],\"unsafe_globals\":[", f);
+	jw_lit(w, "\n ],\"unsafe_globals\":[");
 	for (uint32_t i = 0; i < c->nglobals; i++) {
-		fputs(i ? ",\n  {\"module\":" : "\n  {\"module\":", f);
-		json_cstr(f, c->globals[i].module);
-		fputs(",\"name\":", f);
-		json_cstr(f, c->globals[i].name);
-		fprintf(f, ",\"pickle_offset\":%" PRIu64 "}",
+		jw_puts(w, i ? ",\n  {\"module\":" : "\n  {\"module\":");
+		jw_cstr(w, c->globals[i].module);
+		jw_lit(w, ",\"name\":");
+		jw_cstr(w, c->globals[i].name);
+		jw_printf(w, ",\"pickle_offset\":%" PRIu64 "}",
 			pkl_pos(c, c->globals[i].off));
 	}
-	fputs("\n ]}\n", f);
+	jw_lit(w, "\n ]}\n");
+	jw_flush(w);
 }
 
 static int dump_tree(const char *path, const struct dump_opts *o)

@@ -254,29 +254,29 @@ static void text_shards(const struct ckpt *c)
 		       ckpt_format_name(hf->shards[i].c->format) : "absent");
 }
 
-static void json_shards(FILE *f, const struct ckpt *c)
+static void json_shards(struct jw *w, const struct ckpt *c)
 {
 	const struct ckpt_hf *hf = c->hf;
 
-	fputs(",\"index\":", f);
-	json_cstr(f, hf ? hf->index : NULL);
-	fputs(",\"shards\":[", f);
+	jw_lit(w, ",\"index\":");
+	jw_cstr(w, hf ? hf->index : NULL);
+	jw_lit(w, ",\"shards\":[");
 	for (uint32_t i = 0; hf && i < hf->nshards; i++) {
-		fputs(i ? ",{\"name\":" : "{\"name\":", f);
-		json_cstr(f, hf->shards[i].name);
-		fprintf(f, ",\"format\":\"%s\",\"keys\":%u,\"tensors\":%u,"
+		jw_puts(w, i ? ",{\"name\":" : "{\"name\":");
+		jw_cstr(w, hf->shards[i].name);
+		jw_printf(w, ",\"format\":\"%s\",\"keys\":%u,\"tensors\":%u,"
 			"\"storages\":%u}", hf->shards[i].c ?
 			ckpt_format_name(hf->shards[i].c->format) : "absent",
 			hf->shards[i].nkeys, hf->shards[i].ntensors,
 			hf->shards[i].nstorages);
 	}
-	fputs("],\"files\":[", f);
+	jw_lit(w, "],\"files\":[");
 	for (uint32_t i = 0; hf && i < hf->nfiles; i++) {
-		fputs(i ? ",{\"name\":" : "{\"name\":", f);
-		json_cstr(f, hf->files[i].name);
-		fprintf(f, ",\"size\":%" PRIu64 "}", hf->files[i].size);
+		jw_puts(w, i ? ",{\"name\":" : "{\"name\":");
+		jw_cstr(w, hf->files[i].name);
+		jw_printf(w, ",\"size\":%" PRIu64 "}", hf->files[i].size);
 	}
-	fputs("]", f);
+	jw_lit(w, "]");
 }
 
 /* The unsafe globals, each with the key that holds it. */
@@ -331,112 +331,121 @@ static void text_list(const struct ckpt *c, const struct opts *o)
 
 /* ---- JSON output ---- */
 
-static void json_keys(FILE *f, const struct ckpt_node *n)
+static void json_keys(struct jw *w, const struct ckpt_node *n)
 {
 	if (!n->parent)
 		return;
 	if (n->parent->parent) {
-		json_keys(f, n->parent);
-		fputs(",", f);
+		json_keys(w, n->parent);
+		jw_lit(w, ",");
 	}
-	fmt_json_key(f, n);
+	fmt_json_key(w, n);
 }
 
 
-static void json_node(FILE *f, const struct ckpt_node *n, bool *first,
+static void json_node(struct jw *w, const struct ckpt_node *n, bool *first,
 		      const struct opts *o)
 {
 	char *path;
 
 	if ((n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ) && n->dir->nkids) {
 		for (uint32_t i = 0; i < n->dir->nkids; i++)
-			json_node(f, n->dir->kids[i], first, o);
+			json_node(w, n->dir->kids[i], first, o);
 		return;
 	}
 	if (n->kind != CKPT_N_TENSOR && !o->values)
 		return;
 	path = ckpt_node_path(n);
-	fputs(*first ? "\n  {\"path\":" : ",\n  {\"path\":", f);
+	jw_puts(w, *first ? "\n  {\"path\":" : ",\n  {\"path\":");
 	*first = false;
-	json_cstr(f, path ? path : "?");
-	fputs(",\"keys\":[", f);
-	json_keys(f, n);
-	fputs("],\"kind\":", f);
+	jw_cstr(w, path ? path : "?");
+	jw_lit(w, ",\"keys\":[");
+	json_keys(w, n);
+	jw_lit(w, "],\"kind\":");
 	/* containers are listed only when empty */
-	json_cstr(f, ckpt_node_is_dir(n) ? "empty" : fmt_json_kind(n));
-	fmt_json_content(f, o->c, n);
-	fputs("}", f);
+	jw_cstr(w, ckpt_node_is_dir(n) ? "empty" : fmt_json_kind(n));
+	fmt_json_content(w, o->c, n);
+	jw_lit(w, "}");
 	free(path);
 }
 
 static void json_list(const struct ckpt *c, const struct opts *o)
 {
 	const struct ckpt_node *holder;
-	FILE *f = stdout;
+	char buf[1 << 16];
+	struct jw jw, *w = &jw;
 	bool first = true;
 	char *hp;
 
-	fputs("{\"file\":", f);
-	json_cstr(f, c->path);
-	fprintf(f, ",\"format\":\"%s\",\"prefix\":",
+	jw_init(w, stdout, buf, sizeof(buf));
+	jw_lit(w, "{\"file\":");
+	jw_cstr(w, c->path);
+	jw_printf(w, ",\"format\":\"%s\",\"prefix\":",
 		ckpt_format_name(c->format));
-	json_cstr(f, c->zip.nentries ? c->zip.prefix : NULL);
-	fprintf(f, ",\"version\":%d,\"byteorder\":", c->version);
-	json_cstr(f, c->byteorder);
-	fputs(",\"pickle_protocol\":", f);
+	jw_cstr(w, c->zip.nentries ? c->zip.prefix : NULL);
+	jw_printf(w, ",\"version\":%d,\"byteorder\":", c->version);
+	jw_cstr(w, c->byteorder);
+	jw_lit(w, ",\"pickle_protocol\":");
 	if (c->doc)
-		fprintf(f, "%d", c->doc->proto);
+		jw_printf(w, "%d", c->doc->proto);
 	else
-		fputs("null", f);
-	fmt_json_meta(f, c);
-	json_shards(f, c);
-	fputs(",\"root_type\":", f);
-	json_cstr(f, c->root->type);
+		jw_lit(w, "null");
+	fmt_json_meta(w, c);
+	json_shards(w, c);
+	jw_lit(w, ",\"root_type\":");
+	jw_cstr(w, c->root->type);
 	if (o->tree) {
-		fputs(",\"tree\":", f);
-		ls_tree_json(f, c, o);
+		jw_lit(w, ",\"tree\":");
+		ls_tree_json(w, c, o);
 	} else {
-		fputs(",\"entries\":[", f);
-		json_node(f, o->start, &first, o);
-		fputs("\n ]", f);
+		jw_lit(w, ",\"entries\":[");
+		json_node(w, o->start, &first, o);
+		jw_lit(w, "\n ]");
 	}
-	fputs(",\"storages\":[", f);
+	jw_lit(w, ",\"storages\":[");
 	for (uint32_t i = 0; i < c->nstorages; i++) {
 		const struct ckpt_storage *s = c->storages[i];
 
-		fputs(i ? ",\n  {\"key\":" : "\n  {\"key\":", f);
-		json_cstr(f, s->key);
-		fprintf(f, ",\"dtype\":\"%s\",\"untyped\":%s,\"numel\":%" PRIu64
-			",\"nbytes\":%" PRIu64 ",\"device\":", s->dtype->name,
-			s->untyped ? "true" : "false", s->numel, s->nbytes);
-		json_cstr(f, s->location);
-		fputs(",\"record\":", f);
-		json_cstr(f, s->rec ? s->rec->name : NULL);
-		fputs("}", f);
+		jw_puts(w, i ? ",\n  {\"key\":" : "\n  {\"key\":");
+		jw_cstr(w, s->key);
+		jw_lit(w, ",\"dtype\":\"");
+		jw_puts(w, s->dtype->name);
+		jw_lit(w, "\",\"untyped\":");
+		jw_puts(w, s->untyped ? "true" : "false");
+		jw_lit(w, ",\"numel\":");
+		jw_u64(w, s->numel);
+		jw_lit(w, ",\"nbytes\":");
+		jw_u64(w, s->nbytes);
+		jw_lit(w, ",\"device\":");
+		jw_cstr(w, s->location);
+		jw_lit(w, ",\"record\":");
+		jw_cstr(w, s->rec ? s->rec->name : NULL);
+		jw_lit(w, "}");
 	}
-	fputs("\n ],\"unsafe_globals\":[", f);
+	jw_lit(w, "\n ],\"unsafe_globals\":[");
 	for (uint32_t k = 0, n = 0; k < nparts(o->c); k++)
 	for (uint32_t i = 0; (c = part(o->c, k)) && i < c->nglobals; i++) {
-		fputs(n++ ? ",\n  {\"module\":" : "\n  {\"module\":", f);
-		json_cstr(f, c->globals[i].module);
-		fputs(",\"name\":", f);
-		json_cstr(f, c->globals[i].name);
-		fprintf(f, ",\"offset\":%" PRIu64 ",\"path\":",
+		jw_puts(w, n++ ? ",\n  {\"module\":" : "\n  {\"module\":");
+		jw_cstr(w, c->globals[i].module);
+		jw_lit(w, ",\"name\":");
+		jw_cstr(w, c->globals[i].name);
+		jw_printf(w, ",\"offset\":%" PRIu64 ",\"path\":",
 			c->globals[i].off);
 		holder = ls_global_holder(c, c->globals[i].off);
 		hp = holder ? ckpt_node_path(holder) : NULL;
-		json_cstr(f, hp);
+		jw_cstr(w, hp);
 		free(hp);
 		if (o->c->hf) {	/* offsets are in that shard's pickle */
-			fputs(",\"shard\":", f);
-			json_cstr(f, o->c->hf->shards[k].name);
+			jw_lit(w, ",\"shard\":");
+			jw_cstr(w, o->c->hf->shards[k].name);
 		}
-		fputs("}", f);
+		jw_lit(w, "}");
 	}
 	c = o->c;
-	fprintf(f, "\n ],\"tensors\":%u,\"totals\":", c->nshown);
-	ls_totals_json(f, c);
-	fputs("}\n", f);
+	jw_printf(w, "\n ],\"tensors\":%u,\"totals\":", c->nshown);
+	ls_totals_json(w, c);
+	jw_lit(w, "}\n");
+	jw_flush(w);
 }
 
 /* Does @arg name a file (so it is a checkpoint, not a key path)? */

@@ -8,7 +8,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "ckpt_fmt.h"
 
@@ -47,11 +46,11 @@ void ls_count(const struct ckpt_node *n, uint32_t *tensors, uint64_t *bytes,
 
 /* ptls_tree.c: the indented tree, as text or as one nested JSON value. */
 int ls_tree_text(const struct ckpt *c, const struct opts *o);
-void ls_tree_json(FILE *f, const struct ckpt *c, const struct opts *o);
+void ls_tree_json(struct jw *w, const struct ckpt *c, const struct opts *o);
 
 /* ptls_tree.c: tensors, storages and bytes per dtype. */
 void ls_totals_text(const struct ckpt *c, const struct opts *o);
-void ls_totals_json(FILE *f, const struct ckpt *c);
+void ls_totals_json(struct jw *w, const struct ckpt *c);
 
 /* ptls_stats.c: --stats of @c (or of the subtrees @paths name). */
 int ls_stats(struct ckpt *c, struct opts *o, char **paths, int npaths,

@@ -10,6 +10,7 @@
 #include "ckpt_fmt.h"
 #include "ptls.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -138,42 +138,42 @@ int ls_tree_text(const struct ckpt *c, const struct opts *o)
 
 /* ---- JSON ---- */
 
-static void node_json(FILE *f, const struct ckpt_node *n, int depth,
+static void node_json(struct jw *w, const struct ckpt_node *n, int depth,
 		      const struct opts *o)
 {
 	bool first = true;
 
-	fputs("{\"name\":", f);
-	json_cstr(f, n->parent ? n->name : "");
-	fputs(",\"key\":", f);
+	jw_lit(w, "{\"name\":");
+	jw_cstr(w, n->parent ? n->name : "");
+	jw_lit(w, ",\"key\":");
 	if (n->parent)
-		fmt_json_key(f, n);
+		fmt_json_key(w, n);
 	else
-		fputs("null", f);
-	fputs(",\"kind\":", f);
-	json_cstr(f, fmt_json_kind(n));
-	fmt_json_content(f, o->c, n);
+		jw_lit(w, "null");
+	jw_lit(w, ",\"kind\":");
+	jw_cstr(w, fmt_json_kind(n));
+	fmt_json_content(w, o->c, n);
 	if (ckpt_node_is_dir(n)) {
-		fputs(",\"children\":[", f);
+		jw_lit(w, ",\"children\":[");
 		for (uint32_t i = 0; i < n->dir->nkids; i++) {
 			if (!shown(n->dir->kids[i], o) ||
 			    depth >= CKPT_MAX_DEPTH)
 				continue;
 			if (!first)
-				putc(',', f);
+				jw_putc(w, ',');
 			first = false;
-			fprintf(f, "\n%*s", 2 * depth + 2, "");
-			node_json(f, n->dir->kids[i], depth + 1, o);
+			jw_printf(w, "\n%*s", 2 * depth + 2, "");
+			node_json(w, n->dir->kids[i], depth + 1, o);
 		}
-		fputs("]", f);
+		jw_lit(w, "]");
 	}
-	putc('}', f);
+	jw_putc(w, '}');
 }
 
-void ls_tree_json(FILE *f, const struct ckpt *c, const struct opts *o)
+void ls_tree_json(struct jw *w, const struct ckpt *c, const struct opts *o)
 {
 	(void)c;
-	node_json(f, o->start, 0, o);
+	node_json(w, o->start, 0, o);
 }
 
 /* ---- totals ---- */
@@ -270,23 +270,23 @@ void ls_totals_text(const struct ckpt *c, const struct opts *o)
 	free(t);
 }
 
-void ls_totals_json(FILE *f, const struct ckpt *c)
+void ls_totals_json(struct jw *w, const struct ckpt *c)
 {
 	size_t n;
 	struct total *t = totals(c, &n);
 
 	if (!t) {
-		fputs("null", f);
+		jw_lit(w, "null");
 		return;
 	}
-	fputs("{", f);
+	jw_lit(w, "{");
 	for (size_t i = 0; i < n; i++) {
-		json_cstr(f, t[i].dtype);
-		fprintf(f, ":{\"tensors\":%u,\"tensor_bytes\":%" PRIu64
+		jw_cstr(w, t[i].dtype);
+		jw_printf(w, ":{\"tensors\":%u,\"tensor_bytes\":%" PRIu64
 			",\"storages\":%u,\"storage_bytes\":%" PRIu64 "}%s",
 			t[i].tensors, t[i].tensor_bytes, t[i].storages,
 			t[i].storage_bytes, i + 1 < n ? "," : "");
 	}
-	fputs("}", f);
+	jw_lit(w, "}");
 	free(t);
 }
