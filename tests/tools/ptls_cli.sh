@@ -121,6 +121,11 @@ if command -v python3 >/dev/null; then
 	expect 0 "^0%#4  *int  *= 5" -- "$tmp/keys.pt"
 	expect 0 "50%25  *int  *= 6" -- "$tmp/keys.pt"
 	expect 2 "not in a folder" -- "$tmp/noprefix.pt"
+	# JSON longer than the output buffer, escapes across its edges
+	python3 "$here/mkzip.py" long "$tmp/long.pt"
+	"$ptls" --json -v "$tmp/long.pt" >"$tmp/long.json" &&
+		python3 "$here/mkzip.py" check-long "$tmp/long.json" &&
+		ok || bad "--json of long strings and many escapes"
 fi
 
 # every shared fixture: listed, or refused in one line
