@@ -17,21 +17,28 @@
 #include <malloc.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+/* from this size on, a block is a mapping of its own */
+#define MMAP_THRESHOLD	(128 * 1024)
 
 void util_heap_setup(void)
 {
 #ifdef M_MMAP_THRESHOLD
-	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+	mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
 #endif
 }
 
 void util_populate(void *p, size_t n)
 {
 #ifdef MADV_POPULATE_WRITE
-	uintptr_t from = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
-	uintptr_t to = ((uintptr_t)p + n) & ~(uintptr_t)4095;
+	long ps = sysconf(_SC_PAGESIZE);
+	uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096;
+	uintptr_t from = ((uintptr_t)p + page - 1) & ~(page - 1);
+	uintptr_t to = ((uintptr_t)p + n) & ~(page - 1);
 
-	if (n >= 128 * 1024 && to > from)
+	/* a smaller block shares its pages with the heap's other blocks */
+	if (n >= MMAP_THRESHOLD && to > from)
 		madvise((void *)from, to - from, MADV_POPULATE_WRITE);
 #else
 	(void)p;
