@@ -228,6 +228,21 @@ static void json_tensor_extra(struct jw *w, const struct ckpt_tensor *t)
 	}
 }
 
+void fmt_json_storage(struct jw *w, const struct ckpt_storage *s)
+{
+	jw_cstr(w, s->key);
+	jw_lit(w, ",\"dtype\":\"");
+	jw_puts(w, s->dtype->name);
+	jw_lit(w, "\",\"untyped\":");
+	jw_puts(w, tf(s->untyped));
+	jw_lit(w, ",\"numel\":");
+	jw_u64(w, s->numel);
+	jw_lit(w, ",\"nbytes\":");
+	jw_u64(w, s->nbytes);
+	jw_lit(w, ",\"device\":");
+	jw_cstr(w, s->location);
+}
+
 void fmt_json_tensor(struct jw *w, const struct ckpt *c,
 		     const struct ckpt_tensor *t)
 {

@@ -10,6 +10,7 @@
 
 struct ckpt;
 struct ckpt_node;
+struct ckpt_storage;
 struct ckpt_tensor;
 struct jw;
 
@@ -39,6 +40,9 @@ void fmt_json_key(struct jw *w, const struct ckpt_node *n);
 void fmt_json_value(struct jw *w, const struct ckpt_node *n);
 void fmt_json_tensor(struct jw *w, const struct ckpt *c,
 		     const struct ckpt_tensor *t);
+/* A storage's key, then ",\"dtype\":..." up to its "device" (ptls and
+ * ptdump add their own fields after it). */
+void fmt_json_storage(struct jw *w, const struct ckpt_storage *s);
 
 /* What a JSON node calls @n: "container", "tensor", "value", "object" or
  * "link". */

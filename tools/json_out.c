@@ -34,6 +34,13 @@ void jw_add_slow(struct jw *w, const void *s, size_t n)
 	w->p += n;
 }
 
+void jw_indent(struct jw *w, unsigned n)
+{
+	jw_putc(w, '\n');
+	while (n--)
+		jw_putc(w, ' ');
+}
+
 void jw_printf(struct jw *w, const char *fmt, ...)
 {
 	size_t room = (size_t)(w->end - w->p);

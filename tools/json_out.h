@@ -23,7 +23,7 @@ struct jw {
 	FILE *f;
 };
 
-/* Write through @buf (@size bytes, at least 64) to @f. */
+/* Write through @buf (@size bytes, at least 1) to @f. */
 void jw_init(struct jw *w, FILE *f, char *buf, size_t size);
 /* Hand what is buffered to @w's FILE (errors show in ferror()). */
 void jw_flush(struct jw *w);
@@ -53,6 +53,9 @@ static inline void jw_puts(struct jw *w, const char *s)
 {
 	jw_add(w, s, strlen(s));
 }
+
+/* A new line and @n spaces. */
+void jw_indent(struct jw *w, unsigned n);
 
 void jw_printf(struct jw *w, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -364,8 +364,9 @@ static void node_json(struct jw *w, const struct ckpt *c,
 		jw_lit(w, ",\"children\":[");
 		for (uint32_t i = 0;
 		     i < n->dir->nkids && depth < CKPT_MAX_DEPTH; i++) {
-			jw_printf(w, "%s\n%*s", i ? "," : "", 2 * depth + 2,
-				  "");
+			if (i)
+				jw_putc(w, ',');
+			jw_indent(w, 2 * depth + 2);
 			node_json(w, c, n->dir->kids[i], depth + 1);
 		}
 		jw_lit(w, "]");
@@ -402,12 +403,7 @@ static void dump_json(struct ckpt *c)
 		bool located = !s->rec || !ckpt_storage_locate(c, s, &quiet);
 
 		jw_puts(w, i ? ",\n  {\"key\":" : "\n  {\"key\":");
-		jw_cstr(w, s->key);
-		jw_printf(w, ",\"dtype\":\"%s\",\"untyped\":%s,\"numel\":%"
-			  PRIu64 ",\"nbytes\":%" PRIu64 ",\"device\":",
-			  s->dtype->name, s->untyped ? "true" : "false",
-			  s->numel, s->nbytes);
-		jw_cstr(w, s->location);
+		fmt_json_storage(w, s);
 		jw_printf(w, ",\"tensors\":%u,\"record\":", s->ntensors);
 		jw_cstr(w, s->rec ? s->rec->name : NULL);
 		jw_lit(w, ",\"data_offset\":");

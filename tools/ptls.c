@@ -407,17 +407,7 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 		const struct ckpt_storage *s = c->storages[i];
 
 		jw_puts(w, i ? ",\n  {\"key\":" : "\n  {\"key\":");
-		jw_cstr(w, s->key);
-		jw_lit(w, ",\"dtype\":\"");
-		jw_puts(w, s->dtype->name);
-		jw_lit(w, "\",\"untyped\":");
-		jw_puts(w, s->untyped ? "true" : "false");
-		jw_lit(w, ",\"numel\":");
-		jw_u64(w, s->numel);
-		jw_lit(w, ",\"nbytes\":");
-		jw_u64(w, s->nbytes);
-		jw_lit(w, ",\"device\":");
-		jw_cstr(w, s->location);
+		fmt_json_storage(w, s);
 		jw_lit(w, ",\"record\":");
 		jw_cstr(w, s->rec ? s->rec->name : NULL);
 		jw_lit(w, "}");

@@ -162,7 +162,7 @@ static void node_json(struct jw *w, const struct ckpt_node *n, int depth,
 			if (!first)
 				jw_putc(w, ',');
 			first = false;
-			jw_printf(w, "\n%*s", 2 * depth + 2, "");
+			jw_indent(w, 2 * depth + 2);
 			node_json(w, n->dir->kids[i], depth + 1, o);
 		}
 		jw_lit(w, "]");
