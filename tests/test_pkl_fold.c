@@ -13,6 +13,13 @@
 #define OD	"ccollections\nOrderedDict\n"
 
 /*
+ * 0: every tensor's location is the first one's 'cpu' (BINGET), as torch
+ * writes it; K: each writes a str of its own, 'cuda:<i % K>', as torch
+ * does for CUDA tensors.
+ */
+static int fresh_locs;
+
+/*
  * A state dict of @n tensors as torch.save writes it (protocol 2), each
  * {"tK": _rebuild_tensor_v2(('storage', FloatStorage, 'K', 'cpu', 300),
  * 2, (3, 100), (100, 1), False, OrderedDict())}; with @tail appended
@@ -27,7 +34,8 @@ static unsigned char *state_dict(int n, const char *tail, size_t ntail,
 
 	cr_assert_not_null(b);
 #define PUT(s) (memcpy(p, s, sizeof(s) - 1), p += sizeof(s) - 1)
-#define BINPUT() (*p++ = 'q', *p++ = (unsigned char)memo++)
+#define BINPUT() (memo < 256 ? (*p++ = 'q', *p++ = (unsigned char)memo++) : \
+		  (*p++ = 'r', memcpy(p, &memo, 4), p += 4, memo++))
 #define BINGET(k) (*p++ = 'h', *p++ = (unsigned char)(k))
 #define STR(s, k) (*p++ = 'X', *p++ = (unsigned char)(k), PUT("\0\0\0"), \
 		   memcpy(p, s, k), p += (k))
@@ -39,7 +47,6 @@ static unsigned char *state_dict(int n, const char *tail, size_t ntail,
 		int k = snprintf(key, sizeof(key), "%d", i);
 		int kn = snprintf(name, sizeof(name), "t%d", i);
 
-		cr_assert_lt(memo, 240, "the test writes BINPUT only");
 		STR(name, kn);
 		BINPUT();
 		if (!i) {
@@ -57,7 +64,14 @@ static unsigned char *state_dict(int n, const char *tail, size_t ntail,
 		}
 		STR(key, k);
 		BINPUT();
-		if (!i) {
+		if (fresh_locs) {
+			char loc[16];
+			int ln = snprintf(loc, sizeof(loc), "cuda:%d",
+					  i % fresh_locs);
+
+			STR(loc, ln);
+			BINPUT();
+		} else if (!i) {
 			STR("cpu", 3); m_cpu = memo; BINPUT();
 		} else {
 			BINGET(m_cpu);
@@ -372,4 +386,49 @@ Test(pkl_fold, eight_big_dimensions_fold_and_nine_do_not)
 	}
 	assert_no_leaks();
 #undef D256
+}
+
+/*
+ * torch writes a new str for each CUDA tensor's location: the calls still
+ * share one kind (by the location's bytes), and the view shows each its
+ * location.  Past PKL_FOLD_KINDS kinds the calls are not folded, and the
+ * graph is the same either way.
+ */
+Test(pkl_fold, kinds_by_value_and_no_more_than_the_table_holds)
+{
+	const int nlocs[] = { 1, PKL_FOLD_KINDS + 6 }, n = 2 * PKL_FOLD_KINDS;
+
+	for (int j = 0; j < 2; j++) {
+		size_t len;
+		unsigned char *b;
+		struct pkl_doc *doc, *whole;
+		/* 70 locations: the first 64 make the kinds, the tensors of
+		   the other 6 are not folded (the last 58 are again) */
+		unsigned want = (unsigned)n - (nlocs[j] == 1 ? 0u :
+			(unsigned)(nlocs[j] - PKL_FOLD_KINDS));
+
+		fresh_locs = nlocs[j];
+		b = state_dict(n, "", 0, &len);
+		fresh_locs = 0;
+		whole = parse_flags(b, len, 0);
+		doc = parse_flags(b, len, PKL_FOLD);
+		cr_assert_eq(doc->nfolded, want, "%u folded, not %u",
+			     doc->nfolded, want);
+		same_value(doc->root, whole->root, 0);
+		for (int i = 0; i < n; i++) {
+			struct pkl_fold_view fv;
+			const struct pkl_value *c, *pid;
+			char loc[16];
+
+			c = pkl_unfolded(doc->root->u.items.v[2 * i + 1], &fv);
+			pid = pkl_item(c->u.call.args, 0);
+			snprintf(loc, sizeof(loc), "cuda:%d", i % nlocs[j]);
+			cr_assert_str_eq(pkl_item(pid->u.call.args, 3)->u.s.p,
+					 loc);
+		}
+		pkl_doc_free(doc);
+		pkl_doc_free(whole);
+		free(b);
+	}
+	assert_no_leaks();
 }

@@ -145,15 +145,25 @@ static inline bool pkl_shared(const struct pkl_value *v)
  *
  * The str and global nodes stay in the graph; the tuples, the persistent
  * id, the hooks' call and the ints are released for the next tensor's.
+ * What most calls share (storage class, location, the hooks' global) is
+ * kept once per document, as a kind: a record is 40 bytes and 16 a
+ * dimension.
  */
 #define PKL_FOLD_DIMS	8	/* more dimensions are not folded */
+#define PKL_FOLD_KINDS	64	/* calls of more kinds are not folded */
+
+struct pkl_fold_kind {
+	struct pkl_value *cls;		/* GLOBAL: the storage class */
+	struct pkl_value *hooks;	/* GLOBAL collections.OrderedDict */
+	char *loc;			/* the location's bytes (a STR's) */
+	size_t loc_n;
+};
 
 struct pkl_fold {
-	struct pkl_value *cls;		/* GLOBAL: the storage class */
-	struct pkl_value *key, *loc;	/* STR: storage key, location */
-	struct pkl_value *hooks;	/* GLOBAL collections.OrderedDict */
+	const struct pkl_fold_kind *kind;
+	struct pkl_value *key;		/* STR: storage key */
 	int64_t numel, offset;
-	uint64_t pid_off;		/* offset of the BINPERSID */
+	uint32_t pid_back;		/* the call's offset - the BINPERSID's */
 	uint8_t ndim;
 	bool requires_grad;
 	int64_t dims[];			/* size[ndim], then stride[ndim] */
@@ -161,12 +171,13 @@ struct pkl_fold {
 
 /*
  * The arguments of folded call @v made again, in @fv, as plain nodes (ids
- * UINT32_MAX but the call's): read-only walkers see what an unfolded
- * parse made.  Returns the call to walk instead of @v (@v itself when it
- * is not PKL_FOLDED).  Nothing of @fv may be kept past its life.
+ * UINT32_MAX but the call's; the location too, since the calls of a kind
+ * share its bytes): read-only walkers see what an unfolded parse made.
+ * Returns the call to walk instead of @v (@v itself when it is not
+ * PKL_FOLDED).  Nothing of @fv may be kept past its life.
  */
 struct pkl_fold_view {
-	struct pkl_value call, args, pid, pidt, tag, size, stride, hooks;
+	struct pkl_value call, args, pid, pidt, tag, loc, size, stride, hooks;
 	struct pkl_value empty, rg, off, numel, ints[2 * PKL_FOLD_DIMS];
 	struct pkl_value *a[6], *t[5], *dims[2 * PKL_FOLD_DIMS];
 };

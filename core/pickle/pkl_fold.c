@@ -13,8 +13,9 @@
  * which parses into nine nodes (a dict key, the call, its argument tuple,
  * the persistent id and its tuple, the key str, size, stride, the hooks'
  * call) and 104 bytes of tuple items.  Folding keeps the call, the strs
- * and the globals, copies the rest into a struct pkl_fold (64 bytes and 16
- * a dimension), and releases the tuples, the persistent id, the hooks'
+ * and the globals, copies the rest into a struct pkl_fold (40 bytes and 16
+ * a dimension; the storage class, location and hooks' global once per
+ * document, in a struct pkl_fold_kind), and releases the tuples, the persistent id, the hooks'
  * call and the ints that are not shared: the next tensor's nodes and item
  * arrays reuse them, so the graph stops growing by them.
  *
@@ -185,28 +186,76 @@ static void release(struct pkl_doc *doc, struct pkl_value *v)
 	doc->free_nodes = v;
 }
 
+static bool same_kind(const struct pkl_fold_kind *k,
+		      const struct pkl_value *cls, const struct pkl_value *loc,
+		      const struct pkl_value *hooks)
+{
+	return k->cls == cls && k->hooks == hooks && k->loc_n == loc->u.s.n &&
+	       !memcmp(k->loc, loc->u.s.p, loc->u.s.n);
+}
+
+/*
+ * The kind of a call with these storage class, location and hooks: the
+ * last one's, one met before (by value for the location: torch makes a
+ * new str for each "cuda:0"), or a new one; NULL when there are
+ * PKL_FOLD_KINDS already (the call is not folded) or no memory (*@rc).
+ */
+static struct pkl_fold_kind *kind_of(struct pkl_parser *p,
+				     struct pkl_value *cls,
+				     const struct pkl_value *loc,
+				     struct pkl_value *hooks, int *rc)
+{
+	struct pkl_fold_kind *k;
+
+	if (p->nkinds && same_kind(p->kinds[p->last_kind], cls, loc, hooks))
+		return p->kinds[p->last_kind];
+	for (unsigned i = 0; i < p->nkinds; i++)
+		if (same_kind(p->kinds[i], cls, loc, hooks)) {
+			p->last_kind = i;
+			return p->kinds[i];
+		}
+	if (p->nkinds == PKL_FOLD_KINDS)
+		return NULL;
+	k = arena_alloc(&p->doc->arena, sizeof(*k));
+	if (!k) {
+		*rc = diag_nomem(p->d);
+		return NULL;
+	}
+	k->cls = cls;
+	k->hooks = hooks;
+	k->loc = loc->u.s.p;
+	k->loc_n = loc->u.s.n;
+	p->last_kind = p->nkinds;
+	p->kinds[p->nkinds++] = k;
+	return k;
+}
+
 int pkl_fold_try(struct pkl_parser *p, struct pkl_value *v)
 {
 	struct fold f = { .n = 0 };
 	struct pkl_value *const *ai, *const *ti;
+	struct pkl_fold_kind *k;
 	struct pkl_fold *r;
 	size_t nd;
+	int rc = 0;
 
-	if (!plain(p, v, &f) || !memo_forget(p, &f))
+	if (!plain(p, v, &f))
 		return 0;
 	ai = v->u.call.args->u.items.v;
 	ti = ai[0]->u.call.args->u.items.v;
 	nd = ai[2]->u.items.n;
+	if (v->off - ai[0]->off > UINT32_MAX ||
+	    !(k = kind_of(p, ti[1], ti[3], ai[5]->u.call.func, &rc)) ||
+	    !memo_forget(p, &f))
+		return rc;
 	r = arena_alloc(&p->doc->arena, sizeof(*r) + 2 * nd * sizeof(r->dims[0]));
 	if (!r)
 		return diag_nomem(p->d);
-	r->cls = ti[1];
+	r->kind = k;
 	r->key = ti[2];
-	r->loc = ti[3];
 	r->numel = ti[4]->u.i;
 	r->offset = ai[1]->u.i;
-	r->pid_off = ai[0]->off;
-	r->hooks = ai[5]->u.call.func;
+	r->pid_back = (uint32_t)(v->off - ai[0]->off);
 	r->ndim = (uint8_t)nd;
 	r->requires_grad = ai[4]->u.i != 0;
 	for (size_t i = 0; i < nd; i++) {
@@ -247,29 +296,33 @@ const struct pkl_value *pkl_unfolded(const struct pkl_value *v,
 				     struct pkl_fold_view *fv)
 {
 	const struct pkl_fold *r;
-	uint64_t off;
+	uint64_t off, pid_off;
 	size_t nd;
 
 	if (!v || v->kind != PKL_FOLDED)
 		return v;
 	r = v->u.fold.rec;
 	off = v->off;
+	pid_off = off - r->pid_back;
 	nd = r->ndim;
 	memset(fv, 0, sizeof(*fv));
 	fv->call = *v;
 	fv->call.kind = PKL_CALL;
 	fv->call.how = PKL_REDUCE;
 	fv->call.u.call.args = &fv->args;
-	vnode(&fv->tag, PKL_STR, r->pid_off);
+	vnode(&fv->tag, PKL_STR, pid_off);
 	fv->tag.u.s.p = storage_tag;
 	fv->tag.u.s.n = 7;
+	vnode(&fv->loc, PKL_STR, pid_off);
+	fv->loc.u.s.p = r->kind->loc;
+	fv->loc.u.s.n = r->kind->loc_n;
 	fv->t[0] = &fv->tag;
-	fv->t[1] = r->cls;
+	fv->t[1] = r->kind->cls;
 	fv->t[2] = r->key;
-	fv->t[3] = r->loc;
-	fv->t[4] = vint(&fv->numel, r->numel, r->pid_off);
-	vtuple(&fv->pidt, r->pid_off, fv->t, 5);
-	vnode(&fv->pid, PKL_PERSID, r->pid_off);
+	fv->t[3] = &fv->loc;
+	fv->t[4] = vint(&fv->numel, r->numel, pid_off);
+	vtuple(&fv->pidt, pid_off, fv->t, 5);
+	vnode(&fv->pid, PKL_PERSID, pid_off);
 	fv->pid.u.call.args = &fv->pidt;
 	fv->pid.u.call.x = &pkl_no_ext;
 	for (size_t i = 0; i < 2 * nd; i++)
@@ -279,7 +332,7 @@ const struct pkl_value *pkl_unfolded(const struct pkl_value *v,
 	vtuple(&fv->empty, off, NULL, 0);
 	vnode(&fv->hooks, PKL_CALL, off);
 	fv->hooks.how = PKL_REDUCE;
-	fv->hooks.u.call.func = r->hooks;
+	fv->hooks.u.call.func = r->kind->hooks;
 	fv->hooks.u.call.args = &fv->empty;
 	fv->hooks.u.call.x = &pkl_no_ext;
 	vnode(&fv->rg, PKL_BOOL, off)->u.i = r->requires_grad;

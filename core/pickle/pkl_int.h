@@ -137,6 +137,8 @@ struct pkl_parser {
 	bool fold;			/* PKL_FOLD */
 	bool refold;			/* a released value was wanted again */
 	uint32_t last_put;		/* the newest memo key */
+	struct pkl_fold_kind *kinds[PKL_FOLD_KINDS];	/* in the doc */
+	unsigned nkinds, last_kind;
 };
 
 /* Bottom of the current frame. */
