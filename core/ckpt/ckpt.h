@@ -140,7 +140,7 @@ struct ckpt_tensor {
 	bool fixed;		/* made from a .npy: its size is fixed like an
 				   original tensor's, not a growing file's */
 	bool x_own;		/* x is this tensor's (may be written) */
-	int ndim;
+	uint8_t ndim;		/* <= CKPT_MAX_DIMS */
 	uint32_t index;		/* position in ckpt->tensors */
 	const struct ckpt_dtype *dtype;
 	struct ckpt_storage *storage;	/* NULL for META and INLINE */
@@ -157,6 +157,7 @@ struct ckpt_tensor {
 	const struct ckpt_tensor_ext *x;
 	uint64_t pkl_off;	/* file offset of its rebuild call */
 };
+_Static_assert(CKPT_MAX_DIMS <= UINT8_MAX, "ckpt_tensor.ndim is a uint8_t");
 
 /* ---- the object tree ---- */
 

@@ -157,6 +157,7 @@ static int tensor_head(struct dcp_open *o, const char *fqn,
 		       const struct pkl_value *v, struct ckpt_tensor *t)
 {
 	const struct pkl_value *st = dcp_state(v), *pr, *pst, *dt;
+	int nd;
 
 	pr = dcp_field(st, "properties");
 	pst = dcp_state(pr);
@@ -170,9 +171,10 @@ static int tensor_head(struct dcp_open *o, const char *fqn,
 	    !(t->dtype = ckpt_dtype_by_name(dt->u.global.name)))
 		return diag_unsupported(o->d, pst->off, ".metadata: tensor "
 					"'%s' has an unknown dtype", fqn);
-	if (!dcp_dims(dcp_field(st, "size"), t->shape, &t->ndim))
+	if (!dcp_dims(dcp_field(st, "size"), t->shape, &nd))
 		return diag_corrupt(o->d, v->off, ".metadata: tensor '%s' has "
 				    "no valid size", fqn);
+	t->ndim = (uint8_t)nd;
 	if (!dcp_field(st, "chunks") ||
 	    dcp_field(st, "chunks")->kind != PKL_LIST)
 		return diag_corrupt(o->d, v->off, ".metadata: tensor '%s' has "
