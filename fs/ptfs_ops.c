@@ -280,6 +280,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	     S_ISDIR(st.st_mode) ? -EISDIR : 0;
 	if (!rc && (fi->flags & O_ACCMODE) != O_RDONLY)
 		rc = write_errno(fs, &i);
+	/* a writer's count lives in the node's open-file state */
+	if (!rc && (fi->flags & O_ACCMODE) != O_RDONLY &&
+	    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW) &&
+	    !ckpt_node_ws(fs->c, i.node))
+		rc = -ENOMEM;
 	diag_init(&d, fs->c->path);
 	if (!rc && (fi->flags & O_TRUNC) && i.kind == PTFS_NODE)
 		rc = ovl_truncate(fs->ovl, i.node, 0, &d);
@@ -293,7 +298,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW ||
 	     i.kind == PTFS_STORAGE)) {
 		if (i.kind != PTFS_STORAGE)
-			i.node->wopen++;
+			i.node->ws->wopen++;
 		fi->fh = PTFS_FH_WRITER;
 	}
 	ptfs_unlock(fs);
@@ -304,7 +309,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (i.kind == PTFS_VIEW && i.view == CKPT_V_TXT &&
 	    (fi->flags & O_ACCMODE) == O_RDONLY) {
 		ptfs_rdlock(fs);
-		rc = i.node->vstage ? 0 : ptfs_text_check(fs, i.node, &d);
+		rc = i.node->ws->vstage ? 0 : ptfs_text_check(fs, i.node, &d);
 		ptfs_unlock(fs);
 		if (rc)
 			return ptfs_reply_err(req, rc, &d);

@@ -209,12 +209,6 @@ struct ckpt_node {
 				   in no directory, no tensor until close() */
 	uint32_t index;		/* position in parent */
 	uint32_t id;		/* position in ckpt->nodes */
-	uint32_t wopen;		/* open for writing through the mount (fs/
-				   counts them: the last one's release
-				   applies what is still staged) */
-	int verr;		/* -errno its apply at a close() failed with:
-				   the later close()s of that open file (a
-				   dup'd fd's came first) report it too */
 	char *name;		/* escaped file name; "" for the root */
 	struct ckpt_node *parent;
 	struct ckpt_dir *dir;	/* children: a directory's own, else
@@ -228,9 +222,35 @@ struct ckpt_node {
 	size_t textlen;
 	struct ckpt_node *home;	/* parent at open (NULL: fresh or root) */
 	char *home_name;	/* name at open */
+	struct ckpt_wstate *ws;	/* while written: its own; else
+				   &ckpt_no_ws (never NULL) */
+};
+
+/*
+ * What a node holds only while it is being written through the mount or
+ * by an edit: made at the first (ckpt_node_ws()), in the arena, and kept
+ * for the rest of the model's life.  Every other node points at
+ * ckpt_no_ws: empty, so readers need no NULL check, and const in memory,
+ * so a write that forgot ckpt_node_ws() faults instead of reaching every
+ * node.  (16 bytes less in each node: most are never written.)
+ */
+struct ckpt_wstate {
 	struct ckpt_stage *stage;	/* a replacement being written */
 	struct ckpt_stage *vstage;	/* a view (.npy/.txt) being written */
+	uint32_t wopen;		/* open for writing through the mount (fs/
+				   counts them: the last one's release
+				   applies what is still staged) */
+	int verr;		/* -errno its apply at a close() failed with:
+				   the later close()s of that open file (a
+				   dup'd fd's came first) report it too */
 };
+
+extern const struct ckpt_wstate ckpt_no_ws;
+
+struct ckpt;
+
+/* @n's own open-file state, made on first use; NULL: out of memory. */
+struct ckpt_wstate *ckpt_node_ws(struct ckpt *c, struct ckpt_node *n);
 
 /* A directory of the tree: a dict or object (named keys) or a sequence.
  * NULL is none. */

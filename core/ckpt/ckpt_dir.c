@@ -14,14 +14,28 @@
 #include <string.h>
 
 const struct ckpt_dir ckpt_no_dir;
+const struct ckpt_wstate ckpt_no_ws;
 
-int ckpt_node_dir_new(struct ckpt *c, struct ckpt_node *n, int kind)
+int ckpt_node_parts(struct ckpt *c, struct ckpt_node *n, int kind)
 {
-	/* const in memory: what writes it faults (see ckpt.h) */
+	/* const in memory: what writes them faults (see ckpt.h) */
+	n->ws = (struct ckpt_wstate *)(uintptr_t)&ckpt_no_ws;
 	n->dir = (struct ckpt_dir *)(uintptr_t)&ckpt_no_dir;
 	if (kind == CKPT_N_DIR || kind == CKPT_N_SEQ)
 		n->dir = arena_alloc(&c->arena, sizeof(*n->dir));
 	return n->dir ? 0 : -ENOMEM;
+}
+
+struct ckpt_wstate *ckpt_node_ws(struct ckpt *c, struct ckpt_node *n)
+{
+	struct ckpt_wstate *w;
+
+	if (n->ws != &ckpt_no_ws)
+		return n->ws;
+	w = arena_alloc(&c->arena, sizeof(*w));	/* zeroed */
+	if (w)
+		n->ws = w;
+	return w;
 }
 
 /*

@@ -25,7 +25,7 @@ struct ckpt_node *ckpt_node_fresh(struct ckpt *c, int kind, const char *type)
 	if (c->nnodes >= CKPT_MAX_NODES)
 		return NULL;
 	n = arena_alloc(&c->arena, sizeof(*n));
-	if (!n || ckpt_node_dir_new(c, n, kind) ||
+	if (!n || ckpt_node_parts(c, n, kind) ||
 	    ckpt_push((void ***)&c->nodes, &c->nnodes, &c->b->nodes_cap, n))
 		return NULL;
 	n->kind = kind;

@@ -29,7 +29,7 @@ static struct ckpt_node *node_new(struct ckpt_build *b, int kind,
 	if (c->nnodes >= CKPT_MAX_NODES)
 		return NULL;
 	n = arena_alloc(&c->arena, sizeof(*n));
-	if (!n || ckpt_node_dir_new(c, n, kind) ||
+	if (!n || ckpt_node_parts(c, n, kind) ||
 	    ckpt_push((void ***)&c->nodes, &c->nnodes, &b->nodes_cap, n))
 		return NULL;
 	n->kind = kind;

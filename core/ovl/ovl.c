@@ -103,7 +103,7 @@ static bool is_content(const struct ckpt_node *s, const struct ckpt_node *x)
 	bool raw = t && t->dtype->size == 1 && !t->shape_set &&
 		   !strcmp(t->dtype->name, "uint8");
 
-	if (s->kind != CKPT_N_TENSOR || !t->fresh || s->stage || x->dead)
+	if (s->kind != CKPT_N_TENSOR || !t->fresh || s->ws->stage || x->dead)
 		return false;
 	if (x->kind == CKPT_N_VALUE)
 		return raw && ckpt_value_editable(x);

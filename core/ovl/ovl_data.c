@@ -21,8 +21,8 @@
 uint64_t ovl_size(const struct ovl *v, const struct ckpt_node *n)
 {
 	(void)v;
-	if (n->stage)
-		return n->stage->len;
+	if (n->ws->stage)
+		return n->ws->stage->len;
 	if (n->kind == CKPT_N_TENSOR && n->tensor->fresh)
 		return n->tensor->storage->nbytes;
 	if (n->kind == CKPT_N_TENSOR)
@@ -43,9 +43,9 @@ int ovl_data_locate(struct ovl *v, struct ckpt_node *n, uint64_t off,
 	loc->pos = off;
 	loc->size = ovl_size(v, n);
 	loc->len = off < loc->size ? loc->size - off : 0;
-	if (n->stage) {
-		if (n->stage->scratch)	/* a rewrite being written */
-			loc->fd = n->stage->scratch->fd;
+	if (n->ws->stage) {
+		if (n->ws->stage->scratch)	/* a rewrite being written */
+			loc->fd = n->ws->stage->scratch->fd;
 		return 0;		/* else its text, in memory */
 	}
 	if (n->kind != CKPT_N_TENSOR || !t->storage)
@@ -87,8 +87,8 @@ long long ovl_read(struct ovl *v, struct ckpt_node *n, void *buf,
 		rc = io_pread_full(loc.fd, buf, len, loc.pos);
 		return rc ? ovl_sys_err(v, d, rc, "read") : (long long)len;
 	}
-	if (n->stage) {
-		memcpy(buf, n->stage->text + off, len);
+	if (n->ws->stage) {
+		memcpy(buf, n->ws->stage->text + off, len);
 		return len;
 	}
 	if (n->kind == CKPT_N_TENSOR)
@@ -127,10 +127,12 @@ static int stage_start(struct ovl *v, struct ckpt_node *n, uint64_t keep,
 	uint64_t size = ovl_size(v, n);
 	int rc = 0;
 
-	if (!st)
+	if (!st || !ckpt_node_ws(v->c, n)) {
+		free(st);
 		return diag_nomem(d);
+	}
 	keep = keep < size ? keep : size;
-	n->stage = st;
+	n->ws->stage = st;
 	if (n->kind == CKPT_N_VALUE) {
 		st->cap = OVL_MAX_VALUE;
 		st->text = malloc(st->cap);
@@ -140,7 +142,7 @@ static int stage_start(struct ovl *v, struct ckpt_node *n, uint64_t keep,
 			rc = ovl_read(v, n, st->text, keep, 0, d) < 0 ? d->err
 								      : 0;
 		st->len = keep;
-		n->stage = rc ? NULL : st;
+		n->ws->stage = rc ? NULL : st;
 		if (rc) {
 			free(st->text);
 			free(st);
@@ -157,7 +159,7 @@ static int stage_start(struct ovl *v, struct ckpt_node *n, uint64_t keep,
 		if (st->scratch->fd < 0)
 			rc = ovl_sys_err(v, d, -errno, "cannot make a scratch file");
 	}
-	n->stage = NULL;	/* read the current contents, not the stage */
+	n->ws->stage = NULL;	/* read the current contents, not the stage */
 	for (uint64_t pos = 0; pos < keep && !rc; pos += CHUNK) {
 		char *buf = malloc(CHUNK);
 		uint64_t k = keep - pos < CHUNK ? keep - pos : CHUNK;
@@ -167,10 +169,10 @@ static int stage_start(struct ovl *v, struct ckpt_node *n, uint64_t keep,
 						      pos);
 		free(buf);
 	}
-	n->stage = st;
+	n->ws->stage = st;
 	st->len = keep;
 	if (rc)
-		ovl_stage_free(&n->stage);
+		ovl_stage_free(&n->ws->stage);
 	return rc;
 }
 
@@ -178,7 +180,7 @@ static long long write_stage(struct ovl *v, struct ckpt_node *n,
 			     const void *buf, uint64_t len, uint64_t off,
 			     struct diag *d)
 {
-	struct ckpt_stage *st = n->stage;
+	struct ckpt_stage *st = n->ws->stage;
 	uint64_t limit = n->kind == CKPT_N_VALUE ? OVL_MAX_VALUE :
 			 ckpt_tensor_size(n->tensor);
 	int rc;
@@ -219,14 +221,14 @@ long long ovl_write(struct ovl *v, struct ckpt_node *n, const void *buf,
 			return diag_errno(d, -EPERM, "%s: a %s cannot be "
 					  "edited as text", ovl_label(n),
 					  n->type);
-		if (!n->stage && (rc = stage_start(v, n, UINT64_MAX, d)))
+		if (!n->ws->stage && (rc = stage_start(v, n, UINT64_MAX, d)))
 			return rc;
 		return write_stage(v, n, buf, len, off, d);
 	}
 	if (n->kind != CKPT_N_TENSOR)
 		return diag_errno(d, -EPERM, "%s cannot be written",
 				  ovl_label(n));
-	if (n->stage)
+	if (n->ws->stage)
 		return write_stage(v, n, buf, len, off, d);
 	if (t->fresh && !t->fixed) {
 		struct ckpt_storage *s = t->storage;
@@ -265,7 +267,7 @@ int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
 
 	if (rc)
 		return rc;
-	if (n->kind == CKPT_N_TENSOR && t->fresh && !t->fixed && !n->stage) {
+	if (n->kind == CKPT_N_TENSOR && t->fresh && !t->fixed && !n->ws->stage) {
 		struct ckpt_storage *s = t->storage;
 
 		if (ftruncate(s->fd, size))
@@ -283,7 +285,7 @@ int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
 	if (n->kind != CKPT_N_VALUE && n->kind != CKPT_N_TENSOR)
 		return diag_errno(d, -EPERM, "%s cannot be written",
 				  ovl_label(n));
-	if (!n->stage && size == ovl_size(v, n))
+	if (!n->ws->stage && size == ovl_size(v, n))
 		return 0;
 	if (n->kind == CKPT_N_TENSOR && (!t->storage ||
 					 t->kind == CKPT_T_META ||
@@ -294,14 +296,14 @@ int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
 		    ckpt_tensor_size(t)))
 		return diag_errno(d, -EFBIG, "%s: cannot grow past its size",
 				  ovl_label(n));
-	if (!n->stage && (rc = stage_start(v, n, size, d)))
+	if (!n->ws->stage && (rc = stage_start(v, n, size, d)))
 		return rc;
-	if (n->stage->scratch && ftruncate(n->stage->scratch->fd, size))
+	if (n->ws->stage->scratch && ftruncate(n->ws->stage->scratch->fd, size))
 		return ovl_sys_err(v, d, -errno, "truncate");
-	if (!n->stage->scratch && size > n->stage->len)
-		memset(n->stage->text + n->stage->len, 0,
-		       size - n->stage->len);
-	n->stage->len = size;
+	if (!n->ws->stage->scratch && size > n->ws->stage->len)
+		memset(n->ws->stage->text + n->ws->stage->len, 0,
+		       size - n->ws->stage->len);
+	n->ws->stage->len = size;
 	return 0;
 }
 
@@ -315,8 +317,8 @@ int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
 static int same_type(const struct ckpt_node *n, struct ckpt_literal *lit,
 		     char *buf, size_t size, struct diag *d)
 {
-	const char *text = n->stage->text;
-	size_t len = n->stage->len;
+	const char *text = n->ws->stage->text;
+	size_t len = n->ws->stage->len;
 
 	if (!strcmp(n->type, lit->type) || !strcmp(n->type, "NoneType") ||
 	    !strcmp(lit->type, "NoneType"))
@@ -338,7 +340,7 @@ static int same_type(const struct ckpt_node *n, struct ckpt_literal *lit,
 
 static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
-	struct ckpt_stage *st = n->stage;
+	struct ckpt_stage *st = n->ws->stage;
 	struct ckpt_literal lit;
 	char *path, widened[32] = "";
 	int rc;
@@ -349,11 +351,11 @@ static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 					"literal; the value stays %s",
 					ovl_label(n), ovl_line_len(st->text, st->len),
 					st->text, n->text);
-			ovl_stage_free(&n->stage);
+			ovl_stage_free(&n->ws->stage);
 			return rc;
 		}
 		if ((rc = same_type(n, &lit, widened, sizeof(widened), d))) {
-			ovl_stage_free(&n->stage);
+			ovl_stage_free(&n->ws->stage);
 			return rc;
 		}
 		path = ckpt_node_path(n);
@@ -372,7 +374,7 @@ static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 		free(path);
 		if (!rc)
 			rc = ckpt_value_set(v->c, n, &lit) ? diag_nomem(d) : 0;
-		ovl_stage_free(&n->stage);
+		ovl_stage_free(&n->ws->stage);
 		return rc;
 	}
 	if (st->len != ckpt_tensor_size(n->tensor)) {
@@ -380,11 +382,11 @@ static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 				"the tensor is %llu; it keeps its old values",
 				ovl_label(n), (unsigned long long)st->len,
 				(unsigned long long)ckpt_tensor_size(n->tensor));
-		ovl_stage_free(&n->stage);
+		ovl_stage_free(&n->ws->stage);
 		return rc;
 	}
 	rc = ovl_replace_contents(v, n->tensor, st->scratch->fd, 0, d);
-	ovl_stage_free(&n->stage);
+	ovl_stage_free(&n->ws->stage);
 	if (!rc)
 		ovl_notify(v, n->tensor->storage, NULL);
 	return rc;
@@ -405,14 +407,14 @@ static int sync_storage(struct ovl *v, struct ckpt_storage *s,
  */
 int ovl_flush(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
-	if (n->stage)
-		return n->stage->written ? stage_apply(v, n, d) : 0;
+	if (n->ws->stage)
+		return n->ws->stage->written ? stage_apply(v, n, d) : 0;
 	return ovl_fsync(v, n, d);
 }
 
 int ovl_release(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
-	return n->stage ? stage_apply(v, n, d) : 0;
+	return n->ws->stage ? stage_apply(v, n, d) : 0;
 }
 
 int ovl_fsync(struct ovl *v, struct ckpt_node *n, struct diag *d)

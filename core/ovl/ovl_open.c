@@ -471,8 +471,8 @@ void ovl_close(struct ovl *v)
 		ckpt_dirty_drop(s);
 	}
 	for (uint32_t i = 0; i < v->c->nnodes; i++) {
-		ovl_stage_free(&v->c->nodes[i]->stage);
-		ovl_stage_free(&v->c->nodes[i]->vstage);
+		ovl_stage_free(&v->c->nodes[i]->ws->stage);
+		ovl_stage_free(&v->c->nodes[i]->ws->vstage);
 	}
 	if (v->jfd >= 0)
 		close(v->jfd);

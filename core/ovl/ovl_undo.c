@@ -310,7 +310,7 @@ static int check(const struct rv *R)
 		bool in = R->under[i] || R->keep[i] ||
 			  (i < p->nnodes && R->osub[i]);
 
-		if (in && (n->stage || n->vstage)) {
+		if (in && (n->ws->stage || n->ws->vstage)) {
 			char *path = ckpt_node_path(n);
 			int rc = diag_errno(R->d, -EBUSY, "%s is being written "
 					    "(close it first)",
