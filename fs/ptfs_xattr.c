@@ -159,6 +159,7 @@ static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
 			  struct xwalk *x)
 {
 	const struct ckpt_shard *sh = ckpt_tensor_shard(fs->c, t);
+	const char *dev;
 	char num[40];
 
 	put(x, "user.dtype", t->dtype->name);
@@ -167,7 +168,8 @@ static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
 	put_u64(x, "user.storage_offset", t->offset);
 	if (t->storage)
 		put(x, "user.storage", t->storage->key);
-	put(x, "user.device", t->device ? t->device : "cpu");
+	dev = ckpt_tensor_device(t);
+	put(x, "user.device", dev ? dev : "cpu");
 	put(x, "user.requires_grad", tf(t->requires_grad));
 	put(x, "user.parameter", tf(t->parameter));
 	put(x, "user.layout", t->kind == CKPT_T_QUANTIZED ? "quantized" :

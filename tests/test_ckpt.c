@@ -464,7 +464,7 @@ Test(ckpt_tensor, reads_tensors_saved_through_numpy)
 	t = c->root->tensor;
 	cr_assert_eq(c->root->kind, CKPT_N_TENSOR);
 	cr_assert_eq(t->kind, CKPT_T_INLINE);
-	cr_assert_str_eq(t->device, "xla:0");
+	cr_assert_str_eq(ckpt_tensor_device(t), "xla:0");
 	cr_assert_str_eq(t->dtype->name, "float32");
 	cr_assert_eq(t->shape[0], 2);
 	cr_assert_eq(t->shape[1], 3);

@@ -76,7 +76,7 @@ Test(ckpt_memo, keeps_every_id_through_growth)
 Test(ckpt_model, per_tensor_structs_stay_packed)
 {
 	cr_assert_leq(sizeof(struct ckpt_node), 120);
-	cr_assert_leq(sizeof(struct ckpt_tensor), 96);
+	cr_assert_leq(sizeof(struct ckpt_tensor), 88);
 	cr_assert_leq(sizeof(struct ckpt_storage), 104);
 	cr_assert_leq(sizeof(struct ptz_entry), 64);
 	/* and in the pickle graph, a folded call's record (pkl_fold.c) */

@@ -167,7 +167,7 @@ Test(st_read, every_dtype)
 		cr_assert(t->stride[0] == 3 && t->stride[1] == 1);
 		cr_assert(t->contiguous);
 		cr_assert_eq(t->offset, 0);
-		cr_assert_str_eq(t->device, "cpu");
+		cr_assert_str_eq(ckpt_tensor_device(t), "cpu");
 		cr_assert_eq(t->nbytes, 6 * dt[i].size);
 		cr_assert_null(t->storage->rec);
 		cr_assert_eq(t->storage->data_off, 8 + strlen(hdr) + pos);

@@ -253,7 +253,7 @@ void fmt_json_tensor(struct jw *w, const struct ckpt *c,
 	jw_putc(w, ',');
 	json_view(w, t);
 	jw_lit(w, ",\"device\":");
-	jw_cstr(w, t->device);
+	jw_cstr(w, ckpt_tensor_device(t));
 	jw_lit(w, ",\"requires_grad\":");
 	jw_puts(w, tf(t->requires_grad));
 	jw_lit(w, ",\"parameter\":");

@@ -193,13 +193,14 @@ static int tensor_attrs(struct pd_ctx *x, struct pd_item *it,
 			const struct ckpt_tensor *a,
 			const struct ckpt_tensor *b)
 {
+	const char *da = ckpt_tensor_device(a), *db = ckpt_tensor_device(b);
 	char sa[40], sb[40];
 	int rc;
 
 	if (a->kind != b->kind)
 		add_attr(it, "kind", form(a), form(b));
-	if (str_differ(a->device, b->device))
-		add_attr(it, "device", a->device, b->device);
+	if (str_differ(da, db))
+		add_attr(it, "device", da, db);
 	add_bool(it, "requires_grad", a->requires_grad, b->requires_grad);
 	add_bool(it, "parameter", a->parameter, b->parameter);
 	add_bool(it, "conj", a->conj, b->conj);

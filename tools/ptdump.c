@@ -140,6 +140,7 @@ static const struct pkl_value *dict_state(const struct ckpt_node *n)
 static void tensor_text(struct sbuf *b, const struct ckpt_tensor *t)
 {
 	char shape[1024], stride[1024], sc[40];
+	const char *dev;
 
 	fmt_dims(shape, sizeof(shape), t->shape, t->ndim);
 	fmt_dims(stride, sizeof(stride), t->stride, t->ndim);
@@ -147,8 +148,8 @@ static void tensor_text(struct sbuf *b, const struct ckpt_tensor *t)
 		  stride, t->offset);
 	if (t->storage)
 		sb_printf(b, " storage '%s'", t->storage->key);
-	sb_printf(b, " %s %" PRIu64 " B", t->device ? t->device : "-",
-		  t->nbytes);
+	dev = ckpt_tensor_device(t);
+	sb_printf(b, " %s %" PRIu64 " B", dev ? dev : "-", t->nbytes);
 	if (t->parameter)
 		sb_puts(b, " Parameter");
 	if (t->requires_grad)

@@ -153,7 +153,7 @@ static int text_leaf(const struct ckpt_node *n, const char *path,
 {
 	char shape[1024], stride[1024], fl[80], sz[32];
 	const struct ckpt_tensor *t = n->tensor;
-	const char *key;
+	const char *key, *dev;
 
 	if (!listed(n, o))
 		return 0;
@@ -163,12 +163,13 @@ static int text_leaf(const struct ckpt_node *n, const char *path,
 		fmt_dims(shape, sizeof(shape), t->shape, t->ndim);
 		fmt_dims(stride, sizeof(stride), t->stride, t->ndim);
 		key = t->storage ? t->storage->key : "-";
+		dev = ckpt_tensor_device(t);
 		return printf("%-*s  %-*s  %-*s  stride %-*s  offset %-4" PRIu64
 			      "  storage %-*s  %s  %-5s  %s\n",
 			      w->path, path, w->type, t->dtype->name, w->shape,
 			      shape, w->stride, stride, t->offset, w->key, key,
 			      size_cell(t->nbytes, o, sz, sizeof(sz)),
-			      t->device ? t->device : "-",
+			      dev ? dev : "-",
 			      fmt_flags(t, fl, sizeof(fl)));
 	}
 	if (n->kind == CKPT_N_LINK) {

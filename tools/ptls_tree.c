@@ -54,6 +54,7 @@ static void tensor_text(const struct ckpt_tensor *t, const struct opts *o)
 {
 	char shape[1024], stride[1024], fl[80], h[16];
 	const char *f = fmt_flags(t, fl, sizeof(fl));
+	const char *dev = ckpt_tensor_device(t);
 
 	fmt_dims(shape, sizeof(shape), t->shape, t->ndim);
 	printf("%s %s", t->dtype->name, shape);
@@ -69,8 +70,8 @@ static void tensor_text(const struct ckpt_tensor *t, const struct opts *o)
 		printf("  %s", cli_size(t->nbytes, h, sizeof(h)));
 	else
 		printf("  %" PRIu64 " B", t->nbytes);
-	if (t->device && strcmp(t->device, "cpu"))
-		printf("  %s", t->device);
+	if (dev && strcmp(dev, "cpu"))
+		printf("  %s", dev);
 	if (strcmp(f, "-"))
 		printf("  %s", f);
 }

@@ -111,6 +111,10 @@ enum ckpt_tensor_kind {
  */
 struct ckpt_tensor_ext {
 	const char *cls;	/* tensor subclass "module.Name" or NULL */
+	/* where the tensor lives, when its storage's location does not say
+	   (no storage, or a device tensor made from a CPU one): see
+	   ckpt_tensor_device() */
+	const char *device;
 	/* python attributes of a subclass or Parameter (2.x state): a dict
 	   or OrderedDict value, or NULL */
 	const struct pkl_value *state;
@@ -144,7 +148,6 @@ struct ckpt_tensor {
 	uint32_t index;		/* position in ckpt->tensors */
 	const struct ckpt_dtype *dtype;
 	struct ckpt_storage *storage;	/* NULL for META and INLINE */
-	const char *device;	/* borrowed: storage location or given */
 	uint64_t offset;	/* storage offset, in elements of dtype */
 	/* ndim entries each; an original tensor's are never written (those
 	   of a folded call are its record's in the pickle document), only a
@@ -158,6 +161,17 @@ struct ckpt_tensor {
 	uint64_t pkl_off;	/* file offset of its rebuild call */
 };
 _Static_assert(CKPT_MAX_DIMS <= UINT8_MAX, "ckpt_tensor.ndim is a uint8_t");
+
+/* Where @t lives ("cpu", "cuda:0", "meta", ...; NULL: not said): its own
+ * device if it has one, else its storage's location. */
+static inline const char *ckpt_tensor_device(const struct ckpt_tensor *t)
+{
+	if (t->x->device)
+		return t->x->device;
+	if (t->storage)
+		return t->storage->location;
+	return t->kind == CKPT_T_META ? "meta" : NULL;
+}
 
 /* ---- the object tree ---- */
 

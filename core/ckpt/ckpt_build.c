@@ -189,7 +189,6 @@ static int strided(struct ckpt_build *b, const struct pkl_value *args,
 	t->kind = CKPT_T_STRIDED;
 	t->storage = s;
 	t->dtype = dt;
-	t->device = s->location;
 	t->offset = (uint64_t)soff + voff;
 	s->ntensors++;
 	*out = t;
@@ -371,7 +370,6 @@ static int numpy_tensor(struct ckpt_build *b, const struct pkl_value *args,
 		return rc;
 	t->kind = CKPT_T_INLINE;
 	t->dtype = dtype_global(arg(args, 1));
-	t->device = as_str(arg(args, 2));
 	as_int(arg(args, 3), &flag);
 	t->requires_grad = flag;
 	if (!t->dtype || !descr || !order)
@@ -412,6 +410,7 @@ static int numpy_tensor(struct ckpt_build *b, const struct pkl_value *args,
 	if (!x)
 		return diag_nomem(b->d);
 	x->inline_data = (const unsigned char *)data;
+	x->device = as_str(arg(args, 2));
 	*out = t;
 	return 0;
 }
@@ -444,8 +443,10 @@ static int wrapper_tensor(struct ckpt_build *b, const struct pkl_value *args,
 			  uint64_t off, struct ckpt_tensor **out)
 {
 	const struct pkl_value *cls = arg(args, 0);
+	struct ckpt_tensor_ext *x;
 	struct ckpt_tensor *t;
 	int64_t soff = 0, flag = 0;
+	const char *dev;
 	int rc;
 
 	rc = set_view(b, arg(args, 2), arg(args, 3), off, &t);
@@ -458,9 +459,10 @@ static int wrapper_tensor(struct ckpt_build *b, const struct pkl_value *args,
 	if (!as_int(arg(args, 4), &soff) || soff < 0)
 		return diag_corrupt(b->d, off, "bad tensor storage offset");
 	t->offset = (uint64_t)soff;
-	t->device = device_text(b, arg(args, 6));
-	if (!t->device)
-		t->device = "cpu";
+	dev = device_text(b, arg(args, 6));
+	if (!(x = ckpt_tensor_ext_own(b->c, t)))
+		return diag_nomem(b->d);
+	x->device = dev ? dev : "cpu";
 	as_int(arg(args, 7), &flag);
 	t->requires_grad = flag;
 	if (cls && cls->kind == PKL_GLOBAL &&
@@ -530,7 +532,6 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 		if (rc)
 			return rc;
 		t->kind = CKPT_T_META;
-		t->device = "meta";
 		t->dtype = dtype_global(arg(args, 0));
 		if (!t->dtype)
 			return diag_unsupported(b->d, off, "unknown tensor dtype");
@@ -550,9 +551,12 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 		t->pkl_off = off;
 		if (r == R_DEV_CPU) {
 			const char *dev = as_str(arg(args, 2));
+			struct ckpt_tensor_ext *x;
 
+			if (dev && !(x = ckpt_tensor_ext_own(b->c, t)))
+				return diag_nomem(b->d);
 			if (dev)
-				t->device = dev;
+				x->device = dev;
 			as_int(arg(args, 3), &flag);
 		} else {
 			t->parameter = true;
@@ -640,7 +644,6 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 		t->kind = CKPT_T_STORAGE;
 		t->storage = s;
 		t->dtype = dt;
-		t->device = s->location;
 		t->offset = voff;
 		t->shape[0] = s->numel - voff;
 		t->stride[0] = 1;

@@ -222,7 +222,6 @@ static int tensor(struct dcp_open *o, const char *fqn, const struct occ *oc,
 	if (rc)
 		return rc;
 	t->storage = s;
-	t->device = s->location;
 	s->ntensors++;
 	for (uint32_t j = first; j && !rc; j = oc[j - 1].next) {
 		const struct pkl_value *w = oc[j - 1].v, *ch;

@@ -72,7 +72,6 @@ struct ckpt_tensor *ckpt_tensor_fresh(struct ckpt *c, struct ckpt_storage *s)
 	t->contiguous = true;
 	t->dtype = s->dtype;
 	t->storage = s;
-	t->device = "cpu";
 	s->ntensors = 1;
 	ckpt_tensor_fresh_sync(t);
 	return t;

@@ -132,7 +132,6 @@ static int tensor(struct mj *m, const struct jread *j, size_t i)
 	t->kind = CKPT_T_STRIDED;
 	t->storage = s;
 	t->dtype = dt;
-	t->device = s->location;
 	t->offset = (uint64_t)off;
 	t->requires_grad = rg && rg->kind == JREAD_BOOL && rg->b;
 	t->pkl_off = m->off;

@@ -295,7 +295,6 @@ static int tensor_make(struct st *s, struct ent *e, const char *dtname,
 	t->kind = CKPT_T_STRIDED;
 	t->storage = st;
 	t->dtype = dt;
-	t->device = st->location;
 	t->pkl_off = e->at;
 	rc = ckpt_tensor_check(s->c, t, s->d);
 	if (rc)

@@ -364,7 +364,6 @@ static int tensor_one(struct tar *t, uint64_t *pos, uint64_t end)
 	x->kind = CKPT_T_STRIDED;
 	x->storage = s;
 	x->dtype = s->dtype;
-	x->device = s->location;
 	x->offset = (uint64_t)soff + (w ? w->off : 0);
 	x->pkl_off = at;
 	rc = ckpt_tensor_check(t->c, x, t->d);
@@ -434,7 +433,6 @@ static int storage_tensor(struct tar *t, struct ckpt_storage *s,
 	x->kind = CKPT_T_STORAGE;
 	x->storage = s;
 	x->dtype = s->dtype;
-	x->device = s->location;
 	x->offset = w ? w->off : 0;
 	x->shape[0] = (int64_t)(w ? w->numel : s->numel);
 	x->stride[0] = 1;
