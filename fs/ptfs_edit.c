@@ -150,10 +150,10 @@ static void make_common(fuse_req_t req, fuse_ino_t parent, const char *name,
 		ptfs_fill_entry(fs, ptfs_ino_of(fs, n), &e);
 opened:
 	/* create() opens it for writing: a writer, as in op_open */
-	if (!rc && fi && !ckpt_node_ws(fs->c, n))
+	if (!rc && fi && !ckpt_node_ed(fs->c, n))
 		rc = diag_nomem(&d);
 	if (!rc && fi) {
-		n->ws->wopen++;
+		n->ed->wopen++;
 		fi->fh = PTFS_FH_WRITER;
 	}
 	ptfs_refused(fs, dir_node(fs, parent), name, rc, &d);
@@ -390,7 +390,7 @@ void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 * one line) now, never left pending until the unmount drops it.
 	 */
 	if (!rc && (to_set & FUSE_SET_ATTR_SIZE) &&
-	    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW) && !i.node->ws->wopen)
+	    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW) && !i.node->ed->wopen)
 		rc = release_staged(fs, &i, &d);
 	if (to_set & FUSE_SET_ATTR_SIZE)
 		ptfs_texts_drop(fs);
@@ -414,7 +414,7 @@ void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 static bool staging(const struct ptfs_ino *i)
 {
 	return (i->kind == PTFS_NODE || i->kind == PTFS_VIEW) && i->node &&
-	       (i->node->ws->stage || i->node->ws->vstage || i->node->pending);
+	       (i->node->ed->stage || i->node->ed->vstage || i->node->pending);
 }
 
 static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
@@ -439,7 +439,7 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 		     ovl_fsync(fs->ovl, i.node, &d);
 	else if (i.kind == PTFS_VIEW && flush)
 		rc = ovl_view_flush(fs->ovl, i.node, &d);
-	else if (i.kind == PTFS_VIEW && !i.node->ws->vstage && !i.node->pending)
+	else if (i.kind == PTFS_VIEW && !i.node->ed->vstage && !i.node->pending)
 		rc = ovl_fsync(fs->ovl, i.node, &d);
 	else if (i.kind == PTFS_STORAGE)
 		rc = ovl_fsync_storage(fs->ovl, i.storage, &d);
@@ -486,7 +486,7 @@ void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
 		ptfs_wrlock(fs);
 		if (!ptfs_ino_get(fs, ino, &i) &&
 		    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW) &&
-		    (!i.node->ws->wopen || --i.node->ws->wopen == 0)) {
+		    (!i.node->ed->wopen || --i.node->ed->wopen == 0)) {
 			bool drop = staging(&i);
 			int rc = release_staged(fs, &i, &d);
 

@@ -379,7 +379,7 @@ static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
 	case PTFS_VIEW:
 		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
 		ptfs_node_mtime(fs, i.node, &st->st_mtim);
-		if (measure && i.view == CKPT_V_TXT && !i.node->ws->vstage) {
+		if (measure && i.view == CKPT_V_TXT && !i.node->ed->vstage) {
 			rc = text_size(fs, i.node, &st->st_size);
 			if (rc)
 				return rc;

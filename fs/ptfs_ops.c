@@ -283,7 +283,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* a writer's count lives in the node's open-file state */
 	if (!rc && (fi->flags & O_ACCMODE) != O_RDONLY &&
 	    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW) &&
-	    !ckpt_node_ws(fs->c, i.node))
+	    !ckpt_node_ed(fs->c, i.node))
 		rc = -ENOMEM;
 	diag_init(&d, fs->c->path);
 	if (!rc && (fi->flags & O_TRUNC) && i.kind == PTFS_NODE)
@@ -298,7 +298,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW ||
 	     i.kind == PTFS_STORAGE)) {
 		if (i.kind != PTFS_STORAGE)
-			i.node->ws->wopen++;
+			i.node->ed->wopen++;
 		fi->fh = PTFS_FH_WRITER;
 	}
 	ptfs_unlock(fs);
@@ -309,7 +309,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (i.kind == PTFS_VIEW && i.view == CKPT_V_TXT &&
 	    (fi->flags & O_ACCMODE) == O_RDONLY) {
 		ptfs_rdlock(fs);
-		rc = i.node->ws->vstage ? 0 : ptfs_text_check(fs, i.node, &d);
+		rc = i.node->ed->vstage ? 0 : ptfs_text_check(fs, i.node, &d);
 		ptfs_unlock(fs);
 		if (rc)
 			return ptfs_reply_err(req, rc, &d);

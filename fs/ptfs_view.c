@@ -288,8 +288,8 @@ uint64_t ptfs_view_size(struct ptfs *fs, struct ckpt_node *n, int view,
 
 	if (view == CKPT_V_NPY)
 		return ovl_npy_size(fs->ovl, n);
-	if (n->ws->vstage && n->ws->vstage->view == CKPT_V_TXT)
-		return n->ws->vstage->len;
+	if (n->ed->vstage && n->ed->vstage->view == CKPT_V_TXT)
+		return n->ed->vstage->len;
 	if (!measure)
 		return ptfs_text_known(fs, n, &size) ? size : 0;
 	diag_init(&d, fs->c->path);

@@ -75,7 +75,7 @@ Test(ckpt_memo, keeps_every_id_through_growth)
  */
 Test(ckpt_model, per_tensor_structs_stay_packed)
 {
-	cr_assert_leq(sizeof(struct ckpt_node), 120);
+	cr_assert_leq(sizeof(struct ckpt_node), 104);
 	cr_assert_leq(sizeof(struct ckpt_tensor), 88);
 	cr_assert_leq(sizeof(struct ckpt_storage), 104);
 	cr_assert_leq(sizeof(struct ptz_entry), 64);
@@ -152,6 +152,56 @@ Test(ckpt_model, only_directories_own_a_children_table)
 				     "int"), x), 0);
 	cr_assert_eq(n->dir->nkids, 1);
 	cr_assert_eq(ckpt_no_dir.nkids, 0);
+	ckpt_close(c);
+}
+
+/*
+ * A node gets edit state (struct ckpt_nedit) only when an edit writes or
+ * moves it; until then where it was at open is where it is.  The first
+ * rename or move keeps its home and home name, later ones leave them, and
+ * a fresh node has none.
+ */
+Test(ckpt_model, a_node_keeps_its_home_from_its_first_move)
+{
+	struct ckpt *c;
+	struct diag d;
+	struct ckpt_node *n = NULL, *home, *dir;
+	char *name, a[] = "renamed", b[] = "moved", x[] = "x";
+
+	diag_init(&d, PT_TEST_DATA "/sample.pt");
+	cr_assert_eq(ckpt_open(PT_TEST_DATA "/sample.pt", &c, &d), 0, "%s",
+		     d.msg);
+	for (uint32_t i = 0; i < c->nnodes; i++) {
+		cr_assert_eq(c->nodes[i]->ed, &ckpt_no_edit, "%s",
+			     c->nodes[i]->name);
+		if (!n && c->nodes[i]->kind == CKPT_N_TENSOR)
+			n = c->nodes[i];
+	}
+	cr_assert_not_null(n);
+	home = n->parent;
+	name = n->name;
+	cr_assert_eq(ckpt_node_home(n), home);
+	cr_assert_eq(ckpt_node_home_name(n), name);
+	cr_assert_null(ckpt_node_home(c->root));
+	cr_assert_null(ckpt_node_home_name(c->root));
+
+	cr_assert_eq(ckpt_dir_rename(c, home, n, a), 0);
+	cr_assert_neq(n->ed, &ckpt_no_edit);
+	cr_assert_str_eq(n->name, "renamed");
+	cr_assert_eq(ckpt_node_home(n), home);
+	cr_assert_eq(ckpt_node_home_name(n), name);
+
+	dir = ckpt_node_fresh(c, CKPT_N_DIR, "dict");
+	cr_assert_not_null(dir);
+	cr_assert_null(ckpt_node_home(dir));
+	cr_assert_null(ckpt_node_home_name(dir));
+	cr_assert_eq(ckpt_dir_insert(c, c->root, dir, x), 0);
+	cr_assert_null(ckpt_node_home(dir), "a fresh node has no home");
+	ckpt_dir_remove(home, n);
+	cr_assert_eq(ckpt_dir_insert(c, dir, n, b), 0);
+	cr_assert_eq(n->parent, dir);
+	cr_assert_eq(ckpt_node_home(n), home);
+	cr_assert_eq(ckpt_node_home_name(n), name);
 	ckpt_close(c);
 }
 

@@ -234,21 +234,25 @@ struct ckpt_node {
 	struct ckpt_node *target;	/* CKPT_N_LINK */
 	char *text;		/* VALUE/OPAQUE: the file's content */
 	size_t textlen;
-	struct ckpt_node *home;	/* parent at open (NULL: fresh or root) */
-	char *home_name;	/* name at open */
-	struct ckpt_wstate *ws;	/* while written: its own; else
-				   &ckpt_no_ws (never NULL) */
+	struct ckpt_nedit *ed;	/* once written or moved: its own; else
+				   &ckpt_no_edit (never NULL) */
 };
 
 /*
- * What a node holds only while it is being written through the mount or
- * by an edit: made at the first (ckpt_node_ws()), in the arena, and kept
- * for the rest of the model's life.  Every other node points at
- * ckpt_no_ws: empty, so readers need no NULL check, and const in memory,
- * so a write that forgot ckpt_node_ws() faults instead of reaching every
- * node.  (16 bytes less in each node: most are never written.)
+ * What a node holds only once an edit writes it or moves it: made then
+ * (ckpt_node_ed()), in the arena, and kept for the rest of the model's
+ * life.  Every other node points at ckpt_no_edit: empty, so readers need
+ * no NULL check, and const in memory, so a write that forgot
+ * ckpt_node_ed() faults instead of reaching every node.  (32 bytes less
+ * in each node: most are never written, renamed or moved.)
  */
-struct ckpt_wstate {
+struct ckpt_nedit {
+	/* where the node was at open, kept by ckpt_node_keep_home() before
+	   its parent or name first change (ckpt_dir.c); until then they
+	   are its parent and name: see ckpt_node_home() */
+	bool moved;
+	struct ckpt_node *home;	/* parent at open (NULL: fresh or root) */
+	char *home_name;	/* name at open */
 	struct ckpt_stage *stage;	/* a replacement being written */
 	struct ckpt_stage *vstage;	/* a view (.npy/.txt) being written */
 	uint32_t wopen;		/* open for writing through the mount (fs/
@@ -259,12 +263,33 @@ struct ckpt_wstate {
 				   dup'd fd's came first) report it too */
 };
 
-extern const struct ckpt_wstate ckpt_no_ws;
+extern const struct ckpt_nedit ckpt_no_edit;
 
 struct ckpt;
 
-/* @n's own open-file state, made on first use; NULL: out of memory. */
-struct ckpt_wstate *ckpt_node_ws(struct ckpt *c, struct ckpt_node *n);
+/* @n's own edit state, made on first use; NULL: out of memory. */
+struct ckpt_nedit *ckpt_node_ed(struct ckpt *c, struct ckpt_node *n);
+
+/*
+ * Remember where @n was at open before its parent or name change (the
+ * edits of ckpt_dir.c call it; so does whatever else moves a node):
+ * -ENOMEM, else 0 and nothing to do the next time.
+ */
+int ckpt_node_keep_home(struct ckpt *c, struct ckpt_node *n);
+
+/* @n's parent at open: NULL for a fresh node (an edit made it) and the
+ * root. */
+static inline struct ckpt_node *ckpt_node_home(const struct ckpt_node *n)
+{
+	return n->ed->moved ? n->ed->home : n->fresh ? NULL : n->parent;
+}
+
+/* @n's name at open (NULL for a fresh node and the root). */
+static inline char *ckpt_node_home_name(const struct ckpt_node *n)
+{
+	return n->ed->moved ? n->ed->home_name :
+	       n->fresh || !n->parent ? NULL : n->name;
+}
 
 /* A directory of the tree: a dict or object (named keys) or a sequence.
  * NULL is none. */
@@ -562,15 +587,17 @@ int ckpt_tensor_fresh_fits(const struct ckpt_tensor *t);
  * Children of a directory: insert @n under @name (arena-owned or static;
  * must not exist yet), remove it (its slot becomes NULL), rename it in
  * place, or put @n in @old's slot under @old's name (@n must not be in a
- * directory).  Only insert allocates: 0 or -ENOMEM.
+ * directory).  Insert, rename and swap keep where @n was at open first
+ * (ckpt_node_keep_home()): 0 or -ENOMEM; after a keep_home of @n, rename
+ * and swap cannot fail.
  */
 int ckpt_dir_insert(struct ckpt *c, struct ckpt_node *dir,
 		    struct ckpt_node *n, char *name);
 void ckpt_dir_remove(struct ckpt_node *dir, struct ckpt_node *n);
-void ckpt_dir_rename(struct ckpt_node *dir, struct ckpt_node *n,
-		     char *name);
-void ckpt_dir_swap(struct ckpt_node *dir, struct ckpt_node *old,
-		   struct ckpt_node *n);
+int ckpt_dir_rename(struct ckpt *c, struct ckpt_node *dir,
+		    struct ckpt_node *n, char *name);
+int ckpt_dir_swap(struct ckpt *c, struct ckpt_node *dir,
+		  struct ckpt_node *old, struct ckpt_node *n);
 
 /*
  * @n leaves @dir for good (unlink, rmdir): out of the directory, marked

@@ -14,28 +14,48 @@
 #include <string.h>
 
 const struct ckpt_dir ckpt_no_dir;
-const struct ckpt_wstate ckpt_no_ws;
+const struct ckpt_nedit ckpt_no_edit;
 
 int ckpt_node_parts(struct ckpt *c, struct ckpt_node *n, int kind)
 {
 	/* const in memory: what writes them faults (see ckpt.h) */
-	n->ws = (struct ckpt_wstate *)(uintptr_t)&ckpt_no_ws;
+	n->ed = (struct ckpt_nedit *)(uintptr_t)&ckpt_no_edit;
 	n->dir = (struct ckpt_dir *)(uintptr_t)&ckpt_no_dir;
 	if (kind == CKPT_N_DIR || kind == CKPT_N_SEQ)
 		n->dir = arena_alloc(&c->arena, sizeof(*n->dir));
 	return n->dir ? 0 : -ENOMEM;
 }
 
-struct ckpt_wstate *ckpt_node_ws(struct ckpt *c, struct ckpt_node *n)
+struct ckpt_nedit *ckpt_node_ed(struct ckpt *c, struct ckpt_node *n)
 {
-	struct ckpt_wstate *w;
+	struct ckpt_nedit *e;
 
-	if (n->ws != &ckpt_no_ws)
-		return n->ws;
-	w = arena_alloc(&c->arena, sizeof(*w));	/* zeroed */
-	if (w)
-		n->ws = w;
-	return w;
+	if (n->ed != &ckpt_no_edit)
+		return n->ed;
+	e = arena_alloc(&c->arena, sizeof(*e));	/* zeroed */
+	if (e)
+		n->ed = e;
+	return e;
+}
+
+/*
+ * Until a node first moves, where it was at open is where it is: its
+ * parent and name (every node placed at open went through
+ * ckpt_dir_index()).  A fresh node has no home, and keeps none.
+ */
+int ckpt_node_keep_home(struct ckpt *c, struct ckpt_node *n)
+{
+	struct ckpt_nedit *e;
+
+	if (n->ed->moved || n->fresh)
+		return 0;
+	e = ckpt_node_ed(c, n);
+	if (!e)
+		return -ENOMEM;
+	e->home = n->parent;
+	e->home_name = n->parent ? n->name : NULL;
+	e->moved = true;
+	return 0;
 }
 
 /*
@@ -145,8 +165,6 @@ int ckpt_dir_index(struct ckpt *c, struct ckpt_node *dir,
 			s = slot(d, name, &h);
 		}
 		*s = (h & SLOT_TAG) | (i + 1);
-		n->home = dir;
-		n->home_name = n->name;
 	}
 	return 0;
 }
@@ -199,6 +217,8 @@ int ckpt_dir_insert(struct ckpt *c, struct ckpt_node *dir,
 {
 	struct ckpt_dir *d = dir->dir;
 
+	if (ckpt_node_keep_home(c, n))
+		return -ENOMEM;
 	if (d->nkids == d->kcap) {
 		uint32_t cap = d->kcap ? 2 * d->kcap : 8;
 		struct ckpt_node **k;
@@ -247,21 +267,27 @@ int ckpt_dir_restore(struct ckpt *c, struct ckpt_node *dir,
 	return 0;
 }
 
-void ckpt_dir_rename(struct ckpt_node *dir, struct ckpt_node *n,
-		     char *name)
+int ckpt_dir_rename(struct ckpt *c, struct ckpt_node *dir,
+		    struct ckpt_node *n, char *name)
 {
+	if (ckpt_node_keep_home(c, n))
+		return -ENOMEM;
 	hash_del(dir, n);
 	n->name = name;
 	slot_set(dir->dir, name, n->index);
+	return 0;
 }
 
-void ckpt_dir_swap(struct ckpt_node *dir, struct ckpt_node *old,
-		   struct ckpt_node *n)
+int ckpt_dir_swap(struct ckpt *c, struct ckpt_node *dir,
+		  struct ckpt_node *old, struct ckpt_node *n)
 {
+	if (ckpt_node_keep_home(c, n))
+		return -ENOMEM;
 	hash_del(dir, old);
 	dir->dir->kids[old->index] = n;
 	n->index = old->index;
 	n->parent = dir;
 	n->name = old->name;
 	slot_set(dir->dir, n->name, n->index);
+	return 0;
 }

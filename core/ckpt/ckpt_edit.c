@@ -131,8 +131,9 @@ const struct pkl_value *ckpt_node_state(const struct ckpt_node *n)
 
 bool ckpt_node_rekeyed(const struct ckpt_node *n)
 {
-	return n->fresh || !n->home || n->parent != n->home ||
-	       strcmp(n->name, n->home_name);
+	return n->fresh || !ckpt_node_home(n) ||
+	       n->parent != ckpt_node_home(n) ||
+	       strcmp(n->name, ckpt_node_home_name(n));
 }
 
 bool ckpt_dir_clean(const struct ckpt_node *dir)
@@ -392,9 +393,9 @@ static void restore_subtree(struct ckpt *c, struct ckpt_node *top)
 	for (uint32_t i = top->id + 1; i < c->nnodes; i++) {
 		struct ckpt_node *m = c->nodes[i], *p = m->parent;
 
-		if (!m->dead || m->fresh || !p || p != m->home ||
+		if (!m->dead || m->fresh || !p || p != ckpt_node_home(m) ||
 		    m->index >= p->dir->nkids || p->dir->kids[m->index] ||
-		    strcmp(m->name, m->home_name) || !under(p, top) ||
+		    strcmp(m->name, ckpt_node_home_name(m)) || !under(p, top) ||
 		    ckpt_node_child(p, m->name))
 			continue;
 		if (ckpt_dir_restore(c, p, m))
@@ -411,9 +412,10 @@ struct ckpt_node *ckpt_node_drop(struct ckpt *c, struct ckpt_node *dir,
 	ckpt_dir_remove(dir, n);
 	n->dead = true;
 	if ((n->kind != CKPT_N_DIR && n->kind != CKPT_N_SEQ) || n->fresh ||
-	    !c->b || links_make(c) || !(l = live_link(c, n)))
+	    !c->b || links_make(c) || !(l = live_link(c, n)) ||
+	    ckpt_node_keep_home(c, n))
 		return NULL;
-	ckpt_dir_swap(l->parent, l, n);
+	(void)ckpt_dir_swap(c, l->parent, l, n);	/* home kept: no fail */
 	l->dead = true;
 	n->dead = false;
 	restore_subtree(c, n);

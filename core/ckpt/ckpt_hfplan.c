@@ -116,7 +116,7 @@ int hfplan_make(struct ckpt *c, struct hfplan *p, struct diag *d)
 	for (uint32_t i = 0; i < c->nnodes; i++) {
 		const struct ckpt_node *n = c->nodes[i];
 
-		if (n->home == root && (n->dead || n->parent != root))
+		if (ckpt_node_home(n) == root && (n->dead || n->parent != root))
 			touch(p, ckpt_hf_node_shard(c, n), HF_KEYS);
 	}
 	for (uint32_t s = 0; s < hf->nshards; s++) {

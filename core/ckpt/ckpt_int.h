@@ -240,7 +240,7 @@ struct ckpt_node *ckpt_node_synth(struct ckpt_build *b, int kind,
 				  const char *type);
 
 /* ckpt_dir.c: give new node @n of @kind its children's table (a
- * directory) or &ckpt_no_dir, and &ckpt_no_ws; -ENOMEM. */
+ * directory) or &ckpt_no_dir, and &ckpt_no_edit; -ENOMEM. */
 int ckpt_node_parts(struct ckpt *c, struct ckpt_node *n, int kind);
 
 /* ckpt_dir.c: give directory @dir (none yet) the children @kids[0..@nkids),

@@ -103,7 +103,7 @@ static bool is_content(const struct ckpt_node *s, const struct ckpt_node *x)
 	bool raw = t && t->dtype->size == 1 && !t->shape_set &&
 		   !strcmp(t->dtype->name, "uint8");
 
-	if (s->kind != CKPT_N_TENSOR || !t->fresh || s->ws->stage || x->dead)
+	if (s->kind != CKPT_N_TENSOR || !t->fresh || s->ed->stage || x->dead)
 		return false;
 	if (x->kind == CKPT_N_VALUE)
 		return raw && ckpt_value_editable(x);
@@ -177,12 +177,16 @@ static int transfer_identity(struct ovl *v, struct ckpt_node *s,
 			     struct ckpt_node *x, char *name,
 			     const struct ckpt_literal *lit, struct diag *d)
 {
+	struct ckpt_node *home = ckpt_node_home(x);
+	char *home_name = ckpt_node_home_name(x);
+
 	if (x->kind == CKPT_N_VALUE && ckpt_value_set(v->c, x, lit))
 		return diag_nomem(d);
+	/* cannot fail: transfer() made @s's edit state */
 	ckpt_dir_remove(s->parent, s);
-	ckpt_dir_swap(x->parent, x, s);
+	(void)ckpt_dir_swap(v->c, x->parent, x, s);
 	if (strcmp(name, s->name))
-		ckpt_dir_rename(s->parent, s, name);
+		(void)ckpt_dir_rename(v->c, s->parent, s, name);
 	s->kind = x->kind;
 	s->type = x->type;
 	s->val = x->val;
@@ -193,8 +197,9 @@ static int transfer_identity(struct ovl *v, struct ckpt_node *s,
 	s->text = x->text;
 	s->textlen = x->textlen;
 	s->edited = x->edited;
-	s->home = x->home;
-	s->home_name = x->home_name;
+	s->ed->home = home;
+	s->ed->home_name = home_name;
+	s->ed->moved = true;
 	s->fresh = false;
 	x->text = NULL;
 	x->textlen = 0;
@@ -232,8 +237,13 @@ static int transfer(struct ovl *v, struct ckpt_node *s, struct ckpt_node *x,
 	bool value = x->kind == CKPT_N_VALUE;
 	struct ckpt_literal lit;
 	char *text;
-	int rc = transfer_data(v, s, x, &lit, &text, d);
+	int rc;
 
+	/* what @s takes of @x is kept in its edit state: made first, so
+	   nothing can fail once the record is written */
+	if (!ckpt_node_ed(v->c, s))
+		return diag_nomem(d);
+	rc = transfer_data(v, s, x, &lit, &text, d);
 	if (!rc)
 		rc = ovl_journal(v, op, dir, name, ndir, nname, NULL, 0, d);
 	if (!rc)
@@ -283,16 +293,19 @@ int ovl_rename(struct ovl *v, struct ckpt_node *dir, const char *name,
 	if (x && is_content(s, x))
 		return transfer(v, s, x, nm, JR_RENAME, dir, name, ndir, nname,
 				d);
+	/* where @s was at open, kept first: nothing below fails for it */
+	if (ckpt_node_keep_home(v->c, s))
+		return diag_nomem(d);
 	rc = ovl_journal(v, JR_RENAME, dir, name, ndir, nname, NULL, 0, d);
 	if (rc)
 		return rc;
 	if (x) {
 		ckpt_dir_remove(dir, s);
-		ckpt_dir_swap(ndir, x, s);
+		(void)ckpt_dir_swap(v->c, ndir, x, s);
 		s->step = x->step;
 		x->dead = true;
 	} else if (dir == ndir) {
-		ckpt_dir_rename(dir, s, nm);
+		(void)ckpt_dir_rename(v->c, dir, s, nm);
 	} else {
 		ckpt_dir_remove(dir, s);
 		if (ckpt_dir_insert(v->c, ndir, s, nm))
@@ -312,10 +325,11 @@ static struct ckpt_node *saved_over(const struct ckpt_node *x)
 {
 	struct ckpt_node *s;
 
-	if (x->fresh || !x->home || x->parent != x->home ||
-	    !strcmp(x->name, x->home_name))
+	if (x->fresh || !ckpt_node_home(x) ||
+	    x->parent != ckpt_node_home(x) ||
+	    !strcmp(x->name, ckpt_node_home_name(x)))
 		return NULL;
-	s = ckpt_node_child(x->home, x->home_name);
+	s = ckpt_node_child(ckpt_node_home(x), ckpt_node_home_name(x));
 	return s && is_content(s, x) ? s : NULL;
 }
 
@@ -338,8 +352,8 @@ static int remove_node(struct ovl *v, struct ckpt_node *dir,
 		return diag_errno(d, -ENOTEMPTY, "%s is not empty", name);
 	s = want_dir ? NULL : saved_over(n);
 	if (s)
-		return transfer(v, s, n, n->home_name, JR_UNLINK, dir, name,
-				NULL, NULL, d);
+		return transfer(v, s, n, ckpt_node_home_name(n), JR_UNLINK,
+				dir, name, NULL, NULL, d);
 	rc = ovl_journal(v, JR_UNLINK, dir, name, NULL, NULL, NULL, 0, d);
 	if (rc)
 		return rc;

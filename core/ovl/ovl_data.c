@@ -21,8 +21,8 @@
 uint64_t ovl_size(const struct ovl *v, const struct ckpt_node *n)
 {
 	(void)v;
-	if (n->ws->stage)
-		return n->ws->stage->len;
+	if (n->ed->stage)
+		return n->ed->stage->len;
 	if (n->kind == CKPT_N_TENSOR && n->tensor->fresh)
 		return n->tensor->storage->nbytes;
 	if (n->kind == CKPT_N_TENSOR)
@@ -43,9 +43,9 @@ int ovl_data_locate(struct ovl *v, struct ckpt_node *n, uint64_t off,
 	loc->pos = off;
 	loc->size = ovl_size(v, n);
 	loc->len = off < loc->size ? loc->size - off : 0;
-	if (n->ws->stage) {
-		if (n->ws->stage->scratch)	/* a rewrite being written */
-			loc->fd = n->ws->stage->scratch->fd;
+	if (n->ed->stage) {
+		if (n->ed->stage->scratch)	/* a rewrite being written */
+			loc->fd = n->ed->stage->scratch->fd;
 		return 0;		/* else its text, in memory */
 	}
 	if (n->kind != CKPT_N_TENSOR || !t->storage)
@@ -87,8 +87,8 @@ long long ovl_read(struct ovl *v, struct ckpt_node *n, void *buf,
 		rc = io_pread_full(loc.fd, buf, len, loc.pos);
 		return rc ? ovl_sys_err(v, d, rc, "read") : (long long)len;
 	}
-	if (n->ws->stage) {
-		memcpy(buf, n->ws->stage->text + off, len);
+	if (n->ed->stage) {
+		memcpy(buf, n->ed->stage->text + off, len);
 		return len;
 	}
 	if (n->kind == CKPT_N_TENSOR)
@@ -127,12 +127,12 @@ static int stage_start(struct ovl *v, struct ckpt_node *n, uint64_t keep,
 	uint64_t size = ovl_size(v, n);
 	int rc = 0;
 
-	if (!st || !ckpt_node_ws(v->c, n)) {
+	if (!st || !ckpt_node_ed(v->c, n)) {
 		free(st);
 		return diag_nomem(d);
 	}
 	keep = keep < size ? keep : size;
-	n->ws->stage = st;
+	n->ed->stage = st;
 	if (n->kind == CKPT_N_VALUE) {
 		st->cap = OVL_MAX_VALUE;
 		st->text = malloc(st->cap);
@@ -142,7 +142,7 @@ static int stage_start(struct ovl *v, struct ckpt_node *n, uint64_t keep,
 			rc = ovl_read(v, n, st->text, keep, 0, d) < 0 ? d->err
 								      : 0;
 		st->len = keep;
-		n->ws->stage = rc ? NULL : st;
+		n->ed->stage = rc ? NULL : st;
 		if (rc) {
 			free(st->text);
 			free(st);
@@ -159,7 +159,7 @@ static int stage_start(struct ovl *v, struct ckpt_node *n, uint64_t keep,
 		if (st->scratch->fd < 0)
 			rc = ovl_sys_err(v, d, -errno, "cannot make a scratch file");
 	}
-	n->ws->stage = NULL;	/* read the current contents, not the stage */
+	n->ed->stage = NULL;	/* read the current contents, not the stage */
 	for (uint64_t pos = 0; pos < keep && !rc; pos += CHUNK) {
 		char *buf = malloc(CHUNK);
 		uint64_t k = keep - pos < CHUNK ? keep - pos : CHUNK;
@@ -169,10 +169,10 @@ static int stage_start(struct ovl *v, struct ckpt_node *n, uint64_t keep,
 						      pos);
 		free(buf);
 	}
-	n->ws->stage = st;
+	n->ed->stage = st;
 	st->len = keep;
 	if (rc)
-		ovl_stage_free(&n->ws->stage);
+		ovl_stage_free(&n->ed->stage);
 	return rc;
 }
 
@@ -180,7 +180,7 @@ static long long write_stage(struct ovl *v, struct ckpt_node *n,
 			     const void *buf, uint64_t len, uint64_t off,
 			     struct diag *d)
 {
-	struct ckpt_stage *st = n->ws->stage;
+	struct ckpt_stage *st = n->ed->stage;
 	uint64_t limit = n->kind == CKPT_N_VALUE ? OVL_MAX_VALUE :
 			 ckpt_tensor_size(n->tensor);
 	int rc;
@@ -221,14 +221,14 @@ long long ovl_write(struct ovl *v, struct ckpt_node *n, const void *buf,
 			return diag_errno(d, -EPERM, "%s: a %s cannot be "
 					  "edited as text", ovl_label(n),
 					  n->type);
-		if (!n->ws->stage && (rc = stage_start(v, n, UINT64_MAX, d)))
+		if (!n->ed->stage && (rc = stage_start(v, n, UINT64_MAX, d)))
 			return rc;
 		return write_stage(v, n, buf, len, off, d);
 	}
 	if (n->kind != CKPT_N_TENSOR)
 		return diag_errno(d, -EPERM, "%s cannot be written",
 				  ovl_label(n));
-	if (n->ws->stage)
+	if (n->ed->stage)
 		return write_stage(v, n, buf, len, off, d);
 	if (t->fresh && !t->fixed) {
 		struct ckpt_storage *s = t->storage;
@@ -267,7 +267,7 @@ int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
 
 	if (rc)
 		return rc;
-	if (n->kind == CKPT_N_TENSOR && t->fresh && !t->fixed && !n->ws->stage) {
+	if (n->kind == CKPT_N_TENSOR && t->fresh && !t->fixed && !n->ed->stage) {
 		struct ckpt_storage *s = t->storage;
 
 		if (ftruncate(s->fd, size))
@@ -285,7 +285,7 @@ int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
 	if (n->kind != CKPT_N_VALUE && n->kind != CKPT_N_TENSOR)
 		return diag_errno(d, -EPERM, "%s cannot be written",
 				  ovl_label(n));
-	if (!n->ws->stage && size == ovl_size(v, n))
+	if (!n->ed->stage && size == ovl_size(v, n))
 		return 0;
 	if (n->kind == CKPT_N_TENSOR && (!t->storage ||
 					 t->kind == CKPT_T_META ||
@@ -296,14 +296,14 @@ int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
 		    ckpt_tensor_size(t)))
 		return diag_errno(d, -EFBIG, "%s: cannot grow past its size",
 				  ovl_label(n));
-	if (!n->ws->stage && (rc = stage_start(v, n, size, d)))
+	if (!n->ed->stage && (rc = stage_start(v, n, size, d)))
 		return rc;
-	if (n->ws->stage->scratch && ftruncate(n->ws->stage->scratch->fd, size))
+	if (n->ed->stage->scratch && ftruncate(n->ed->stage->scratch->fd, size))
 		return ovl_sys_err(v, d, -errno, "truncate");
-	if (!n->ws->stage->scratch && size > n->ws->stage->len)
-		memset(n->ws->stage->text + n->ws->stage->len, 0,
-		       size - n->ws->stage->len);
-	n->ws->stage->len = size;
+	if (!n->ed->stage->scratch && size > n->ed->stage->len)
+		memset(n->ed->stage->text + n->ed->stage->len, 0,
+		       size - n->ed->stage->len);
+	n->ed->stage->len = size;
 	return 0;
 }
 
@@ -317,8 +317,8 @@ int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
 static int same_type(const struct ckpt_node *n, struct ckpt_literal *lit,
 		     char *buf, size_t size, struct diag *d)
 {
-	const char *text = n->ws->stage->text;
-	size_t len = n->ws->stage->len;
+	const char *text = n->ed->stage->text;
+	size_t len = n->ed->stage->len;
 
 	if (!strcmp(n->type, lit->type) || !strcmp(n->type, "NoneType") ||
 	    !strcmp(lit->type, "NoneType"))
@@ -340,7 +340,7 @@ static int same_type(const struct ckpt_node *n, struct ckpt_literal *lit,
 
 static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
-	struct ckpt_stage *st = n->ws->stage;
+	struct ckpt_stage *st = n->ed->stage;
 	struct ckpt_literal lit;
 	char *path, widened[32] = "";
 	int rc;
@@ -351,11 +351,11 @@ static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 					"literal; the value stays %s",
 					ovl_label(n), ovl_line_len(st->text, st->len),
 					st->text, n->text);
-			ovl_stage_free(&n->ws->stage);
+			ovl_stage_free(&n->ed->stage);
 			return rc;
 		}
 		if ((rc = same_type(n, &lit, widened, sizeof(widened), d))) {
-			ovl_stage_free(&n->ws->stage);
+			ovl_stage_free(&n->ed->stage);
 			return rc;
 		}
 		path = ckpt_node_path(n);
@@ -374,7 +374,7 @@ static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 		free(path);
 		if (!rc)
 			rc = ckpt_value_set(v->c, n, &lit) ? diag_nomem(d) : 0;
-		ovl_stage_free(&n->ws->stage);
+		ovl_stage_free(&n->ed->stage);
 		return rc;
 	}
 	if (st->len != ckpt_tensor_size(n->tensor)) {
@@ -382,11 +382,11 @@ static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 				"the tensor is %llu; it keeps its old values",
 				ovl_label(n), (unsigned long long)st->len,
 				(unsigned long long)ckpt_tensor_size(n->tensor));
-		ovl_stage_free(&n->ws->stage);
+		ovl_stage_free(&n->ed->stage);
 		return rc;
 	}
 	rc = ovl_replace_contents(v, n->tensor, st->scratch->fd, 0, d);
-	ovl_stage_free(&n->ws->stage);
+	ovl_stage_free(&n->ed->stage);
 	if (!rc)
 		ovl_notify(v, n->tensor->storage, NULL);
 	return rc;
@@ -407,14 +407,14 @@ static int sync_storage(struct ovl *v, struct ckpt_storage *s,
  */
 int ovl_flush(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
-	if (n->ws->stage)
-		return n->ws->stage->written ? stage_apply(v, n, d) : 0;
+	if (n->ed->stage)
+		return n->ed->stage->written ? stage_apply(v, n, d) : 0;
 	return ovl_fsync(v, n, d);
 }
 
 int ovl_release(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
-	return n->ws->stage ? stage_apply(v, n, d) : 0;
+	return n->ed->stage ? stage_apply(v, n, d) : 0;
 }
 
 int ovl_fsync(struct ovl *v, struct ckpt_node *n, struct diag *d)

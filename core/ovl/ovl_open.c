@@ -471,8 +471,8 @@ void ovl_close(struct ovl *v)
 		ckpt_dirty_drop(s);
 	}
 	for (uint32_t i = 0; i < v->c->nnodes; i++) {
-		ovl_stage_free(&v->c->nodes[i]->ws->stage);
-		ovl_stage_free(&v->c->nodes[i]->ws->vstage);
+		ovl_stage_free(&v->c->nodes[i]->ed->stage);
+		ovl_stage_free(&v->c->nodes[i]->ed->vstage);
 	}
 	if (v->jfd >= 0)
 		close(v->jfd);

@@ -52,7 +52,7 @@ static const struct ckpt_node *busy(const struct ckpt *c,
 		const struct ckpt_node *x = c->nodes[i];
 
 		if (x->kind == CKPT_N_TENSOR && x->tensor &&
-		    x->tensor->storage == s && (x->ws->stage || x->ws->vstage))
+		    x->tensor->storage == s && (x->ed->stage || x->ed->vstage))
 			return x;
 	}
 	return NULL;

@@ -137,17 +137,22 @@ static int place(const struct rv *R, struct ckpt_node *dir,
 {
 	int rc;
 
+	struct ckpt_node *home = ckpt_node_home(x0);
+	char *home_name = ckpt_node_home_name(x0);
+
 	x0->dead = false;
-	if (dir == x0->home && o->index < dir->dir->nkids &&
+	if (dir == home && o->index < dir->dir->nkids &&
 	    !dir->dir->kids[o->index]) {
+		/* back where it was at open (where it still is, unless it
+		   moved: then its edit state keeps that) */
 		x0->parent = dir;
 		x0->index = o->index;
-		x0->name = x0->home_name;
+		x0->name = home_name;
 		rc = ckpt_dir_restore(R->c, dir, x0);
 	} else {
-		rc = ckpt_dir_insert(R->c, dir, x0, x0->home_name);
+		rc = ckpt_dir_insert(R->c, dir, x0, home_name);
 	}
-	x0->step = dir == x0->home ? o->step : ckpt_dir_step(dir);
+	x0->step = dir == home ? o->step : ckpt_dir_step(dir);
 	touched(R, dir, x0->name, NULL);
 	return rc ? diag_nomem(R->d) : 0;
 }

@@ -65,19 +65,19 @@ char *ovl_home_path(const struct ckpt_node *n)
 	char *buf, *q;
 
 	/* each name and a '/' before it but the first, and the NUL */
-	for (p = n; p && p->home; p = p->home)
-		len += strlen(p->home_name) + 1;
+	for (p = n; p && ckpt_node_home(p); p = ckpt_node_home(p))
+		len += strlen(ckpt_node_home_name(p)) + 1;
 	len += !len;
 	buf = malloc(len);
 	if (!buf)
 		return NULL;
 	q = buf + len - 1;
 	*q = 0;
-	for (p = n; p && p->home; p = p->home) {
-		size_t k = strlen(p->home_name);
+	for (p = n; p && ckpt_node_home(p); p = ckpt_node_home(p)) {
+		size_t k = strlen(ckpt_node_home_name(p));
 
 		q -= k;
-		memcpy(q, p->home_name, k);
+		memcpy(q, ckpt_node_home_name(p), k);
 		if (q > buf)
 			*--q = '/';
 	}
@@ -96,7 +96,8 @@ static int cmp_home_name(const void *a, const void *b)
 {
 	const struct ckpt_node *x = *(struct ckpt_node *const *)a;
 	const struct ckpt_node *y = *(struct ckpt_node *const *)b;
-	uintptr_t p = (uintptr_t)x->home_name, q = (uintptr_t)y->home_name;
+	uintptr_t p = (uintptr_t)ckpt_node_home_name(x);
+	uintptr_t q = (uintptr_t)ckpt_node_home_name(y);
 
 	return p < q ? -1 : p > q;
 }
@@ -105,18 +106,20 @@ static int cmp_home_name(const void *a, const void *b)
 static bool carried(const struct ckpt_node *x, struct ckpt_node **xf,
 		    size_t nxf)
 {
+	const char *name = ckpt_node_home_name(x);
+	const struct ckpt_node *home = ckpt_node_home(x);
 	size_t lo = 0, hi = nxf;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if ((uintptr_t)xf[mid]->home_name < (uintptr_t)x->home_name)
+		if ((uintptr_t)ckpt_node_home_name(xf[mid]) < (uintptr_t)name)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	for (; lo < nxf && xf[lo]->home_name == x->home_name; lo++)
-		if (xf[lo]->home == x->home)
+	for (; lo < nxf && ckpt_node_home_name(xf[lo]) == name; lo++)
+		if (ckpt_node_home(xf[lo]) == home)
 			return true;
 	return false;
 }
@@ -264,7 +267,7 @@ int ovl_summarize(const struct ovl *v, size_t max, struct ovl_summary *s,
 
 		if (i < v->nnodes0 && ovl_standin(n, live))
 			standin[n->target->id] = 1;
-		if (i >= v->nnodes0 && live[i] && !n->fresh && n->home)
+		if (i >= v->nnodes0 && live[i] && !n->fresh && ckpt_node_home(n))
 			xf[nxf++] = n;
 	}
 	qsort(xf, nxf, sizeof(*xf), cmp_home_name);
@@ -282,8 +285,8 @@ int ovl_summarize(const struct ovl *v, size_t max, struct ovl_summary *s,
 		}
 		/* removed: a node of the checkpoint that nothing stands
 		   for, at the top of what went (its old parent stayed) */
-		if (i >= v->nnodes0 || n->fresh || !n->home ||
-		    !live[n->home->id] || ovl_standin(n, live) ||
+		if (i >= v->nnodes0 || n->fresh || !ckpt_node_home(n) ||
+		    !live[ckpt_node_home(n)->id] || ovl_standin(n, live) ||
 		    carried(n, xf, nxf) || !room(&a, OVL_C_REMOVE))
 			continue;
 		rc = add(&a, OVL_C_REMOVE, n, ovl_home_path(n), NULL, NULL,

@@ -222,10 +222,11 @@ static int survey(struct rv *R)
 		if (i < R->v->nnodes0 && s->kind == CKPT_N_LINK)
 			R->links[R->nlinks++] = s;
 		/* a new file renamed over a key holds its place now */
-		if (i < R->v->nnodes0 || s->fresh || !s->home ||
-		    s->home->id >= p->nnodes)
+		if (i < R->v->nnodes0 || s->fresh || !ckpt_node_home(s) ||
+		    ckpt_node_home(s)->id >= p->nnodes)
 			continue;
-		o = ckpt_node_child(p->nodes[s->home->id], s->home_name);
+		o = ckpt_node_child(p->nodes[ckpt_node_home(s)->id],
+				    ckpt_node_home_name(s));
 		if (o && (!R->xfer[o->id] || R->live[i]))
 			R->xfer[o->id] = s;
 	}
@@ -310,7 +311,7 @@ static int check(const struct rv *R)
 		bool in = R->under[i] || R->keep[i] ||
 			  (i < p->nnodes && R->osub[i]);
 
-		if (in && (n->ws->stage || n->ws->vstage)) {
+		if (in && (n->ed->stage || n->ed->vstage)) {
 			char *path = ckpt_node_path(n);
 			int rc = diag_errno(R->d, -EBUSY, "%s is being written "
 					    "(close it first)",

@@ -5,7 +5,7 @@
  * A view is never stored: its bytes are made from the tensor on demand
  * (the .npy header from dtype and shape, then the tensor's own bytes; the
  * text rendered by core/view).  What is written into a view is staged
- * whole in a scratch file (node->ws->vstage) and applied at close(), in the
+ * whole in a scratch file (node->ed->vstage) and applied at close(), in the
  * overlay's usual order (ovl_view_apply.c).  This file has the reading
  * and the staging.
  */
@@ -81,8 +81,8 @@ uint64_t ovl_npy_size(const struct ovl *v, const struct ckpt_node *n)
 {
 	unsigned char h[VIEW_NPY_HEADER_MAX];
 
-	if (n->ws->vstage && n->ws->vstage->view == CKPT_V_NPY)
-		return n->ws->vstage->len;
+	if (n->ed->vstage && n->ed->vstage->view == CKPT_V_NPY)
+		return n->ed->vstage->len;
 	if (n->pending)
 		return 0;
 	return ovl_npy_header(v, n, h) + ovl_view_numel(v, n) * n->tensor->dtype->size;
@@ -109,8 +109,8 @@ long long ovl_npy_read(struct ovl *v, struct ckpt_node *n, void *buf,
 	uint64_t hl, k = 0;
 	long long got;
 
-	if (n->ws->vstage && n->ws->vstage->view == CKPT_V_NPY)
-		return stage_read(v, n->ws->vstage, buf, len, off, d);
+	if (n->ed->vstage && n->ed->vstage->view == CKPT_V_NPY)
+		return stage_read(v, n->ed->vstage, buf, len, off, d);
 	if (n->pending)
 		return 0;
 	hl = ovl_npy_header(v, n, h);
@@ -135,9 +135,9 @@ int ovl_locate(struct ovl *v, struct ckpt_node *n, int view, uint64_t off,
 		return ovl_data_locate(v, n, off, loc, d);
 	loc->fd = -1;
 	loc->pos = off;
-	if (n->ws->vstage && n->ws->vstage->view == view) {	/* being written */
-		loc->fd = n->ws->vstage->scratch->fd;
-		loc->size = n->ws->vstage->len;
+	if (n->ed->vstage && n->ed->vstage->view == view) {	/* being written */
+		loc->fd = n->ed->vstage->scratch->fd;
+		loc->size = n->ed->vstage->len;
 	} else if (view == CKPT_V_TXT || n->pending) {
 		loc->size = 0;		/* formatted (fs/), or not yet there */
 	} else {
@@ -258,10 +258,10 @@ static int vstage_start(struct ovl *v, struct ckpt_node *n, int view,
 	uint64_t len = 0;
 	int fd, rc;
 
-	if (n->ws->stage)
+	if (n->ed->stage)
 		return diag_errno(d, -EBUSY, "%s is being rewritten; close it "
 				  "first", ovl_label(n));
-	if (!ckpt_node_ws(v->c, n))
+	if (!ckpt_node_ed(v->c, n))
 		return diag_nomem(d);
 	if (!n->pending && (!n->tensor->storage ||
 			    n->tensor->kind == CKPT_T_INLINE))
@@ -282,7 +282,7 @@ static int vstage_start(struct ovl *v, struct ckpt_node *n, int view,
 	st->scratch->fd = fd;
 	st->len = len;
 	st->view = view;
-	n->ws->vstage = st;
+	n->ed->vstage = st;
 	return 0;
 }
 
@@ -290,7 +290,7 @@ long long ovl_view_write(struct ovl *v, struct ckpt_node *n, int view,
 			 const void *buf, uint64_t len, uint64_t off,
 			 struct diag *d)
 {
-	struct ckpt_stage *st = n->ws->vstage;
+	struct ckpt_stage *st = n->ed->vstage;
 	int rc = ovl_check_writable(v, d);
 
 	if (!rc)
@@ -325,7 +325,7 @@ long long ovl_view_write(struct ovl *v, struct ckpt_node *n, int view,
 		rc = vstage_start(v, n, view, UINT64_MAX, d);
 		if (rc)
 			return rc;
-		st = n->ws->vstage;
+		st = n->ed->vstage;
 	}
 	rc = io_pwrite_full(st->scratch->fd, buf, len, off);
 	if (rc)
@@ -345,10 +345,10 @@ int ovl_view_truncate(struct ovl *v, struct ckpt_node *n, int view,
 		rc = ovl_many_shape(v, ovl_label(n), d);
 	if (rc)
 		return rc;
-	if (n->ws->vstage && n->ws->vstage->view != view)
+	if (n->ed->vstage && n->ed->vstage->view != view)
 		return diag_errno(d, -EBUSY, "%s: its other view is being "
 				  "written", ovl_label(n));
-	if (!n->ws->vstage) {
+	if (!n->ed->vstage) {
 		/* rsync --inplace ends with a truncate to the same size */
 		if (view == CKPT_V_NPY && size == ovl_npy_size(v, n))
 			return 0;
@@ -356,39 +356,39 @@ int ovl_view_truncate(struct ovl *v, struct ckpt_node *n, int view,
 		if (rc)
 			return rc;
 	}
-	if (ftruncate(n->ws->vstage->scratch->fd, size))
+	if (ftruncate(n->ed->vstage->scratch->fd, size))
 		return ovl_sys_err(v, d, -errno, "truncate");
-	n->ws->vstage->len = size;
+	n->ed->vstage->len = size;
 	return 0;
 }
 
 int ovl_view_flush(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
-	if (n->ws->vstage && n->ws->vstage->written)
+	if (n->ed->vstage && n->ed->vstage->written)
 		return ovl_vstage_apply(v, n, d);
 	/*
 	 * np.save writes the data through a dup'd descriptor (tofile) and
 	 * ignores that close()'s error: the close of the file it opened
 	 * must fail too.  Logged once already, so @d stays clear.
 	 */
-	return n->ws->verr;
+	return n->ed->verr;
 }
 
 int ovl_view_release(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
 	int rc;
 
-	if (n->ws->verr)	/* then its own: ckpt_no_ws's is 0 */
-		n->ws->verr = 0;	/* the last close: nobody is left */
-	if (!n->ws->vstage)
+	if (n->ed->verr)	/* then its own: ckpt_no_edit's is 0 */
+		n->ed->verr = 0;	/* the last close: nobody is left */
+	if (!n->ed->vstage)
 		return 0;
-	if (n->pending && !n->ws->vstage->written) {
+	if (n->pending && !n->ed->vstage->written) {
 		/* created and closed unwritten (touch): nothing to make */
-		ovl_stage_free(&n->ws->vstage);
+		ovl_stage_free(&n->ed->vstage);
 		return 0;
 	}
 	rc = ovl_vstage_apply(v, n, d);
-	n->ws->verr = 0;	/* it had a vstage: its own */
+	n->ed->verr = 0;	/* it had a vstage: its own */
 	return rc;
 }
 

@@ -464,7 +464,7 @@ static int apply_npy(struct ovl *v, struct ckpt_node *dir, const char *name,
 /* Apply the view @n was being written through. */
 int ovl_vstage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
-	struct ckpt_stage *st = n->ws->vstage;
+	struct ckpt_stage *st = n->ed->vstage;
 	struct ckpt_node *dir = n->parent;
 	int rc;
 
@@ -480,8 +480,8 @@ int ovl_vstage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 	else
 		rc = apply_npy(v, dir, n->name, n, st->scratch->fd, st->len,
 			       NULL, d);
-	ovl_stage_free(&n->ws->vstage);
-	n->ws->verr = rc;
+	ovl_stage_free(&n->ed->vstage);
+	n->ed->verr = rc;
 	return rc;
 }
 
@@ -528,7 +528,7 @@ int ovl_view_rename(struct ovl *v, struct ckpt_node *s,
 	const struct ckpt_storage *src = s->tensor->storage;
 	int rc = key ? 0 : diag_nomem(d);
 
-	if (!rc && (s->ws->stage || s->ws->vstage))
+	if (!rc && (s->ed->stage || s->ed->vstage))
 		rc = diag_errno(d, -EBUSY, "%s is still being written",
 				ovl_label(s));
 	/* a new key from a .npy: a name a key can have */
