@@ -78,7 +78,7 @@ Test(ckpt_model, per_tensor_structs_stay_packed)
 	cr_assert_leq(sizeof(struct ckpt_node), 104);
 	cr_assert_leq(sizeof(struct ckpt_tensor), 88);
 	cr_assert_leq(sizeof(struct ckpt_storage), 104);
-	cr_assert_leq(sizeof(struct ptz_entry), 64);
+	cr_assert_leq(sizeof(struct ptz_entry), 56);
 	/* and in the pickle graph, a folded call's record (pkl_fold.c) */
 	cr_assert_leq(sizeof(struct pkl_fold), 40);
 	cr_assert_null(ckpt_no_ext.qscheme);

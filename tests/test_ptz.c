@@ -147,9 +147,9 @@ Test(ptz_read, opens_torch_layout_with_aligned_data)
 	for (size_t i = 0; i < NSTD; i++) {
 		struct ptz_entry *e = &h.z.entries[i];
 
-		cr_assert_eq(e->cd_index, i);
+		cr_assert_eq(ptz_cd_index(&h.z, e), i);
 		cr_assert_eq(e->header_off, in.hdr[i]);
-		cr_assert_eq(e->limit,
+		cr_assert_eq(ptz_limit(e),
 			     i + 1 < NSTD ? in.hdr[i + 1] : in.cd_off);
 		cr_assert_eq(e->usize, std_ents[i].len);
 		cr_assert_eq(e->csize, in.csize[i]);
@@ -290,6 +290,41 @@ Test(ptz_read, zip64_record_wins_over_classic_values)
 	cr_assert_eq(h_open(&h, b.p, b.len), 0, "%s", h.line);
 	cr_assert_eq(h.z.nentries, NSTD);
 	cr_assert_eq(h.z.cdir_off, in.cd_off);
+	h_close(&h);
+	free(b.p);
+	assert_no_leaks();
+}
+
+/*
+ * A record with more than 4 GiB after its data before the central
+ * directory (a sparse file here): the entry keeps that room as 32 bits,
+ * clamped, and ptz_limit() still lies past anything the record's headers
+ * can reach, so it is located and read as before.
+ */
+Test(ptz_read, keeps_room_past_4_gib_clamped)
+{
+	static const struct zent ent = { "a", "xyz", 3, false };
+	const uint64_t gap = UINT64_C(5) << 30;
+	struct zopt o = { .cd_zip64 = true, .zip64_end = true };
+	struct buf b;
+	struct zinfo in;
+	struct h h;
+	unsigned char *tail;
+	size_t ntail;
+
+	zb_build(&b, &ent, 1, &o, &in);
+	tail = b.p + in.cd_off;
+	ntail = b.len - in.cd_off;
+	put_le64(b.p + in.z64_off + 48, in.cd_off + gap);
+	put_le64(b.p + in.loc_off + 8, in.z64_off + gap);
+	h.fd = tmp_fd();
+	h.size = b.len + gap;
+	pwrite_all(h.fd, b.p, in.cd_off, 0);
+	pwrite_all(h.fd, tail, ntail, (off_t)(in.cd_off + gap));
+	cr_assert_eq(h_reopen(&h), 0, "%s", h.line);
+	cr_assert_eq(h.z.entries[0].slack, UINT32_MAX);
+	cr_assert_geq(ptz_limit(&h.z.entries[0]), UINT64_C(1) << 32);
+	expect_entry(&h, 0, &ent);
 	h_close(&h);
 	free(b.p);
 	assert_no_leaks();

@@ -167,7 +167,7 @@ static void check_descriptor(struct ver *v, const struct ptz_entry *e)
 	uint64_t at = e->data_off + e->csize;
 	uint32_t crc;
 
-	if (!(e->flags & 0x08) || !e->csize || at + 8 > e->limit ||
+	if (!(e->flags & 0x08) || !e->csize || at + 8 > ptz_limit(e) ||
 	    pread(v->c->fd, dd, sizeof(dd), (off_t)at) != (ssize_t)sizeof(dd))
 		return;
 	crc = le32(dd) == SIG_DESC ? le32(dd + 4) : le32(dd);

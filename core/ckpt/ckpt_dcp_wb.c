@@ -245,7 +245,7 @@ static int patch_crc(struct wb *w, int fd, const struct dcp_chunk *ch)
 	}
 	/* the central directory: entry cd_index */
 	pos = ic->zip.cdir_off;
-	for (uint32_t i = 0; !rc && i <= e->cd_index; i++) {
+	for (uint32_t i = 0; !rc && i <= ptz_cd_index(&ic->zip, e); i++) {
 		unsigned char h[46];
 
 		rc = io_pread_diag(fd, h, sizeof(h), base + pos,
@@ -253,7 +253,7 @@ static int patch_crc(struct wb *w, int fd, const struct dcp_chunk *ch)
 		if (!rc && memcmp(h, "PK\1\2", 4))
 			rc = diag_corrupt(w->d, base + pos, "%s: not a central "
 					  "directory entry", f->path);
-		if (!rc && i == e->cd_index)
+		if (!rc && i == ptz_cd_index(&ic->zip, e))
 			rc = put32(w, fd, base + pos + 16, crc);
 		pos += 46u + (h[28] | h[29] << 8) + (h[30] | h[31] << 8) +
 		       (h[32] | h[33] << 8);

@@ -25,21 +25,42 @@ enum ptz_method {
 	PTZ_DEFLATED = 8,
 };
 
-/* One a storage, so ordered to leave no padding: 64 bytes, not 72. */
+#define PTZ_LOCAL_LEN	30u	/* fixed part of a local file header */
+
+/*
+ * One a storage, so ordered to leave no padding and kept to what readers
+ * use: 56 bytes (it was 72).  Its position in the central directory is
+ * its index in ptz_reader.entries (ptz_cd_index()).
+ */
 struct ptz_entry {
 	char *name;		/* full name, NUL-terminated, owned by reader */
 	uint64_t csize;		/* compressed size */
 	uint64_t usize;		/* uncompressed size */
 	uint64_t header_off;	/* offset of the local file header */
-	uint64_t limit;		/* end of the space this record may use:
-				   the next local header or the central dir */
 	uint64_t data_off;	/* offset of the data; 0 until located */
 	uint32_t crc32;		/* from the central directory */
-	uint32_t cd_index;	/* position in the central directory */
+	uint32_t slack;		/* bytes between the record's least size
+				   (local header, name, data) and the next
+				   record or the central directory: room for
+				   the local extra field and a descriptor;
+				   UINT32_MAX: at least that (ptz_limit()) */
 	uint16_t name_len;
 	uint16_t method;	/* PTZ_STORED or PTZ_DEFLATED */
 	uint16_t flags;		/* general purpose bit flag */
 };
+
+/*
+ * The end of the space record @e may use: the next local header or the
+ * central directory.  Exact unless the slack was clamped, and then beyond
+ * anything a record's header fields can reach (2 x 64 KiB of name and
+ * extra field, 24 bytes of descriptor), so every check against it gives
+ * the same answer.
+ */
+static inline uint64_t ptz_limit(const struct ptz_entry *e)
+{
+	return e->header_off + PTZ_LOCAL_LEN + e->name_len + e->csize +
+	       e->slack;
+}
 
 struct ptz_reader {
 	int fd;			/* borrowed; not closed by the reader */
@@ -61,6 +82,13 @@ struct ptz_reader {
 	size_t prefix_len;
 	char *names;		/* one block holding every name */
 };
+
+/* The position of @e in @z's central directory. */
+static inline uint32_t ptz_cd_index(const struct ptz_reader *z,
+				    const struct ptz_entry *e)
+{
+	return (uint32_t)(e - z->entries);
+}
 
 /*
  * Read the end records and central directory of the zip archive in @fd

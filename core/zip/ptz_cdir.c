@@ -242,7 +242,6 @@ static int parse_all(struct ptz_reader *z, const unsigned char *buf,
 		names[r.name_len] = '\0';
 		e->name = names;
 		e->name_len = r.name_len;
-		e->cd_index = i;
 		names += r.name_len + 1;
 		rc = read_entry(z, &r, e, d);
 		if (rc < 0)
@@ -263,7 +262,7 @@ static int cmp_offset(const void *a, const void *b)
 
 	if (x->header_off != y->header_off)
 		return x->header_off < y->header_off ? -1 : 1;
-	return x->cd_index < y->cd_index ? -1 : x->cd_index > y->cd_index;
+	return x < y ? -1 : x > y;	/* central directory order */
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -274,7 +273,7 @@ static int cmp_name(const void *a, const void *b)
 
 	if (c)
 		return c;
-	return x->cd_index < y->cd_index ? -1 : x->cd_index > y->cd_index;
+	return x < y ? -1 : x > y;	/* central directory order */
 }
 
 /*
@@ -300,14 +299,14 @@ static int check_overlaps(struct ptz_reader *z, struct ptz_entry **v,
 		 */
 		uint64_t need = PTZ_LOCAL_LEN + (uint64_t)e->name_len +
 				e->csize;
+		uint64_t limit = i + 1 < n ? v[i + 1]->header_off :
+				 z->cdir_off;
 
-		e->limit = z->cdir_off;
-		if (i + 1 == n)
-			break;
-		e->limit = v[i + 1]->header_off;
-		if (e->limit - e->header_off < need)
+		if (limit - e->header_off < need)
 			return diag_corrupt(d, e->header_off, "record '%s' overlaps '%s'",
 					    e->name, v[i + 1]->name);
+		limit -= e->header_off + need;
+		e->slack = limit < UINT32_MAX ? (uint32_t)limit : UINT32_MAX;
 	}
 	return 0;
 }
@@ -366,7 +365,7 @@ static int check_names(struct ptz_reader *z, struct ptz_entry **v,
 
 		if (!ptz_name_cmp(v[i - 1]->name, v[i - 1]->name_len, e->name,
 				  e->name_len))
-			return diag_corrupt(d, z->cdir_off + cd_pos[e->cd_index], "duplicate record name '%s' (names are compared ignoring case)",
+			return diag_corrupt(d, z->cdir_off + cd_pos[ptz_cd_index(z, e)], "duplicate record name '%s' (names are compared ignoring case)",
 					    e->name);
 	}
 	return 0;

@@ -26,7 +26,6 @@ struct diag;
 #define PTZ_SIG_EOCD64	0x06064b50u	/* "PK\6\6" ZIP64 end record */
 #define PTZ_SIG_LOC64	0x07064b50u	/* "PK\6\7" ZIP64 end locator */
 
-#define PTZ_LOCAL_LEN	30u	/* fixed part of a local file header */
 #define PTZ_CDIR_LEN	46u	/* fixed part of a central directory entry */
 #define PTZ_EOCD_LEN	22u	/* classic end record without its comment */
 #define PTZ_EOCD64_LEN	56u	/* ZIP64 end record without extensible data */

@@ -198,7 +198,7 @@ int ptz_entry_locate(const struct ptz_reader *z, struct ptz_entry *e,
 		     struct diag *d)
 {
 	unsigned char lh[PTZ_LOCAL_LEN];
-	uint64_t off = e->header_off;
+	uint64_t off = e->header_off, limit = ptz_limit(e);
 	uint64_t data_off, room;
 	uint32_t sig;
 	int rc;
@@ -215,12 +215,11 @@ int ptz_entry_locate(const struct ptz_reader *z, struct ptz_entry *e,
 				    sig, e->name);
 	data_off = off + PTZ_LOCAL_LEN + le16(lh + LH_NAME_LEN) +
 		   le16(lh + LH_EXTRA_LEN);
-	room = e->limit - off;
+	room = limit - off;
 	if (data_off - off > room || room - (data_off - off) < e->csize)
 		return diag_corrupt(d, off + LH_NAME_LEN, "record '%s': local name (%u bytes), extra (%u bytes) and data (%" PRIu64 " bytes) run past the next record at 0x%" PRIx64,
 				    e->name, le16(lh + LH_NAME_LEN),
-				    le16(lh + LH_EXTRA_LEN), e->csize,
-				    e->limit);
+				    le16(lh + LH_EXTRA_LEN), e->csize, limit);
 	e->data_off = data_off;
 	return 0;
 }
