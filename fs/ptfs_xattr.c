@@ -93,8 +93,8 @@ static void state_xattrs(const struct pkl_value *st, struct xwalk *x)
 
 	if (!st)
 		return;
-	kv = st->kind == PKL_DICT ? st->u.items.v : st->u.call.x->dict;
-	n = st->kind == PKL_DICT ? st->u.items.n : st->u.call.x->ndict;
+	kv = st->kind == PKL_DICT ? st->u.items.v : pkl_call_x(st)->dict;
+	n = st->kind == PKL_DICT ? st->u.items.n : pkl_call_x(st)->ndict;
 	for (size_t i = 0; i + 1 < n && !x->rc; i += 2) {
 		char name[PTFS_XATTR_NAME_MAX + 1], *val;
 		size_t len;

@@ -166,22 +166,22 @@ Test(pkl_parse, keeps_protocol0_calls_symbolic)
 	cr_assert_eq(c->kind, PKL_CALL);
 	cr_assert_eq(c->how, PKL_REDUCE);
 	cr_assert(pkl_is_global(c->u.call.func, "mod", "fn"));
-	assert_int(item(c->u.call.args, 0), 1);
-	assert_int(dict_get(c->u.call.x->state, "x"), 2);
-	cr_assert_null(c->u.call.x->kwargs);
+	assert_int(item(pkl_call_args(c), 0), 1);
+	assert_int(dict_get(pkl_call_x(c)->state, "x"), 2);
+	cr_assert_null(pkl_call_x(c)->kwargs);
 	c = item(t, 1);
 	cr_assert_eq(c->kind, PKL_CALL);
 	cr_assert_eq(c->how, PKL_OBJ);
 	cr_assert(pkl_is_global(c->u.call.func, "mod", "Cls"));
-	assert_int(item(c->u.call.args, 0), 1);
+	assert_int(item(pkl_call_args(c), 0), 1);
 	c = item(t, 2);
 	cr_assert_eq(c->kind, PKL_PERSID);
-	assert_str(c->u.call.args, "key7");
+	assert_str(pkl_call_args(c), "key7");
 	c = item(t, 3);
 	cr_assert_eq(c->how, PKL_OBJ);
 	cr_assert(pkl_is_global(c->u.call.func, "mod", "Cls"));
-	cr_assert_eq(pkl_len(c->u.call.args), 2);
-	assert_int(item(c->u.call.args, 1), 4);
+	cr_assert_eq(pkl_len(pkl_call_args(c)), 2);
+	assert_int(item(pkl_call_args(c), 1), 4);
 	pkl_doc_free(doc);
 	assert_no_leaks();
 }
@@ -230,10 +230,10 @@ Test(pkl_parse, builds_protocol1_containers)
 	cr_assert_eq(v->kind, PKL_CALL);
 	cr_assert_eq(v->how, PKL_OBJ);
 	cr_assert(pkl_is_global(v->u.call.func, "mod", "Cls"));
-	cr_assert_eq(pkl_len(v->u.call.args), 2);
+	cr_assert_eq(pkl_len(pkl_call_args(v)), 2);
 	v = item(t, 2);
 	cr_assert_eq(v->kind, PKL_PERSID);
-	assert_str(item(v->u.call.args, 0), "storage");
+	assert_str(item(pkl_call_args(v), 0), "storage");
 	v = item(t, 3);
 	cr_assert_eq(pkl_len(v), 2);
 	v = item(t, 4);
@@ -255,8 +255,8 @@ Test(pkl_parse, reads_protocol2_opcodes)
 	cr_assert_eq(c->kind, PKL_CALL);
 	cr_assert_eq(c->how, PKL_NEWOBJ);
 	cr_assert(pkl_is_global(c->u.call.func, "mod", "Cls"));
-	cr_assert_eq(c->u.call.args->kind, PKL_TUPLE);
-	cr_assert_eq(pkl_len(c->u.call.x->state), 1);
+	cr_assert_eq(pkl_call_args(c)->kind, PKL_TUPLE);
+	cr_assert_eq(pkl_len(pkl_call_x(c)->state), 1);
 	cr_assert_eq(item(t, 1)->kind, PKL_EXT);
 	cr_assert_eq(item(t, 1)->u.i, 1);
 	cr_assert_eq(item(t, 2)->u.i, 0x201);
@@ -329,8 +329,8 @@ Test(pkl_parse, reads_protocol4_opcodes)
 	cr_assert_eq(call->kind, PKL_CALL);
 	cr_assert_eq(call->how, PKL_NEWOBJ_EX);
 	cr_assert_eq(call->u.call.func, item(t, 0), "MEMOIZE identity");
-	cr_assert_eq(pkl_len(call->u.call.args), 0);
-	assert_int(dict_get(call->u.call.x->kwargs, "k"), 7);
+	cr_assert_eq(pkl_len(pkl_call_args(call)), 0);
+	assert_int(dict_get(pkl_call_x(call)->kwargs, "k"), 7);
 	assert_str(item(t, 2), "hi");
 	assert_bytes(item(t, 3), PKL_BYTES, "z", 1);
 	cr_assert_eq(item(t, 4)->kind, PKL_SET);
@@ -392,12 +392,12 @@ Test(pkl_parse, call_collects_items_and_state)
 	struct pkl_value *c = doc->root;
 
 	cr_assert_eq(c->kind, PKL_CALL);
-	cr_assert_eq(c->u.call.x->nlist, 3);
-	assert_int(c->u.call.x->list[2], 3);
-	cr_assert_eq(c->u.call.x->ndict, 4);
-	assert_int(c->u.call.x->dict[0], 4);
-	assert_int(c->u.call.x->dict[3], 7);
-	cr_assert_eq(c->u.call.x->state->kind, PKL_DICT);
+	cr_assert_eq(pkl_call_x(c)->nlist, 3);
+	assert_int(pkl_call_x(c)->list[2], 3);
+	cr_assert_eq(pkl_call_x(c)->ndict, 4);
+	assert_int(pkl_call_x(c)->dict[0], 4);
+	assert_int(pkl_call_x(c)->dict[3], 7);
+	cr_assert_eq(pkl_call_x(c)->state->kind, PKL_DICT);
 	pkl_doc_free(doc);
 	assert_no_leaks();
 }
@@ -485,8 +485,8 @@ static void check_values(const struct pkl_value *r, int proto)
 	v = dict_get(r, "bytes");
 	if (proto < 3) {
 		cr_assert(pkl_is_global(v->u.call.func, "_codecs", "encode"));
-		assert_str(item(v->u.call.args, 0), "\0\xc3\xbf'\"\\");
-		assert_str(item(v->u.call.args, 1), "latin1");
+		assert_str(item(pkl_call_args(v), 0), "\0\xc3\xbf'\"\\");
+		assert_str(item(pkl_call_args(v), 1), "latin1");
 	} else {
 		assert_bytes(v, PKL_BYTES, "\0\xff'\"\\", 5);
 	}
@@ -504,7 +504,7 @@ static void check_values(const struct pkl_value *r, int proto)
 	v = dict_get(r, "set");
 	if (proto < 4) {
 		cr_assert(pkl_is_global(v->u.call.func, bi, "set"));
-		assert_int(item(item(v->u.call.args, 0), 0), 5);
+		assert_int(item(item(pkl_call_args(v), 0), 0), 5);
 	} else {
 		cr_assert_eq(v->kind, PKL_SET);
 		assert_int(v->u.items.v[0], 5);
@@ -520,14 +520,14 @@ static void check_values(const struct pkl_value *r, int proto)
 	assert_str(item(dict_get(r, "a"), 0), "shared");
 	v = dict_get(r, "point");
 	cr_assert_eq(v->kind, PKL_CALL);
-	assert_int(dict_get(v->u.call.x->state, "x"), 1);
+	assert_int(dict_get(pkl_call_x(v)->state, "x"), 1);
 	if (proto >= 2) {
 		cr_assert_eq(v->how, PKL_NEWOBJ);
 		cr_assert(pkl_is_global(v->u.call.func, "__main__", "Point"));
 	} else {
 		cr_assert(pkl_is_global(v->u.call.func, "copy_reg",
 					"_reconstructor"));
-		cr_assert(pkl_is_global(item(v->u.call.args, 0), "__main__",
+		cr_assert(pkl_is_global(item(pkl_call_args(v), 0), "__main__",
 					"Point"));
 	}
 }
@@ -572,11 +572,11 @@ Test(pkl_parse, reads_torch_state_dict)
 	cr_assert_eq(r->kind, PKL_CALL);
 	cr_assert_eq(r->off, off + 30);
 	cr_assert(pkl_is_global(r->u.call.func, "collections", "OrderedDict"));
-	cr_assert_eq(r->u.call.x->ndict, 14);
+	cr_assert_eq(pkl_call_x(r)->ndict, 14);
 	for (size_t i = 0; i < 7; i++) {
-		struct pkl_value *k = r->u.call.x->dict[2 * i];
-		struct pkl_value *t = r->u.call.x->dict[2 * i + 1];
-		struct pkl_value *args = t->u.call.args, *pid;
+		struct pkl_value *k = pkl_call_x(r)->dict[2 * i];
+		struct pkl_value *t = pkl_call_x(r)->dict[2 * i + 1];
+		struct pkl_value *args = pkl_call_args(t), *pid;
 		char key[4];
 
 		cr_assert_str_eq(k->u.s.p, keys[i]);
@@ -589,21 +589,21 @@ Test(pkl_parse, reads_torch_state_dict)
 		cr_assert_eq(pkl_len(args), 6);
 		pid = item(args, 0);
 		cr_assert_eq(pid->kind, PKL_PERSID);
-		assert_str(item(pid->u.call.args, 0), "storage");
-		cr_assert(pkl_is_global(item(pid->u.call.args, 1), "torch",
+		assert_str(item(pkl_call_args(pid), 0), "storage");
+		cr_assert(pkl_is_global(item(pkl_call_args(pid), 1), "torch",
 					i == 6 ? "LongStorage" :
 						 "FloatStorage"));
 		snprintf(key, sizeof(key), "%zu", i);
-		cr_assert_str_eq(item(pid->u.call.args, 2)->u.s.p, key);
-		assert_str(item(pid->u.call.args, 3), "cpu");
+		cr_assert_str_eq(item(pkl_call_args(pid), 2)->u.s.p, key);
+		assert_str(item(pkl_call_args(pid), 3), "cpu");
 		cr_assert_eq(item(args, 4)->kind, PKL_BOOL);
 		/* backward hooks: OrderedDict() via BINGET 0 */
 		cr_assert_eq(item(args, 5)->u.call.func, r->u.call.func);
 	}
-	meta = dict_get(r->u.call.x->state, "_metadata");
+	meta = dict_get(pkl_call_x(r)->state, "_metadata");
 	cr_assert_not_null(meta);
-	cr_assert_eq(meta->u.call.x->ndict, 6);
-	assert_int(dict_get(meta->u.call.x->dict[5], "version"), 2);
+	cr_assert_eq(pkl_call_x(meta)->ndict, 6);
+	assert_int(dict_get(pkl_call_x(meta)->dict[5], "version"), 2);
 	pkl_doc_free(doc);
 	free(p);
 	assert_no_leaks();

@@ -80,7 +80,7 @@ static const struct pkl_value *reduce_of(const struct pkl_value *a,
 		  "0x%llx: %s became %s, not a %s.%s call",
 		  (unsigned long long)a->off, pkl_kind_name(a->kind),
 		  pkl_kind_name(b->kind), module, name);
-	return b->u.call.args;
+	return pkl_call_args(b);
 }
 
 static void same_bytes(const struct pkl_value *a, const struct pkl_value *b)
@@ -114,12 +114,12 @@ static void same_bytes(const struct pkl_value *a, const struct pkl_value *b)
 static void same_call(struct iso *m, const struct pkl_value *a,
 		      const struct pkl_value *b)
 {
-	const struct pkl_call_ext *x = a->u.call.x, *y = b->u.call.x;
+	const struct pkl_call_ext *x = pkl_call_x(a), *y = pkl_call_x(b);
 
 	cr_assert_eq(b->kind, PKL_CALL);
 	cr_assert_eq(a->how == PKL_OBJ ? PKL_REDUCE : a->how, b->how);
 	same(m, a->u.call.func, b->u.call.func);
-	same(m, a->u.call.args, b->u.call.args);
+	same(m, pkl_call_args(a), pkl_call_args(b));
 	same_items(m, x->list, x->nlist, y->list, y->nlist, a->off);
 	same_items(m, x->dict, x->ndict, y->dict, y->ndict, a->off);
 	cr_assert_eq(!x->state, !y->state);
@@ -190,7 +190,7 @@ static void same(struct iso *m, const struct pkl_value *a,
 		cr_assert_str_eq(a->u.global.name, b->u.global.name);
 		break;
 	case PKL_PERSID:
-		same(m, a->u.call.args, b->u.call.args);
+		same(m, pkl_call_args(a), pkl_call_args(b));
 		break;
 	default:
 		break;
@@ -666,7 +666,7 @@ Test(pkl_emit, torch_data_pkl_roundtrips_byte_for_byte)
  */
 static int rekey(struct pkl_emit *e, const struct pkl_value *pid, void *arg)
 {
-	const struct pkl_value *t = pid->u.call.args;
+	const struct pkl_value *t = pkl_call_args(pid);
 	const char *key = pkl_item(t, 2)->u.s.p;
 	uint64_t memo = (1ull << 32) + strtoull(key, NULL, 10);
 	char buf[64];
@@ -691,17 +691,17 @@ static int rekey(struct pkl_emit *e, const struct pkl_value *pid, void *arg)
 static size_t state_dict_keys(const struct pkl_value *od, const char **keys,
 			      size_t max)
 {
-	const struct pkl_call_ext *x = od->u.call.x;
+	const struct pkl_call_ext *x = pkl_call_x(od);
 	size_t n = 0;
 
 	for (size_t i = 1; i < x->ndict && n < max; i += 2) {
 		const struct pkl_value *t = x->dict[i];
-		const struct pkl_value *pid = pkl_item(t->u.call.args, 0);
+		const struct pkl_value *pid = pkl_item(pkl_call_args(t), 0);
 
 		cr_assert_eq(pid->kind, PKL_PERSID);
-		cr_assert(pkl_is_global(pkl_item(pid->u.call.args, 1), "torch",
+		cr_assert(pkl_is_global(pkl_item(pkl_call_args(pid), 1), "torch",
 					n < 6 ? "FloatStorage" : "LongStorage"));
-		keys[n++] = pkl_item(pid->u.call.args, 2)->u.s.p;
+		keys[n++] = pkl_item(pkl_call_args(pid), 2)->u.s.p;
 	}
 	return n;
 }
@@ -824,7 +824,7 @@ Test(pkl_emit, writes_cycles_as_pickle_does)
 	b = parse_ok(out, nout);
 	assert_isomorphic(a, b);
 	cr_assert_eq(b->root->kind, PKL_CALL);
-	cr_assert_eq(pkl_item(pkl_item(b->root->u.call.args, 0), 0), b->root);
+	cr_assert_eq(pkl_item(pkl_item(pkl_call_args(b->root), 0), 0), b->root);
 	pkl_doc_free(a);
 	pkl_doc_free(b);
 	free(out);

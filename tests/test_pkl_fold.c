@@ -164,7 +164,7 @@ static void same_value(const struct pkl_value *a, const struct pkl_value *b,
 		cr_assert_eq(a->how, b->how);
 		if (a->u.call.func || b->u.call.func)
 			same_value(a->u.call.func, b->u.call.func, depth + 1);
-		same_value(a->u.call.args, b->u.call.args, depth + 1);
+		same_value(pkl_call_args(a), pkl_call_args(b), depth + 1);
 		break;
 	default:
 		break;
@@ -219,13 +219,13 @@ Test(pkl_fold, the_view_is_the_call_as_parsed)
 	cr_assert_eq(c->id, t1->id);
 	cr_assert(pkl_is_global(c->u.call.func, "torch._utils",
 				"_rebuild_tensor_v2"));
-	a = c->u.call.args;
+	a = pkl_call_args(c);
 	cr_assert_eq(pkl_len(a), 6);
 	pid = pkl_item(a, 0);
 	cr_assert_eq(pid->kind, PKL_PERSID);
-	cr_assert_str_eq(pkl_item(pid->u.call.args, 2)->u.s.p, "1");
-	cr_assert_str_eq(pkl_item(pid->u.call.args, 3)->u.s.p, "cpu");
-	cr_assert_eq(pkl_item(pid->u.call.args, 4)->u.i, 300);
+	cr_assert_str_eq(pkl_item(pkl_call_args(pid), 2)->u.s.p, "1");
+	cr_assert_str_eq(pkl_item(pkl_call_args(pid), 3)->u.s.p, "cpu");
+	cr_assert_eq(pkl_item(pkl_call_args(pid), 4)->u.i, 300);
 	cr_assert_eq(pkl_item(a, 1)->u.i, 2);
 	cr_assert_eq(pkl_item(pkl_item(a, 2), 1)->u.i, 100);
 	cr_assert_eq(pkl_item(pkl_item(a, 3), 0)->u.i, 100);
@@ -257,9 +257,9 @@ Test(pkl_fold, unfold_gives_back_the_graph_as_parsed)
 		const struct pkl_value *y = whole->root->u.items.v[i];
 
 		cr_assert_eq(x->id, y->id);
-		cr_assert_eq(x->u.call.args->id, y->u.call.args->id);
-		cr_assert_eq(pkl_item(x->u.call.args, 2)->id,
-			     pkl_item(y->u.call.args, 2)->id);
+		cr_assert_eq(pkl_call_args(x)->id, pkl_call_args(y)->id);
+		cr_assert_eq(pkl_item(pkl_call_args(x), 2)->id,
+			     pkl_item(pkl_call_args(y), 2)->id);
 	}
 	cr_assert_eq(pkl_unfold(doc, b, n, 0, &d), 0, "twice is fine");
 	pkl_doc_free(doc);
@@ -421,9 +421,9 @@ Test(pkl_fold, kinds_by_value_and_no_more_than_the_table_holds)
 			char loc[16];
 
 			c = pkl_unfolded(doc->root->u.items.v[2 * i + 1], &fv);
-			pid = pkl_item(c->u.call.args, 0);
+			pid = pkl_item(pkl_call_args(c), 0);
 			snprintf(loc, sizeof(loc), "cuda:%d", i % nlocs[j]);
-			cr_assert_str_eq(pkl_item(pid->u.call.args, 3)->u.s.p,
+			cr_assert_str_eq(pkl_item(pkl_call_args(pid), 3)->u.s.p,
 					 loc);
 		}
 		pkl_doc_free(doc);

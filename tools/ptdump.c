@@ -134,7 +134,7 @@ static const struct pkl_value *dict_state(const struct ckpt_node *n)
 	if (!ckpt_node_is_dir(n) || !v || v->kind != PKL_CALL ||
 	    !ckpt_dict_type(n->type))
 		return NULL;
-	return v->u.call.x->state;
+	return pkl_call_x(v)->state;
 }
 
 static void tensor_text(struct sbuf *b, const struct ckpt_tensor *t)

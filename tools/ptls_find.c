@@ -78,7 +78,7 @@ static bool refers(const struct pkl_value *v, uint64_t off, struct seen *s,
 		struct pkl_fold_view fv;
 
 		return refers(v->u.fold.func, off, s, depth + 1) ||
-		       refers(pkl_unfolded(v, &fv)->u.call.args, off, s,
+		       refers(pkl_call_args(pkl_unfolded(v, &fv)), off, s,
 			      depth + 1);
 	}
 	case PKL_TUPLE: case PKL_LIST: case PKL_DICT: case PKL_SET:
@@ -88,9 +88,9 @@ static bool refers(const struct pkl_value *v, uint64_t off, struct seen *s,
 				return true;
 		return false;
 	case PKL_CALL: case PKL_PERSID:
-		x = v->u.call.x;
+		x = pkl_call_x(v);
 		if (refers(v->u.call.func, off, s, depth + 1) ||
-		    refers(v->u.call.args, off, s, depth + 1))
+		    refers(pkl_call_args(v), off, s, depth + 1))
 			return true;
 		if (!x)
 			return false;

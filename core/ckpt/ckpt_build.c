@@ -41,7 +41,7 @@ static bool is_func(const struct pkl_value *v, const char *module,
 static const struct pkl_value *int_seq(const struct pkl_value *v)
 {
 	if (is_func(v, "torch", "Size"))
-		v = arg(v->u.call.args, 0);
+		v = arg(pkl_call_args(v), 0);
 	if (v && (v->kind == PKL_TUPLE || v->kind == PKL_LIST))
 		return v;
 	return NULL;
@@ -299,7 +299,7 @@ static const struct pkl_value *state_of(const struct pkl_value *s)
 	if (s && s->kind == PKL_TUPLE)
 		s = pkl_item(s, 0);
 	if (!s || (s->kind == PKL_DICT ? !pkl_len(s) :
-		   s->kind != PKL_CALL || !s->u.call.x->ndict))
+		   s->kind != PKL_CALL || !pkl_call_x(s)->ndict))
 		return NULL;
 	return s;
 }
@@ -356,14 +356,14 @@ static int numpy_tensor(struct ckpt_build *b, const struct pkl_value *args,
 	size_t len = 0;
 	int rc;
 
-	st = nd && nd->kind == PKL_CALL ? nd->u.call.x->state : NULL;
+	st = nd && nd->kind == PKL_CALL ? pkl_call_x(nd)->state : NULL;
 	dt = arg(st, 2);
 	raw = arg(st, 4);
 	if (!st || pkl_len(st) != 5 || !dt || dt->kind != PKL_CALL ||
 	    !as_int(arg(st, 3), &fortran))
 		return diag_corrupt(b->d, off, "malformed numpy array");
-	descr = as_str(arg(dt->u.call.args, 0));
-	dst = dt->u.call.x->state;
+	descr = as_str(arg(pkl_call_args(dt), 0));
+	dst = pkl_call_x(dt)->state;
 	order = as_str(arg(dst, 1));
 	rc = set_view(b, arg(st, 1), NULL, off, &t);
 	if (rc)
@@ -423,9 +423,9 @@ static const char *device_text(struct ckpt_build *b, const struct pkl_value *v)
 	char buf[48];
 
 	if (!is_func(v, "torch", "device") ||
-	    !(type = as_str(arg(v->u.call.args, 0))))
+	    !(type = as_str(arg(pkl_call_args(v), 0))))
 		return NULL;
-	if (!as_int(arg(v->u.call.args, 1), &idx))
+	if (!as_int(arg(pkl_call_args(v), 1), &idx))
 		return type;
 	snprintf(buf, sizeof(buf), "%.24s:%lld", type, (long long)idx);
 	return arena_strndup(&b->c->arena, buf, strlen(buf));
@@ -660,7 +660,7 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 
 		/* the tensor's shape: never written (ckpt.h) */
 		b->dims = v->u.fold.rec->dims;
-		rc = rebuild(b, R_V2, pkl_unfolded(v, &fv)->u.call.args,
+		rc = rebuild(b, R_V2, pkl_call_args(pkl_unfolded(v, &fv)),
 			     v->off, out);
 		b->dims = NULL;
 		if (rc || !pkl_shared(v))
@@ -671,7 +671,7 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 	if (r == R_NONE)
 		return diag_corrupt(b->d, v->off, "expected a tensor, found %s",
 				    pkl_kind_name(v->kind));
-	rc = rebuild(b, r, v->u.call.args, v->off, out);
+	rc = rebuild(b, r, pkl_call_args(v), v->off, out);
 	if (rc)
 		return rc;
 out_memo:
@@ -685,7 +685,7 @@ const struct pkl_value *ckpt_module_class(const struct pkl_value *v)
 
 	if (!v || v->kind != PKL_PERSID)
 		return NULL;
-	t = v->u.call.args;
+	t = pkl_call_args(v);
 	tag = as_str(arg(t, 0));
 	cls = arg(t, 1);
 	if (!tag || strcmp(tag, "module") || !cls || cls->kind != PKL_GLOBAL)
@@ -700,7 +700,7 @@ const struct pkl_value *ckpt_wrapper_state(const struct pkl_value *v)
 
 	if (!is_func(v, "torch._tensor", "_rebuild_from_type_v2"))
 		return NULL;
-	a = v->u.call.args;
+	a = pkl_call_args(v);
 	r = rebuild_kind(arg(a, 0));
 	if (r != R_WRAPPER && r != R_META)
 		return NULL;
@@ -727,7 +727,7 @@ bool ckpt_is_tensor_value(const struct pkl_value *v)
 	/* ('module', class, file, source): the class of a pickled module
 	   (torch-format.md 7), which torch.load returns as it is */
 	if (v->kind == PKL_PERSID)
-		return !(tag = as_str(arg(v->u.call.args, 0))) ||
+		return !(tag = as_str(arg(pkl_call_args(v), 0))) ||
 		       strcmp(tag, "module");
 	return v->kind == PKL_FOLDED || (v->kind == PKL_CALL &&
 					 rebuild_kind(v->u.call.func) != R_NONE);

@@ -56,7 +56,7 @@ const struct pkl_value *dcp_field(const struct pkl_value *v,
 
 const struct pkl_value *dcp_state(const struct pkl_value *v)
 {
-	return v && v->kind == PKL_CALL ? v->u.call.x->state : NULL;
+	return v && v->kind == PKL_CALL ? pkl_call_x(v)->state : NULL;
 }
 
 /* torch.Size((a, b)) or a plain tuple/list of ints >= 0 into @out. */
@@ -64,7 +64,7 @@ bool dcp_dims(const struct pkl_value *v, int64_t *out, int *n)
 {
 	if (v && v->kind == PKL_CALL && pkl_is_global(v->u.call.func, "torch",
 						      "Size"))
-		v = arg(v->u.call.args, 0);
+		v = arg(pkl_call_args(v), 0);
 	if (!v || (v->kind != PKL_TUPLE && v->kind != PKL_LIST) ||
 	    pkl_len(v) > CKPT_MAX_DIMS)
 		return false;

@@ -145,15 +145,15 @@ static int object(struct remeta *m, const struct pkl_value *v, field_fn fn,
 	const struct pkl_value *st = dcp_state(v);
 	int rc;
 
-	if (!st || st->kind != PKL_DICT || v->u.call.x->nlist ||
-	    v->u.call.x->ndict || v->u.call.x->kwargs ||
+	if (!st || st->kind != PKL_DICT || pkl_call_x(v)->nlist ||
+	    pkl_call_x(v)->ndict || pkl_call_x(v)->kwargs ||
 	    (v->how != PKL_NEWOBJ && v->how != PKL_REDUCE))
 		return diag_unsupported(m->d, v ? v->off : DIAG_NO_OFFSET,
 					".metadata: an object ptfs cannot "
 					"write again");
 	rc = pkl_emit_value(m->e, v->u.call.func);
 	if (!rc)
-		rc = pkl_emit_value(m->e, v->u.call.args);
+		rc = pkl_emit_value(m->e, pkl_call_args(v));
 	if (!rc)
 		rc = pkl_emit_op(m->e, v->how == PKL_NEWOBJ ? PKL_OP_NEWOBJ :
 				 PKL_OP_REDUCE);

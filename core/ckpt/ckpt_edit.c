@@ -125,7 +125,7 @@ const struct pkl_value *ckpt_node_state(const struct ckpt_node *n)
 {
 	const struct pkl_value *v = n->val;
 
-	return v && v->kind == PKL_CALL && v->u.call.x ? v->u.call.x->state :
+	return v && v->kind == PKL_CALL && pkl_call_x(v) ? pkl_call_x(v)->state :
 	       NULL;
 }
 

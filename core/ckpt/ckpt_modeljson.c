@@ -180,7 +180,7 @@ static struct ckpt_node *attribute(struct mj *m, const struct jread *id)
 		return NULL;
 	n = m->attrs->dir->kids[k];
 	v = n->val;
-	a0 = v && v->kind == PKL_CALL ? pkl_item(v->u.call.args, 0) : NULL;
+	a0 = v && v->kind == PKL_CALL ? pkl_item(pkl_call_args(v), 0) : NULL;
 	if (v && v->kind == PKL_CALL && a0 && a0->kind == PKL_INT &&
 	    pkl_is_global(v->u.call.func, "torch.jit._pickle",
 			  "build_tensor_from_id")) {

@@ -242,13 +242,13 @@ static void repr(struct sbuf *b, const struct pkl_value *v, int depth,
 		return;
 	case PKL_CALL:
 		repr(b, v->u.call.func, depth, level + 1, max, false);
-		if (v->u.call.args && v->u.call.args->kind == PKL_TUPLE) {
-			repr(b, v->u.call.args, depth, level + 1, max, true);
+		if (pkl_call_args(v) && pkl_call_args(v)->kind == PKL_TUPLE) {
+			repr(b, pkl_call_args(v), depth, level + 1, max, true);
 			return;
 		}
 		sb_puts(b, "(");
-		if (v->u.call.args)
-			repr(b, v->u.call.args, depth + 1, level + 1, max,
+		if (pkl_call_args(v))
+			repr(b, pkl_call_args(v), depth + 1, level + 1, max,
 			     false);
 		sb_puts(b, ")");
 		return;
@@ -260,7 +260,7 @@ static void repr(struct sbuf *b, const struct pkl_value *v, int depth,
 	}
 	case PKL_PERSID:
 		sb_puts(b, "persistent_id(");
-		repr(b, v->u.call.args, depth + 1, level + 1, max, false);
+		repr(b, pkl_call_args(v), depth + 1, level + 1, max, false);
 		sb_puts(b, ")");
 		return;
 	default:

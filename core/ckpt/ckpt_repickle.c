@@ -235,7 +235,7 @@ static int emit_state(struct wb *w, const struct ckpt_node *dir,
 /* An edited directory whose pickle value is a call (object, dict type). */
 static int emit_call_dir(struct wb *w, const struct ckpt_node *dir)
 {
-	const struct pkl_value *v = dir->val, *st = v->u.call.x->state;
+	const struct pkl_value *v = dir->val, *st = pkl_call_x(v)->state;
 	const struct pkl_value *f = v->u.call.func;
 	bool keep_args = true, has_attr = false;
 	int rc;
@@ -266,7 +266,7 @@ static int emit_call_dir(struct wb *w, const struct ckpt_node *dir)
 	if (ckpt_dict_type(dir->type) && strcmp(dir->type, "defaultdict"))
 		rc = pkl_emit_op(w->e, PKL_OP_EMPTY_TUPLE);
 	else
-		rc = pkl_emit_value(w->e, v->u.call.args);
+		rc = pkl_emit_value(w->e, pkl_call_args(v));
 	if (!rc)
 		rc = pkl_emit_op(w->e, v->how == PKL_NEWOBJ ? PKL_OP_NEWOBJ :
 				 PKL_OP_REDUCE);
@@ -324,7 +324,7 @@ static int emit_wrapper_state(struct wb *w, const struct ckpt_node *dir,
  */
 static int emit_wrapper_dir(struct wb *w, const struct ckpt_node *dir)
 {
-	const struct pkl_value *v = dir->val, *a = v->u.call.args;
+	const struct pkl_value *v = dir->val, *a = pkl_call_args(v);
 	const struct pkl_value *st = pkl_item(a, 3);
 	int rc = pkl_emit_value(w->e, v->u.call.func);
 

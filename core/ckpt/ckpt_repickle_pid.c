@@ -111,7 +111,7 @@ int rp_hook_persid(struct pkl_emit *e, const struct pkl_value *pid,
 		   void *wbp)
 {
 	struct wb *w = wbp;
-	const struct pkl_value *t = pid->u.call.args;
+	const struct pkl_value *t = pkl_call_args(pid);
 	struct ckpt_storage *s;
 	size_t n = pkl_len(t);
 	int rc;
@@ -169,7 +169,7 @@ int rp_hook_persid(struct pkl_emit *e, const struct pkl_value *pid,
  */
 int rp_emit_args(struct wb *w, const struct pkl_value *v)
 {
-	const struct pkl_value *pid = pkl_item(v, 0), *t = pid->u.call.args;
+	const struct pkl_value *pid = pkl_item(v, 0), *t = pkl_call_args(pid);
 	struct ckpt_storage *s = pid_storage(w, t);
 	uint64_t tsize = w->args[v->id], off_b, cut, view, noff;
 	size_t n = pkl_len(v);
@@ -305,7 +305,7 @@ static unsigned rebuild_itemsize(const struct pkl_value *v)
 		"_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3",
 		"_rebuild_qtensor",
 	};
-	const struct pkl_value *f = v->u.call.func, *a = v->u.call.args;
+	const struct pkl_value *f = v->u.call.func, *a = pkl_call_args(v);
 	const struct pkl_value *pid = arg(a, 0), *cls, *dt;
 	const struct ckpt_dtype *t = NULL;
 	int64_t off;
@@ -325,7 +325,7 @@ static unsigned rebuild_itemsize(const struct pkl_value *v)
 		    !strcmp(dt->u.global.module, "torch"))
 			t = ckpt_dtype_by_name(dt->u.global.name);
 	} else {
-		cls = arg(pid->u.call.args, 1);
+		cls = arg(pkl_call_args(pid), 1);
 		if (cls && cls->kind == PKL_GLOBAL)
 			t = ckpt_dtype_by_storage(cls->u.global.name);
 	}
@@ -348,18 +348,18 @@ void rp_scan_args(struct wb *w, uint32_t *npid, uint32_t *nargs)
 			unsigned size;
 
 			if (v->kind == PKL_PERSID) {
-				s = pid_storage(w, v->u.call.args);
+				s = pid_storage(w, pkl_call_args(v));
 				if (s)
 					npid[s->index]++;
 				continue;
 			}
 			if (v->kind != PKL_CALL || !(size = rebuild_itemsize(v)))
 				continue;
-			a = v->u.call.args;
+			a = pkl_call_args(v);
 			if (a->id >= w->c->doc->nnodes || w->args[a->id])
 				continue;
 			w->args[a->id] = (uint8_t)size;
-			s = pid_storage(w, arg(a, 0)->u.call.args);
+			s = pid_storage(w, pkl_call_args(arg(a, 0)));
 			if (s)
 				nargs[s->index]++;
 		}

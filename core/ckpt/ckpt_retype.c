@@ -31,7 +31,7 @@ static const char *const rebuild[] = {
 static struct ckpt_storage *storage_of(struct ckpt *c,
 				       const struct pkl_value *pid)
 {
-	const struct pkl_value *t = pid->u.call.args;
+	const struct pkl_value *t = pkl_call_args(pid);
 	const char *key = as_str(arg(t, 2));
 	char buf[32];
 	int64_t k;
@@ -69,7 +69,7 @@ int ckpt_retype_call(struct ckpt *c, struct pkl_emit *e,
 	for (which = 0; which < 3; which++)
 		if (!strcmp(f->u.global.name, rebuild[which]))
 			break;
-	a = v->u.call.args;
+	a = pkl_call_args(v);
 	pid = arg(a, 0);
 	if (which == 3 || !pid || pid->kind != PKL_PERSID ||
 	    !(s = storage_of(c, pid)) || !(to = s->retyped))

@@ -151,7 +151,7 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 		     const struct ckpt_dtype **dtp,
 		     struct ckpt_storage **out, uint64_t *view_off)
 {
-	const struct pkl_value *t = pid->u.call.args, *cls, *view;
+	const struct pkl_value *t = pkl_call_args(pid), *cls, *view;
 	const struct ckpt_dtype *dt;
 	const char *tag, *key, *loc;
 	char keybuf[32];

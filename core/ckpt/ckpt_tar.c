@@ -450,7 +450,7 @@ static int persid(struct ckpt_build *b, const struct pkl_value *pid,
 		  struct ckpt_tensor **out)
 {
 	struct tar *t = b->persid_arg;
-	const char *s = as_str(pid->u.call.args);
+	const char *s = as_str(pkl_call_args(pid));
 	struct tkey want, *hit;
 	struct ckpt_storage *st;
 	struct view *w = NULL;

@@ -113,9 +113,9 @@ static int container(struct ckpt_build *b, const struct pkl_value *v,
 
 	/* an empty container cannot blow up or loop: show it everywhere */
 	if ((v->kind != PKL_CALL && !pkl_len(v)) ||
-	    (v->kind == PKL_CALL && !v->u.call.x->ndict &&
-	     !v->u.call.x->nlist && !v->u.call.x->state && !pkl_len(
-		     pkl_item(v->u.call.args, 0))))
+	    (v->kind == PKL_CALL && !pkl_call_x(v)->ndict &&
+	     !pkl_call_x(v)->nlist && !pkl_call_x(v)->state && !pkl_len(
+		     pkl_item(pkl_call_args(v), 0))))
 		seen = NULL;
 
 	n = node_new(b, seen ? CKPT_N_LINK : kind, v, type);
@@ -199,7 +199,7 @@ static const char *global_name(const struct pkl_value *f)
 /* See ckpt_int.h. */
 char *ckpt_bytes_of(const struct pkl_value *v, size_t *len)
 {
-	const struct pkl_value *a0 = pkl_item(v->u.call.args, 0);
+	const struct pkl_value *a0 = pkl_item(pkl_call_args(v), 0);
 	const char *g = global_name(v->u.call.func);
 	char *p;
 
@@ -233,7 +233,7 @@ static int sparse(struct ckpt_build *b, const struct pkl_value *v,
 					   "values", "size" };
 	static const char *const csc[] = { "ccol_indices", "row_indices",
 					   "values", "size" };
-	const struct pkl_value *args = v->u.call.args;
+	const struct pkl_value *args = pkl_call_args(v);
 	const struct pkl_value *layout = pkl_item(args, 0);
 	const struct pkl_value *data = pkl_item(args, 1);
 	const char *const *parts = coo, *type = "sparse_coo";
@@ -242,7 +242,7 @@ static int sparse(struct ckpt_build *b, const struct pkl_value *v,
 	int rc;
 
 	if (layout && layout->kind == PKL_CALL)
-		layout = pkl_item(layout->u.call.args, 0);
+		layout = pkl_item(pkl_call_args(layout), 0);
 	if (layout && layout->kind == PKL_STR &&
 	    strcmp(layout->u.s.p, "torch.sparse_coo")) {
 		bool by_col = strstr(layout->u.s.p, "sc");
@@ -315,7 +315,7 @@ static int script_state(struct ckpt_build *b, const struct pkl_value *v,
 
 	if (rc || (*out)->kind == CKPT_N_LINK)
 		return rc;
-	rc = add_state(b, *out, &k, v->u.call.x->state, false, depth);
+	rc = add_state(b, *out, &k, pkl_call_x(v)->state, false, depth);
 	if (!rc)
 		rc = finish_dir(b, *out, &k);
 	free(k.v);
@@ -326,7 +326,7 @@ static int script_state(struct ckpt_build *b, const struct pkl_value *v,
 static int object(struct ckpt_build *b, const struct pkl_value *v,
 		  const char *type, int depth, struct ckpt_node **out)
 {
-	const struct pkl_value *st = v->u.call.x->state;
+	const struct pkl_value *st = pkl_call_x(v)->state;
 	struct kids k = { 0 };
 	int rc = 0;
 
@@ -334,7 +334,7 @@ static int object(struct ckpt_build *b, const struct pkl_value *v,
 		return script_state(b, v, type, depth, out);
 	if (st && st->kind != PKL_DICT && !ckpt_state_is_slots(st))
 		return opaque(b, v, out);
-	if (!st && !v->u.call.x->ndict && !v->u.call.x->nlist)
+	if (!st && !pkl_call_x(v)->ndict && !pkl_call_x(v)->nlist)
 		return opaque(b, v, out);
 	rc = container(b, v, CKPT_N_DIR, type, out);
 	if (rc || (*out)->kind == CKPT_N_LINK)
@@ -342,11 +342,11 @@ static int object(struct ckpt_build *b, const struct pkl_value *v,
 	if (st)
 		rc = add_state(b, *out, &k, st, true, depth);
 	if (!rc)
-		rc = add_items(b, *out, &k, CKPT_S_KEY, v->u.call.x->dict,
-			       v->u.call.x->ndict, true, depth);
+		rc = add_items(b, *out, &k, CKPT_S_KEY, pkl_call_x(v)->dict,
+			       pkl_call_x(v)->ndict, true, depth);
 	if (!rc)
-		rc = add_items(b, *out, &k, CKPT_S_INDEX, v->u.call.x->list,
-			       v->u.call.x->nlist, false, depth);
+		rc = add_items(b, *out, &k, CKPT_S_INDEX, pkl_call_x(v)->list,
+			       pkl_call_x(v)->nlist, false, depth);
 	if (!rc)
 		rc = finish_dir(b, *out, &k);
 	free(k.v);
@@ -375,7 +375,7 @@ static int seq(struct ckpt_build *b, const struct pkl_value *v,
 static int dict_call(struct ckpt_build *b, const struct pkl_value *v,
 		     const char *type, int depth, struct ckpt_node **out)
 {
-	const struct pkl_value *a0 = pkl_item(v->u.call.args, 0);
+	const struct pkl_value *a0 = pkl_item(pkl_call_args(v), 0);
 	struct kids k = { 0 };
 	int rc = container(b, v, CKPT_N_DIR, type, out);
 
@@ -396,8 +396,8 @@ static int dict_call(struct ckpt_build *b, const struct pkl_value *v,
 		rc = add_items(b, *out, &k, CKPT_S_KEY, a0->u.items.v,
 			       a0->u.items.n, true, depth);
 	if (!rc)
-		rc = add_items(b, *out, &k, CKPT_S_KEY, v->u.call.x->dict,
-			       v->u.call.x->ndict, true, depth);
+		rc = add_items(b, *out, &k, CKPT_S_KEY, pkl_call_x(v)->dict,
+			       pkl_call_x(v)->ndict, true, depth);
 	if (!rc)
 		rc = finish_dir(b, *out, &k);
 	free(k.v);
@@ -412,7 +412,7 @@ static int call(struct ckpt_build *b, const struct pkl_value *v, int depth,
 	char *text;
 	size_t len;
 
-	a0 = pkl_item(v->u.call.args, 0);
+	a0 = pkl_item(pkl_call_args(v), 0);
 	/* TorchScript's typed containers: build_intlist([1, 2]) is [1, 2] */
 	if (b->script && a0 && f && f->kind == PKL_GLOBAL &&
 	    !strcmp(f->u.global.module, "torch.jit._pickle") &&
@@ -442,7 +442,7 @@ static int call(struct ckpt_build *b, const struct pkl_value *v, int depth,
 	}
 	if ((!strcmp(g, "device") || !strcmp(g, "_get_layout")) && a0 &&
 	    a0->kind == PKL_STR) {
-		const struct pkl_value *idx = pkl_item(v->u.call.args, 1);
+		const struct pkl_value *idx = pkl_item(pkl_call_args(v), 1);
 
 		len = a0->u.s.n + 24;
 		text = malloc(len);

@@ -237,7 +237,7 @@ static const char **stray_keys(struct ckpt *c, uint32_t *n, struct diag *d)
 	for (const struct pkl_chunk *ch = pkl_doc_all(c->doc)->chunks; ch;
 	     ch = ch->next)
 		for (uint32_t i = 0; i < ch->n; i++) {
-			const struct pkl_value *t = ch->v[i].u.call.args;
+			const struct pkl_value *t = pkl_call_args(&ch->v[i]);
 			const char *key;
 
 			if (ch->v[i].kind != PKL_PERSID)

@@ -71,24 +71,29 @@ enum pkl_call_how {
 /*
  * What a PKL_CALL gathers after it is made: BUILD's state, the items that
  * APPEND(S)/SETITEM(S)/ADDITEMS added, NEWOBJ_EX's kwargs.  Few calls get
- * any, so a node points at the shared, empty, never written pkl_no_ext
- * until the parser gives it its own (that keeps a node at 40 bytes).
+ * any, so only those that do have one (pkl_call_own()): it takes the
+ * node's args pointer with it, which keeps a node at 32 bytes.  Read it
+ * with pkl_call_x() (the shared, empty pkl_no_ext when there is none) and
+ * the arguments with pkl_call_args().
  */
 struct pkl_call_ext {
+	struct pkl_value *args;		/* the call's arguments */
 	struct pkl_value *kwargs;	/* NEWOBJ_EX, else NULL */
 	struct pkl_value *state;	/* BUILD's argument, or NULL */
 	struct pkl_value **list;	/* list items */
-	size_t nlist, caplist;
+	uint32_t nlist, caplist;	/* <= PKL_MAX_ITEMS */
 	struct pkl_value **dict;	/* key, value, key, value ... */
-	size_t ndict, capdict;
+	uint32_t ndict, capdict;
 };
 
 extern struct pkl_call_ext pkl_no_ext;
 
+/* 32 bytes: a state dict's graph holds three a tensor, an object's many. */
 struct pkl_value {
 	uint8_t kind;		/* enum pkl_kind */
 	uint8_t how;		/* enum pkl_call_how, for PKL_CALL */
 	uint8_t refs;		/* PKL_R_*, set by the parser */
+	bool has_x;		/* PKL_CALL/PERSID: u.call.ax is .x */
 	uint32_t id;		/* creation order, unique within the doc */
 	uint64_t off;		/* pickle offset of the opcode that made it */
 	union {
@@ -100,7 +105,7 @@ struct pkl_value {
 		} s;
 		struct {
 			struct pkl_value **v;
-			size_t n, cap;
+			uint32_t n, cap;	/* <= PKL_MAX_ITEMS */
 		} items;
 		struct {
 			char *module;	/* NUL-terminated */
@@ -108,16 +113,43 @@ struct pkl_value {
 		} global;
 		struct {
 			struct pkl_value *func;	/* callable or class */
-			struct pkl_value *args;	/* a PKL_TUPLE (or any for PERSID) */
-			struct pkl_call_ext *x;	/* never NULL; see below */
+			/* read through pkl_call_args(), pkl_call_x() */
+			union {
+				/* a PKL_TUPLE (or any for PERSID) */
+				struct pkl_value *args;
+				struct pkl_call_ext *x;	/* has_x */
+			} ax;
 		} call;
-		struct {	/* laid out as .call */
+		struct {	/* laid out as .call, without an ext */
 			struct pkl_value *func;	/* _rebuild_tensor_v2 */
 			struct pkl_fold *rec;
-			struct pkl_call_ext *x;	/* &pkl_no_ext */
 		} fold;
 	} u;
 };
+
+_Static_assert(PKL_MAX_ITEMS <= UINT32_MAX, "item counts are 32-bit");
+
+/* A call's arguments. */
+static inline struct pkl_value *pkl_call_args(const struct pkl_value *v)
+{
+	return v->has_x ? v->u.call.ax.x->args : v->u.call.ax.args;
+}
+
+/* What a call gathered after it was made; &pkl_no_ext (empty) if none. */
+static inline struct pkl_call_ext *pkl_call_x(const struct pkl_value *v)
+{
+	return v->has_x ? v->u.call.ax.x : &pkl_no_ext;
+}
+
+/* Set call @v's arguments. */
+static inline void pkl_call_set_args(struct pkl_value *v,
+				     struct pkl_value *args)
+{
+	if (v->has_x)
+		v->u.call.ax.x->args = args;
+	else
+		v->u.call.ax.args = args;
+}
 
 /*
  * pkl_value.refs: how many memo entries hold the node (saturating), and

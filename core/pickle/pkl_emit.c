@@ -504,7 +504,7 @@ static int call(struct pkl_emit *e, const struct pkl_value *v)
 						"(keyword arguments) in "
 						"protocol 2"));
 	if (pkl_emit_value(e, v->u.call.func) < 0 ||
-	    pkl_emit_value(e, v->u.call.args) < 0)
+	    pkl_emit_value(e, pkl_call_args(v)) < 0)
 		return e->err;
 	/* OBJ and INST mean cls(*args), which REDUCE says too */
 	return pkl_emit_op(e, v->how == PKL_NEWOBJ ? OP_NEWOBJ : OP_REDUCE);
@@ -513,7 +513,7 @@ static int call(struct pkl_emit *e, const struct pkl_value *v)
 /* What a call gathered after it was made: items, then BUILD's state. */
 static int call_tail(struct pkl_emit *e, const struct pkl_value *v)
 {
-	const struct pkl_call_ext *x = v->u.call.x;
+	const struct pkl_call_ext *x = pkl_call_x(v);
 
 	items(e, x->list, x->nlist, false, false);
 	items(e, x->dict, x->ndict / 2, true, false);
@@ -525,7 +525,7 @@ static int call_tail(struct pkl_emit *e, const struct pkl_value *v)
 static int persid(struct pkl_emit *e, const struct pkl_value *v)
 {
 	int rc = e->h.persid ? e->h.persid(e, v, e->h.arg)
-			     : pkl_emit_value(e, v->u.call.args);
+			     : pkl_emit_value(e, pkl_call_args(v));
 
 	if (rc < 0)
 		return fail(e, rc);

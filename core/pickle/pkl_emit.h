@@ -46,7 +46,7 @@ struct pkl_emit_hooks {
 	/*
 	 * Called for each PKL_PERSID value: write the persistent id object
 	 * (e.g. a 5-tuple with a new storage key); the emitter then writes
-	 * BINPERSID.  NULL: the original id (pid->u.call.args) is written.
+	 * BINPERSID.  NULL: the original id (pkl_call_args(pid)) is written.
 	 * Return 0, 1 when the hook wrote the object the id stands for
 	 * instead (no BINPERSID follows: a legacy module class becomes its
 	 * GLOBAL), or -errno.

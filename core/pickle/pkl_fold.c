@@ -109,34 +109,34 @@ static bool is_str(const struct pkl_value *v, const char *s)
 static bool plain(const struct pkl_parser *p, const struct pkl_value *v,
 		  struct fold *f)
 {
-	struct pkl_value *a = v->u.call.args, *pid, *t, *h;
+	struct pkl_value *a = pkl_call_args(v), *pid, *t, *h;
 	struct pkl_value *const *ai, *const *ti;
 	size_t nd;
 
 	if (!pkl_is_global(v->u.call.func, "torch._utils",
 			   "_rebuild_tensor_v2") ||
-	    v->u.call.x != &pkl_no_ext || a->u.items.n != 6)
+	    v->has_x || a->u.items.n != 6)
 		return false;
 	ai = a->u.items.v;
 	pid = ai[0];
 	h = ai[5];
-	if (pid->kind != PKL_PERSID || pid->u.call.x != &pkl_no_ext ||
-	    (t = pid->u.call.args)->kind != PKL_TUPLE || t->u.items.n != 5)
+	if (pid->kind != PKL_PERSID || pid->has_x ||
+	    (t = pkl_call_args(pid))->kind != PKL_TUPLE || t->u.items.n != 5)
 		return false;
 	ti = t->u.items.v;
 	if (!is_str(ti[0], "storage") || ti[1]->kind != PKL_GLOBAL ||
 	    !is_str(ti[2], NULL) || !is_str(ti[3], NULL) ||
 	    !is_int(ti[4], true) || !is_int(ai[1], true) ||
 	    ai[4]->kind != PKL_BOOL || h->kind != PKL_CALL ||
-	    h->how != PKL_REDUCE || h->u.call.x != &pkl_no_ext ||
-	    h->u.call.args->kind != PKL_TUPLE || h->u.call.args->u.items.n ||
+	    h->how != PKL_REDUCE || h->has_x ||
+	    pkl_call_args(h)->kind != PKL_TUPLE || pkl_call_args(h)->u.items.n ||
 	    !pkl_is_global(h->u.call.func, "collections", "OrderedDict") ||
 	    ai[2]->kind != PKL_TUPLE ||
 	    (nd = ai[2]->u.items.n) > PKL_FOLD_DIMS)
 		return false;
 	return take(p, f, a) && take(p, f, pid) && take(p, f, t) &&
 	       take(p, f, ti[4]) && take(p, f, ai[1]) && take(p, f, h) &&
-	       take(p, f, h->u.call.args) && take(p, f, ai[2]) &&
+	       take(p, f, pkl_call_args(h)) && take(p, f, ai[2]) &&
 	       take(p, f, ai[3]) && dims(p, f, ai[2], nd) &&
 	       dims(p, f, ai[3], nd);
 }
@@ -241,8 +241,8 @@ int pkl_fold_try(struct pkl_parser *p, struct pkl_value *v)
 
 	if (!plain(p, v, &f))
 		return 0;
-	ai = v->u.call.args->u.items.v;
-	ti = ai[0]->u.call.args->u.items.v;
+	ai = pkl_call_args(v)->u.items.v;
+	ti = pkl_call_args(ai[0])->u.items.v;
 	nd = ai[2]->u.items.n;
 	if (v->off - ai[0]->off > UINT32_MAX ||
 	    !(k = kind_of(p, ti[1], ti[3], ai[5]->u.call.func, &rc)) ||
@@ -283,7 +283,7 @@ static void vtuple(struct pkl_value *t, uint64_t off, struct pkl_value **v,
 {
 	vnode(t, PKL_TUPLE, off);
 	t->u.items.v = v;
-	t->u.items.n = n;
+	t->u.items.n = (uint32_t)n;	/* <= 2 * PKL_FOLD_DIMS */
 }
 
 static struct pkl_value *vint(struct pkl_value *n, int64_t i, uint64_t off)
@@ -309,7 +309,7 @@ const struct pkl_value *pkl_unfolded(const struct pkl_value *v,
 	fv->call = *v;
 	fv->call.kind = PKL_CALL;
 	fv->call.how = PKL_REDUCE;
-	fv->call.u.call.args = &fv->args;
+	fv->call.u.call.ax.args = &fv->args;	/* a folded call has no x */
 	vnode(&fv->tag, PKL_STR, pid_off);
 	fv->tag.u.s.p = storage_tag;
 	fv->tag.u.s.n = 7;
@@ -323,8 +323,7 @@ const struct pkl_value *pkl_unfolded(const struct pkl_value *v,
 	fv->t[4] = vint(&fv->numel, r->numel, pid_off);
 	vtuple(&fv->pidt, pid_off, fv->t, 5);
 	vnode(&fv->pid, PKL_PERSID, pid_off);
-	fv->pid.u.call.args = &fv->pidt;
-	fv->pid.u.call.x = &pkl_no_ext;
+	fv->pid.u.call.ax.args = &fv->pidt;
 	for (size_t i = 0; i < 2 * nd; i++)
 		fv->dims[i] = vint(&fv->ints[i], r->dims[i], off);
 	vtuple(&fv->size, off, fv->dims, nd);
@@ -333,8 +332,7 @@ const struct pkl_value *pkl_unfolded(const struct pkl_value *v,
 	vnode(&fv->hooks, PKL_CALL, off);
 	fv->hooks.how = PKL_REDUCE;
 	fv->hooks.u.call.func = r->kind->hooks;
-	fv->hooks.u.call.args = &fv->empty;
-	fv->hooks.u.call.x = &pkl_no_ext;
+	fv->hooks.u.call.ax.args = &fv->empty;
 	vnode(&fv->rg, PKL_BOOL, off)->u.i = r->requires_grad;
 	fv->a[0] = &fv->pid;
 	fv->a[1] = vint(&fv->off, r->offset, off);
@@ -391,7 +389,8 @@ int pkl_unfold(struct pkl_doc *doc, const unsigned char *buf, size_t len,
 				}
 				if (pass) {
 					v->kind = PKL_CALL;
-					v->u.call.args = m->u.call.args;
+					v->u.call.ax.args =
+						pkl_call_args(m);
 				}
 			}
 	free(byid);

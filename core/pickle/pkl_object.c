@@ -33,25 +33,29 @@ static int fill(struct pkl_parser *p, struct pkl_value *v,
 	if (!v->u.items.v)
 		return diag_nomem(p->d);
 	memcpy(v->u.items.v, src, k * sizeof(*src));
-	v->u.items.n = k;
-	v->u.items.cap = fixed ? 0 : k;
+	v->u.items.n = (uint32_t)k;	/* <= PKL_MAX_STACK */
+	v->u.items.cap = fixed ? 0 : (uint32_t)k;
 	return 0;
 }
 
 /* Append @src[0..@k) to a growable array. */
-static int extend(struct pkl_parser *p, struct pkl_value ***arr, size_t *n,
-		  size_t *cap, struct pkl_value *const *src, size_t k)
+static int extend(struct pkl_parser *p, struct pkl_value ***arr,
+		  uint32_t *n, uint32_t *cap, struct pkl_value *const *src,
+		  size_t k)
 {
+	size_t c = *cap;
+
 	if (!k)
 		return 0;
 	if (k > PKL_MAX_ITEMS - *n)
 		return diag_corrupt(p->d, p->off, "%s grows a container "
 				    "past PKL_MAX_ITEMS (%u)", p->name,
 				    PKL_MAX_ITEMS);
-	if (pkl_vec_grow(arr, cap, *n + k) < 0)
+	if (pkl_vec_grow(arr, &c, *n + k) < 0)
 		return diag_nomem(p->d);
+	*cap = c < UINT32_MAX ? (uint32_t)c : UINT32_MAX;
 	memcpy(*arr + *n, src, k * sizeof(*src));
-	*n += k;
+	*n += (uint32_t)k;
 	return 0;
 }
 
@@ -185,11 +189,11 @@ static int add_to(struct pkl_parser *p, struct pkl_value *t, bool pairs,
 	if (t->kind == PKL_CALL && pkl_call_own(t) < 0)
 		return diag_nomem(p->d);
 	if (t->kind == PKL_CALL && pairs)
-		return extend(p, &t->u.call.x->dict, &t->u.call.x->ndict,
-			      &t->u.call.x->capdict, src, k);
+		return extend(p, &t->u.call.ax.x->dict, &t->u.call.ax.x->ndict,
+			      &t->u.call.ax.x->capdict, src, k);
 	if (t->kind == PKL_CALL)
-		return extend(p, &t->u.call.x->list, &t->u.call.x->nlist,
-			      &t->u.call.x->caplist, src, k);
+		return extend(p, &t->u.call.ax.x->list, &t->u.call.ax.x->nlist,
+			      &t->u.call.ax.x->caplist, src, k);
 	if ((pairs && t->kind == PKL_DICT) ||
 	    (!pairs && !sets && t->kind == PKL_LIST) ||
 	    (sets && t->kind == PKL_SET))
@@ -252,13 +256,13 @@ static struct pkl_value *mk_call(struct pkl_parser *p, int how,
 		return NULL;
 	v->how = (uint8_t)how;
 	v->u.call.func = func;
-	v->u.call.args = args;
+	pkl_call_set_args(v, args);
 	if (kwargs) {
 		if (pkl_call_own(v) < 0) {
 			p->rc = diag_nomem(p->d);
 			return NULL;
 		}
-		v->u.call.x->kwargs = kwargs;
+		v->u.call.ax.x->kwargs = kwargs;
 	}
 	return v;
 }
@@ -331,7 +335,7 @@ int pkl_op_build(struct pkl_parser *p)
 				    pkl_kind_name(t->kind));
 	if (pkl_call_own(t) < 0)
 		return diag_nomem(p->d);
-	t->u.call.x->state = PKL_TOP(p, 0);
+	t->u.call.ax.x->state = PKL_TOP(p, 0);
 	p->n--;
 	return 0;
 }
@@ -359,7 +363,7 @@ int pkl_op_persid(struct pkl_parser *p, bool text)
 	v = pkl_mk(p, PKL_PERSID);
 	if (!v)
 		return p->rc;
-	v->u.call.args = id;
+	pkl_call_set_args(v, id);
 	PKL_TOP(p, 0) = v;
 	return 0;
 }

@@ -22,12 +22,14 @@ int pkl_call_own(struct pkl_value *v)
 {
 	struct pkl_call_ext *x;
 
-	if (v->u.call.x != &pkl_no_ext)
+	if (v->has_x)
 		return 0;
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return -ENOMEM;
-	v->u.call.x = x;
+	x->args = v->u.call.ax.args;
+	v->u.call.ax.x = x;
+	v->has_x = true;
 	return 0;
 }
 
@@ -61,8 +63,6 @@ struct pkl_value *pkl_node_new(struct pkl_doc *doc, int kind, uint64_t off)
 	v = &c->v[c->n++];
 init:
 	v->kind = (uint8_t)kind;
-	if (kind == PKL_CALL || kind == PKL_PERSID)
-		v->u.call.x = &pkl_no_ext;
 	v->id = doc->nnodes++;
 	v->off = off;
 	return v;
@@ -116,10 +116,10 @@ static void node_release(struct pkl_value *v)
 		break;
 	case PKL_CALL:
 	case PKL_PERSID:
-		if (v->u.call.x != &pkl_no_ext) {
-			free(v->u.call.x->list);
-			free(v->u.call.x->dict);
-			free(v->u.call.x);
+		if (v->has_x) {
+			free(v->u.call.ax.x->list);
+			free(v->u.call.ax.x->dict);
+			free(v->u.call.ax.x);
 		}
 		break;
 	default:
