@@ -699,8 +699,9 @@ static size_t state_dict_keys(const struct pkl_value *od, const char **keys,
 		const struct pkl_value *pid = pkl_item(pkl_call_args(t), 0);
 
 		cr_assert_eq(pid->kind, PKL_PERSID);
-		cr_assert(pkl_is_global(pkl_item(pkl_call_args(pid), 1), "torch",
-					n < 6 ? "FloatStorage" : "LongStorage"));
+		cr_assert(pkl_is_global(pkl_item(pkl_call_args(pid), 1),
+					"torch", n < 6 ? "FloatStorage" :
+						 "LongStorage"));
 		keys[n++] = pkl_item(pkl_call_args(pid), 2)->u.s.p;
 	}
 	return n;

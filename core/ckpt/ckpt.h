@@ -255,9 +255,9 @@ struct ckpt_nedit {
 	char *home_name;	/* name at open */
 	struct ckpt_stage *stage;	/* a replacement being written */
 	struct ckpt_stage *vstage;	/* a view (.npy/.txt) being written */
-	uint32_t wopen;		/* open for writing through the mount (fs/
-				   counts them: the last one's release
-				   applies what is still staged) */
+	uint32_t wopen;		/* open for writing through the mount
+				   (fs/ counts them: the last one's
+				   release applies what is still staged) */
 	int verr;		/* -errno its apply at a close() failed with:
 				   the later close()s of that open file (a
 				   dup'd fd's came first) report it too */

@@ -52,8 +52,9 @@ int ckpt_node_keep_home(struct ckpt *c, struct ckpt_node *n)
 	e = ckpt_node_ed(c, n);
 	if (!e)
 		return -ENOMEM;
-	e->home = n->parent;
-	e->home_name = n->parent ? n->name : NULL;
+	/* not moved yet: the implicit home, by the readers' own rule */
+	e->home = ckpt_node_home(n);
+	e->home_name = ckpt_node_home_name(n);
 	e->moved = true;
 	return 0;
 }

@@ -125,8 +125,7 @@ const struct pkl_value *ckpt_node_state(const struct ckpt_node *n)
 {
 	const struct pkl_value *v = n->val;
 
-	return v && v->kind == PKL_CALL && pkl_call_x(v) ? pkl_call_x(v)->state :
-	       NULL;
+	return v && v->kind == PKL_CALL ? pkl_call_x(v)->state : NULL;
 }
 
 bool ckpt_node_rekeyed(const struct ckpt_node *n)

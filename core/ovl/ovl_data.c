@@ -159,7 +159,7 @@ static int stage_start(struct ovl *v, struct ckpt_node *n, uint64_t keep,
 		if (st->scratch->fd < 0)
 			rc = ovl_sys_err(v, d, -errno, "cannot make a scratch file");
 	}
-	n->ed->stage = NULL;	/* read the current contents, not the stage */
+	n->ed->stage = NULL;	/* read the current contents, not it */
 	for (uint64_t pos = 0; pos < keep && !rc; pos += CHUNK) {
 		char *buf = malloc(CHUNK);
 		uint64_t k = keep - pos < CHUNK ? keep - pos : CHUNK;
@@ -267,7 +267,8 @@ int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
 
 	if (rc)
 		return rc;
-	if (n->kind == CKPT_N_TENSOR && t->fresh && !t->fixed && !n->ed->stage) {
+	if (n->kind == CKPT_N_TENSOR && t->fresh && !t->fixed &&
+	    !n->ed->stage) {
 		struct ckpt_storage *s = t->storage;
 
 		if (ftruncate(s->fd, size))

@@ -267,7 +267,8 @@ int ovl_summarize(const struct ovl *v, size_t max, struct ovl_summary *s,
 
 		if (i < v->nnodes0 && ovl_standin(n, live))
 			standin[n->target->id] = 1;
-		if (i >= v->nnodes0 && live[i] && !n->fresh && ckpt_node_home(n))
+		if (i >= v->nnodes0 && live[i] && !n->fresh &&
+		    ckpt_node_home(n))
 			xf[nxf++] = n;
 	}
 	qsort(xf, nxf, sizeof(*xf), cmp_home_name);

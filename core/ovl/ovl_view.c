@@ -135,7 +135,8 @@ int ovl_locate(struct ovl *v, struct ckpt_node *n, int view, uint64_t off,
 		return ovl_data_locate(v, n, off, loc, d);
 	loc->fd = -1;
 	loc->pos = off;
-	if (n->ed->vstage && n->ed->vstage->view == view) {	/* being written */
+	/* being written */
+	if (n->ed->vstage && n->ed->vstage->view == view) {
 		loc->fd = n->ed->vstage->scratch->fd;
 		loc->size = n->ed->vstage->len;
 	} else if (view == CKPT_V_TXT || n->pending) {

@@ -195,7 +195,7 @@ struct pkl_fold {
 	const struct pkl_fold_kind *kind;
 	struct pkl_value *key;		/* STR: storage key */
 	int64_t numel, offset;
-	uint32_t pid_back;		/* the call's offset - the BINPERSID's */
+	uint32_t pid_back;	/* the call's offset - the BINPERSID's */
 	uint8_t ndim;
 	bool requires_grad;
 	int64_t dims[];			/* size[ndim], then stride[ndim] */

@@ -15,8 +15,8 @@
  * call) and 104 bytes of tuple items.  Folding keeps the call, the strs
  * and the globals, copies the rest into a struct pkl_fold (40 bytes and 16
  * a dimension; the storage class, location and hooks' global once per
- * document, in a struct pkl_fold_kind), and releases the tuples, the persistent id, the hooks'
- * call and the ints that are not shared: the next tensor's nodes and item
+ * document, in a struct pkl_fold_kind), and releases the tuples, the
+ * persistent id, the hooks' call and the ints that are not shared: the next tensor's nodes and item
  * arrays reuse them, so the graph stops growing by them.
  *
  * It lives in the parser because only the parser knows who else refers to
@@ -129,7 +129,8 @@ static bool plain(const struct pkl_parser *p, const struct pkl_value *v,
 	    !is_int(ti[4], true) || !is_int(ai[1], true) ||
 	    ai[4]->kind != PKL_BOOL || h->kind != PKL_CALL ||
 	    h->how != PKL_REDUCE || h->has_x ||
-	    pkl_call_args(h)->kind != PKL_TUPLE || pkl_call_args(h)->u.items.n ||
+	    pkl_call_args(h)->kind != PKL_TUPLE ||
+	    pkl_call_args(h)->u.items.n ||
 	    !pkl_is_global(h->u.call.func, "collections", "OrderedDict") ||
 	    ai[2]->kind != PKL_TUPLE ||
 	    (nd = ai[2]->u.items.n) > PKL_FOLD_DIMS)
