@@ -355,6 +355,59 @@ Test(ckpt_tensor, refuses_one_storage_with_two_dtypes)
 	assert_no_leaks();
 }
 
+/*
+ * Storages are found by position only when their key is their index
+ * ("0" is storages[0]); keys out of order, "00" beside "0", and numbers
+ * past the count go through the table, and each reference still finds
+ * the storage its key names.
+ */
+Test(ckpt_tensor, finds_storages_whatever_their_keys)
+{
+	/* storages: "0" (home), "5", "1", "3" (home), "00" */
+	static const char *keys[] = { "0", "5", "1", "3", "1", "0", "00",
+				      "3", "5" };
+	static const int32_t size[] = { 2 }, stride[] = { 1 };
+	static const char data[8];
+	struct zent st[] = {
+		{ "m/data/0", data, 8, false }, { "m/data/1", data, 8, false },
+		{ "m/data/00", data, 8, false }, { "m/data/3", data, 8, false },
+		{ "m/data/5", data, 8, false },
+	};
+	struct buf b = { 0 };
+	struct ckpt *c;
+
+	pk_start(&b);
+	op(&b, ']');
+	op(&b, '(');
+	for (size_t i = 0; i < sizeof(keys) / sizeof(*keys); i++)
+		pk_tensor(&b, "FloatStorage", keys[i], 2, 0, size, stride, 1,
+			  false);
+	op(&b, 'e');
+	op(&b, '.');
+	c = open_ok(write_ckpt(&b, "3\n", st, 5));
+	cr_assert_eq(c->nstorages, 5);
+	cr_assert_eq(c->ntensors, 9);
+	for (uint32_t i = 0; i < c->ntensors; i++) {
+		const struct ckpt_storage *s = c->tensors[i]->storage;
+
+		cr_assert_str_eq(s->key, keys[i]);
+		cr_assert_eq(s->rec->usize, 8);
+		cr_assert_str_eq(s->rec->name + 7, keys[i]);
+		cr_assert_eq(s, c->storages[s->index]);
+	}
+	cr_assert_eq(c->tensors[0]->storage, c->storages[0]);
+	cr_assert_eq(c->tensors[3]->storage, c->storages[3]);
+	cr_assert_eq(c->tensors[0]->storage, c->tensors[5]->storage);
+	cr_assert_eq(c->tensors[1]->storage, c->tensors[8]->storage);
+	cr_assert_eq(c->tensors[2]->storage, c->tensors[4]->storage);
+	cr_assert_eq(c->tensors[3]->storage, c->tensors[7]->storage);
+	cr_assert_neq(c->tensors[0]->storage, c->tensors[6]->storage);
+	ckpt_close(c);
+	unlink(tmp_last());
+	free(b.p);
+	assert_no_leaks();
+}
+
 Test(ckpt_tensor, refuses_malformed_persistent_ids)
 {
 	struct buf b = { 0 };

@@ -26,9 +26,8 @@ void ckpt_memo_release(struct ckpt_memo *m);
 struct ckpt_build {
 	struct ckpt *c;
 	struct diag *d;
-	/* storage key -> storage: dense for "0", "1", ..., else hashed */
-	struct ckpt_storage **dense;
-	uint32_t ndense;
+	/* storage key -> storage, for keys not at their home (the index
+	   of c->storages they name, ckpt_storage.c) */
 	struct ckpt_storage **stab;	/* open addressing, power of 2 */
 	uint32_t scap, nhashed;
 	uint32_t storages_cap, tensors_cap, nodes_cap;

@@ -487,7 +487,6 @@ void ckpt_close(struct ckpt *c)
 	if (c->b) {
 		ckpt_memo_release(&c->b->memo);
 		free(c->b->stab);
-		free(c->b->dense);
 		free(c->b);
 	}
 	pkl_doc_free(c->doc);

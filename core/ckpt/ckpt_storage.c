@@ -2,13 +2,14 @@
  * ckpt_storage.c - storages from persistent ids (torch-format.md 4.2 and,
  * for the legacy 6-tuple, 7): ('storage', <class>, key, location, numel
  * [, view]).  Each key is one storage, whatever number of tensors view it;
- * its dtype and numel must agree at every reference.  The table indexes
- * torch's keys "0".."N-1" densely and hashes anything else.  A second
- * pickle of one archive (TorchScript's constants.pkl) prefixes its keys
- * (b->key_prefix); formats without persistent-id tuples (tar era, model.json)
- * add their storages directly (ckpt_storage_add).  A model of several
- * pickles (a sharded folder, a DCP directory) also records which nodes
- * each pickle built and how its keys were prefixed (ckpt_vdoc_add()).
+ * its dtype and numel must agree at every reference.  torch's keys
+ * "0".."N-1" are found by position (at_home()), any other hashed.  A
+ * second pickle of one archive (TorchScript's constants.pkl) prefixes its
+ * keys (b->key_prefix); formats without persistent-id tuples (tar era,
+ * model.json) add their storages directly (ckpt_storage_add).  A model of
+ * several pickles (a sharded folder, a DCP directory) also records which
+ * nodes each pickle built and how its keys were prefixed
+ * (ckpt_vdoc_add()).
  */
 #include "ckpt_int.h"
 
@@ -40,39 +41,29 @@ static struct ckpt_storage **hash_slot(struct ckpt_build *b, const char *key)
 }
 
 /*
- * The table slot for @key.  torch numbers storages 0, 1, 2 ..., so those
- * keys index a dense array (sequential, no string compares: with 100k
- * storages a hash probe is a cache miss each); other keys (legacy pointer
- * values, hostile huge numbers) go to the hash table.  With @grow the
- * dense array may grow to hold @key; NULL only when that fails.
+ * The storage keyed @key that sits at its home: torch numbers storages
+ * "0", "1", ... in the order the pickle first names them, which is the
+ * order they are made in, so storage k is c->storages[k] and needs no
+ * table at all (a dense array here cost 8 to 16 bytes a tensor at the
+ * open's peak).  A storage is at home when its key is the canonical
+ * decimal of its index when it is made; indexes never change after.
  */
-static struct ckpt_storage **storage_slot(struct ckpt_build *b,
-					  const char *key, bool grow)
+static struct ckpt_storage *at_home(struct ckpt_build *b, const char *key)
 {
 	long k = dense_index(key);
+	struct ckpt_storage *s;
 
-	if (k >= 0 && (uint64_t)k >= b->ndense && grow &&
-	    (uint64_t)k < 2 * ((uint64_t)b->c->nstorages + 1024)) {
-		uint32_t n = b->ndense ? b->ndense : 1024;
-		struct ckpt_storage **d;
-
-		while (n <= (uint64_t)k)
-			n *= 2;
-		d = realloc(b->dense, n * sizeof(*d));
-		if (!d)
-			return NULL;
-		memset(d + b->ndense, 0, (n - b->ndense) * sizeof(*d));
-		b->dense = d;
-		b->ndense = n;
-	}
-	if (k >= 0 && (uint64_t)k < b->ndense)
-		return &b->dense[k];
-	return hash_slot(b, key);
+	if (k < 0 || (uint64_t)k >= b->c->nstorages)
+		return NULL;
+	s = b->c->storages[k];
+	return s->key && !strcmp(s->key, key) ? s : NULL;
 }
 
 struct ckpt_storage *ckpt_storage_find(struct ckpt_build *b, const char *key)
 {
-	return *storage_slot(b, key, false);
+	struct ckpt_storage *s = at_home(b, key);
+
+	return s ? s : *hash_slot(b, key);
 }
 
 static int storage_grow(struct ckpt_build *b)
@@ -95,28 +86,25 @@ static int storage_grow(struct ckpt_build *b)
 }
 
 /*
- * Take the empty slot @slot for @key: a hashed one counts (and may move
- * when the table grows).  The slot to fill, or NULL without memory.
+ * Index @s, not yet found by its key, and already in c->storages: nothing
+ * to do at its home (at_home()), else into the hash table.
  */
-static struct ckpt_storage **claim(struct ckpt_build *b,
-				   struct ckpt_storage **slot, const char *key)
+static int index_storage(struct ckpt_build *b, struct ckpt_storage *s)
 {
-	if (slot < b->stab || slot >= b->stab + b->scap)
-		return slot;	/* dense */
-	if ((b->nhashed + 1) * 2 > b->scap) {
-		if (storage_grow(b))
-			return NULL;
-		slot = hash_slot(b, key);
-	}
+	if (dense_index(s->key) == (long)s->index)
+		return 0;
+	if ((b->nhashed + 1) * 2 > b->scap && storage_grow(b))
+		return -ENOMEM;
+	*hash_slot(b, s->key) = s;
 	b->nhashed++;
-	return slot;
+	return 0;
 }
 
-/* A new storage for @key, whose empty table slot is *@slot. */
-static int storage_new(struct ckpt_build *b, struct ckpt_storage **slot,
-		       const char *key, const struct ckpt_dtype *dt,
-		       bool untyped, const char *loc, uint64_t numel,
-		       uint64_t off, struct ckpt_storage **out)
+/* A new storage for @key, which no storage has yet. */
+static int storage_new(struct ckpt_build *b, const char *key,
+		       const struct ckpt_dtype *dt, bool untyped,
+		       const char *loc, uint64_t numel, uint64_t off,
+		       struct ckpt_storage **out)
 {
 	struct ckpt *c = b->c;
 	struct ckpt_storage *s;
@@ -126,9 +114,6 @@ static int storage_new(struct ckpt_build *b, struct ckpt_storage **slot,
 	    nbytes > (UINT64_C(1) << 62))
 		return diag_corrupt(b->d, off, "storage '%s' claims %llu "
 				    "elements", key, (unsigned long long)numel);
-	slot = claim(b, slot, key);
-	if (!slot)
-		return diag_nomem(b->d);
 	s = arena_alloc(&c->arena, sizeof(*s));
 	if (!s || ckpt_push((void ***)&c->storages, &c->nstorages,
 			    &b->storages_cap, s))
@@ -142,7 +127,8 @@ static int storage_new(struct ckpt_build *b, struct ckpt_storage **slot,
 	s->index = c->nstorages - 1;
 	s->pkl_off = off;
 	s->fd = c->fd;
-	*slot = s;
+	if (index_storage(b, s))
+		return diag_nomem(b->d);
 	*out = s;
 	return 0;
 }
@@ -157,7 +143,7 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 	char keybuf[32];
 	int64_t numel, key_int;
 	bool untyped = false;
-	struct ckpt_storage *s, **slot;
+	struct ckpt_storage *s;
 	uint64_t off = pid->off;
 	int rc;
 
@@ -198,10 +184,7 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 					cls->u.global.module,
 					cls->u.global.name);
 	}
-	slot = storage_slot(b, key, true);
-	if (!slot)
-		return diag_nomem(b->d);
-	s = *slot;
+	s = ckpt_storage_find(b, key);
 	if (s) {
 		/*
 		 * torch checks dtypes only for storages with data
@@ -220,8 +203,7 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 					    (unsigned long long)s->numel,
 					    (long long)numel);
 	} else {
-		rc = storage_new(b, slot, key, dt, untyped, loc, numel, off,
-				 &s);
+		rc = storage_new(b, key, dt, untyped, loc, numel, off, &s);
 		if (rc)
 			return rc;
 	}
@@ -249,29 +231,19 @@ int ckpt_storage_add(struct ckpt_build *b, const char *key,
 		     const struct ckpt_dtype *dt, const char *loc,
 		     uint64_t numel, uint64_t off, struct ckpt_storage **out)
 {
-	struct ckpt_storage **slot;
 	char *k = arena_strndup(&b->c->arena, key, strlen(key));
 	char *l = arena_strndup(&b->c->arena, loc, strlen(loc));
 
 	if (!k || !l)
 		return diag_nomem(b->d);
-	slot = storage_slot(b, k, true);
-	if (!slot)
-		return diag_nomem(b->d);
-	if (*slot)
+	if (ckpt_storage_find(b, k))
 		return diag_corrupt(b->d, off, "storage '%s' defined twice", k);
-	return storage_new(b, slot, k, dt, false, l, numel, off, out);
+	return storage_new(b, k, dt, false, l, numel, off, out);
 }
 
 int ckpt_storage_file(struct ckpt_build *b, struct ckpt_storage *s)
 {
-	struct ckpt_storage **slot = storage_slot(b, s->key, true);
-
-	slot = slot ? claim(b, slot, s->key) : NULL;
-	if (!slot)
-		return -ENOMEM;
-	*slot = s;
-	return 0;
+	return index_storage(b, s);
 }
 
 int ckpt_vdoc_add(struct ckpt *c, uint32_t node0, const char *prefix,
