@@ -136,28 +136,41 @@ struct ckpt_node *ckpt_node_child(const struct ckpt_node *dir,
 int ckpt_dir_index(struct ckpt *c, struct ckpt_node *dir,
 		   struct ckpt_node *const *kids, uint32_t nkids)
 {
-	struct arena *a = &c->arena;
-	struct ckpt_dir *d = dir->dir;
-	uint32_t cap = 8;
+	struct ckpt_node **k = NULL;
 
-	d->nkids = d->kcap = d->norig = d->nlive = nkids;
+	if (nkids) {
+		k = arena_alloc(&c->arena, nkids * sizeof(*k));
+		if (!k)
+			return -ENOMEM;
+		memcpy(k, kids, nkids * sizeof(*k));
+	}
+	return ckpt_dir_adopt(c, dir, k, nkids, nkids);
+}
+
+int ckpt_dir_adopt(struct ckpt *c, struct ckpt_node *dir,
+		   struct ckpt_node **kids, uint32_t nkids, uint32_t cap)
+{
+	struct ckpt_dir *d = dir->dir;
+	uint32_t slots = 8;
+
+	d->nkids = d->norig = d->nlive = nkids;
+	d->kids = kids;
+	d->kcap = cap;
 	if (!nkids)
 		return 0;
-	while (cap < 2 * nkids)
-		cap *= 2;
-	d->kids = arena_alloc(a, nkids * sizeof(*d->kids));
-	d->hash = arena_alloc(a, cap * sizeof(*d->hash));
-	if (!d->kids || !d->hash)
+	while (slots < 2 * nkids)
+		slots *= 2;
+	d->hash = arena_alloc(&c->arena, slots * sizeof(*d->hash));
+	if (!d->hash)
 		return -ENOMEM;
-	memcpy(d->kids, kids, nkids * sizeof(*d->kids));
-	d->hash_mask = cap - 1;
+	d->hash_mask = slots - 1;
 	for (uint32_t i = 0; i < nkids; i++) {
 		struct ckpt_node *n = d->kids[i];
 		uint32_t h, *s = slot(d, n->name, &h);
 
 		if (*s) {
 			size_t len = strlen(n->name) + 16;
-			char *name = arena_alloc(a, len);
+			char *name = arena_alloc(&c->arena, len);
 
 			if (!name)
 				return -ENOMEM;

@@ -246,6 +246,11 @@ int ckpt_node_parts(struct ckpt *c, struct ckpt_node *n, int kind);
  * their names made unique and an index of them; -ENOMEM. */
 int ckpt_dir_index(struct ckpt *c, struct ckpt_node *dir,
 		   struct ckpt_node *const *kids, uint32_t nkids);
+/* The same with @kids in c's arena, room for @cap: the directory keeps
+ * that array, with no copy (the build's largest directory is finished
+ * last, when the open's memory peaks). */
+int ckpt_dir_adopt(struct ckpt *c, struct ckpt_node *dir,
+		   struct ckpt_node **kids, uint32_t nkids, uint32_t cap);
 
 /*
  * ckpt_tree.c: append @add[0..@n) to directory @dir (which may have

@@ -12,10 +12,61 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * A directory's children while it is built: a malloc'd array that grows,
+ * or, when the container says how many it has (kids_reserve()), an array
+ * in the arena that the directory then keeps as it is.
+ */
 struct kids {
 	struct ckpt_node **v;
 	uint32_t n, cap;
+	bool arena;		/* v is in the arena (room for cap) */
 };
+
+/*
+ * Room for @n children in the arena, where the directory will keep them:
+ * a state dict's 100,000 tensors need no malloc'd array beside the
+ * arena's at the end of the build, when the open's memory peaks.  Only
+ * a start; a child past @n moves them all to the heap (kid_push()).
+ */
+static void kids_reserve(struct ckpt_build *b, struct kids *k, size_t n)
+{
+	struct ckpt_node **v;
+
+	if (k->v || n < 64 || n > CKPT_MAX_NODES)
+		return;
+	v = arena_alloc(&b->c->arena, n * sizeof(*v));
+	if (v) {
+		k->v = v;
+		k->cap = (uint32_t)n;
+		k->arena = true;
+	}
+}
+
+static int kid_push(struct kids *k, struct ckpt_node *n)
+{
+	if (k->arena && k->n == k->cap) {
+		struct ckpt_node **v = malloc(2 * (size_t)k->cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		memcpy(v, k->v, k->n * sizeof(*v));
+		k->v = v;
+		k->cap *= 2;
+		k->arena = false;
+	}
+	if (k->arena) {
+		k->v[k->n++] = n;
+		return 0;
+	}
+	return ckpt_push((void ***)&k->v, &k->n, &k->cap, n);
+}
+
+static void kids_release(struct kids *k)
+{
+	if (!k->arena)
+		free(k->v);
+}
 
 static int build(struct ckpt_build *b, struct ckpt_node *parent,
 		 const struct pkl_value *v, int depth, struct ckpt_node **out);
@@ -43,7 +94,10 @@ static struct ckpt_node *node_new(struct ckpt_build *b, int kind,
 static int finish_dir(struct ckpt_build *b, struct ckpt_node *dir,
 		      struct kids *k)
 {
-	return ckpt_dir_index(b->c, dir, k->v, k->n) ? diag_nomem(b->d) : 0;
+	int rc = k->arena ? ckpt_dir_adopt(b->c, dir, k->v, k->n, k->cap) :
+			    ckpt_dir_index(b->c, dir, k->v, k->n);
+
+	return rc ? diag_nomem(b->d) : 0;
 }
 
 /*
@@ -85,7 +139,7 @@ static int add_kid(struct ckpt_build *b, struct ckpt_node *dir,
 	n->name = key ? name_of(b, key) : arena_strndup(&b->c->arena,
 			part ? part : buf, part ? strlen(part) :
 			(size_t)snprintf(buf, sizeof(buf), "%u", k->n));
-	if (!n->name || ckpt_push((void ***)&k->v, &k->n, &k->cap, n))
+	if (!n->name || kid_push(k, n))
 		return diag_nomem(b->d);
 	return 0;
 }
@@ -267,7 +321,7 @@ static int sparse(struct ckpt_build *b, const struct pkl_value *v,
 			     pkl_item(data, i), depth);
 	if (!rc)
 		rc = finish_dir(b, *out, &k);
-	free(k.v);
+	kids_release(&k);
 	return rc;
 }
 
@@ -318,7 +372,7 @@ static int script_state(struct ckpt_build *b, const struct pkl_value *v,
 	rc = add_state(b, *out, &k, pkl_call_x(v)->state, false, depth);
 	if (!rc)
 		rc = finish_dir(b, *out, &k);
-	free(k.v);
+	kids_release(&k);
 	return rc;
 }
 
@@ -339,6 +393,8 @@ static int object(struct ckpt_build *b, const struct pkl_value *v,
 	rc = container(b, v, CKPT_N_DIR, type, out);
 	if (rc || (*out)->kind == CKPT_N_LINK)
 		return rc;
+	kids_reserve(b, &k, (st && st->kind == PKL_DICT ? pkl_len(st) : 0) +
+		     pkl_call_x(v)->ndict / 2 + pkl_call_x(v)->nlist);
 	if (st)
 		rc = add_state(b, *out, &k, st, true, depth);
 	if (!rc)
@@ -349,7 +405,7 @@ static int object(struct ckpt_build *b, const struct pkl_value *v,
 			       pkl_call_x(v)->nlist, false, depth);
 	if (!rc)
 		rc = finish_dir(b, *out, &k);
-	free(k.v);
+	kids_release(&k);
 	return rc;
 }
 
@@ -362,12 +418,14 @@ static int seq(struct ckpt_build *b, const struct pkl_value *v,
 
 	if (rc || (*out)->kind == CKPT_N_LINK)
 		return rc;
+	kids_reserve(b, &k, kind == CKPT_N_DIR ? items->u.items.n / 2 :
+		     items->u.items.n);
 	rc = add_items(b, *out, &k, kind == CKPT_N_DIR ? CKPT_S_KEY :
 		       CKPT_S_INDEX, items->u.items.v, items->u.items.n,
 		       kind == CKPT_N_DIR, depth);
 	if (!rc)
 		rc = finish_dir(b, *out, &k);
-	free(k.v);
+	kids_release(&k);
 	return rc;
 }
 
@@ -381,6 +439,7 @@ static int dict_call(struct ckpt_build *b, const struct pkl_value *v,
 
 	if (rc || (*out)->kind == CKPT_N_LINK)
 		return rc;
+	kids_reserve(b, &k, pkl_len(a0) + pkl_call_x(v)->ndict / 2);
 	/* OrderedDict([(k, v), ...]) from protocol 0/1 pickles */
 	if (a0 && a0->kind == PKL_LIST && strcmp(type, "defaultdict"))
 		for (size_t i = 0; i < pkl_len(a0) && !rc; i++) {
@@ -400,7 +459,7 @@ static int dict_call(struct ckpt_build *b, const struct pkl_value *v,
 			       pkl_call_x(v)->ndict, true, depth);
 	if (!rc)
 		rc = finish_dir(b, *out, &k);
-	free(k.v);
+	kids_release(&k);
 	return rc;
 }
 
@@ -498,7 +557,7 @@ static int wrapper(struct ckpt_build *b, const struct pkl_value *v,
 	rc = add_state(b, *out, &k, st, true, depth);
 	if (!rc)
 		rc = finish_dir(b, *out, &k);
-	free(k.v);
+	kids_release(&k);
 	return rc;
 }
 
@@ -641,16 +700,17 @@ int ckpt_dir_fill(struct ckpt_build *b, struct ckpt_node *dir,
 	struct kids k = { 0 };
 	int rc = 0;
 
+	kids_reserve(b, &k, (size_t)d->nkids + n);
 	for (uint32_t i = 0; i < d->nkids + n && !rc; i++) {
 		struct ckpt_node *kid = i < d->nkids ? d->kids[i] :
 					add[i - d->nkids];
 
 		kid->index = i;
 		kid->parent = dir;
-		rc = ckpt_push((void ***)&k.v, &k.n, &k.cap, kid);
+		rc = kid_push(&k, kid);
 	}
 	rc = rc ? diag_nomem(b->d) : finish_dir(b, dir, &k);
-	free(k.v);
+	kids_release(&k);
 	return rc;
 }
 
