@@ -11,6 +11,7 @@
 struct arena {
 	struct arena_block *head;
 	char *next, *end;
+	char *pop;	/* the newest block is populated below this */
 };
 
 /* @n zeroed bytes aligned to 8 (not for long double), or NULL on ENOMEM. */
@@ -21,7 +22,7 @@ char *arena_strndup(struct arena *a, const char *s, size_t n);
 
 /*
  * Hand the whole pages at the end of the newest block that nothing uses
- * yet back to the kernel (blocks are populated when made): for models
+ * yet back to the kernel (blocks are populated ahead of use): for models
  * that stay open by the hundred, a sharded folder's shards.  They come
  * back, zeroed, if the arena grows again.
  */
