@@ -57,7 +57,7 @@ static uint64_t tensor_fp(const struct ckpt_tensor *t)
 	h = fnv_u64(h, (uint64_t)t->ndim);
 	for (int i = 0; i < t->ndim; i++) {
 		h = fnv_u64(h, (uint64_t)t->shape[i]);
-		h = fnv_u64(h, (uint64_t)t->stride[i]);
+		h = fnv_u64(h, (uint64_t)ckpt_tensor_stride(t)[i]);
 	}
 	return h;
 }

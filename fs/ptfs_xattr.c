@@ -164,7 +164,7 @@ static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
 
 	put(x, "user.dtype", t->dtype->name);
 	put_dims(x, "user.shape", t->shape, t->ndim);
-	put_dims(x, "user.stride", t->stride, t->ndim);
+	put_dims(x, "user.stride", ckpt_tensor_stride(t), t->ndim);
 	put_u64(x, "user.storage_offset", t->offset);
 	if (t->storage)
 		put(x, "user.storage", t->storage->key);

@@ -229,7 +229,7 @@ Test(ckpt_tar, reads_the_members_in_place)
 	cr_assert_eq(m->storage->data_off, 5 * 512 + p.storages.len - 4 -
 		     6 * 4);
 	cr_assert_eq(odd->offset, 1);
-	cr_assert_eq(odd->stride[0], 2);
+	cr_assert_eq(ckpt_tensor_stride(odd)[0], 2);
 	cr_assert_eq(ckpt_tensor_read(c, odd, f, 12, 0, NULL), 12);
 	cr_assert(f[0] == 1 && f[1] == 3 && f[2] == 5);
 	cr_assert_eq(ckpt_tensor_read(c, m, f, 24, 0, NULL), 24);

@@ -190,13 +190,13 @@ static void json_view(struct jw *w, const struct ckpt_tensor *t)
 	jw_lit(w, "\",\"shape\":");
 	json_dims(w, t->shape, t->ndim);
 	jw_lit(w, ",\"stride\":");
-	json_dims(w, t->stride, t->ndim);
+	json_dims(w, ckpt_tensor_stride(t), t->ndim);
 	jw_lit(w, ",\"offset\":");
 	jw_u64(w, t->offset);
 	jw_lit(w, ",\"storage\":");
 	jw_cstr(w, t->storage ? t->storage->key : NULL);
 	jw_lit(w, ",\"nbytes\":");
-	jw_u64(w, t->nbytes);
+	jw_u64(w, ckpt_tensor_nbytes(t));
 }
 
 static void json_tensor_extra(struct jw *w, const struct ckpt_tensor *t)

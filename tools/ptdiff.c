@@ -66,8 +66,8 @@ static int push(struct pairs *p, const struct ckpt_node *a,
 	p->v[p->n++] = (struct pair){ a, b, -1, -1 };
 	if (a && b && a->kind == CKPT_N_TENSOR && b->kind == CKPT_N_TENSOR &&
 	    a->tensor->kind != CKPT_T_META && b->tensor->kind != CKPT_T_META &&
-	    a->tensor->nbytes == b->tensor->nbytes)
-		p->bytes += a->tensor->nbytes;
+	    ckpt_tensor_nbytes(a->tensor) == ckpt_tensor_nbytes(b->tensor))
+		p->bytes += ckpt_tensor_nbytes(a->tensor);
 	return 0;
 }
 
@@ -242,7 +242,8 @@ static bool strides_differ(const struct ckpt_tensor *a,
 	if (!a->numel)
 		return false;
 	for (int i = 0; i < a->ndim; i++)
-		if (a->shape[i] > 1 && a->stride[i] != b->stride[i])
+		if (a->shape[i] > 1 &&
+		    ckpt_tensor_stride(a)[i] != ckpt_tensor_stride(b)[i])
 			return true;
 	return false;
 }

@@ -50,8 +50,8 @@ static void text_layout(const struct pd_item *it)
 
 	printf("layout: %s:", it->path);
 	if (it->stride_diff) {
-		dims(sa, sizeof(sa), a->stride, a->ndim);
-		dims(sb, sizeof(sb), b->stride, b->ndim);
+		dims(sa, sizeof(sa), ckpt_tensor_stride(a), a->ndim);
+		dims(sb, sizeof(sb), ckpt_tensor_stride(b), b->ndim);
 		printf(" stride %s vs %s%s", sa, sb,
 		       it->offset_diff ? "," : "");
 	}
@@ -219,9 +219,9 @@ static void json_tensors(FILE *f, const struct pd_item *it)
 	putc(',', f);
 	json_dims(f, b->shape, b->ndim);
 	fputs("],\"stride\":[", f);
-	json_dims(f, a->stride, a->ndim);
+	json_dims(f, ckpt_tensor_stride(a), a->ndim);
 	putc(',', f);
-	json_dims(f, b->stride, b->ndim);
+	json_dims(f, ckpt_tensor_stride(b), b->ndim);
 	fprintf(f, "],\"offset\":[%" PRIu64 ",%" PRIu64 "]", a->offset,
 		b->offset);
 	fprintf(f, ",\"layout_differs\":%s",

@@ -143,13 +143,14 @@ static void tensor_text(struct sbuf *b, const struct ckpt_tensor *t)
 	const char *dev;
 
 	fmt_dims(shape, sizeof(shape), t->shape, t->ndim);
-	fmt_dims(stride, sizeof(stride), t->stride, t->ndim);
+	fmt_dims(stride, sizeof(stride), ckpt_tensor_stride(t), t->ndim);
 	sb_printf(b, "%s %s stride %s offset %" PRIu64, t->dtype->name, shape,
 		  stride, t->offset);
 	if (t->storage)
 		sb_printf(b, " storage '%s'", t->storage->key);
 	dev = ckpt_tensor_device(t);
-	sb_printf(b, " %s %" PRIu64 " B", dev ? dev : "-", t->nbytes);
+	sb_printf(b, " %s %" PRIu64 " B", dev ? dev : "-",
+		  ckpt_tensor_nbytes(t));
 	if (t->parameter)
 		sb_puts(b, " Parameter");
 	if (t->requires_grad)

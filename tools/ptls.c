@@ -110,7 +110,8 @@ static void measure_leaf(const struct ckpt_node *n, const struct opts *o,
 	}
 	w->type = MAX(w->type, (int)strlen(t->dtype->name));
 	w->shape = MAX(w->shape, fmt_dims_len(t->shape, t->ndim));
-	w->stride = MAX(w->stride, fmt_dims_len(t->stride, t->ndim));
+	w->stride = MAX(w->stride,
+			fmt_dims_len(ckpt_tensor_stride(t), t->ndim));
 	w->key = MAX(w->key, t->storage ? (int)strlen(t->storage->key) : 1);
 }
 
@@ -161,14 +162,15 @@ static int text_leaf(const struct ckpt_node *n, const char *path,
 		return text_dir_line(n, path, o, w);
 	if (n->kind == CKPT_N_TENSOR) {
 		fmt_dims(shape, sizeof(shape), t->shape, t->ndim);
-		fmt_dims(stride, sizeof(stride), t->stride, t->ndim);
+		fmt_dims(stride, sizeof(stride), ckpt_tensor_stride(t), t->ndim);
 		key = t->storage ? t->storage->key : "-";
 		dev = ckpt_tensor_device(t);
 		return printf("%-*s  %-*s  %-*s  stride %-*s  offset %-4" PRIu64
 			      "  storage %-*s  %s  %-5s  %s\n",
 			      w->path, path, w->type, t->dtype->name, w->shape,
 			      shape, w->stride, stride, t->offset, w->key, key,
-			      size_cell(t->nbytes, o, sz, sizeof(sz)),
+			      size_cell(ckpt_tensor_nbytes(t), o, sz,
+					sizeof(sz)),
 			      dev ? dev : "-",
 			      fmt_flags(t, fl, sizeof(fl)));
 	}

@@ -148,7 +148,7 @@ void ls_count(const struct ckpt_node *n, uint32_t *tensors, uint64_t *bytes,
 		return;
 	if (n->kind == CKPT_N_TENSOR) {
 		(*tensors)++;
-		*bytes += n->tensor->nbytes;
+		*bytes += ckpt_tensor_nbytes(n->tensor);
 	}
 	for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->dir->nkids; i++)
 		ls_count(n->dir->kids[i], tensors, bytes, depth + 1);

@@ -61,9 +61,10 @@ static int collect(struct rows *r, const struct ckpt_node *n, int depth)
 /*
  * @t with every broadcast dimension (stride 0, size > 1: an expand()
  * view) cut to size 1, in *@u (sharing @t's storage; @shape holds
- * CKPT_MAX_DIMS entries).  Each of its elements stands for *@factor of
- * @t's: min, max, mean and std are the same, counts and the sums of
- * squares scale.  A 4 TB expand of one row is read as one row.
+ * 2 x CKPT_MAX_DIMS entries: @u's sizes, then its strides).  Each of its
+ * elements stands for *@factor of @t's: min, max, mean and std are the
+ * same, counts and the sums of squares scale.  A 4 TB expand of one row
+ * is read as one row.
  */
 static void unbroadcast(const struct ckpt_tensor *t, struct ckpt_tensor *u,
 			int64_t *shape, uint64_t *factor)
@@ -74,13 +75,13 @@ static void unbroadcast(const struct ckpt_tensor *t, struct ckpt_tensor *u,
 	*factor = 1;
 	for (int i = 0; i < t->ndim; i++) {
 		shape[i] = t->shape[i];
-		if (t->stride[i] == 0 && shape[i] > 1) {
+		shape[t->ndim + i] = ckpt_tensor_stride(t)[i];
+		if (ckpt_tensor_stride(t)[i] == 0 && shape[i] > 1) {
 			*factor *= (uint64_t)shape[i];
 			shape[i] = 1;
 		}
 		u->numel *= (uint64_t)shape[i];
 	}
-	u->nbytes = u->numel * t->dtype->size;
 }
 
 static void scale(struct tstat *s, uint64_t f)
@@ -100,7 +101,7 @@ static int measure(struct ckpt *c, const struct ckpt_tensor *t0,
 		   unsigned char *buf, struct tstat **out,
 		   struct cli_progress *pr, uint64_t *done, struct diag *d)
 {
-	int64_t shape[CKPT_MAX_DIMS];
+	int64_t shape[2 * CKPT_MAX_DIMS];
 	struct ckpt_tensor tb, *t = &tb;
 	uint64_t size, pos = 0, factor;
 	struct tstat *s;

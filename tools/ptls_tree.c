@@ -59,7 +59,7 @@ static void tensor_text(const struct ckpt_tensor *t, const struct opts *o)
 	fmt_dims(shape, sizeof(shape), t->shape, t->ndim);
 	printf("%s %s", t->dtype->name, shape);
 	if (!t->contiguous) {
-		fmt_dims(stride, sizeof(stride), t->stride, t->ndim);
+		fmt_dims(stride, sizeof(stride), ckpt_tensor_stride(t), t->ndim);
 		printf(" stride %s", stride);
 	}
 	if (t->storage)
@@ -67,9 +67,9 @@ static void tensor_text(const struct ckpt_tensor *t, const struct opts *o)
 	if (t->offset)
 		printf(" offset %" PRIu64, t->offset);
 	if (o->human)
-		printf("  %s", cli_size(t->nbytes, h, sizeof(h)));
+		printf("  %s", cli_size(ckpt_tensor_nbytes(t), h, sizeof(h)));
 	else
-		printf("  %" PRIu64 " B", t->nbytes);
+		printf("  %" PRIu64 " B", ckpt_tensor_nbytes(t));
 	if (dev && strcmp(dev, "cpu"))
 		printf("  %s", dev);
 	if (strcmp(f, "-"))
@@ -229,7 +229,7 @@ static struct total *totals(const struct ckpt *c, size_t *n)
 			t[k++].dtype = dt;
 		if (x) {
 			t[j].tensors++;
-			t[j].tensor_bytes += x->nbytes;
+			t[j].tensor_bytes += ckpt_tensor_nbytes(x);
 		} else {
 			t[j].storages++;
 			t[j].storage_bytes += s->nbytes;

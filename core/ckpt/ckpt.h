@@ -149,18 +149,30 @@ struct ckpt_tensor {
 	const struct ckpt_dtype *dtype;
 	struct ckpt_storage *storage;	/* NULL for META and INLINE */
 	uint64_t offset;	/* storage offset, in elements of dtype */
-	/* ndim entries each; an original tensor's are never written (those
-	   of a folded call are its record's in the pickle document), only a
-	   fresh one's (ckpt_edit.c, ovl) */
+	/* ndim sizes, then ndim strides (in elements): ckpt_tensor_stride().
+	   An original tensor's are never written (those of a folded call
+	   are its record's in the pickle document), only a fresh one's
+	   (ckpt_edit.c, ovl), which has room for CKPT_MAX_DIMS of each */
 	int64_t *shape;
-	int64_t *stride;	/* in elements */
-	uint64_t numel;
-	uint64_t nbytes;	/* numel * dtype->size: the file's size */
+	uint64_t numel;		/* bytes: ckpt_tensor_nbytes() */
 	/* subclass, state, inline data, quantizer: never NULL, see above */
 	const struct ckpt_tensor_ext *x;
 	uint64_t pkl_off;	/* file offset of its rebuild call */
 };
 _Static_assert(CKPT_MAX_DIMS <= UINT8_MAX, "ckpt_tensor.ndim is a uint8_t");
+
+/* numel x the dtype's size: a tensor file's size (overflow checked at
+ * open and on every edit that sets numel or dtype). */
+static inline uint64_t ckpt_tensor_nbytes(const struct ckpt_tensor *t)
+{
+	return t->numel * t->dtype->size;
+}
+
+/* @t's strides, in elements: ndim of them, right after its sizes. */
+static inline int64_t *ckpt_tensor_stride(const struct ckpt_tensor *t)
+{
+	return t->shape + t->ndim;
+}
 
 /* Where @t lives ("cpu", "cuda:0", "meta", ...; NULL: not said): its own
  * device if it has one, else its storage's location. */

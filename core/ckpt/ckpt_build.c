@@ -97,7 +97,6 @@ struct ckpt_tensor *ckpt_tensor_new(struct ckpt_build *b, int ndim)
 			    &b->tensors_cap, t))
 		return NULL;
 	t->shape = dims ? dims : (int64_t *)(t + 1);
-	t->stride = t->shape + ndim;
 	t->ndim = ndim;
 	t->x = &ckpt_no_ext;
 	t->index = b->c->ntensors - 1;
@@ -118,7 +117,6 @@ static struct ckpt_tensor *tensor_copy(struct ckpt_build *b,
 	*t = *src;
 	t->x_own = false;	/* shares @src's until it writes its own */
 	t->shape = shape;
-	t->stride = shape + src->ndim;
 	t->index = b->c->ntensors - 1;
 	return t;
 }
@@ -152,7 +150,7 @@ static int set_view(struct ckpt_build *b, const struct pkl_value *size,
 		return diag_nomem(b->d);
 	for (size_t i = 0; i < n && !shared; i++) {
 		if (!as_int(pkl_item(sz, i), &t->shape[i]) ||
-		    (st && !as_int(pkl_item(st, i), &t->stride[i])))
+		    (st && !as_int(pkl_item(st, i), &ckpt_tensor_stride(t)[i])))
 			return diag_corrupt(b->d, off, "tensor size or stride "
 					    "is not a tuple of ints");
 	}
@@ -402,10 +400,10 @@ static int numpy_tensor(struct ckpt_build *b, const struct pkl_value *args,
 	}
 	if (!data)
 		return diag_corrupt(b->d, off, "numpy array without its data");
-	if (len != t->nbytes)
+	if (len != ckpt_tensor_nbytes(t))
 		return diag_corrupt(b->d, off, "numpy array holds %zu bytes, "
 				    "its shape needs %llu", len,
-				    (unsigned long long)t->nbytes);
+				    (unsigned long long)ckpt_tensor_nbytes(t));
 	x = ckpt_tensor_ext_own(b->c, t);
 	if (!x)
 		return diag_nomem(b->d);
@@ -646,7 +644,7 @@ static int tensor_of(struct ckpt_build *b, const struct pkl_value *v,
 		t->dtype = dt;
 		t->offset = voff;
 		t->shape[0] = s->numel - voff;
-		t->stride[0] = 1;
+		ckpt_tensor_stride(t)[0] = 1;
 		t->pkl_off = v->off;
 		s->ntensors++;
 		rc = ckpt_tensor_check(b->c, t, b->d);

@@ -211,7 +211,8 @@ static int resolve_locked(struct ckpt *c, uint32_t k, struct diag *d)
 		goto out;
 	}
 	ch->data = e ? it->off + e->data_off + t->offset * t->dtype->size : 0;
-	ch->crc = e && !t->offset && e->usize == t->nbytes ? e->crc32 : 0;
+	ch->crc = e && !t->offset && e->usize == ckpt_tensor_nbytes(t) ?
+		  e->crc32 : 0;
 	__atomic_store_n(&ch->done, true, __ATOMIC_RELEASE);
 	d->path = path;
 out:
@@ -325,7 +326,7 @@ int ckpt_dcp_where(struct ckpt *c, const struct ckpt_tensor *t, uint64_t pos,
 	uint32_t k = 0;
 	int rc;
 
-	if (pos >= t->nbytes)
+	if (pos >= ckpt_tensor_nbytes(t))
 		return diag_set(d, -EINVAL, DIAG_NO_OFFSET, "past the end");
 	rc = run_at(c, t, pos / isz, &k, &local, &n, d);
 	if (!rc)
@@ -344,10 +345,10 @@ long long ckpt_dcp_read(struct ckpt *c, const struct ckpt_tensor *t,
 	unsigned char *out = buf;
 	uint64_t done = 0;
 
-	if (pos >= t->nbytes)
+	if (pos >= ckpt_tensor_nbytes(t))
 		return 0;
-	if (len > t->nbytes - pos)
-		len = t->nbytes - pos;
+	if (len > ckpt_tensor_nbytes(t) - pos)
+		len = ckpt_tensor_nbytes(t) - pos;
 	while (done < len) {
 		uint64_t off, n;
 		int fd, rc = ckpt_dcp_where(c, t, pos + done, &fd, &off, &n, d);

@@ -172,7 +172,7 @@ static int add_leaf(struct dsave *s, const struct ckpt_node *x,
 	l->x = x;
 	l->tensor = is_tensor(x);
 	if (l->tensor)
-		s->total += x->tensor->nbytes;
+		s->total += ckpt_tensor_nbytes(x->tensor);
 	return 0;
 }
 
@@ -192,13 +192,14 @@ static int holdable(struct dsave *s, const struct ckpt_tensor *t,
 					"(resolve_conj() first)", fqn);
 	/* an item holds the contiguous copy: an expand()ed view (stride 0)
 	   of a small storage could ask for terabytes */
-	if (t->nbytes > t->storage->nbytes &&
-	    t->nbytes - t->storage->nbytes > EXPAND_MAX)
+	if (ckpt_tensor_nbytes(t) > t->storage->nbytes &&
+	    ckpt_tensor_nbytes(t) - t->storage->nbytes > EXPAND_MAX)
 		return diag_unsupported(s->d, t->pkl_off, "%s: a view whose "
 					"contiguous copy is %" PRIu64 " bytes "
 					"over a storage of %" PRIu64 " (stride "
 					"0: expand()); clone() it first if "
-					"that is meant", fqn, t->nbytes,
+					"that is meant", fqn,
+					ckpt_tensor_nbytes(t),
 					t->storage->nbytes);
 	return 0;
 }
@@ -334,15 +335,16 @@ static int value_pickle(struct dsave *s, struct dcp_leaf *l,
 static int tensor_pickle(struct dsave *s, const struct ckpt_tensor *t,
 			 unsigned char **pkl, size_t *len)
 {
-	struct ckpt_storage st = { .nbytes = t->nbytes };
+	struct ckpt_storage st = { .nbytes = ckpt_tensor_nbytes(t) };
 	struct ckpt_tensor it = *t;
-	int64_t stride[CKPT_MAX_DIMS];
+	int64_t dims[2 * CKPT_MAX_DIMS];
 	struct pkl_emit *e;
 	int rc;
 
+	memcpy(dims, t->shape, t->ndim * sizeof(*dims));
+	it.shape = dims;
 	it.storage = &st;
 	it.offset = 0;
-	it.stride = stride;
 	(void)ckpt_tensor_c_strides(&it);	/* checked at open: no overflow */
 	it.parameter = false;
 	it.requires_grad = false;
@@ -369,7 +371,7 @@ static int put_item(struct dsave *s, struct dcp_leaf *l)
 	const struct ckpt_tensor *t = l->tensor ? l->x->tensor : NULL;
 	struct ckpt_tread tr = { s->c, t };
 	struct ptz_source data = { .read = ckpt_tread, .read_arg = &tr,
-				   .len = t ? t->nbytes : 0 };
+				   .len = t ? ckpt_tensor_nbytes(t) : 0 };
 	struct ptz_writer w;
 	unsigned char *pkl = NULL;
 	size_t len = 0;

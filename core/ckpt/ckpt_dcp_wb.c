@@ -162,7 +162,7 @@ static int plan(struct wb *w)
 
 		if (s->fd == c->fd || s->fd < 0)
 			continue;	/* not staged */
-		if (!t || s->retyped || s->nbytes != t->nbytes)
+		if (!t || s->retyped || s->nbytes != ckpt_tensor_nbytes(t))
 			return diag_unsupported(w->d, DIAG_NO_OFFSET, "storage "
 						"%s: only same-size edits of a "
 						"DCP tensor are written back",

@@ -63,7 +63,6 @@ struct ckpt_tensor *ckpt_tensor_fresh(struct ckpt *c, struct ckpt_storage *s)
 			    &c->b->tensors_cap, t))
 		return NULL;
 	t->shape = (int64_t *)(t + 1);
-	t->stride = t->shape + CKPT_MAX_DIMS;
 	t->index = c->ntensors - 1;
 	t->x = &ckpt_no_ext;
 	t->kind = CKPT_T_STRIDED;
@@ -92,7 +91,6 @@ void ckpt_tensor_fresh_sync(struct ckpt_tensor *t)
 	t->numel = 1;
 	for (int i = 0; i < t->ndim; i++)
 		t->numel *= t->shape[i];
-	t->nbytes = t->numel * isz;
 	s->dtype = t->dtype;
 	s->numel = s->nbytes / isz;
 }
@@ -101,7 +99,7 @@ int ckpt_tensor_fresh_fits(const struct ckpt_tensor *t)
 {
 	if (t->storage->nbytes % t->dtype->size)
 		return -EINVAL;
-	if (t->shape_set && t->nbytes != t->storage->nbytes)
+	if (t->shape_set && ckpt_tensor_nbytes(t) != t->storage->nbytes)
 		return -EINVAL;
 	return 0;
 }

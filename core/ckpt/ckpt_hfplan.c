@@ -172,8 +172,8 @@ static void totals(const struct ckpt_node *n, uint8_t *seen,
 
 	if (n->kind == CKPT_N_TENSOR && t) {
 		if (t->kind == CKPT_T_INLINE) {
-			*first += t->nbytes;
-			*whole += t->nbytes;
+			*first += ckpt_tensor_nbytes(t);
+			*whole += ckpt_tensor_nbytes(t);
 		} else if (t->storage && !seen[t->storage->index]) {
 			seen[t->storage->index] = 1;
 			*first += ckpt_tensor_size(t);

@@ -126,7 +126,7 @@ static int tensor(struct mj *m, const struct jread *j, size_t i)
 		return diag_nomem(m->d);
 	rc = dims(m, sz, t->shape, n);
 	if (!rc && n)
-		rc = dims(m, st, t->stride, n);
+		rc = dims(m, st, ckpt_tensor_stride(t), n);
 	if (rc)
 		return rc;
 	t->kind = CKPT_T_STRIDED;

@@ -36,7 +36,7 @@ static void runs_start(struct runs *r, const struct ckpt_tensor *t,
 	r->t = t;
 	r->k = t->ndim;
 	for (int j = t->ndim - 1; j >= 0; j--) {
-		if (t->shape[j] != 1 && t->stride[j] != expect)
+		if (t->shape[j] != 1 && ckpt_tensor_stride(t)[j] != expect)
 			break;
 		expect *= t->shape[j];
 		r->k = j;
@@ -50,7 +50,7 @@ static void runs_start(struct runs *r, const struct ckpt_tensor *t,
 	for (int j = r->k - 1; j >= 0; j--) {
 		r->idx[j] = run % t->shape[j];
 		run /= t->shape[j];
-		r->base += r->idx[j] * t->stride[j];
+		r->base += r->idx[j] * ckpt_tensor_stride(t)[j];
 	}
 }
 
@@ -66,10 +66,10 @@ static void runs_next(struct runs *r, uint64_t n, uint64_t *at, uint64_t *cnt)
 		return;
 	r->within = 0;
 	for (int j = r->k - 1; j >= 0; j--) {
-		r->base += t->stride[j];
+		r->base += ckpt_tensor_stride(t)[j];
 		if (++r->idx[j] < t->shape[j])
 			return;
-		r->base -= t->stride[j] * t->shape[j];
+		r->base -= ckpt_tensor_stride(t)[j] * t->shape[j];
 		r->idx[j] = 0;
 	}
 }
@@ -278,5 +278,5 @@ long long ckpt_tensor_write(struct ckpt *c, const struct ckpt_tensor *t,
 
 uint64_t ckpt_tensor_size(const struct ckpt_tensor *t)
 {
-	return t->kind == CKPT_T_META ? 0 : t->nbytes;
+	return t->kind == CKPT_T_META ? 0 : ckpt_tensor_nbytes(t);
 }

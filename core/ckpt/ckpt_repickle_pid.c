@@ -275,7 +275,7 @@ int ckpt_emit_tensor(struct pkl_emit *e, const struct ckpt_tensor *t,
 	if (!rc)
 		rc = emit_int_tuple(e, t->shape, t->ndim);
 	if (!rc)
-		rc = emit_int_tuple(e, t->stride, t->ndim);
+		rc = emit_int_tuple(e, ckpt_tensor_stride(t), t->ndim);
 	if (!rc)
 		rc = rp_emit_bool(e, t->requires_grad && !t->parameter);
 	if (!rc)
@@ -410,7 +410,8 @@ int rp_plan_clone(struct wb *w, uint8_t pct, uint32_t *ntrimmed)
 		if (!t->numel)
 			continue;
 		for (int j = 0; j < t->ndim; j++)
-			last += (uint64_t)(t->shape[j] - 1) * t->stride[j];
+			last += (uint64_t)(t->shape[j] - 1) *
+				ckpt_tensor_stride(t)[j];
 		a = t->offset * t->dtype->size;
 		b = (last + 1) * t->dtype->size;
 		lo[k] = a < lo[k] ? a : lo[k];

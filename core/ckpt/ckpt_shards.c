@@ -319,8 +319,8 @@ static void walk(struct ckpt *c, struct ckpt_node *n, int depth,
 			c->nshown++;
 		t->shown = true;
 		if (t->kind == CKPT_T_INLINE) {
-			c->hf->total += t->nbytes;
-			*alt += t->nbytes;
+			c->hf->total += ckpt_tensor_nbytes(t);
+			*alt += ckpt_tensor_nbytes(t);
 		} else if (t->storage && !seen[t->storage->index]) {
 			seen[t->storage->index] = 1;
 			c->hf->total += ckpt_tensor_size(t);

@@ -149,7 +149,7 @@ static int header(struct stw *w, struct sbuf *b)
 		const struct ckpt_tensor *t = e->t;
 
 		e->begin = pos;
-		e->end = pos += t->nbytes;
+		e->end = pos += ckpt_tensor_nbytes(t);
 		sb_json_str(b, e->name, e->len);
 		sb_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", t->dtype->st);
 		for (int k = 0; k < t->ndim; k++)
@@ -182,7 +182,7 @@ static void note_view(struct stw *w, const struct st_ent *e)
 	const struct ckpt_storage *s = t->storage;
 	char what[160];
 
-	if (t->contiguous && !t->offset && t->nbytes == s->nbytes)
+	if (t->contiguous && !t->offset && ckpt_tensor_nbytes(t) == s->nbytes)
 		return;
 	w->st.views++;
 	if (!w->o->note)
@@ -193,7 +193,7 @@ static void note_view(struct stw *w, const struct st_ent *e)
 	else
 		snprintf(what, sizeof(what), "%llu of the %llu bytes of "
 			 "storage %s: written alone, contiguous",
-			 (unsigned long long)t->nbytes,
+			 (unsigned long long)ckpt_tensor_nbytes(t),
 			 (unsigned long long)s->nbytes, s->key);
 	w->o->note(w->o->note_arg, e->name, what);
 }
@@ -212,20 +212,21 @@ static int put_tensor(struct stw *w, const struct st_ent *e, uint64_t at)
 	if (rc)
 		return rc;
 	if (t->contiguous && !pieced) {
+		uint64_t n = ckpt_tensor_nbytes(t);
+
 		rc = io_copy_range(fd, off + t->offset * t->dtype->size, w->fd,
-				   at, t->nbytes);
+				   at, n);
 		if (rc)
 			return diag_errno(w->d, rc, "%s: cannot copy its %llu "
 					  "bytes: %s", e->name,
-					  (unsigned long long)t->nbytes,
-					  strerror(-rc));
-		w->st.copied += t->nbytes;
+					  (unsigned long long)n, strerror(-rc));
+		w->st.copied += n;
 		return 0;
 	}
 	buf = malloc(GATHER_BUF);
 	if (!buf)
 		return diag_nomem(w->d);
-	for (uint64_t pos = 0; pos < t->nbytes && !rc; ) {
+	for (uint64_t pos = 0; pos < ckpt_tensor_nbytes(t) && !rc; ) {
 		long long got = ckpt_tensor_read(w->c, t, buf, GATHER_BUF, pos,
 						 w->d);
 
@@ -328,7 +329,7 @@ static int write_all(struct stw *w, const struct sbuf *hdr, bool cloned)
 
 		rc = cloned ? patch_staged(w, e) :
 		     put_tensor(w, e, w->base + e->begin);
-		done += e->t->nbytes;
+		done += ckpt_tensor_nbytes(e->t);
 		if (!rc && w->o->progress)
 			w->o->progress(w->o->progress_arg, done, w->total);
 	}

@@ -282,7 +282,8 @@ static int in_view(struct tar *t, const struct ckpt_tensor *x,
 		return soff <= w->numel ? 0 : diag_corrupt(t->d, at, "tensor "
 			"offset past storage view '%lld'", (long long)w->key);
 	for (int i = 0; i < x->ndim; i++)
-		last += (uint64_t)(x->shape[i] - 1) * (uint64_t)x->stride[i];
+		last += (uint64_t)(x->shape[i] - 1) *
+			(uint64_t)ckpt_tensor_stride(x)[i];
 	if (last >= w->numel)	/* no overflow: checked against the root */
 		return diag_corrupt(t->d, at, "tensor reaches element %llu of "
 				    "storage view '%lld', which has %llu",
@@ -352,7 +353,7 @@ static int tensor_one(struct tar *t, uint64_t *pos, uint64_t end)
 		goto out;
 	for (int i = 0; i < ndim; i++) {
 		x->shape[i] = (int64_t)le64(dims + 8 * i);
-		x->stride[i] = (int64_t)le64(dims + 8 * (ndim + i));
+		ckpt_tensor_stride(x)[i] = (int64_t)le64(dims + 8 * (ndim + i));
 	}
 	soff = (int64_t)le64(dims + 16 * ndim);
 	*pos += 8 + need;
@@ -435,7 +436,7 @@ static int storage_tensor(struct tar *t, struct ckpt_storage *s,
 	x->dtype = s->dtype;
 	x->offset = w ? w->off : 0;
 	x->shape[0] = (int64_t)(w ? w->numel : s->numel);
-	x->stride[0] = 1;
+	ckpt_tensor_stride(x)[0] = 1;
 	x->pkl_off = at;
 	rc = ckpt_tensor_check(t->c, x, t->d);
 	if (rc)

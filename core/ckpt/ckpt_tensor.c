@@ -13,10 +13,10 @@ const struct ckpt_tensor_ext ckpt_no_ext;
 
 bool ckpt_tensor_c_strides(struct ckpt_tensor *t)
 {
-	int64_t acc = 1;
+	int64_t acc = 1, *stride = ckpt_tensor_stride(t);
 
 	for (int i = t->ndim; i-- > 0;) {
-		t->stride[i] = acc;
+		stride[i] = acc;
 		if (t->shape[i] > 0 &&
 		    __builtin_mul_overflow(acc, t->shape[i], &acc))
 			return false;
@@ -27,7 +27,8 @@ bool ckpt_tensor_c_strides(struct ckpt_tensor *t)
 int ckpt_tensor_check(struct ckpt *c, struct ckpt_tensor *t, struct diag *d)
 {
 	(void)c;
-	uint64_t off = t->pkl_off, numel = 1, last, cap, step;
+	uint64_t off = t->pkl_off, numel = 1, last, cap, step, nbytes;
+	const int64_t *stride = ckpt_tensor_stride(t);
 	int64_t expect = 1;
 
 	t->contiguous = true;
@@ -36,15 +37,15 @@ int ckpt_tensor_check(struct ckpt *c, struct ckpt_tensor *t, struct diag *d)
 			return diag_corrupt(d, off, "tensor size %lld in "
 					    "dimension %d", (long long)
 					    t->shape[i], i);
-		if (t->stride[i] < 0)
+		if (stride[i] < 0)
 			return diag_unsupported(d, off, "negative stride %lld "
 						"in dimension %d",
-						(long long)t->stride[i], i);
+						(long long)stride[i], i);
 		if (__builtin_mul_overflow(numel, (uint64_t)t->shape[i],
 					   &numel))
 			return diag_corrupt(d, off, "tensor element count "
 					    "overflows");
-		if (t->shape[i] != 1 && t->stride[i] != expect)
+		if (t->shape[i] != 1 && stride[i] != expect)
 			t->contiguous = false;
 		if (__builtin_mul_overflow(expect, t->shape[i], &expect))
 			expect = INT64_MAX;
@@ -52,8 +53,8 @@ int ckpt_tensor_check(struct ckpt *c, struct ckpt_tensor *t, struct diag *d)
 	t->numel = numel;
 	if (!numel)
 		t->contiguous = true;	/* as torch says for empty tensors */
-	if (__builtin_mul_overflow(numel, (uint64_t)t->dtype->size, &t->nbytes)
-	    || t->nbytes > (UINT64_C(1) << 62))
+	if (__builtin_mul_overflow(numel, (uint64_t)t->dtype->size, &nbytes) ||
+	    nbytes > (UINT64_C(1) << 62))
 		return diag_corrupt(d, off, "tensor byte size overflows");
 	if (!t->storage)
 		return 0;
@@ -68,7 +69,7 @@ int ckpt_tensor_check(struct ckpt *c, struct ckpt_tensor *t, struct diag *d)
 	last = t->offset;
 	for (int i = 0; i < t->ndim; i++) {
 		if (__builtin_mul_overflow((uint64_t)(t->shape[i] - 1),
-					   (uint64_t)t->stride[i], &step) ||
+					   (uint64_t)stride[i], &step) ||
 		    __builtin_add_overflow(last, step, &last))
 			return diag_corrupt(d, off, "tensor extent overflows");
 	}

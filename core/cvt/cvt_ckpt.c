@@ -153,7 +153,6 @@ static void retype_storage(struct ckpt_storage *s,
 static void retype_tensor(struct ckpt_tensor *t, const struct ckpt_dtype *to)
 {
 	t->dtype = to;
-	t->nbytes = t->numel * to->size;
 }
 
 uint32_t cvt_storage_retype(struct ckpt *c, struct ckpt_storage *s,

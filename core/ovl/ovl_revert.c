@@ -286,10 +286,9 @@ static void revert_storage(const struct rv *R, uint32_t i)
 			t->offset = pt->offset;
 			memcpy(t->shape, pt->shape,
 			       pt->ndim * sizeof(*t->shape));
-			memcpy(t->stride, pt->stride,
-			       pt->ndim * sizeof(*t->stride));
+			memcpy(ckpt_tensor_stride(t), ckpt_tensor_stride(pt),
+			       pt->ndim * sizeof(*ckpt_tensor_stride(t)));
 			t->numel = pt->numel;
-			t->nbytes = pt->nbytes;
 			t->contiguous = pt->contiguous;
 		}
 	}
