@@ -154,7 +154,7 @@ struct ckpt_tensor {
 	   are its record's in the pickle document), only a fresh one's
 	   (ckpt_edit.c, ovl), which has room for CKPT_MAX_DIMS of each */
 	int64_t *shape;
-	uint64_t numel;		/* bytes: ckpt_tensor_nbytes() */
+	uint64_t numel;		/* elements (bytes: ckpt_tensor_nbytes()) */
 	/* subclass, state, inline data, quantizer: never NULL, see above */
 	const struct ckpt_tensor_ext *x;
 	uint64_t pkl_off;	/* file offset of its rebuild call */

@@ -284,10 +284,9 @@ static void revert_storage(const struct rv *R, uint32_t i)
 				continue;
 			t->dtype = pt->dtype;
 			t->offset = pt->offset;
+			/* the sizes, then the strides */
 			memcpy(t->shape, pt->shape,
-			       pt->ndim * sizeof(*t->shape));
-			memcpy(ckpt_tensor_stride(t), ckpt_tensor_stride(pt),
-			       pt->ndim * sizeof(*ckpt_tensor_stride(t)));
+			       2 * (size_t)pt->ndim * sizeof(*t->shape));
 			t->numel = pt->numel;
 			t->contiguous = pt->contiguous;
 		}

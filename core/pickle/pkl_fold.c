@@ -16,8 +16,9 @@
  * and the globals, copies the rest into a struct pkl_fold (40 bytes and 16
  * a dimension; the storage class, location and hooks' global once per
  * document, in a struct pkl_fold_kind), and releases the tuples, the
- * persistent id, the hooks' call and the ints that are not shared: the next tensor's nodes and item
- * arrays reuse them, so the graph stops growing by them.
+ * persistent id, the hooks' call and the ints that are not shared: the
+ * next tensor's nodes and item arrays reuse them, so the graph stops
+ * growing by them.
  *
  * It lives in the parser because only the parser knows who else refers to
  * a node.  Folding releases a node only when every reference is accounted

@@ -11,7 +11,7 @@
  * the pickle's arenas, about 10 bytes a tensor of a 100,000-tensor open
  * (50 with 4 MiB blocks; docs/design.md).
  */
-#define _DEFAULT_SOURCE		/* MAP_ANONYMOUS, MAP_POPULATE */
+#define _DEFAULT_SOURCE		/* MAP_ANONYMOUS, MADV_POPULATE_WRITE */
 #include "arena.h"
 
 #include <sys/mman.h>
@@ -48,8 +48,8 @@
 #define ARENA_MIN	(64u << 10)
 #define ARENA_MAX	(1u << 20)
 #define ARENA_STEP	(256u << 10)	/* a multiple of the page size */
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE	23	/* Linux 5.14; uapi/asm-generic/mman-common.h */
+#ifndef MADV_POPULATE_WRITE	/* Linux 5.14, asm-generic/mman-common.h */
+#define MADV_POPULATE_WRITE	23
 #endif
 /*
  * 8, not alignof(max_align_t) (16): what arenas hold is pointers, 64-bit
