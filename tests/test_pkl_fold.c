@@ -8,6 +8,11 @@
 #define _GNU_SOURCE	/* memmem */
 #include "test_pkl.h"
 #include "pickle/pkl_int.h"	/* struct pkl_chunk */
+#include "zip/ptz.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #define REBUILD "ctorch._utils\n_rebuild_tensor_v2\n"
 #define OD	"ccollections\nOrderedDict\n"
@@ -18,6 +23,9 @@
  * does for CUDA tensors.
  */
 static int fresh_locs;
+/* K: every K-th tensor requires grad (NEWTRUE); 1: all are 0-d, their
+   size and stride () (EMPTY_TUPLE, not memoized, as Python writes it) */
+static int grad_every, zero_dim;
 
 /*
  * A state dict of @n tensors as torch.save writes it (protocol 2), each
@@ -78,11 +86,18 @@ static unsigned char *state_dict(int n, const char *tail, size_t ntail,
 		}
 		PUT("M\x2c\x01t");	/* numel 300, the persistent id's tuple */
 		BINPUT();
-		PUT("QK\x02K\x03Kd\x86");	/* pid, offset 2, size (3, 100) */
-		BINPUT();
-		PUT("KdK\x01\x86");		/* stride (100, 1) */
-		BINPUT();
-		PUT("\x89");			/* False */
+		if (zero_dim) {
+			PUT("QK\x02))");	/* pid, offset 2, (), () */
+		} else {
+			PUT("QK\x02K\x03Kd\x86");	/* pid, 2, (3, 100) */
+			BINPUT();
+			PUT("KdK\x01\x86");		/* stride (100, 1) */
+			BINPUT();
+		}
+		if (grad_every && i % grad_every == 0)
+			PUT("\x88");			/* True */
+		else
+			PUT("\x89");			/* False */
 		if (!i) {
 			PUT(OD); m_od = memo; BINPUT();
 		} else {
@@ -430,5 +445,286 @@ Test(pkl_fold, kinds_by_value_and_no_more_than_the_table_holds)
 		pkl_doc_free(whole);
 		free(b);
 	}
+	assert_no_leaks();
+}
+
+/* ---- the fast lane (pkl_lane.c) against the loop and pkl_fold_try() ---- */
+
+/*
+ * @a and @b the same graph node for node: ids, offsets, memo and GET
+ * marks, values, and folded records.  @seen: ids compared already.
+ */
+static void same_node(const struct pkl_value *a, const struct pkl_value *b,
+		      unsigned char *seen, int depth)
+{
+	cr_assert_lt(depth, 64);
+	cr_assert_eq(a->id, b->id);
+	cr_assert_eq(a->kind, b->kind, "id %u: kind %d, %d", a->id, a->kind,
+		     b->kind);
+	cr_assert_eq(a->how, b->how, "id %u", a->id);
+	cr_assert_eq(a->refs, b->refs, "id %u: refs %u, %u", a->id, a->refs,
+		     b->refs);
+	cr_assert_eq(a->has_x, b->has_x, "id %u", a->id);
+	cr_assert_eq(a->off, b->off, "id %u: off %llu, %llu", a->id,
+		     (unsigned long long)a->off, (unsigned long long)b->off);
+	if (seen[a->id]++)
+		return;
+	switch (a->kind) {
+	case PKL_INT: case PKL_BOOL:
+		cr_assert_eq(a->u.i, b->u.i, "id %u", a->id);
+		break;
+	case PKL_STR:
+		cr_assert_eq(a->u.s.n, b->u.s.n);
+		cr_assert_eq(memcmp(a->u.s.p, b->u.s.p, a->u.s.n), 0);
+		break;
+	case PKL_GLOBAL:
+		cr_assert_str_eq(a->u.global.module, b->u.global.module);
+		cr_assert_str_eq(a->u.global.name, b->u.global.name);
+		break;
+	case PKL_TUPLE: case PKL_LIST: case PKL_DICT: case PKL_SET:
+	case PKL_FROZENSET:
+		cr_assert_eq(a->u.items.n, b->u.items.n, "id %u", a->id);
+		for (uint32_t i = 0; i < a->u.items.n; i++)
+			same_node(a->u.items.v[i], b->u.items.v[i], seen,
+				  depth + 1);
+		break;
+	case PKL_CALL: case PKL_PERSID:
+		if (a->u.call.func || b->u.call.func)
+			same_node(a->u.call.func, b->u.call.func, seen,
+				  depth + 1);
+		same_node(pkl_call_args(a), pkl_call_args(b), seen, depth + 1);
+		break;
+	case PKL_FOLDED: {
+		const struct pkl_fold *x = a->u.fold.rec, *y = b->u.fold.rec;
+
+		same_node(a->u.fold.func, b->u.fold.func, seen, depth + 1);
+		same_node(x->kind->cls, y->kind->cls, seen, depth + 1);
+		same_node(x->kind->hooks, y->kind->hooks, seen, depth + 1);
+		cr_assert_eq(x->kind->loc_n, y->kind->loc_n);
+		cr_assert_eq(memcmp(x->kind->loc, y->kind->loc, x->kind->loc_n),
+			     0);
+		same_node(x->key, y->key, seen, depth + 1);
+		cr_assert_eq(x->numel, y->numel);
+		cr_assert_eq(x->offset, y->offset);
+		cr_assert_eq(x->pid_back, y->pid_back);
+		cr_assert_eq(x->ndim, y->ndim);
+		cr_assert_eq(x->requires_grad, y->requires_grad);
+		cr_assert_eq(memcmp(x->dims, y->dims,
+				    2 * x->ndim * sizeof(x->dims[0])), 0);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+/*
+ * Parse @b with the lane and without; the documents must be the same.
+ * Returns how many calls the lane folded, or -1 if both parses failed
+ * with the same error.
+ */
+static long lane_same(const unsigned char *b, size_t n)
+{
+	struct pkl_doc *fast = NULL, *slow = NULL;
+	struct diag d1, d2;
+	unsigned char *seen;
+	char l1[320], l2[320];
+	int r1, r2;
+	long nlane;
+
+	diag_init(&d1, "test.pkl");
+	diag_init(&d2, "test.pkl");
+	r1 = pkl_parse_with(b, n, 0, PKL_FOLD, &fast, &d1);
+	r2 = pkl_parse_with(b, n, 0, PKL_FOLD | PKL_FOLD_SLOW, &slow, &d2);
+	cr_assert_eq(r1, r2);
+	if (r1) {
+		cr_assert_str_eq(diag_line(&d1, l1, sizeof(l1)),
+				 diag_line(&d2, l2, sizeof(l2)));
+		return -1;
+	}
+	cr_assert_eq(fast->nnodes, slow->nnodes);
+	cr_assert_eq(fast->nfolded, slow->nfolded);
+	cr_assert_eq(fast->end, slow->end);
+	cr_assert_eq(slow->nlane, 0);
+	seen = calloc(fast->nnodes + 1u, 1);
+	cr_assert_not_null(seen);
+	same_node(fast->root, slow->root, seen, 0);
+	free(seen);
+	nlane = fast->nlane;
+	pkl_doc_free(fast);
+	pkl_doc_free(slow);
+	return nlane;
+}
+
+static unsigned char *replaced_all(unsigned char *b, size_t *n,
+				   const char *old, size_t nold,
+				   const char *new, size_t nnew)
+{
+	while (memmem(b, *n, old, nold))
+		b = replaced(b, n, old, nold, new, nnew);
+	return b;
+}
+
+#define S(s)	s, sizeof(s) - 1
+
+/*
+ * The lane's forms (1- and 4-byte memo keys past 255, two to eight
+ * dimensions in TUPLE2 and MARK ... TUPLE, 0-d tensors, BININT2 and
+ * BININT values, requires_grad) and one it leaves to the loop (each
+ * tensor's own location str): the same document either way.  The lane
+ * folds every call but the first, which finds the globals and makes the
+ * shared values the others use.
+ */
+Test(pkl_fold, the_lane_makes_what_the_loop_makes)
+{
+	static const char size8[] = "(K\x03KdK\x02K\x05K\x06K\x07K\x08"
+				    "M\x00\x01t";
+	static const char stride8[] = "(KdK\x01K\x02K\x05K\x06K\x07K\x08"
+				      "J\x00\x00\x01\x00t";
+	static const char size_int[] = "J\xff\xff\xff\xffKd\x86";
+	static const char stride_int[] = "KdJ\x01\x00\x00\x00\x86";
+	struct {
+		int locs, grad, zero;
+		const char *size;
+		size_t nsize;
+		const char *stride;
+		size_t nstride;
+		long lane;	/* calls the lane folds, of 400 */
+	} v[] = {
+		{ 0, 0, 0, NULL, 0, NULL, 0, 399 },
+		{ 0, 3, 0, NULL, 0, NULL, 0, 398 },	/* 1st False: 2nd */
+		{ 0, 0, 1, NULL, 0, NULL, 0, 399 },
+		{ 2, 0, 0, NULL, 0, NULL, 0, 0 },
+		{ 0, 0, 0, S(size8), S(stride8), 399 },
+		{ 0, 0, 0, S(size_int), S(stride_int), 399 },
+	};
+
+	for (size_t k = 0; k < sizeof(v) / sizeof(v[0]); k++) {
+		size_t n;
+		unsigned char *b;
+		long nlane;
+
+		fresh_locs = v[k].locs;
+		grad_every = v[k].grad;
+		zero_dim = v[k].zero;
+		b = state_dict(400, "", 0, &n);
+		fresh_locs = grad_every = zero_dim = 0;
+		if (v[k].size) {
+			b = replaced_all(b, &n, "K\x03Kd\x86", 5, v[k].size,
+					 v[k].nsize);
+			b = replaced_all(b, &n, "KdK\x01\x86", 5,
+					 v[k].stride, v[k].nstride);
+		}
+		nlane = lane_same(b, n);
+		cr_assert_eq(nlane, v[k].lane, "form %zu: %ld folded by the "
+			     "lane", k, nlane);
+		free(b);
+	}
+	assert_no_leaks();
+}
+#undef S
+
+/*
+ * The data.pkl of every zip checkpoint in fixtures/@sub of the test
+ * environment: the same document with the lane as without.  Adds the
+ * calls the lane folded to *@lane; returns the pickles compared, or -1
+ * if there is no such folder.
+ */
+static int lane_dir(const char *sub, long *lane)
+{
+	char dir[512];
+	DIR *dp;
+	struct dirent *de;
+	int files = 0;
+
+	snprintf(dir, sizeof(dir), "%s/fixtures/%s", PT_TESTENV_DIR, sub);
+	if (!(dp = opendir(dir)))
+		return -1;
+	while ((de = readdir(dp))) {
+		char path[1024];
+		struct ptz_reader z = { 0 };
+		struct ptz_entry *e;
+		unsigned char *b = NULL;
+		size_t n = 0;
+		struct diag d;
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (de->d_name[0] == '.' || (fd = open(path, O_RDONLY)) < 0)
+			continue;
+		diag_init(&d, path);
+		if (!ptz_reader_open(&z, fd, path, &d) &&
+		    (e = ptz_find_rel(&z, "data.pkl")) &&
+		    !ptz_entry_read(&z, e, 1u << 30, &b, &n, &d)) {
+			long k = lane_same(b, n);
+
+			cr_log_info("%s: %ld by the lane", path, k);
+			*lane += k > 0 ? k : 0;
+			files++;
+		}
+		free(b);
+		ptz_reader_release(&z);
+		close(fd);
+	}
+	closedir(dp);
+	return files;
+}
+
+/*
+ * What torch wrote: the fixtures each torch version generated (made by
+ * the "fixtures" test, which every ctest run has), and the real-world
+ * corpus when ../shared has one.  The lane folds the plain calls of both
+ * versions: many.pt 11, state_dict.pt 5 and misc.pt 4 each.
+ */
+Test(pkl_fold, the_lane_agrees_on_what_torch_wrote)
+{
+	long lane = 0, real = 0;
+	int n13 = lane_dir("torch-1.13", &lane);
+	int n2 = lane_dir("torch-2", &lane);
+	int nreal = lane_dir("real", &real);
+
+	cr_assert_geq(n13, 8, "%d pickles of torch 1.13", n13);
+	cr_assert_geq(n2, 8, "%d pickles of torch 2", n2);
+	cr_assert_geq(lane, 40, "%ld calls folded by the lane", lane);
+	if (nreal < 0)
+		cr_log_warn("no real-world corpus (../shared): not compared");
+	else
+		cr_log_info("real-world corpus: %d pickles, %ld calls by the "
+			    "lane", nreal, real);
+	assert_no_leaks();
+}
+
+/*
+ * Hostile bytes anywhere in calls the lane reads (each byte of a pickle of
+ * three tensors cut off there, or set to 0, 0xff or its neighbour): the
+ * lane and the loop make the same document or fail with the same error.
+ */
+Test(pkl_fold, the_lane_and_the_loop_agree_on_every_damaged_byte)
+{
+	size_t n;
+	unsigned char *b = state_dict(3, "", 0, &n);
+	unsigned char *c = malloc(n);
+	unsigned folded = 0;
+
+	cr_assert_not_null(c);
+	for (size_t i = 0; i < n; i++) {
+		const unsigned char vals[] = {
+			0, 0xff, (unsigned char)(b[i] ^ 1)
+		};
+
+		lane_same(b, i);
+		for (size_t k = 0; k < sizeof(vals); k++) {
+			long r;
+
+			memcpy(c, b, n);
+			c[i] = vals[k];
+			r = lane_same(c, n);
+			folded += r > 0;
+		}
+	}
+	/* damage elsewhere leaves the lane to fold the calls after it */
+	cr_assert_gt(folded, n / 2, "%u of %zu", folded, 3 * n);
+	free(c);
+	free(b);
 	assert_no_leaks();
 }

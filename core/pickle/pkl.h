@@ -226,11 +226,12 @@ struct pkl_doc {
 	uint32_t nnodes;
 	struct arena arena;
 	/* folding (pkl_fold.c): released nodes and small tuple arrays for
-	   reuse, the number of calls folded, and after pkl_unfold() the
-	   whole document their arguments now live in */
+	   reuse, the number of calls folded (nlane of them read whole by
+	   pkl_lane.c), and after pkl_unfold() the whole document their
+	   arguments now live in */
 	struct pkl_value *free_nodes;
 	struct pkl_value **free_arrays[7];	/* by length, 1..6 */
-	uint32_t nfolded;
+	uint32_t nfolded, nlane;
 	struct pkl_doc *whole;
 };
 
@@ -253,6 +254,12 @@ int pkl_parse(const unsigned char *buf, size_t len, uint64_t base_off,
  * refers again to what was released is parsed a second time, unfolded.
  */
 #define PKL_FOLD	1u
+/*
+ * With PKL_FOLD: fold only after the opcodes were read one by one, as
+ * without pkl_lane.c's fast path; the result is the same document (the
+ * tests compare the two).
+ */
+#define PKL_FOLD_SLOW	2u
 
 int pkl_parse_with(const unsigned char *buf, size_t len, uint64_t base_off,
 		   unsigned flags, struct pkl_doc **out, struct diag *d);

@@ -43,7 +43,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MEMO_WINDOW	32u	/* newest memo keys searched for entries */
 /* the argument tuple, persistent id and its tuple, numel, offset, hooks'
    call and its (), size and stride, and their ints */
 #define MAX_RELEASE	(9 + 2 * PKL_FOLD_DIMS)
@@ -107,15 +106,27 @@ static bool is_str(const struct pkl_value *v, const char *s)
 }
 
 /* Is @v torch.save's plain rebuild call, every part of it ours alone? */
-static bool plain(const struct pkl_parser *p, const struct pkl_value *v,
+/* pkl_is_global(), remembering the node that matched in *@seen. */
+static bool is_global(struct pkl_value *v, struct pkl_value **seen,
+		      const char *module, const char *name)
+{
+	if (v && v == *seen)
+		return true;
+	if (!pkl_is_global(v, module, name))
+		return false;
+	*seen = v;
+	return true;
+}
+
+static bool plain(struct pkl_parser *p, const struct pkl_value *v,
 		  struct fold *f)
 {
 	struct pkl_value *a = pkl_call_args(v), *pid, *t, *h;
 	struct pkl_value *const *ai, *const *ti;
 	size_t nd;
 
-	if (!pkl_is_global(v->u.call.func, "torch._utils",
-			   "_rebuild_tensor_v2") ||
+	if (!is_global(v->u.call.func, &p->g_rebuild, "torch._utils",
+		       "_rebuild_tensor_v2") ||
 	    v->has_x || a->u.items.n != 6)
 		return false;
 	ai = a->u.items.v;
@@ -132,7 +143,8 @@ static bool plain(const struct pkl_parser *p, const struct pkl_value *v,
 	    h->how != PKL_REDUCE || h->has_x ||
 	    pkl_call_args(h)->kind != PKL_TUPLE ||
 	    pkl_call_args(h)->u.items.n ||
-	    !pkl_is_global(h->u.call.func, "collections", "OrderedDict") ||
+	    !is_global(h->u.call.func, &p->g_odict, "collections",
+		       "OrderedDict") ||
 	    ai[2]->kind != PKL_TUPLE ||
 	    (nd = ai[2]->u.items.n) > PKL_FOLD_DIMS)
 		return false;
@@ -158,7 +170,7 @@ static bool memo_forget(struct pkl_parser *p, const struct fold *f)
 		return true;
 	if (hi >= m->dcap)
 		return false;
-	lo = hi >= MEMO_WINDOW ? hi - MEMO_WINDOW + 1 : 0;
+	lo = hi >= PKL_FOLD_WINDOW ? hi - PKL_FOLD_WINDOW + 1 : 0;
 	for (unsigned i = 0; i < f->n; i++)
 		f->rel[i]->refs |= PKL_R_FOLD;
 	for (k = hi + 1; k-- > lo && found < f->memo;)
@@ -202,10 +214,10 @@ static bool same_kind(const struct pkl_fold_kind *k,
  * new str for each "cuda:0"), or a new one; NULL when there are
  * PKL_FOLD_KINDS already (the call is not folded) or no memory (*@rc).
  */
-static struct pkl_fold_kind *kind_of(struct pkl_parser *p,
-				     struct pkl_value *cls,
-				     const struct pkl_value *loc,
-				     struct pkl_value *hooks, int *rc)
+struct pkl_fold_kind *pkl_fold_kind_of(struct pkl_parser *p,
+				       struct pkl_value *cls,
+				       const struct pkl_value *loc,
+				       struct pkl_value *hooks, int *rc)
 {
 	struct pkl_fold_kind *k;
 
@@ -232,12 +244,27 @@ static struct pkl_fold_kind *kind_of(struct pkl_parser *p,
 	return k;
 }
 
+int pkl_fold_set(struct pkl_parser *p, struct pkl_value *v,
+		 const struct pkl_fold *r)
+{
+	size_t n = sizeof(*r) + 2 * (size_t)r->ndim * sizeof(r->dims[0]);
+	struct pkl_fold *c = arena_alloc(&p->doc->arena, n);
+
+	if (!c)
+		return diag_nomem(p->d);
+	memcpy(c, r, n);
+	v->kind = PKL_FOLDED;
+	v->u.fold.rec = c;
+	p->doc->nfolded++;
+	return 0;
+}
+
 int pkl_fold_try(struct pkl_parser *p, struct pkl_value *v)
 {
 	struct fold f = { .n = 0 };
 	struct pkl_value *const *ai, *const *ti;
-	struct pkl_fold_kind *k;
-	struct pkl_fold *r;
+	union pkl_fold_room room;
+	struct pkl_fold *r = &room.f;
 	size_t nd;
 	int rc = 0;
 
@@ -247,13 +274,10 @@ int pkl_fold_try(struct pkl_parser *p, struct pkl_value *v)
 	ti = pkl_call_args(ai[0])->u.items.v;
 	nd = ai[2]->u.items.n;
 	if (v->off - ai[0]->off > UINT32_MAX ||
-	    !(k = kind_of(p, ti[1], ti[3], ai[5]->u.call.func, &rc)) ||
+	    !(r->kind = pkl_fold_kind_of(p, ti[1], ti[3], ai[5]->u.call.func,
+					 &rc)) ||
 	    !memo_forget(p, &f))
 		return rc;
-	r = arena_alloc(&p->doc->arena, sizeof(*r) + 2 * nd * sizeof(r->dims[0]));
-	if (!r)
-		return diag_nomem(p->d);
-	r->kind = k;
 	r->key = ti[2];
 	r->numel = ti[4]->u.i;
 	r->offset = ai[1]->u.i;
@@ -264,12 +288,10 @@ int pkl_fold_try(struct pkl_parser *p, struct pkl_value *v)
 		r->dims[i] = ai[2]->u.items.v[i]->u.i;
 		r->dims[nd + i] = ai[3]->u.items.v[i]->u.i;
 	}
-	for (unsigned i = 0; i < f.n; i++)
+	rc = pkl_fold_set(p, v, r);
+	for (unsigned i = 0; !rc && i < f.n; i++)
 		release(p->doc, f.rel[i]);
-	v->kind = PKL_FOLDED;
-	v->u.fold.rec = r;
-	p->doc->nfolded++;
-	return 0;
+	return rc;
 }
 
 static struct pkl_value *vnode(struct pkl_value *n, int kind, uint64_t off)

@@ -69,6 +69,12 @@ struct pkl_value *pkl_memo_get(const struct pkl_memo *m, uint32_t key);
  */
 int pkl_memo_put(struct pkl_memo *m, uint32_t key, struct pkl_value *v);
 
+/*
+ * Grow the dense array to cover @key now if a put of @key would (that is
+ * all a put decides by itself).  Returns 0 or -ENOMEM.
+ */
+int pkl_memo_cover(struct pkl_memo *m, uint32_t key);
+
 /* Free the tables (not the nodes); a zeroed memo is fine. */
 void pkl_memo_release(struct pkl_memo *m);
 
@@ -139,6 +145,11 @@ struct pkl_parser {
 	uint32_t last_put;		/* the newest memo key */
 	struct pkl_fold_kind *kinds[PKL_FOLD_KINDS];	/* in the doc */
 	unsigned nkinds, last_kind;
+	/* the GLOBALs a fold found to be _rebuild_tensor_v2 and
+	   OrderedDict: torch memoizes each once, and folding never
+	   releases a GLOBAL, so the same node is the same function */
+	struct pkl_value *g_rebuild, *g_odict;
+	bool lane;			/* pkl_lane() may run */
 };
 
 /* Bottom of the current frame. */
@@ -155,6 +166,38 @@ extern struct pkl_value pkl_gone;
 
 /* pkl_fold.c: fold REDUCE result @v if it is a plain tensor rebuild. */
 int pkl_fold_try(struct pkl_parser *p, struct pkl_value *v);
+
+/* The newest memo keys a fold looks among for its released values' */
+#define PKL_FOLD_WINDOW	32u
+
+/*
+ * The kind for storage class @cls, location @loc and hooks' global
+ * @hooks: met before, or new; NULL when the table is full (the call is
+ * not folded) or there is no memory (*@rc set).
+ */
+struct pkl_fold_kind *pkl_fold_kind_of(struct pkl_parser *p,
+				       struct pkl_value *cls,
+				       const struct pkl_value *loc,
+				       struct pkl_value *hooks, int *rc);
+
+/* A struct pkl_fold with room for its dims, on the stack. */
+union pkl_fold_room {
+	struct pkl_fold f;
+	unsigned char b[sizeof(struct pkl_fold) +
+			2 * PKL_FOLD_DIMS * sizeof(int64_t)];
+};
+
+/* Make @v (a call) folded, with a copy of record @r and its dims. */
+int pkl_fold_set(struct pkl_parser *p, struct pkl_value *v,
+		 const struct pkl_fold *r);
+
+/*
+ * At a BINGET of _rebuild_tensor_v2: the whole call of torch.save's
+ * usual form read and folded at once, what the opcodes one by one and
+ * pkl_fold_try() would have made (pkl_lane.c).  1: done, p->pos past
+ * the call's REDUCE; 0: not that form, nothing changed; or -errno.
+ */
+int pkl_lane(struct pkl_parser *p);
 
 /* A tuple item array of @k pointers from the document (reused ones
  * first); NULL: out of memory. */

@@ -117,6 +117,11 @@ static int dense_cover(struct pkl_memo *m, uint32_t key)
 	return 0;
 }
 
+int pkl_memo_cover(struct pkl_memo *m, uint32_t key)
+{
+	return key < m->dcap ? 0 : dense_cover(m, key);
+}
+
 int pkl_memo_put(struct pkl_memo *m, uint32_t key, struct pkl_value *v)
 {
 	uint32_t i;

@@ -569,6 +569,14 @@ static int run(struct pkl_parser *p)
 			p->doc->end = p->base + p->pos;
 			return 0;
 		}
+		if (p->lane && (p->op == OP_BINGET ||
+				p->op == OP_LONG_BINGET)) {
+			rc = pkl_lane(p);
+			if (rc < 0)
+				return rc;
+			if (rc)
+				continue;
+		}
 		rc = step(p);
 		if (rc < 0)
 			return rc;
@@ -577,10 +585,12 @@ static int run(struct pkl_parser *p)
 }
 
 static int parse(const unsigned char *buf, size_t len, uint64_t base_off,
-		 bool fold, struct pkl_doc **out, struct diag *d)
+		 unsigned flags, struct pkl_doc **out, struct diag *d)
 {
 	struct pkl_parser p = {
-		.buf = buf, .len = len, .base = base_off, .d = d, .fold = fold,
+		.buf = buf, .len = len, .base = base_off, .d = d,
+		.fold = flags & PKL_FOLD,
+		.lane = (flags & PKL_FOLD) && !(flags & PKL_FOLD_SLOW),
 	};
 	int rc;
 
@@ -609,10 +619,10 @@ static int parse(const unsigned char *buf, size_t len, uint64_t base_off,
 int pkl_parse_with(const unsigned char *buf, size_t len, uint64_t base_off,
 		   unsigned flags, struct pkl_doc **out, struct diag *d)
 {
-	int rc = parse(buf, len, base_off, flags & PKL_FOLD, out, d);
+	int rc = parse(buf, len, base_off, flags, out, d);
 
 	if (rc == 1)	/* a released value was wanted: no folding */
-		rc = parse(buf, len, base_off, false, out, d);
+		rc = parse(buf, len, base_off, 0, out, d);
 	return rc;
 }
 
