@@ -143,6 +143,26 @@ static size_t chunk_nodes(const struct pkl_doc *doc)
 	return n;
 }
 
+/* For an int, bool, str or global @a: is @b (of its kind) the same? */
+static bool same_leaf(const struct pkl_value *a, const struct pkl_value *b)
+{
+	switch (a->kind) {
+	case PKL_INT: case PKL_BOOL:
+		cr_assert_eq(a->u.i, b->u.i, "id %u", a->id);
+		return true;
+	case PKL_STR:
+		cr_assert_eq(a->u.s.n, b->u.s.n);
+		cr_assert_eq(memcmp(a->u.s.p, b->u.s.p, a->u.s.n), 0);
+		return true;
+	case PKL_GLOBAL:
+		cr_assert_str_eq(a->u.global.module, b->u.global.module);
+		cr_assert_str_eq(a->u.global.name, b->u.global.name);
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* Are @a and @b the same value, compared as repr() would show them? */
 static void same_value(const struct pkl_value *a, const struct pkl_value *b,
 		       int depth)
@@ -157,18 +177,9 @@ static void same_value(const struct pkl_value *a, const struct pkl_value *b,
 		cr_assert_eq(a->off, b->off, "offsets %llu and %llu",
 			     (unsigned long long)a->off,
 			     (unsigned long long)b->off);
+	if (same_leaf(a, b))
+		return;
 	switch (a->kind) {
-	case PKL_INT: case PKL_BOOL:
-		cr_assert_eq(a->u.i, b->u.i);
-		break;
-	case PKL_STR:
-		cr_assert_eq(a->u.s.n, b->u.s.n);
-		cr_assert_eq(memcmp(a->u.s.p, b->u.s.p, a->u.s.n), 0);
-		break;
-	case PKL_GLOBAL:
-		cr_assert_str_eq(a->u.global.module, b->u.global.module);
-		cr_assert_str_eq(a->u.global.name, b->u.global.name);
-		break;
 	case PKL_TUPLE: case PKL_DICT:
 		cr_assert_eq(a->u.items.n, b->u.items.n);
 		for (size_t i = 0; i < a->u.items.n; i++)
@@ -469,18 +480,9 @@ static void same_node(const struct pkl_value *a, const struct pkl_value *b,
 		     (unsigned long long)a->off, (unsigned long long)b->off);
 	if (seen[a->id]++)
 		return;
+	if (same_leaf(a, b))
+		return;
 	switch (a->kind) {
-	case PKL_INT: case PKL_BOOL:
-		cr_assert_eq(a->u.i, b->u.i, "id %u", a->id);
-		break;
-	case PKL_STR:
-		cr_assert_eq(a->u.s.n, b->u.s.n);
-		cr_assert_eq(memcmp(a->u.s.p, b->u.s.p, a->u.s.n), 0);
-		break;
-	case PKL_GLOBAL:
-		cr_assert_str_eq(a->u.global.module, b->u.global.module);
-		cr_assert_str_eq(a->u.global.name, b->u.global.name);
-		break;
 	case PKL_TUPLE: case PKL_LIST: case PKL_DICT: case PKL_SET:
 	case PKL_FROZENSET:
 		cr_assert_eq(a->u.items.n, b->u.items.n, "id %u", a->id);
