@@ -73,14 +73,14 @@ static bool op(struct lane *l, unsigned char op)
 	return true;
 }
 
-/* @k argument bytes, or NULL past the end. */
-static const unsigned char *arg(struct lane *l, size_t k)
+/* Opcode @op and its @k argument bytes, consumed; else NULL. */
+static const unsigned char *op_arg(struct lane *l, unsigned char op, size_t k)
 {
-	const unsigned char *a = l->b + l->pos;
+	const unsigned char *a = l->b + l->pos + 1;
 
-	if (l->len - l->pos < k)
+	if (l->pos >= l->len || l->b[l->pos] != op || l->len - l->pos - 1 < k)
 		return NULL;
-	l->pos += k;
+	l->pos += 1 + k;
 	return a;
 }
 
@@ -90,16 +90,11 @@ static bool memo_key(struct lane *l, unsigned char bin, unsigned char lng,
 {
 	const unsigned char *a;
 
-	if (op(l, bin)) {
-		if (!(a = arg(l, 1)))
-			return false;
+	if ((a = op_arg(l, bin, 1)))
 		*key = a[0];
-		return true;
-	}
-	if (!op(l, lng) || !(a = arg(l, 4)))
-		return false;
-	*key = le32(a);
-	return true;
+	else if ((a = op_arg(l, lng, 4)))
+		*key = le32(a);
+	return a;
 }
 
 /* BINGET or LONG_BINGET of a live value, else NULL. */
@@ -147,23 +142,16 @@ static bool integer(struct lane *l, int64_t *v)
 {
 	const unsigned char *a;
 
-	if (op(l, OP_BININT1)) {
-		if (!(a = arg(l, 1)))
-			return false;
+	if ((a = op_arg(l, OP_BININT1, 1))) {
 		*v = a[0];
 		return l->p->shared[a[0]];	/* else the loop makes it */
 	}
 	l->fresh++;
-	if (op(l, OP_BININT2)) {
-		if (!(a = arg(l, 2)))
-			return false;
+	if ((a = op_arg(l, OP_BININT2, 2)))
 		*v = le16(a);
-		return true;
-	}
-	if (!op(l, OP_BININT) || !(a = arg(l, 4)))
-		return false;
-	*v = (int32_t)le32(a);
-	return true;
+	else if ((a = op_arg(l, OP_BININT, 4)))
+		*v = (int32_t)le32(a);
+	return a;
 }
 
 /* <dims> into @d: how many, or -1. */
@@ -208,10 +196,14 @@ static bool decode(struct lane *l)
 	    l->cls->kind != PKL_GLOBAL)
 		return false;
 	l->key_off = p->base + l->pos;
-	if (!op(l, OP_BINUNICODE) || !(a = arg(l, 4)))
+	if (!(a = op_arg(l, OP_BINUNICODE, 4)))
 		return false;
 	l->keyn = le32(a);
-	if (!(l->key = arg(l, l->keyn)) || !pkl_utf8_valid(l->key, l->keyn) ||
+	if (l->len - l->pos < l->keyn)
+		return false;
+	l->key = l->b + l->pos;
+	l->pos += l->keyn;
+	if (!pkl_utf8_valid(l->key, l->keyn) ||
 	    !put(l) || !(l->loc = get(l)) || l->loc->kind != PKL_STR ||
 	    !integer(l, &r->numel) || r->numel < 0 || !op(l, OP_TUPLE) ||
 	    !put(l))
