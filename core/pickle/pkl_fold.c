@@ -105,7 +105,6 @@ static bool is_str(const struct pkl_value *v, const char *s)
 					     !memcmp(v->u.s.p, s, v->u.s.n)));
 }
 
-/* Is @v torch.save's plain rebuild call, every part of it ours alone? */
 /* pkl_is_global(), remembering the node that matched in *@seen. */
 static bool is_global(struct pkl_value *v, struct pkl_value **seen,
 		      const char *module, const char *name)
@@ -118,6 +117,7 @@ static bool is_global(struct pkl_value *v, struct pkl_value **seen,
 	return true;
 }
 
+/* Is @v torch.save's plain rebuild call, every part of it ours alone? */
 static bool plain(struct pkl_parser *p, const struct pkl_value *v,
 		  struct fold *f)
 {
@@ -170,7 +170,7 @@ static bool memo_forget(struct pkl_parser *p, const struct fold *f)
 		return true;
 	if (hi >= m->dcap)
 		return false;
-	lo = hi >= PKL_FOLD_WINDOW ? hi - PKL_FOLD_WINDOW + 1 : 0;
+	lo = pkl_fold_window(hi);
 	for (unsigned i = 0; i < f->n; i++)
 		f->rel[i]->refs |= PKL_R_FOLD;
 	for (k = hi + 1; k-- > lo && found < f->memo;)

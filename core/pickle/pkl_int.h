@@ -167,8 +167,14 @@ extern struct pkl_value pkl_gone;
 /* pkl_fold.c: fold REDUCE result @v if it is a plain tensor rebuild. */
 int pkl_fold_try(struct pkl_parser *p, struct pkl_value *v);
 
-/* The newest memo keys a fold looks among for its released values' */
-#define PKL_FOLD_WINDOW	32u
+/*
+ * The oldest memo key a fold whose newest is @hi looks at for the entries
+ * of the values it releases: the newest 32 keys.
+ */
+static inline uint32_t pkl_fold_window(uint32_t hi)
+{
+	return hi >= 32 ? hi - 31 : 0;
+}
 
 /*
  * The kind for storage class @cls, location @loc and hooks' global

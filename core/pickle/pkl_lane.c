@@ -235,13 +235,13 @@ static bool decode(struct lane *l)
 /*
  * What the loop's limits and pkl_fold_try()'s memo_forget() would say:
  * room on the stack, for marks, values and memo entries, and the
- * released entries among the newest PKL_FOLD_WINDOW keys.
+ * released entries in pkl_fold_window().
  */
 static bool within_limits(const struct lane *l)
 {
 	const struct pkl_parser *p = l->p;
 	uint32_t hi = l->put[l->nput - 1];
-	uint32_t lo = hi >= PKL_FOLD_WINDOW ? hi - PKL_FOLD_WINDOW + 1 : 0;
+	uint32_t lo = pkl_fold_window(hi);
 
 	if (p->n + 16 > PKL_MAX_STACK || p->nmarks + 3 > PKL_MAX_MARKS ||
 	    (uint64_t)p->doc->nnodes + l->fresh + 2 > PKL_MAX_NODES ||
