@@ -453,14 +453,7 @@ static int storages(struct ckpt *c, struct diag *d)
 					    c->zip.prefix, cst ? "constants/" :
 					    "data/", key);
 		if (e->usize != s->nbytes)
-			return diag_corrupt(d, e->header_off, "record %s has "
-					    "%llu bytes, but storage '%s' is "
-					    "%llu x %s = %llu bytes", e->name,
-					    (unsigned long long)e->usize,
-					    s->key,
-					    (unsigned long long)s->numel,
-					    s->dtype->name,
-					    (unsigned long long)s->nbytes);
+			return ckpt_storage_misfit(s, e, d);
 		s->rec = e;
 	}
 	return 0;

@@ -283,3 +283,13 @@ const struct ckpt_vdoc *ckpt_node_vdoc(const struct ckpt *c,
 	}
 	return lo ? &c->vdocs[lo - 1] : NULL;
 }
+
+int ckpt_storage_misfit(const struct ckpt_storage *s,
+			const struct ptz_entry *e, struct diag *d)
+{
+	return diag_corrupt(d, e->header_off, "record %s has %llu bytes, but "
+			    "storage '%s' is %llu x %s = %llu bytes", e->name,
+			    (unsigned long long)e->usize, s->key,
+			    (unsigned long long)s->numel, s->dtype->name,
+			    (unsigned long long)s->nbytes);
+}
