@@ -40,11 +40,7 @@ DAEMON_LOGS_OK=1	# refused edits log why, one "ptfs: " line each
 wpid='' robind='' immutable='' LASTERR='' LOGS_OK='' PYCASE='' NO_ARCHIVE=''
 cleanup() {
 	trap '' INT TERM HUP
-	exec 3>&- 4<&- 2>/dev/null
-	if [ -n "$wpid" ]; then
-		kill "$wpid" 2>/dev/null
-		wait "$wpid" 2>/dev/null
-	fi
+	stop_worker 2>/dev/null
 	cleanup_mounts
 	sleep 0.2
 	[ -n "$immutable" ] && chattr -i "$immutable" 2>/dev/null

@@ -65,11 +65,7 @@ fs_torch "$shared" ptfs-faults
 wpid=
 cleanup() {
 	trap '' INT TERM HUP
-	exec 3>&- 4<&- 2>/dev/null
-	if [ -n "$wpid" ]; then
-		kill "$wpid" 2>/dev/null
-		wait "$wpid" 2>/dev/null
-	fi
+	stop_worker 2>/dev/null
 	# our writers and umount commands, then our daemons (nothing of
 	# theirs needs keeping): by pid, children of timeout first
 	if [ -f "$WORK/bgpids" ]; then

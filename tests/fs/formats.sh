@@ -55,11 +55,7 @@ fs_torch "$shared" ptfs-formats
 wpid=
 cleanup() {
 	trap '' INT TERM HUP
-	exec 3>&- 4<&- 2>/dev/null
-	if [ -n "$wpid" ]; then
-		kill "$wpid" 2>/dev/null
-		wait "$wpid" 2>/dev/null
-	fi
+	stop_worker 2>/dev/null
 	release_work
 }
 trap cleanup EXIT
