@@ -14,8 +14,11 @@ start of the daemon until ls exits, then the daemon's VmHWM (and VmRSS)
 from /proc/PID/status, then `fusermount3 -u`.  VmHWM / tensors is printed
 against the goal of 400 bytes a tensor.  On many.pt, torch.load (best of 2,
 torch already imported) against ptls (best of 5, `--json` as in
-bench_ptls.py) in the same run: goal >= 20x.
-Needs torch (Debian's /usr/bin/python3 has 1.13).
+bench_ptls.py) in the same run: goal >= 20x.  Measured with torch 1.13
+(Debian's /usr/bin/python3, needed) and, when its root is there
+(PT_TORCH2_ROOT, default /var/cache/ptfs/torch2-root, made by
+scripts/torch2-root.sh), with torch 2.x too: its torch.load as called
+(weights_only=True by default since 2.6) and with weights_only=False.
 """
 import os
 import shutil
@@ -32,6 +35,7 @@ BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 WORK = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else "/tmp/ptfs-bench")
 PTFS = os.path.join(BUILD, "ptfs")
 PTLS = os.path.join(BUILD, "ptls")
+ROOT = os.environ.get("PT_TORCH2_ROOT", "/var/cache/ptfs/torch2-root")
 GOAL = 400          # bytes of daemon VmHWM per tensor
 RATIO = 20          # torch.load / ptls on 100,000 tensors
 MIB = 1 << 20
@@ -114,12 +118,48 @@ def main():
     import torch
     many = files[0][0]
     t_ptls = best(lambda: ptls(many), 5)
-    t_torch = best(lambda: torch.load(many, map_location="cpu"), 2)
-    r = t_torch / t_ptls
-    print("many.pt: ptls %.3f s, torch.load %.3f s: %.1fx" %
-          (t_ptls, t_torch, r))
-    print("goal torch.load/ptls >= %d on many.pt: %s (%.1fx)" %
-          (RATIO, "met" if r >= RATIO else "NOT met", r))
+    loads = [("torch %s" % torch.__version__.split("+")[0],
+              best(lambda: torch.load(many, map_location="cpu"), 2))]
+    loads += torch2_loads(many)
+    print("many.pt: ptls %.3f s" % t_ptls)
+    for who, t_torch in loads:
+        r = t_torch / t_ptls
+        print("goal torch.load/ptls >= %d on many.pt, %s (torch.load "
+              "%.3f s): %s (%.1fx)" % (RATIO, who, t_torch,
+                                       "met" if r >= RATIO else "NOT met", r))
+
+
+def torch2_loads(path):
+    """[(who, seconds)]: torch 2.x's torch.load of @path (best of 2, torch
+    imported), as called and with weights_only=False; [] without its root"""
+    if not os.path.isdir(os.path.join(ROOT, "usr")):
+        print("torch 2.x: no root at %s (sh scripts/torch2-root.sh): "
+              "compared with torch 1.13 only" % ROOT)
+        return []
+    inner = tempfile.mkdtemp(prefix="ptfs-bench-mem-", dir=ROOT + "/tmp")
+    try:
+        shutil.copy(path, inner)
+        f = "/tmp/%s/%s" % (os.path.basename(inner), os.path.basename(path))
+        code = ("import time, torch\n"
+                "def best(**kw):\n"
+                "    t = []\n"
+                "    for _ in range(2):\n"
+                "        s = time.perf_counter()\n"
+                "        torch.load(%r, map_location='cpu', **kw)\n"
+                "        t.append(time.perf_counter() - s)\n"
+                "    return min(t)\n"
+                "print(torch.__version__.split('+')[0], best(), "
+                "best(weights_only=False))\n" % f)
+        out = subprocess.run(["chroot", ROOT, "python3", "-c", code],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        if out.returncode:
+            raise RuntimeError("torch 2.x: %s" % out.stderr.strip())
+        ver, t_default, t_full = out.stdout.split()[-3:]
+    finally:
+        shutil.rmtree(inner, ignore_errors=True)
+    return [("torch %s as called" % ver, float(t_default)),
+            ("torch %s weights_only=False" % ver, float(t_full))]
 
 
 if __name__ == "__main__":
