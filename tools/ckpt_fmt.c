@@ -303,6 +303,19 @@ const char *fmt_json_kind(const struct ckpt_node *n)
 	       n->kind == CKPT_N_OPAQUE ? "object" : "link";
 }
 
+void fmt_json_name(struct jw *w, const struct ckpt_node *n)
+{
+	jw_lit(w, "\"name\":");
+	jw_cstr(w, n->parent ? n->name : "");
+	jw_lit(w, ",\"key\":");
+	if (n->parent)
+		fmt_json_key(w, n);
+	else
+		jw_lit(w, "null");
+	jw_lit(w, ",\"kind\":");
+	jw_cstr(w, fmt_json_kind(n));
+}
+
 void fmt_json_content(struct jw *w, const struct ckpt *c,
 		      const struct ckpt_node *n)
 {

@@ -48,6 +48,9 @@ void fmt_json_storage(struct jw *w, const struct ckpt_storage *s);
  * "link". */
 const char *fmt_json_kind(const struct ckpt_node *n);
 
+/* "\"name\":...,\"key\":...,\"kind\":..." of @n (the root: "", null). */
+void fmt_json_name(struct jw *w, const struct ckpt_node *n);
+
 /*
  * ",\"type\":..." and what @n holds: a tensor's fields, a value, an
  * object's repr or a link's target (to append inside an object).

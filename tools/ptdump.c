@@ -320,15 +320,8 @@ static void node_json(struct jw *w, const struct ckpt *c,
 	jw_lit(w, "{\"path\":");
 	jw_cstr(w, path ? path : "?");
 	free(path);
-	jw_lit(w, ",\"name\":");
-	jw_cstr(w, n->parent ? n->name : "");
-	jw_lit(w, ",\"key\":");
-	if (n->parent)
-		fmt_json_key(w, n);
-	else
-		jw_lit(w, "null");
-	jw_lit(w, ",\"kind\":");
-	jw_cstr(w, fmt_json_kind(n));
+	jw_putc(w, ',');
+	fmt_json_name(w, n);
 	jw_lit(w, ",\"type\":");
 	jw_cstr(w, n->type);
 	jw_lit(w, ",\"pickle_offset\":");

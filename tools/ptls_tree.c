@@ -144,15 +144,8 @@ static void node_json(struct jw *w, const struct ckpt_node *n, int depth,
 {
 	bool first = true;
 
-	jw_lit(w, "{\"name\":");
-	jw_cstr(w, n->parent ? n->name : "");
-	jw_lit(w, ",\"key\":");
-	if (n->parent)
-		fmt_json_key(w, n);
-	else
-		jw_lit(w, "null");
-	jw_lit(w, ",\"kind\":");
-	jw_cstr(w, fmt_json_kind(n));
+	jw_putc(w, '{');
+	fmt_json_name(w, n);
 	fmt_json_content(w, o->c, n);
 	if (ckpt_node_is_dir(n)) {
 		jw_lit(w, ",\"children\":[");
