@@ -277,9 +277,10 @@ int ckpt_storage_add(struct ckpt_build *b, const char *key,
 		     const struct ckpt_dtype *dt, const char *loc,
 		     uint64_t numel, uint64_t off, struct ckpt_storage **out);
 
-/* ckpt_storage.c: the error for record @e, whose size is not @s's. */
-int ckpt_storage_misfit(const struct ckpt_storage *s,
-			const struct ptz_entry *e, struct diag *d);
+/* ckpt_storage.c: 0 if record @e holds @s's bytes exactly, else the
+   one-line error. */
+int ckpt_storage_fits(const struct ckpt_storage *s,
+		      const struct ptz_entry *e, struct diag *d);
 
 /*
  * ckpt_storage.c: storage of a persistent id (registered on first use),

@@ -179,6 +179,7 @@ static int zip_storages(struct ckpt *c, struct diag *d)
 {
 	struct ptz_reader *z = &c->zip;
 	size_t skip = z->prefix_len + 1 + 5;	/* "<prefix>/data/" */
+	int rc;
 
 	for (uint32_t i = 0; i < z->nentries; i++) {
 		struct ptz_entry *e = &z->entries[i];
@@ -201,8 +202,9 @@ static int zip_storages(struct ckpt *c, struct diag *d)
 			return diag_corrupt(d, s->pkl_off, "storage '%s' has "
 					    "no record %s/data/%s", s->key,
 					    c->zip.prefix, s->key);
-		if (e->usize != s->nbytes)
-			return ckpt_storage_misfit(s, e, d);
+		rc = ckpt_storage_fits(s, e, d);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }

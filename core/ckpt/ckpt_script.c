@@ -439,6 +439,7 @@ static int storages(struct ckpt *c, struct diag *d)
 		bool cst = !strncmp(s->key, "constants/", 10);
 		const char *key = cst ? s->key + 10 : s->key;
 		struct ptz_entry *e;
+		int rc;
 
 		if (s->rec)
 			continue;	/* model.json names its records */
@@ -452,8 +453,9 @@ static int storages(struct ckpt *c, struct diag *d)
 					    "no record %s/%s%s", key,
 					    c->zip.prefix, cst ? "constants/" :
 					    "data/", key);
-		if (e->usize != s->nbytes)
-			return ckpt_storage_misfit(s, e, d);
+		rc = ckpt_storage_fits(s, e, d);
+		if (rc)
+			return rc;
 		s->rec = e;
 	}
 	return 0;

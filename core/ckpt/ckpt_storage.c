@@ -284,9 +284,11 @@ const struct ckpt_vdoc *ckpt_node_vdoc(const struct ckpt *c,
 	return lo ? &c->vdocs[lo - 1] : NULL;
 }
 
-int ckpt_storage_misfit(const struct ckpt_storage *s,
-			const struct ptz_entry *e, struct diag *d)
+int ckpt_storage_fits(const struct ckpt_storage *s,
+		      const struct ptz_entry *e, struct diag *d)
 {
+	if (e->usize == s->nbytes)
+		return 0;
 	return diag_corrupt(d, e->header_off, "record %s has %llu bytes, but "
 			    "storage '%s' is %llu x %s = %llu bytes", e->name,
 			    (unsigned long long)e->usize, s->key,
