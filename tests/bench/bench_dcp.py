@@ -35,8 +35,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import TORCH2_ROOT as ROOT  # noqa: E402
+
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
-ROOT = os.environ.get("PT_TORCH2_ROOT", "/var/cache/ptfs/torch2-root")
 INNER = "/tmp/ptfs-bench-dcp"
 WORK = os.path.join(ROOT, INNER.lstrip("/"))
 MB = 1e6

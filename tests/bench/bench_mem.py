@@ -29,13 +29,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ckpt_gen import make, many_state  # noqa: E402
-from benchlib import best, mounted, vm  # noqa: E402
+from benchlib import TORCH2_ROOT as ROOT, best, mounted, vm  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 WORK = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else "/tmp/ptfs-bench")
 PTFS = os.path.join(BUILD, "ptfs")
 PTLS = os.path.join(BUILD, "ptls")
-ROOT = os.environ.get("PT_TORCH2_ROOT", "/var/cache/ptfs/torch2-root")
 GOAL = 400          # bytes of daemon VmHWM per tensor
 RATIO = 20          # torch.load / ptls on 100,000 tensors
 MIB = 1 << 20

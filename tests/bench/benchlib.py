@@ -1,8 +1,12 @@
 """benchlib.py - what several benchmarks measure with: the best of n
-timed runs, whether a path is a mount point, and a process's peak or
-current memory (VmHWM/VmRSS) from /proc.
+timed runs, whether a path is a mount point, a process's peak or
+current memory (VmHWM/VmRSS) from /proc, and where torch 2.x's root is.
 """
+import os
 import time
+
+# torch 2.x's root (sh scripts/torch2-root.sh makes it)
+TORCH2_ROOT = os.environ.get("PT_TORCH2_ROOT", "/var/cache/ptfs/torch2-root")
 
 
 def best(fn, n):
