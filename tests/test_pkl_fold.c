@@ -4,6 +4,8 @@
  * released nodes are reused, that pkl_unfolded() shows what an unfolded
  * parse made, that pkl_unfold() restores the very graph, and that a pickle
  * which refers again to a released value is parsed a second time, unfolded.
+ * Also that a pickle read through a window (pkl_parse_src()) gives what
+ * its whole bytes give, since the lane's tests make the pickles for both.
  */
 #define _GNU_SOURCE	/* memmem */
 #include "test_pkl.h"
@@ -147,10 +149,13 @@ static size_t chunk_nodes(const struct pkl_doc *doc)
 static bool same_leaf(const struct pkl_value *a, const struct pkl_value *b)
 {
 	switch (a->kind) {
-	case PKL_INT: case PKL_BOOL:
+	case PKL_INT: case PKL_BOOL: case PKL_EXT:
 		cr_assert_eq(a->u.i, b->u.i, "id %u", a->id);
 		return true;
-	case PKL_STR:
+	case PKL_FLOAT:
+		cr_assert_eq(memcmp(&a->u.f, &b->u.f, sizeof(a->u.f)), 0);
+		return true;
+	case PKL_STR: case PKL_BYTES: case PKL_STRING: case PKL_BIGINT:
 		cr_assert_eq(a->u.s.n, b->u.s.n);
 		cr_assert_eq(memcmp(a->u.s.p, b->u.s.p, a->u.s.n), 0);
 		return true;
@@ -520,8 +525,12 @@ static void same_node(const struct pkl_value *a, const struct pkl_value *b,
 	}
 }
 
+static unsigned window_same(const unsigned char *b, size_t n,
+			    unsigned flags);
+
 /*
- * Parse @b with the lane and without; the documents must be the same.
+ * Parse @b with the lane and without (and through windows: window_same());
+ * the documents must be the same.
  * Returns how many calls the lane folded, or -1 if both parses failed
  * with the same error.
  */
@@ -555,7 +564,151 @@ static long lane_same(const unsigned char *b, size_t n)
 	nlane = fast->nlane;
 	pkl_doc_free(fast);
 	pkl_doc_free(slow);
+	window_same(b, n, PKL_FOLD);
 	return nlane;
+}
+
+/* ---- a pickle read through a window (pkl_parse_src()) ---- */
+
+struct mem_src {
+	const unsigned char *b;
+	size_t n;
+	uint64_t base;
+	unsigned reads;
+};
+
+static int mem_read(void *ctx, unsigned char *buf, size_t n, uint64_t off,
+		    struct diag *d)
+{
+	struct mem_src *m = ctx;
+
+	(void)d;
+	cr_assert_geq(off, m->base);
+	cr_assert_leq(off - m->base + n, m->n, "read past the pickle");
+	memcpy(buf, m->b + (off - m->base), n);
+	m->reads++;
+	return 0;
+}
+
+/*
+ * Parse @b whole and through windows of several sizes, down to one byte
+ * (a refill inside nearly every opcode): the same document, or the same
+ * error.  Returns the reads of the smallest window.
+ */
+static unsigned window_same(const unsigned char *b, size_t n, unsigned flags)
+{
+	static const size_t windows[] = { 1, 2, 3, 7, 64, 4096, 0 };
+	struct pkl_doc *whole = NULL;
+	struct diag d1;
+	char l1[320], l2[320];
+	unsigned reads1 = 0;
+	int r1;
+
+	diag_init(&d1, "test.pkl");
+	r1 = pkl_parse_with(b, n, 1000, flags, &whole, &d1);
+	for (size_t w = 0; w < sizeof(windows) / sizeof(windows[0]); w++) {
+		struct mem_src m = { b, n, 1000, 0 };
+		struct pkl_src src = { mem_read, &m, windows[w] };
+		struct pkl_doc *doc = NULL;
+		unsigned char *seen;
+		struct diag d2;
+		int r2;
+
+		diag_init(&d2, "test.pkl");
+		r2 = pkl_parse_src(&src, 1000, n, flags, &doc, &d2);
+		cr_assert_eq(r1, r2, "window %zu: %d, not %d", windows[w], r2,
+			     r1);
+		if (w == 0)
+			reads1 = m.reads;
+		if (r1) {
+			cr_assert_str_eq(diag_line(&d2, l2, sizeof(l2)),
+					 diag_line(&d1, l1, sizeof(l1)));
+			continue;
+		}
+		cr_assert_eq(doc->nnodes, whole->nnodes);
+		cr_assert_eq(doc->nfolded, whole->nfolded);
+		cr_assert_eq(doc->end, whole->end);
+		cr_assert_eq(doc->proto, whole->proto);
+		seen = calloc(whole->nnodes + 1u, 1);
+		cr_assert_not_null(seen);
+		same_node(doc->root, whole->root, seen, 0);
+		free(seen);
+		pkl_doc_free(doc);
+	}
+	pkl_doc_free(whole);
+	return reads1;
+}
+
+/*
+ * Every protocol's opcodes (protocol 0's two-line GLOBAL and INST among
+ * them), torch's data.pkl folded and not, and the same cut short and with
+ * bytes flipped: read through any window, what whole bytes give.
+ */
+Test(pkl_window, reads_what_the_whole_bytes_give)
+{
+	uint64_t off;
+	size_t n;
+	unsigned char *p;
+
+	for (int proto = 0; proto <= 5; proto++) {
+		p = read_values(proto, &n);
+		/* a one-byte window is read again about every other byte */
+		cr_assert_gt(window_same(p, n, 0), n / 4, "protocol %d", proto);
+		for (size_t cut = 0; cut < n; cut += 1 + cut / 8)
+			window_same(p, cut, 0);
+		free(p);
+	}
+	p = torch_data_pkl(&n, &off);
+	window_same(p, n, 0);
+	window_same(p, n, PKL_FOLD);
+	window_same(p, n, PKL_FOLD | PKL_FOLD_SLOW);
+	for (size_t i = 0; i < n; i += 3) {
+		p[i] ^= 0x5a;
+		window_same(p, n, PKL_FOLD);
+		p[i] ^= 0x5a;
+	}
+	free(p);
+	assert_no_leaks();
+}
+
+/*
+ * A value longer than the window is held whole while it is read, and a
+ * length past the pickle's end is refused before anything is read for
+ * it: BINBYTES8 of 2^62 bytes must not become a 2^62-byte window.
+ */
+Test(pkl_window, holds_a_long_value_and_refuses_a_huge_one)
+{
+	static const unsigned char huge[] = "\x80\x04\x8e\0\0\0\0\0\0\0\x40.";
+	unsigned char *b = malloc(100000 + 16);
+	struct mem_src m = { b, 0, 0, 0 };
+	struct pkl_src src = { mem_read, &m, 16 };
+	struct pkl_doc *doc = NULL;
+	struct diag d;
+	char line[320];
+
+	cr_assert_not_null(b);
+	memcpy(b, "\x80\x04\x8e", 3);
+	for (int i = 0; i < 8; i++)		/* BINBYTES8's length */
+		b[3 + i] = (unsigned char)(UINT64_C(100000) >> (8 * i));
+	memset(b + 11, 'x', 100000);
+	b[11 + 100000] = '.';
+	m.n = 11 + 100000 + 1;
+	diag_init(&d, "test.pkl");
+	cr_assert_eq(pkl_parse_src(&src, 0, m.n, 0, &doc, &d), 0,
+		     "%s", diag_line(&d, line, sizeof(line)));
+	cr_assert_eq(doc->root->kind, PKL_BYTES);
+	cr_assert_eq(doc->root->u.s.n, 100000);
+	cr_assert_eq(doc->root->u.s.p[99999], 'x');
+	pkl_doc_free(doc);
+	window_same(b, m.n, 0);
+	free(b);
+	m = (struct mem_src){ huge, sizeof(huge) - 1, 0, 0 };
+	diag_init(&d, "test.pkl");
+	cr_assert_eq(pkl_parse_src(&src, 0, m.n, 0, &doc, &d), -EILSEQ);
+	cr_assert(strstr(diag_line(&d, line, sizeof(line)),
+			 "past end of pickle"), "%s", line);
+	cr_assert_eq(m.reads, 1);
+	assert_no_leaks();
 }
 
 static unsigned char *replaced_all(unsigned char *b, size_t *n,

@@ -209,13 +209,48 @@ static int zip_storages(struct ckpt *c, struct diag *d)
 	return 0;
 }
 
+static int zip_read(void *z, unsigned char *buf, size_t n, uint64_t off,
+		    struct diag *d)
+{
+	return ptz_pread(z, buf, n, off, d);
+}
+
+/*
+ * Parse data.pkl into c->doc.  The document holds copies of everything,
+ * so a stored record is read through a window (pkl_parse_src()) and its
+ * bytes are never whole in memory beside the graph; a deflated one
+ * (rare: torch stores) is inflated whole and freed before the build.
+ */
+static int parse_pkl(struct ckpt *c, unsigned flags, struct diag *d)
+{
+	struct pkl_src src = { .read = zip_read, .ctx = &c->zip };
+	struct ptz_entry *e = c->pkl_rec;
+	size_t len;
+	int rc;
+
+	rc = ptz_entry_fits(&c->zip, e, PKL_MAX_BYTES - 1, d);
+	if (rc)
+		return rc;
+	c->pkl_off = e->data_off;
+	if (e->method == PTZ_STORED)
+		return pkl_parse_src(&src, c->pkl_off, e->usize, flags,
+				     &c->doc, d);
+	rc = ptz_entry_read(&c->zip, e, PKL_MAX_BYTES - 1, &c->pkl, &len,
+			    d);
+	if (!rc)
+		rc = pkl_parse_with(c->pkl, len, c->pkl_off, flags, &c->doc,
+				    d);
+	free(c->pkl);
+	c->pkl = NULL;
+	return rc;
+}
+
 /*
  * The zip archive at @base of c->fd (c->file_size bytes from there);
  * @fold: fold data.pkl's tensor rebuild calls (PKL_FOLD, ckpt_whole()).
  */
 static int open_zip(struct ckpt *c, uint64_t base, bool fold, struct diag *d)
 {
-	size_t len;
 	int rc;
 
 	rc = ptz_reader_open_at(&c->zip, c->fd, c->path, base, c->file_size,
@@ -225,18 +260,7 @@ static int open_zip(struct ckpt *c, uint64_t base, bool fold, struct diag *d)
 	if (!rc && c->format == CKPT_TORCHSCRIPT)
 		return ckpt_script_open(c, d);
 	if (!rc)
-		rc = ptz_entry_read(&c->zip, c->pkl_rec, PKL_MAX_BYTES - 1,
-				    &c->pkl, &len, d);
-	if (rc)
-		return rc;
-	c->pkl_len = len;
-	c->pkl_off = c->pkl_rec->data_off;
-	rc = pkl_parse_with(c->pkl, c->pkl_len, c->pkl_off,
-			    fold ? PKL_FOLD : 0, &c->doc, d);
-	/* the document holds copies of everything: the raw bytes must not
-	   stay for the build, which is where the memory peaks */
-	free(c->pkl);
-	c->pkl = NULL;
+		rc = parse_pkl(c, fold ? PKL_FOLD : 0, d);
 	if (!rc)
 		rc = ckpt_build_model(c, d);
 	if (!rc)

@@ -265,6 +265,30 @@ int pkl_parse_with(const unsigned char *buf, size_t len, uint64_t base_off,
 		   unsigned flags, struct pkl_doc **out, struct diag *d);
 
 /*
+ * Where pkl_parse_src() reads a pickle from: @read gets @n bytes at
+ * offset @off (@base_off and on, as in diagnostics) into @buf, 0 or
+ * -errno with @d set.  @window: the bytes held at a time, 0 for
+ * PKL_WINDOW; a value longer than that is held whole while it is read.
+ */
+struct pkl_src {
+	int (*read)(void *ctx, unsigned char *buf, size_t n, uint64_t off,
+		    struct diag *d);
+	void *ctx;
+	size_t window;
+};
+#define PKL_WINDOW	(1u << 20)
+
+/*
+ * pkl_parse_with() of the @len bytes at @base_off of @src, read through a
+ * window instead of whole: the document holds copies of what it needs,
+ * so a torch.save pickle (about 95 bytes a tensor) never has to be in
+ * memory beside its graph (docs/design.md, "Memory per tensor").
+ */
+int pkl_parse_src(const struct pkl_src *src, uint64_t base_off,
+		  uint64_t len, unsigned flags, struct pkl_doc **out,
+		  struct diag *d);
+
+/*
  * Make @doc whole again: parse @buf (the same pickle) without folding and
  * point every folded call at the arguments of the same call there (ids
  * are creation order, so both documents number every value alike; the

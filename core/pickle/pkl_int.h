@@ -119,9 +119,21 @@ enum {
 };
 
 struct pkl_parser {
+	/*
+	 * The input: buf[0..len) is the whole pickle, or with a source
+	 * (pkl_parse_src()) a window on it that pkl_fill() moves on;
+	 * pointers into it last until the next pkl_fill()
+	 */
 	const unsigned char *buf;
 	size_t len, pos;		/* pos: next byte to consume */
 	uint64_t base;			/* file offset of buf[0] */
+	uint64_t end;			/* file offset just past the pickle */
+	const struct pkl_src *src;	/* NULL: buf is the whole pickle */
+	unsigned char *win;		/* with src: buf, owned */
+	size_t wcap;			/* its size: window, or more while
+					   a longer value is read */
+	size_t window;
+	size_t look;			/* bytes wanted at each opcode */
 	uint64_t off;			/* file offset of this opcode */
 	unsigned char op;		/* the current opcode */
 	const char *name;		/* and its name */
@@ -219,7 +231,10 @@ int pkl_push_scalar(struct pkl_parser *p, int kind, int64_t i);
 int pkl_push_owned(struct pkl_parser *p, int kind, char *s, size_t n);
 int pkl_push_copy(struct pkl_parser *p, int kind, const unsigned char *s,
 		  size_t n);
+int pkl_fill(struct pkl_parser *p, size_t need);
 int pkl_line(struct pkl_parser *p, const unsigned char **s, size_t *n);
+int pkl_line2(struct pkl_parser *p, const unsigned char **s1, size_t *n1,
+	      const unsigned char **s2, size_t *n2);
 char *pkl_dup0(struct pkl_parser *p, const unsigned char *s, size_t n);
 int pkl_op_put(struct pkl_parser *p, uint64_t key);
 int pkl_op_get(struct pkl_parser *p, uint64_t key);

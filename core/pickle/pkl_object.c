@@ -100,10 +100,8 @@ int pkl_op_global(struct pkl_parser *p)
 	const unsigned char *m, *s;
 	size_t nm, n;
 	struct pkl_value *v;
-	int rc = pkl_line(p, &m, &nm);
+	int rc = pkl_line2(p, &m, &nm, &s, &n);
 
-	if (!rc)
-		rc = pkl_line(p, &s, &n);
 	if (rc < 0)
 		return rc;
 	v = mk_global(p, m, nm, s, n);
@@ -294,11 +292,8 @@ int pkl_op_obj(struct pkl_parser *p, bool inst)
 	size_t base = 0, nm = 0, n = 0, first;
 	int rc = 0;
 
-	if (inst) {
-		rc = pkl_line(p, &m, &nm);
-		if (!rc)
-			rc = pkl_line(p, &s, &n);
-	}
+	if (inst)
+		rc = pkl_line2(p, &m, &nm, &s, &n);
 	if (!rc)
 		rc = pkl_pop_mark(p, &base);
 	if (rc < 0)

@@ -117,16 +117,66 @@ struct pkl_value *pkl_mkpush(struct pkl_parser *p, int kind)
 	return v;
 }
 
+/*
+ * Have @need bytes from p->pos in the window, or all that is left of the
+ * pickle: the unread bytes move to the front and more are read after
+ * them, into a window of @need bytes if that is more than p->window (and
+ * back to p->window after).  Pointers into the window taken before the
+ * call are stale after it.  Nothing to do for a pickle given whole.
+ * 0 or -errno with p->rc set.
+ */
+int pkl_fill(struct pkl_parser *p, size_t need)
+{
+	uint64_t left = p->end - (p->base + p->len);	/* not read yet */
+	size_t have = p->len - p->pos, size, n;
+	int rc;
+
+	if (have >= need || !left)
+		return 0;
+	memmove(p->win, p->win + p->pos, have);
+	p->buf = p->win;
+	p->base += p->pos;
+	p->pos = 0;
+	p->len = have;
+	size = need > p->window ? need : p->window;
+	if (size != p->wcap) {
+		unsigned char *w = realloc(p->win, size);
+
+		if (!w)
+			return p->rc = diag_nomem(p->d);
+		p->buf = p->win = w;
+		p->wcap = size;
+	}
+	n = p->wcap - have;
+	if (n > left)
+		n = (size_t)left;
+	rc = p->src->read(p->src->ctx, p->win + have, n, p->base + have,
+			  p->d);
+	if (rc < 0)
+		return p->rc = rc;
+	p->len = have + n;
+	return 0;
+}
+
+/* Bytes of the pickle from p->pos on, read or not. */
+static uint64_t unread(const struct pkl_parser *p)
+{
+	return p->end - (p->base + p->pos);
+}
+
 /* Consume @k argument bytes of the current opcode; NULL with p->rc set. */
 static const unsigned char *arg(struct pkl_parser *p, size_t k)
 {
-	const unsigned char *a = p->buf + p->pos;
+	const unsigned char *a;
 
+	if (p->len - p->pos < k && pkl_fill(p, k) < 0)
+		return NULL;
 	if (p->len - p->pos < k) {
 		p->rc = diag_corrupt(p->d, p->off,
 				     "%s argument past end of pickle", p->name);
 		return NULL;
 	}
+	a = p->buf + p->pos;
 	p->pos += k;
 	return a;
 }
@@ -134,31 +184,75 @@ static const unsigned char *arg(struct pkl_parser *p, size_t k)
 /* Consume a counted payload; its length came from the input. */
 static const unsigned char *payload(struct pkl_parser *p, uint64_t k)
 {
-	const unsigned char *a = p->buf + p->pos;
+	const unsigned char *a;
 
-	if (k > p->len - p->pos) {
+	if (k > unread(p)) {
 		p->rc = diag_corrupt(p->d, p->off,
 				     "%s length %" PRIu64 " past end of pickle",
 				     p->name, k);
 		return NULL;
 	}
+	if (pkl_fill(p, (size_t)k) < 0)
+		return NULL;
+	a = p->buf + p->pos;
 	p->pos += (size_t)k;
 	return a;
+}
+
+/*
+ * Have @k line ends in the window from p->pos, reading on as needed: 1,
+ * 0 when the pickle ends first, or -errno.
+ */
+static int have_lines(struct pkl_parser *p, int k)
+{
+	for (;;) {
+		const unsigned char *a = p->buf + p->pos;
+		const unsigned char *e = p->buf + p->len, *nl;
+		size_t have = p->len - p->pos;
+		int got = 0, rc;
+
+		for (; got < k && (nl = memchr(a, '\n', (size_t)(e - a)));
+		     got++)
+			a = nl + 1;
+		if (got == k)
+			return 1;
+		if (p->base + p->len == p->end)
+			return 0;
+		rc = pkl_fill(p, have + (have > p->look ? have : p->look));
+		if (rc < 0)
+			return rc;
+	}
 }
 
 /* Consume a protocol 0 text argument up to its newline (not included). */
 int pkl_line(struct pkl_parser *p, const unsigned char **s, size_t *n)
 {
-	const unsigned char *a = p->buf + p->pos;
-	const unsigned char *nl = memchr(a, '\n', p->len - p->pos);
+	const unsigned char *a;
+	int rc = have_lines(p, 1);
 
-	if (!nl)
+	if (rc < 0)
+		return rc;
+	if (!rc)
 		return diag_corrupt(p->d, p->off,
 				    "%s argument has no end of line", p->name);
+	a = p->buf + p->pos;
 	*s = a;
-	*n = (size_t)(nl - a);
+	*n = (size_t)((const unsigned char *)memchr(a, '\n',
+						    p->len - p->pos) - a);
 	p->pos += *n + 1;
 	return 0;
+}
+
+/* Two pkl_line()s whose results are both valid after the second. */
+int pkl_line2(struct pkl_parser *p, const unsigned char **s1, size_t *n1,
+	      const unsigned char **s2, size_t *n2)
+{
+	int rc = have_lines(p, 2);
+
+	if (rc < 0)
+		return rc;
+	rc = pkl_line(p, s1, n1);
+	return rc ? rc : pkl_line(p, s2, n2);
 }
 
 char *pkl_dup0(struct pkl_parser *p, const unsigned char *s, size_t n)
@@ -373,7 +467,7 @@ static int op_frame(struct pkl_parser *p)
 		return p->rc;
 	k = le64(a);
 	/* Only validated: the frame's opcodes follow and are read as usual. */
-	if (k > p->len - p->pos)
+	if (k > unread(p))
 		return diag_corrupt(p->d, p->off, "FRAME length %" PRIu64
 				    " past end of pickle", k);
 	return 0;
@@ -469,11 +563,13 @@ static int op_dup(struct pkl_parser *p)
 static int op_long1(struct pkl_parser *p)
 {
 	const unsigned char *a = arg(p, 1), *s;
+	size_t k;
 
 	if (!a)
 		return p->rc;
-	s = payload(p, a[0]);
-	return s ? push_long(p, s, a[0]) : p->rc;
+	k = a[0];	/* payload() may move the window */
+	s = payload(p, k);
+	return s ? push_long(p, s, k) : p->rc;
 }
 
 static int step(struct pkl_parser *p)
@@ -557,7 +653,11 @@ static int run(struct pkl_parser *p)
 {
 	int rc;
 
-	while (p->pos < p->len) {
+	for (;;) {
+		if (p->len - p->pos < p->look && (rc = pkl_fill(p, p->look)))
+			return rc;
+		if (p->pos >= p->len)
+			break;
 		p->op = p->buf[p->pos];
 		p->off = p->base + p->pos++;
 		p->name = opnames[p->op];
@@ -581,14 +681,23 @@ static int run(struct pkl_parser *p)
 		if (rc < 0)
 			return rc;
 	}
-	return diag_corrupt(p->d, p->base + p->len, "pickle ends without STOP");
+	return diag_corrupt(p->d, p->end, "pickle ends without STOP");
 }
 
-static int parse(const unsigned char *buf, size_t len, uint64_t base_off,
-		 unsigned flags, struct pkl_doc **out, struct diag *d)
+/* Bytes the parser wants in the window at each opcode: a lane's call. */
+#define LOOKAHEAD	4096u
+
+/* The @len bytes of @buf, or with @src (then @buf is NULL) read from it. */
+static int parse(const unsigned char *buf, uint64_t len, uint64_t base_off,
+		 const struct pkl_src *src, unsigned flags,
+		 struct pkl_doc **out, struct diag *d)
 {
+	size_t window = src && src->window ? src->window : PKL_WINDOW;
 	struct pkl_parser p = {
-		.buf = buf, .len = len, .base = base_off, .d = d,
+		.buf = buf, .len = src ? 0 : (size_t)len, .base = base_off,
+		.end = base_off + len, .src = src, .d = d,
+		.wcap = src ? window : 0, .window = window,
+		.look = window < LOOKAHEAD ? window : LOOKAHEAD,
 		.fold = flags & PKL_FOLD,
 		.lane = (flags & PKL_FOLD) && !(flags & PKL_FOLD_SLOW),
 	};
@@ -599,12 +708,16 @@ static int parse(const unsigned char *buf, size_t len, uint64_t base_off,
 	/* Never NULL, so that p->stack + base is always defined. */
 	p.cap = 64;
 	p.stack = malloc(p.cap * sizeof(*p.stack));
-	if (!p.doc || !p.stack) {
+	if (src)
+		p.buf = p.win = malloc(p.wcap);
+	if (!p.doc || !p.stack || (src && !p.win)) {
+		free(p.win);
 		free(p.stack);
 		free(p.doc);
 		return diag_nomem(d);
 	}
 	rc = run(&p);
+	free(p.win);
 	free(p.stack);
 	free(p.marks);
 	pkl_memo_release(&p.memo);
@@ -616,14 +729,30 @@ static int parse(const unsigned char *buf, size_t len, uint64_t base_off,
 	return 0;
 }
 
+/* parse(), and again unfolded if a released value was wanted */
+static int parse_folding(const unsigned char *buf, uint64_t len,
+			 uint64_t base_off, const struct pkl_src *src,
+			 unsigned flags, struct pkl_doc **out,
+			 struct diag *d)
+{
+	int rc = parse(buf, len, base_off, src, flags, out, d);
+
+	if (rc == 1)
+		rc = parse(buf, len, base_off, src, 0, out, d);
+	return rc;
+}
+
 int pkl_parse_with(const unsigned char *buf, size_t len, uint64_t base_off,
 		   unsigned flags, struct pkl_doc **out, struct diag *d)
 {
-	int rc = parse(buf, len, base_off, flags, out, d);
+	return parse_folding(buf, len, base_off, NULL, flags, out, d);
+}
 
-	if (rc == 1)	/* a released value was wanted: no folding */
-		rc = parse(buf, len, base_off, 0, out, d);
-	return rc;
+int pkl_parse_src(const struct pkl_src *src, uint64_t base_off,
+		  uint64_t len, unsigned flags, struct pkl_doc **out,
+		  struct diag *d)
+{
+	return parse_folding(NULL, len, base_off, src, flags, out, d);
 }
 
 int pkl_parse(const unsigned char *buf, size_t len, uint64_t base_off,

@@ -137,6 +137,22 @@ int ptz_entry_locate(const struct ptz_reader *z, struct ptz_entry *e,
 		     struct diag *d);
 
 /*
+ * Read exactly @len bytes at @off of the archive (from z->base in z->fd):
+ * io_pread_diag(), so a short file is corruption at the offset where its
+ * bytes ran out.  Returns 0 or -errno with @d set.
+ */
+int ptz_pread(const struct ptz_reader *z, void *buf, size_t len, uint64_t off,
+	      struct diag *d);
+
+/*
+ * ptz_entry_locate(), and refuse a record larger than @max bytes (or,
+ * deflated, with more compressed bytes than @max could need).  0 or
+ * -errno with @d set.
+ */
+int ptz_entry_fits(const struct ptz_reader *z, struct ptz_entry *e,
+		   uint64_t max, struct diag *d);
+
+/*
  * Read the whole record @e into a malloc'd buffer (inflating a deflated
  * one), NUL-terminated for convenience; *@len gets its size.  Refuses
  * records larger than @max bytes.  Caller owns *@out (free()).

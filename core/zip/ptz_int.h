@@ -69,14 +69,6 @@ static inline int ptz_name_cmp(const char *a, size_t na, const char *b,
 }
 
 /*
- * Read exactly @len bytes at @off of the archive (from z->base in z->fd):
- * io_pread_diag(), so a short file is corruption at the offset where its
- * bytes ran out.  Returns 0 or -errno with @d set.
- */
-int ptz_pread(const struct ptz_reader *z, void *buf, size_t len, uint64_t off,
-	      struct diag *d);
-
-/*
  * Find the end records: sets z->eocd_off, z->zip64, z->nentries,
  * z->cdir_off and z->cdir_size, all checked against z->file_size.
  */

@@ -274,16 +274,11 @@ static uint64_t max_csize(uint64_t max)
 	return m;
 }
 
-int ptz_entry_read(const struct ptz_reader *z, struct ptz_entry *e,
-		   uint64_t max, unsigned char **out, size_t *len,
-		   struct diag *d)
+int ptz_entry_fits(const struct ptz_reader *z, struct ptz_entry *e,
+		   uint64_t max, struct diag *d)
 {
-	unsigned char *buf;
-	int rc;
+	int rc = ptz_entry_locate(z, e, d);
 
-	*out = NULL;
-	*len = 0;
-	rc = ptz_entry_locate(z, e, d);
 	if (rc < 0)
 		return rc;
 	if (e->usize > max || e->usize >= SIZE_MAX)
@@ -293,6 +288,21 @@ int ptz_entry_read(const struct ptz_reader *z, struct ptz_entry *e,
 	    (e->csize > max_csize(max) || e->csize >= SIZE_MAX))
 		return diag_set(d, -EFBIG, e->header_off, "record '%s' has %" PRIu64 " compressed bytes, too many for its allowed %" PRIu64,
 				e->name, e->csize, max);
+	return 0;
+}
+
+int ptz_entry_read(const struct ptz_reader *z, struct ptz_entry *e,
+		   uint64_t max, unsigned char **out, size_t *len,
+		   struct diag *d)
+{
+	unsigned char *buf;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	rc = ptz_entry_fits(z, e, max, d);
+	if (rc < 0)
+		return rc;
 	buf = malloc((size_t)e->usize + 1);
 	if (!buf)
 		return diag_nomem(d);
