@@ -2,7 +2,8 @@
  * pickle_asm.h - a tiny pickle assembler for the model's Criterion tests
  * (test_ckpt.c, test_ckpt_formats.c): protocol 2 opcodes appended to a
  * zip_builder.h buffer, and torch.save's rebuild call of a tensor, so a
- * test can build the exact pickle a case needs, hostile ones included.
+ * test can build the exact pickle a case needs, hostile ones included,
+ * and the archive around it (write_ckpt()).
  */
 #ifndef PT_TESTS_PICKLE_ASM_H
 #define PT_TESTS_PICKLE_ASM_H
@@ -12,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static inline void op(struct buf *b, unsigned char c)
@@ -88,6 +90,31 @@ static inline void pk_tensor(struct buf *b, const char *cls, const char *key,
 	op(b, 'R');
 	op(b, 't');
 	op(b, 'R');
+}
+
+/* A torch-layout archive "m/..." of data.pkl, version and storages,
+ * written to a temporary file (write_tmp()). */
+static inline const char *write_ckpt(const struct buf *pkl,
+				     const char *version,
+				     const struct zent *extra, size_t nextra)
+{
+	struct zent ents[ZMAX];
+	struct zopt o = { .torch = true };
+	struct zinfo info;
+	struct buf out;
+	size_t n = 0;
+	const char *path;
+
+	ents[n++] = (struct zent){ "m/data.pkl", pkl->p, pkl->len, false };
+	for (size_t i = 0; i < nextra; i++)
+		ents[n++] = extra[i];
+	if (version)
+		ents[n++] = (struct zent){ "m/version", version,
+					   strlen(version), false };
+	zb_build(&out, ents, n, &o, &info);
+	path = write_tmp(out.p, out.len);
+	free(out.p);
+	return path;
 }
 
 #endif

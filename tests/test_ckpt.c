@@ -23,31 +23,6 @@
 
 #define SAMPLE PT_TEST_DATA "/sample.pt"
 
-/* ---- writing checkpoints to temp files ---- */
-
-/* A torch-layout archive "m/..." of data.pkl, version and storages. */
-static const char *write_ckpt(const struct buf *pkl, const char *version,
-			      const struct zent *extra, size_t nextra)
-{
-	struct zent ents[ZMAX];
-	struct zopt o = { .torch = true };
-	struct zinfo info;
-	struct buf out;
-	size_t n = 0;
-	const char *path;
-
-	ents[n++] = (struct zent){ "m/data.pkl", pkl->p, pkl->len, false };
-	for (size_t i = 0; i < nextra; i++)
-		ents[n++] = extra[i];
-	if (version)
-		ents[n++] = (struct zent){ "m/version", version,
-					   strlen(version), false };
-	zb_build(&out, ents, n, &o, &info);
-	path = write_tmp(out.p, out.len);
-	free(out.p);
-	return path;
-}
-
 static const struct ckpt_node *at(const struct ckpt *c, const char *path)
 {
 	const struct ckpt_node *n = c->root;

@@ -54,6 +54,9 @@ const struct ckpt_dtype *ckpt_dtype_by_storage(const char *cls);
 const struct ckpt_dtype *ckpt_dtype_by_st(const char *name);
 /* The raw byte type UntypedStorage uses. */
 const struct ckpt_dtype *ckpt_dtype_bytes(void);
+/* @dt's position in the table of dtypes with a storage class, and back */
+unsigned ckpt_dtype_index(const struct ckpt_dtype *dt);
+const struct ckpt_dtype *ckpt_dtype_at(unsigned i);
 
 /* ---- storages and tensors ---- */
 
@@ -310,6 +313,60 @@ static inline bool ckpt_node_is_dir(const struct ckpt_node *n)
 	return n && (n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ);
 }
 
+/*
+ * Rows (ckpt_row.c; docs/design.md, "Memory per tensor").  Opened with
+ * CKPT_OPEN_ROWS, a plain tensor of a torch.save dict (its own storage,
+ * a plain str key) gets no node, tensor or storage: its slots in
+ * c->nodes[], its dict's kids[], c->tensors[] and c->storages[] hold a
+ * tagged pointer to a 48-byte row instead, the rest staying in the
+ * pickle's folded record.  Code that reads those slots sees a row through
+ * the ckpt_*_at() functions below, which fill a struct ckpt_rowview on
+ * the caller's stack; code that keeps or changes what it reads calls
+ * ckpt_materialize() first.  Without the flag there are no rows.
+ */
+struct ckpt_rowview {
+	struct ckpt_node node;
+	struct ckpt_tensor tensor;
+	struct ckpt_storage storage;
+};
+
+/* Does slot @p of c->nodes[], kids[], c->tensors[] or c->storages[] hold
+ * a row?  (Its tag makes it a non-canonical address: using it faults.) */
+static inline bool ckpt_is_row(const void *p)
+{
+	return (uintptr_t)p >> 63;
+}
+
+/* Node slot @p as a node: itself, or its row filled into @v. */
+const struct ckpt_node *ckpt_node_at(const struct ckpt *c,
+				     const struct ckpt_node *p,
+				     struct ckpt_rowview *v);
+
+/* Child @i of directory @dir, as ckpt_node_at(). */
+static inline const struct ckpt_node *ckpt_kid(const struct ckpt *c,
+					       const struct ckpt_node *dir,
+					       uint32_t i,
+					       struct ckpt_rowview *v)
+{
+	return ckpt_node_at(c, dir->dir->kids[i], v);
+}
+
+/* c->tensors[@i] and c->storages[@i], as ckpt_node_at(). */
+const struct ckpt_tensor *ckpt_tensor_at(const struct ckpt *c, uint32_t i,
+					 struct ckpt_rowview *v);
+const struct ckpt_storage *ckpt_storage_at(const struct ckpt *c, uint32_t i,
+					   struct ckpt_rowview *v);
+
+/* The name of node slot @p without filling a view. */
+const char *ckpt_slot_name(const struct ckpt_node *p);
+
+/*
+ * Give every row its node, tensor and storage, in the same slots, with
+ * the ids and indexes they had: the model a plain open builds.  0, or
+ * -ENOMEM with @d set (the rows made by then stay made).
+ */
+int ckpt_materialize(struct ckpt *c, struct diag *d);
+
 /* The files a tensor node is seen through (docs/views.md). */
 enum ckpt_view {
 	CKPT_V_RAW,		/* KEY: the bytes of t.contiguous() */
@@ -411,6 +468,8 @@ struct ckpt {
 					   Parameters and quantizer params */
 	uint32_t ntensors;
 	uint32_t nshown;	/* distinct tensors the tree shows */
+	uint32_t nrows;		/* of them, rows (ckpt_is_row()) */
+	bool rows;		/* the build may make rows */
 	struct ckpt_node *root;
 	struct ckpt_node **nodes;
 	uint32_t nnodes;
@@ -455,6 +514,8 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d);
 					   wrong is kept for ckpt_dcp_verify() */
 #define CKPT_OPEN_WHOLE		2u	/* keep data.pkl's graph whole: no
 					   folded rebuild calls (ptdump) */
+#define CKPT_OPEN_ROWS		4u	/* plain tensors of a torch.save zip
+					   may be rows (ckpt_is_row()) */
 
 /* ckpt_open() with @flags (CKPT_OPEN_*). */
 int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
@@ -541,6 +602,8 @@ long long ckpt_tensor_write(struct ckpt *c, const struct ckpt_tensor *t,
  * keys as "%?" + a short description.  Returns NULL on ENOMEM.
  */
 char *ckpt_name_escape(const struct pkl_value *key);
+/* Is str key @key its own file name, its bytes needing no escape? */
+bool ckpt_name_is_key(const struct pkl_value *key);
 
 /* Undo ckpt_name_escape() for a str key into @out (size >= strlen+1).
  * Returns the key's length, or -EINVAL if @name is not a valid escape. */

@@ -106,7 +106,7 @@ static uint32_t *slot(const struct ckpt_dir *d, const char *name,
 	for (i = *h & d->hash_mask; (v = d->hash[i]);
 	     i = (i + 1) & d->hash_mask)
 		if (!((v ^ *h) & SLOT_TAG) &&
-		    !strcmp(d->kids[slot_pos(v)]->name, name))
+		    !strcmp(ckpt_slot_name(d->kids[slot_pos(v)]), name))
 			break;
 	return &d->hash[i];
 }
@@ -166,13 +166,14 @@ int ckpt_dir_adopt(struct ckpt *c, struct ckpt_node *dir,
 	d->hash_mask = slots - 1;
 	for (uint32_t i = 0; i < nkids; i++) {
 		struct ckpt_node *n = d->kids[i];
-		uint32_t h, *s = slot(d, n->name, &h);
+		uint32_t h, *s = slot(d, ckpt_slot_name(n), &h);
 
 		if (*s) {
-			size_t len = strlen(n->name) + 16;
+			size_t len = strlen(ckpt_slot_name(n)) + 16;
 			char *name = arena_alloc(&c->arena, len);
 
-			if (!name)
+			/* a row's name is its key: renamed, it is a node */
+			if (!name || (ckpt_is_row(n) && ckpt_row_real(c, &n)))
 				return -ENOMEM;
 			snprintf(name, len, "%s%%#%u", n->name, n->index);
 			n->name = name;
@@ -198,7 +199,7 @@ static int hash_grow(struct ckpt *c, struct ckpt_node *dir)
 	d->hash_mask = cap - 1;
 	for (uint32_t i = 0; i < d->nkids; i++)
 		if (d->kids[i])
-			slot_set(d, d->kids[i]->name, i);
+			slot_set(d, ckpt_slot_name(d->kids[i]), i);
 	return 0;
 }
 
@@ -211,12 +212,14 @@ static void hash_del(struct ckpt_node *dir, const struct ckpt_node *n)
 	while (slot_pos(d->hash[i]) != n->index)
 		i = (i + 1) & m;
 	for (j = i;;) {
+		const struct ckpt_node *kj;
 		uint32_t k;
 
 		j = (j + 1) & m;
 		if (!d->hash[j])
 			break;
-		k = ckpt_name_hash(d->kids[slot_pos(d->hash[j])]->name) & m;
+		kj = d->kids[slot_pos(d->hash[j])];
+		k = ckpt_name_hash(ckpt_slot_name(kj)) & m;
 		/* move it back unless its home slot lies in (i, j] */
 		if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
 			d->hash[i] = d->hash[j];

@@ -104,6 +104,16 @@ const struct ckpt_dtype *ckpt_dtype_by_st(const char *name)
 	return NULL;
 }
 
+unsigned ckpt_dtype_index(const struct ckpt_dtype *dt)
+{
+	return (unsigned)(dt - dtypes);
+}
+
+const struct ckpt_dtype *ckpt_dtype_at(unsigned i)
+{
+	return &dtypes[i];
+}
+
 const struct ckpt_dtype *ckpt_dtype_bytes(void)
 {
 	return &untyped;

@@ -81,6 +81,33 @@ static inline bool as_int(const struct pkl_value *v, int64_t *out)
 	return true;
 }
 
+/* ckpt_row.c: a plain tensor kept as a row (layout there) */
+struct ckpt_row {
+	const struct pkl_value *key;
+	const struct pkl_value *val;
+	struct ptz_entry *rec;
+	uint32_t id, parent, index, tindex, sindex;
+	uint8_t step, dtype;
+};
+/* The row a tagged slot points at. */
+struct ckpt_row *ckpt_row_of(const void *p);
+/* Its storage's key. */
+const char *ckpt_row_key(const struct ckpt_row *r);
+/*
+ * Dict item @key: @v, child @index of @dir: if it is a plain tensor and
+ * c->rows is set, add it as a row (*@np the tagged row): 1.  0: it is
+ * not (or fails a check, which the build then reports): build it.
+ * -ENOMEM with b->d set.
+ */
+int ckpt_row_add(struct ckpt_build *b, const struct ckpt_node *dir,
+		 uint32_t index, const struct pkl_value *key,
+		 const struct pkl_value *v, struct ckpt_node **np);
+/* Make row slot *@np a node for good (ckpt_materialize()); 0 or -ENOMEM */
+int ckpt_row_real(struct ckpt *c, struct ckpt_node **np);
+/* Make the storage of row slot *@out for good (a second tensor views
+ * it); *@out becomes the storage.  0 or -ENOMEM. */
+int ckpt_row_storage(struct ckpt *c, struct ckpt_storage **out);
+
 /* ckpt_build.c: turn c->doc into storages, tensors and the tree. */
 int ckpt_build_model(struct ckpt *c, struct diag *d);
 
@@ -279,6 +306,8 @@ int ckpt_storage_add(struct ckpt_build *b, const char *key,
 
 /* ckpt_storage.c: 0 if record @e holds @s's bytes exactly, else the
    one-line error. */
+/* Storage key @key as the index of its home (ckpt_storage.c), or -1. */
+long ckpt_storage_dense(const char *key);
 int ckpt_storage_fits(const struct ckpt_storage *s,
 		      const struct ptz_entry *e, struct diag *d);
 

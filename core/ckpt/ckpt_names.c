@@ -294,6 +294,15 @@ char *ckpt_repr(const struct pkl_value *v, size_t max, size_t *len)
 	return sb_detach(&b, len);
 }
 
+bool ckpt_name_is_key(const struct pkl_value *key)
+{
+	const char *s = key->u.s.p;
+	size_t n = key->u.s.n;
+
+	return key->kind == PKL_STR && n && s[0] != '.' &&
+	       !memchr(s, '/', n) && !memchr(s, '%', n) && strlen(s) == n;
+}
+
 char *ckpt_name_escape(const struct pkl_value *key)
 {
 	struct sbuf b = { 0 };

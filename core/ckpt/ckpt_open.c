@@ -189,11 +189,14 @@ static int zip_storages(struct ckpt *c, struct diag *d)
 		    strncasecmp(e->name + z->prefix_len + 1, "data/", 5))
 			continue;
 		s = ckpt_storage_find(c->b, e->name + skip);
-		if (s)
+		if (s && ckpt_is_row(s))
+			ckpt_row_of(s)->rec = e;
+		else if (s)
 			s->rec = e;
 	}
 	for (uint32_t i = 0; i < c->nstorages; i++) {
-		struct ckpt_storage *s = c->storages[i];
+		struct ckpt_rowview v;
+		const struct ckpt_storage *s = ckpt_storage_at(c, i, &v);
 		struct ptz_entry *e = s->rec;
 
 		if (!strcmp(s->location, "meta") && !s->nbytes)
@@ -257,8 +260,10 @@ static int open_zip(struct ckpt *c, uint64_t base, bool fold, struct diag *d)
 				d);
 	if (!rc)
 		rc = zip_records(c, d);
-	if (!rc && c->format == CKPT_TORCHSCRIPT)
+	if (!rc && c->format == CKPT_TORCHSCRIPT) {
+		c->rows = false;
 		return ckpt_script_open(c, d);
+	}
 	if (!rc)
 		rc = parse_pkl(c, fold ? PKL_FOLD : 0, d);
 	if (!rc)
@@ -425,6 +430,7 @@ int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
 	rc = sniff(c, d);
 	if (rc == 1) {
 		c->format = CKPT_ZIP;
+		c->rows = flags & CKPT_OPEN_ROWS && !(flags & CKPT_OPEN_WHOLE);
 		rc = open_zip(c, 0, !(flags & CKPT_OPEN_WHOLE), d);
 	} else if (rc == 2) {
 		c->format = CKPT_LEGACY;
@@ -491,10 +497,13 @@ void ckpt_close(struct ckpt *c)
 	if (c->hf)	/* its shards own the nodes, tensors and storages */
 		ckpt_hf_close(c);
 	for (uint32_t i = 0; i < c->nnodes; i++)
-		free(c->nodes[i]->text);
+		if (!ckpt_is_row(c->nodes[i]))
+			free(c->nodes[i]->text);
 	free(c->nodes);
 	free(c->tensors);
 	for (uint32_t i = 0; i < c->nstorages; i++) {
+		if (ckpt_is_row(c->storages[i]))
+			continue;	/* never read, never edited */
 		ckpt_storage_uninflate(c->storages[i]);
 		ckpt_dirty_drop(c->storages[i]);
 	}

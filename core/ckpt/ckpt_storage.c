@@ -52,11 +52,18 @@ static struct ckpt_storage *at_home(struct ckpt_build *b, const char *key)
 {
 	long k = dense_index(key);
 	struct ckpt_storage *s;
+	const char *sk;
 
 	if (k < 0 || (uint64_t)k >= b->c->nstorages)
 		return NULL;
 	s = b->c->storages[k];
-	return s->key && !strcmp(s->key, key) ? s : NULL;
+	sk = ckpt_is_row(s) ? ckpt_row_key(ckpt_row_of(s)) : s->key;
+	return sk && !strcmp(sk, key) ? s : NULL;
+}
+
+long ckpt_storage_dense(const char *key)
+{
+	return dense_index(key);
 }
 
 struct ckpt_storage *ckpt_storage_find(struct ckpt_build *b, const char *key)
@@ -185,6 +192,8 @@ int ckpt_storage_ref(struct ckpt_build *b, const struct pkl_value *pid,
 					cls->u.global.name);
 	}
 	s = ckpt_storage_find(b, key);
+	if (s && ckpt_is_row(s) && ckpt_row_storage(b->c, &s))
+		return diag_nomem(b->d);	/* a second view of a row's */
 	if (s) {
 		/*
 		 * torch checks dtypes only for storages with data

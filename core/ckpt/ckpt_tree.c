@@ -107,12 +107,10 @@ static int finish_dir(struct ckpt_build *b, struct ckpt_node *dir,
  */
 static char *name_of(struct ckpt_build *b, const struct pkl_value *key)
 {
-	char *s = key->u.s.p, *name, *tmp;
-	size_t n = key->u.s.n;
+	char *name, *tmp;
 
-	if (key->kind == PKL_STR && n && s[0] != '.' && !memchr(s, '/', n) &&
-	    !memchr(s, '%', n) && strlen(s) == n)
-		return s;
+	if (ckpt_name_is_key(key))
+		return key->u.s.p;
 	tmp = ckpt_name_escape(key);
 	if (!tmp)
 		return NULL;
@@ -130,6 +128,9 @@ static int add_kid(struct ckpt_build *b, struct ckpt_node *dir,
 	char buf[16];
 	int rc;
 
+	rc = step == CKPT_S_KEY ? ckpt_row_add(b, dir, k->n, key, v, &n) : 0;
+	if (rc)
+		return rc < 0 ? rc : kid_push(k, n) ? diag_nomem(b->d) : 0;
 	rc = build(b, dir, v, depth + 1, &n);
 	if (rc)
 		return rc;
