@@ -140,7 +140,7 @@ static int text_dir_line(const struct ckpt_node *n, const char *path,
 		return printf("%-*s  %-*s  [%s]\n", w->path, path, w->type,
 			      n->type, text);
 	}
-	ls_count(n, &tensors, &bytes, 0);
+	ls_count(o->c, n, &tensors, &bytes, 0);
 	return printf("%-*s  %-*s  (%u item%s, %u tensor%s, %s)\n", w->path,
 		      path, w->type, n->type, n->dir->nkids,
 		      n->dir->nkids == 1 ? "" : "s",
@@ -199,8 +199,11 @@ static int text_node(const struct ckpt_node *n, const struct opts *o,
 	int rc = 0;
 
 	if (ckpt_node_is_dir(n) && n->dir->nkids && !cut(n, o, depth)) {
+		struct ckpt_rowview v;
+
 		for (uint32_t i = 0; i < n->dir->nkids && rc >= 0; i++)
-			rc = text_node(n->dir->kids[i], o, w, print, depth + 1);
+			rc = text_node(ckpt_kid(o->c, n, i, &v), o, w, print,
+				       depth + 1);
 		return rc;
 	}
 	if (!print) {
@@ -316,8 +319,11 @@ static void text_list(const struct ckpt *c, const struct opts *o)
 		text_node(o->start, o, &w, false, 0);
 		text_node(o->start, o, &w, true, 0);
 	}
-	for (uint32_t i = 0; i < c->nstorages; i++)
-		bytes += c->storages[i]->nbytes;
+	for (uint32_t i = 0; i < c->nstorages; i++) {
+		struct ckpt_rowview v;
+
+		bytes += ckpt_storage_at(c, i, &v)->nbytes;
+	}
 	printf("# %u tensors, %u storages, %" PRIu64 " bytes of data%s%s%s; "
 	       "%s format%s%s\n", c->nshown, c->nstorages, bytes,
 	       o->human ? " (" : "",
@@ -352,8 +358,10 @@ static void json_node(struct jw *w, const struct ckpt_node *n, bool *first,
 	char *path;
 
 	if ((n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ) && n->dir->nkids) {
+		struct ckpt_rowview v;
+
 		for (uint32_t i = 0; i < n->dir->nkids; i++)
-			json_node(w, n->dir->kids[i], first, o);
+			json_node(w, ckpt_kid(o->c, n, i, &v), first, o);
 		return;
 	}
 	if (n->kind != CKPT_N_TENSOR && !o->values)
@@ -407,7 +415,8 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 	}
 	jw_lit(w, ",\"storages\":[");
 	for (uint32_t i = 0; i < c->nstorages; i++) {
-		const struct ckpt_storage *s = c->storages[i];
+		struct ckpt_rowview v;
+		const struct ckpt_storage *s = ckpt_storage_at(c, i, &v);
 
 		jw_puts(w, i ? ",\n  {\"key\":" : "\n  {\"key\":");
 		fmt_json_storage(w, s);
@@ -458,7 +467,13 @@ static int list_one(struct ckpt *c, struct opts *o, char **paths,
 {
 	static int headed;
 	int status = CLI_OK;
+	struct diag d;
 
+	/* rows are seen by the listing; the rest wants nodes */
+	if ((npaths || o->tree) && ckpt_materialize(c, &d)) {
+		cli_diag(&d);
+		return CLI_ERROR;
+	}
 	for (int k = 0; k < (npaths ? npaths : 1); k++) {
 		o->c = c;
 		o->start = npaths ? ls_find(c, paths[k]) : c->root;
@@ -466,8 +481,6 @@ static int list_one(struct ckpt *c, struct opts *o, char **paths,
 			cli_error("%s: %s: no such key path (ptls %s lists "
 				  "the paths)", c->path, paths[k], c->path);
 			if (o->json) {
-				struct diag d;
-
 				diag_init(&d, c->path);
 				diag_set(&d, -ENOENT, DIAG_NO_OFFSET,
 					 "%s: no such key path", paths[k]);
@@ -560,7 +573,9 @@ int main(int argc, char **argv)
 
 		while (i + 1 + np < argc && !is_file(argv[i + 1 + np]))
 			np++;
-		if (cli_open(argv[i], &c, &d)) {
+		/* --stats reads tensors: those want nodes */
+		if (cli_open_with(argv[i], o.stats ? 0 : CKPT_OPEN_ROWS, &c,
+				  &d)) {
 			cli_diag(&d);
 			if (o.json && !o.quiet)
 				cli_json_error(stdout, &d, NULL, NULL);

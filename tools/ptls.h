@@ -41,8 +41,8 @@ void ls_collapsed_text(const struct ckpt_node *n, char *buf, size_t size);
 /* The deepest node whose value refers to the unsafe GLOBAL at @off. */
 const struct ckpt_node *ls_global_holder(const struct ckpt *c, uint64_t off);
 /* Tensors under @n and their bytes (links not followed). */
-void ls_count(const struct ckpt_node *n, uint32_t *tensors, uint64_t *bytes,
-	      int depth);
+void ls_count(const struct ckpt *c, const struct ckpt_node *n,
+	      uint32_t *tensors, uint64_t *bytes, int depth);
 
 /* ptls_tree.c: the indented tree, as text or as one nested JSON value. */
 int ls_tree_text(const struct ckpt *c, const struct opts *o);

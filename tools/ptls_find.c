@@ -25,8 +25,9 @@ bool ls_collapsed(const struct ckpt_node *n, const struct opts *o)
 	    n->dir->nkids <= LS_COLLAPSE_OVER)
 		return false;
 	for (uint32_t i = 0; i < n->dir->nkids; i++)
-		if (!n->dir->kids[i] || n->dir->kids[i]->kind != CKPT_N_VALUE)
-			return false;
+		if (!n->dir->kids[i] || ckpt_is_row(n->dir->kids[i]) ||
+		    n->dir->kids[i]->kind != CKPT_N_VALUE)
+			return false;	/* (a row is a tensor) */
 	return true;
 }
 
@@ -130,9 +131,11 @@ const struct ckpt_node *ls_global_holder(const struct ckpt *c, uint64_t off)
 		if (!node_refers(n, off, &s))
 			break;
 		best = n;
+		/* a row's globals (its rebuild function, storage class and
+		   OrderedDict) are all allowed: it holds no unsafe one */
 		for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->dir->nkids &&
 				     !next; i++)
-			if (n->dir->kids[i] &&
+			if (n->dir->kids[i] && !ckpt_is_row(n->dir->kids[i]) &&
 			    node_refers(n->dir->kids[i], off, &s))
 				next = n->dir->kids[i];
 		n = next;
@@ -141,9 +144,11 @@ const struct ckpt_node *ls_global_holder(const struct ckpt *c, uint64_t off)
 	return best;
 }
 
-void ls_count(const struct ckpt_node *n, uint32_t *tensors, uint64_t *bytes,
-	      int depth)
+void ls_count(const struct ckpt *c, const struct ckpt_node *n,
+	      uint32_t *tensors, uint64_t *bytes, int depth)
 {
+	struct ckpt_rowview v;
+
 	if (!n || depth >= CKPT_MAX_DEPTH)
 		return;
 	if (n->kind == CKPT_N_TENSOR) {
@@ -151,5 +156,5 @@ void ls_count(const struct ckpt_node *n, uint32_t *tensors, uint64_t *bytes,
 		*bytes += ckpt_tensor_nbytes(n->tensor);
 	}
 	for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->dir->nkids; i++)
-		ls_count(n->dir->kids[i], tensors, bytes, depth + 1);
+		ls_count(c, ckpt_kid(c, n, i, &v), tensors, bytes, depth + 1);
 }

@@ -99,7 +99,7 @@ static int node_text(const struct ckpt_node *n, int depth, int width,
 			ls_collapsed_text(n, shown_val, sizeof(shown_val));
 			printf("%s [%s]\n", n->type, shown_val);
 		} else if (!opened(n, depth, o)) {
-			ls_count(n, &tensors, &bytes, 0);
+			ls_count(o->c, n, &tensors, &bytes, 0);
 			printf("%s (%u) ... %u tensor%s, ", n->type,
 			       n->dir->nkids, tensors, tensors == 1 ? "" : "s");
 			if (o->human)
@@ -196,17 +196,19 @@ static struct total *totals(const struct ckpt *c, size_t *n)
 		return NULL;
 	}
 	for (uint32_t i = 0; i < c->ntensors; i++) {
-		const struct ckpt_tensor *x = c->tensors[i];
+		struct ckpt_rowview v;
+		const struct ckpt_tensor *x = ckpt_tensor_at(c, i, &v);
 
 		if (x->storage && !sdt[x->storage->index])
 			sdt[x->storage->index] = x->dtype->name;
 	}
 	/* rows in the order dtypes first appear: tensors, then storages */
 	for (uint32_t i = 0; i < c->ntensors + c->nstorages; i++) {
+		struct ckpt_rowview v;
 		const struct ckpt_tensor *x = i < c->ntensors ?
-					      c->tensors[i] : NULL;
+					      ckpt_tensor_at(c, i, &v) : NULL;
 		const struct ckpt_storage *s = x ? NULL :
-					       c->storages[i - c->ntensors];
+			ckpt_storage_at(c, i - c->ntensors, &v);
 		const char *dt;
 		size_t j;
 
