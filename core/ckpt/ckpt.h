@@ -318,7 +318,7 @@ static inline bool ckpt_node_is_dir(const struct ckpt_node *n)
  * CKPT_OPEN_ROWS, a plain tensor of a torch.save dict (its own storage,
  * a plain str key) gets no node, tensor or storage: its slots in
  * c->nodes[], its dict's kids[], c->tensors[] and c->storages[] hold a
- * tagged pointer to a 48-byte row instead, the rest staying in the
+ * tagged pointer to a 32-byte row instead, the rest staying in the
  * pickle's folded record.  Code that reads those slots sees a row through
  * the ckpt_*_at() functions below, which fill a struct ckpt_rowview on
  * the caller's stack; code that keeps or changes what it reads calls
@@ -357,8 +357,17 @@ const struct ckpt_tensor *ckpt_tensor_at(const struct ckpt *c, uint32_t i,
 const struct ckpt_storage *ckpt_storage_at(const struct ckpt *c, uint32_t i,
 					   struct ckpt_rowview *v);
 
-/* The name of node slot @p without filling a view. */
+/* The name and id of node slot @p without filling a view. */
 const char *ckpt_slot_name(const struct ckpt_node *p);
+uint32_t ckpt_slot_id(const struct ckpt_node *p);
+
+/*
+ * Make the row in slot @p (of c->nodes[], kids[], c->tensors[] or
+ * c->storages[]) a node, tensor and storage for good, as
+ * ckpt_materialize() does for all; nothing to do for a slot without a
+ * row.  0, or -ENOMEM with @d set.
+ */
+int ckpt_row_materialize(struct ckpt *c, const void *p, struct diag *d);
 
 /*
  * Give every row its node, tensor and storage, in the same slots, with

@@ -83,10 +83,10 @@ static inline bool as_int(const struct pkl_value *v, int64_t *out)
 
 /* ckpt_row.c: a plain tensor kept as a row (layout there) */
 struct ckpt_row {
-	const struct pkl_value *key;
-	const struct pkl_value *val;
-	struct ptz_entry *rec;
-	uint32_t id, parent, index, tindex, sindex;
+	struct pkl_value *const *item;	/* key, value */
+	uint32_t rec;		/* its storage's record: c->zip.entries
+				   index + 1, 0 none (yet) */
+	uint32_t id, parent, index, tindex;
 	uint8_t step, dtype;
 };
 /* The row a tagged slot points at. */
@@ -94,14 +94,15 @@ struct ckpt_row *ckpt_row_of(const void *p);
 /* Its storage's key. */
 const char *ckpt_row_key(const struct ckpt_row *r);
 /*
- * Dict item @key: @v, child @index of @dir: if it is a plain tensor and
- * c->rows is set, add it as a row (*@np the tagged row): 1.  0: it is
- * not (or fails a check, which the build then reports): build it.
- * -ENOMEM with b->d set.
+ * Dict item @item (key, value: two pointers in the document, which the
+ * row keeps), child @index of @dir: if it is a plain tensor and c->rows
+ * is set, add it as a row (*@np the tagged row): 1.  0: it is not (or
+ * fails a check, which the build then reports): build it.  -ENOMEM with
+ * b->d set.
  */
 int ckpt_row_add(struct ckpt_build *b, const struct ckpt_node *dir,
-		 uint32_t index, const struct pkl_value *key,
-		 const struct pkl_value *v, struct ckpt_node **np);
+		 uint32_t index, struct pkl_value *const *item,
+		 struct ckpt_node **np);
 /* Make row slot *@np a node for good (ckpt_materialize()); 0 or -ENOMEM */
 int ckpt_row_real(struct ckpt *c, struct ckpt_node **np);
 /* Make the storage of row slot *@out for good (a second tensor views

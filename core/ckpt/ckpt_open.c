@@ -190,7 +190,7 @@ static int zip_storages(struct ckpt *c, struct diag *d)
 			continue;
 		s = ckpt_storage_find(c->b, e->name + skip);
 		if (s && ckpt_is_row(s))
-			ckpt_row_of(s)->rec = e;
+			ckpt_row_of(s)->rec = i + 1;
 		else if (s)
 			s->rec = e;
 	}

@@ -10,15 +10,19 @@
  * is derived, so the build keeps only what is not in the document:
  *
  *   field    bytes  what
- *   key          8  the dict key (a str: the file name)
- *   val          8  the PKL_FOLDED rebuild call
- *   rec          8  the storage's zip record (zip_storages())
+ *   item         8  the dict's item in the pickle document: the key (a
+ *                   str, the file name) and the PKL_FOLDED rebuild call
+ *                   (item arrays never move once the parse is done)
+ *   rec          4  the storage's zip record, as its index + 1
+ *                   (zip_storages())
  *   id           4  slot in c->nodes[] (inode numbers: fs/ptfs_ino.c)
  *   parent       4  the dict's node id
  *   index        4  position in the dict's kids[]
  *   tindex       4  slot in c->tensors[]
- *   sindex       4  slot in c->storages[]
  *   step, dtype  2  enum ckpt_step; ckpt_dtype_index() of the storage's
+ *
+ * (32 bytes.)  Its storage's slot in c->storages[] is its storage key's
+ * number: a row's storage is at its home (ckpt_storage.c).
  *
  * Its four slots hold the row's address with bit 63 set (ckpt_is_row()),
  * which no user-space pointer has: code that missed a row faults at once
@@ -52,7 +56,13 @@ struct ckpt_row *ckpt_row_of(const void *p)
 
 static const struct pkl_fold *fold(const struct ckpt_row *r)
 {
-	return r->val->u.fold.rec;
+	return r->item[1]->u.fold.rec;
+}
+
+/* The slot of @r's storage in c->storages[]: its home. */
+static uint32_t sindex(const struct ckpt_row *r)
+{
+	return (uint32_t)ckpt_storage_dense(fold(r)->key->u.s.p);
 }
 
 const char *ckpt_row_key(const struct ckpt_row *r)
@@ -71,9 +81,9 @@ static void fill_storage(const struct ckpt *c, const struct ckpt_row *r,
 	s->location = f->kind->loc;
 	s->numel = (uint64_t)f->numel;
 	s->nbytes = s->numel * s->dtype->size;	/* checked by the build */
-	s->rec = r->rec;
-	s->pkl_off = r->val->off - f->pid_back;
-	s->index = r->sindex;
+	s->rec = r->rec ? &c->zip.entries[r->rec - 1] : NULL;
+	s->pkl_off = r->item[1]->off - f->pid_back;
+	s->index = sindex(r);
 	s->ntensors = 1;
 	s->fd = c->fd;
 }
@@ -97,7 +107,7 @@ static void fill_tensor_with(const struct ckpt *c, const struct ckpt_row *r,
 	t->offset = (uint64_t)f->offset;
 	t->shape = (int64_t *)(uintptr_t)f->dims;
 	t->x = &ckpt_no_ext;
-	t->pkl_off = r->val->off;
+	t->pkl_off = r->item[1]->off;
 	/* numel and contiguous; it passed at the build, so no message */
 	(void)ckpt_tensor_check((struct ckpt *)(uintptr_t)c, t, NULL);
 }
@@ -107,7 +117,7 @@ static void fill_tensor_with(const struct ckpt *c, const struct ckpt_row *r,
 static void fill_tensor(const struct ckpt *c, const struct ckpt_row *r,
 			struct ckpt_rowview *v)
 {
-	const struct ckpt_storage *s = c->storages[r->sindex];
+	const struct ckpt_storage *s = c->storages[sindex(r)];
 
 	if (ckpt_is_row(s)) {
 		fill_storage(c, r, &v->storage);
@@ -128,11 +138,11 @@ static void fill(const struct ckpt *c, const struct ckpt_row *r,
 	n->step = r->step;
 	n->index = r->index;
 	n->id = r->id;
-	n->name = r->key->u.s.p;
+	n->name = r->item[0]->u.s.p;
 	n->parent = c->nodes[r->parent];
 	n->dir = (struct ckpt_dir *)(uintptr_t)&ckpt_no_dir;
-	n->key = r->key;
-	n->val = r->val;
+	n->key = r->item[0];
+	n->val = r->item[1];
 	n->type = "Tensor";
 	n->tensor = &v->tensor;
 	n->ed = (struct ckpt_nedit *)(uintptr_t)&ckpt_no_edit;
@@ -172,15 +182,21 @@ const struct ckpt_storage *ckpt_storage_at(const struct ckpt *c, uint32_t i,
 
 const char *ckpt_slot_name(const struct ckpt_node *p)
 {
-	return ckpt_is_row(p) ? ckpt_row_of(p)->key->u.s.p : p->name;
+	return ckpt_is_row(p) ? ckpt_row_of(p)->item[0]->u.s.p : p->name;
+}
+
+uint32_t ckpt_slot_id(const struct ckpt_node *p)
+{
+	return ckpt_is_row(p) ? ckpt_row_of(p)->id : p->id;
 }
 
 /* ---- the build ---- */
 
 int ckpt_row_add(struct ckpt_build *b, const struct ckpt_node *dir,
-		 uint32_t index, const struct pkl_value *key,
-		 const struct pkl_value *v, struct ckpt_node **np)
+		 uint32_t index, struct pkl_value *const *item,
+		 struct ckpt_node **np)
 {
+	const struct pkl_value *key = item[0], *v = item[1];
 	struct ckpt *c = b->c;
 	const struct pkl_fold *f;
 	const struct ckpt_dtype *dt;
@@ -202,9 +218,8 @@ int ckpt_row_add(struct ckpt_build *b, const struct ckpt_node *dir,
 				   &nbytes) || nbytes > (UINT64_C(1) << 62))
 		return 0;
 	r = (struct ckpt_row){
-		.key = key, .val = v, .id = c->nnodes, .parent = dir->id,
-		.index = index, .tindex = c->ntensors,
-		.sindex = c->nstorages, .step = CKPT_S_KEY,
+		.item = item, .id = c->nnodes, .parent = dir->id,
+		.index = index, .tindex = c->ntensors, .step = CKPT_S_KEY,
 		.dtype = (uint8_t)ckpt_dtype_index(dt),
 	};
 	/* rebuild(): the checks of ckpt_tensor_check(); a tensor that fails
@@ -236,7 +251,7 @@ int ckpt_row_storage(struct ckpt *c, struct ckpt_storage **out)
 	if (!s)
 		return -ENOMEM;
 	fill_storage(c, r, s);
-	c->storages[r->sindex] = s;
+	c->storages[sindex(r)] = s;
 	*out = s;
 	return 0;
 }
@@ -248,7 +263,7 @@ static int materialize(struct ckpt *c, struct ckpt_row *r)
 	struct ckpt_rowview v;
 	struct ckpt_node *n = arena_alloc(&c->arena, sizeof(*n));
 	struct ckpt_tensor *t = arena_alloc(&c->arena, sizeof(*t));
-	struct ckpt_storage *s = c->storages[r->sindex];
+	struct ckpt_storage *s = c->storages[sindex(r)];
 
 	if (!n || !t || (ckpt_is_row(s) && ckpt_row_storage(c, &s)))
 		return -ENOMEM;
@@ -272,6 +287,13 @@ int ckpt_row_real(struct ckpt *c, struct ckpt_node **np)
 	if (!rc)
 		*np = c->nodes[r->id];
 	return rc;
+}
+
+int ckpt_row_materialize(struct ckpt *c, const void *p, struct diag *d)
+{
+	if (ckpt_is_row(p) && materialize(c, ckpt_row_of(p)))
+		return diag_nomem(d);
+	return 0;
 }
 
 int ckpt_materialize(struct ckpt *c, struct diag *d)

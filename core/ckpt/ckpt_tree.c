@@ -119,16 +119,21 @@ static char *name_of(struct ckpt_build *b, const struct pkl_value *key)
 	return name;
 }
 
-/* Build @v as a child of @dir reached by @step (@key or its position). */
+/*
+ * Build @v as a child of @dir reached by @step (@key or its position);
+ * @item: where the key and @v sit side by side in the document, if they
+ * do (a dict item, which may become a row: ckpt_row.c), else NULL.
+ */
 static int add_kid(struct ckpt_build *b, struct ckpt_node *dir,
 		   struct kids *k, int step, const struct pkl_value *key,
-		   const char *part, const struct pkl_value *v, int depth)
+		   const char *part, const struct pkl_value *v,
+		   struct pkl_value *const *item, int depth)
 {
 	struct ckpt_node *n = NULL;
 	char buf[16];
 	int rc;
 
-	rc = step == CKPT_S_KEY ? ckpt_row_add(b, dir, k->n, key, v, &n) : 0;
+	rc = item ? ckpt_row_add(b, dir, k->n, item, &n) : 0;
 	if (rc)
 		return rc < 0 ? rc : kid_push(k, n) ? diag_nomem(b->d) : 0;
 	rc = build(b, dir, v, depth + 1, &n);
@@ -155,7 +160,9 @@ static int add_items(struct ckpt_build *b, struct ckpt_node *dir,
 		if (pairs && i + 1 >= n)
 			break;
 		rc = add_kid(b, dir, k, step, pairs ? it[i] : NULL, NULL,
-			     pairs ? it[i + 1] : it[i], depth);
+			     pairs ? it[i + 1] : it[i],
+			     pairs && step == CKPT_S_KEY ? &it[i] : NULL,
+			     depth);
 	}
 	return rc;
 }
@@ -319,7 +326,7 @@ static int sparse(struct ckpt_build *b, const struct pkl_value *v,
 		return rc;
 	for (size_t i = 0; i < nparts && !rc; i++)
 		rc = add_kid(b, *out, &k, CKPT_S_PART, NULL, parts[i],
-			     pkl_item(data, i), depth);
+			     pkl_item(data, i), NULL, depth);
 	if (!rc)
 		rc = finish_dir(b, *out, &k);
 	kids_release(&k);
@@ -354,7 +361,8 @@ static int add_state(struct ckpt_build *b, struct ckpt_node *dir,
 	if (st->kind == PKL_TUPLE)
 		return add_items(b, dir, k, CKPT_S_INDEX, st->u.items.v,
 				 st->u.items.n, false, depth);
-	return add_kid(b, dir, k, CKPT_S_PART, NULL, "state", st, depth);
+	return add_kid(b, dir, k, CKPT_S_PART, NULL, "state", st, NULL,
+		       depth);
 }
 
 /*
@@ -450,7 +458,8 @@ static int dict_call(struct ckpt_build *b, const struct pkl_value *v,
 			    pkl_len(p) == 2)
 				rc = add_kid(b, *out, &k, CKPT_S_KEY,
 					     pkl_item(p, 0), NULL,
-					     pkl_item(p, 1), depth);
+					     pkl_item(p, 1), p->u.items.v,
+					     depth);
 		}
 	if (a0 && a0->kind == PKL_DICT && !rc)
 		rc = add_items(b, *out, &k, CKPT_S_KEY, a0->u.items.v,
