@@ -65,6 +65,10 @@ struct ptfs_ino {
 	int kind;		/* enum ptfs_kind */
 	struct ckpt_node *node;		/* PTFS_NODE */
 	struct ckpt_storage *storage;	/* PTFS_STORAGE */
+	/* a row (ckpt.h, "Rows"): its slot, node and storage then being
+	   rv's copies, to read only; ptfs_ino_real() makes it a node */
+	const void *row;
+	struct ckpt_rowview rv;
 	struct ptz_entry *rec;		/* PTFS_RECORD (zip) */
 	uint32_t index;		/* storage or record number */
 	int view;		/* PTFS_VIEW: enum ckpt_view */
@@ -182,8 +186,24 @@ void ptfs_files_release(struct ptfs *fs);
 fuse_ino_t ptfs_files_ino(const struct ptfs *fs, uint32_t k);
 fuse_ino_t ptfs_files_lookup(const struct ptfs *fs, const char *name);
 
-/* What @ino stands for; 0 or -ENOENT. */
+/* What @ino stands for; 0 or -ENOENT.  A row is seen through out->rv. */
 int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out);
+
+/*
+ * Make the row @ino stands for (a tensor, a view of it, its storage) a
+ * node for good: whoever opens or reads it keeps what it finds (where the
+ * storage's bytes start, an inflated copy, a writer's staging).  Takes
+ * the write lock when there is a row; 0 or -ENOMEM with @d set.
+ */
+int ptfs_ino_real(struct ptfs *fs, fuse_ino_t ino, struct diag *d);
+
+/*
+ * ptfs_wrlock() for a change: every row becomes a node first, since
+ * edits, write-back and the overlay keep and change what they touch
+ * (and a model with rows has no change staged: ovl_open()).  The lock
+ * is held either way; 0 or -ENOMEM with @d set.
+ */
+int ptfs_edit_lock(struct ptfs *fs, struct diag *d);
 
 /* The inode number of a tree node. */
 fuse_ino_t ptfs_ino_of(const struct ptfs *fs, const struct ckpt_node *n);
@@ -237,12 +257,15 @@ void ptfs_storage_mtime(const struct ptfs *fs, const struct ckpt_storage *s,
 /* Longest shown key whose views (KEY.npy, KEY.txt) still fit NAME_MAX. */
 #define PTFS_VIEW_KEY_MAX	(CKPT_NAME_MAX - 4)
 
-/* The name child @k in slot @slot of its directory is shown under: its
- * own, or cut to @max bytes with "%~<slot>" (@buf: @max + 1 bytes). */
+/* The name child @k (a slot) in slot @slot of its directory is shown
+ * under: its own, or cut to @max bytes with "%~<slot>" (@buf: @max + 1
+ * bytes). */
 const char *ptfs_shown_name(const struct ckpt_node *k, uint32_t slot,
 			    size_t max, char *buf);
 
-/* The child of @dir shown as @name (at most @max bytes), or NULL. */
+/* The child of @dir shown as @name (at most @max bytes), or NULL: its
+ * slot, which may hold a row (ckpt_node_at() sees it; a change has made
+ * every row a node: ptfs_edit_lock()). */
 struct ckpt_node *ptfs_child(const struct ckpt_node *dir, const char *name,
 			     size_t max);
 

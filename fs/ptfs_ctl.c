@@ -113,8 +113,9 @@ static long long discard(struct ptfs *fs, struct ctl_handle *h, size_t size)
 	int rc;
 
 	diag_init(&d, fs->c->path);
-	ptfs_wrlock(fs);
-	rc = fs->ovl->committed ? 0 : ovl_summarize(fs->ovl, 0, &s, &d);
+	rc = ptfs_edit_lock(fs, &d);
+	if (!rc && !fs->ovl->committed)
+		rc = ovl_summarize(fs->ovl, 0, &s, &d);
 	if (!rc)
 		rc = ovl_discard(fs->ovl, &d);
 	f = open_memstream(&done, &len);
@@ -224,7 +225,7 @@ static long long revert(struct ptfs *fs, struct ctl_handle *h,
 	struct diag d;
 
 	diag_init(&d, fs->c->path);
-	ptfs_wrlock(fs);
+	rc = ptfs_edit_lock(fs, &d);
 	for (size_t i = 0; i < size && !rc;) {
 		size_t m = 0;
 

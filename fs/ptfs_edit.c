@@ -131,8 +131,9 @@ static void make_common(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int rc;
 
 	diag_init(&d, fs->c->path);
-	ptfs_wrlock(fs);
-	rc = edit_errno(fs, parent, &d);
+	rc = ptfs_edit_lock(fs, &d);
+	if (!rc)
+		rc = edit_errno(fs, parent, &d);
 	if (!rc && fi && new_npy(dir_node(fs, parent), name, key)) {
 		/* cp x.npy m/KEY.npy: tensor KEY, made at close() */
 		rc = ovl_view_create(fs->ovl, dir_node(fs, parent), key, &n,
@@ -200,8 +201,9 @@ static void remove_common(fuse_req_t req, fuse_ino_t parent,
 	if (parent == FUSE_ROOT_ID && !strcmp(name, ".ptfs"))
 		return ptfs_reply_err(req, -EPERM, NULL);
 	diag_init(&d, fs->c->path);
-	ptfs_wrlock(fs);
-	rc = edit_errno(fs, parent, &d);
+	rc = ptfs_edit_lock(fs, &d);
+	if (!rc)
+		rc = edit_errno(fs, parent, &d);
 	if (!rc && is_view_name(dir_node(fs, parent), name))
 		rc = diag_errno(&d, -EPERM, "%s is a view: remove the tensor "
 				"itself", name);
@@ -251,8 +253,9 @@ void ptfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (parent == FUSE_ROOT_ID && !strcmp(name, ".ptfs"))
 		return ptfs_reply_err(req, -EPERM, NULL);
 	diag_init(&d, fs->c->path);
-	ptfs_wrlock(fs);
-	rc = edit_errno(fs, parent, &d);
+	rc = ptfs_edit_lock(fs, &d);
+	if (!rc)
+		rc = edit_errno(fs, parent, &d);
 	if (!rc)
 		rc = edit_errno(fs, newparent, &d);
 	if (!rc && is_view_name(dir_node(fs, parent), name))
@@ -292,8 +295,9 @@ void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	diag_init(&d, fs->c->path);
 	if (size && (fs->readonly || !fs->ovl))
 		return ptfs_reply_err(req, -EROFS, NULL);
-	ptfs_wrlock(fs);
-	if (ptfs_ino_get(fs, ino, &i)) {
+	if ((n = ptfs_edit_lock(fs, &d))) {
+		;
+	} else if (ptfs_ino_get(fs, ino, &i)) {
 		n = -ENOENT;
 	} else if (i.kind == PTFS_CTL) {
 		ptfs_unlock(fs);
@@ -367,7 +371,10 @@ void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		return ptfs_reply_err(req, -EPERM, NULL);
 	if ((to_set & FUSE_SET_ATTR_MODE) && fs->readonly)
 		return ptfs_reply_err(req, -EROFS, NULL);
-	ptfs_wrlock(fs);
+	if ((rc = ptfs_edit_lock(fs, &d))) {
+		ptfs_unlock(fs);
+		return ptfs_reply_err(req, rc, &d);
+	}
 	if (ptfs_ino_get(fs, ino, &i))
 		rc = -ENOENT;
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && (fs->readonly || !fs->ovl))
@@ -432,8 +439,8 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 		ptfs_wrlock(fs);
 	else
 		ptfs_rdlock(fs);
-	if (ptfs_ino_get(fs, ino, &i))
-		rc = 0;
+	if (ptfs_ino_get(fs, ino, &i) || i.row)
+		rc = 0;		/* (a row was never written) */
 	else if ((drop = staging(&i)), i.kind == PTFS_NODE)
 		rc = flush ? ovl_flush(fs->ovl, i.node, &d) :
 		     ovl_fsync(fs->ovl, i.node, &d);
@@ -484,7 +491,7 @@ void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
 	if (fi->fh == PTFS_FH_WRITER && fs->ovl && !fs->readonly) {
 		diag_init(&d, fs->c->path);
 		ptfs_wrlock(fs);
-		if (!ptfs_ino_get(fs, ino, &i) &&
+		if (!ptfs_ino_get(fs, ino, &i) && !i.row &&
 		    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW) &&
 		    (!i.node->ed->wopen || --i.node->ed->wopen == 0)) {
 			bool drop = staging(&i);
@@ -586,7 +593,10 @@ void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	if (fs->readonly || !fs->ovl)
 		return ptfs_reply_err(req, -EROFS, NULL);
 	diag_init(&d, fs->c->path);
-	ptfs_wrlock(fs);
+	if ((rc = ptfs_edit_lock(fs, &d))) {
+		ptfs_unlock(fs);
+		return ptfs_reply_err(req, rc, &d);
+	}
 	rc = ptfs_ino_get(fs, ino, &i) ? -ENOENT :
 	     i.kind != PTFS_NODE ? -EPERM :
 	     !strcmp(name, "user.key") ? set_key(fs, i.node, value, size, &d) :

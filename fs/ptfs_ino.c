@@ -130,9 +130,13 @@ int ptfs_ino_init(struct ptfs *fs)
 	is_storage = calloc(c->zip.nentries + 1, 1);
 	if (!is_storage)
 		return -ENOMEM;
-	for (uint32_t k = 0; k < c->nstorages; k++)
-		if (c->storages[k]->rec)
-			is_storage[c->storages[k]->rec - c->zip.entries] = 1;
+	for (uint32_t k = 0; k < c->nstorages; k++) {
+		struct ckpt_rowview v;
+		const struct ckpt_storage *s = ckpt_storage_at(c, k, &v);
+
+		if (s->rec)
+			is_storage[s->rec - c->zip.entries] = 1;
+	}
 	for (uint32_t i = 0; i < c->zip.nentries && !rc; i++) {
 		struct ptz_entry *e = &c->zip.entries[i];
 
@@ -154,6 +158,16 @@ void ptfs_ino_release(struct ptfs *fs)
 	fs->nrecs = 0;
 }
 
+/* Node slot @id into @out: the node, or its row seen through out->rv. */
+static void node_at(const struct ckpt *c, uint32_t id, struct ptfs_ino *out)
+{
+	const struct ckpt_node *p = c->nodes[id];
+
+	out->node = (struct ckpt_node *)(uintptr_t)ckpt_node_at(c, p,
+								 &out->rv);
+	out->row = ckpt_is_row(p) ? p : NULL;
+}
+
 int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out)
 {
 	const struct ckpt *c = fs->c;
@@ -166,7 +180,7 @@ int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out)
 	}
 	if (ino >= 2 && ino - 2 < c->nnodes) {
 		out->kind = PTFS_NODE;
-		out->node = c->nodes[ino - 2];
+		node_at(c, ino - 2, out);
 		return 0;
 	}
 	if (ino >= VIEW_NPY) {
@@ -176,7 +190,7 @@ int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out)
 					ino - id != VIEW_TXT))
 			return -ENOENT;
 		out->kind = PTFS_VIEW;
-		out->node = c->nodes[id];
+		node_at(c, (uint32_t)id, out);
 		out->view = ino - id == VIEW_NPY ? CKPT_V_NPY : CKPT_V_TXT;
 		if (!ovl_view_ok(out->node) ||
 		    (out->node->pending && out->view != CKPT_V_NPY))
@@ -192,7 +206,10 @@ int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out)
 	ino -= fs->plumb + 2;
 	if (ino < fs->nstor) {
 		out->kind = PTFS_STORAGE;
-		out->storage = c->storages[ino];
+		out->storage = (struct ckpt_storage *)(uintptr_t)
+			       ckpt_storage_at(c, (uint32_t)ino, &out->rv);
+		out->row = ckpt_is_row(c->storages[ino]) ? c->storages[ino] :
+			   NULL;
 		out->index = ino;
 		return 0;
 	}
@@ -218,6 +235,31 @@ int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out)
 	return -ENOENT;
 }
 
+int ptfs_ino_real(struct ptfs *fs, fuse_ino_t ino, struct diag *d)
+{
+	struct ptfs_ino i;
+	int rc = 0;
+
+	ptfs_rdlock(fs);
+	i.row = NULL;
+	(void)ptfs_ino_get(fs, ino, &i);
+	ptfs_unlock(fs);
+	if (!i.row)
+		return 0;
+	/* again under the write lock: another request may have done it */
+	ptfs_wrlock(fs);
+	if (!ptfs_ino_get(fs, ino, &i) && i.row)
+		rc = ckpt_row_materialize(fs->c, i.row, d);
+	ptfs_unlock(fs);
+	return rc;
+}
+
+int ptfs_edit_lock(struct ptfs *fs, struct diag *d)
+{
+	ptfs_wrlock(fs);
+	return ckpt_materialize(fs->c, d);
+}
+
 fuse_ino_t ptfs_ctl_ino(const struct ptfs *fs, int k)
 {
 	return fs->plumb + 2 + fs->nstor + fs->nrecs + k;
@@ -234,7 +276,8 @@ static uint32_t subdirs(const struct ckpt_node *n)
 	uint32_t k = 0;
 
 	for (uint32_t i = 0; i < n->dir->nkids; i++)
-		k += ckpt_node_is_dir(n->dir->kids[i]);
+		k += !ckpt_is_row(n->dir->kids[i]) &&	/* a row is a file */
+		     ckpt_node_is_dir(n->dir->kids[i]);
 	return k;
 }
 
@@ -380,6 +423,9 @@ static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
 		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
 		ptfs_node_mtime(fs, i.node, &st->st_mtim);
 		if (measure && i.view == CKPT_V_TXT && !i.node->ed->vstage) {
+			/* measuring reads the tensor: a node's work */
+			if (i.row)
+				return -EAGAIN;
 			rc = text_size(fs, i.node, &st->st_size);
 			if (rc)
 				return rc;
@@ -450,13 +496,16 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 					   i % per, name, ino, buf);
 		}
 		/* fall through */
-	case PTFS_NODE:
+	case PTFS_NODE: {
+		struct ckpt_rowview v;
+		const struct ckpt_node *k;
+
 		if (i / per >= d.node->dir->nkids || !ckpt_node_is_dir(d.node))
 			return 0;
-		return child_entry(fs, d.node->dir->kids[i / per],
-				   d.node->dir->kids[i / per] ?
-				   d.node->dir->kids[i / per]->name : NULL,
+		k = ckpt_kid(c, d.node, (uint32_t)(i / per), &v);
+		return child_entry(fs, k, k ? k->name : NULL,
 				   (uint32_t)(i / per), i % per, name, ino, buf);
+	}
 	case PTFS_FILES:
 		if (i >= fs->nfiles)
 			return 0;
@@ -482,12 +531,16 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 		*ino = i ? fs->plumb + 2 + fs->nstor + (i - 1) :
 		       fs->plumb + 1;
 		return 1;
-	case PTFS_STORAGES:
+	case PTFS_STORAGES: {
+		struct ckpt_rowview v;
+
 		if (i >= fs->nstor)
 			return 0;
-		*name = ptfs_storage_name(c->storages[i]->key, i, buf);
+		*name = ptfs_storage_name(ckpt_storage_at(c, (uint32_t)i,
+							  &v)->key, i, buf);
 		*ino = fs->plumb + 2 + i;
 		return *name ? 1 : -1;
+	}
 	default:
 		return 0;
 	}
@@ -510,6 +563,7 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 		       const char *name)
 {
 	const struct ckpt *c = fs->c;
+	struct ckpt_rowview v;
 	struct ptfs_ino d;
 	struct ckpt_node *n;
 
@@ -530,7 +584,7 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 			return 0;
 		n = ptfs_child(d.node, name, CKPT_NAME_MAX);
 		if (n)
-			return ptfs_ino_of(fs, n);
+			return ptfs_ino_of(fs, ckpt_node_at(c, n, &v));
 		{
 			/* KEY.npy, KEY.txt: views of tensor KEY */
 			size_t kl;
@@ -541,7 +595,8 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 			memcpy(key, name, kl);
 			key[kl] = 0;
 			n = ptfs_child(d.node, key, PTFS_VIEW_KEY_MAX);
-			return n ? view_of(n, key, name) : 0;
+			return n ? view_of(ckpt_node_at(c, n, &v), key, name) :
+			       0;
 		}
 	case PTFS_FILES:
 		return ptfs_files_lookup(fs, name);
@@ -567,11 +622,12 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 		const char *sn;
 
 		if (!*end && k < fs->nstor &&
-		    !strcmp(name, c->storages[k]->key))
+		    !strcmp(name, ckpt_storage_at(c, (uint32_t)k, &v)->key))
 			return fs->plumb + 2 + k;
 		for (uint32_t i = 0; i < fs->nstor; i++)
-			if ((sn = ptfs_storage_name(c->storages[i]->key, i,
-						    buf)) &&
+			if ((sn = ptfs_storage_name(ckpt_storage_at(c, i,
+								    &v)->key,
+						    i, buf)) &&
 			    !strcmp(name, sn))
 				return fs->plumb + 2 + i;
 		return 0;

@@ -61,7 +61,10 @@ static void *inval_main(void *arg)
 		for (uint32_t i = 0; inos && i < fs->c->nnodes; i++) {
 			const struct ckpt_node *nd = fs->c->nodes[i];
 
-			if (nd->kind != CKPT_N_TENSOR || !nd->tensor ||
+			/* (a row's bytes never change: a write makes it a
+			   node) */
+			if (ckpt_is_row(nd) || nd->kind != CKPT_N_TENSOR ||
+			    !nd->tensor ||
 			    !nd->tensor->storage)
 				continue;
 			ino[0] = ptfs_ino_of(fs, nd);

@@ -413,7 +413,8 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 	diag_init(&d, o.ckpt);
-	if (ckpt_open(o.ckpt, &fs.c, &d)) {
+	/* rows: what is only listed costs no node (ckpt.h, "Rows") */
+	if (ckpt_open_with(o.ckpt, CKPT_OPEN_ROWS, &fs.c, &d)) {
 		fprintf(stderr, "ptfs: %s\n", diag_line(&d, line, sizeof(line)));
 		goto out_args;
 	}
@@ -495,7 +496,8 @@ int main(int argc, char **argv)
 			ckpt_close(fs.c);
 			fs.ovl = NULL;
 			diag_init(&d, o.ckpt);
-			if (ckpt_open(o.ckpt, &fs.c, &d) ||
+			if (ckpt_open_with(o.ckpt, CKPT_OPEN_ROWS, &fs.c,
+					   &d) ||
 			    ovl_open(fs.c, o.ckpt, &oo, &fs.ovl, &d)) {
 				fprintf(stderr, "ptfs: %s\n",
 					diag_line(&d, line, sizeof(line)));

@@ -20,7 +20,7 @@
 const char *ptfs_shown_name(const struct ckpt_node *k, uint32_t slot,
 			    size_t max, char *buf)
 {
-	return ckpt_name_short(k->name, slot, max, buf);
+	return ckpt_name_short(ckpt_slot_name(k), slot, max, buf);
 }
 
 struct ckpt_node *ptfs_child(const struct ckpt_node *dir, const char *name,

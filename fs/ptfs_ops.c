@@ -125,17 +125,26 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct ptfs *fs = ptfs_fs(req);
 	struct stat st;
+	struct diag d;
 	double tmo;
 	int rc;
 
 	(void)fi;
+	diag_init(&d, fs->c->path);
 	ptfs_rdlock(fs);
 	rc = ptfs_stat(fs, ino, &st);
+	if (rc == -EAGAIN) {	/* a row's text view: make it a node */
+		ptfs_unlock(fs);
+		rc = ptfs_ino_real(fs, ino, &d);
+		ptfs_rdlock(fs);
+		if (!rc)
+			rc = ptfs_stat(fs, ino, &st);
+	}
 	/* under the lock: an edit may grow (move) the node table */
 	tmo = ptfs_attr_timeout(fs, ino);
 	ptfs_unlock(fs);
 	if (rc)
-		ptfs_reply_err(req, rc, NULL);
+		ptfs_reply_err(req, rc, &d);
 	else
 		fuse_reply_attr(req, &st, tmo);
 }
@@ -176,13 +185,25 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_open(req, fi);
 }
 
+/*
+ * A reply's entries at most: the kernel asks for 1 MiB at a time, and a
+ * buffer that size is a mapping of its own, filled and dropped per
+ * request; with a few listings at once that was the mount's peak memory
+ * (docs/design.md, "Memory per tensor").  A shorter reply only means the
+ * kernel asks again from where it stopped: about 400 entries each.
+ */
+#define READDIR_MAX	(64u << 10)
+
 static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 			   off_t off, bool plus)
 {
 	struct ptfs *fs = ptfs_fs(req);
-	char *buf = malloc(size), made[PTFS_NAME_BUF];
+	char *buf, made[PTFS_NAME_BUF];
 	size_t len = 0;
 
+	if (size > READDIR_MAX)
+		size = READDIR_MAX;
+	buf = malloc(size);
 	if (!buf)
 		return ptfs_reply_err(req, -ENOMEM, NULL);
 	ptfs_rdlock(fs);
@@ -273,11 +294,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct diag d;
 	int rc;
 
+	diag_init(&d, fs->c->path);
 	ptfs_wrlock(fs);
 	/* the mode is all it needs: a text view is not measured here */
 	rc = ptfs_stat_entry(fs, ino, &st) || ptfs_ino_get(fs, ino, &i) ?
 	     -ENOENT :
 	     S_ISDIR(st.st_mode) ? -EISDIR : 0;
+	/* what is opened is kept: a row becomes a node (ptfs_ino_real()) */
+	if (!rc && i.row && !(rc = ckpt_row_materialize(fs->c, i.row, &d)) &&
+	    ptfs_ino_get(fs, ino, &i))
+		rc = -ENOENT;
 	if (!rc && (fi->flags & O_ACCMODE) != O_RDONLY)
 		rc = write_errno(fs, &i);
 	/* a writer's count lives in the node's open-file state */
@@ -285,7 +311,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW) &&
 	    !ckpt_node_ed(fs->c, i.node))
 		rc = -ENOMEM;
-	diag_init(&d, fs->c->path);
 	if (!rc && (fi->flags & O_TRUNC) && i.kind == PTFS_NODE)
 		rc = ovl_truncate(fs->ovl, i.node, 0, &d);
 	if (!rc && (fi->flags & O_TRUNC) && i.kind == PTFS_VIEW)

@@ -211,10 +211,21 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (ino == ptfs_ctl_ino(fs, PTFS_CTL_PROGRESS) && fs->ovl &&
 	    !fs->readonly)
 		return ptfs_ctl_read(req, fs, PTFS_CTL_PROGRESS, size, off, fi);
+	diag_init(&d, fs->c->path);
 	ptfs_rdlock(fs);
 	if (ptfs_ino_get(fs, ino, &i)) {
 		ptfs_reply_err(req, -ENOENT, NULL);
 		goto out;
+	}
+	if (i.row) {
+		/* the first read of a row (a mount that never opens) */
+		ptfs_unlock(fs);
+		rc = ptfs_ino_real(fs, ino, &d);
+		ptfs_rdlock(fs);
+		if (rc || ptfs_ino_get(fs, ino, &i) || i.row) {
+			ptfs_reply_err(req, rc ? rc : -ENOENT, &d);
+			goto out;
+		}
 	}
 	/*
 	 * A checkpoint rewritten in place (torch.save, cp to the same path)
@@ -222,7 +233,6 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	 * One fstat per request; a change between it and the splice below is
 	 * not caught (the kernel reads the fd after we reply).
 	 */
-	diag_init(&d, fs->c->path);
 	if (from_checkpoint(&i) && ((rc = ptfs_fresh(fs, &d)) ||
 	    (rc = ckpt_shard_fresh(fs->c, i.kind == PTFS_STORAGE ? i.storage :
 				   i.node && i.node->tensor ?

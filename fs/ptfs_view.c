@@ -263,7 +263,8 @@ static void drop(struct ptfs *fs, uint32_t i)
 void ptfs_texts_drop_storage(struct ptfs *fs, const struct ckpt_storage *s)
 {
 	for (uint32_t i = 0; fs->ncached && i < fs->ntexts; i++) {
-		const struct ckpt_node *n = i < fs->c->nnodes ?
+		const struct ckpt_node *n = i < fs->c->nnodes &&
+					    !ckpt_is_row(fs->c->nodes[i]) ?
 					    fs->c->nodes[i] : NULL;
 
 		if (fs->texts[i].marks &&

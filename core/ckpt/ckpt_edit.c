@@ -140,8 +140,10 @@ bool ckpt_dir_clean(const struct ckpt_node *dir)
 	for (uint32_t i = 0; i < dir->dir->nkids; i++) {
 		const struct ckpt_node *k = dir->dir->kids[i];
 
+		/* (a row is as the pickle has it: a change makes it a node) */
 		if (i >= dir->dir->norig ? k != NULL :
-		    !k || k->edited || k->fresh || ckpt_node_rekeyed(k))
+		    !k || (!ckpt_is_row(k) && (k->edited || k->fresh ||
+					       ckpt_node_rekeyed(k))))
 			return false;
 	}
 	return true;
@@ -149,12 +151,15 @@ bool ckpt_dir_clean(const struct ckpt_node *dir)
 
 bool ckpt_changed(const struct ckpt *c)
 {
+	/* (a row is never changed: a change makes it a node first) */
 	for (uint32_t i = 0; i < c->nstorages; i++)
-		if (c->storages[i]->retyped)
+		if (!ckpt_is_row(c->storages[i]) && c->storages[i]->retyped)
 			return true;	/* new storage classes (core/cvt) */
 	for (uint32_t i = 0; i < c->nnodes; i++) {
 		const struct ckpt_node *n = c->nodes[i];
 
+		if (ckpt_is_row(n))
+			continue;
 		if ((n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ) &&
 		    !n->dead && !ckpt_dir_clean(n))
 			return true;

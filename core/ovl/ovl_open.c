@@ -23,8 +23,8 @@ bool ovl_changed(const struct ovl *v)
 	const struct ckpt *c = v->c;
 
 	for (uint32_t i = 0; i < v->nstorages0; i++)
-		if (c->storages[i]->modified)
-			return true;
+		if (!ckpt_is_row(c->storages[i]) && c->storages[i]->modified)
+			return true;	/* (a row is never written) */
 	return ckpt_changed(c);
 }
 
@@ -419,6 +419,10 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 		goto fail;
 	}
 	rc = ovl_dir_open(v->dir, false, NULL, &v->dfd, d);
+	/* what an earlier mount staged is replayed onto nodes: a model with
+	   rows has nothing staged (ckpt.h, "Rows") */
+	if (!rc && v->dfd >= 0)
+		rc = ckpt_materialize(c, d);
 	if (!rc && v->dfd >= 0 && !v->readonly)
 		rc = ovl_dir_lock(v, d);
 	if (!rc && v->dfd >= 0)
@@ -465,12 +469,16 @@ void ovl_close(struct ovl *v)
 	for (uint32_t i = 0; i < v->c->nstorages; i++) {
 		struct ckpt_storage *s = v->c->storages[i];
 
+		if (ckpt_is_row(s))
+			continue;	/* never copied, never written */
 		if (ovl_copied(v, s))
 			close(s->fd);
 		s->fd = ckpt_storage_home(v->c, s);
 		ckpt_dirty_drop(s);
 	}
 	for (uint32_t i = 0; i < v->c->nnodes; i++) {
+		if (ckpt_is_row(v->c->nodes[i]))
+			continue;
 		ovl_stage_free(&v->c->nodes[i]->ed->stage);
 		ovl_stage_free(&v->c->nodes[i]->ed->vstage);
 	}

@@ -250,6 +250,11 @@ int ovl_summarize(const struct ovl *v, size_t max, struct ovl_summary *s,
 
 	memset(s, 0, sizeof(*s));
 	s->changed = ovl_changed(v);
+	if (c->nrows) {
+		/* rows: nothing staged (every change makes them nodes) */
+		disk_usage(v, s);
+		return 0;
+	}
 	for (uint32_t i = 0; i < v->nstorages0 && i < c->nstorages; i++)
 		s->storages += staged(v, c->storages[i]);
 	disk_usage(v, s);
