@@ -33,6 +33,8 @@
 #include "cvt/cvt.h"
 #include "util/io.h"
 
+#define CRC_CHUNK	(64u << 10)
+
 int ovl_ident_of(int fd, uint64_t cdir_off, uint64_t cdir_size,
 		 struct ovl_ident *id)
 {
@@ -55,12 +57,14 @@ int ovl_ident_of(int fd, uint64_t cdir_off, uint64_t cdir_size,
 		return 0;
 	if (cdir_off > id->size || cdir_size > id->size - cdir_off)
 		return -ESTALE;	/* shorter than it was: another file */
-	buf = malloc(cdir_size < (1u << 20) ? cdir_size : 1u << 20);
+	/* 64 KiB at a time: a bigger buffer is a mapping of its own, and
+	   the mount's peak memory is taken right here (design.md) */
+	buf = malloc(cdir_size < CRC_CHUNK ? cdir_size : CRC_CHUNK);
 	if (!buf)
 		return -ENOMEM;
-	for (uint64_t k = 0; k < cdir_size && !rc; k += 1u << 20) {
-		size_t m = cdir_size - k < (1u << 20) ? cdir_size - k :
-			   1u << 20;
+	for (uint64_t k = 0; k < cdir_size && !rc; k += CRC_CHUNK) {
+		size_t m = cdir_size - k < CRC_CHUNK ? cdir_size - k :
+			   CRC_CHUNK;
 
 		rc = io_pread_full(fd, buf, m, cdir_off + k);
 		crc = libdeflate_crc32(crc, buf, m);

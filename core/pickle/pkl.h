@@ -276,7 +276,7 @@ struct pkl_src {
 	void *ctx;
 	size_t window;
 };
-#define PKL_WINDOW	(1u << 20)
+#define PKL_WINDOW	(256u << 10)
 
 /*
  * pkl_parse_with() of the @len bytes at @base_off of @src, read through a
