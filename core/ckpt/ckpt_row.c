@@ -88,10 +88,14 @@ static void fill_storage(const struct ckpt *c, const struct ckpt_row *r,
 	s->fd = c->fd;
 }
 
-/* The tensor of row @r, viewing storage @s, into @v. */
-static void fill_tensor_with(const struct ckpt *c, const struct ckpt_row *r,
-			     const struct ckpt_storage *s,
-			     struct ckpt_rowview *v)
+/*
+ * The tensor of row @r, viewing storage @s, into @v; numel and contiguous
+ * come from ckpt_tensor_check(), whose result this returns (a row's
+ * passed at the build).
+ */
+static int fill_tensor_with(const struct ckpt *c, const struct ckpt_row *r,
+			    const struct ckpt_storage *s,
+			    struct ckpt_rowview *v)
 {
 	const struct pkl_fold *f = fold(r);
 	struct ckpt_tensor *t = &v->tensor;
@@ -108,8 +112,7 @@ static void fill_tensor_with(const struct ckpt *c, const struct ckpt_row *r,
 	t->shape = (int64_t *)(uintptr_t)f->dims;
 	t->x = &ckpt_no_ext;
 	t->pkl_off = r->item[1]->off;
-	/* numel and contiguous; it passed at the build, so no message */
-	(void)ckpt_tensor_check((struct ckpt *)(uintptr_t)c, t, NULL);
+	return ckpt_tensor_check((struct ckpt *)(uintptr_t)c, t, NULL);
 }
 
 /* The tensor of row @r into @v, its storage the real one if the storage
@@ -123,7 +126,7 @@ static void fill_tensor(const struct ckpt *c, const struct ckpt_row *r,
 		fill_storage(c, r, &v->storage);
 		s = &v->storage;
 	}
-	fill_tensor_with(c, r, s, v);
+	(void)fill_tensor_with(c, r, s, v);
 }
 
 /* Row @r into @v: node, tensor and storage. */
@@ -225,8 +228,7 @@ int ckpt_row_add(struct ckpt_build *b, const struct ckpt_node *dir,
 	/* rebuild(): the checks of ckpt_tensor_check(); a tensor that fails
 	   them is left to the build, which says why */
 	fill_storage(c, &r, &view.storage);
-	fill_tensor_with(c, &r, &view.storage, &view);
-	if (ckpt_tensor_check(c, &view.tensor, NULL))
+	if (fill_tensor_with(c, &r, &view.storage, &view))
 		return 0;
 	row = arena_alloc(&c->arena, sizeof(*row));
 	if (!row || ckpt_push((void ***)&c->nodes, &c->nnodes, &b->nodes_cap,
