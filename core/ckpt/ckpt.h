@@ -365,7 +365,7 @@ uint32_t ckpt_slot_id(const struct ckpt_node *p);
  * Make the row in slot @p (of c->nodes[], kids[], c->tensors[] or
  * c->storages[]) a node, tensor and storage for good, as
  * ckpt_materialize() does for all; nothing to do for a slot without a
- * row.  0, or -ENOMEM with @d set.
+ * row.  0, or -ENOMEM with @d (may be NULL) set.
  */
 int ckpt_row_materialize(struct ckpt *c, const void *p, struct diag *d);
 

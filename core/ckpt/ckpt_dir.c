@@ -173,8 +173,10 @@ int ckpt_dir_adopt(struct ckpt *c, struct ckpt_node *dir,
 			char *name = arena_alloc(&c->arena, len);
 
 			/* a row's name is its key: renamed, it is a node */
-			if (!name || (ckpt_is_row(n) && ckpt_row_real(c, &n)))
+			if (!name || ckpt_row_materialize(c, n, NULL))
 				return -ENOMEM;
+			if (ckpt_is_row(n))
+				n = c->nodes[ckpt_slot_id(n)];
 			snprintf(name, len, "%s%%#%u", n->name, n->index);
 			n->name = name;
 			s = slot(d, name, &h);

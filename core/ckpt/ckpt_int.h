@@ -103,8 +103,6 @@ const char *ckpt_row_key(const struct ckpt_row *r);
 int ckpt_row_add(struct ckpt_build *b, const struct ckpt_node *dir,
 		 uint32_t index, struct pkl_value *const *item,
 		 struct ckpt_node **np);
-/* Make row slot *@np a node for good (ckpt_materialize()); 0 or -ENOMEM */
-int ckpt_row_real(struct ckpt *c, struct ckpt_node **np);
 /* Make the storage of row slot *@out for good (a second tensor views
  * it); *@out becomes the storage.  0 or -ENOMEM. */
 int ckpt_row_storage(struct ckpt *c, struct ckpt_storage **out);

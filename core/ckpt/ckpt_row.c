@@ -281,16 +281,6 @@ static int materialize(struct ckpt *c, struct ckpt_row *r)
 	return 0;
 }
 
-int ckpt_row_real(struct ckpt *c, struct ckpt_node **np)
-{
-	struct ckpt_row *r = ckpt_row_of(*np);
-	int rc = materialize(c, r);
-
-	if (!rc)
-		*np = c->nodes[r->id];
-	return rc;
-}
-
 int ckpt_row_materialize(struct ckpt *c, const void *p, struct diag *d)
 {
 	if (ckpt_is_row(p) && materialize(c, ckpt_row_of(p)))
