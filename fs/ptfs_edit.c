@@ -412,11 +412,13 @@ void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	fuse_reply_attr(req, &st, tmo);
 }
 
-/* close() (@flush: may apply a replacement) or fsync(): make data durable */
 /*
  * Is something being written through @i that close() may apply (a
  * replacement, a view, a new tensor)?  Then the text views must forget
  * what they learnt; a plain close of a file only read changes nothing.
+ * And if close() refuses it, the file stays as it was, but the kernel
+ * cached the size the writer staged (0 after O_TRUNC, 3996 after a short
+ * cp) for the whole attribute timeout: it must ask again.
  */
 static bool staging(const struct ptfs_ino *i)
 {
@@ -424,6 +426,7 @@ static bool staging(const struct ptfs_ino *i)
 	       (i->node->ed->stage || i->node->ed->vstage || i->node->pending);
 }
 
+/* close() (@flush: may apply a replacement) or fsync(): make data durable */
 static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 {
 	struct ptfs *fs = ptfs_fs(req);
@@ -452,6 +455,8 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 		rc = ovl_fsync_storage(fs->ovl, i.storage, &d);
 	if (rc)
 		ptfs_refused_ino(fs, &i, rc, &d);
+	if (rc && drop)
+		ptfs_inval_inode(fs, ino);	/* (staging()) */
 	if (flush && drop)
 		ptfs_texts_drop(fs);
 	ptfs_unlock(fs);
@@ -498,6 +503,8 @@ void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
 			int rc = release_staged(fs, &i, &d);
 
 			ptfs_refused_ino(fs, &i, rc, &d);
+			if (rc && drop)
+				ptfs_inval_inode(fs, ino);
 			if (rc)
 				ptfs_reply_err(NULL, rc, &d);	/* just log */
 			if (drop)

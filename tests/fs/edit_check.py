@@ -42,6 +42,7 @@ import pickle
 import signal
 import struct
 import sys
+import time
 import traceback
 import warnings
 import tarfile
@@ -1227,10 +1228,16 @@ def act_replace_bad(mnt, e, orig, probs):
     except OSError as ex:
         probs.append("writing 3996 bytes over vec (4000 B): write failed "
                      "with %s, expected close() to fail" % errno_name(ex.errno))
+    os.stat(p)      # the kernel caches the staged size, 3996
     expect_errno(probs, "close() after writing 3996 bytes over vec (4000 B)",
                  f.close, (errno.EINVAL,))
+    if os.stat(p).st_size != 4000:
+        probs.append("vec is %d bytes after close() refused the 3996 bytes: "
+                     "the kernel kept the refused size"
+                     % os.stat(p).st_size)
     # longer: the write fails with EFBIG (at once or after a short write)
     fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+    os.stat(p)      # the kernel caches the size O_TRUNC staged, 0
     data, got = pay("vec_long.bin"), None
     try:
         off = 0
@@ -1246,6 +1253,15 @@ def act_replace_bad(mnt, e, orig, probs):
         os.close(fd)
     except OSError:
         pass        # EINVAL if nothing of it was kept: fine
+    # what nothing was written to is refused by the release, which the
+    # kernel sends after close() returns
+    for _ in range(100):
+        if os.stat(p).st_size == 4000:
+            break
+        time.sleep(0.1)
+    else:
+        probs.append("vec is %d bytes 10 s after the refused O_TRUNC: the "
+                     "kernel kept the refused size" % os.stat(p).st_size)
     have = read_file(p)
     if have == data[:len(have)] and have != tbytes(e["vec"]):
         probs.append("vec holds the first %d bytes of the 4004-byte write: "
