@@ -1,9 +1,10 @@
 /*
  * test_ckpt_rows.c - rows (core/ckpt/ckpt_row.c): a checkpoint opened
  * with CKPT_OPEN_ROWS shows through ckpt_node_at(), ckpt_kid(),
- * ckpt_tensor_at() and ckpt_storage_at(), field by field, what a plain
- * open builds, finds every child by name, and ckpt_materialize() makes
- * that very model; on every fixture, torch's and the real-world ones.
+ * ckpt_tensor_at() and ckpt_storage_at() (and the *_size_at() counts),
+ * field by field, what a plain open builds, finds every child by name,
+ * and ckpt_materialize() makes that very model; on every fixture,
+ * torch's and the real-world ones.
  */
 #include "test_util.h"
 #include "fixtures.h"
@@ -133,10 +134,22 @@ static void same_model(const struct ckpt *r, const struct ckpt *p)
 				     a->dir->kids[k], "%s", x->name);
 		}
 	}
-	for (uint32_t i = 0; i < p->ntensors; i++)
+	for (uint32_t i = 0; i < p->ntensors; i++) {
+		uint64_t nbytes = 0;
+
 		same_tensor(ckpt_tensor_at(r, i, &v), p->tensors[i]);
-	for (uint32_t i = 0; i < p->nstorages; i++)
+		cr_assert_eq(ckpt_tensor_size_at(r, i, &nbytes),
+			     p->tensors[i]->dtype);
+		cr_assert_eq(nbytes, ckpt_tensor_nbytes(p->tensors[i]));
+	}
+	for (uint32_t i = 0; i < p->nstorages; i++) {
+		uint64_t nbytes = 0;
+
 		same_storage(ckpt_storage_at(r, i, &v), p->storages[i]);
+		cr_assert_eq(ckpt_storage_size_at(r, i, &nbytes),
+			     p->storages[i]->dtype);
+		cr_assert_eq(nbytes, p->storages[i]->nbytes);
+	}
 }
 
 struct counts {

@@ -195,39 +195,46 @@ static struct total *totals(const struct ckpt *c, size_t *n)
 		free(t);
 		return NULL;
 	}
-	for (uint32_t i = 0; i < c->ntensors; i++) {
-		struct ckpt_rowview v;
-		const struct ckpt_tensor *x = ckpt_tensor_at(c, i, &v);
-
-		if (x->storage && !sdt[x->storage->index])
-			sdt[x->storage->index] = x->dtype->name;
-	}
-	/* rows in the order dtypes first appear: tensors, then storages */
+	/*
+	 * Rows in the order dtypes first appear: tensors, then storages
+	 * (which come after every tensor, so sdt[] is complete by then).
+	 * A row (ckpt.h) is shown and views a typed storage of its dtype,
+	 * which no other tensor views: its sizes are all there is to read.
+	 */
 	for (uint32_t i = 0; i < c->ntensors + c->nstorages; i++) {
-		struct ckpt_rowview v;
-		const struct ckpt_tensor *x = i < c->ntensors ?
-					      ckpt_tensor_at(c, i, &v) : NULL;
-		const struct ckpt_storage *s = x ? NULL :
-			ckpt_storage_at(c, i - c->ntensors, &v);
+		bool tensor = i < c->ntensors;
+		const struct ckpt_tensor *x = tensor ? c->tensors[i] : NULL;
+		const struct ckpt_dtype *dtype;
+		uint64_t nbytes;
 		const char *dt;
 		size_t j;
 
-		if (x && !x->shown)
-			continue;
-		dt = x ? x->dtype->name :
-		     sdt[s->index] ? sdt[s->index] : s->dtype->name;
+		if (tensor && !ckpt_is_row(x)) {
+			if (x->storage && !sdt[x->storage->index])
+				sdt[x->storage->index] = x->dtype->name;
+			if (!x->shown)
+				continue;
+		}
+		if (tensor) {
+			dt = ckpt_tensor_size_at(c, i, &nbytes)->name;
+		} else {
+			dtype = ckpt_storage_size_at(c, i - c->ntensors,
+						     &nbytes);
+			dt = sdt[i - c->ntensors] ? sdt[i - c->ntensors] :
+			     dtype->name;
+		}
 		/* names come from the dtype table: mostly the same pointer */
 		for (j = 0; j < k && t[j].dtype != dt &&
 			    strcmp(t[j].dtype, dt); j++)
 			;
 		if (j == k)
 			t[k++].dtype = dt;
-		if (x) {
+		if (tensor) {
 			t[j].tensors++;
-			t[j].tensor_bytes += ckpt_tensor_nbytes(x);
+			t[j].tensor_bytes += nbytes;
 		} else {
 			t[j].storages++;
-			t[j].storage_bytes += s->nbytes;
+			t[j].storage_bytes += nbytes;
 		}
 	}
 	t[k].dtype = "all";

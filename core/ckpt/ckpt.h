@@ -357,6 +357,17 @@ const struct ckpt_tensor *ckpt_tensor_at(const struct ckpt *c, uint32_t i,
 const struct ckpt_storage *ckpt_storage_at(const struct ckpt *c, uint32_t i,
 					   struct ckpt_rowview *v);
 
+/*
+ * The dtype and bytes (ckpt_tensor_nbytes(), the storage's nbytes) of
+ * c->tensors[@i] and c->storages[@i] without filling a view: a count over
+ * a whole model (ptls's totals) reads a row's 32 bytes and its sizes,
+ * not its names.
+ */
+const struct ckpt_dtype *ckpt_tensor_size_at(const struct ckpt *c,
+					     uint32_t i, uint64_t *nbytes);
+const struct ckpt_dtype *ckpt_storage_size_at(const struct ckpt *c,
+					      uint32_t i, uint64_t *nbytes);
+
 /* The name and id of node slot @p without filling a view. */
 const char *ckpt_slot_name(const struct ckpt_node *p);
 uint32_t ckpt_slot_id(const struct ckpt_node *p);

@@ -70,8 +70,9 @@ const char *ckpt_row_key(const struct ckpt_row *r)
 	return fold(r)->key->u.s.p;
 }
 
+/* Row @r's storage, whose slot is @k (sindex()), into @s. */
 static void fill_storage(const struct ckpt *c, const struct ckpt_row *r,
-			 struct ckpt_storage *s)
+			 uint32_t k, struct ckpt_storage *s)
 {
 	const struct pkl_fold *f = fold(r);
 
@@ -83,7 +84,7 @@ static void fill_storage(const struct ckpt *c, const struct ckpt_row *r,
 	s->nbytes = s->numel * s->dtype->size;	/* checked by the build */
 	s->rec = r->rec ? &c->zip.entries[r->rec - 1] : NULL;
 	s->pkl_off = r->item[1]->off - f->pid_back;
-	s->index = sindex(r);
+	s->index = k;
 	s->ntensors = 1;
 	s->fd = c->fd;
 }
@@ -120,10 +121,11 @@ static int fill_tensor_with(const struct ckpt *c, const struct ckpt_row *r,
 static void fill_tensor(const struct ckpt *c, const struct ckpt_row *r,
 			struct ckpt_rowview *v)
 {
-	const struct ckpt_storage *s = c->storages[sindex(r)];
+	uint32_t k = sindex(r);
+	const struct ckpt_storage *s = c->storages[k];
 
 	if (ckpt_is_row(s)) {
-		fill_storage(c, r, &v->storage);
+		fill_storage(c, r, k, &v->storage);
 		s = &v->storage;
 	}
 	(void)fill_tensor_with(c, r, s, v);
@@ -179,8 +181,44 @@ const struct ckpt_storage *ckpt_storage_at(const struct ckpt *c, uint32_t i,
 
 	if (!ckpt_is_row(s))
 		return s;
-	fill_storage(c, ckpt_row_of(s), &v->storage);
+	fill_storage(c, ckpt_row_of(s), i, &v->storage);
 	return &v->storage;
+}
+
+const struct ckpt_dtype *ckpt_tensor_size_at(const struct ckpt *c,
+					     uint32_t i, uint64_t *nbytes)
+{
+	const struct ckpt_tensor *t = c->tensors[i];
+	const struct ckpt_dtype *dt;
+	const struct pkl_fold *f;
+	uint64_t numel = 1;
+
+	if (!ckpt_is_row(t)) {
+		*nbytes = ckpt_tensor_nbytes(t);
+		return t->dtype;
+	}
+	/* ckpt_tensor_check()'s numel, which passed at the build */
+	f = fold(ckpt_row_of(t));
+	for (uint8_t k = 0; k < f->ndim; k++)
+		numel *= (uint64_t)f->dims[k];
+	dt = ckpt_dtype_at(ckpt_row_of(t)->dtype);
+	*nbytes = numel * dt->size;
+	return dt;
+}
+
+const struct ckpt_dtype *ckpt_storage_size_at(const struct ckpt *c,
+					      uint32_t i, uint64_t *nbytes)
+{
+	const struct ckpt_storage *s = c->storages[i];
+	const struct ckpt_dtype *dt;
+
+	if (!ckpt_is_row(s)) {
+		*nbytes = s->nbytes;
+		return s->dtype;
+	}
+	dt = ckpt_dtype_at(ckpt_row_of(s)->dtype);
+	*nbytes = (uint64_t)fold(ckpt_row_of(s))->numel * dt->size;
+	return dt;
 }
 
 const char *ckpt_slot_name(const struct ckpt_node *p)
@@ -227,7 +265,7 @@ int ckpt_row_add(struct ckpt_build *b, const struct ckpt_node *dir,
 	};
 	/* rebuild(): the checks of ckpt_tensor_check(); a tensor that fails
 	   them is left to the build, which says why */
-	fill_storage(c, &r, &view.storage);
+	fill_storage(c, &r, c->nstorages, &view.storage);
 	if (fill_tensor_with(c, &r, &view.storage, &view))
 		return 0;
 	row = arena_alloc(&c->arena, sizeof(*row));
@@ -249,11 +287,12 @@ int ckpt_row_storage(struct ckpt *c, struct ckpt_storage **out)
 {
 	struct ckpt_row *r = ckpt_row_of(*out);
 	struct ckpt_storage *s = arena_alloc(&c->arena, sizeof(*s));
+	uint32_t k = sindex(r);
 
 	if (!s)
 		return -ENOMEM;
-	fill_storage(c, r, s);
-	c->storages[sindex(r)] = s;
+	fill_storage(c, r, k, s);
+	c->storages[k] = s;
 	*out = s;
 	return 0;
 }
