@@ -429,6 +429,37 @@ Test(ptz_read, finds_names_ignoring_ascii_case)
 	assert_no_leaks();
 }
 
+/* ptz_name_cmp() skips equal 8-byte words: its sign must be that of a
+ * byte-at-a-time compare of the folded names, for names of every length
+ * that differ in case or in bytes anywhere. */
+Test(ptz_read, name_order_ignores_case_at_any_position)
+{
+	static const char abc[] = "aAbB/0.z";
+	unsigned seed = 7;
+	char x[24], y[24];
+
+	for (int round = 0; round < 200000; round++) {
+		size_t nx = (size_t)(rand_r(&seed) % 21), ny, i;
+		int want = 0, have;
+
+		for (i = 0; i < nx; i++)
+			x[i] = abc[rand_r(&seed) % 8];
+		/* mostly y is x with a change or two, or cut */
+		ny = rand_r(&seed) % 4 ? nx : (size_t)(rand_r(&seed) % 21);
+		for (i = 0; i < ny; i++)
+			y[i] = i < nx && rand_r(&seed) % 8 ? x[i] :
+			       abc[rand_r(&seed) % 8];
+		for (i = 0; i < nx && i < ny && !want; i++)
+			want = ptz_fold((unsigned char)x[i]) -
+			       ptz_fold((unsigned char)y[i]);
+		if (!want)
+			want = nx < ny ? -1 : nx > ny;
+		have = ptz_name_cmp(x, nx, y, ny);
+		cr_assert_eq(have < 0 ? -1 : have > 0, want < 0 ? -1 : want > 0,
+			     "'%.*s' '%.*s'", (int)nx, x, (int)ny, y);
+	}
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
