@@ -91,11 +91,17 @@ static bool special8(uint64_t x)
 
 void jw_str(struct jw *w, const char *s, size_t n)
 {
+	jw_putc(w, '"');
+	jw_str_part(w, s, n);
+	jw_putc(w, '"');
+}
+
+void jw_str_part(struct jw *w, const char *s, size_t n)
+{
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p = (const unsigned char *)s;
 	size_t run = 0;		/* start of the bytes not yet written */
 
-	jw_putc(w, '"');
 	for (size_t i = 0; i < n;) {
 		uint64_t x;
 		size_t k;
@@ -128,7 +134,6 @@ void jw_str(struct jw *w, const char *s, size_t n)
 		run = ++i;
 	}
 	jw_add(w, p + run, n - run);
-	jw_putc(w, '"');
 }
 
 void jw_cstr(struct jw *w, const char *s)

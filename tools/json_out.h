@@ -64,6 +64,9 @@ void jw_printf(struct jw *w, const char *fmt, ...)
 void jw_str(struct jw *w, const char *s, size_t n);
 /* Same for a NUL-terminated string; NULL writes null. */
 void jw_cstr(struct jw *w, const char *s);
+/* jw_str() without the quotes, for a string written in pieces (each is
+ * checked for UTF-8 alone: cut them at ASCII bytes only). */
+void jw_str_part(struct jw *w, const char *s, size_t n);
 /* @v in decimal (no printf: it is the hot path of --json). */
 void jw_u64(struct jw *w, uint64_t v);
 void jw_i64(struct jw *w, int64_t v);
