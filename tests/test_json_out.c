@@ -120,3 +120,43 @@ Test(json_out, random_bytes_small_buffers)
 		check(s, n, 1 + (size_t)(round % 17));
 	}
 }
+
+/* Full buffers bypass stdio (jw_flush()): what stdio holds goes first,
+ * and what comes after through stdio follows, in order. */
+Test(json_out, direct_writes_keep_the_order)
+{
+	static char buf[3 * JW_DIRECT];
+	FILE *f = tmpfile();
+	char *want = malloc(4 << 20), *have = malloc(4 << 20);
+	size_t n = 0, got;
+	struct jw w;
+
+	cr_assert(f && want && have);
+	jw_init(&w, f, buf, sizeof(buf));
+	for (int round = 0; round < 40; round++) {
+		char head[32];
+		int k = snprintf(head, sizeof(head), "<%d>", round);
+
+		fputs(head, f);		/* through stdio, between flushes */
+		memcpy(want + n, head, (size_t)k);
+		n += (size_t)k;
+		/* below JW_DIRECT, above it, and past the buffer */
+		for (size_t i = 0; i < JW_DIRECT / 2 + 2000u * (size_t)round;
+		     i++) {
+			char c = (char)('a' + (i + (size_t)round) % 26);
+
+			jw_putc(&w, c);
+			want[n++] = c;
+		}
+		jw_flush(&w);
+	}
+	fflush(f);
+	rewind(f);
+	got = fread(have, 1, 4 << 20, f);
+	cr_assert_eq(got, n);
+	cr_assert(!memcmp(have, want, n));
+	cr_assert(!ferror(f));
+	fclose(f);
+	free(want);
+	free(have);
+}

@@ -3,12 +3,14 @@
  * are not valid UTF-8 are written as \u00XX, i.e. read as Latin-1),
  * through a buffer; see json_out.h.
  */
+#define _POSIX_C_SOURCE 200809L	/* fileno */
 #include "json_out.h"
 
 #include "util/utf8.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <unistd.h>
 
 void jw_init(struct jw *w, FILE *f, char *buf, size_t size)
 {
@@ -17,10 +19,27 @@ void jw_init(struct jw *w, FILE *f, char *buf, size_t size)
 	w->end = buf + size;
 }
 
+/*
+ * A full buffer goes to the file descriptor itself once stdio holds
+ * nothing: fwrite() would copy it into stdio's buffer first, 40 MB for a
+ * listing of 100,000 tensors.  What write() does not take goes through
+ * fwrite(), which then meets the same error and sets ferror(), where the
+ * tools look for it.
+ */
 void jw_flush(struct jw *w)
 {
-	if (w->p > w->buf)
-		fwrite(w->buf, 1, (size_t)(w->p - w->buf), w->f);
+	const char *s = w->buf;
+	size_t n = (size_t)(w->p - w->buf);
+	int fd = n >= JW_DIRECT ? fileno(w->f) : -1;
+	ssize_t k;
+
+	if (fd >= 0 && !fflush(w->f))
+		while (n && (k = write(fd, s, n)) > 0) {
+			s += k;
+			n -= (size_t)k;
+		}
+	if (n)
+		fwrite(s, 1, n, w->f);
 	w->p = w->buf;
 }
 

@@ -23,6 +23,9 @@ struct jw {
 	FILE *f;
 };
 
+/* From this many buffered bytes on, jw_flush() bypasses stdio. */
+#define JW_DIRECT	(16u << 10)
+
 /* Write through @buf (@size bytes, at least 1) to @f. */
 void jw_init(struct jw *w, FILE *f, char *buf, size_t size);
 /* Hand what is buffered to @w's FILE (errors show in ferror()). */

@@ -392,7 +392,7 @@ static void json_node(struct jw *w, const struct ckpt_node *n, bool *first,
 static void json_list(const struct ckpt *c, const struct opts *o)
 {
 	const struct ckpt_node *holder;
-	char buf[1 << 16];
+	static char buf[1 << 18];
 	struct jw jw, *w = &jw;
 	bool first = true;
 	char *hp;
