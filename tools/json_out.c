@@ -96,8 +96,9 @@ static size_t utf8_len(const unsigned char *p, size_t n)
 /*
  * Does one of the 8 bytes in @x need a look: below 0x20, above 0x7e, '"'
  * or '\\'?  Each test is the exact one for "some byte is zero" (or less
- * than n, more than n) of Bit Twiddling Hacks; the names ptls lists are
- * plain ASCII, and 8 bytes at a time took a third off jw_str().
+ * than n, more than n) of Bit Twiddling Hacks.  The strings a listing
+ * writes are mostly plain ASCII names, most shorter than 8 bytes: one test
+ * passes a whole word, or a short string padded with 'a'.
  */
 static bool special8(uint64_t x)
 {
@@ -122,11 +123,12 @@ void jw_str_part(struct jw *w, const char *s, size_t n)
 	size_t run = 0;		/* start of the bytes not yet written */
 
 	for (size_t i = 0; i < n;) {
-		uint64_t x;
-		size_t k;
+		uint64_t x = ONES * 'a';	/* a short tail: padded */
+		size_t k = n - i < 8 ? n - i : 8;
 
-		if (n - i >= 8 && (memcpy(&x, p + i, 8), !special8(x))) {
-			i += 8;
+		memcpy(&x, p + i, k);
+		if (!special8(x)) {
+			i += k;
 			continue;
 		}
 		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '"' && p[i] != '\\') {
