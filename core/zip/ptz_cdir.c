@@ -1,6 +1,6 @@
 /*
- * ptz_cdir.c - read the central directory (APPNOTE 4.3.12) in one pread and
- * turn it into the reader's index: one ptz_entry per record with its sizes
+ * ptz_cdir.c - read the central directory (APPNOTE 4.3.12) through a
+ * window and turn it into the reader's index: one ptz_entry per record with its sizes
  * and local header offset (ZIP64 extra field, 4.5.3, where the 32-bit
  * fields say 0xffffffff), every name in one block, the records' spaces
  * checked not to overlap, and the names sorted ignoring ASCII case, the
@@ -188,21 +188,73 @@ static int read_entry(const struct ptz_reader *z, const struct cd_rec *r,
 	return 0;
 }
 
-/*
- * Split the entry at @pos of @buf into @r, checking that its fixed part,
- * name, extra and comment are all inside the buffer.
- */
-static int split_entry(const struct ptz_reader *z, const unsigned char *buf,
-		       size_t pos, struct cd_rec *r, struct diag *d)
-{
-	size_t left = (size_t)z->cdir_size - pos;
-	uint32_t sig;
+size_t ptz_cdir_window = 256u << 10;
 
-	r->p = buf + pos;
+/*
+ * The central directory is read through a window: read whole, the 6.4 MB
+ * of 100,000 records were as many fresh pages, filled, read once and
+ * unmapped (a tenth of ptls's zip index).  An entry that does not fit
+ * (46 bytes and up to 3 x 64 KiB) grows it.
+ */
+struct cdir_win {
+	unsigned char *buf;
+	size_t cap;		/* bytes buf holds */
+	uint64_t start;		/* central directory offset of buf[0] */
+	size_t len;		/* its bytes in buf */
+};
+
+/* Have bytes [@pos, @pos + @n) of the central directory, which holds
+ * them, in @w. */
+static int win_need(const struct ptz_reader *z, struct cdir_win *w,
+		    uint64_t pos, size_t n, struct diag *d)
+{
+	size_t keep = 0, want;
+	unsigned char *nb;
+	int rc;
+
+	if (pos >= w->start && pos + n <= w->start + w->len)
+		return 0;
+	if (n > w->cap) {
+		if (!(nb = realloc(w->buf, n)))
+			return diag_nomem(d);
+		w->buf = nb;
+		w->cap = n;
+	}
+	if (pos >= w->start && pos < w->start + w->len) {
+		keep = (size_t)(w->start + w->len - pos);
+		memmove(w->buf, w->buf + (pos - w->start), keep);
+	}
+	want = z->cdir_size - pos < w->cap ? (size_t)(z->cdir_size - pos) :
+	       w->cap;
+	w->start = pos;
+	w->len = keep;
+	rc = ptz_pread(z, w->buf + keep, want - keep, z->cdir_off + pos + keep,
+		       d);
+	if (rc < 0)
+		return rc;
+	w->len = want;
+	return 0;
+}
+
+/*
+ * Split the entry at @pos of the central directory into @r (read
+ * through @w), checking that its fixed part, name, extra and comment are
+ * all inside the central directory.
+ */
+static int split_entry(const struct ptz_reader *z, struct cdir_win *w,
+		       uint64_t pos, struct cd_rec *r, struct diag *d)
+{
+	size_t left = (size_t)(z->cdir_size - pos);
+	uint32_t sig;
+	int rc;
+
 	r->off = z->cdir_off + pos;
 	if (left < PTZ_CDIR_LEN)
 		return diag_corrupt(d, r->off, "central directory ends inside a record (%zu of 46 bytes left)",
 				    left);
+	if ((rc = win_need(z, w, pos, PTZ_CDIR_LEN, d)))
+		return rc;
+	r->p = w->buf + (pos - w->start);
 	sig = le32(r->p);
 	if (sig != PTZ_SIG_CDIR)
 		return diag_corrupt(d, r->off, "bad central directory signature 0x%08" PRIx32,
@@ -217,24 +269,29 @@ static int split_entry(const struct ptz_reader *z, const unsigned char *buf,
 				    left - PTZ_CDIR_LEN);
 	if (r->name_len == 0)
 		return diag_corrupt(d, r->off + CD_NAME_LEN, "record with an empty name");
+	rc = win_need(z, w, pos, PTZ_CDIR_LEN + (size_t)r->name_len +
+		      r->extra_len + r->comment_len, d);
+	if (rc)
+		return rc;
+	r->p = w->buf + (pos - w->start);
 	if (memchr(r->p + PTZ_CDIR_LEN, 0, r->name_len))
 		return diag_corrupt(d, r->off + PTZ_CDIR_LEN, "record name contains a NUL byte");
 	return 0;
 }
 
-/* Parse every entry of the central directory held in @buf. */
-static int parse_all(struct ptz_reader *z, const unsigned char *buf,
+/* Parse every entry of the central directory, read through @w. */
+static int parse_all(struct ptz_reader *z, struct cdir_win *w,
 		     uint32_t *cd_pos, struct diag *d)
 {
 	char *names = z->names;
-	size_t pos = 0;
+	uint64_t pos = 0;
 	int rc;
 
 	for (uint32_t i = 0; i < z->nentries; i++) {
 		struct ptz_entry *e = &z->entries[i];
 		struct cd_rec r = { 0 };
 
-		rc = split_entry(z, buf, pos, &r, d);
+		rc = split_entry(z, w, pos, &r, d);
 		if (rc < 0)
 			return rc;
 		/* Each entry takes >= name_len + 1 bytes: names fit. */
@@ -398,7 +455,7 @@ int ptz_cdir_read(struct ptz_reader *z, struct diag *d)
 {
 	size_t n = z->nentries;
 	size_t size = (size_t)z->cdir_size;
-	unsigned char *buf;
+	struct cdir_win w = { 0 };
 	uint32_t *cd_pos;
 	int rc;
 
@@ -406,13 +463,11 @@ int ptz_cdir_read(struct ptz_reader *z, struct diag *d)
 		return size ? diag_corrupt(d, z->cdir_off, "central directory has %zu bytes but no records",
 					   size) : 0;
 	/* ptz_eocd_read() checked n * 46 <= size <= PTZ_MAX_CDIR. */
-	buf = malloc(size);
-	if (!buf)
+	w.cap = size < ptz_cdir_window ? size : ptz_cdir_window;
+	w.buf = malloc(w.cap ? w.cap : 1);
+	if (!w.buf)
 		return diag_nomem(d);
-	util_populate(buf, size);
-	rc = ptz_pread(z, buf, size, z->cdir_off, d);
-	if (rc < 0)
-		goto out_free_buf;
+	util_populate(w.buf, w.cap);
 	cd_pos = malloc(n * sizeof(*cd_pos));
 	if (!cd_pos) {
 		rc = diag_nomem(d);
@@ -425,7 +480,7 @@ int ptz_cdir_read(struct ptz_reader *z, struct diag *d)
 		rc = diag_nomem(d);
 		goto out_free_cd_pos;
 	}
-	rc = parse_all(z, buf, cd_pos, d);
+	rc = parse_all(z, &w, cd_pos, d);
 	if (rc < 0)
 		goto out_free_cd_pos;
 	for (size_t i = 0; i < n; i++)
@@ -440,6 +495,6 @@ int ptz_cdir_read(struct ptz_reader *z, struct diag *d)
 out_free_cd_pos:
 	free(cd_pos);
 out_free_buf:
-	free(buf);
+	free(w.buf);
 	return rc;
 }

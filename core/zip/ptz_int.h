@@ -91,4 +91,8 @@ int ptz_eocd_read(struct ptz_reader *z, struct diag *d);
  */
 int ptz_cdir_read(struct ptz_reader *z, struct diag *d);
 
+/* Bytes of the central directory ptz_cdir_read() reads at a time (an
+ * entry longer than that is read whole); tests make it small. */
+extern size_t ptz_cdir_window;
+
 #endif
