@@ -27,6 +27,7 @@ struct diag;
 struct pkl_chunk {
 	struct pkl_chunk *next;
 	uint32_t n, cap;
+	uint32_t pop;		/* nodes populated ahead of use (pkl_value.c) */
 	struct pkl_value v[];
 };
 

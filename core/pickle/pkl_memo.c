@@ -9,6 +9,7 @@
 #define PT_INTERNAL 1
 #endif
 #include "pkl_int.h"
+#include "util/heap.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -109,6 +110,8 @@ static int dense_cover(struct pkl_memo *m, uint32_t key)
 	nd = realloc(m->dense, ncap * sizeof(*nd));
 	if (!nd)
 		return -ENOMEM;
+	/* one call for the new pages instead of a fault each (heap.h) */
+	util_populate(nd + m->dcap, (ncap - m->dcap) * sizeof(*nd));
 	memset(nd + m->dcap, 0, (ncap - m->dcap) * sizeof(*nd));
 	m->dense = nd;
 	m->dcap = (uint32_t)ncap;

@@ -8,6 +8,7 @@
 #define PT_INTERNAL 1
 #endif
 #include "pkl_int.h"
+#include "util/heap.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 
 #define CHUNK_FIRST	32u
 #define CHUNK_MAX	65536u
+#define POP_STEP	8192u	/* nodes: 256 KiB */
 
 struct pkl_call_ext pkl_no_ext;
 
@@ -55,10 +57,19 @@ struct pkl_value *pkl_node_new(struct pkl_doc *doc, int kind, uint64_t off)
 		c = calloc(1, sizeof(*c) + (size_t)cap * sizeof(c->v[0]));
 		if (!c)
 			return NULL;
-		c->n = 0;
+		c->n = c->pop = 0;
 		c->cap = cap;
 		c->next = doc->chunks;
 		doc->chunks = c;
+	}
+	if (c->n == c->pop) {
+		/* a chunk's pages a step ahead, one call instead of a fault
+		   each (heap.h); not all at once: they count in RSS */
+		uint32_t k = c->cap - c->pop < POP_STEP ? c->cap - c->pop :
+			     POP_STEP;
+
+		util_populate(&c->v[c->pop], (size_t)k * sizeof(c->v[0]));
+		c->pop += k;
 	}
 	v = &c->v[c->n++];
 init:
