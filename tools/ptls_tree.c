@@ -220,7 +220,10 @@ static struct total *totals(const struct ckpt *c, size_t *n)
 		} else {
 			dtype = ckpt_storage_size_at(c, i - c->ntensors,
 						     &nbytes);
-			dt = sdt[i - c->ntensors] ? sdt[i - c->ntensors] :
+			/* (a row's is its own: not even read, 100,000
+			   rows would fault in sdt[]'s zero pages) */
+			dt = !ckpt_is_row(c->storages[i - c->ntensors]) &&
+			     sdt[i - c->ntensors] ? sdt[i - c->ntensors] :
 			     dtype->name;
 		}
 		/* names come from the dtype table: mostly the same pointer */

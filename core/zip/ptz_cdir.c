@@ -480,6 +480,11 @@ int ptz_cdir_read(struct ptz_reader *z, struct diag *d)
 		rc = diag_nomem(d);
 		goto out_free_cd_pos;
 	}
+	/* every entry is written: their pages in one call each, not a
+	   fault each (heap.h); the names' block is only an upper bound */
+	util_populate(cd_pos, n * sizeof(*cd_pos));
+	util_populate(z->entries, n * sizeof(*z->entries));
+	util_populate(z->by_name, n * sizeof(*z->by_name));
 	rc = parse_all(z, &w, cd_pos, d);
 	if (rc < 0)
 		goto out_free_cd_pos;
