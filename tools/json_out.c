@@ -126,7 +126,14 @@ void jw_str_part(struct jw *w, const char *s, size_t n)
 		uint64_t x = ONES * 'a';	/* a short tail: padded */
 		size_t k = n - i < 8 ? n - i : 8;
 
-		memcpy(&x, p + i, k);
+		/* (a short tail shifted in, not copied: bytes stored one by
+		   one and loaded as a word stall the load, half of this
+		   function's time) */
+		if (k == 8)
+			memcpy(&x, p + i, 8);
+		else
+			for (size_t j = 0; j < k; j++)
+				x = x << 8 | p[i + j];
 		if (!special8(x)) {
 			i += k;
 			continue;
