@@ -340,28 +340,24 @@ static void text_list(const struct ckpt *c, const struct opts *o)
 
 /* ---- JSON output ---- */
 
-static void json_keys(struct jw *w, const struct ckpt_node *n)
+/* @n's steps from the root, each written by @put, @sep between them: its
+ * path and its keys, written straight into the output (100,000 entries
+ * made no copy of their path). */
+static void json_steps(struct jw *w, const struct ckpt_node *n, char sep,
+		       void (*put)(struct jw *, const struct ckpt_node *))
 {
 	if (!n->parent)
 		return;
 	if (n->parent->parent) {
-		json_keys(w, n->parent);
-		jw_lit(w, ",");
+		json_steps(w, n->parent, sep, put);
+		jw_putc(w, sep);
 	}
-	fmt_json_key(w, n);
+	put(w, n);
 }
 
-
-/* ckpt_node_path() of @n, written in its pieces: no copy of it is made
- * for each of 100,000 entries. */
-static void json_path(struct jw *w, const struct ckpt_node *n)
+/* A step of ckpt_node_path(). */
+static void json_name(struct jw *w, const struct ckpt_node *n)
 {
-	if (!n->parent)
-		return;
-	if (n->parent->parent) {
-		json_path(w, n->parent);
-		jw_putc(w, '/');
-	}
 	jw_str_part(w, n->name, strlen(n->name));
 }
 
@@ -379,9 +375,9 @@ static void json_node(struct jw *w, const struct ckpt_node *n, bool *first,
 		return;
 	jw_puts(w, *first ? "\n  {\"path\":\"" : ",\n  {\"path\":\"");
 	*first = false;
-	json_path(w, n);
+	json_steps(w, n, '/', json_name);
 	jw_lit(w, "\",\"keys\":[");
-	json_keys(w, n);
+	json_steps(w, n, ',', fmt_json_key);
 	jw_lit(w, "],\"kind\":");
 	/* containers are listed only when empty */
 	jw_cstr(w, ckpt_node_is_dir(n) ? "empty" : fmt_json_kind(n));
