@@ -192,8 +192,10 @@ Test(ckpt_rows, show_what_a_plain_open_builds)
 
 	for_each_fixture(compare, &k);
 	cr_log_info("%u files, %u rows", k.files, k.rows);
-	/* many.pt alone has more: the test would pass without rows */
-	cr_assert_gt(k.rows, 100);
+	/* rows must be there, or this passes without them: torch's
+	   generated fixtures have 48 (22 files), with the real-world corpus
+	   of ../shared 630; a clone without ../shared has only the first */
+	cr_assert_geq(k.rows, 40);
 	assert_no_leaks();
 }
 

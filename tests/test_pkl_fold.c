@@ -842,7 +842,9 @@ Test(pkl_fold, the_lane_agrees_on_what_torch_wrote)
 	cr_assert_geq(n2, 8, "%d pickles of torch 2", n2);
 	cr_assert_geq(lane, 40, "%ld calls folded by the lane", lane);
 	if (nreal < 0)
-		cr_log_warn("no real-world corpus (../shared): not compared");
+		/* (info, as fixtures.c says it: a warning makes Criterion
+		   exit 1, failing a clone that has no ../shared) */
+		cr_log_info("no real-world corpus (../shared): not compared");
 	else
 		cr_log_info("real-world corpus: %d pickles, %ld calls by the "
 			    "lane", nreal, real);
