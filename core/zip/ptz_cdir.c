@@ -1,10 +1,10 @@
 /*
  * ptz_cdir.c - read the central directory (APPNOTE 4.3.12) through a
- * window and turn it into the reader's index: one ptz_entry per record with its sizes
- * and local header offset (ZIP64 extra field, 4.5.3, where the 32-bit
- * fields say 0xffffffff), every name in one block, the records' spaces
- * checked not to overlap, and the names sorted ignoring ASCII case, the
- * order torch's miniz looks names up in.
+ * window and turn it into the reader's index: one ptz_entry per record
+ * with its sizes and local header offset (ZIP64 extra field, 4.5.3, where
+ * the 32-bit fields say 0xffffffff), every name in one block, the
+ * records' spaces checked not to overlap, and the names sorted ignoring
+ * ASCII case, the order torch's miniz looks names up in.
  */
 #define PTZ_BUILD 1
 #include "zip/ptz_int.h"
