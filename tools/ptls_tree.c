@@ -203,28 +203,28 @@ static struct total *totals(const struct ckpt *c, size_t *n)
 	 */
 	for (uint32_t i = 0; i < c->ntensors + c->nstorages; i++) {
 		bool tensor = i < c->ntensors;
-		const struct ckpt_tensor *x = tensor ? c->tensors[i] : NULL;
-		const struct ckpt_dtype *dtype;
+		uint32_t si = i - c->ntensors;	/* (when a storage) */
 		uint64_t nbytes;
 		const char *dt;
 		size_t j;
 
-		if (tensor && !ckpt_is_row(x)) {
-			if (x->storage && !sdt[x->storage->index])
-				sdt[x->storage->index] = x->dtype->name;
-			if (!x->shown)
-				continue;
-		}
 		if (tensor) {
+			const struct ckpt_tensor *x = c->tensors[i];
+
+			if (!ckpt_is_row(x)) {
+				if (x->storage && !sdt[x->storage->index])
+					sdt[x->storage->index] =
+						x->dtype->name;
+				if (!x->shown)
+					continue;
+			}
 			dt = ckpt_tensor_size_at(c, i, &nbytes)->name;
 		} else {
-			dtype = ckpt_storage_size_at(c, i - c->ntensors,
-						     &nbytes);
-			/* (a row's is its own: not even read, 100,000
-			   rows would fault in sdt[]'s zero pages) */
-			dt = !ckpt_is_row(c->storages[i - c->ntensors]) &&
-			     sdt[i - c->ntensors] ? sdt[i - c->ntensors] :
-			     dtype->name;
+			dt = ckpt_storage_size_at(c, si, &nbytes)->name;
+			/* (a row's is its own: not even read, 100,000 rows
+			   would fault in sdt[]'s zero pages) */
+			if (!ckpt_is_row(c->storages[si]) && sdt[si])
+				dt = sdt[si];
 		}
 		/* names come from the dtype table: mostly the same pointer */
 		for (j = 0; j < k && t[j].dtype != dt &&
