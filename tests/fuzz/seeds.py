@@ -11,7 +11,7 @@ from:
   - .npy headers as numpy format 1.0/2.0 writes them (built here with
     struct, numpy not needed);
   - safetensors files for ckpt, built here from the format's definition
-    (header length, JSON header, data; tests/fs/st_check.py writes the
+    (header length, JSON header, data; tests/fs/formats/st_check.py writes the
     same way);
   - text views with the 4-byte prefix fuzz_text.c reads;
   - Hugging Face indexes as transformers writes them, and odd ones.

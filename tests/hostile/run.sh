@@ -34,7 +34,8 @@ export LC_ALL
 [ $# -ge 2 ] || { echo "usage: sh $0 PTLS PTFS" >&2; exit 2; }
 PTLS=$1 PTFS=$2
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
-. "$here/../fs/lib.sh"
+fs=$here/../fs
+. "$fs/lib/lib.sh"
 WORK=$(mktemp -d /tmp/ptfs-hostile.XXXXXX) || exit 1
 trap 'cleanup_mounts; [ -n "${PTFS_KEEP_WORK:-}" ] || rm -rf "$WORK"' EXIT
 trap 'exit 1' INT TERM

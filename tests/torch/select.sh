@@ -12,7 +12,7 @@
 #
 # PT_SCRATCH_DIR, when set, is where the scratch directory is made instead
 # of ${TMPDIR:-/tmp} (for 2, of the root's /tmp; then it must lie inside
-# the root): tests/fs/reflink.sh runs the crash and fault tests on XFS and
+# the root): tests/fs/safety/reflink.sh runs the crash and fault tests on XFS and
 # btrfs that way.
 #
 # Without torch: exit 1 with one line.  The only way to skip instead (77)
@@ -35,8 +35,13 @@ torch2_root() {
 		echo "PT_NO_TORCH2=1: torch 2.x checks skipped" >&2
 		return 77
 	fi
-	_t2=$(dirname "$(dirname "$(dirname "$(readlink -f "$0")")")")/scripts/torch2-root.sh
-	[ -f "$_t2" ] || _t2=${PT_SOURCE_DIR:-.}/scripts/torch2-root.sh
+	# scripts/ of the clone the calling test lies in, however deep
+	_d=$(dirname "$(readlink -f "$0")") _t2=
+	while [ "$_d" != / ] && [ -z "$_t2" ]; do
+		[ -f "$_d/scripts/torch2-root.sh" ] && _t2=$_d/scripts/torch2-root.sh
+		_d=$(dirname "$_d")
+	done
+	[ -n "$_t2" ] || _t2=${PT_SOURCE_DIR:-.}/scripts/torch2-root.sh
 	sh "$_t2" | tail -n 1
 }
 

@@ -1,0 +1,134 @@
+#!/bin/sh
+# safetensors files through the tools and a real mount (docs/design.md
+# "safetensors files").
+#
+#   usage: sh tests/fs/formats/safetensors.sh VERSION PTFS PTLS SHARED_DIR
+#
+# VERSION "1.13": Debian's torch (/usr/bin/python3); "2": torch 2.x in the
+# chroot scripts/torch2-root.sh builds.  st_check.py writes the files: with
+# its own writer (from the format's definition: any torch) and, under
+# torch 2.x, with safetensors.torch.save_file; every dtype the torch has,
+# an empty and a 0-d tensor, names to escape, metadata.  Each file is
+#
+#   listed      ptls --json and ptdump --json parse; ptverify says ok;
+#               ptdiff finds no difference from torch.save of the same
+#               tensors
+#   mounted     ptfs -o ro mounts it without a word; every tensor's
+#               bytes, xattrs, the root's user.meta.* and .ptfs/header.json
+#               equal what torch (and safetensors.load_file) read; writes
+#               fail with EROFS and the file stays byte for byte the same
+#               (tests/fs/formats/st_write.sh writes through a writable mount)
+#
+# and two broken ones: 3 bytes after the data (ptverify exit 1, naming
+# them) and tensors that overlap (ptfs refuses with one line naming the
+# offset, ptls too).
+#
+# Prints one line per check and finally "N passed, N failed".  Exit 0 all
+# passed, 1 a failure, 77 skipped (no usable /dev/fuse; no torch with
+# PT_ALLOW_SKIP_TORCH=1).  Never leaves a mount behind.
+set -u
+here=$(cd "$(dirname "$0")" && pwd) || exit 1
+fs=${here%/*}	# tests/fs: lib/ and the other areas
+. "$fs/lib/begin.sh"
+fs_args "1.13|2 PTFS PTLS SHARED_DIR" 4 4 "$@"
+PTFS=$2 ptls=$3 shared=$4
+sample=$fs/../data/sample.pt
+fs_progs PTFS ptls
+bin=$(dirname "$ptls")
+ptdump=$bin/ptdump ptdiff=$bin/ptdiff ptverify=$bin/ptverify
+fs_progs ptdump ptdiff ptverify
+fs_need_fuse
+
+fs_torch "$shared" ptfs-safetensors
+. "$fs/lib/lib.sh"
+trap release_work EXIT
+trap 'exit 130' INT TERM HUP
+mkdir -p "$WORK/mnt" "$WORK/py" "$WORK/st" || exit 1
+fs_py st_check.py
+
+probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err"
+stop_daemon "$WORK/mnt/probe"
+
+if fs_pyrun gen.rep gen "$inner/st"; then
+	pass "generate" "$(grep "^ok$TAB" "$WORK/gen.rep" | cut -f2)"
+else
+	fail "generate" "st_check.py gen failed under torch $version" \
+		"$WORK/gen.rep.err"
+	summary
+	exit 1
+fi
+
+names=own
+[ -f "$WORK/st/lib.safetensors" ] && names="own lib"
+for n in $names; do
+	f=$WORK/st/$n.safetensors
+	det=$WORK/$n.details
+	: >"$det"
+	# ------------------------------------------------------ the tools
+	run_limited 60 "$ptls" --json "$f" >"$WORK/st/$n.json" 2>"$det.err" ||
+		echo "ptls --json: exit $?: $(head -n 1 "$det.err")" >>"$det"
+	run_limited 60 "$ptdump" --json "$f" >"$WORK/dump.json" 2>"$det.err" ||
+		echo "ptdump --json: exit $?: $(head -n 1 "$det.err")" >>"$det"
+	for j in "$WORK/st/$n.json" "$WORK/dump.json"; do
+		python3 -c 'import json, sys; json.load(open(sys.argv[1]))' \
+			"$j" 2>>"$det" || echo "${j##*/} is not JSON" >>"$det"
+	done
+	run_limited 60 "$ptdump" --records "$f" >"$WORK/rec.txt" 2>&1 ||
+		echo "ptdump --records: exit $?" >>"$det"
+	grep -q "safetensors file, no zip records" "$WORK/rec.txt" ||
+		echo "ptdump --records: $(head -n 1 "$WORK/rec.txt")" >>"$det"
+	out=$(run_limited 60 "$ptverify" "$f" 2>&1) ||
+		echo "ptverify: exit $?: $out" >>"$det"
+	case $out in *": ok (safetensors, "*) ;;
+	*) echo "ptverify said: $out" >>"$det" ;;
+	esac
+	run_limited 60 "$ptdiff" "$f" "$WORK/st/$n.pt" >"$WORK/diff.txt" 2>&1 ||
+		echo "ptdiff against torch.save's file: exit $?: $(tail -n 1 "$WORK/diff.txt")" >>"$det"
+	if [ -s "$det" ]; then
+		fail "$n: ptls, ptdump, ptverify, ptdiff" "$(head -n 1 "$det")" "$det"
+	else
+		pass "$n: ptls, ptdump, ptverify, ptdiff" "JSON parses, verified ok, $(tail -n 1 "$WORK/diff.txt")"
+	fi
+	# ------------------------------------------------------ the mount
+	: >"$det"
+	mnt=$WORK/mnt/$n
+	if ! start_daemon "$f" "$mnt" "$WORK/$n.err" -o ro; then
+		fail "$n: mounted" "not mounted: $(head -n 1 "$WORK/$n.err")"
+		continue
+	fi
+	fs_pyrun "$n.rep" check "$inner/st" "$n" "$inner/mnt/$n" ||
+		cat "$WORK/$n.rep" "$WORK/$n.rep.err" >>"$det"
+	stop_daemon "$mnt" || echo "could not unmount" >>"$det"
+	[ "${DRC:-0}" = 0 ] || echo "ptfs exited with status $DRC" >>"$det"
+	# nothing: -o ro is what was asked for
+	[ ! -s "$WORK/$n.err" ] || {
+		echo "ptfs printed (expected nothing):"
+		head -n 5 "$WORK/$n.err"
+	} >>"$det"
+	if [ -s "$det" ]; then
+		fail "$n: mounted" "$(head -n 1 "$det")" "$det"
+	else
+		pass "$n: mounted" "$(grep "^ok$TAB" "$WORK/$n.rep" | cut -f2)"
+	fi
+done
+
+# ------------------------------------------------------ broken files
+f=$WORK/st/trail.safetensors
+out=$(run_limited 60 "$ptverify" "$f" 2>&1)
+rc=$?
+case $rc:$out in
+1:*"3 bytes after the last tensor's data"*)
+	pass "trailing bytes" "ptverify exit 1: $(printf '%s\n' "$out" | head -n 1)" ;;
+*)	fail "trailing bytes" "ptverify exit $rc: $out" ;;
+esac
+f=$WORK/st/overlap.safetensors
+expect_refusal "overlapping tensors: ptfs" "$f" ""
+out=$(run_limited 60 "$ptls" "$f" 2>&1)
+rc=$?
+case $rc:$out in
+[1-9]*:"ptls: $f: offset 0x"*": tensor 'b' at data bytes [2, 6) overlaps tensor 'a'")
+	pass "overlapping tensors: ptls" "exit $rc: $out" ;;
+*)	fail "overlapping tensors: ptls" "exit $rc: $out" ;;
+esac
+
+conclude
