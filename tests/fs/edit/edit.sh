@@ -4,7 +4,7 @@
 # mount, unmount, and compare torch.load of the result with the same edit
 # made in python on torch.load of the original (edit_check.py).
 #
-#   usage: sh tests/fs/edit/edit.sh VERSION PTFS PTLS SHARED_DIR
+#   usage: sh tests/fs/edit/edit.sh [-k CASE] VERSION PTFS PTLS SHARED_DIR
 #
 # VERSION "1.13": Debian's torch (/usr/bin/python3); "2": torch 2.x in the
 # chroot built by SHARED_DIR/tools/torch2-root (the scratch directory and
@@ -26,6 +26,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs=${here%/*}	# tests/fs: lib/ and the other areas
+. "$fs/lib/cases.sh"
 . "$fs/lib/begin.sh"
 fs_args "1.13|2 PTFS PTLS SHARED_DIR" 4 4 "$@"
 PTFS=$2 ptls=$3 shared=$4
@@ -265,6 +266,7 @@ mkdir -p "$C"
 pycheck "self-test" selftest
 
 # ---- untouched: mount, read a bit, unmount: nothing is written
+if want untouched; then
 begin untouched views.pt
 if mountw; then
 	try "cat vec" cat "$M/vec"
@@ -275,7 +277,9 @@ if mountw; then
 	finish ptfs
 	unchanged
 fi
+fi
 
+if want untouched_fuse; then
 begin untouched_fuse views.pt
 if mountw; then
 	try "cat rows" cat "$M/rows"
@@ -284,8 +288,10 @@ if mountw; then
 	finish fuse
 	unchanged
 fi
+fi
 
 # ---- .ptfs/commit without changes reads "unchanged"
+if want commit_unchanged; then
 begin commit_unchanged views.pt
 if mountw; then
 	try "printf 1 > .ptfs/commit" sh -c 'printf 1 >"$1"' sh "$M/.ptfs/commit"
@@ -296,8 +302,10 @@ if mountw; then
 	finish ptfs
 	unchanged
 fi
+fi
 
 # ---- 1. in-place writes
+if want inplace_dd; then
 begin inplace_dd views.pt
 if mountw; then
 	try "dd conv=notrunc of 3000 bytes at offset 131001 into big" \
@@ -313,52 +321,66 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
+if want inplace_rb; then
 begin inplace_rb views.pt
 if mountw; then
 	act "open r+b"
 	finish ptfs
 	verify
 fi
+fi
 
+if want inplace_memmap; then
 begin inplace_memmap views.pt
 if mountw; then
 	act "numpy.memmap r+"
 	finish ptfs
 	verify
 fi
+fi
 
+if want inplace_mmap; then
 begin inplace_mmap views.pt
 if mountw; then
 	act "mmap.mmap writable"
 	finish fuse
 	verify
 fi
+fi
 
+if want inplace_storage; then
 begin inplace_storage views.pt
 if mountw; then
 	act "write into .ptfs/storages"
 	finish ptfs
 	verify
 fi
+fi
 
 # concurrent first writes into one storage through several files
+if want concurrent; then
 begin concurrent views.pt
 if mountw; then
 	act "threads"
 	finish ptfs
 	verify
 fi
+fi
 
 # a fd open across rename and unlink
+if want open_rename; then
 begin open_rename views.pt
 if mountw; then
 	act "write after rename/unlink"
 	finish ptfs
 	verify
 fi
+fi
 
 # tied weights of a state_dict (two tensors over one storage)
+if want tied_sd; then
 begin tied_sd sd.pt
 if mountw; then
 	try "cat head.weight" cat "$M/head.weight"
@@ -370,8 +392,10 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
 # 0-d tensors and small dtypes
+if want scalar; then
 begin scalar sd.pt
 if mountw; then
 	try "cp i42.bin block.1.num_batches_tracked (0-d int64)" \
@@ -381,7 +405,9 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
+if want dtypes; then
 begin dtypes views.pt
 if mountw; then
 	try "dd 2 bytes at 4 into f16" dd if="$P/p8.bin" of="$M/f16" bs=2 \
@@ -393,8 +419,10 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
 # ---- 2. whole replacement
+if want replace_cp; then
 begin replace_cp views.pt
 if mountw; then
 	try "cp vec_new.bin vec (4000 B)" cp "$P/vec_new.bin" "$M/vec"
@@ -403,7 +431,9 @@ if mountw; then
 	finish fuse
 	verify
 fi
+fi
 
+if want replace_big; then
 begin replace_big views.pt
 if mountw; then
 	try "cp big_new.bin big (1.2 MB)" cp "$P/big_new.bin" "$M/big"
@@ -412,7 +442,9 @@ if mountw; then
 	finish fuse
 	verify
 fi
+fi
 
+if want replace_bad; then
 begin replace_bad views.pt
 if mountw; then
 	mustfail "cp of a 3996-byte file over vec (4000 B)" \
@@ -425,7 +457,9 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
+if want replace_rsync; then
 begin replace_rsync views.pt
 if ! has rsync; then
 	skip "$CASE" "no rsync"
@@ -437,7 +471,9 @@ elif mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
+if want replace_rsync_inplace; then
 begin replace_rsync_inplace views.pt
 if ! has rsync; then
 	skip "$CASE" "no rsync"
@@ -449,15 +485,19 @@ elif mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
+if want replace_rename; then
 begin replace_rename views.pt
 if mountw; then
 	act "temp file + os.rename"
 	finish ptfs
 	verify
 fi
+fi
 
 # a transposed view whose storage is mat's: mat sees the scattered change
+if want replace_t; then
 begin replace_t views.pt
 if mountw; then
 	try "cat mat" cat "$M/mat"
@@ -467,8 +507,10 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
 # ---- 3. structure
+if want mv; then
 begin mv sd.pt
 if mountw; then
 	try "mv block.0.weight first.weight" mv "$M/block.0.weight" "$M/first.weight"
@@ -477,8 +519,10 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
 # file names unescaped into keys (docs/names.md)
+if want names; then
 begin names views.pt
 if mountw; then
 	try "mv vec a%2Fb" mv "$M/vec" "$M/a%2Fb"
@@ -489,8 +533,10 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
 # views survive the removal of their base; tied tensors stay tied when moved
+if want rm_base; then
 begin rm_base views.pt
 if mountw; then
 	try "rm mat mat_t cols tied_a" rm "$M/mat" "$M/mat_t" "$M/cols" "$M/tied_a"
@@ -500,7 +546,9 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
+if want tied_move; then
 begin tied_move views.pt
 if mountw; then
 	try "mkdir sub" mkdir "$M/sub"
@@ -510,7 +558,9 @@ if mountw; then
 	finish fuse
 	verify
 fi
+fi
 
+if want strip_prefix; then
 begin strip_prefix dp.pt
 if mountw; then
 	_n=0
@@ -525,7 +575,9 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
+if want subtree; then
 begin subtree train.pt
 if mountw; then
 	try "mv optimizer/state meta/state" mv "$M/optimizer/state" "$M/meta/state"
@@ -533,7 +585,9 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
+if want rm; then
 begin rm sd.pt
 if mountw; then
 	try "rm block.3.bias" rm "$M/block.3.bias"
@@ -542,7 +596,9 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
+if want rm_r_adam; then
 begin rm_r_adam train.pt
 if mountw; then
 	try "rm -r optimizer" rm -r "$M/optimizer"
@@ -551,7 +607,9 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
+if want rm_r_sgd; then
 begin rm_r_sgd sgd.pt
 if mountw; then
 	try "rm -r optimizer" rm -r "$M/optimizer"
@@ -559,7 +617,9 @@ if mountw; then
 	finish fuse
 	verify
 fi
+fi
 
+if want mkdir; then
 begin mkdir train.pt
 if mountw; then
 	try "mkdir extra" mkdir "$M/extra"
@@ -568,7 +628,9 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
+if want newt; then
 begin newt train.pt
 if mountw; then
 	try "cp newt.bin newt" cp "$P/newt.bin" "$M/newt"
@@ -606,9 +668,11 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
 # bytes that do not fit the xattrs of a new file: write-back fails and
 # names the file; everything stays; after a fix it succeeds
+if want newt_bad; then
 begin newt_bad train.pt
 if mountw; then
 	put 8 "$M/epoch"
@@ -635,7 +699,9 @@ if mountw; then
 		verify
 	fi
 fi
+fi
 
+if want values; then
 begin values train.pt
 if mountw; then
 	put 8 "$M/epoch"
@@ -650,7 +716,9 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
+if want value_invalid; then
 begin value_invalid train.pt
 if mountw; then
 	mustfail "cp of 'abc' over the int value epoch" cp "$P/bad.txt" "$M/epoch"
@@ -662,8 +730,10 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
 # editors' temp and swap files: created and deleted again, no change
+if want swapfiles; then
 begin swapfiles train.pt
 if mountw; then
 	try "touch .x.swp" touch "$M/.x.swp"
@@ -683,8 +753,10 @@ if mountw; then
 	finish ptfs
 	unchanged
 fi
+fi
 
 # calls that docs/editing.md refuses, then nothing to write
+if want refused; then
 begin refused views.pt
 if mountw; then
 	mustfail "ln vec vec2" ln "$M/vec" "$M/vec2"
@@ -699,10 +771,12 @@ if mountw; then
 	finish ptfs
 	unchanged
 fi
+fi
 
 # a checkpoint that is one tensor: its root holds the entry "tensor" and
 # nothing can be added, renamed or removed there; each refusal says why
 # (they were a bare EPERM, with nothing in the log or the status)
+if want root; then
 begin root root.pt
 if mountw; then
 	mustfail "mv tensor x" mv "$M/tensor" "$M/x"
@@ -715,7 +789,9 @@ if mountw; then
 	finish ptfs
 	unchanged
 fi
+fi
 
+if want lists; then
 begin lists lists.pt
 if mountw; then
 	put 9.5 "$M/hist/2"
@@ -735,8 +811,10 @@ if mountw; then
 	fi
 	step "next mount" "items 0 and 1"
 fi
+fi
 
 # two sessions one after the other on the same file
+if want two_sessions; then
 begin two_sessions views.pt
 if mountw; then
 	try "dd into vec" dd if="$P/p8.bin" of="$M/vec" conv=notrunc status=none
@@ -750,8 +828,10 @@ if mountw; then
 		verify
 	fi
 fi
+fi
 
 # ---- 5. -o output=FILE
+if want output; then
 begin output train.pt
 mkdir -p "$C/o"
 if mountw -o "output=$C/o/out.pt"; then
@@ -760,6 +840,7 @@ if mountw -o "output=$C/o/out.pt"; then
 	finish ptfs
 	unchanged "original unchanged"
 	verify "$C/o/out.pt"
+fi
 fi
 
 # ---- 6. persistence over kill -9, -o overlay, -o discard
@@ -773,6 +854,7 @@ stage_edits() {
 	unchanged "original unchanged after kill -9"
 }
 
+if want persist; then
 begin persist views.pt
 if mountw; then
 	stage_edits
@@ -785,7 +867,9 @@ if mountw; then
 		verify
 	fi
 fi
+fi
 
+if want persist_overlay; then
 begin persist_overlay views.pt
 mkdir -p "$C/ovl"
 if mountw -o "overlay=$C/ovl"; then
@@ -799,7 +883,9 @@ if mountw -o "overlay=$C/ovl"; then
 		verify
 	fi
 fi
+fi
 
+if want discard; then
 begin discard views.pt
 if mountw; then
 	stage_edits
@@ -809,8 +895,10 @@ if mountw; then
 		unchanged
 	fi
 fi
+fi
 
 # the checkpoint changed under a staged overlay: refused until -o discard
+if want changed_ckpt; then
 begin changed_ckpt views.pt
 if mountw; then
 	stage_edits
@@ -831,8 +919,10 @@ if mountw; then
 		unchanged "file unchanged with -o discard"
 	fi
 fi
+fi
 
 # ---- commit through the control file, then the mount is read-only
+if want commit; then
 begin commit views.pt
 if mountw; then
 	act "open r+b"
@@ -850,8 +940,10 @@ if mountw; then
 	finish fuse
 	verify
 fi
+fi
 
 # ---- 7. read-only mounts
+if want ro_opt; then
 begin ro_opt views.pt
 if mountw -o ro; then
 	QUIET=0
@@ -865,9 +957,11 @@ if mountw -o ro; then
 	QUIET=1
 	unchanged
 fi
+fi
 
 # a read-only directory: root ignores permissions, so a read-only bind
 # mount of the checkpoint's directory
+if want ro_bind; then
 begin ro_bind views.pt
 robind=$WORK/robind
 mkdir -p "$robind"
@@ -889,8 +983,10 @@ else
 	skip "$CASE" "no read-only bind mount here: $(head -n 1 "$C/bind.err")"
 	is_mounted "$robind" && umount "$robind"
 fi
+fi
 
 # an immutable checkpoint (chattr +i): not writable even for root
+if want ro_immutable; then
 begin ro_immutable views.pt
 if chattr +i "$CK" 2>"$C/chattr.err"; then
 	immutable=$CK
@@ -907,8 +1003,10 @@ if chattr +i "$CK" 2>"$C/chattr.err"; then
 else
 	skip "$CASE" "chattr +i failed: $(head -n 1 "$C/chattr.err")"
 fi
+fi
 
 # only one writable mount of a checkpoint at a time
+if want second_mount; then
 begin second_mount views.pt
 if mountw; then
 	_d1=$DPID _m1=$M
@@ -924,8 +1022,10 @@ if mountw; then
 	finish ptfs
 	unchanged
 fi
+fi
 
 # ---- a mix in one mount: in place, rename, rm -r, new tensor
+if want mix; then
 begin mix train.pt
 if mountw; then
 	try "dd conv=notrunc 8 bytes into model/embed.weight" \
@@ -940,9 +1040,11 @@ if mountw; then
 	finish ptfs
 	verify
 fi
+fi
 
 # ---- a legacy (torch < 1.6) checkpoint: either read-only with a message,
 # or edits are written back (as a zip torch loads)
+if want legacy; then
 begin legacy legacy_views.pt
 if mountw; then
 	case ,$(mount_opts "$M"), in
@@ -975,6 +1077,7 @@ if mountw; then
 		;;
 	esac
 fi
+fi
 
 # ---- every shared fixture that torch loads and whose root is a dict:
 # mkdir makes ptfs write a new pickle for real-world files
@@ -994,6 +1097,7 @@ pycheck "eligible" sweep_list
 sweep=
 [ "$PYS" = ok ] && sweep=$(cat "$C/py.rep")
 for _name in $sweep; do
+	want "fx_$_name" || continue
 	begin "fx_$_name" "fx/$_name"
 	PYCASE=sweep
 	if mountw; then
