@@ -6,7 +6,7 @@
 # version under test) writes the checkpoints and loads what was written
 # back (undo_check.py).
 #
-#   usage: sh tests/fs/edit/undo.sh VERSION PTFS PTLS SHARED_DIR
+#   usage: sh tests/fs/edit/undo.sh [-k CASE] VERSION PTFS PTLS SHARED_DIR
 #
 # VERSION "1.13": Debian's torch (/usr/bin/python3); "2": torch 2.x in the
 # root scripts/torch2-root.sh builds (the scratch directory and the mounts
@@ -17,6 +17,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs=${here%/*}	# tests/fs: lib/ and the other areas
+. "$fs/lib/cases.sh"
 . "$fs/lib/begin.sh"
 fs_args "1.13|2 PTFS PTLS SHARED_DIR" 4 4 "$@"
 PTFS=$2 ptls=$3 shared=$4
@@ -63,9 +64,13 @@ startd() {
 }
 # setup NAME: a fresh $d/model.pt (undo_check.py make), its digest in
 # $d/orig, mount point $m, daemon stderr $e
-setup() {
+# place NAME: only the paths and directories of setup NAME
+place() {
 	d=$WORK/$1 m=$WORK/mnt/$1 e=$WORK/$1.err ck=$WORK/$1/model.pt
 	mkdir -p "$d" "$m"
+}
+setup() {
+	place "$1"
 	tpy make "$ck"
 	tpy digest "$ck" >"$d/orig"
 }
@@ -81,12 +86,16 @@ expect() { sed "$1" "$d/orig" >"$d/want"; }
 st() { "$PTFS" status "$m" >"$WORK/st" 2>"$WORK/st.err"; }
 stline() { grep -c -x -F -- "$1" "$WORK/st" >/dev/null; }
 
+# a state dict of the torch under test, from the fixtures
+fxf=$fx/torch-$version/state_dict.pt
+
 # Is FUSE usable at all?
 setup probe
 probe_fuse "$ck" "$m" "$WORK/probe.err"
 stop_daemon "$m"
 
 # ---- status: nothing staged, then each kind of edit
+if want status; then
 setup status
 if startd; then
 	st
@@ -168,8 +177,10 @@ check "status of a path in no ptfs mount: one line, exit 2" $? "exit $rc: $(cat 
 rc=$?
 [ $rc = 2 ] && grep -q "usage: ptfs umount" "$WORK/st.err"
 check "status without a path: usage, exit 2" $? "exit $rc: $(head -n 1 "$WORK/st.err")"
+fi
 
 # ---- ptfs umount says what it wrote, and what was refused
+if want summary; then
 setup summary
 if startd; then
 	printf '\0\0\0\100' | dd of="$m/w" bs=4 seek=1 conv=notrunc 2>/dev/null
@@ -224,8 +235,10 @@ if startd -o ro; then
 	[ $rc = 0 ] && [ "$(cat "$WORK/out")" = "nothing to write back (a read-only mount)" ]
 	check "ptfs umount of a read-only mount" $? "exit $rc: $(cat "$WORK/out" "$WORK/err")"
 fi
+fi
 
 # ---- ptfs umount --discard: every staged edit dropped, then unmounted
+if want discard; then
 setup discard
 before=$(sum "$ck")
 if startd; then
@@ -322,9 +335,11 @@ if startd; then
 	check "... and what it says works" $? "$(cat "$WORK/dd.err" "$WORK/out")"
 	unmount "$m"
 fi
+fi
 
 # ---- ptfs revert PATH: that path as the checkpoint has it, the other
 # edits kept
+if want revert; then
 setup revert
 if startd; then
 	od -An -tx1 "$m/w" >"$WORK/w.orig"
@@ -423,7 +438,6 @@ fi
 
 # a state dict the torch under test wrote (fixtures): edit everything
 # kind of way, revert it all, and nothing is left to write back
-fxf=$fx/torch-$version/state_dict.pt
 d=$WORK/sd m=$WORK/mnt/sd e=$WORK/sd.err ck=$d/state_dict.pt
 mkdir -p "$d" "$m"
 cp "$fxf" "$ck"
@@ -450,9 +464,11 @@ if startd; then
 else
 	fail "fixture state dict" "no mount: $(head -n 1 "$e")"
 fi
+fi
 
 # ---- two writers and readers of one value file: only the writer that
 # truncated applies its text, at its own close()
+if want writers; then
 setup writers
 if startd; then
 	/usr/bin/python3 "$fs/lib/writers.py" "$m" >"$WORK/out" 2>"$WORK/err"
@@ -465,8 +481,11 @@ if startd; then
 else
 	fail "two writers" "no mount: $(head -n 1 "$e")"
 fi
+fi
 
 # ---- a cast undone: revert leaves no converted copy in the overlay
+if want cast; then
+place cast
 cp "$fxf" "$ck"
 before=$(sum "$ck")
 ov=$(dirname "$ck")/.$(basename "$ck").ptfs
@@ -482,10 +501,13 @@ if startd; then
 else
 	fail "a cast undone" "no mount: $(head -n 1 "$e")"
 fi
+fi
 
 # ---- a control file still open when the mount goes away: the kernel
 # never sends its release, and the daemon frees the handle itself (the
 # ASan build's leak check below fails if it does not)
+if want open_ctl; then
+place open_ctl
 cp "$fxf" "$ck"
 if startd; then
 	exec 7<"$m/.ptfs/status"
@@ -498,6 +520,7 @@ if startd; then
 	check "status open at SIGTERM: the daemon exits 0" $rc "exit $rc: $(head -n 1 "$e")"
 else
 	fail "status open at SIGTERM" "no mount: $(head -n 1 "$e")"
+fi
 fi
 
 # ---- every daemon's stderr: refusals log one "ptfs: " line each, and

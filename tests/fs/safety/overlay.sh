@@ -10,7 +10,7 @@
 # relative -o output=/overlay=, a mount point holding the checkpoint, exit
 # statuses.  Torch (the version under test) writes and loads the files.
 #
-#   usage: sh tests/fs/safety/overlay.sh VERSION PTFS
+#   usage: sh tests/fs/safety/overlay.sh [-k CASE] VERSION PTFS
 #
 # Makes the user ptfsovl<pid> (useradd) and removes it at the end.
 # Prints one line per check and finally "N passed, N failed"; exit 0 when
@@ -18,6 +18,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs=${here%/*}	# tests/fs: lib/ and the other areas
+. "$fs/lib/cases.sh"
 . "$fs/lib/begin.sh"
 fs_args "1.13|2 PTFS" 2 2 "$@"
 PTFS=$2
@@ -94,6 +95,7 @@ setup() {
 set_w1() { printf '\0\0\0\100' | dd of="$1" bs=4 seek=1 conv=notrunc 2>/dev/null; }
 
 # ---- 1, 2: a job saves the checkpoint while an edit is staged
+if want job_saves; then
 for how in replace inplace; do
 	L="case $([ $how = replace ] && echo 1 || echo 2) ($how)"
 	setup c_$how
@@ -121,8 +123,10 @@ for how in replace inplace; do
 		fail "$L: the edit stays staged, the daemon exits non-zero" "exit ${DRC:-?}; $(ls -A "$d")"
 	fi
 done
+fi
 
 # ---- 1 with -o output=: the job's saves and the edits both kept
+if want job_saves_output; then
 setup c_output
 if start_daemon "$ck" "$m" "$e" -o output="$d/edited.pt"; then
 	set_w1 "$m/w"
@@ -144,8 +148,10 @@ S=$WORK/shared
 mkdir -p "$S"
 chgrp "$G2" "$S"
 chmod 2770 "$S"
+fi
 
 # ---- 4: another user plants an overlay with storage 0's bytes
+if want plant; then
 d=$S m=$WORK/mnt/c4 e=$WORK/c4.err ck=$S/model.pt
 mkdir -p "$m"
 tpy make "$ck" 0
@@ -173,8 +179,10 @@ fi
 [ "$(sum "$ck")" = "$before" ] && pass "case 4: the checkpoint is unchanged" "" ||
 	fail "case 4: the checkpoint is unchanged" "it changed"
 rm -rf "$S/.model.pt.ptfs"
+fi
 
 # ---- 5: the overlay is a symlink to a directory of the victim's
+if want overlay_symlink; then
 V=$WORK/victim
 mkdir -m 700 "$V"
 for f in 2024 12 journal; do echo "$f" >"$V/$f"; done
@@ -194,8 +202,10 @@ fi
 	pass "case 5: the victim's files are untouched" "" ||
 	fail "case 5: the victim's files are untouched" "$(ls -A "$V" | tr '\n' ' ')"
 rm -f "$S/.model.pt.ptfs"
+fi
 
 # ---- 6: -o overlay= pointing at a directory with the user's files
+if want overlay_dir; then
 R=$WORK/runs
 mkdir -p "$R"
 for f in 2024 12 journal 7.tmp; do echo "$f" >"$R/$f"; done
@@ -222,8 +232,10 @@ fi
 [ -f "$S/runs2/2024" ] && [ ! -e "$S/runs2/ptfs.journal" ] &&
 	pass "case 6: another user's directory is never used" "$(head -n 1 "$e")" ||
 	fail "case 6: another user's directory is never used" "$(ls -A "$S/runs2" | tr '\n' ' ')"
+fi
 
 # ---- 7: a data file left without its journal is never data
+if want orphan_data; then
 setup c7
 mkdir -m 700 "$d/.model.pt.ptfs"
 head -c 4096 /dev/zero | tr '\0' B >"$d/.model.pt.ptfs/0"
@@ -239,10 +251,12 @@ if start_daemon "$ck" "$m" "$e"; then
 else
 	fail "case 7: leftover data files are not attached" "$(head -n 1 "$e")"
 fi
+fi
 
 # ---- 7b: the empty overlay directory a kill leaves between the journal's
 # unlink and the rmdir (ptfs_inplace's crash loop found it under load):
 # the next mount with nothing staged removes it; an -o overlay=DIR stays
+if want empty_overlay; then
 setup c7b
 mkdir -m 700 "$d/.model.pt.ptfs" "$d/mine"
 if start_daemon "$ck" "$m" "$e" && "$PTFS" umount "$m" >/dev/null 2>&1 &&
@@ -255,8 +269,10 @@ else
 	fail "case 7b: an empty overlay directory left by a kill goes" "$(head -n 1 "$e")"
 fi
 stop_daemon "$m"
+fi
 
 # ---- 8: write-back to -o output= killed before its rename
+if want killed_output; then
 setup c8 192
 out8=$d/slim.pt
 if start_daemon "$ck" "$m" "$e" -o output="$out8"; then
@@ -284,8 +300,10 @@ if start_daemon "$ck" "$m" "$e" -o output="$out8"; then
 else
 	fail "case 8: killed write-back leaves no temporary" "$(head -n 1 "$e")"
 fi
+fi
 
 # ---- 9: one flipped bit in a middle record
+if want flipped_bit; then
 setup c9
 J=$d/.model.pt.ptfs/ptfs.journal
 if start_daemon "$ck" "$m" "$e"; then
@@ -310,8 +328,10 @@ if start_daemon "$ck" "$m" "$e"; then
 else
 	fail "case 9: damage" "$(head -n 1 "$e")"
 fi
+fi
 
 # ---- 10: a 400 MB journal costs no 400 MB of memory
+if want long_journal; then
 setup c10
 J=$d/.model.pt.ptfs/ptfs.journal
 if start_daemon "$ck" "$m" "$e"; then
@@ -332,8 +352,10 @@ if start_daemon "$ck" "$m" "$e"; then
 else
 	fail "case 10: journal read by streaming" "$(head -n 1 "$e")"
 fi
+fi
 
 # ---- 11: the overlay removed under the mount
+if want removed_overlay; then
 setup c11
 if start_daemon "$ck" "$m" "$e"; then
 	set_w1 "$m/w"
@@ -347,8 +369,10 @@ if start_daemon "$ck" "$m" "$e"; then
 else
 	fail "case 11: removed overlay" "$(head -n 1 "$e")"
 fi
+fi
 
 # ---- 12: staged edits, then read-only use (bind mount, another user)
+if want readonly_use; then
 setup c12
 if start_daemon "$ck" "$m" "$e"; then
 	mkdir "$m/z"
@@ -383,8 +407,10 @@ if start_daemon "$ck" "$m" "$e"; then
 else
 	fail "case 12: read-only use" "$(head -n 1 "$e")"
 fi
+fi
 
 # ---- 15: SIGTERM to ptfs -f with a clean write-back
+if want sigterm; then
 setup c15
 if start_daemon "$ck" "$m" "$e"; then
 	set_w1 "$m/w"
@@ -400,8 +426,10 @@ if start_daemon "$ck" "$m" "$e"; then
 else
 	fail "case 15: SIGTERM" "$(head -n 1 "$e")"
 fi
+fi
 
 # ---- 16: the checkpoint replaced; a second writable mount of the new file
+if want replaced_second; then
 setup c16
 m2=$WORK/mnt/c16b
 if start_daemon "$ck" "$m" "$e"; then
@@ -421,8 +449,10 @@ if start_daemon "$ck" "$m" "$e"; then
 else
 	fail "case 16: two mounts" "$(head -n 1 "$e")"
 fi
+fi
 
 # ---- issue 15, item 1: relative -o output= and -o overlay=
+if want relative_paths; then
 setup rel
 name=slim$$.pt
 (cd "$d" && "$PTFS" model.pt "$m" -o output="$name",overlay=stage) 2>"$e"
@@ -440,8 +470,10 @@ if is_mounted "$m"; then
 else
 	fail "relative -o output=" "$(head -n 1 "$e")"
 fi
+fi
 
 # ---- issue 15, item 11: a mount point holding the checkpoint
+if want mountpoint_holds; then
 setup layout
 run_limited 20 "$PTFS" "$ck" "$d" >/dev/null 2>"$e"
 rc=$?
@@ -459,8 +491,11 @@ is_mounted "$m" && fusermount3 -uz "$m"
 [ $rc = 2 ] && has "$(cat "$e")" "the output file" &&
 	pass "an output inside the mount point is refused" "$(cat "$e")" ||
 	fail "an output inside the mount point is refused" "exit $rc: $(head -n 1 "$e")"
+fi
 
 # ---- issue 15, item 13: exit 2 for unreadable input and usage errors
+if want exit_codes; then
+setup exit_codes
 echo "<html>not a checkpoint</html>" >"$WORK/bad.pt"
 run_limited 20 "$PTFS" "$WORK/bad.pt" "$m" >/dev/null 2>"$e"
 rc1=$?
@@ -468,8 +503,10 @@ run_limited 20 "$PTFS" "$WORK/bad.pt" >/dev/null 2>"$e"
 rc2=$?
 [ $rc1 = 2 ] && [ $rc2 = 2 ] && pass "ptfs exits 2 for unreadable input and usage" "" ||
 	fail "ptfs exits 2 for unreadable input and usage" "exits $rc1, $rc2"
+fi
 
 # ---- issue 15, items 3 and 4: values that do not parse or change type
+if want values; then
 setup values
 if start_daemon "$ck" "$m" "$e"; then
 	r=$(python3 - "$m" <<'PY'
@@ -499,8 +536,10 @@ PY
 else
 	fail "values" "$(head -n 1 "$e")"
 fi
+fi
 
 # ---- issue 15, item 6: ptfs umount on a dead daemon, and after a commit
+if want dead_daemon; then
 setup dead
 if start_daemon "$ck" "$m" "$e"; then
 	set_w1 "$m/w"
@@ -528,6 +567,7 @@ if start_daemon "$ck" "$m" "$e"; then
 		fail "the resumed edit was written back" "$shown"
 else
 	fail "resumed edits" "$(head -n 1 "$e")"
+fi
 fi
 
 summary
