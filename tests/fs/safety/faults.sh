@@ -4,7 +4,7 @@
 # directory during write-back, and an overlay staged for another version
 # of the checkpoint.
 #
-#   usage: sh tests/fs/safety/faults.sh VERSION PTFS PTLS SHARED_DIR
+#   usage: sh tests/fs/safety/faults.sh [-k CASE] VERSION PTFS PTLS SHARED_DIR
 #
 # VERSION "1.13" (Debian's torch, /usr/bin/python3) or "2" (torch 2.x in
 # the chroot from SHARED_DIR/tools/torch2-root; the scratch directory is
@@ -42,12 +42,14 @@
 # Prints one line per check, then "N passed, N failed[, N skipped]".
 # Exit 0 all passed, 1 a failure, 77 no usable /dev/fuse (or no torch with
 # PT_ALLOW_SKIP_TORCH=1).  Never leaves a mount behind (no loop devices
-# are used).  PTFS_KEEP_WORK=1 keeps the scratch directory; FAULTS_ONLY
-# (default "a wb b c d") runs some parts only; FAULTS_ALLOW_RO=1 goes on
+# are used).  PTFS_KEEP_WORK=1 keeps the scratch directory; -k NAME runs
+# the parts whose names match (kill_edits, kill_writeback, disk_full,
+# readonly_dir, other_version: a, wb, b, c, d); FAULTS_ALLOW_RO=1 goes on
 # when a mount is read-only (to try the script on a ptfs without writes).
 set -u
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs=${here%/*}	# tests/fs: lib/ and the other areas
+. "$fs/lib/cases.sh"
 . "$fs/lib/begin.sh"
 fs_args "1.13|2 PTFS PTLS SHARED_DIR" 4 4 "$@"
 PTFS=$2 shared=$4
@@ -55,8 +57,13 @@ sample=$fs/../data/sample.pt
 fs_progs PTFS
 fs_need_fuse
 DELAYS=${FAULTS_DELAYS:-0.05 0.2 0.5}
-ONLY=" ${FAULTS_ONLY:-a wb b c d} "
-want() { case $ONLY in *" $1 "*) return 0 ;; esac; return 1; }
+# the parts (-k NAME, lib/cases.sh): a, wb, b, c, d below
+parts=
+for _p in a:kill_edits wb:kill_writeback b:disk_full c:readonly_dir \
+    d:other_version; do
+	want "${_p#*:}" && parts="$parts ${_p%%:*}"
+done
+part() { case "$parts " in *" $1 "*) return 0 ;; esac; return 1; }
 FU_DELAYS=${FAULTS_FU_DELAYS:-0.1}
 
 fs_torch "$shared" ptfs-faults
@@ -472,7 +479,7 @@ commit_check() {
 }
 
 # ------------------------------------------------------------- a. kill -9
-if want a; then
+if part a; then
 echo "# a. kill -9 of the daemon"
 # a1: right after an fsync'd in-place write
 L="kill after fsync'd write"
@@ -647,11 +654,11 @@ wb_edits() {
 		fail "$1: echo 2 > epoch" "expected success, seen: $(first_line "$WORK/wb.err")"
 	fi
 }
-want wb && echo "# a. kill -9 during write-back"
+part wb && echo "# a. kill -9 during write-back"
 L="write-back reference (200 MB)"
 NSHA=
-want wb && fresh wbref "$F/wb.pt"
-if want wb && mount_rw "$L: mount"; then
+part wb && fresh wbref "$F/wb.pt"
+if part wb && mount_rw "$L: mount"; then
 	wb_edits "$L"
 	sync
 	commit_check "$L"
@@ -761,7 +768,7 @@ wb_kill() {
 	fi
 	commit_check "$L"
 }
-want wb || { DELAYS=''; FU_DELAYS=''; }
+part wb || { DELAYS=''; FU_DELAYS=''; }
 # and once near the end of the reference write-back (around the rename)
 if [ -n "${REF_T:-}" ] && [ -z "${FAULTS_DELAYS:-}" ]; then
 	DELAYS="$DELAYS $(awk -v t="$REF_T" 'BEGIN { printf "%.2f", t * 0.9 }')"
@@ -847,10 +854,10 @@ if [ "$(id -u)" -ne 0 ]; then
 	skip "disk full during write-back" "needs root (tmpfs)"
 	skip "read-only directory during write-back" "needs root (tmpfs)"
 else
-	want b && echo "# b. disk full during write-back"
+	part b && echo "# b. disk full during write-back"
 	L="disk full"
 	sz=$(wc -c <"$F/big.pt")
-	if ! want b; then
+	if ! part b; then
 		:
 	elif smallfs full "$(((sz + 4 * 1048576) / 1024))k"; then
 		mkdir -p "$WORK/fs/full/d"
@@ -873,9 +880,9 @@ else
 		fail "$L: tmpfs" "cannot mount a tmpfs at $WORK/fs/full"
 	fi
 
-	want c && echo "# c. read-only directory during write-back"
+	part c && echo "# c. read-only directory during write-back"
 	L="read-only directory"
-	if ! want c; then
+	if ! part c; then
 		:
 	elif smallfs rofs 64m; then
 		fresh c "$F/small.pt"
@@ -908,10 +915,10 @@ else
 fi
 
 # ------------------------------------------- d. overlay of another version
-want d && echo "# d. overlay staged for another version"
+part d && echo "# d. overlay staged for another version"
 L="overlay of another version"
-want d && fresh d "$F/small.pt"
-if want d && mount_rw "$L: mount"; then
+part d && fresh d "$F/small.pt"
+if part d && mount_rw "$L: mount"; then
 	w=$(poke a 4 abcdef01) || fail "$L: write" "$w"
 	(echo 7 >"$MNT/epoch") 2>/dev/null && printf 'value\tepoch\t7\n' >>"$OPS"
 	kill_daemon

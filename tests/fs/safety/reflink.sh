@@ -294,7 +294,8 @@ for fs in xfs btrfs; do
 		fail "$fs crash" "crash.sh failed" "$WORK/crash.log"
 		grep -E '^(FAIL|not ok)' "$WORK/crash.log" | head -n 20
 	fi
-	if PT_SCRATCH_DIR=$d FAULTS_ONLY="a wb d" sh "$here/faults.sh" \
+	if PT_SCRATCH_DIR=$d sh "$here/faults.sh" \
+		-k kill_edits,kill_writeback,other_version \
 		"$version" "$PTFS" "$PTFS" "" >"$WORK/faults.log" 2>&1; then
 		pass "$fs faults" "faults.sh a, wb, d: $(tail -n 1 "$WORK/faults.log")"
 	else
