@@ -2,7 +2,7 @@
 # torch.distributed.checkpoint (DCP) directories through the tools and a
 # real mount (docs/design.md "DCP directories").
 #
-#   usage: sh tests/fs/formats/dcp.sh VERSION PTFS PTLS SHARED_DIR
+#   usage: sh tests/fs/formats/dcp.sh [-k CASE] VERSION PTFS PTLS SHARED_DIR
 #
 # The directories are always written by torch 2.x (the chroot that
 # scripts/torch2-root.sh builds): dcp_check.py gen saves them with
@@ -59,6 +59,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs=${here%/*}	# tests/fs: lib/ and the other areas
+. "$fs/lib/cases.sh"
 . "$fs/lib/begin.sh"
 fs_args "1.13|2 PTFS PTLS SHARED_DIR" 4 4 "$@"
 PTFS=$2 ptls=$3 shared=$4
@@ -107,6 +108,8 @@ sums() {	# DIR: a checksum of every file in it, names included
 	(cd "$1" && find . -type f | sort | xargs sha256sum) | sha256sum
 }
 
+# ------------------------------------------------------ each directory: tools, a mount, ptrepack
+if want directories; then
 for n in plain objs rows grid nocoll; do
 	d=$out/$n
 	det=$WORK/$n.details
@@ -217,8 +220,10 @@ elif o=$(run_limited 60 "$ptdiff" "$out/grid" "$st" 2>&1); then
 else
 	fail "grid: ptrepack into a .safetensors" "ptdiff: $(printf '%s\n' "$o" | head -n 3)"
 fi
+fi
 
 # ------------------------------------------------------ one file into DCP
+if want to_dcp; then
 t=$out/topt
 dd=$WORK/one/todcp
 if ! o=$(run_limited 120 "$ptrepack" "$t/src.pt" "$dd/" 2>&1); then
@@ -278,8 +283,10 @@ keep" ] || [ "$(ls "$WORK/one/full")" != keep ]; then
 	*)	fail "todcp refuses $f -> $o/" "exit $r: $msg" ;;
 	esac
 done
+fi
 
 # ------------------------------------------------------ broken directories
+if want broken; then
 d=$out/evil
 rm -f "$out/PWNED" "$gwork/out/PWNED"
 out1=$(run_limited 60 "$ptverify" "$d" 2>&1)
@@ -332,5 +339,6 @@ case $r:$o in
 	pass "crc: ptverify" "exit 1: $(printf '%s\n' "$o" | head -n 1)" ;;
 *)	fail "crc: ptverify" "exit $r: $o" ;;
 esac
+fi
 
 conclude

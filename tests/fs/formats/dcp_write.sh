@@ -4,7 +4,7 @@
 # sharded folders' protocol (hf_write.sh), with .metadata as the one
 # commit point.
 #
-#   usage: sh tests/fs/formats/dcp_write.sh VERSION PTFS PTLS SHARED_DIR
+#   usage: sh tests/fs/formats/dcp_write.sh [-k CASE] VERSION PTFS PTLS SHARED_DIR
 #
 # The directories are written by torch 2.x whatever VERSION is (the
 # chroot of scripts/torch2-root.sh; dcp_write_check.py gen runs
@@ -68,6 +68,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs=${here%/*}	# tests/fs: lib/ and the other areas
+. "$fs/lib/cases.sh"
 . "$fs/lib/begin.sh"
 fs_args "1.13|2 PTFS PTLS SHARED_DIR" 4 4 "$@"
 PTFS=$2 ptls=$3 shared=$4
@@ -187,6 +188,7 @@ round() {
 }
 
 # ------------------------------------------------------ tensor bytes
+if want tensor_bytes; then
 cp -r "$out/rows" "$W/rows" && cp -r "$out/grid" "$W/grid" || exit 1
 # (rank R's chunks are in __R_0.distcp; a changed file's new name is the
 # first free of BASE.distcp, BASE.g1.distcp, ... other than its own)
@@ -199,17 +201,21 @@ round grid1 "$W/grid" '\.metadata (__[0-3]_0\.g1\.distcp ){4}'
 # gridh's last chunk: its file (whichever) takes its first name back
 round grid2 "$W/grid" \
 	'\.metadata (__[0-3]_0\.g1\.distcp )*__[0-3]_0\.distcp (__[0-3]_0\.g1\.distcp )*'
+fi
 
 # ------------------------------------------------------ keys
 # renamed and removed: .metadata alone changes ("written" checks every
 # .distcp file by name and bytes)
+if want keys; then
 cp -r "$out/plain" "$W/plain" && cp -r "$out/rows" "$W/rkeys" || exit 1
 round pkeys "$W/plain" '\.metadata __0_0\.distcp ' "4 keys renamed, 3 removed; "
 round rkeys "$W/rkeys" '\.metadata __0_0\.distcp __1_0\.distcp __2_0\.distcp '
+fi
 
 # ------------------------------------------------------ refusals
 # refused when made, one line each in the daemon's stderr; the
 # unmount writes nothing
+if want refusals; then
 F=$W/refuse
 cp -r "$out/plain" "$F" || exit 1
 s0=$(dir_sums "$F")
@@ -238,6 +244,7 @@ if [ -s "$det" ]; then
 else
 	pass "refusals" "$(report refuse.rep); one line each; no file changed"
 fi
+fi
 
 # ------------------------------------------------------ a newer save
 # a training job saves into the directory while it is mounted with an
@@ -245,6 +252,7 @@ fi
 # .metadata over the old): `ptfs umount` writes nothing and says so in
 # one line, the mount stays, the edit stays staged; -o discard drops it.
 # The job's files are left exactly as it wrote them.
+if want newer_save; then
 F=$W/stale
 cp -r "$out/rows" "$F" || exit 1
 det=$WORK/stale.det
@@ -313,8 +321,10 @@ for o in inplace output=$WORK/one/o.pt; do
 	esac
 	unmount "$WORK/mnt/r"
 done
+fi
 
 # ------------------------------------------------------ crash across files
+if want crash; then
 if ! faultinj_ready; then
 	skip "crash across files" "$FAULTINJ_WHY"
 	conclude
@@ -376,12 +386,14 @@ for c in "__0_0.g1.distcp synced|sync __0_0.g1.distcp 1 KILL|old|rows2" \
 		pass "crash at $step" "the directory was $got (files: $killed); remounted, written back: $(report crash.written)"
 	fi
 done
+fi
 
 # ------------------------------------------------------ a failing disk
 # the clone of the edited chunk's .distcp, or a write into the new file,
 # fails (ENOSPC): `ptfs umount` exits 1 with one line naming the file and
 # the error, the directory is as it was, the mount and the edit stay;
 # with the fault gone the next `ptfs umount` writes the edit back
+if want failing_disk; then
 for rule in "clone .g1.distcp 1 ENOSPC" "write .g1.distcp 1 ENOSPC"; do
 	what=${rule%% *}
 	F=$W/disk
@@ -426,6 +438,7 @@ for rule in "clone .g1.distcp 1 ENOSPC" "write .g1.distcp 1 ENOSPC"; do
 		pass "a failing $what at write-back" "one line: ${msg:-}; then written back"
 	fi
 done
+fi
 
 # every daemon's stderr: refusals' one-line reasons only, no sanitizer
 check_daemon_logs

@@ -2,7 +2,7 @@
 # Deflated and big-endian checkpoints, and the real fixtures' odd cases,
 # through real mounts (docs/design.md "Deflated records", docs/editing.md).
 #
-#   usage: sh tests/fs/formats/formats.sh VERSION PTFS PTLS SHARED_DIR
+#   usage: sh tests/fs/formats/formats.sh [-k CASE] VERSION PTFS PTLS SHARED_DIR
 #
 # VERSION "1.13": Debian's torch (/usr/bin/python3); "2": torch 2.x in the
 # chroot built by SHARED_DIR/tools/torch2-root (the scratch directory is
@@ -39,6 +39,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs=${here%/*}	# tests/fs: lib/ and the other areas
+. "$fs/lib/cases.sh"
 . "$fs/lib/begin.sh"
 fs_args "1.13|2 PTFS PTLS SHARED_DIR" 4 4 "$@"
 PTFS=$2 ptls=$3 shared=$4
@@ -113,6 +114,7 @@ fi
 pass "generate" "$PYM"
 
 # ------------------------------------------- big-endian: read-only mounts
+if want big_endian; then
 for f in "$WORK"/be/*.pt; do
 	name=${f##*/}
 	orig=fx/$name
@@ -144,11 +146,13 @@ for f in "$WORK"/be/*.pt; do
 		fail "big-endian $name" "$PYM" "$det"
 	fi
 done
+fi
 
 # ------------------------------------------------ edits, then write-back
 # edit CASE INPUT: a copy of INPUT as c/CASE/NAME mounted writable at
 # mnt/CASE; sets C, CK, M.  Then the caller edits, and finish_edit
 # writes back with `ptfs umount` and verifies.
+if want edits; then
 edit() {
 	CASE=$1 C=$WORK/c/$1 M=$WORK/mnt/$1
 	CK=$C/${2##*/}
@@ -229,9 +233,11 @@ while read -r name; do
 		fail "real ${name#real-}, stubbed" "$PYM" "$det"
 	fi
 done <"$WORK/stub.list"
+fi
 stop_worker
 
 # ------------------------------------------- deflated: read-only mounts
+if want deflated_mounts; then
 WORKER_PY=check_mount.py WORKER_ARG=$inner
 start_worker || exit 1
 n=0
@@ -272,9 +278,11 @@ for f in "$WORK"/def/*; do
 		fail "deflated $name" "${summary:-no answer}" "$det"
 	fi
 done
+fi
 stop_worker
 
 # ------------------------------------- deflated: the tools, without torch
+if want deflated_tools; then
 det=$WORK/tools.details
 : >"$det"
 nt=0
@@ -317,8 +325,10 @@ if [ -s "$det" ]; then
 else
 	pass "deflated: ptls, ptdiff, ptrepack" "$nt files: the same listing, --check status and no differences as their stored originals; torch files repack byte-identical"
 fi
+fi
 
 # ------------------------- deflated: bounded memory, racing first reads
+if want deflated_memory; then
 det=$WORK/hog.details
 : >"$det"
 want=$(cat "$WORK/pay/hog.sha256")
@@ -357,14 +367,17 @@ if start_daemon "$WORK/def/hog.pt" "$WORK/mnt/hog" "$WORK/hog.err" -o ro; then
 else
 	fail "deflated 96 MiB tensor" "not mounted: $(head -n 1 "$WORK/hog.err")"
 fi
+fi
 
 # ------------------------------------------------------ real fixtures
+if want real_fixtures; then
 b=$fx/real/broken_zip_version_record_only.pt
 if [ "$fx_has_real" = 1 ]; then
 	expect_refusal "real/broken_zip_version_record_only.pt" "$b" \
 		"ptfs: $b: offset 0x52: no data.pkl record: not a torch.save checkpoint (an aborted save?)"
 else
 	skip "real/broken_zip_version_record_only.pt" "no real-world corpus"
+fi
 fi
 
 conclude

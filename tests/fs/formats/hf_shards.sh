@@ -2,7 +2,7 @@
 # Hugging Face sharded folders through the tools and a real mount
 # (docs/design.md "Sharded Hugging Face folders").
 #
-#   usage: sh tests/fs/formats/hf_shards.sh VERSION PTFS PTLS SHARED_DIR
+#   usage: sh tests/fs/formats/hf_shards.sh [-k CASE] VERSION PTFS PTLS SHARED_DIR
 #
 # VERSION "1.13": Debian's torch (/usr/bin/python3); "2": torch 2.x in the
 # chroot scripts/torch2-root.sh builds.  hf_check.py writes the folders
@@ -42,6 +42,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs=${here%/*}	# tests/fs: lib/ and the other areas
+. "$fs/lib/cases.sh"
 . "$fs/lib/begin.sh"
 fs_args "1.13|2 PTFS PTLS SHARED_DIR" 4 4 "$@"
 PTFS=$2 ptls=$3 shared=$4
@@ -114,6 +115,8 @@ mounted() {
 	fi
 }
 
+# ------------------------------------------------------ each folder: tools, a mount, ptrepack
+if want folders; then
 for n in bin mixed st; do
 	arg=$H/$n
 	[ $n = mixed ] && arg=$H/mixed/pytorch_model.bin.index.fp16.json
@@ -162,10 +165,12 @@ for n in bin mixed st; do
 		fail "$n: ptrepack into one .pt" "$(head -n 1 "$WORK/$n.one.err")" "$WORK/$n.one.err"
 	fi
 done
+fi
 
 # ------------------------------------------------------ a shard rewritten
 # under the mount (same bytes, cp keeps the inode): reads of its tensors
 # fail with ESTALE, never showing other bytes; other shards still read
+if want shard_rewritten; then
 S=$WORK/stale s5=pytorch_model-00005-of-00005.bin
 cp -r "$H/bin" "$S" && cp "$S/$s5" "$WORK/s5.copy"
 if start_daemon "$S" "$WORK/mnt/stale" "$WORK/stale.err"; then
@@ -184,9 +189,11 @@ if start_daemon "$S" "$WORK/mnt/stale" "$WORK/stale.err"; then
 else
 	fail "shard rewritten under the mount" "not mounted: $(head -n 1 "$WORK/stale.err")"
 fi
+fi
 
 # ------------------------------------------------------ disagreements
 # verified NAME STATUS PATTERN...: ptverify's exit and one line per pattern
+if want disagreements; then
 verified() {
 	_n=$1 _want=$2
 	shift 2
@@ -240,9 +247,11 @@ for n in twice mismatch; do
 	case $n in twice) k="1 time" ;; mismatch) k="3 times" ;; esac
 	mounted "$n" "$H/$n" "ptfs: $H/$n: the index and its shards disagree $k (ptverify lists them)" "$@"
 done
+fi
 
 # ------------------------------------------------------ refusals
 # refused NAME MESSAGE: ptfs and ptls refuse with one line ending so
+if want refusals; then
 refused() {
 	_f=$H/$1
 	_l=$(ptls_line "$ptls" "$_f")
@@ -259,5 +268,6 @@ refused endian "shard pytorch_model-00002-of-00004.bin is big-endian, shard pyto
 refused twoidx "holds 2 Hugging Face indexes (model.safetensors.index.json, $I): give the one to open, DIR/NAME"
 mkdir -p "$H/plain" && echo x >"$H/plain/config.json"
 refused plain "is a directory without a Hugging Face index (*.index.json) or a .metadata: no checkpoint folder"
+fi
 
 conclude

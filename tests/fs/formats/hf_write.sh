@@ -2,7 +2,7 @@
 # Hugging Face sharded folders written back through a mount
 # (docs/design.md "Writing a sharded folder back").
 #
-#   usage: sh tests/fs/formats/hf_write.sh VERSION PTFS
+#   usage: sh tests/fs/formats/hf_write.sh [-k CASE] VERSION PTFS
 #
 # VERSION "1.13" or "2": the torch that writes the folders (hf_check.py
 # gen) and loads them afterwards.  For bin/ (torch.save shards) and st/
@@ -50,6 +50,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs=${here%/*}	# tests/fs: lib/ and the other areas
+. "$fs/lib/cases.sh"
 . "$fs/lib/begin.sh"
 fs_args "1.13|2 PTFS" 2 2 "$@"
 PTFS=$2
@@ -100,6 +101,8 @@ why() {
 	head -n 2 "$WORK/$1.err"
 }
 
+# ------------------------------------------------------ edits written back
+if want written_back; then
 for n in bin st; do
 	F=$H/w$n
 	cp -r "$H/$n" "$F" || exit 1
@@ -197,9 +200,11 @@ else
 	stop_daemon "$M"
 	fail "compact index: its style kept" "$(why c.rep)$(why c.reshape)$(why c.written)"
 fi
+fi
 
 # ------------------------------------------------------ refusals
 # mixed/: shard 1 is a legacy (torch < 1.6) file, not written back
+if want refusals; then
 X=$H/mixed
 shards "$X" >"$WORK/mixed.sums0"
 if start_daemon "$X/pytorch_model.bin.index.fp16.json" "$M" "$WORK/mixed.err"; then
@@ -264,8 +269,10 @@ for o in inplace output=$WORK/one.pt; do
 	esac
 	unmount "$WORK/mnt/r"
 done
+fi
 
 # ------------------------------------------------------ crash across files
+if want crash; then
 if ! faultinj_ready; then
 	skip "crash across files" "$FAULTINJ_WHY"
 	conclude
@@ -424,6 +431,7 @@ for case in inuse outside; do
 		pass "journal naming others' files: $case" "$([ $case = inuse ] && echo "shards 1 and 3 kept, the edits written back" || echo "refused: $out")"
 	fi
 done
+fi
 
 # every daemon's stderr: refusals' one-line reasons only, no sanitizer
 check_daemon_logs
