@@ -31,10 +31,11 @@
 set -u
 LC_ALL=C
 export LC_ALL
-[ $# -ge 2 ] || { echo "usage: sh $0 PTLS PTFS" >&2; exit 2; }
-PTLS=$1 PTFS=$2
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs=$here/../fs
+. "$fs/lib/cases.sh"
+[ $# -ge 2 ] || { echo "usage: sh $0 [-k CASE] PTLS PTFS" >&2; exit 2; }
+PTLS=$1 PTFS=$2
 . "$fs/lib/lib.sh"
 WORK=$(mktemp -d /tmp/ptfs-hostile.XXXXXX) || exit 1
 trap 'cleanup_mounts; [ -n "${PTFS_KEEP_WORK:-}" ] || rm -rf "$WORK"' EXIT
@@ -73,6 +74,7 @@ for b in "$PTLS" "$PTFS"; do
 done
 
 # ---------------------------------------------------------------- ptls
+if want ptls; then
 echo "# ptls on $(wc -l <"$C/manifest.tsv") files"
 : >"$WORK/tomount"
 : >"$WORK/torefuse"
@@ -145,8 +147,10 @@ while IFS="$TAB" read -r name expect detail; do
 		fi ;;
 	esac
 done <"$C/manifest.tsv"
+fi
 
 # ------------------------------------------------------- the other tools
+if want tools; then
 bin=$(dirname "$PTLS")
 echo "# ptls --tree, ptdump, ptverify, ptdiff, ptrepack into DCP on every file"
 for tool in "ptls --tree" ptdump ptverify ptdiff "ptrepack -q"; do
@@ -192,8 +196,10 @@ for tool in "ptls --tree" ptdump ptverify ptdiff "ptrepack -q"; do
 		pass "$tool" "$n files: each ended with 0, 1 or 2 (one line), no sanitizer report"
 	fi
 done
+fi
 
 # ---------------------------------------------------------------- ptfs
+if want ptfs; then
 MNT=$WORK/mnt/m
 mkdir -p "$MNT"
 if ! start_daemon "$C/base_ok.pt" "$MNT" "$WORK/probe.err"; then
@@ -303,6 +309,7 @@ if no_mounts_left; then
 	pass "no mounts left" "nothing under $WORK/mnt"
 else
 	fail "no mounts left" "$(awk -v w="$WORK/mnt/" 'index($2, w) == 1 { print $2 }' /proc/mounts | head -n 3 | tr '\n' ' ')"
+fi
 fi
 summary
 [ "$nfail" -eq 0 ]

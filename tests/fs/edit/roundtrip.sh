@@ -5,7 +5,7 @@
 # umount` writes it back, and torch 1.13 and torch 2.x (rt_check.py) must
 # load exactly the original with the same edit made in python.
 #
-#   usage: sh tests/fs/edit/roundtrip.sh VERSION PTFS PTLS PTREPACK [CASE...]
+#   usage: sh tests/fs/edit/roundtrip.sh [-k CASE] VERSION PTFS PTLS PTREPACK [CASE...]
 #
 # Cases (default: all but "many"): legacy_module, legacy_seq (whole
 # modules saved with _use_new_zipfile_serialization=False),
@@ -23,6 +23,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs=${here%/*}	# tests/fs: lib/ and the other areas
+. "$fs/lib/cases.sh"
 . "$fs/lib/begin.sh"
 fs_args "1.13|2 PTFS PTLS PTREPACK [CASE...]" 4 99 "$@"
 PTFS=$2 ptls=$3 ptrepack=$4
@@ -201,6 +202,7 @@ EOF
 
 # ------------------------------------------------------------ the cases
 for CASE in $cases; do
+	want "$CASE" || continue
 	line=$(grep "^$CASE " "$WORK/gen.out")
 	case $line in
 	*" skip: "*) skip "$CASE" "${line#* skip: }"; continue ;;

@@ -28,6 +28,7 @@ export LC_ALL
 PTFS=$1 shared=${2:-}
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs=${here%/*}	# tests/fs: lib/ and the other areas
+. "$fs/lib/cases.sh"
 . "$fs/lib/lib.sh"
 WORK=$(mktemp -d /tmp/ptfs-faultsio.XXXXXX) || exit 1
 trap 'cleanup_mounts; [ -n "${PTFS_KEEP_WORK:-}" ] || rm -rf "$WORK"' EXIT
@@ -66,6 +67,7 @@ if ! LD_PRELOAD=$INJ /bin/true 2>/dev/null; then
 fi
 
 # ------------------------------------------------ EIO in the overlay
+if want eio_overlay; then
 echo "# editing with EIO in the overlay"
 mount_inj || { fail "mount" "$(head -n 1 "$WORK/daemon$nd.err")"; summary; exit 1; }
 # poke NAME: pwrite 4 KiB of 0xab at offset 0, fsync, close; prints the
@@ -136,8 +138,10 @@ case $out in
 ok*) pass "faults gone: the edits work" "${out#ok }" ;;
 *) fail "faults gone: the edits work" "$out" ;;
 esac
+fi
 
 # ------------------------------------------------ faults during write-back
+if want writeback; then
 echo "# write-back with I/O errors"
 for rule in "write .ptfs-new. 1 EIO" "write .ptfs-new. 3 EIO" \
 	    "write .ptfs-new. 2 ENOSPC" "sync .ptfs-new. 1 EIO" \
@@ -189,8 +193,10 @@ case $out in
 ok*) pass "archive records" "${out#ok }" ;;
 *) fail "archive records" "$out" ;;
 esac
+fi
 
 # ------------------------------------------------ torch
+if want torch; then
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 	out=$(/usr/bin/python3 "$here/stress.py" torch "$CK" 1 1 1 2>&1 | tail -n 1)
 	case $out in
@@ -221,6 +227,7 @@ else
 fi
 
 : >"$WORK/san.txt"
+fi
 for e in "$WORK"/daemon*.err; do
 	grep -q "$san" "$e" && echo "${e##*/}: $(grep -m 1 "$san" "$e")" >>"$WORK/san.txt"
 	# anything but the one-line reasons of refused calls

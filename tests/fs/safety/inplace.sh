@@ -20,13 +20,14 @@
 #   counted from the journal and the file (before the plan, planned, mid
 #   patch, patched, committed, cleaned up, or after the daemon exited).
 #
-#   usage: sh tests/fs/safety/inplace.sh VERSION PTFS [ITERATIONS [SEED]]
+#   usage: sh tests/fs/safety/inplace.sh [-k CASE] VERSION PTFS [ITERATIONS [SEED]]
 #
 # Prints one line per check, then "N passed, N failed"; exit 0 or 1, 77
 # without /dev/fuse.
 set -u
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs=${here%/*}	# tests/fs: lib/ and the other areas
+. "$fs/lib/cases.sh"
 . "$fs/lib/begin.sh"
 fs_args "1.13|2 PTFS [ITERATIONS [SEED]]" 2 4 "$@"
 PTFS=$2 iters=${3:-30} seed=${4:-$$}
@@ -77,6 +78,7 @@ probe_fuse "$WORK/orig.pt" "$M" "$WORK/probe.err"
 stop_daemon "$M"
 
 # ---- a 4-byte edit
+if want edit; then
 cp "$WORK/orig.pt" "$WORK/ref/e4.pt"
 edit4 "$WORK/ref/e4.pt" || { echo "the normal write-back failed"; tail -n 3 "$LOG"; exit 1; }
 cp "$WORK/orig.pt" "$WORK/ip/e4.pt"
@@ -113,9 +115,11 @@ if nothing_else "$WORK/ip" e4.pt; then
 else
 	fail "edit" "left beside it: $(ls -A "$WORK/ip" | tr '\n' ' ')"
 fi
+fi
 
 # ---- refusals
 # a rename: refused at write-back, edits kept, written by a normal mount
+if want refusals; then
 cp "$WORK/orig.pt" "$WORK/ip/ren.pt"
 : >"$WORK/ren.err"
 "$PTFS" -o inplace "$WORK/ip/ren.pt" "$M" 2>>"$LOG" &&
@@ -187,9 +191,11 @@ else
 	unmount "$M"
 fi
 rm -f "$WORK/ip/"*.pt
+fi
 
 # ---- the crash loop
 # every tensor replaced by random bytes, and 4 bytes into b3
+if want crash; then
 editbig() {
 	for k in 0 1 2 3 4 5 6 7; do
 		cp "$WORK/rnd/b$k" "$M/b$k" || return 1
@@ -314,5 +320,6 @@ if [ $bad = 0 ]; then
 fi
 echo "# $again of them followed by a kill of the mount that finishes the write-back"
 echo "# kills: ${where_before:-0} before the plan, ${where_planned:-0} planned (nothing written), ${where_mid:-0} mid patch (mixed bytes), ${where_patched:-0} patched (not committed), ${where_committed:-0} committed (not cleaned up), ${where_clean:-0} cleaned up, ${where_done:-0} after the daemon was done"
+fi
 summary
 [ "$nfail" = 0 ]

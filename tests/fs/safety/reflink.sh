@@ -25,7 +25,7 @@
 #   scratch directory on that file system (PT_SCRATCH_DIR); ITERATIONS 0
 #   leaves both out.
 #
-#   usage: sh tests/fs/safety/reflink.sh VERSION PTFS [ITERATIONS]
+#   usage: sh tests/fs/safety/reflink.sh [-k CASE] VERSION PTFS [ITERATIONS]
 #
 # Needs root (loop devices, mounts); a file system whose mkfs tool, kernel
 # module or loop device is missing is skipped with one line; exit 77 when
@@ -35,6 +35,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs=${here%/*}	# tests/fs: lib/ and the other areas
+. "$fs/lib/cases.sh"
 . "$fs/lib/begin.sh"
 fs_args "1.13|2 PTFS [ITERATIONS]" 2 3 "$@"
 PTFS=$2 iters=${3:-20}
@@ -242,6 +243,7 @@ fi
 
 made=0
 for fs in xfs btrfs; do
+	want "$fs" || continue
 	mkfs_mount $fs || continue
 	made=$((made + 1))
 	d=$WORK/$fs
