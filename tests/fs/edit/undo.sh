@@ -37,16 +37,15 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 mkdir -p "$WORK/py" "$WORK/mnt" || exit 1
-cp "$here/undo_check.py" "$WORK/py/" || exit 1
+fs_py undo_check.py
 # tpy CMD PATH: undo_check.py under the torch being tested
 tpy() {
-	if [ "$version" = 1.13 ]; then
-		"$py" "$WORK/py/undo_check.py" "$1" "$2" 2>>"$WORK/py.err"
-	else
-		# torch 2's UCX warns on stdout: keep only the answer
-		chroot "$root" python3 "$inner/py/undo_check.py" "$1" \
-			"$inner${2#"$work"}" 2>>"$WORK/py.err" | grep -v ' UCX '
-	fi
+	fs_pyrun tpy.out "$1" "$inner${2#"$work"}"
+	_tpy_r=$?
+	# torch 2's UCX warns on stdout: keep only the answer
+	grep -v ' UCX ' "$WORK/tpy.out"
+	cat "$WORK/tpy.out.err" >>"$WORK/py.err"
+	return $_tpy_r
 }
 sum() { sha256sum <"$1" | cut -c1-16; }
 has() { case $1 in *"$2"*) return 0 ;; esac; return 1; }

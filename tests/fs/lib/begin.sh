@@ -15,7 +15,10 @@
 #   fs_pyrun REPORT ARG...      runs SCRIPT.py ARG... with the torch under
 #                               test (in its root for 2.x: paths as $inner
 #                               names them), for 300 s at most; stdout in
-#                               $WORK/REPORT, stderr in $WORK/REPORT.err
+#                               $WORK/REPORT, stderr in $WORK/REPORT.err.
+#                               All calls of a script go to one python
+#                               (lib/tserve.py), which imports torch once;
+#                               PT_NO_TSERVE=1: a process per call
 #
 # Then the caller sources lib.sh (which reads $WORK and $PTFS).
 
@@ -71,16 +74,66 @@ fs_py() {
 		fi
 	done
 	FS_PY=$1
+	# started here, in the test's own shell, so that calls from
+	# subshells ($(...)) share it
+	[ "${PT_NO_TSERVE:-0}" = 1 ] || fs_tserve || :
 }
 
 fs_pyrun() {	# (run_limited is lib.sh's)
-	_rep=$WORK/$1
+	_rep=$1
 	shift
+	if [ "${PT_NO_TSERVE:-0}" != 1 ] && fs_tserve; then
+		_ts_line="$inner/$_rep$TAB$inner/$_rep.err$TAB$inner/py/$FS_PY"
+		for _ts_a; do
+			_ts_line=$_ts_line$TAB$_ts_a
+		done
+		_ts_rc=
+		printf '%s\n' "$_ts_line" >&5 && IFS= read -r _ts_rc <&6
+		[ -n "$_ts_rc" ] && return "$_ts_rc"
+		# the server died (a crash in the call): that call failed
+		echo "tserve.py died: $(tail -n 3 "$WORK/tserve.err")" \
+			>>"$WORK/$_rep.err"
+		fs_tserve_stop
+		ts_broken=
+		return 1
+	fi
 	if [ "$version" = 1.13 ]; then
 		run_limited 300 "$py" "$WORK/py/$FS_PY" "$@" \
-			>"$_rep" 2>"$_rep.err"
+			>"$WORK/$_rep" 2>"$WORK/$_rep.err"
 	else
 		run_limited 300 chroot "$root" python3 "$inner/py/$FS_PY" "$@" \
-			>"$_rep" 2>"$_rep.err"
+			>"$WORK/$_rep" 2>"$WORK/$_rep.err"
 	fi
+}
+
+# fs_tserve: the script server runs (started on first use, on fds 5 and
+# 6), or 1
+ts_pid= ts_broken=
+fs_tserve() {
+	[ -n "$ts_pid" ] && return 0
+	[ -z "$ts_broken" ] || return 1
+	ts_broken=1
+	cp "$fs/lib/tserve.py" "$WORK/py/" || return 1
+	rm -f "$WORK/tsreq" "$WORK/tsresp"
+	mkfifo "$WORK/tsreq" "$WORK/tsresp" || return 1
+	if [ "$version" = 1.13 ]; then
+		"$py" "$WORK/py/tserve.py" <"$WORK/tsreq" >"$WORK/tsresp" \
+			2>>"$WORK/tserve.err" &
+	else
+		chroot "$root" python3 "$inner/py/tserve.py" <"$WORK/tsreq" \
+			>"$WORK/tsresp" 2>>"$WORK/tserve.err" &
+	fi
+	ts_pid=$!
+	exec 5>"$WORK/tsreq" 6<"$WORK/tsresp"
+	while IFS= read -r _ts_r <&6; do
+		[ "$_ts_r" = ready ] && ts_broken= && return 0
+	done
+	fs_tserve_stop
+	return 1
+}
+
+fs_tserve_stop() {
+	exec 5>&- 6<&-
+	[ -n "$ts_pid" ] && kill "$ts_pid" 2>/dev/null && wait "$ts_pid" 2>/dev/null
+	ts_pid=
 }

@@ -68,17 +68,17 @@ as2_fuse() {
 }
 
 mkdir -p "$WORK/py" "$WORK/mnt"
-cp "$here/overlay_check.py" "$WORK/py/"
-# tpy CMD PATH [ARG...]: overlay_check.py under the torch being tested
+fs_py overlay_check.py
+# tpy CMD PATH [ARG...]: overlay_check.py under the torch being tested,
+# its output on stdout
 tpy() {
 	_c=$1 _p=$2
 	shift 2
-	if [ "$version" = 1.13 ]; then
-		"$py" "$WORK/py/overlay_check.py" "$_c" "$_p" "$@" 2>>"$WORK/py.err"
-	else
-		chroot "$root" python3 "$inner/py/overlay_check.py" "$_c" \
-			"$inner${_p#"$work"}" "$@" 2>>"$WORK/py.err"
-	fi
+	fs_pyrun tpy.out "$_c" "$inner${_p#"$work"}" "$@"
+	_tpy_r=$?
+	cat "$WORK/tpy.out"
+	cat "$WORK/tpy.out.err" >>"$WORK/py.err"
+	return $_tpy_r
 }
 jt() { python3 "$fs/lib/journal_tool.py" "$@"; }
 sum() { sha256sum <"$1" | cut -c1-16; }
