@@ -1,7 +1,8 @@
 """dcp_check.py - DCP directories for tests/fs/formats/dcp.sh, and the checks of
 their mounts.
 
-  gen OUT       (torch 2.x only) write DCP directories with
+  gen OUT [MARKER]
+                (torch 2.x only) write DCP directories with
                 torch.distributed.checkpoint.save and FileSystemWriter:
                   plain/  one process: several dtypes, an int, a str, a
                           float, a dict, a list, an optimizer-like nested
@@ -27,7 +28,8 @@ their mounts.
                 (tuple.pt, list.pt, dup.pt); then OUT/expected.json: every tensor's
                 dtype, shape and SHA-256 and every value's text, from what
                 torch.distributed.checkpoint itself loads back
-                (dcp_to_torch_save, then torch.load).
+                (dcp_to_torch_save, then torch.load).  evil/'s payload
+                would touch MARKER (default OUT/PWNED).
   check JSON NAME MNT [DIR]
                 compare the mount MNT of directory NAME with JSON: each
                 tensor's bytes (whole, and reads at odd offsets that cross
@@ -225,7 +227,7 @@ class Evil:
         return (os.system, ("touch " + self.marker,))
 
 
-def broken(out):
+def broken(out, marker=None):
     import dataclasses
     rows = os.path.join(out, "rows")
 
@@ -233,7 +235,7 @@ def broken(out):
         return [k for k in md.storage_data if k.fqn == fqn]
 
     def evil(md):
-        md.storage_meta.save_id = Evil(os.path.join(out, "PWNED"))
+        md.storage_meta.save_id = Evil(marker or os.path.join(out, "PWNED"))
 
     def pastend(md):
         k = items_of(md, "layer.rows")[0]
@@ -289,7 +291,7 @@ def broken(out):
         f.write(bytes([b[0] ^ 0x40]))
 
 
-def gen(out):
+def gen(out, marker=None):
     import torch.distributed.checkpoint as dcp
     os.makedirs(out, exist_ok=True)
     expected = {}
@@ -313,7 +315,7 @@ def gen(out):
         expected[name] = e
     # the same state dict as rows/: DCP's own reader needs a .metadata
     expected["nocoll"] = expected["rows"]
-    broken(out)
+    broken(out, marker)
     gen_topt(out)
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1, sort_keys=True)
@@ -599,7 +601,7 @@ def pt(jpath, name, path, d=None):
 
 if __name__ == "__main__":
     if sys.argv[1] == "gen":
-        gen(sys.argv[2])
+        gen(*sys.argv[2:4])
     elif sys.argv[1] == "check":
         check(*sys.argv[2:])
     elif sys.argv[1] == "pt":
@@ -607,5 +609,5 @@ if __name__ == "__main__":
     elif sys.argv[1] == "todcp":
         todcp(*sys.argv[2:])
     else:
-        fail("usage: dcp_check.py gen OUT | check JSON NAME MNT [DIR] | "
+        fail("usage: dcp_check.py gen OUT [MARKER] | check JSON NAME MNT [DIR] | "
              "pt JSON NAME FILE [DIR] | todcp SRC DIR BACK [REF]")

@@ -15,6 +15,8 @@ item loaded, the tree rebuilt from planner_data.
                 dcp_check.py makes them (its own generator, imported),
                 and the reader here checked against dcp_to_torch_save on
                 each of the first three
+  readers OUT   that check alone, on directories made before (the test
+                environment's fixtures/dcp, which dcp_check.py gen wrote)
   edit MNT DIR OUT.json KIND
                 through the mount MNT of directory DIR, one of:
                   rows1   4 bytes at offset 4 of layer/rows inverted
@@ -713,6 +715,13 @@ def gen(out):
     dcp_check.ranks(os.path.join(out, "rows"), "rows", 3)
     dcp_check.ranks(os.path.join(out, "grid"), "grid", 4)
     dcp_check.ranks(os.path.join(out, "nocoll"), "nocoll", 3)
+    return readers(out)
+
+
+def readers(out):
+    """The reader here loads plain/, rows/ and grid/ (made by gen, or
+    copied from the test environment's fixtures) as dcp_to_torch_save
+    does, and nothing but DCP files lies in them."""
     n = 0
     for name in ("plain", "rows", "grid"):
         d = os.path.join(out, name)
@@ -736,7 +745,8 @@ def gen(out):
 
 
 def main(argv):
-    cmds = {"gen": (gen, 1, 1), "edit": (edit, 4, 4),
+    cmds = {"gen": (gen, 1, 1), "readers": (readers, 1, 1),
+            "edit": (edit, 4, 4),
             "refuse": (refuse, 3, 3), "rofs": (rofs, 1, 1),
             "written": (written, 2, 3), "state": (state, 2, 2),
             "named": (named, 1, 1), "shows": (shows, 2, 2)}
