@@ -83,19 +83,8 @@ fs_pyrun() {	# (run_limited is lib.sh's)
 	_rep=$1
 	shift
 	if [ "${PT_NO_TSERVE:-0}" != 1 ] && fs_tserve; then
-		_ts_line="$inner/$_rep$TAB$inner/$_rep.err$TAB$inner/py/$FS_PY"
-		for _ts_a; do
-			_ts_line=$_ts_line$TAB$_ts_a
-		done
-		_ts_rc=
-		printf '%s\n' "$_ts_line" >&5 && IFS= read -r _ts_rc <&6
-		[ -n "$_ts_rc" ] && return "$_ts_rc"
-		# the server died (a crash in the call): that call failed
-		echo "tserve.py died: $(tail -n 3 "$WORK/tserve.err")" \
-			>>"$WORK/$_rep.err"
-		fs_tserve_stop
-		ts_broken=
-		return 1
+		fs_tcall "$_rep" - "$inner/py/$FS_PY" "$@"
+		return
 	fi
 	if [ "$version" = 1.13 ]; then
 		run_limited 300 "$py" "$WORK/py/$FS_PY" "$@" \
@@ -103,6 +92,46 @@ fs_pyrun() {	# (run_limited is lib.sh's)
 	else
 		run_limited 300 chroot "$root" python3 "$inner/py/$FS_PY" "$@" \
 			>"$WORK/$_rep" 2>"$WORK/$_rep.err"
+	fi
+}
+
+# fs_tcall REPORT DIR SCRIPT ARG...: one request to the script server
+# (fs_tserve); REPORT relative to $WORK, DIR and SCRIPT as python sees them
+fs_tcall() {
+	_ts_line="$inner/$1$TAB$inner/$1.err$TAB$2$TAB$3"
+	_ts_rep=$1
+	shift 3
+	for _ts_a; do
+		_ts_line=$_ts_line$TAB$_ts_a
+	done
+	_ts_rc=
+	printf '%s\n' "$_ts_line" >&5 && IFS= read -r _ts_rc <&6
+	[ -n "$_ts_rc" ] && return "$_ts_rc"
+	# the server died (a crash in the call): that call failed
+	echo "tserve.py died: $(tail -n 3 "$WORK/tserve.err")" \
+		>>"$WORK/$_ts_rep.err"
+	fs_tserve_stop
+	ts_broken=
+	return 1
+}
+
+# fs_pycall SCRIPT.py ARG...: $WORK/py/SCRIPT.py ARG... under the torch
+# under test, through the script server when there is one; its stdout
+# and stderr on ours, its exit status ours
+fs_pycall() {
+	_pc_s=$1
+	shift
+	if [ "${PT_NO_TSERVE:-0}" != 1 ] && fs_tserve; then
+		fs_tcall pycall.out - "$inner/py/$_pc_s" "$@"
+		_pc_r=$?
+		cat "$WORK/pycall.out"
+		cat "$WORK/pycall.out.err" >&2
+		return $_pc_r
+	fi
+	if [ "$version" = 1.13 ]; then
+		"$py" "$WORK/py/$_pc_s" "$@"
+	else
+		chroot "$root" python3 "$inner/py/$_pc_s" "$@"
 	fi
 }
 

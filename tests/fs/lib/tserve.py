@@ -6,11 +6,12 @@ call (lib/begin.sh's fs_pyrun starts it; PT_NO_TSERVE=1 turns it off).
 
 Each request is one line, fields separated by tabs:
 
-  OUT  ERR  SCRIPT.py  ARG...
+  OUT  ERR  DIR  SCRIPT.py  ARG...
 
-and runs SCRIPT.py as `python3 SCRIPT.py ARG...` would (runpy, as
-__main__, its folder first on sys.path), with file descriptors 1 and 2
-on the files OUT and ERR, for 300 s at most.  The answer is one line:
+and runs SCRIPT.py as `cd DIR && python3 SCRIPT.py ARG...` would (runpy,
+as __main__, its folder first on sys.path; DIR "-": where the server
+runs), with file descriptors 1 and 2 on the files OUT and ERR, for 300 s
+at most.  The answer is one line:
 its exit status (124 when the time ran out).  The first line is "ready".
 
 What a fresh process would not carry over stays the same: modules stay
@@ -35,7 +36,7 @@ def on_alarm(signum, frame):
     raise TimeLimit()
 
 
-def run(out, err, script, args):
+def run(out, err, where, script, args):
     fo = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     fe = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fo, 1)
@@ -48,6 +49,8 @@ def run(out, err, script, args):
     rc = 0
     signal.alarm(LIMIT)
     try:
+        if where != "-":
+            os.chdir(where)
         runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         if e.code is None:
@@ -80,10 +83,10 @@ def main():
     print("ready", file=answers, flush=True)
     for line in sys.stdin:
         f = line.rstrip("\n").split("\t")
-        if len(f) < 3:
+        if len(f) < 4:
             print(2, file=answers, flush=True)
             continue
-        rc = run(f[0], f[1], f[2], f[3:])
+        rc = run(f[0], f[1], f[2], f[3], f[4:])
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
         print(rc, file=answers, flush=True)

@@ -38,12 +38,12 @@ fs_torch "" ptfs-inplace
 trap release_work EXIT
 trap 'exit 130' INT TERM HUP
 mkdir -p "$WORK/py" "$WORK/mnt/m" "$WORK/ref" "$WORK/ip" "$WORK/rnd"
-cp "$here/reflink_check.py" "$here/inplace_check.py" "$WORK/py/"
+fs_py reflink_check.py inplace_check.py
+# torch SCRIPT.py ARG...: under the torch being tested (one process)
+torch() { fs_pycall "$@"; }
 if [ "$version" = 1.13 ]; then
-	torch() { "$py" "$WORK/py/$@"; }
 	inside() { echo "$1"; }
 else
-	torch() { chroot "$root" python3 "$inner/py/$@"; }
 	inside() { echo "${1#"$root"}"; }
 fi
 helper() { python3 "$WORK/py/inplace_check.py" "$@"; }

@@ -88,12 +88,12 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 mkdir -p "$WORK/py" "$WORK/mnt/m" "$WORK/ref"
-cp "$here/reflink_check.py" "$WORK/py/"
+fs_py reflink_check.py
+# torch ARG...: reflink_check.py under the torch being tested (one process)
+torch() { fs_pycall reflink_check.py "$@"; }
 if [ "$version" = 1.13 ]; then
-	torch() { "$py" "$WORK/py/reflink_check.py" "$@"; }
 	inside() { echo "$1"; }
 else
-	torch() { chroot "$root" python3 "$inner/py/reflink_check.py" "$@"; }
 	inside() { echo "${1#"$root"}"; }
 fi
 helper() { python3 "$WORK/py/reflink_check.py" "$@"; }
