@@ -32,6 +32,13 @@ WORK=$work
 . "$fs/lib/lib.sh"
 mkdir -p "$WORK/mnt" || exit 1
 cp "$fs/lib/surprise_gen.py" "$WORK/" || exit 1
+# the script server (begin.sh), started in the test's own shell so that
+# calls from subshells share it
+. "$fs/lib/begin.sh"
+mkdir -p "$WORK/py" || exit 1
+if [ "$version" != none ] && [ "${PT_NO_TSERVE:-0}" != 1 ]; then
+	fs_tserve || :
+fi
 
 surprise_cleanup() {
 	trap '' INT TERM HUP
@@ -43,9 +50,18 @@ trap surprise_cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 # trun ARGS...: python3 surprise_gen.py ARGS under the torch under test
-# ($WORK-relative paths), from inside $WORK; output without torch's noise
+# ($WORK-relative paths), from inside $WORK, through the script server
+# (lib/tserve.py); output without torch's noise
 trun() {
-	if [ "$version" = 1.13 ]; then
+	if [ "$version" = none ]; then
+		(cd "$WORK" && python3 surprise_gen.py "$@") >"$WORK/trun.out" 2>&1
+	elif [ "${PT_NO_TSERVE:-0}" != 1 ] && fs_tserve; then
+		fs_tcall trun.out "$inner" "$inner/surprise_gen.py" "$@"
+		_tr=$?
+		cat "$WORK/trun.out.err" >>"$WORK/trun.out"
+		grep -v 'UCX\|cpuinfo' "$WORK/trun.out"
+		return $_tr
+	elif [ "$version" = 1.13 ]; then
 		(cd "$WORK" && "$py" surprise_gen.py "$@") >"$WORK/trun.out" 2>&1
 	else
 		chroot "$root" sh -c 'cd "$1" && shift && python3 surprise_gen.py "$@"' \
