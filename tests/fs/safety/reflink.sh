@@ -20,10 +20,17 @@
 # - mixed edits: 4 bytes in place, a tensor replaced whole, kill -9, a
 #   remount that resumes them (no dirty map then: compared whole), 4 more
 #   bytes: byte for byte the full writer's result of the same, cloned;
-# - tests/fs/safety/crash.sh (ITERATIONS, default 20) and tests/fs/safety/faults.sh
-#   (parts a, wb and d; b and c test a tmpfs of their own) with their
-#   scratch directory on that file system (PT_SCRATCH_DIR); ITERATIONS 0
-#   leaves both out.
+# - kill -9 at each step of the clone-and-patch write-back of the 4-byte
+#   edit (faultinj.c's KILL rules: the clone into the temporary, its first
+#   patch write, its fsync, the rename over the checkpoint, the journal's
+#   removal after it): the checkpoint is then the original or the new
+#   file, byte for byte, the remount shows the edit, and its `ptfs
+#   umount` writes the full writer's result;
+# - tests/fs/safety/faults.sh (parts kill_edits, kill_writeback and
+#   other_version; disk_full and readonly_dir test a tmpfs of their own)
+#   with its scratch directory on that file system (PT_SCRATCH_DIR);
+# - tests/fs/safety/crash.sh's random loop there, ITERATIONS times
+#   (default 0: the kill points above are the test; --long runs 100).
 #
 #   usage: sh tests/fs/safety/reflink.sh [-k CASE] VERSION PTFS [ITERATIONS]
 #
@@ -38,7 +45,7 @@ fs=${here%/*}	# tests/fs: lib/ and the other areas
 . "$fs/lib/cases.sh"
 . "$fs/lib/begin.sh"
 fs_args "1.13|2 PTFS [ITERATIONS]" 2 3 "$@"
-PTFS=$2 iters=${3:-20}
+PTFS=$2 iters=${3:-0}
 fs_progs PTFS
 if [ "$(id -u)" != 0 ]; then
 	echo "not root: skipping (loop devices and mounts need root)"
@@ -241,12 +248,74 @@ else
 	fail "bytes back" "not the file torch wrote: $(cmp "$WORK/ref/bytes.pt" "$WORK/orig.pt" 2>&1)"
 fi
 
+# kill_sweep FS DIR: the 4-byte edit of "inplace" on FS (mounted at
+# DIR), its write-back killed at each step in turn
+kill_sweep() {
+	if ! faultinj_ready; then
+		skip "$1 kill points" "$FAULTINJ_WHY"
+		return
+	fi
+	_m=$WORK/mnt/m _ck=$2/kill.pt
+	for _c in "clone into the temporary|clone .ptfs-new. 1 KILL" \
+	    "first patch write|write .ptfs-new. 1 KILL" \
+	    "fsync of the temporary|sync .ptfs-new. 1 KILL" \
+	    "rename over the checkpoint|rename .ptfs-new. 1 KILL" \
+	    "journal removed after the rename|unlink ptfs.journal 1 KILL"; do
+		_step=${_c%%|*} _rule=${_c#*|}
+		_det=$WORK/kill.det
+		: >"$_det"
+		rm -rf "$_ck" "$2/.kill.pt.ptfs"
+		cp --reflink=never "$WORK/orig.pt" "$_ck" && sync
+		: >"$CTL"
+		if ! LD_PRELOAD=$INJ start_daemon "$_ck" "$_m" "$WORK/kill.err"; then
+			fail "$1 kill at $_step" "not mounted: $(head -n 1 "$WORK/kill.err")"
+			continue
+		fi
+		printf '\001\002\003\004' |
+			dd of="$_m/w3" bs=1 seek=4000 conv=notrunc status=none ||
+			echo "the edit failed" >>"$_det"
+		killed_umount "$_m" "$_rule" "$_det"
+		if cmp -s "$_ck" "$WORK/orig.pt"; then
+			_was=original
+		elif cmp -s "$_ck" "$WORK/ref/inplace.pt"; then
+			_was=new
+		else
+			_was=
+			echo "the checkpoint is neither the original nor the new file" >>"$_det"
+		fi
+		_left=$(ls -A "$2" | grep -vx 'kill.pt\|\.kill\.pt\.ptfs' | head -n 3)
+		# a temporary the kill left is named .NAME.ptfs-new.* and
+		# removed by the remount (docs/editing.md)
+		case $_left in ''|.kill.pt.ptfs-new.*) ;;
+		*) echo "left beside it: $_left" >>"$_det" ;; esac
+		if start_daemon "$_ck" "$_m" "$WORK/kill2.err"; then
+			[ "$(od -An -tx1 -j4000 -N4 "$_m/w3" | tr -d ' \n')" = 01020304 ] ||
+				echo "the remount does not show the edit" >>"$_det"
+			"$PTFS" umount "$_m" >/dev/null 2>>"$_det" ||
+				echo "ptfs umount after the remount failed" >>"$_det"
+			stop_daemon "$_m"
+			cmp -s "$_ck" "$WORK/ref/inplace.pt" ||
+				echo "after the remount's write-back: not the full writer's result" >>"$_det"
+			[ -z "$(ls -A "$2" | grep -vx 'kill.pt')" ] ||
+				echo "left after the remount's write-back: $(ls -A "$2" | tr '\n' ' ')" >>"$_det"
+		else
+			echo "no remount: $(head -n 1 "$WORK/kill2.err")" >>"$_det"
+		fi
+		if [ -s "$_det" ]; then
+			fail "$1 kill at $_step" "$(head -n 1 "$_det")" "$_det"
+		else
+			pass "$1 kill at $_step" "then the $_was file; the remount writes the edit"
+		fi
+	done
+	rm -rf "$_ck" "$2/.kill.pt.ptfs"
+}
+
 made=0
-for fs in xfs btrfs; do
-	want "$fs" || continue
-	mkfs_mount $fs || continue
+for fsys in xfs btrfs; do
+	want "$fsys" || continue
+	mkfs_mount $fsys || continue
 	made=$((made + 1))
-	d=$WORK/$fs
+	d=$WORK/$fsys
 	for k in inplace rename deflated mixed; do
 		src=orig
 		[ $k = deflated ] && src=defl
@@ -258,50 +327,48 @@ for fs in xfs btrfs; do
 		else
 			writeback "$d/$k.pt" "${k%deflated}"
 		fi || {
-			fail "$fs $k" "write-back failed: $(tail -n 1 "$WORK/ptfs.log")"
+			fail "$fsys $k" "write-back failed: $(tail -n 1 "$WORK/ptfs.log")"
 			continue
 		}
 		if cmp -s "$d/$k.pt" "$WORK/ref/$k.pt"; then
-			pass "$fs $k" "byte for byte the full writer's result"
+			pass "$fsys $k" "byte for byte the full writer's result"
 		else
-			fail "$fs $k" "differs from the full writer's result: $(cmp "$d/$k.pt" "$WORK/ref/$k.pt" 2>&1)"
+			fail "$fsys $k" "differs from the full writer's result: $(cmp "$d/$k.pt" "$WORK/ref/$k.pt" 2>&1)"
 		fi
 		if cmp -s "$d/$k.orig" "$WORK/$src.pt"; then
-			pass "$fs $k" "the original is unchanged"
+			pass "$fsys $k" "the original is unchanged"
 		else
-			fail "$fs $k" "the original changed"
+			fail "$fsys $k" "the original changed"
 		fi
-		[ $k = mixed ] || check_load "$fs $k" "$d/$k.pt" "${k%deflated}"
+		[ $k = mixed ] || check_load "$fsys $k" "$d/$k.pt" "${k%deflated}"
 		pct=$(helper shared "$d/$k.pt")
 		if [ $k != deflated ]; then
 			if [ "${pct:-0}" -ge 90 ]; then
-				pass "$fs $k" "cloned: $pct% of its blocks shared with the original"
+				pass "$fsys $k" "cloned: $pct% of its blocks shared with the original"
 			else
-				fail "$fs $k" "not cloned: ${pct:-?}% of its blocks shared"
+				fail "$fsys $k" "not cloned: ${pct:-?}% of its blocks shared"
 			fi
 		else
-			echo "#    $fs $k: $pct% of its blocks shared"
+			echo "#    $fsys $k: $pct% of its blocks shared"
 		fi
 		rm -f "$d/$k.pt" "$d/$k.orig"
 	done
-	if [ "$iters" = 0 ]; then
-		skip "$fs crash" "ITERATIONS 0: crash.sh and faults.sh not run"
-		release_fs
-		continue
-	fi
-	if PT_SCRATCH_DIR=$d sh "$here/crash.sh" "$version" "$PTFS" "$iters" \
-		>"$WORK/crash.log" 2>&1; then
-		pass "$fs crash" "crash.sh, $iters iterations: $(tail -n 1 "$WORK/crash.log")"
-	else
-		fail "$fs crash" "crash.sh failed" "$WORK/crash.log"
-		grep -E '^(FAIL|not ok)' "$WORK/crash.log" | head -n 20
+	kill_sweep "$fsys" "$d"
+	if [ "$iters" != 0 ]; then
+		if PT_SCRATCH_DIR=$d sh "$here/crash.sh" "$version" "$PTFS" \
+		    "$iters" >"$WORK/crash.log" 2>&1; then
+			pass "$fsys crash" "crash.sh, $iters iterations: $(tail -n 1 "$WORK/crash.log")"
+		else
+			fail "$fsys crash" "crash.sh failed" "$WORK/crash.log"
+			grep -E '^(FAIL|not ok)' "$WORK/crash.log" | head -n 20
+		fi
 	fi
 	if PT_SCRATCH_DIR=$d sh "$here/faults.sh" \
 		-k kill_edits,kill_writeback,other_version \
 		"$version" "$PTFS" "$PTFS" "" >"$WORK/faults.log" 2>&1; then
-		pass "$fs faults" "faults.sh a, wb, d: $(tail -n 1 "$WORK/faults.log")"
+		pass "$fsys faults" "faults.sh a, wb, d: $(tail -n 1 "$WORK/faults.log")"
 	else
-		fail "$fs faults" "faults.sh failed"
+		fail "$fsys faults" "faults.sh failed"
 		grep -E '^FAIL' "$WORK/faults.log" | head -n 20
 	fi
 	release_fs
