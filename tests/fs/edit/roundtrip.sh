@@ -35,8 +35,11 @@ fs_need_fuse
 : "${PTFS_TEST_TIMEOUT:=600}"
 # both torches check every file: the scratch directory lives in the torch
 # 2.x root, where 1.13 (on the host) sees it too
+# (fs_torch picks by $version: the torch under test is put back after)
+under_test=$version
 version=2
 fs_torch "" ptfs-rt
+version=$under_test
 py13=/usr/bin/python3
 "$py13" -c 'import torch' >/dev/null 2>&1 || no_torch 1.13 "$py13 has no torch"
 . "$fs/lib/lib.sh"
@@ -51,11 +54,29 @@ mkdir -p "$WORK/in" "$WORK/py" "$WORK/c" "$WORK/mnt" || exit 1
 cp "$here/rt_gen.py" "$here/rt_check.py" "$here/rt_classes.py" \
 	"$WORK/py/" || exit 1
 
-# py13/py2 SCRIPT ARG...: run with torch 1.13 / 2.x, paths relative to WORK
-py13() { (cd "$WORK" && "$py13" "py/$@") 2>"$WORK/py.err"; }
-py2() { chroot "$root" sh -c 'cd "$1" && shift && exec python3 "$@"' sh \
-	"$inner" "py/$@" 2>"$WORK/py.err"; }
+# py13/py2 SCRIPT ARG...: run with torch 1.13 / 2.x, paths relative to
+# WORK, each torch's calls in one process (lib/tserve.py)
+pyts() {	# VERSION DIR SCRIPT ARG...
+	_pv=$1 _pd=$2 _ps=$3
+	shift 3
+	fs_tcall "$_pv" py.out "$_pd" "$_pd/py/$_ps" "$@"
+	_pr=$?
+	cat "$WORK/py.out"
+	cp "$WORK/py.out.err" "$WORK/py.err"
+	return $_pr
+}
+py13() {
+	if fs_tserve 1.13; then pyts 1.13 "$WORK" "$@"; return; fi
+	(cd "$WORK" && "$py13" "py/$@") 2>"$WORK/py.err"
+}
+py2() {
+	if fs_tserve 2; then pyts 2 "$inner" "$@"; return; fi
+	chroot "$root" sh -c 'cd "$1" && shift && exec python3 "$@"' sh \
+		"$inner" "py/$@" 2>"$WORK/py.err"
+}
 pyv() { if [ "$version" = 1.13 ]; then py13 "$@"; else py2 "$@"; fi; }
+fs_tserve 1.13 || :
+fs_tserve 2 || :
 
 echo "# $("$PTFS" --version 2>/dev/null | head -n 1); files written by torch $version"
 if ! pyv rt_gen.py in $cases >"$WORK/gen.out"; then

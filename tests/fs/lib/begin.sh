@@ -76,14 +76,14 @@ fs_py() {
 	FS_PY=$1
 	# started here, in the test's own shell, so that calls from
 	# subshells ($(...)) share it
-	[ "${PT_NO_TSERVE:-0}" = 1 ] || fs_tserve || :
+	fs_tserve || :
 }
 
 fs_pyrun() {	# (run_limited is lib.sh's)
 	_rep=$1
 	shift
-	if [ "${PT_NO_TSERVE:-0}" != 1 ] && fs_tserve; then
-		fs_tcall "$_rep" - "$inner/py/$FS_PY" "$@"
+	if fs_tserve; then
+		fs_tcall "$version" "$_rep" - "$inner/py/$FS_PY" "$@"
 		return
 	fi
 	if [ "$version" = 1.13 ]; then
@@ -95,34 +95,14 @@ fs_pyrun() {	# (run_limited is lib.sh's)
 	fi
 }
 
-# fs_tcall REPORT DIR SCRIPT ARG...: one request to the script server
-# (fs_tserve); REPORT relative to $WORK, DIR and SCRIPT as python sees them
-fs_tcall() {
-	_ts_line="$inner/$1$TAB$inner/$1.err$TAB$2$TAB$3"
-	_ts_rep=$1
-	shift 3
-	for _ts_a; do
-		_ts_line=$_ts_line$TAB$_ts_a
-	done
-	_ts_rc=
-	printf '%s\n' "$_ts_line" >&5 && IFS= read -r _ts_rc <&6
-	[ -n "$_ts_rc" ] && return "$_ts_rc"
-	# the server died (a crash in the call): that call failed
-	echo "tserve.py died: $(tail -n 3 "$WORK/tserve.err")" \
-		>>"$WORK/$_ts_rep.err"
-	fs_tserve_stop
-	ts_broken=
-	return 1
-}
-
 # fs_pycall SCRIPT.py ARG...: $WORK/py/SCRIPT.py ARG... under the torch
 # under test, through the script server when there is one; its stdout
 # and stderr on ours, its exit status ours
 fs_pycall() {
 	_pc_s=$1
 	shift
-	if [ "${PT_NO_TSERVE:-0}" != 1 ] && fs_tserve; then
-		fs_tcall pycall.out - "$inner/py/$_pc_s" "$@"
+	if fs_tserve; then
+		fs_tcall "$version" pycall.out - "$inner/py/$_pc_s" "$@"
 		_pc_r=$?
 		cat "$WORK/pycall.out"
 		cat "$WORK/pycall.out.err" >&2
@@ -135,34 +115,89 @@ fs_pycall() {
 	fi
 }
 
-# fs_tserve: the script server runs (started on first use, on fds 5 and
-# 6), or 1
-ts_pid= ts_broken=
-fs_tserve() {
-	[ -n "$ts_pid" ] && return 0
-	[ -z "$ts_broken" ] || return 1
-	ts_broken=1
-	cp "$fs/lib/tserve.py" "$WORK/py/" || return 1
-	rm -f "$WORK/tsreq" "$WORK/tsresp"
-	mkfifo "$WORK/tsreq" "$WORK/tsresp" || return 1
-	if [ "$version" = 1.13 ]; then
-		"$py" "$WORK/py/tserve.py" <"$WORK/tsreq" >"$WORK/tsresp" \
-			2>>"$WORK/tserve.err" &
+# The script servers (lib/tserve.py): one python per torch that runs a
+# test's python scripts one request at a time, so that torch is imported
+# once per test, not once per call.  The torch under test's on fds 5 and
+# 6; the other torch's (tests that check with both) on 8 and 9.  Started
+# on first use, or by fs_py in the test's own shell, so that calls from
+# subshells ($(...)) share it.  PT_NO_TSERVE=1: none, a process per call.
+#
+#   fs_tserve [VERSION]   the server of VERSION (default $version) runs,
+#                         or 1 (then the caller runs a process)
+#   fs_tcall VERSION REPORT DIR SCRIPT ARG...
+#                         one request: SCRIPT ARG... in DIR ("-": any),
+#                         stdout in $WORK/REPORT, stderr in REPORT.err;
+#                         DIR and SCRIPT as that python sees them
+#   fs_tserve_stop        ends them
+
+# _ts VERSION: its slot (_tk), fds (_ti, _to) and $WORK as it sees it (_tw)
+_ts() {
+	if [ "$1" = "$version" ]; then
+		_tk=a _ti=5 _to=6
 	else
-		chroot "$root" python3 "$inner/py/tserve.py" <"$WORK/tsreq" \
-			>"$WORK/tsresp" 2>>"$WORK/tserve.err" &
+		_tk=b _ti=8 _to=9
 	fi
-	ts_pid=$!
-	exec 5>"$WORK/tsreq" 6<"$WORK/tsresp"
-	while IFS= read -r _ts_r <&6; do
-		[ "$_ts_r" = ready ] && ts_broken= && return 0
+	if [ "$1" = 2 ]; then _tw=$inner; else _tw=$WORK; fi
+}
+
+ts_pid_a= ts_pid_b= ts_broken_a= ts_broken_b=
+fs_tserve() {
+	[ "${PT_NO_TSERVE:-0}" != 1 ] || return 1
+	_ts "${1:-$version}"
+	eval "[ -z \"\$ts_pid_$_tk\" ]" || return 0
+	eval "[ -z \"\$ts_broken_$_tk\" ]" || return 1
+	eval "ts_broken_$_tk=1"
+	mkdir -p "$WORK/py" && cp "$fs/lib/tserve.py" "$WORK/py/" || return 1
+	rm -f "$WORK/ts$_tk.req" "$WORK/ts$_tk.resp"
+	mkfifo "$WORK/ts$_tk.req" "$WORK/ts$_tk.resp" || return 1
+	if [ "${1:-$version}" = 1.13 ]; then
+		/usr/bin/python3 "$WORK/py/tserve.py" <"$WORK/ts$_tk.req" \
+			>"$WORK/ts$_tk.resp" 2>>"$WORK/tserve.err" &
+	else
+		chroot "$root" python3 "$inner/py/tserve.py" \
+			<"$WORK/ts$_tk.req" >"$WORK/ts$_tk.resp" \
+			2>>"$WORK/tserve.err" &
+	fi
+	eval "ts_pid_$_tk=\$!"
+	eval "exec $_ti>\"\$WORK/ts$_tk.req\" $_to<\"\$WORK/ts$_tk.resp\""
+	while IFS= read -r _ts_r <&"$_to"; do
+		if [ "$_ts_r" = ready ]; then
+			eval "ts_broken_$_tk="
+			return 0
+		fi
 	done
-	fs_tserve_stop
+	_ts_stop "$_tk" "$_ti" "$_to"
 	return 1
 }
 
+fs_tcall() {
+	_ts "$1"
+	_ts_line="$_tw/$2$TAB$_tw/$2.err$TAB$3$TAB$4"
+	_ts_rep=$2
+	shift 4
+	for _ts_a; do
+		_ts_line=$_ts_line$TAB$_ts_a
+	done
+	_ts_rc=
+	printf '%s\n' "$_ts_line" >&"$_ti" && IFS= read -r _ts_rc <&"$_to"
+	[ -n "$_ts_rc" ] && return "$_ts_rc"
+	# the server died (a crash in the call): that call failed, the
+	# next starts another
+	echo "tserve.py died: $(tail -n 3 "$WORK/tserve.err")" \
+		>>"$WORK/$_ts_rep.err"
+	_ts_stop "$_tk" "$_ti" "$_to"
+	eval "ts_broken_$_tk="
+	return 1
+}
+
+_ts_stop() {	# SLOT FD-IN FD-OUT
+	eval "exec $2>&- $3<&-"
+	eval "_ts_p=\$ts_pid_$1"
+	[ -n "$_ts_p" ] && kill "$_ts_p" 2>/dev/null && wait "$_ts_p" 2>/dev/null
+	eval "ts_pid_$1="
+}
+
 fs_tserve_stop() {
-	exec 5>&- 6<&-
-	[ -n "$ts_pid" ] && kill "$ts_pid" 2>/dev/null && wait "$ts_pid" 2>/dev/null
-	ts_pid=
+	_ts_stop a 5 6
+	_ts_stop b 8 9
 }

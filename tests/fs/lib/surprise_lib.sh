@@ -36,9 +36,7 @@ cp "$fs/lib/surprise_gen.py" "$WORK/" || exit 1
 # calls from subshells share it
 . "$fs/lib/begin.sh"
 mkdir -p "$WORK/py" || exit 1
-if [ "$version" != none ] && [ "${PT_NO_TSERVE:-0}" != 1 ]; then
-	fs_tserve || :
-fi
+[ "$version" = none ] || fs_tserve || :
 
 surprise_cleanup() {
 	trap '' INT TERM HUP
@@ -55,8 +53,8 @@ trap 'exit 130' INT TERM HUP
 trun() {
 	if [ "$version" = none ]; then
 		(cd "$WORK" && python3 surprise_gen.py "$@") >"$WORK/trun.out" 2>&1
-	elif [ "${PT_NO_TSERVE:-0}" != 1 ] && fs_tserve; then
-		fs_tcall trun.out "$inner" "$inner/surprise_gen.py" "$@"
+	elif fs_tserve; then
+		fs_tcall "$version" trun.out "$inner" "$inner/surprise_gen.py" "$@"
 		_tr=$?
 		cat "$WORK/trun.out.err" >>"$WORK/trun.out"
 		grep -v 'UCX\|cpuinfo' "$WORK/trun.out"
