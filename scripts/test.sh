@@ -66,6 +66,12 @@ if [ "$mode" != quick ]; then
 		-DPT_WERROR=ON >/dev/null
 	cmake --build build-nofs -j"$(nproc)" >/dev/null
 	PT_WERROR=ON PT_SANITIZE=ON scripts/setup.sh build-asan >/dev/null
+	# the fuzz targets and the ThreadSanitizer daemon the optimized pass
+	# runs (fuzz_smoke, stress_tsan): builds, so set-up; the tests build
+	# them themselves when run alone
+	FUZZ_BUILD=$(pwd)/build/fuzz sh tests/fuzz/run build >/dev/null || :
+	sh tests/fs/safety/tsan.sh "$(pwd)" "$(pwd)/build/tsan" "" --build \
+		>/dev/null || :
 fi
 for b in build build-asan; do
 	[ -d "$b" ] && cmake "$b" -DPT_SHARED_DIR="$shared" >/dev/null

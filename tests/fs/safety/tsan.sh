@@ -1,6 +1,7 @@
 #!/bin/sh
-# tsan.sh SRC BUILD [SHARED_DIR] - build the daemon with ThreadSanitizer
-# (gcc -fsanitize=thread, PT_TSAN=ON) in BUILD and run stress.sh on it.
+# tsan.sh SRC BUILD [SHARED_DIR [--build]] - build the daemon with
+# ThreadSanitizer (gcc -fsanitize=thread, PT_TSAN=ON) in BUILD and run
+# stress.sh on it (--build: only build it, for scripts/test.sh's set-up).
 # libfuse itself is not instrumented; TSan still sees its pthread calls,
 # and no report needed suppressing (docs/testing.md).  Exit 77 when the
 # compiler cannot build a TSan program here.
@@ -20,4 +21,5 @@ if ! { cmake -S "$src" -B "$B" -DPT_TSAN=ON -DPT_BUILD_TESTS=OFF \
 	echo "0 passed, 1 failed"
 	exit 1
 fi
+[ "${4:-}" = --build ] && exit 0
 PTFS_TSAN_BUILD=1 exec sh "$(dirname "$0")/stress.sh" "$B/ptfs" $shared
