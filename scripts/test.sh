@@ -73,8 +73,10 @@ if [ "$mode" != quick ]; then
 	sh tests/fs/safety/tsan.sh "$(pwd)" "$(pwd)/build/tsan" "" --build \
 		>/dev/null || :
 fi
+# the fixtures are made once, in build/testenv, for both passes
 for b in build build-asan; do
-	[ -d "$b" ] && cmake "$b" -DPT_SHARED_DIR="$shared" >/dev/null
+	[ -d "$b" ] && cmake "$b" -DPT_SHARED_DIR="$shared" \
+		-DPT_TESTENV_DIR="$(pwd)/build/testenv" >/dev/null
 done
 setup=$(since "$t0")
 echo "set-up: $setup"
