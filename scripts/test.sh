@@ -73,10 +73,13 @@ if [ "$mode" != quick ]; then
 	sh tests/fs/safety/tsan.sh "$(pwd)" "$(pwd)/build/tsan" "" --build \
 		>/dev/null || :
 fi
-# the fixtures are made once, in build/testenv, for both passes
+# the fixtures are made once, in build/testenv, for both passes (the
+# unit tests have the path built in: build again)
 for b in build build-asan; do
-	[ -d "$b" ] && cmake "$b" -DPT_SHARED_DIR="$shared" \
+	[ -d "$b" ] || continue
+	cmake "$b" -DPT_SHARED_DIR="$shared" \
 		-DPT_TESTENV_DIR="$(pwd)/build/testenv" >/dev/null
+	cmake --build "$b" -j"$(nproc)" >/dev/null
 done
 setup=$(since "$t0")
 echo "set-up: $setup"
