@@ -66,11 +66,17 @@ pyts() {	# VERSION DIR SCRIPT ARG...
 	return $_pr
 }
 py13() {
-	if fs_tserve 1.13; then pyts 1.13 "$WORK" "$@"; return; fi
+	if _ts_sendable "$@" && fs_tserve 1.13; then
+		pyts 1.13 "$WORK" "$@"
+		return
+	fi
 	(cd "$WORK" && "$py13" "py/$@") 2>"$WORK/py.err"
 }
 py2() {
-	if fs_tserve 2; then pyts 2 "$inner" "$@"; return; fi
+	if _ts_sendable "$@" && fs_tserve 2; then
+		pyts 2 "$inner" "$@"
+		return
+	fi
 	chroot "$root" sh -c 'cd "$1" && shift && exec python3 "$@"' sh \
 		"$inner" "py/$@" 2>"$WORK/py.err"
 }

@@ -82,7 +82,7 @@ fs_py() {
 fs_pyrun() {	# (run_limited is lib.sh's)
 	_rep=$1
 	shift
-	if fs_tserve; then
+	if _ts_sendable "$@" && fs_tserve; then
 		fs_tcall "$version" "$_rep" - "$inner/py/$FS_PY" "$@"
 		return
 	fi
@@ -101,7 +101,7 @@ fs_pyrun() {	# (run_limited is lib.sh's)
 fs_pycall() {
 	_pc_s=$1
 	shift
-	if fs_tserve; then
+	if _ts_sendable "$@" && fs_tserve; then
 		fs_tcall "$version" pycall.out - "$inner/py/$_pc_s" "$@"
 		_pc_r=$?
 		cat "$WORK/pycall.out"
@@ -129,6 +129,16 @@ fs_pycall() {
 #                         stdout in $WORK/REPORT, stderr in REPORT.err;
 #                         DIR and SCRIPT as that python sees them
 #   fs_tserve_stop        ends them
+
+# _ts_sendable ARG...: no argument holds a tab or a newline (the
+# request's separators), so the call can go to a server
+_ts_sendable() {
+	for _ts_a; do
+		case $_ts_a in *"$TAB"*|*"
+"*) return 1 ;; esac
+	done
+	return 0
+}
 
 # _ts VERSION: its slot (_tk), fds (_ti, _to) and $WORK as it sees it (_tw)
 _ts() {

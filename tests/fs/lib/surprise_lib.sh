@@ -53,7 +53,7 @@ trap 'exit 130' INT TERM HUP
 trun() {
 	if [ "$version" = none ]; then
 		(cd "$WORK" && python3 surprise_gen.py "$@") >"$WORK/trun.out" 2>&1
-	elif fs_tserve; then
+	elif _ts_sendable "$@" && fs_tserve; then
 		fs_tcall "$version" trun.out "$inner" "$inner/surprise_gen.py" "$@"
 		_tr=$?
 		cat "$WORK/trun.out.err" >>"$WORK/trun.out"

@@ -11,7 +11,8 @@ Each request is one line, fields separated by tabs:
 and runs SCRIPT.py as `cd DIR && python3 SCRIPT.py ARG...` would (runpy,
 as __main__, its folder first on sys.path; DIR "-": where the server
 runs), with file descriptors 1 and 2 on the files OUT and ERR, for 300 s
-at most.  The answer is one line:
+at most ($PT_TSERVE_LIMIT).  An argument holding a tab or a newline cannot
+be sent: begin.sh runs such a call as a process of its own.  The answer is one line:
 its exit status (124 when the time ran out).  The first line is "ready".
 
 What a fresh process would not carry over stays the same: modules stay
@@ -25,7 +26,7 @@ import signal
 import sys
 import traceback
 
-LIMIT = 300
+LIMIT = int(os.environ.get("PT_TSERVE_LIMIT", "300"))
 
 
 class TimeLimit(Exception):
