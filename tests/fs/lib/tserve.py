@@ -93,4 +93,7 @@ def main():
         print(rc, file=answers, flush=True)
 
 
-main()
+# a process spawned by a served script imports this file as __mp_main__:
+# it must not serve (such a script runs as a process of its own)
+if __name__ == "__main__":
+    main()
