@@ -30,6 +30,16 @@ skip() {
 	nskip=$((nskip + 1))
 	printf 'skip %s: %s\n' "$1" "$2"
 }
+# verdict LABEL OKMSG DETFILE: fail LABEL with DETFILE's first line (all
+# of it as details) when it holds anything, else pass with OKMSG
+verdict() {
+	if [ -s "$3" ]; then
+		fail "$1" "$(head -n 1 "$3")" "$3"
+	else
+		pass "$1" "$2"
+	fi
+}
+
 summary() {
 	# -k NAME (lib/cases.sh): how many cases it chose; none is a failure
 	if [ -n "${PT_CASE:-}" ] && ! cases_report; then

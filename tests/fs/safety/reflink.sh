@@ -301,11 +301,8 @@ kill_sweep() {
 		else
 			echo "no remount: $(head -n 1 "$WORK/kill2.err")" >>"$_det"
 		fi
-		if [ -s "$_det" ]; then
-			fail "$1 kill at $_step" "$(head -n 1 "$_det")" "$_det"
-		else
-			pass "$1 kill at $_step" "then the $_was file; the remount writes the edit"
-		fi
+		verdict "$1 kill at $_step" \
+			"then the $_was file; the remount writes the edit" "$_det"
 	done
 	rm -rf "$_ck" "$2/.kill.pt.ptfs"
 }
