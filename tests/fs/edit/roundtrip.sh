@@ -26,7 +26,7 @@ fs=${here%/*}	# tests/fs: lib/ and the other areas
 . "$fs/lib/cases.sh"
 . "$fs/lib/begin.sh"
 fs_args "1.13|2 PTFS PTLS PTREPACK [CASE...]" 4 99 "$@"
-PTFS=$2 ptls=$3 ptrepack=$4
+PTFS=$2 ptls=$3 ptrepack=$4 asked=$1
 shift 4
 cases=${*:-legacy_module legacy_seq empty_two_dtypes crcless onecycle slots shared_dict subclass meta_subclass zip_of_ckpts}
 fs_progs PTFS ptls ptrepack
@@ -89,6 +89,12 @@ if ! pyv rt_gen.py in $cases >"$WORK/gen.out"; then
 	echo "rt_gen.py failed under torch $version: $(grep -v 'UCX\|cpuinfo' "$WORK/py.err" | tail -n 1)" >&2
 	exit 1
 fi
+# the torch under test wrote them (1.13 wrote nothing here for a while)
+writer=$(sed -n 's/^torch //p' "$WORK/gen.out" | head -n 1)
+case $asked:$writer in
+1.13:1.13*|2:2.*) pass "writer" "torch $writer" ;;
+*) fail "writer" "the files were written by torch ${writer:-?}, not $asked" ;;
+esac
 
 # ------------------------------------------------------------ helpers
 DET=

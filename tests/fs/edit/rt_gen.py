@@ -4,9 +4,9 @@
 #
 #   usage: python3 rt_gen.py OUTDIR [CASE...]
 #
-# Writes OUTDIR/CASE.pt for each case this torch can write and prints one
-# line per case: "CASE written" or "CASE skip: why" (a torch that cannot
-# write it, e.g. CRC-less files before 2.x).
+# Writes OUTDIR/CASE.pt for each case this torch can write and prints
+# "torch VERSION", then one line per case: "CASE written" or "CASE skip:
+# why" (a torch that cannot write it, e.g. CRC-less files before 2.x).
 import io
 import os
 import sys
@@ -139,6 +139,7 @@ CASES = {
 def main():
     out = sys.argv[1]
     names = sys.argv[2:] or list(CASES)
+    print('torch %s' % torch.__version__)
     for n in names:
         why = CASES[n](os.path.join(out, n + '.pt'))
         print('%s %s' % (n, 'skip: ' + why if why else 'written'))
