@@ -159,7 +159,8 @@ fs_tserve() {
 	eval "ts_broken_$_tk=1"
 	mkdir -p "$WORK/py" && cp "$fs/lib/tserve.py" "$WORK/py/" || return 1
 	rm -f "$WORK/ts$_tk.req" "$WORK/ts$_tk.resp"
-	mkfifo "$WORK/ts$_tk.req" "$WORK/ts$_tk.resp" || return 1
+	# 0600: in a directory others may enter, nobody else talks to it
+	mkfifo -m 600 "$WORK/ts$_tk.req" "$WORK/ts$_tk.resp" || return 1
 	if [ "${1:-$version}" = 1.13 ]; then
 		/usr/bin/python3 "$WORK/py/tserve.py" <"$WORK/ts$_tk.req" \
 			>"$WORK/ts$_tk.resp" 2>>"$WORK/tserve.err" &
