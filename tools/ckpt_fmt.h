@@ -2,8 +2,8 @@
  * ckpt_fmt.h - how the tools show parts of the model (ptls, ptdump):
  * shapes, flags and values as text, keys, values and tensors as JSON.
  */
-#ifndef PT_TOOLS_CKPT_FMT_H
-#define PT_TOOLS_CKPT_FMT_H
+#ifndef PT_TOOLS_FMTOUT_H
+#define PT_TOOLS_FMTOUT_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -40,6 +40,25 @@ struct diag;
 #define OVL_MAX_VALUE	(1u << 20)	/* a python value file's new text */
 #define OVL_MAX_KEY	(1u << 16)	/* an escaped key's name (user.key) */
 
+/* The files a tensor node is seen through (docs/views.md). */
+enum ckpt_view {
+	CKPT_V_RAW,		/* KEY: the bytes of t.contiguous() */
+	CKPT_V_NPY,		/* KEY.npy: a NumPy .npy file */
+	CKPT_V_TXT,		/* KEY.txt: the values as text */
+};
+
+/*
+ * What a file being rewritten holds until close() (ckpt_edit.c): a tensor
+ * truncated by cp or open('wb') gets a scratch file, a value its new text.
+ */
+struct ckpt_stage {
+	struct ckpt_storage *scratch;	/* tensors: bytes so far */
+	char *text;		/* values: text so far */
+	size_t len, cap;	/* (views: len is the scratch file's size) */
+	bool written;		/* a write came since it started */
+	uint8_t view;		/* enum ckpt_view of the file being written */
+};
+
 /*
  * Which checkpoint an overlay belongs to: the file as it was opened, and
  * a fingerprint of its central directory (0 for formats without one).

@@ -1,0 +1,64 @@
+/*
+ * ckpt_dcpapi.h - what callers of the model ask of a DCP directory
+ * (ckpt_dcp.c, ckpt_dcp_read.c, ckpt_dcp_verify.c): pieced storages, where
+ * a tensor's bytes lie, its chunks, a full check.  The DCP reader's own
+ * shared state is ckpt_dcp.h (internal).  Part of ckpt.h.
+ */
+#ifndef PT_CKPT_CKPT_DCPAPI_H
+#define PT_CKPT_CKPT_DCPAPI_H
+
+#include "ckpt_model.h"
+
+/* ---- DCP directories (ckpt_dcp.c, ckpt_dcp_read.c) ---- */
+
+/*
+ * Does storage @s gather its bytes from more than one place (a DCP
+ * tensor split into chunks, not staged in an overlay)?  Then
+ * ckpt_storage_data() has no answer for it; ckpt_tensor_read() and
+ * ckpt_dcp_where() do.
+ */
+bool ckpt_storage_pieced(const struct ckpt *c, const struct ckpt_storage *s);
+
+/* Is node @n a value of a DCP directory, or inside one (its item's
+ * pickle, written back as it is)? */
+bool ckpt_dcp_in_value(const struct ckpt *c, const struct ckpt_node *n);
+
+/* The tensor of DCP storage @s (its global shape, over all of it), or
+ * NULL (not a DCP tensor's storage). */
+const struct ckpt_tensor *ckpt_dcp_tensor(const struct ckpt *c,
+					  const struct ckpt_storage *s);
+
+/*
+ * Where byte @pos of DCP tensor @t's row-major contents lies: *@fd
+ * (borrowed), *@off, and *@len bytes from there that follow in the same
+ * file in order (the rest of that row of its chunk, or more).  Resolves
+ * the chunk on first use.  0 or -errno with @d set (a byte in no chunk of
+ * a leniently opened directory is -EIO).
+ */
+int ckpt_dcp_where(struct ckpt *c, const struct ckpt_tensor *t, uint64_t pos,
+		   int *fd, uint64_t *off, uint64_t *len, struct diag *d);
+
+/*
+ * DCP tensor @t's chunks as text, one line each: "offsets=0,4 sizes=8,4
+ * file=__1_0.distcp offset=1261 length=1577" (malloc'd, NUL-terminated,
+ * *@len without the NUL); NULL for other tensors or on ENOMEM.
+ */
+char *ckpt_dcp_chunks_text(const struct ckpt *c, const struct ckpt_tensor *t,
+			   size_t *len);
+
+/*
+ * Check a DCP directory through: what a lenient open found (holes and
+ * overlaps among chunks, items past the end of their file, chunks without
+ * an item, missing data files), then every chunk's item archive (opened
+ * as ckpt_dcp_where() would, and its data record's CRC-32 unless
+ * @no_crc).  @fn gets one call per problem (@path the file @off is in, or
+ * DIAG_NO_OFFSET).  *@checked gets the bytes whose CRC-32 was computed.
+ * Returns the number of problems.
+ */
+uint32_t ckpt_dcp_verify(struct ckpt *c, bool no_crc, uint64_t *checked,
+			 void (*fn)(void *arg, const char *check,
+				    const char *path, uint64_t off,
+				    const char *msg),
+			 void *arg);
+
+#endif

@@ -1,0 +1,116 @@
+/*
+ * ckpt_edit.h - edits of the checkpoint model, the in-memory half (the
+ * overlay, core/ovl, keeps them on disk): fresh nodes, storages and
+ * tensors, directory children, python literals and value files.  Part of
+ * ckpt.h.
+ */
+#ifndef PT_CKPT_CKPT_EDIT_H
+#define PT_CKPT_CKPT_EDIT_H
+
+#include "ckpt_model.h"
+
+/* ---- edits (ckpt_edit.c, ckpt_tree.c): the in-memory half ---- */
+
+/* A new node (no pickle value), appended to c->nodes; NULL on ENOMEM. */
+struct ckpt_node *ckpt_node_fresh(struct ckpt *c, int kind, const char *type);
+
+/* A new storage: uint8, 0 bytes, on "cpu", fd -1 (the overlay sets it). */
+struct ckpt_storage *ckpt_storage_fresh(struct ckpt *c);
+
+/* A new tensor viewing all of fresh storage @s as 1-d uint8. */
+struct ckpt_tensor *ckpt_tensor_fresh(struct ckpt *c, struct ckpt_storage *s);
+
+/* Recompute a fresh tensor's view after its storage, dtype or shape
+ * changed (without user.shape: 1-d over the whole storage). */
+void ckpt_tensor_fresh_sync(struct ckpt_tensor *t);
+
+/* 0 if a fresh tensor's bytes fit its dtype and shape, else -EINVAL. */
+int ckpt_tensor_fresh_fits(const struct ckpt_tensor *t);
+
+/*
+ * Children of a directory: insert @n under @name (arena-owned or static;
+ * must not exist yet), remove it (its slot becomes NULL), rename it in
+ * place, or put @n in @old's slot under @old's name (@n must not be in a
+ * directory).  Insert, rename and swap keep where @n was at open first
+ * (ckpt_node_keep_home()): 0 or -ENOMEM; after a keep_home of @n, rename
+ * and swap cannot fail.
+ */
+int ckpt_dir_insert(struct ckpt *c, struct ckpt_node *dir,
+		    struct ckpt_node *n, char *name);
+void ckpt_dir_remove(struct ckpt_node *dir, struct ckpt_node *n);
+int ckpt_dir_rename(struct ckpt *c, struct ckpt_node *dir,
+		    struct ckpt_node *n, char *name);
+int ckpt_dir_swap(struct ckpt *c, struct ckpt_node *dir,
+		  struct ckpt_node *old, struct ckpt_node *n);
+
+/*
+ * @n leaves @dir for good (unlink, rmdir): out of the directory, marked
+ * dead.  A container that links show elsewhere too ({'a': s, 'b': s}
+ * shows a/ and b -> a) lives on while a link does: the first live link
+ * gives it its place, and the children that removals inside it took out
+ * (an rm -r empties a directory before its rmdir; each child removed and
+ * not moved elsewhere) come back, so the names that remain keep the
+ * object as it was.  Returns the node that now shows @n, or NULL.
+ * Allocates only once per checkpoint (the link index): NULL on ENOMEM
+ * too, and then @n is simply removed.
+ */
+struct ckpt_node *ckpt_node_drop(struct ckpt *c, struct ckpt_node *dir,
+				 struct ckpt_node *n);
+
+/* Put @n, a child removed from @dir, back in its slot: 0 or -ENOMEM. */
+int ckpt_dir_restore(struct ckpt *c, struct ckpt_node *dir,
+		     struct ckpt_node *n);
+
+/* How a new child of @dir is reached: key, attribute or index. */
+int ckpt_dir_step(const struct ckpt_node *dir);
+
+/*
+ * Are @dir's children the parts of a state that a class's __getstate__
+ * gave as a tuple or a single value (a wrapper subclass)?  Their values
+ * can be edited, but none renamed, removed or added: the tuple has no
+ * names to give them.
+ */
+bool ckpt_dir_parts_fixed(const struct ckpt_node *dir);
+
+/* Is @type (a directory node's) a dict type: items, not attributes? */
+bool ckpt_dict_type(const char *type);
+
+/* What container @n holds besides its items (an OrderedDict's _metadata,
+ * an object's other attributes), or NULL for nothing. */
+const struct pkl_value *ckpt_node_state(const struct ckpt_node *n);
+
+/* Is @n's key no longer the one the pickle gave it (moved, renamed, new)? */
+bool ckpt_node_rekeyed(const struct ckpt_node *n);
+
+/* Does @dir still hold exactly what data.pkl says? */
+bool ckpt_dir_clean(const struct ckpt_node *dir);
+
+/* Has any live directory changed, so that data.pkl must be rewritten? */
+bool ckpt_changed(const struct ckpt *c);
+
+/* A python value as written into a value file. */
+struct ckpt_literal {
+	const char *type;	/* "int", "float", "bool", "NoneType", "str",
+				   "bytes" */
+	const char *text;	/* str/bytes: borrowed */
+	size_t len;
+	int64_t i;		/* int, bool */
+	double f;
+};
+
+/* Can @n's file be rewritten (a python int/float/bool/None/str/bytes)? */
+bool ckpt_value_editable(const struct ckpt_node *n);
+
+/*
+ * Parse the new content of value file @n: str and bytes take the text as
+ * it is (str without one trailing newline); the others a python literal
+ * (True, False, None, an int, a float).  -EINVAL if it is none.
+ */
+int ckpt_value_parse(const struct ckpt_node *n, const char *text,
+		     size_t len, struct ckpt_literal *out);
+
+/* Give value node @n the new value @lit.  0 or -ENOMEM. */
+int ckpt_value_set(struct ckpt *c, struct ckpt_node *n,
+		   const struct ckpt_literal *lit);
+
+#endif

@@ -1,0 +1,150 @@
+/*
+ * ckpt_int_open.h - the steps ckpt_open() runs for each format: legacy,
+ * TorchScript, tar-era, safetensors, Hugging Face folders, DCP, embedded
+ * archives, and the pickles of a model of several files (struct
+ * ckpt_vdoc).  Internal to core/ckpt: part of ckpt_int.h.
+ */
+#ifndef PT_CKPT_CKPT_INT_OPEN_H
+#define PT_CKPT_CKPT_INT_OPEN_H
+
+#include "ckpt_int_build.h"
+
+/* ckpt_legacy.c: read the legacy (< 1.6) stream into c. */
+int ckpt_legacy_open(struct ckpt *c, struct diag *d);
+
+/* ckpt_script.c: build a TorchScript archive's model; c->zip is open and
+   its version and byteorder records read. */
+int ckpt_script_open(struct ckpt *c, struct diag *d);
+
+/* ckpt_script.c: parse pickle record @e into *@doc (offsets are file
+   offsets when it is stored).  0 or -errno with @d set. */
+int ckpt_script_pickle(struct ckpt *c, struct ptz_entry *e,
+		       struct pkl_doc **doc, struct diag *d);
+
+/* ckpt_script.c: @len bytes of @s as a file name (docs/names.md escapes),
+   in the arena; NULL on ENOMEM. */
+char *ckpt_synth_name(struct ckpt *c, const char *s, size_t len);
+
+/* ckpt_script.c: a str key @s[0..@len) that no pickle made (arena), and
+   the escaped file name of any key (arena); NULL on ENOMEM. */
+const struct pkl_value *ckpt_str_key(struct ckpt *c, const char *s,
+				     size_t len);
+char *ckpt_key_name(struct ckpt *c, const struct pkl_value *key);
+
+/*
+ * ckpt_dcp.c: read a DCP directory into c: c->fd is the directory (@meta
+ * NULL: its .metadata is read, or every __R.metadata) or the metadata
+ * file @meta names (the basename of c->path).  0 or -errno with @d set.
+ */
+int ckpt_dcp_open(struct ckpt *c, const char *meta, unsigned flags,
+		  struct diag *d);
+
+/* ckpt_dcp_read.c: free what c->dcp holds (files, docs). */
+void ckpt_dcp_release(struct ckpt *c);
+
+/* ckpt_dcp_read.c: ckpt_storage_data() of a DCP storage. */
+int ckpt_dcp_storage_data(struct ckpt *c, struct ckpt_storage *s, int *fd,
+			  uint64_t *off, struct diag *d);
+
+/* ckpt_dcp_read.c: ckpt_tensor_read() of a pieced DCP tensor. */
+long long ckpt_dcp_read(struct ckpt *c, const struct ckpt_tensor *t,
+			void *buf, uint64_t len, uint64_t pos, struct diag *d);
+
+/* ckpt_open.c: a torch.save archive embedded in @fd at [@base, @base +
+ * @len), opened as a checkpoint; its offsets count from @base (the model
+ * is for checking, not for reading data through).  Caller owns *@out. */
+int ckpt_open_embedded(int fd, const char *path, uint64_t base, uint64_t len,
+		       struct ckpt **out, struct diag *d);
+
+/* ckpt_globals.c: add global @g to c->globals (once each): 0 or -ENOMEM. */
+int ckpt_global_add(struct ckpt *c, const struct pkl_value *g);
+
+/* ckpt_safetensors.c: read a .safetensors file's header into c. */
+int ckpt_safetensors_open(struct ckpt *c, struct diag *d);
+
+/*
+ * ckpt_shards.c: open the Hugging Face index of the folder c->fd (@is_dir)
+ * or the index file c->path, and every shard it names, as one model.
+ */
+int ckpt_hf_open(struct ckpt *c, bool is_dir, struct diag *d);
+/* ckpt_shards.c: close the shards and the folder (ckpt_close()). */
+void ckpt_hf_close(struct ckpt *c);
+/* ckpt_shards.c: 0, or -ENOTSUP with @d set when shards of @c's index
+ * are absent: whatever is written of it would load but lack tensors. */
+int ckpt_hf_whole(const struct ckpt *c, struct diag *d);
+/* ckpt_shards.c: the shard node @n was read from (of c->hf->shards), or
+ * UINT32_MAX (the root, or made by an edit). */
+uint32_t ckpt_hf_node_shard(const struct ckpt *c, const struct ckpt_node *n);
+/* ckpt_shards.c: the checkpoint whose file holds @s's bytes: a shard. */
+struct ckpt *ckpt_hf_owner(struct ckpt *c, const struct ckpt_storage *s);
+
+/* The checkpoint whose file and locks serve @s: @c, or its shard's. */
+static inline struct ckpt *ckpt_storage_owner(struct ckpt *c,
+					      const struct ckpt_storage *s)
+{
+	return c->hf ? ckpt_hf_owner(c, s) : c;
+}
+
+/*
+ * ckpt_storage.c: a model made of several pickles (a sharded folder's
+ * shards, a DCP directory's value items), each numbering its values from
+ * 0 and its storage keys as it likes.  Each is recorded with the first
+ * node its values built (nodes are numbered as they are made, so its
+ * nodes with values are [node0, next one's node0)) and the prefix its
+ * storage keys got in the model's key table ("SHARD:", "v7/").  A new
+ * data.pkl keeps their memo ids and keys apart with it (ckpt_repickle.c).
+ */
+struct ckpt_vdoc {
+	uint32_t node0;
+	const char *key_prefix;	/* arena */
+	uint8_t format;		/* its file's: CKPT_LEGACY's persistent
+				   ids may name views, so its tensors
+				   are written anew from the model */
+};
+
+/* Record a pickle of a file of @format whose values build nodes from
+   @node0 on (in order). */
+int ckpt_vdoc_add(struct ckpt *c, uint32_t node0, const char *prefix,
+		  int format, struct diag *d);
+/* The pickle @n's value came from, NULL for c->doc's (or none). */
+const struct ckpt_vdoc *ckpt_node_vdoc(const struct ckpt *c,
+				       const struct ckpt_node *n);
+/* File @s under its key in @b's table (a shard's storage, renamed);
+   0 or -ENOMEM. */
+int ckpt_storage_file(struct ckpt_build *b, struct ckpt_storage *s);
+
+/* ckpt_modeljson.c: torch 1.0's model.json record @e as c->root (c->b
+   made; attributes.pkl, if any, becomes c->doc2). */
+int ckpt_modeljson(struct ckpt *c, struct ptz_entry *e, struct diag *d);
+
+/* ckpt_tar.c: read a tar-era (torch < 0.4) checkpoint into c. */
+int ckpt_tar_open(struct ckpt *c, struct diag *d);
+
+/* ckpt_ustar.c: the members of a tar-era checkpoint, by name. */
+enum {
+	CKPT_TAR_SYS, CKPT_TAR_PICKLE, CKPT_TAR_STORAGES, CKPT_TAR_TENSORS,
+	CKPT_TAR_N,
+};
+extern const char *const ckpt_tar_names[CKPT_TAR_N];
+
+struct ckpt_tar_member {
+	uint64_t off, size;	/* its data, in the file */
+	bool found;
+};
+
+/*
+ * ckpt_ustar.c: walk the tar headers of c's file and fill @m (indexed as
+ * above; the last member of a name counts, as with tarfile).  Every member
+ * but sys_info must be there.  0 or -errno with @d set.
+ */
+int ckpt_tar_members(struct ckpt *c, struct ckpt_tar_member *m,
+		     struct diag *d);
+
+/*
+ * ckpt_zipdir.c: when the zip's members include checkpoints (a zip of
+ * them, not one), -ENOTSUP with @d naming the file and those members;
+ * else 0 (the caller reports what is wrong).
+ */
+int ckpt_zip_of_checkpoints(struct ckpt *c, struct diag *d);
+
+#endif

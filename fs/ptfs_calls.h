@@ -1,0 +1,260 @@
+/*
+ * ptfs_calls.h - what the FUSE driver's files call across besides the inode
+ * table: the text views, xattrs, the operations table and its reply path,
+ * reads, edits, which mount a path is in, the CLI, the control files under
+ * .ptfs/, status and invalidation.  Part of ptfs.h, which includes it.
+ */
+#ifndef PT_FS_PTFS_CALLS_H
+#define PT_FS_PTFS_CALLS_H
+
+#include "ptfs.h"
+
+/* ---- ptfs_view.c: the text views, rendered on demand ---- */
+
+/* Where the chunks of one text view start in its text (ptfs_view.c). */
+struct ptfs_text {
+	uint64_t *marks;	/* mark[j]: offset of chunk j; NULL: none yet */
+	uint64_t nmarks;	/* marks learnt so far */
+	uint64_t nchunks;	/* chunks in all (marks then: nchunks + 1) */
+};
+
+/*
+ * Read @size bytes of tensor node @n's text view at @off into @buf,
+ * formatting only the chunks they cover.  Bytes read (0 at the end) or
+ * -errno with @d set (-EFBIG: too many elements for a text view).  Call
+ * with the lock held for reading or writing.
+ */
+long long ptfs_text_read(struct ptfs *fs, struct ckpt_node *n, char *buf,
+			 size_t size, uint64_t off, struct diag *d);
+
+/* The whole text's size (formats it all once, in memory). */
+int ptfs_text_measure(struct ptfs *fs, struct ckpt_node *n, uint64_t *size,
+		      struct diag *d);
+
+/* Its size if a measure or a read to the end already learnt it. */
+bool ptfs_text_known(struct ptfs *fs, const struct ckpt_node *n,
+		     uint64_t *size);
+
+/* Can @n have a text view at all?  0, or -EFBIG with @d set. */
+int ptfs_text_check(struct ptfs *fs, struct ckpt_node *n, struct diag *d);
+
+/* Forget what every text view learnt (an edit may have changed any):
+ * with the lock held for writing. */
+void ptfs_texts_drop(struct ptfs *fs);
+
+/* Forget what the text views of tensors on storage @s learnt (an
+ * in-place write into it): with the lock held for writing. */
+void ptfs_texts_drop_storage(struct ptfs *fs, const struct ckpt_storage *s);
+
+/* Size of view @view of @n; a text view's is measured when @measure,
+ * else it is 0 until known (lookups: the kernel asks getattr for it). */
+uint64_t ptfs_view_size(struct ptfs *fs, struct ckpt_node *n, int view,
+			bool measure);
+
+/* ---- ptfs_xattr.c ---- */
+
+/* Longest attribute name the kernel passes (XATTR_NAME_MAX). */
+#define PTFS_XATTR_NAME_MAX	255
+
+/* Called with each attribute's name and value (borrowed: valid during the
+ * call); non-zero stops the walk and is returned. */
+typedef int ptfs_xattr_fn(const char *name, const char *value, void *arg);
+
+/*
+ * Walk the extended attributes of @ino, in a fixed order, one at a time:
+ * their number and sizes come from the file and bound no buffer.  Returns
+ * 0, what @fn returned, or -ENOENT.
+ */
+int ptfs_xattr_each(const struct ptfs *fs, fuse_ino_t ino, ptfs_xattr_fn *fn,
+		    void *arg);
+
+/* ---- ptfs_ops.c: the operations table and the shared reply path ---- */
+
+extern const struct fuse_lowlevel_ops ptfs_ops;
+
+static inline struct ptfs *ptfs_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static inline void ptfs_rdlock(struct ptfs *fs)
+{
+	pthread_rwlock_rdlock(&fs->lock);
+}
+
+static inline void ptfs_wrlock(struct ptfs *fs)
+{
+	pthread_rwlock_wrlock(&fs->lock);
+}
+
+static inline void ptfs_unlock(struct ptfs *fs)
+{
+	pthread_rwlock_unlock(&fs->lock);
+}
+
+/*
+ * fs/ keeps one sign convention: every function returns 0 or -errno, and
+ * only the reply turns it positive.  ptfs_errno() does that for -errno @rc
+ * (never positive), maps -EILSEQ (corrupt input) to EIO and logs @d's
+ * diagnostic once.  ptfs_reply_err() replies it (0 replies success) to
+ * @req; with @req NULL it only logs.
+ */
+int ptfs_errno(int rc, const struct diag *d);
+void ptfs_reply_err(fuse_req_t req, int rc, const struct diag *d);
+
+/* The attribute timeout of @ino (0 for text views). */
+double ptfs_attr_timeout(const struct ptfs *fs, fuse_ino_t ino);
+
+/* An entry reply for @ino (0: a negative entry, cached too). */
+void ptfs_fill_entry(struct ptfs *fs, fuse_ino_t ino,
+		     struct fuse_entry_param *e);
+
+/* ---- ptfs_read.c ---- */
+
+void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		  struct fuse_file_info *fi);
+
+/*
+ * Is the checkpoint still the file that was mounted (ckpt_ident_check())?
+ * 0, or -ESTALE with @d set the first time only (so it is logged once).
+ */
+int ptfs_fresh(struct ptfs *fs, struct diag *d);
+
+/* ---- ptfs_edit.c ---- */
+
+void ptfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		    mode_t mode, struct fuse_file_info *fi);
+void ptfs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   mode_t mode, dev_t rdev);
+void ptfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   mode_t mode);
+void ptfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void ptfs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void ptfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		    fuse_ino_t newparent, const char *newname,
+		    unsigned int flags);
+void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		   size_t size, off_t off, struct fuse_file_info *fi);
+void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		     int to_set, struct fuse_file_info *fi);
+void ptfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
+		     struct fuse_file_info *fi);
+void ptfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		   struct fuse_file_info *fi);
+void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		      const char *value, size_t size, int flags);
+
+/* ---- ptfs_mnt.c: which ptfs mount a path is in ---- */
+
+struct ptfs_mnt {
+	char *root;		/* its mount point */
+	char *source;		/* the checkpoint (fsname) */
+	char *rest;		/* the path asked about, inside it ("" for
+				   the mount point itself) */
+};
+
+/* The mount @arg is in, when that is a ptfs mount: 0, 1 when it is not
+ * (or no mount is listed), -errno. */
+int ptfs_find_mount(const char *arg, struct ptfs_mnt *m);
+void ptfs_mnt_free(struct ptfs_mnt *m);
+
+/* "the daemon is gone" for @arg in mount @m, with what to run (to drop
+ * the staged edits, when @discard). */
+void ptfs_daemon_gone(const char *arg, const struct ptfs_mnt *m,
+		      bool discard);
+
+/* Control file @name of mount @m: open(2)'s result. */
+int ptfs_open_ctl(const struct ptfs_mnt *m, const char *name, int flags);
+
+/* All of @fd from offset 0 (malloc'd, NUL-terminated), or NULL. */
+char *ptfs_read_all(int fd);
+
+/* ---- ptfs_cli.c ---- */
+
+/* ptfs umount|status ...: run it and return the exit status; -1 when
+ * @argv is no such command (then it is a mount). */
+int ptfs_cli_main(int argc, char **argv);
+
+/* ---- ptfs_ctl.c: the control files under .ptfs/ ---- */
+
+/* How many refused edits status keeps (the last ones, ptfs_status.c). */
+#define PTFS_REFUSED_MAX	16
+
+/* An edit the daemon refused: where, and why. */
+struct ptfs_refusal {
+	char *path;		/* key path (of the directory and name) */
+	int err;		/* the errno the caller got */
+	char *msg;		/* the reason, as logged */
+};
+
+/* The inode number of control file @k. */
+fuse_ino_t ptfs_ctl_ino(const struct ptfs *fs, int k);
+
+/* Write back now; 0 written, 1 nothing to write, or -errno with @d set.
+ * The result is what .ptfs/commit reads next, and status says what was
+ * written. */
+int ptfs_commit(struct ptfs *fs, struct diag *d);
+
+/* open() of control file @k: per-open state in fi->fh (status: its
+ * text, made now).  0 or -errno. */
+int ptfs_ctl_open(struct ptfs *fs, int k, struct fuse_file_info *fi);
+/* release(): free it (after a discard: end the session, unmount). */
+void ptfs_ctl_release(struct ptfs *fs, struct fuse_file_info *fi);
+/* read() of control file @k. */
+void ptfs_ctl_read(fuse_req_t req, struct ptfs *fs, int k, size_t size,
+		   off_t off, struct fuse_file_info *fi);
+/* write() to control file @k: the request it makes, done when it
+ * returns; bytes taken or -errno (the reason is what the file reads). */
+long long ptfs_ctl_write(struct ptfs *fs, int k, const char *buf,
+			 size_t size, struct fuse_file_info *fi);
+
+/*
+ * Remember that an edit of @dir/@name (@name NULL: of @dir itself) was
+ * refused with @rc and @d's reason, for status and ptfs umount.  Nothing
+ * when @rc is 0 or @d has no reason.  Call with the fs lock held.
+ */
+void ptfs_refused(struct ptfs *fs, const struct ckpt_node *dir,
+		  const char *name, int rc, const struct diag *d);
+/* The same for the file @i stands for (a node, a view, a storage). */
+void ptfs_refused_ino(struct ptfs *fs, const struct ptfs_ino *i, int rc,
+		      const struct diag *d);
+
+/* Free what ptfs_ctl.c keeps, and the handles whose release never came. */
+void ptfs_ctl_release_all(struct ptfs *fs);
+
+/* ---- ptfs_status.c: what status says ---- */
+
+/* The whole of .ptfs/status (malloc'd; NULL: no memory); takes the lock
+ * for reading. */
+char *ptfs_status_text(struct ptfs *fs, size_t *len);
+
+/* "2 tensors changed, 1 key renamed, ..." of @s into @f. */
+void ptfs_counts_text(FILE *f, const struct ovl_summary *s);
+
+/* Is nothing staged according to @s? */
+bool ptfs_nothing_staged(const struct ovl_summary *s);
+
+/* ---- ptfs_inval.c ---- */
+
+/* Start / stop the thread that drops stale views from the page cache. */
+void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se,
+		      bool multithreaded);
+void ptfs_inval_stop(struct ptfs *fs);
+
+/* After a request changed storages, with the lock dropped and before it
+ * replies: wait (bounded) until the other views left the page cache. */
+void ptfs_inval_wait(struct ptfs *fs);
+
+/* Make the kernel look up @name in @parent again (a file was renamed
+ * onto a view, which is still no entry of its own). */
+void ptfs_inval_entry(struct ptfs *fs, fuse_ino_t parent, const char *name);
+
+/* Make the kernel drop what it caches of @ino (attributes, pages). */
+void ptfs_inval_inode(struct ptfs *fs, fuse_ino_t ino);
+
+/* ptfs_inval_wait(), and until the entries queued so far were dropped
+ * too: for a request that holds no directory lock (a revert). */
+void ptfs_inval_wait_all(struct ptfs *fs);
+
+#endif
