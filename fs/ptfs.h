@@ -85,8 +85,9 @@ struct ptfs_rec {
 /* A file of a sharded folder that is no shard (config.json ...). */
 struct ptfs_file {
 	const char *name;	/* borrowed from the checkpoint */
-	int fd;
+	int fd;			/* the source's */
 	uint64_t size;
+	const struct src_member *m;	/* its owner and mode */
 };
 
 /* Storages whose views must leave the kernel's page cache (ptfs_ops.c). */

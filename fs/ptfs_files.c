@@ -1,54 +1,45 @@
 /*
  * ptfs_files.c - the files of a Hugging Face sharded folder that are not
  * shards (config.json, tokenizer files, the index itself, README.md ...),
- * shown read-only under .ptfs/files/ (docs/design.md, "Sharded Hugging
- * Face folders"): no key can be called ".ptfs" (a leading dot is escaped,
- * names.md), so they never collide with a tensor.  The core lists them
- * (c->hf->files); each is opened here once, at mount, and read with
+ * shown read-only under .ptfs/files/ (docs/design.md): no key can be
+ * called ".ptfs" (a leading dot is escaped, names.md), so they never
+ * collide with a tensor.  The core's source opened each once, at the open
+ * (ckpt_folder_file()), with its owner and mode, and they are read with
  * splice from that descriptor, so a file replaced later is still shown as
  * it was.  Subfolders are not shown.
  */
 #include "ptfs.h"
+#include "source/source.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 int ptfs_files_init(struct ptfs *fs)
 {
-	const struct ckpt_hf *hf = fs->c->hf;
+	uint32_t n;
 
-	fs->files = calloc(hf->nfiles + 1u, sizeof(*fs->files));
+	if (!ckpt_folder_files(fs->c, &n))
+		return 0;
+	fs->files = calloc(n + 1u, sizeof(*fs->files));
 	if (!fs->files)
 		return -ENOMEM;
 	fs->has_files = true;
-	for (uint32_t i = 0; i < hf->nfiles; i++) {
-		/* O_NONBLOCK: a FIFO put there since the listing must not
-		   hang the mount; it is then no regular file and left out */
-		int fd = openat(hf->dfd, hf->files[i].name, O_RDONLY |
-				O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-		struct stat st;
+	for (uint32_t i = 0; i < n; i++) {
+		/* the source opened it (never blocking, a regular file
+		   beneath the folder or a link's target); NULL: left out */
+		const struct src_member *m = ckpt_folder_file(fs->c, i);
 
-		if (fd < 0)
-			continue;
-		if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-			close(fd);
-			continue;
-		}
-		fs->files[fs->nfiles++] = (struct ptfs_file){
-			hf->files[i].name, fd, (uint64_t)st.st_size };
+		if (m)
+			fs->files[fs->nfiles++] = (struct ptfs_file){
+				m->leaf, m->fd, m->size, m };
 	}
 	return 0;
 }
 
 void ptfs_files_release(struct ptfs *fs)
 {
-	for (uint32_t i = 0; i < fs->nfiles; i++)
-		close(fs->files[i].fd);
-	free(fs->files);
+	free(fs->files);	/* the descriptors are the source's */
 	fs->files = NULL;
 	fs->nfiles = 0;
 	fs->has_files = false;

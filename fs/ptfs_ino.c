@@ -31,6 +31,7 @@
  * has nothing to free.
  */
 #include "ptfs.h"
+#include "source/source.h"
 
 #include "diag/diag.h"
 #include "pickle/pkl.h"
@@ -120,7 +121,7 @@ int ptfs_ino_init(struct ptfs *fs)
 	case CKPT_N_VALUE: fs->root_name = "value"; break;
 	default: fs->root_name = "object"; break;
 	}
-	if (c->hf)
+	if (ckpt_folder_files(c, &(uint32_t){ 0 }))
 		return ptfs_files_init(fs);
 	if (c->format == CKPT_SAFETENSORS)
 		return add_rec(fs, "header.json", 8, c->hdr_len, NULL);
@@ -286,7 +287,9 @@ static uint32_t subdirs(const struct ckpt_node *n)
  * read by whoever may read the checkpoint, and written (on a writable
  * mount) by whoever may write it.  No file has an x bit; a directory has
  * x wherever it has r.  With -o allow_other (and the default_permissions
- * ptfs always adds), the kernel enforces exactly that.
+ * ptfs always adds), the kernel enforces exactly that.  A checkpoint of
+ * many files narrows each file to the members it is read from (a 0600
+ * shard, a link to /etc/shadow): access_of().
  */
 static mode_t perm_r(const struct ptfs *fs)
 {
@@ -303,10 +306,24 @@ static mode_t perm_dir(const struct ptfs *fs, bool writable)
 	return perm_r(fs) | perm_r(fs) >> 2 | (writable ? perm_w(fs) : 0);
 }
 
+/* @st's owner and mode narrowed to what member access @a allows. */
+static void access_of(const struct src_access *a, struct stat *st)
+{
+	mode_t keep = S_IFMT | (a->mode & 0666) | (a->mode & 0444) >> 2;
+
+	/* a directory's x follows its r, as above; a file has no x */
+	if (!S_ISDIR(st->st_mode))
+		keep &= ~(mode_t)0111;
+	st->st_mode &= keep;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+}
+
 static void node_stat(const struct ptfs *fs, const struct ckpt_node *n,
 		      struct stat *st)
 {
 	mode_t w = perm_w(fs), r = perm_r(fs);
+	struct src_access a;
 	char *to;
 
 	switch (n->kind) {
@@ -334,6 +351,8 @@ static void node_stat(const struct ptfs *fs, const struct ckpt_node *n,
 		st->st_size = ovl_size(fs->ovl, n);
 		break;
 	}
+	if (!S_ISLNK(st->st_mode) && ckpt_node_access(fs->c, n, &a))
+		access_of(&a, st);
 }
 
 /*
@@ -362,6 +381,7 @@ static int text_size(struct ptfs *fs, struct ckpt_node *n, off_t *size)
 static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
 		    bool measure)
 {
+	struct src_access a;
 	struct ptfs_ino i;
 	int rc = ptfs_ino_get(fs, ino, &i);
 
@@ -398,6 +418,9 @@ static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
 	case PTFS_FILE:
 		st->st_mode = S_IFREG | perm_r(fs);
 		st->st_size = fs->files[i.index].size;
+		access_of(&(struct src_access){ fs->files[i.index].m->uid,
+			fs->files[i.index].m->gid, fs->files[i.index].m->mode },
+			  st);
 		break;
 	case PTFS_STORAGES:
 		st->st_mode = S_IFDIR | perm_dir(fs, false);
@@ -407,6 +430,8 @@ static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
 		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
 		st->st_size = i.storage->nbytes;
 		ptfs_storage_mtime(fs, i.storage, &st->st_mtim);
+		if (ckpt_storage_access(fs->c, i.storage, &a))
+			access_of(&a, st);
 		break;
 	case PTFS_CTL:
 		st->st_mode = S_IFREG | perm_r(fs) |
@@ -422,6 +447,8 @@ static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
 	case PTFS_VIEW:
 		st->st_mode = S_IFREG | perm_r(fs) | perm_w(fs);
 		ptfs_node_mtime(fs, i.node, &st->st_mtim);
+		if (ckpt_node_access(fs->c, i.node, &a))
+			access_of(&a, st);
 		if (measure && i.view == CKPT_V_TXT && !i.node->ed->vstage) {
 			/* measuring reads the tensor: a node's work */
 			if (i.row)

@@ -234,9 +234,10 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	 * not caught (the kernel reads the fd after we reply).
 	 */
 	if (from_checkpoint(&i) && ((rc = ptfs_fresh(fs, &d)) ||
-	    (rc = ckpt_shard_fresh(fs->c, i.kind == PTFS_STORAGE ? i.storage :
-				   i.node && i.node->tensor ?
-				   i.node->tensor->storage : NULL, &d)))) {
+	    (rc = ckpt_storage_unchanged(fs->c, i.kind == PTFS_STORAGE ?
+					 i.storage : i.node && i.node->tensor ?
+					 i.node->tensor->storage : NULL,
+					 &d)))) {
 		ptfs_reply_err(req, rc, &d);
 		goto out;
 	}

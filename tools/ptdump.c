@@ -11,6 +11,7 @@
  * says why; a listing stops at the opcode it could not decode).
  */
 #include "ckpt/ckpt.h"
+#include "source/source.h"
 #include "ckpt_fmt.h"
 #include "cli.h"
 #include "cli_io.h"
@@ -463,20 +464,29 @@ static int dump_pickle_file(const char *path, const struct dump_opts *o)
 	int fd, rc = CLI_ERROR;
 
 	diag_init(&d, o->name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st)) {
-		dump_error(o->name, DIAG_NO_OFFSET, "%s", strerror(errno));
+	fd = src_open_path(path, &st, &d);	/* never blocks on a fifo */
+	if (fd < 0) {
+		cli_diag(&d);
 		goto out;
 	}
 	if (S_ISDIR(st.st_mode)) {	/* a DCP directory: its .metadata */
-		int mfd = openat(fd, ".metadata", O_RDONLY | O_CLOEXEC |
-				 O_NOFOLLOW);
+		struct src *s = NULL;
+		int k = src_new(path, -1, &s, &d) ? -1 :
+			src_add(s, ".metadata", 9, DIAG_NO_OFFSET, SRC_OPTIONAL,
+				&d);
 
-		if (mfd >= 0 && !fstat(mfd, &st) && S_ISREG(st.st_mode)) {
+		if (k >= 0) {
 			close(fd);
-			fd = mfd;
-		} else if (mfd >= 0) {
-			close(mfd);
+			fd = fcntl(src_at(s, (uint32_t)k)->fd, F_DUPFD_CLOEXEC,
+				   0);
+			if (fd < 0 || fstat(fd, &st))
+				k = diag_errno(&d, -errno, "%s",
+					       strerror(errno));
+		}
+		src_free(s);
+		if (k < 0 && d.err) {
+			cli_diag(&d);
+			goto out;
 		}
 	}
 	if (S_ISDIR(st.st_mode) || !st.st_size) {

@@ -23,5 +23,6 @@
 #include "ckpt_write.h"		/* write-back, save, in place, patch */
 #include "ckpt_hf.h"		/* Hugging Face sharded folders */
 #include "ckpt_dcpapi.h"	/* DCP directories */
+#include "ckpt_member.h"	/* member files: freshness, access */
 
 #endif

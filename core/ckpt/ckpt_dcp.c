@@ -27,6 +27,7 @@
  * gathers; each value is its item's pickle, built as a single file's.
  */
 #include "ckpt_dcp.h"
+#include "source/source.h"
 #include "util/io.h"
 
 #include <errno.h>
@@ -205,17 +206,16 @@ static int open_meta(struct dcp_open *o, uint32_t r, const char *name)
 	int fd = r ? -1 : c->fd, rc;
 
 	if (fd < 0) {
-		fd = openat(o->p->dirfd, name, O_RDONLY | O_CLOEXEC |
-			    O_NOFOLLOW);
-		if (fd < 0)
-			return diag_errno(o->d, -errno, "%s: %s", name,
-					  strerror(errno));
+		rc = src_add(c->src, name, strlen(name), DIAG_NO_OFFSET, 0,
+			     o->d);
+		if (rc < 0)
+			return rc;
+		fd = src_at(c->src, (uint32_t)rc)->fd;	/* the source's */
 	}
 	rc = read_meta(c, fd, name, &doc, &rs, o->d);
 	if (!r) {
 		c->doc = doc;
 	} else {
-		close(fd);
 		if (doc && ckpt_push((void ***)&o->p->docs, &o->p->ndocs,
 				     &o->p->docs_cap, doc)) {
 			pkl_doc_free(doc);
@@ -256,9 +256,13 @@ int ckpt_dcp_open(struct ckpt *c, const char *meta, unsigned flags,
 	p->dir = dir_of(c, c->path, is_dir);
 	if (!p->dir)
 		return diag_nomem(d);
+	rc = src_new(p->dir, is_dir ? c->fd : -1, &c->src, d);
+	if (is_dir)
+		c->fd = -1;	/* the source's now */
+	if (rc)
+		return rc;
+	p->dirfd = src_root_fd(c->src);
 	if (is_dir) {
-		p->dirfd = c->fd;
-		c->fd = -1;
 		o.n = count_ranks(p);
 		meta = o.n == 1 && !fstatat(p->dirfd, ".metadata", &(struct
 		       stat){ 0 }, AT_SYMLINK_NOFOLLOW) ? ".metadata" :
@@ -266,15 +270,15 @@ int ckpt_dcp_open(struct ckpt *c, const char *meta, unsigned flags,
 		if (!o.n)
 			return diag_set(d, -EISDIR, DIAG_NO_OFFSET, "no DCP "
 					".metadata");
-		c->fd = openat(p->dirfd, meta, O_RDONLY | O_CLOEXEC |
-			       O_NOFOLLOW);
+	}
+	/* member 0: a fifo or a link out is the source's to judge */
+	rc = src_add(c->src, meta, strlen(meta), DIAG_NO_OFFSET, 0, d);
+	if (rc < 0)
+		return rc;
+	if (is_dir) {
+		c->fd = fcntl(src_at(c->src, 0)->fd, F_DUPFD_CLOEXEC, 0);
 		if (c->fd < 0)
 			return diag_errno(d, -errno, "%s: %s", meta,
-					  strerror(errno));
-	} else {
-		p->dirfd = open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (p->dirfd < 0)
-			return diag_errno(d, -errno, "%s: %s", p->dir,
 					  strerror(errno));
 	}
 	mp = arena_alloc(&c->arena, strlen(p->dir) + strlen(meta) + 2);

@@ -26,7 +26,9 @@
 struct dcp_file {
 	const char *name;	/* relative_path as given (arena) */
 	const char *path;	/* DIR/name, for messages (arena) */
-	int fd;			/* -1: could not be opened (lenient) */
+	int fd;			/* -1: could not be opened (lenient); else
+				   its member's in c->src (borrowed) */
+	uint32_t member;	/* in c->src, or UINT32_MAX */
 	int err;		/* its open()'s -errno, or 0 */
 	uint64_t size;
 };
@@ -68,7 +70,7 @@ struct dcp_finding {
 };
 
 struct ckpt_dcp {
-	int dirfd;		/* the directory, for the data files */
+	int dirfd;		/* the directory (c->src's root, borrowed) */
 	const char *dir;	/* its path as given (arena) */
 	const char *meta_path;	/* DIR/.metadata or DIR/__0.metadata */
 	bool lenient;

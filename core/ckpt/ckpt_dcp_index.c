@@ -8,6 +8,7 @@
  * uses, and the table that finds an item by (fqn, chunk offsets).
  */
 #include "ckpt_dcp.h"
+#include "source/source.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -149,11 +150,12 @@ uint32_t dcp_tab_get(const struct dcp_tab *t, const char *s, size_t n,
 static uint32_t file_of(struct ix *o, const char *name, uint64_t at)
 {
 	struct ckpt_dcp *p = o->p;
+	const struct src_member *m;
 	struct dcp_file *f;
-	struct stat st;
 	size_t len = strlen(name);
+	struct diag ds;
 	char *path;
-	int fd;
+	int k;
 
 	for (uint32_t i = p->nfiles; i-- > 0;)	/* the last one, mostly */
 		if (!strcmp(p->files[i].name, name))
@@ -177,30 +179,38 @@ static uint32_t file_of(struct ix *o, const char *name, uint64_t at)
 	f = &p->files[p->nfiles];
 	memset(f, 0, sizeof(*f));
 	f->name = name;
+	f->fd = -1;
+	f->member = UINT32_MAX;
 	path = arena_alloc(&o->c->arena, strlen(p->dir) + len + 2);
 	if (!path)
 		goto nomem;
 	sprintf(path, "%s/%s", p->dir, name);
 	f->path = path;
-	fd = openat(p->dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	f->fd = -1;
-	if (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode))) {
-		close(fd);
-		fd = -1;
-		errno = EINVAL;
-	}
-	if (fd < 0) {
-		f->err = -errno;
+	/* through the door: a regular file (never a blocking open), its
+	   identity pinned for every read, its owner and mode kept */
+	diag_init(&ds, NULL);
+	k = src_add(o->c->src, name, len, at, 0, &ds);
+	if (k < 0) {
+		f->err = k;
 		p->nfiles++;
 		if (ckpt_dcp_problem(o->c, o->d, "file", name, DIAG_NO_OFFSET,
-				     f->err, "%s: %s (named by .metadata)",
-				     name, f->err == -EINVAL ? "not a regular "
-				     "file" : strerror(-f->err)))
+				     f->err, "%s (named by .metadata)",
+				     ds.msg))
 			return UINT32_MAX;
 		return p->nfiles - 1;
 	}
-	f->fd = fd;
-	f->size = st.st_size;
+	m = src_at(o->c->src, (uint32_t)k);
+	if (src_alias(o->c->src, (uint32_t)k) != (uint32_t)k) {
+		diag_corrupt(o->d, at, ".metadata: data files '%s' and '%s' "
+			     "are one file (a link)",
+			     src_at(o->c->src, src_alias(o->c->src,
+							 (uint32_t)k))->name,
+			     name);
+		return UINT32_MAX;
+	}
+	f->member = (uint32_t)k;
+	f->fd = m->fd;		/* the source's */
+	f->size = m->size;
 	return p->nfiles++;
 nomem:
 	diag_nomem(o->d);

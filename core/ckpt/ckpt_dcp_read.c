@@ -403,13 +403,9 @@ void ckpt_dcp_release(struct ckpt *c)
 
 	if (!p)
 		return;
-	for (uint32_t i = 0; i < p->nfiles; i++)
-		if (p->files[i].fd >= 0)
-			close(p->files[i].fd);
+	/* the files and the directory are c->src's */
 	for (uint32_t i = 0; i < p->ndocs; i++)
 		pkl_doc_free(p->docs[i]);
-	if (p->dirfd >= 0)
-		close(p->dirfd);
 	free(p->files);
 	free(p->items);
 	free(p->chunks);

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE 1	/* asprintf, realpath */
 #include "ckpt_fsave.h"
+#include "source/source.h"
 #include "ckpt_dcp.h"
 
 #include <errno.h>
@@ -131,12 +132,26 @@ int fsave_init(struct fsave *w, struct ckpt *c, const struct ckpt_write_opts *o,
 				   NULL, d) : 0;
 }
 
+/* The last component of @name (a member's, beneath the root). */
+static const char *leaf(const char *name)
+{
+	const char *slash = strrchr(name, '/');
+
+	return slash ? slash + 1 : name;
+}
+
 int fsave_new(struct fsave *w, uint32_t src, const char *old,
 	      const char *old_path, int old_fd)
 {
 	struct fsave_file *f = &w->f[w->nf];
-	int fd = -1, rc;
+	const char *base;
+	int fd = -1, rc, dfd;
 
+	/* beside it, in the directory the source opened beneath the root
+	   (never through a symlink, never by a path) */
+	dfd = src_dir_of(w->c->src, old, &base, w->d);
+	if (dfd < 0)
+		return dfd;
 	for (unsigned g = 0; g < GEN_MAX && fd < 0; g++) {
 		char *cand = ckpt_gen_name(old, g);
 
@@ -146,7 +161,7 @@ int fsave_new(struct fsave *w, uint32_t src, const char *old,
 			free(cand);
 			continue;
 		}
-		fd = openat(w->dfd, cand, O_RDWR | O_CREAT | O_EXCL |
+		fd = openat(dfd, leaf(cand), O_RDWR | O_CREAT | O_EXCL |
 			    O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0 && errno != EEXIST) {
 			rc = diag_errno(w->d, -errno, "%s: cannot make %s "
@@ -167,11 +182,12 @@ int fsave_new(struct fsave *w, uint32_t src, const char *old,
 	f->old = old;
 	f->old_path = old_path;
 	f->old_fd = old_fd;
+	f->dfd = dfd;
 	if (fstat(fd, &f->st)) {
 		/* made O_EXCL just now: ours, whatever is known of it */
 		rc = diag_errno(w->d, -errno, "%s: %s", f->name,
 				strerror(errno));
-		(void)unlinkat(w->dfd, f->name, 0);
+		(void)unlinkat(dfd, leaf(f->name), 0);
 		free(f->name);
 		f->name = NULL;
 		close(fd);
@@ -189,12 +205,18 @@ int fsave_new(struct fsave *w, uint32_t src, const char *old,
 	return fd;
 }
 
-void fsave_drop(struct fsave *w, uint32_t src, const char *old,
-		const char *old_path, int old_fd)
+int fsave_drop(struct fsave *w, uint32_t src, const char *old,
+	       const char *old_path, int old_fd)
 {
+	const char *base;
+	int dfd = src_dir_of(w->c->src, old, &base, w->d);
+
+	if (dfd < 0)
+		return dfd;
 	w->f[w->nf++] = (struct fsave_file){ .src = src, .old = old,
 					     .old_path = old_path,
-					     .old_fd = old_fd };
+					     .old_fd = old_fd, .dfd = dfd };
+	return 0;
 }
 
 int fsave_finish(struct fsave *w, int fd, const char *name,
@@ -277,9 +299,15 @@ int fsave_commit(struct fsave *w, const struct stat *ist)
 		return diag_errno(w->d, -errno, "%s: fsync: %s", w->dir,
 				  strerror(errno));
 	for (uint32_t k = 0; k < w->nf; k++)
-		/* another program's file by now is left alone */
-		if (same_file(w->dfd, w->f[k].old, w->f[k].old_fd))
-			(void)unlinkat(w->dfd, w->f[k].old, 0);
+		/* another program's file by now is left alone; a link (the
+		   hub's cache) goes itself, its target stays */
+		if (same_file(w->f[k].dfd, leaf(w->f[k].old), w->f[k].old_fd))
+			(void)unlinkat(w->f[k].dfd, leaf(w->f[k].old), 0);
+	for (uint32_t k = 0; k < w->nf; k++)
+		if (w->f[k].dfd != w->dfd && fsync(w->f[k].dfd))
+			return diag_errno(w->d, -errno, "%s: fsync of its "
+					  "folder: %s", w->f[k].old_path,
+					  strerror(errno));
 	if (fsync(w->dfd))
 		return diag_errno(w->d, -errno, "%s: fsync: %s", w->dir,
 				  strerror(errno));
@@ -292,10 +320,11 @@ void fsave_end(struct fsave *w, int rc)
 		struct stat st;
 
 		if (w->f[k].name &&
-		    !fstatat(w->dfd, w->f[k].name, &st, AT_SYMLINK_NOFOLLOW) &&
+		    !fstatat(w->f[k].dfd, leaf(w->f[k].name), &st,
+			     AT_SYMLINK_NOFOLLOW) &&
 		    st.st_dev == w->f[k].st.st_dev &&
 		    st.st_ino == w->f[k].st.st_ino)
-			(void)unlinkat(w->dfd, w->f[k].name, 0);
+			(void)unlinkat(w->f[k].dfd, leaf(w->f[k].name), 0);
 	}
 	if (rc && !w->committed && w->tmp && w->dfd >= 0)
 		(void)unlinkat(w->dfd, w->tmp, 0);

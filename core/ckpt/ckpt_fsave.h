@@ -41,6 +41,8 @@ struct fsave_file {
 	const char *old;	/* its name in the directory */
 	const char *old_path;	/* ... for messages */
 	int old_fd;		/* open on it */
+	int dfd;		/* the directory both lie in (the source's,
+				   opened beneath the root at the open) */
 	char *name;		/* the new file's name; NULL: it only goes */
 	struct stat st;		/* of the new file */
 };
@@ -77,8 +79,8 @@ int fsave_new(struct fsave *w, uint32_t src, const char *old,
 	      const char *old_path, int old_fd);
 
 /* @old (@old_fd) only goes at the commit: no file replaces it. */
-void fsave_drop(struct fsave *w, uint32_t src, const char *old,
-		const char *old_path, int old_fd);
+int fsave_drop(struct fsave *w, uint32_t src, const char *old,
+	       const char *old_path, int old_fd);
 
 /* The file @fd (@name) finished: owner (as root) and mode of @like,
  * fsync'd, *@st its stat.  0 or -errno. */

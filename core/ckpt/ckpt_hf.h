@@ -24,12 +24,15 @@ struct ckpt_shard {
 				   children and all below them) */
 	uint32_t nkeys;		/* keys of it the folder's tree shows */
 	uint64_t name_off;	/* index byte of its first mention */
+	uint32_t member;	/* its file in c->src (when c is not NULL) */
 };
 
 /* A regular file of the folder that no index entry names as a shard. */
 struct ckpt_hf_file {
 	const char *name;
 	uint64_t size;
+	uint32_t member;	/* in c->src, or UINT32_MAX: not shown (no
+				   regular file beneath the folder) */
 };
 
 /* What ptverify reports about an index and its shards. */
@@ -55,7 +58,7 @@ struct ckpt_hf_issue {
 struct ckpt_hf {
 	const char *dir;	/* the folder (as given, or the index's) */
 	const char *index;	/* the index's file name in it */
-	int dfd;		/* the folder, open */
+	int dfd;		/* the folder, open (c->src's root) */
 	struct ckpt_shard *shards;	/* by name, the order transformers
 					   loads them in */
 	uint32_t nshards;
@@ -68,7 +71,6 @@ struct ckpt_hf {
 	uint64_t total;		/* bytes by unique storage, the first tensor's
 				   numel * itemsize (transformers' rule) */
 	uint64_t total_alt;	/* ... by whole storages (huggingface_hub's) */
-	struct ckpt_ident *ids;	/* each shard's file when opened */
 };
 
 /* The descriptor of the file that holds @s's own bytes: c->fd, or in a
@@ -83,12 +85,9 @@ bool ckpt_hf_index_name(const char *path);
 const struct ckpt_shard *ckpt_tensor_shard(const struct ckpt *c,
 					   const struct ckpt_tensor *t);
 
-/*
- * Is the shard file @s is read from still the one opened (ckpt_ident)?
- * 0 (also when @c is no sharded folder), or -ESTALE / -errno with @d set.
- */
-int ckpt_shard_fresh(const struct ckpt *c, const struct ckpt_storage *s,
-		     struct diag *d);
+/* The shard storage @s was read from, or NULL (not a sharded folder). */
+const struct ckpt_shard *ckpt_storage_shard(const struct ckpt *c,
+					    const struct ckpt_storage *s);
 
 /* Issue @i of a sharded folder as one line (no newline) into @buf. */
 const char *ckpt_hf_issue_line(const struct ckpt *c, uint32_t i, char *buf,

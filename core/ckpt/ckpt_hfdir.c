@@ -8,6 +8,7 @@
  */
 #include "ckpt_int.h"
 #include "ckpt_hfindex.h"
+#include "source/source.h"
 #include "util/io.h"
 
 #include <dirent.h>
@@ -99,7 +100,7 @@ static int scan(struct ckpt *c, bool pick, struct diag *d)
 			hf->files = nf;
 		}
 		hf->files[hf->nfiles++] = (struct ckpt_hf_file){ name,
-			(uint64_t)st.st_size };
+			(uint64_t)st.st_size, UINT32_MAX };
 	}
 	closedir(dir);
 	if (rc || !pick)
@@ -137,7 +138,9 @@ int ckpt_hf_locate(struct ckpt *c, bool is_dir, struct diag *d)
 		while (n > 1 && c->path[n - 1] == '/')
 			n--;
 		dir = arena_strndup(&c->arena, c->path, n);
-		hf->dfd = c->fd;
+		if (!dir)
+			return diag_nomem(d);
+		rc = src_new(dir, c->fd, &c->src, d);	/* takes the fd */
 		c->fd = -1;
 	} else {
 		const char *base = slash ? slash + 1 : c->path;
@@ -146,22 +149,31 @@ int ckpt_hf_locate(struct ckpt *c, bool is_dir, struct diag *d)
 					    c->path ? 1 : slash - c->path) :
 		      arena_strndup(&c->arena, ".", 1);
 		hf->index = arena_strndup(&c->arena, base, strlen(base));
-		if (dir)
-			hf->dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dir && hf->dfd < 0)
-			return diag_errno(d, -errno, "cannot open its folder "
-					  "%s: %s", dir, strerror(errno));
+		if (!dir || !hf->index)
+			return diag_nomem(d);
+		rc = src_new(dir, -1, &c->src, d);
+		if (rc)
+			return diag_errno(d, rc, "cannot open its folder %s",
+					  dir);
 	}
-	if (!dir || (!is_dir && !hf->index))
-		return diag_nomem(d);
+	if (rc)
+		return rc;
+	hf->dfd = src_root_fd(c->src);
 	hf->dir = dir;
 	rc = scan(c, is_dir, d);
-	if (rc || !is_dir)
+	if (rc)
 		return rc;
-	c->fd = openat(hf->dfd, hf->index, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (c->fd < 0)
-		return diag_errno(d, -errno, "%s: %s", hf->index,
-				  strerror(errno));
+	/* the index is member 0: a link, a fifo, are the source's to judge */
+	rc = src_add(c->src, hf->index, strlen(hf->index), DIAG_NO_OFFSET, 0,
+		     d);
+	if (rc < 0)
+		return rc;
+	if (is_dir) {
+		c->fd = fcntl(src_at(c->src, 0)->fd, F_DUPFD_CLOEXEC, 0);
+		if (c->fd < 0)
+			return diag_errno(d, -errno, "%s: %s", hf->index,
+					  strerror(errno));
+	}
 	return 0;
 }
 

@@ -100,8 +100,9 @@ static int write_shards(struct fsave *w, const struct hfplan *p)
 		if (!p->touched[i])
 			continue;
 		if (!p->live[i]) {	/* emptied: it only goes */
-			fsave_drop(w, i, hf->shards[i].name, hf->shards[i].path,
-				   hf->shards[i].c->fd);
+			rc = fsave_drop(w, i, hf->shards[i].name,
+					hf->shards[i].path,
+					hf->shards[i].c->fd);
 			continue;
 		}
 		if (p->touched[i] == HF_DATA) {

@@ -19,6 +19,8 @@
 #include "ckpt_node.h"
 
 struct diag;
+struct src;
+struct src_member;
 struct pkl_doc;
 struct pkl_value;
 
@@ -121,6 +123,9 @@ struct ckpt {
 	/* CKPT_HF_SHARDED: the index, the shards, the folder's other files
 	   and what disagrees (ckpt_shards.c); else NULL */
 	struct ckpt_hf *hf;
+	/* a checkpoint of many files: its root and every member file, each
+	   opened beneath it (source/source.h); else NULL */
+	struct src *src;
 	/* CKPT_DCP: the data files and each tensor's chunks (ckpt_dcp.h) */
 	struct ckpt_dcp *dcp;
 	/* a model of several pickles (a sharded folder's shards, a DCP
@@ -156,6 +161,10 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d);
 /* ckpt_open() with @flags (CKPT_OPEN_*). */
 int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
 		   struct diag *d);
+/* ckpt_open_with() of a member file a source opened (a shard): its own
+ * descriptor of that open file, m->path in messages. */
+int ckpt_open_member(const struct src_member *m, unsigned flags,
+		     struct ckpt **out, struct diag *d);
 
 /*
  * Make c->doc whole: the tensor rebuild calls folded at the open (PKL_FOLD)

@@ -5,6 +5,7 @@
  * the pickle, build the model and tie each storage to its record.
  */
 #include "ckpt_int.h"
+#include "source/source.h"
 #include "util/io.h"
 
 #include <errno.h>
@@ -393,32 +394,19 @@ static void open_done(struct ckpt *c)
 	}
 }
 
-int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
+/* Open @c (c->fd open on c->path, @st its fstat) as what it is. */
+static int open_as(struct ckpt *c, const struct stat *st, unsigned flags,
 		   struct diag *d)
 {
+	const char *path = c->path;
 	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-	struct ckpt *c;
-	struct stat st;
 	int rc;
 
-	*out = NULL;
-	c = ckpt_new(path);
-	if (!c)
-		return diag_nomem(d);
-	c->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (c->fd < 0) {
-		rc = diag_errno(d, -errno, "%s", strerror(errno));
-		goto fail;
-	}
-	if (fstat(c->fd, &st)) {
-		rc = diag_errno(d, -errno, "%s", strerror(errno));
-		goto fail;
-	}
-	if (S_ISDIR(st.st_mode)) {
+	if (S_ISDIR(st->st_mode)) {
 		rc = open_dir(c, flags, d);
 		goto done;
 	}
-	c->file_size = st.st_size;
+	c->file_size = st->st_size;
 	if (dcp_meta_name(base)) {
 		rc = ckpt_dcp_open(c, base, flags, d);
 		goto done;
@@ -443,14 +431,59 @@ int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
 		rc = ckpt_safetensors_open(c, d);
 	}
 done:
-	if (rc)
-		goto fail;
-	open_done(c);
+	if (!rc)
+		open_done(c);
+	return rc;
+}
+
+int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
+		   struct diag *d)
+{
+	struct ckpt *c;
+	struct stat st;
+	int rc;
+
+	*out = NULL;
+	c = ckpt_new(path);
+	if (!c)
+		return diag_nomem(d);
+	/* never blocks: a fifo or device is refused before any open */
+	c->fd = src_open_path(path, &st, d);
+	rc = c->fd < 0 ? c->fd : open_as(c, &st, flags, d);
+	if (rc) {
+		if (c->fd < 0)
+			c->fd = -1;
+		ckpt_close(c);
+		return rc;
+	}
 	*out = c;
 	return 0;
-fail:
-	ckpt_close(c);
-	return rc;
+}
+
+int ckpt_open_member(const struct src_member *m, unsigned flags,
+		     struct ckpt **out, struct diag *d)
+{
+	struct ckpt *c;
+	struct stat st;
+	int rc;
+
+	*out = NULL;
+	c = ckpt_new(m->path);
+	if (!c)
+		return diag_nomem(d);
+	/* its own descriptor of the same open file: closed with it */
+	c->fd = fcntl(m->fd, F_DUPFD_CLOEXEC, 0);
+	rc = c->fd < 0 || fstat(c->fd, &st) ?
+	     diag_errno(d, -errno, "%s", strerror(errno)) :
+	     !S_ISREG(st.st_mode) ? diag_corrupt(d, DIAG_NO_OFFSET, "not a "
+						 "regular file") :
+	     open_as(c, &st, flags, d);
+	if (rc) {
+		ckpt_close(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
 }
 
 int ckpt_open_embedded(int fd, const char *path, uint64_t base, uint64_t len,
@@ -510,6 +543,7 @@ void ckpt_close(struct ckpt *c)
 	free(c->storages);
 	free(c->vdocs);
 	ckpt_dcp_release(c);	/* lives in the arena */
+	src_free(c->src);
 	arena_release(&c->arena);
 	free(c->globals);
 	if (c->b) {

@@ -27,6 +27,7 @@
  * folder, absent or unreadable) is refused with one line.
  */
 #include "ckpt_int.h"
+#include "source/source.h"
 #include "ckpt_hfindex.h"
 #include "ckpt_ident.h"
 #include "util/io.h"
@@ -57,46 +58,49 @@ static int issue(struct ckpt *c, int kind, const char *key, uint32_t shard,
 	return 0;
 }
 
-/* Open shard @i on its own; its failure becomes one line of @d. */
+/* Open shard @i on its own, through the folder's source (beneath the
+ * folder, a regular file, one file under one name); its failure becomes
+ * one line of @d. */
 static int shard_open(struct ckpt *c, const struct hfix *ix, uint32_t i,
 		      const char *where, struct diag *d)
 {
 	struct ckpt_hf *hf = c->hf;
 	struct ckpt_shard *sh = &hf->shards[i];
 	uint64_t at = ix->shard_off[i];
-	char line[512], *path;
+	const struct src_member *m;
+	char line[512];
 	struct diag ds;
-	struct stat st;
-	size_t nd = strlen(hf->dir), nn = strlen(sh->name);
+	uint32_t k;
 	int rc;
 
 	/* an index named as a shard would open an index again, and so on */
 	if (ckpt_hf_index_name(sh->name))
 		return diag_corrupt(d, at, "%sshard '%s' is named like an "
 				    "index", where, sh->name);
-	if (fstatat(hf->dfd, sh->name, &st, 0)) {
+	diag_init(&ds, NULL);
+	rc = src_add(c->src, sh->name, strlen(sh->name), at, SRC_OPTIONAL,
+		     &ds);
+	if (rc == -ENOENT) {
 		/* absent: a finding (ptverify says it; ptfs refuses to
 		   mount), so that the rest is still checked */
-		if (errno == ENOENT) {
-			hf->nabsent++;
-			return issue(c, CKPT_HF_ABSENT, NULL, i, UINT32_MAX,
-				     at, d);
-		}
-		return diag_set(d, -errno, at, "%sshard '%s': %s", where,
-				sh->name, strerror(errno));
+		hf->nabsent++;
+		return issue(c, CKPT_HF_ABSENT, NULL, i, UINT32_MAX, at, d);
 	}
-	if (!S_ISREG(st.st_mode))
-		return diag_corrupt(d, at, "%sshard '%s' is not a regular file",
-				    where, sh->name);
-	path = arena_alloc(&c->arena, nd + nn + 2);
-	if (!path)
-		return diag_nomem(d);
-	memcpy(path, hf->dir, nd);
-	path[nd] = '/';
-	memcpy(path + nd + 1, sh->name, nn + 1);
-	sh->path = path;
+	if (rc < 0)
+		return diag_set(d, rc, at, "%sshard %s", where, ds.msg);
+	sh->member = k = (uint32_t)rc;
+	m = src_at(c->src, k);
+	sh->path = m->path;
+	/* one file under two names: an edit of one would write the other
+	   anew, and write-back would leave a name dangling */
+	if (src_alias(c->src, k) != k)
+		return diag_corrupt(d, at, "%sshards '%s' and '%s' are one "
+				    "file (a link): a folder names each shard "
+				    "once", where,
+				    src_at(c->src, src_alias(c->src, k))->name,
+				    sh->name);
 	diag_init(&ds, sh->name);
-	rc = ckpt_open(path, &sh->c, &ds);
+	rc = ckpt_open_member(m, 0, &sh->c, &ds);
 	if (rc)
 		return diag_set(d, rc, DIAG_NO_OFFSET, "shard %s",
 				diag_line(&ds, line, sizeof(line)));
@@ -109,14 +113,10 @@ static int shard_open(struct ckpt *c, const struct hfix *ix, uint32_t i,
 		return diag_corrupt(d, DIAG_NO_OFFSET, "shard %s holds a %s, "
 				    "not a state dict", sh->name,
 				    sh->c->root->type);
-	if (fstat(sh->c->fd, &st))
-		return diag_errno(d, -errno, "%s: %s", sh->path,
-				  strerror(errno));
 	/* a hundred shards would each keep their arenas' unused ends */
 	arena_trim(&sh->c->arena);
 	if (sh->c->doc)
 		arena_trim(&sh->c->doc->arena);
-	ckpt_ident_of(&st, &hf->ids[i]);
 	return 0;
 }
 
@@ -443,8 +443,7 @@ int ckpt_hf_open(struct ckpt *c, bool is_dir, struct diag *d)
 	hf->nentries = ix.n;
 	hf->shards = arena_alloc(&c->arena, (ix.nshards + 1u) *
 				 sizeof(*hf->shards));
-	hf->ids = arena_alloc(&c->arena, (ix.nshards + 1u) * sizeof(*hf->ids));
-	if (!hf->shards || !hf->ids) {
+	if (!hf->shards) {
 		rc = diag_nomem(d);
 		goto out;
 	}
@@ -461,6 +460,18 @@ int ckpt_hf_open(struct ckpt *c, bool is_dir, struct diag *d)
 		rc = merge(c, &ix, d);
 	if (!rc)
 		ckpt_hf_files_not_shards(hf, &ix);
+	/* the other files, shown under .ptfs/files/: through the door as
+	   well (a link out of the folder shows its target's owner and
+	   mode), and left out when they are no regular file */
+	for (uint32_t i = 0; !rc && i < hf->nfiles; i++) {
+		int k = src_add(c->src, hf->files[i].name,
+				strlen(hf->files[i].name), DIAG_NO_OFFSET,
+				SRC_QUIET, d);
+
+		hf->files[i].member = k < 0 ? UINT32_MAX : (uint32_t)k;
+		if (k == -ENOMEM)
+			rc = diag_nomem(d);
+	}
 out:
 	hfix_release(&ix);
 	return rc;
@@ -474,8 +485,6 @@ void ckpt_hf_close(struct ckpt *c)
 		ckpt_close(hf->shards[i].c);
 	free(hf->issues);
 	free(hf->files);
-	if (hf->dfd >= 0)
-		close(hf->dfd);
 	/* the shards owned all of these: nothing is left to free */
 	c->nnodes = c->ntensors = c->nstorages = 0;
 	c->hf = NULL;
@@ -543,14 +552,12 @@ const struct ckpt_shard *ckpt_tensor_shard(const struct ckpt *c,
 	return k < 0 ? NULL : &c->hf->shards[k];
 }
 
-int ckpt_shard_fresh(const struct ckpt *c, const struct ckpt_storage *s,
-		     struct diag *d)
+const struct ckpt_shard *ckpt_storage_shard(const struct ckpt *c,
+					    const struct ckpt_storage *s)
 {
 	long k = c->hf && s ? shard_at(c->hf, s->index, false) : -1;
 
-	if (k < 0)
-		return 0;
-	return ckpt_ident_check(c->hf->shards[k].c->fd, &c->hf->ids[k], d);
+	return k < 0 ? NULL : &c->hf->shards[k];
 }
 
 const char *ckpt_hf_issue_line(const struct ckpt *c, uint32_t i, char *buf,

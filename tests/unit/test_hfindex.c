@@ -323,9 +323,9 @@ Test(hf_open, refuses_a_shard_that_is_no_file_or_an_index)
 	cr_assert_eq(mkdir(sub, 0755), 0);
 	put("pytorch_model.bin.index.json", i1, sizeof(i1) - 1);
 	diag_init(&dg, dir);
-	cr_assert_eq(ckpt_open(dir, &c, &dg), -EILSEQ);
-	cr_assert(strstr(dg.msg, "shard 'sub' is not a regular file"),
-		  "%s", dg.msg);
+	cr_assert_eq(ckpt_open(dir, &c, &dg), -EINVAL);
+	cr_assert(strstr(dg.msg, "shard 'sub' is a directory, not a regular "
+			 "file"), "%s", dg.msg);
 	put("pytorch_model.bin.index.json", i2, sizeof(i2) - 1);
 	diag_init(&dg, dir);
 	cr_assert_eq(ckpt_open(dir, &c, &dg), -EILSEQ);

@@ -1,0 +1,408 @@
+/*
+ * source.c - open a checkpoint's member files beneath its root (source.h).
+ *
+ * The walk: each directory component is opened with
+ * O_DIRECTORY | O_NOFOLLOW from the one before, so a symlinked directory
+ * fails (ELOOP or ENOTDIR) and is named; the last component is fstatat'ed
+ * (following a link: its target must be a regular file) before it is
+ * opened O_NONBLOCK and fstat'ed again, so neither a fifo nor a device is
+ * ever opened in a way that waits.  Directories are opened once per
+ * source and kept: write-back creates, renames and unlinks in them
+ * (src_dir_of()), never through a path.
+ */
+#define _GNU_SOURCE	/* memrchr */
+#include "source.h"
+
+#include "diag/diag.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct src_dir {
+	char *name;		/* beneath the root, "" for the root */
+	int fd;
+};
+
+struct src {
+	char *root;
+	struct src_dir *dirs;	/* [0] the root */
+	uint32_t ndirs;
+	struct src_member *m;
+	char **names;		/* each member's name block (owned) */
+	uint32_t n, cap;
+};
+
+int src_new(const char *root, int fd, struct src **out, struct diag *d)
+{
+	struct src *s = calloc(1, sizeof(*s));
+
+	*out = NULL;
+	if (!s || !(s->root = strdup(root)) ||
+	    !(s->dirs = calloc(1, sizeof(*s->dirs))) ||
+	    !(s->dirs[0].name = strdup(""))) {
+		src_free(s);
+		if (fd >= 0)
+			close(fd);
+		return diag_nomem(d);
+	}
+	s->dirs[0].fd = -1;
+	s->ndirs = 1;
+	if (fd < 0)
+		fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		int rc = diag_errno(d, -errno, "%s: %s", root, strerror(errno));
+
+		src_free(s);
+		return rc;
+	}
+	s->dirs[0].fd = fd;
+	*out = s;
+	return 0;
+}
+
+int src_root_fd(const struct src *s)
+{
+	return s->dirs[0].fd;
+}
+
+const char *src_root(const struct src *s)
+{
+	return s->root;
+}
+
+uint32_t src_count(const struct src *s)
+{
+	return s->n;
+}
+
+const struct src_member *src_at(const struct src *s, uint32_t i)
+{
+	return &s->m[i];
+}
+
+uint32_t src_alias(const struct src *s, uint32_t i)
+{
+	return s->m[i].alias;
+}
+
+/* What is wrong with @name as a member's name, or NULL. */
+static const char *bad_name(const char *name, size_t len)
+{
+	size_t i = 0;
+
+	if (!len)
+		return "is empty";
+	if (memchr(name, 0, len))
+		return "holds a NUL byte";
+	if (name[0] == '/')
+		return "is absolute: members lie beneath the folder";
+	while (i < len) {
+		size_t j = i;
+
+		while (j < len && name[j] != '/')
+			j++;
+		if (j == i)
+			return "has an empty component";
+		if (j - i == 2 && !memcmp(name + i, "..", 2))
+			return "has a '..' component: members lie beneath "
+			       "the folder";
+		if (j - i == 1 && name[i] == '.')
+			return "has a '.' component";
+		i = j + 1;
+		if (j + 1 == len)
+			return "ends in '/'";
+	}
+	return NULL;
+}
+
+/* The directory of @name (its first @dlen bytes, without the '/'),
+ * opened component by component with O_NOFOLLOW; the source keeps it. */
+static int walk(struct src *s, const char *name, size_t dlen, uint64_t at,
+		unsigned flags, struct diag *d)
+{
+	struct src_dir *v;
+	int fd = s->dirs[0].fd;
+	size_t i = 0;
+
+	if (!dlen)
+		return s->dirs[0].fd;
+	for (uint32_t k = 1; k < s->ndirs; k++)
+		if (strlen(s->dirs[k].name) == dlen &&
+		    !memcmp(s->dirs[k].name, name, dlen))
+			return s->dirs[k].fd;
+	while (i < dlen) {
+		size_t j = i;
+		char comp[256];
+		struct stat st;
+		int nfd;
+
+		while (j < dlen && name[j] != '/')
+			j++;
+		if (j - i >= sizeof(comp)) {
+			if (fd != s->dirs[0].fd)
+				close(fd);
+			return diag_set(d, -ENAMETOOLONG, at, "'%.*s': a name "
+					"component is too long", (int)dlen,
+					name);
+		}
+		memcpy(comp, name + i, j - i);
+		comp[j - i] = 0;
+		nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+			     O_CLOEXEC);
+		if (nfd < 0) {
+			int e = errno;
+			bool lnk = !fstatat(fd, comp, &st,
+					    AT_SYMLINK_NOFOLLOW) &&
+				   S_ISLNK(st.st_mode);
+
+			if (fd != s->dirs[0].fd)
+				close(fd);
+			if (e == ENOENT && (flags & SRC_OPTIONAL))
+				return -ENOENT;
+			if (lnk)
+				return diag_set(d, -ELOOP, at, "'%.*s': '%.*s' "
+						"is a symbolic link: a member's "
+						"folders must lie beneath the "
+						"checkpoint's, as real folders",
+						(int)dlen, name, (int)j,
+						name);
+			return diag_set(d, -e, at, "%.*s: %s", (int)j, name,
+					strerror(e));
+		}
+		if (fd != s->dirs[0].fd)
+			close(fd);
+		fd = nfd;
+		i = j + 1;
+	}
+	v = realloc(s->dirs, (s->ndirs + 1) * sizeof(*v));
+	if (!v) {
+		close(fd);
+		return diag_nomem(d);
+	}
+	s->dirs = v;
+	v[s->ndirs].name = strndup(name, dlen);
+	if (!v[s->ndirs].name) {
+		close(fd);
+		return diag_nomem(d);
+	}
+	v[s->ndirs++].fd = fd;
+	return fd;
+}
+
+static const char *kind_of(mode_t m)
+{
+	return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a fifo" :
+	       S_ISCHR(m) ? "a character device" :
+	       S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" :
+	       "not a file";
+}
+
+/* Open @leaf in @dfd as a regular file without blocking: fd or -errno. */
+static int open_reg(int dfd, const char *leaf, const char *shown,
+		    uint64_t at, unsigned flags, struct stat *st,
+		    struct diag *d)
+{
+	int fd;
+
+	if (fstatat(dfd, leaf, st, 0)) {
+		if (errno == ENOENT && (flags & SRC_OPTIONAL))
+			return -ENOENT;
+		return diag_set(d, -errno, at, "%s: %s", shown,
+				strerror(errno));
+	}
+	if (!S_ISREG(st->st_mode))
+		return diag_set(d, -EINVAL, at, "'%s' is %s, not a regular "
+				"file", shown, kind_of(st->st_mode));
+	fd = openat(dfd, leaf, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return diag_set(d, -errno, at, "%s: %s", shown,
+				strerror(errno));
+	if (fstat(fd, st) || !S_ISREG(st->st_mode)) {
+		int rc = diag_set(d, -EINVAL, at, "'%s' is %s, not a regular "
+				  "file", shown, kind_of(st->st_mode));
+
+		close(fd);
+		return rc;
+	}
+	(void)fcntl(fd, F_SETFL, 0);	/* back to blocking reads */
+	return fd;
+}
+
+static int add(struct src *s, const char *name, size_t len, uint64_t at,
+	       unsigned flags, struct diag *d);
+
+int src_add(struct src *s, const char *name, size_t len, uint64_t at,
+	    unsigned flags, struct diag *d)
+{
+	struct diag quiet;
+
+	if (flags & SRC_QUIET) {
+		diag_init(&quiet, NULL);
+		d = &quiet;
+	}
+	return add(s, name, len, at, flags, d);
+}
+
+static int add(struct src *s, const char *name, size_t len, uint64_t at,
+	       unsigned flags, struct diag *d)
+{
+	const char *why = bad_name(name, len), *slash;
+	struct src_member *m;
+	struct stat st, lst;
+	size_t dlen, rl;
+	char *path;
+	int dfd, fd;
+
+	if (why)
+		return diag_corrupt(d, at, "'%.*s' %s", (int)len, name, why);
+	if (s->n == s->cap) {
+		uint32_t cap = s->cap ? 2 * s->cap : 8;
+
+		char **v = realloc(s->names, cap * sizeof(*v));
+
+		if (v)
+			s->names = v;
+		m = v ? realloc(s->m, cap * sizeof(*m)) : NULL;
+		if (!m)
+			return diag_nomem(d);
+		s->m = m;
+		s->cap = cap;
+	}
+	slash = memrchr(name, '/', len);
+	dlen = slash ? (size_t)(slash - name) : 0;
+	dfd = walk(s, name, dlen, at, flags, d);
+	if (dfd < 0)
+		return dfd;
+	rl = strlen(s->root);
+	path = malloc(rl + 1 + len + 1 + len + 1);
+	if (!path)
+		return diag_nomem(d);
+	/* one block: "name\0root/name\0" */
+	memcpy(path, name, len);
+	path[len] = 0;
+	memcpy(path + len + 1, s->root, rl);
+	path[len + 1 + rl] = '/';
+	memcpy(path + len + 2 + rl, name, len);
+	path[2 * len + 2 + rl] = 0;
+	fd = open_reg(dfd, path + (slash ? dlen + 1 : 0), path, at, flags,
+		      &st, d);
+	if (fd < 0) {
+		free(path);
+		return fd;
+	}
+	s->names[s->n] = path;
+	m = &s->m[s->n];
+	memset(m, 0, sizeof(*m));
+	m->name = path;
+	m->leaf = path + (slash ? dlen + 1 : 0);
+	m->path = path + len + 1;
+	m->fd = fd;
+	m->dfd = dfd;
+	m->link = !fstatat(dfd, m->leaf, &lst, AT_SYMLINK_NOFOLLOW) &&
+		  S_ISLNK(lst.st_mode);
+	m->uid = st.st_uid;
+	m->gid = st.st_gid;
+	m->mode = st.st_mode & 07777;
+	m->size = (uint64_t)st.st_size;
+	ckpt_ident_of(&st, &m->id);
+	m->alias = s->n;
+	for (uint32_t k = 0; k < s->n; k++)
+		if (s->m[k].id.dev == m->id.dev &&
+		    s->m[k].id.ino == m->id.ino) {
+			m->alias = k;
+			break;
+		}
+	return (int)s->n++;
+}
+
+void src_access_narrow(struct src_access *a, const struct src_member *m)
+{
+	uint32_t o = a->mode & m->mode & 07;
+
+	a->mode &= m->mode | ~0777u;
+	if (m->uid != a->uid)
+		a->mode = (a->mode & ~0700u) | o << 6;
+	if (m->gid != a->gid)
+		a->mode = (a->mode & ~0070u) | o << 3;
+}
+
+int src_fresh(const struct src *s, uint32_t i, struct diag *d)
+{
+	return ckpt_ident_check(s->m[i].fd, &s->m[i].id, d);
+}
+
+int src_same(const struct src *s, uint32_t i, struct diag *d)
+{
+	const struct src_member *m = &s->m[i];
+	struct stat st;
+
+	if (fstatat(m->dfd, m->leaf, &st, 0))
+		return diag_errno(d, errno == ENOENT ? -ESTALE : -errno,
+				  "%s: %s", m->path, strerror(errno));
+	if ((uint64_t)st.st_dev != m->id.dev ||
+	    (uint64_t)st.st_ino != m->id.ino)
+		return diag_errno(d, -ESTALE, "%s: changed since it was "
+				  "mounted: another file", m->path);
+	return ckpt_ident_check(m->fd, &m->id, d);
+}
+
+int src_dir_of(struct src *s, const char *name, const char **leaf,
+	       struct diag *d)
+{
+	size_t len = strlen(name);
+	const char *why = bad_name(name, len), *slash;
+
+	if (why)
+		return diag_corrupt(d, DIAG_NO_OFFSET, "'%s' %s", name, why);
+	slash = strrchr(name, '/');
+	*leaf = slash ? slash + 1 : name;
+	return walk(s, name, slash ? (size_t)(slash - name) : 0,
+		    DIAG_NO_OFFSET, 0, d);
+}
+
+void src_free(struct src *s)
+{
+	if (!s)
+		return;
+	for (uint32_t i = 0; i < s->n; i++) {
+		close(s->m[i].fd);
+		free(s->names[i]);
+	}
+	for (uint32_t k = 0; k < s->ndirs; k++) {
+		if (s->dirs[k].fd >= 0)
+			close(s->dirs[k].fd);
+		free(s->dirs[k].name);
+	}
+	free(s->dirs);
+	free(s->names);
+	free(s->m);
+	free(s->root);
+	free(s);
+}
+
+int src_open_path(const char *path, struct stat *st, struct diag *d)
+{
+	int fd;
+
+	if (stat(path, st))
+		return diag_errno(d, -errno, "%s", strerror(errno));
+	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
+		return diag_errno(d, -EINVAL, "%s, not a regular file or a "
+				  "folder", kind_of(st->st_mode));
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return diag_errno(d, -errno, "%s", strerror(errno));
+	if (fstat(fd, st) || (!S_ISREG(st->st_mode) &&
+			      !S_ISDIR(st->st_mode))) {
+		close(fd);
+		return diag_errno(d, -EINVAL, "%s, not a regular file or a "
+				  "folder", kind_of(st->st_mode));
+	}
+	(void)fcntl(fd, F_SETFL, 0);
+	return fd;
+}
