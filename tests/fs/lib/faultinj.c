@@ -20,10 +20,14 @@
  *              bad until the rule goes away
  *   ERRNO      EIO, ENOSPC, EDQUOT or EROFS; or KILL: the process kills
  *              itself (SIGKILL) instead of making the call, a crash at
- *              exactly that step (hf_write.sh)
+ *              exactly that step (hf_write.sh); or STOP: it stops itself
+ *              (SIGSTOP) and makes the call once continued (SIGCONT), so
+ *              that a test can do something at exactly that step, such
+ *              as another program's rename (inplace.sh)
  *
  * Each failure is logged to $PTFS_FAULTS.log ("write /path: EIO"), so a
- * test can tell that the fault was hit.  Test code, not part of ptfs.
+ * test can tell that the fault was hit (a STOP before it stops).  Test
+ * code, not part of ptfs.
  */
 #define _GNU_SOURCE 1
 #include <dlfcn.h>
@@ -41,6 +45,8 @@
 #include <unistd.h>
 
 #define MAX_RULES 16
+#define F_KILL	(-1)	/* not errnos: what to do instead of failing */
+#define F_STOP	(-2)
 
 enum call { C_WRITE, C_SYNC, C_COPY, C_CLONE, C_RENAME, C_UNLINK };
 
@@ -68,7 +74,9 @@ static int errno_of(const char *s)
 	if (!strcmp(s, "EROFS"))
 		return EROFS;
 	if (!strcmp(s, "KILL"))
-		return -1;
+		return F_KILL;
+	if (!strcmp(s, "STOP"))
+		return F_STOP;
 	return 0;
 }
 
@@ -130,12 +138,13 @@ static void note(const char *what, const char *path, int err)
 	f = fopen(log, "ae");
 	if (!f)
 		return;
-	fprintf(f, "%s %s: %s\n", what, path, err < 0 ? "KILL" :
-		strerrorname_np(err));
+	fprintf(f, "%s %s: %s\n", what, path, err == F_KILL ? "KILL" :
+		err == F_STOP ? "STOP" : strerrorname_np(err));
 	fclose(f);
 }
 
-/* 0, or the errno this call on @path must fail with; KILL kills. */
+/* 0, or the errno this call on @path must fail with; KILL kills, STOP
+ * stops the process (every thread) and, once continued, makes the call. */
 static int fault_path(int call, const char *what, const char *path)
 {
 	int err = 0, saved = errno;
@@ -152,8 +161,12 @@ static int fault_path(int call, const char *what, const char *path)
 	if (err)
 		note(what, path, err);
 	pthread_mutex_unlock(&lock);
-	if (err < 0)
+	if (err == F_KILL)
 		raise(SIGKILL);
+	if (err == F_STOP) {
+		raise(SIGSTOP);
+		err = 0;
+	}
 	errno = saved;
 	return err;
 }
