@@ -176,8 +176,11 @@ int ovl_still_same(struct ovl *v, bool target, struct diag *d)
 				  "was mounted: %s; nothing written, edits "
 				  "kept in %s", v->path, strerror(-rc),
 				  v->dir);
-	if (ovl_ident_same(&now, &v->id))
-		return 0;
+	return ovl_ident_same(&now, &v->id) ? 0 : ovl_changed_err(v, d);
+}
+
+int ovl_changed_err(const struct ovl *v, struct diag *d)
+{
 	return diag_errno(d, -ESTALE, "changed since it was mounted (another "
 			  "program replaced or rewrote it): nothing written, "
 			  "edits kept in %s; mount again with -o discard to "

@@ -50,6 +50,10 @@ bool ovl_ident_same(const struct ovl_ident *a, const struct ovl_ident *b);
  * saying that nothing was written.
  */
 int ovl_still_same(struct ovl *v, bool target, struct diag *d);
+/* -ESTALE with @d saying that the checkpoint changed since it was mounted
+ * and the edits are kept: the one message for it (ovl_still_same(), and
+ * an in-place patch whose file was renamed over meanwhile). */
+int ovl_changed_err(const struct ovl *v, struct diag *d);
 /* Is the file written back (JR_COMMIT @k) the checkpoint we opened? */
 bool ovl_commit_is(const struct jrec *k, const struct ovl_ident *id);
 /* Journal JR_COMMIT for the written file @st (fdatasync'd). */
