@@ -12,6 +12,19 @@
  * (idempotent), provided the file is still the same file (device, inode,
  * size; its times and CRC fields may have moved with the patch).
  *
+ * Between the checks and JR_COMMIT another program may rename a file over
+ * the path (a training job's `cp job.pt tmp && mv tmp model.pt`): the
+ * patch then went into an inode that nobody will read again.  So after
+ * the patch's fdatasync, the name is looked up once more in its directory
+ * (no link followed) and must be the patched inode, with a link left.  If
+ * it is not, the plan is given up: a JR_COMMIT of no file (every field 0,
+ * which no checkpoint matches) closes the JR_INPLACE, and the overlay is
+ * what it is when the file changed before the plan: the edits stay staged
+ * for the file that was mounted, ptfs umount says it changed since it was
+ * mounted, and a mount of the new file refuses them (-o discard drops
+ * them).  When the name cannot be looked up (EIO, EACCES), the plan stays
+ * pending and ptfs umount tries it again.
+ *
  * JR_INPLACE's fields (decimal text):
  *
  * FIELD | CONTENTS
@@ -232,6 +245,62 @@ static int same_file(struct ovl *v, const uint64_t id[3], struct diag *d)
 			  "in %s", v->dir);
 }
 
+/*
+ * After the patch: does the path still lead to @wfd, the file patched?
+ * 0 yes, 1 no (renamed over, removed), or -errno with @d set when it
+ * cannot tell.  The directory is opened without following a link, and
+ * the name looked up in it without following one.
+ */
+static int still_at_path(const struct ovl *v, int wfd, struct diag *d)
+{
+	const char *slash = strrchr(v->path, '/');
+	char *dir = slash ? strndup(v->path, slash == v->path ? 1 :
+				    (size_t)(slash - v->path)) : NULL;
+	struct stat a, b;
+	int dfd = -1, rc = 0;
+
+	if (!dir)
+		rc = diag_nomem(d);
+	else if (fstat(wfd, &a))
+		rc = diag_errno(d, -errno, "%s: %s", v->path, strerror(errno));
+	else if (!a.st_nlink)
+		rc = 1;
+	else if ((dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW |
+			     O_CLOEXEC)) < 0 ||
+		 fstatat(dfd, slash + 1, &b, AT_SYMLINK_NOFOLLOW))
+		/* gone, or a component is no directory (a link put there) */
+		rc = errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? 1 :
+		     diag_errno(d, -errno, "%s: cannot check it is still the "
+				"file patched in place: %s", v->path,
+				strerror(errno));
+	else if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+		rc = 1;
+	if (dfd >= 0)
+		close(dfd);
+	free(dir);
+	return rc;
+}
+
+/*
+ * The path leads to another file than the one patched: close the plan
+ * with a JR_COMMIT of no file (nothing of it is in the checkpoint at the
+ * path, and no checkpoint matches it), and refuse as for a file changed
+ * before the plan: the edits stay staged.
+ */
+static int give_up(struct ovl *v, struct diag *d)
+{
+	struct stat none;
+	int rc;
+
+	memset(&none, 0, sizeof(none));
+	rc = ovl_commit_append(v, &none, d);
+	if (rc)
+		return rc;	/* still pending: the next try checks again */
+	v->inplace_pending = false;
+	ckpt_plan_release(&v->plan);
+	return ovl_changed_err(v, d);
+}
+
 int ovl_inplace_begin(struct ovl *v, struct diag *d)
 {
 	struct stat st;
@@ -278,6 +347,8 @@ int ovl_inplace_finish(struct ovl *v, struct diag *d)
 		rc = open_for_patch(v, &wfd, d);
 	if (!rc)
 		rc = ckpt_apply_inplace(v->c, wfd, &v->plan, d);
+	if (!rc && (rc = still_at_path(v, wfd, d)) > 0)
+		rc = give_up(v, d);
 	if (!rc && fstat(wfd, &st))
 		rc = diag_errno(d, -errno, "%s: %s", v->path, strerror(errno));
 	if (!rc)

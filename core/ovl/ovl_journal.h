@@ -47,7 +47,9 @@ enum {
 				   data is "<jid>.<i>.<to>" now, converted
 				   (ovl_retype.c) */
 	JR_COMMIT = 'K',	/* dev, ino, size, mtime s, mtime ns of the
-				   new file, just before its rename */
+				   new file, just before its rename; all 0:
+				   the JR_INPLACE before it given up, its
+				   file renamed over (ovl_inplace.c) */
 	JR_REVERT = 'Z',	/* key paths (1 to JR_MAXF): made what the
 				   checkpoint holds there (ovl_undo.c) */
 	JR_NEWFILE = 'N',	/* name in the folder, dev, ino: a new shard
