@@ -11,6 +11,11 @@
 #   mount without -o inplace writes them back), a legacy file (refused at
 #   mount), -o output= with -o inplace (a usage error), another program
 #   holding the file open for writing (refused until it closes it);
+# - a rename over the file between the patch's writes and its commit
+#   (faultinj.c's STOP holds the daemon there): ptfs umount refuses with
+#   one line, the mount, the overlay and the edit stay, the renamed-in
+#   file is untouched, and the next mount of it refuses as for any file
+#   replaced under the edits;
 # - the crash loop (ITERATIONS, default 30): a 64 MiB checkpoint with every
 #   tensor replaced, kill -9 of the daemon at a random moment of ptfs
 #   umount's in-place write-back, a remount that finishes it: the file ends
@@ -191,6 +196,127 @@ else
 	unmount "$M"
 fi
 rm -f "$WORK/ip/"*.pt
+fi
+
+# ---- a rename over the file while it is patched (issue 38, defect 7)
+# The daemon stops itself (faultinj.c's STOP) at the patch's fdatasync,
+# its writes done; the training job's save is renamed over the path (cp
+# job.pt tmp && mv tmp NAME) and the daemon goes on.  The patch went into
+# the old inode, which nobody reads again: ptfs umount must exit 1 with
+# the one line that the file changed since it was mounted, keep the
+# mount, the overlay and the staged edit, and leave the job's file as the
+# job wrote it.  A later mount of that file with the same overlay must
+# refuse, as it does when the file was replaced before the write-back
+# began; -o discard then drops the edits, the job's file as it is.  Twice:
+# the old file unlinked by the rename (no link left), and kept under
+# another name (a link left: only its inode tells it from the new one).
+if want rename_during_patch; then
+# stopped PID: the process is stopped (SIGSTOP)
+stopped() {
+	[ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = T ]
+}
+# rdp_run LABEL KEEP: the case, with the old file kept as rdp.old when
+# KEEP is 1
+rdp_run() {
+	_l=$1 R=$WORK/ip/rdp.pt D=$WORK/rdp.det
+	J=$WORK/ip/.rdp.pt.ptfs/ptfs.journal
+	: >"$D"
+	rm -rf "$R" "$WORK/ip/rdp.old" "$WORK/ip/.rdp.pt.ptfs"
+	cp "$WORK/orig.pt" "$R"
+	: >"$CTL"
+	if ! LD_PRELOAD=$INJ start_daemon "$R" "$M" "$WORK/rdp.err" -o inplace; then
+		fail "$_l" "not mounted" "$WORK/rdp.err"
+		return
+	fi
+	printf '\001\002\003\004' |
+		dd of="$M/w3" bs=1 seek=4000 conv=notrunc status=none ||
+		echo "the edit failed" >>"$D"
+	_pid=$(ptfs_pid)
+	printf 'sync /ip/rdp.pt 1 STOP\n' >"$CTL"
+	: >"$CTL.log"
+	run_limited 120 "$PTFS" umount "$M" >"$WORK/rdp.out" 2>"$WORK/rdp.uerr" &
+	_upid=$!
+	_i=0
+	while [ $_i -lt 1200 ] && ! stopped "$_pid"; do
+		sleep 0.05
+		_i=$((_i + 1))
+	done
+	if stopped "$_pid" && grep -q STOP "$CTL.log"; then
+		: >"$CTL"	# the rule off; the fdatasync comes when it goes on
+		cmp -s "$R" "$WORK/ref/rdp.pt" ||
+			echo "stopped, but the patch's writes are not all done" >>"$D"
+		[ "$2" = 0 ] || ln "$R" "$WORK/ip/rdp.old" ||
+			echo "no link to the old file" >>"$D"
+		cp "$WORK/job.pt" "$WORK/ip/rdp.tmp" &&
+			mv "$WORK/ip/rdp.tmp" "$R" ||
+			echo "the job's rename failed" >>"$D"
+	else
+		echo "the daemon did not stop at the patch's fdatasync" >>"$D"
+		: >"$CTL"
+	fi
+	kill -CONT "$_pid" 2>/dev/null
+	wait $_upid
+	_rc=$?
+	_line=$(head -n 1 "$WORK/rdp.uerr")
+	case $_rc:$_line in
+	1:"ptfs: write-back failed, $M stays mounted and nothing is lost: $R: changed since it was mounted (another program replaced or rewrote it)"*) ;;
+	*) echo "ptfs umount: exit $_rc: $_line$(head -n 1 "$WORK/rdp.out")" >>"$D" ;;
+	esac
+	[ "$(wc -l <"$WORK/rdp.uerr")" = 1 ] ||
+		echo "ptfs umount printed $(wc -l <"$WORK/rdp.uerr") lines on stderr" >>"$D"
+	is_mounted "$M" || echo "not mounted after the refused write-back" >>"$D"
+	[ -f "$J" ] || echo "the overlay is gone ($J)" >>"$D"
+	cmp -s "$R" "$WORK/job.pt" ||
+		echo "the job's file changed: $(cmp "$R" "$WORK/job.pt" 2>&1)" >>"$D"
+	if is_mounted "$M"; then
+		"$PTFS" status "$M" >"$WORK/rdp.status" 2>&1
+		grep -q '^ *changed *w3$' "$WORK/rdp.status" ||
+			echo "ptfs status does not list the staged edit of w3: $(tr '\n' ' ' <"$WORK/rdp.status" | cut -c 1-300)" >>"$D"
+	fi
+	stop_daemon "$M"
+	[ -f "$J" ] || echo "the overlay is gone after the unmount" >>"$D"
+	verdict "$_l" "ptfs umount exit 1 with one line, mounted, the edit staged, the job's file intact" "$D"
+
+	# the next mount of the job's file, with that overlay
+	: >"$D"
+	"$PTFS" "$R" "$M" >/dev/null 2>"$WORK/rdp.m2"
+	_rc=$?
+	if [ $_rc = 0 ] || [ "$(wc -l <"$WORK/rdp.m2")" != 1 ] ||
+	    ! grep -q "holds edits for another version of this file.*-o discard" "$WORK/rdp.m2" ||
+	    is_mounted "$M"; then
+		echo "the next mount: exit $_rc: $(head -n 1 "$WORK/rdp.m2")" >>"$D"
+		unmount "$M"
+	fi
+	[ -f "$J" ] || echo "the overlay is gone after the next mount" >>"$D"
+	cmp -s "$R" "$WORK/job.pt" || echo "the job's file changed at the next mount" >>"$D"
+	if start_daemon "$R" "$M" "$WORK/rdp.m3" -o discard; then
+		stop_daemon "$M"
+	else
+		echo "no mount with -o discard: $(head -n 1 "$WORK/rdp.m3")" >>"$D"
+	fi
+	[ ! -e "$J" ] || echo "-o discard left the overlay" >>"$D"
+	cmp -s "$R" "$WORK/job.pt" || echo "the job's file changed with -o discard" >>"$D"
+	verdict "$_l" "the next mount refuses as for any replaced file; -o discard drops the edits" "$D"
+}
+if ! faultinj_ready; then
+	skip "rename during patch" "$FAULTINJ_WHY"
+else
+	# the job's save: the same checkpoint with other bytes in w3, the
+	# same size and layout (a plan made for the old file fits it)
+	cp "$WORK/orig.pt" "$WORK/job.pt"
+	"$PTFS" "$WORK/job.pt" "$M" 2>>"$LOG" && printf '\011\012\013\014' |
+		dd of="$M/w3" bs=1 seek=8000 conv=notrunc status=none &&
+		"$PTFS" umount "$M" >/dev/null 2>>"$LOG" ||
+		{ echo "could not make the job's file"; tail -n 3 "$LOG"; exit 1; }
+	# what the patch writes: the normal write-back's file
+	cp "$WORK/orig.pt" "$WORK/ref/rdp.pt"
+	edit4 "$WORK/ref/rdp.pt" ||
+		{ echo "the normal write-back failed"; tail -n 3 "$LOG"; exit 1; }
+	rdp_run "rename during patch" 0
+	rdp_run "rename during patch, old file linked" 1
+fi
+rm -rf "$WORK/ip/"*.pt "$WORK/ip/rdp.old" "$WORK/ip/rdp.tmp" \
+	"$WORK/ip/.rdp.pt.ptfs" "$WORK/job.pt"
 fi
 
 # ---- the crash loop
