@@ -37,6 +37,7 @@ struct dcp_file {
 struct dcp_item {
 	uint32_t file;		/* in dcp->files */
 	bool used;		/* a chunk or a value names it */
+	const char *fqn;	/* the key storage_data gives it */
 	uint64_t off, len;	/* where the item lies in its file */
 	uint64_t meta_off;	/* .metadata offset of its _StorageInfo */
 };
@@ -238,7 +239,8 @@ const char *dcp_tuple(char *buf, size_t size, const int64_t *v, int n);
 
 /*
  * ckpt_dcp_check.c: check each tensor's chunks against its shape (inside
- * it, no overlap, nothing left uncovered) and each chunk against its item.
+ * it, no overlap, nothing left uncovered), each chunk against its item,
+ * and the items of each data file against one another (no byte in two).
  * 0 or -errno with @d set (strict), findings noted (lenient).
  */
 int ckpt_dcp_check_chunks(struct ckpt *c, struct diag *d);

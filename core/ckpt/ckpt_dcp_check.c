@@ -3,14 +3,16 @@
  * .metadata alone: every chunk inside the tensor, no two overlapping, and
  * their volumes adding up to the tensor's (with no overlap: covered
  * exactly), every chunk with its item, every item the chunk or value of
- * some key.  torch's save planner promises this (_validate_global_plan);
- * a file that breaks it is refused, or its findings kept for ptverify.
+ * some key, and no two items over the same bytes of a data file.  torch's
+ * save planner promises this (_validate_global_plan); a file that breaks
+ * it is refused, or its findings kept for ptverify.
  */
 #include "ckpt_dcp.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* "(0, 4)" of @n values into @buf. */
 const char *dcp_tuple(char *buf, size_t size, const int64_t *v, int n)
@@ -182,6 +184,75 @@ static int check_one(struct ckpt *c, const struct ckpt_tensor *t,
 	return rc;
 }
 
+struct place {
+	uint64_t off;
+	uint32_t file, i;
+};
+
+/* By file, then offset, then storage_data's order. */
+static int by_place(const void *a, const void *b)
+{
+	const struct place *x = a, *y = b;
+
+	if (x->file != y->file)
+		return x->file < y->file ? -1 : 1;
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	return (x->i > y->i) - (x->i < y->i);
+}
+
+/*
+ * No two items of one data file share a byte: each is one key's chunk or
+ * value, and two keys over the same bytes would be one tensor shown as two
+ * (an edit of one changes the other), as two overlapping safetensors
+ * tensors or zip records would.  Sorted by place, each item is compared
+ * with the one before it that reaches furthest.
+ */
+static int items_apart(struct ckpt *c, struct diag *d)
+{
+	struct ckpt_dcp *p = c->dcp;
+	const struct dcp_item *o = NULL;
+	struct place *v;
+	int rc = 0;
+
+	if (p->nitems < 2)
+		return 0;
+	v = malloc(p->nitems * sizeof(*v));
+	if (!v)
+		return diag_nomem(d);
+	for (uint32_t i = 0; i < p->nitems; i++)
+		v[i] = (struct place){ p->items[i].off, p->items[i].file, i };
+	qsort(v, p->nitems, sizeof(*v), by_place);
+	for (uint32_t i = 0; i < p->nitems && !rc; i++) {
+		const struct dcp_item *it = &p->items[v[i].i];
+		const struct dcp_file *f = &p->files[it->file];
+
+		if (!it->len || (f->fd >= 0 && (it->off > f->size ||
+						it->len > f->size - it->off)))
+			continue;	/* no bytes to share, or a finding */
+		if (o && o->file != it->file)
+			o = NULL;
+		if (o && it->off < o->off + o->len)
+			rc = ckpt_dcp_problem(c, d, "item", f->name, it->off,
+					      -EILSEQ, "%s: item of '%s' at "
+					      "bytes [%llu, %llu) overlaps %s "
+					      "item of '%s' at [%llu, %llu)",
+					      f->name, it->fqn,
+					      (unsigned long long)it->off,
+					      (unsigned long long)(it->off +
+								   it->len),
+					      strcmp(it->fqn, o->fqn) ? "the" :
+					      "another", o->fqn,
+					      (unsigned long long)o->off,
+					      (unsigned long long)(o->off +
+								   o->len));
+		if (!o || it->off + it->len > o->off + o->len)
+			o = it;		/* the one that reaches furthest */
+	}
+	free(v);
+	return rc;
+}
+
 int ckpt_dcp_check_chunks(struct ckpt *c, struct diag *d)
 {
 	struct ckpt_dcp *p = c->dcp;
@@ -191,6 +262,8 @@ int ckpt_dcp_check_chunks(struct ckpt *c, struct diag *d)
 	for (uint32_t i = 0; i < c->nstorages && !rc; i++)
 		if (p->tens[i])		/* a tensor of .metadata */
 			rc = check_one(c, p->tens[i], i, d);
+	if (!rc)
+		rc = items_apart(c, d);
 	for (uint32_t i = 0; i < p->nitems && !rc; i++) {
 		const struct dcp_item *it = &p->items[i];
 

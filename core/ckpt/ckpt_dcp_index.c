@@ -275,8 +275,8 @@ static int item(struct ix *o, const struct pkl_value *k,
 		p->items_cap = cap;
 	}
 	it = &p->items[p->nitems];
-	*it = (struct dcp_item){ .file = fi, .off = io, .len = il,
-				 .meta_off = v->off };
+	*it = (struct dcp_item){ .file = fi, .fqn = fqn, .off = io,
+				 .len = il, .meta_off = v->off };
 	rc = dcp_tab_put(o->items, fqn, strlen(fqn), keep, nd, p->nitems);
 	if (rc < 0)
 		return diag_nomem(o->d);
