@@ -75,6 +75,7 @@ static int overlaps(struct ckpt *c, const struct ckpt_tensor *t, uint32_t k,
 	struct by0 *v;
 	int64_t maxs = 0;
 	char x[256], y[256];
+	bool found = false;
 	int rc = 0;
 
 	if (n < 2 || !t->numel)
@@ -91,7 +92,7 @@ static int overlaps(struct ckpt *c, const struct ckpt_tensor *t, uint32_t k,
 			maxs = ch->sizes[0];
 	}
 	qsort(v, n, sizeof(*v), by_off0);
-	for (uint32_t i = 1; i < n && !rc; i++) {
+	for (uint32_t i = 1; i < n && !rc && !found; i++) {
 		const struct dcp_chunk *a = &p->chunks[v[i].i];
 
 		if (!volume(a->sizes, t->ndim))
@@ -109,17 +110,21 @@ static int overlaps(struct ckpt *c, const struct ckpt_tensor *t, uint32_t k,
 						      p->fqn[k]);
 				break;
 			}
-			if (volume(o->sizes, t->ndim) && overlap(o, a, t->ndim))
-				rc = ckpt_dcp_problem(c, d, "coverage",
-						      p->meta_path, a->meta_off,
-						      -EILSEQ, ".metadata: "
-						      "tensor '%s': chunks at "
-						      "%s and %s overlap",
-						      p->fqn[k], dcp_tuple(x,
-						      sizeof(x), o->offsets,
-						      t->ndim), dcp_tuple(y,
-						      sizeof(y), a->offsets,
-						      t->ndim));
+			if (!volume(o->sizes, t->ndim) ||
+			    !overlap(o, a, t->ndim))
+				continue;
+			/* one finding a tensor: the rest would say the same
+			   of it, pair by pair */
+			found = true;
+			rc = ckpt_dcp_problem(c, d, "coverage", p->meta_path,
+					      a->meta_off, -EILSEQ,
+					      ".metadata: tensor '%s': chunks "
+					      "at %s and %s overlap", p->fqn[k],
+					      dcp_tuple(x, sizeof(x),
+							o->offsets, t->ndim),
+					      dcp_tuple(y, sizeof(y),
+							a->offsets, t->ndim));
+			break;
 		}
 	}
 	free(v);
@@ -148,28 +153,34 @@ static int check_one(struct ckpt *c, const struct ckpt_tensor *t,
 {
 	struct ckpt_dcp *p = c->dcp;
 	const char *fqn = p->fqn[k];
-	uint32_t b = p->first[k], e = p->first[k + 1];
+	uint32_t b = p->first[k], e = p->first[k + 1], lost = 0, first = 0;
 	uint64_t total = 0;
-	char x[256];
+	char x[256], more[48];
 	int rc = 0;
 
-	for (uint32_t i = b; i < e && !rc; i++) {
+	for (uint32_t i = b; i < e; i++) {
 		const struct dcp_chunk *ch = &p->chunks[i];
 
 		for (int j = 0; j < t->ndim; j++)
 			if (ch->offsets[j] > t->shape[j] ||
 			    ch->sizes[j] > t->shape[j] - ch->offsets[j])
 				return outside(c, t, ch, fqn, d);
-		if (ch->item == DCP_NO_ITEM)
-			rc = ckpt_dcp_problem(c, d, "chunk", p->meta_path,
-					      ch->meta_off, -EILSEQ,
-					      ".metadata: tensor '%s': chunk "
-					      "at %s has no item in "
-					      "storage_data", fqn,
-					      dcp_tuple(x, sizeof(x),
-							ch->offsets, t->ndim));
+		if (ch->item == DCP_NO_ITEM && !lost++)
+			first = i;
 		total += volume(ch->sizes, t->ndim);
 	}
+	/* one finding a tensor, however many of its chunks lack an item */
+	if (lost > 1)
+		snprintf(more, sizeof(more), " (nor have %u more of its "
+			 "chunks)", lost - 1);
+	if (lost)
+		rc = ckpt_dcp_problem(c, d, "chunk", p->meta_path,
+				      p->chunks[first].meta_off, -EILSEQ,
+				      ".metadata: tensor '%s': chunk at %s has "
+				      "no item in storage_data%s", fqn,
+				      dcp_tuple(x, sizeof(x),
+						p->chunks[first].offsets,
+						t->ndim), lost > 1 ? more : "");
 	if (!rc)
 		rc = overlaps(c, t, k, d);
 	if (!rc && total < t->numel)	/* disjoint: then exactly covered */

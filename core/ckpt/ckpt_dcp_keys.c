@@ -139,6 +139,65 @@ static int chunk_of(struct dcp_open *o, const char *fqn,
 	return 0;
 }
 
+/*
+ * The shared chunk objects (pkl_shared(): reached by a memo reference) of
+ * one list met so far.  A reference is 2 bytes of the file and a chunk
+ * some 90 bytes of state, so a chunk listed twice is refused when it is
+ * met, not after a list of ten million of them was made chunks.  torch
+ * writes every chunk object once: then nothing is added.
+ */
+struct seen {
+	const void **v;
+	uint32_t cap, n;
+};
+
+static uint32_t seen_slot(const struct seen *s, const void *x)
+{
+	uint64_t h = (uint64_t)(uintptr_t)x * UINT64_C(0x9e3779b97f4a7c15);
+	uint32_t i = (uint32_t)(h >> 32) & (s->cap - 1);
+
+	while (s->v[i] && s->v[i] != x)
+		i = (i + 1) & (s->cap - 1);
+	return i;
+}
+
+/* Add @x: 1 if it was there already, 0, or -ENOMEM. */
+static int seen_add(struct seen *s, const void *x)
+{
+	uint32_t i;
+
+	if (2 * (s->n + 1) > s->cap) {
+		struct seen b = { .cap = s->cap ? 2 * s->cap : 64, .n = s->n };
+
+		b.v = calloc(b.cap, sizeof(*b.v));
+		if (!b.v)
+			return -ENOMEM;
+		for (uint32_t k = 0; k < s->cap; k++)
+			if (s->v[k])
+				b.v[seen_slot(&b, s->v[k])] = s->v[k];
+		free(s->v);
+		*s = b;
+	}
+	i = seen_slot(s, x);
+	if (s->v[i])
+		return 1;
+	s->v[i] = x;
+	s->n++;
+	return 0;
+}
+
+/* Chunk @i of @fqn at @off is one it listed before. */
+static int twice(struct dcp_open *o, const char *fqn,
+		 const struct pkl_value *cv, size_t i, const int64_t *off,
+		 int nd)
+{
+	char x[256];
+
+	return diag_corrupt(o->d, cv->off, ".metadata: tensor '%s': chunk "
+			    "%zu at %s is listed twice", fqn, i,
+			    dcp_tuple(x, sizeof(x), off, nd));
+}
+
 /* Is the box (@off, @sz) one of storage @first.. 's chunks already? */
 static bool have_chunk(const struct ckpt_dcp *p, uint32_t first, int nd,
 		       const int64_t *off, const int64_t *sz)
@@ -195,6 +254,7 @@ static int tensor(struct dcp_open *o, const char *fqn, const struct occ *oc,
 	const struct pkl_value *v = oc[first - 1].v;
 	int64_t shape[CKPT_MAX_DIMS];
 	struct ckpt_tensor h = { .shape = shape }, *t;
+	struct seen seen = { 0 };
 	uint32_t c0 = p->nchunks;
 	struct ckpt_storage *s;
 	char key[16];
@@ -243,15 +303,30 @@ static int tensor(struct dcp_open *o, const char *fqn, const struct occ *oc,
 				break;
 		}
 		ch = dcp_field(dcp_state(w), "chunks");
+		seen.n = 0;
+		if (seen.v)
+			memset(seen.v, 0, seen.cap * sizeof(*seen.v));
 		for (size_t i = 0; i < pkl_len(ch) && !rc; i++) {
+			const struct pkl_value *cv = pkl_item(ch, i);
 			int64_t off[CKPT_MAX_DIMS], sz[CKPT_MAX_DIMS];
 			uint32_t k;
 
 			rc = chunk_of(o, fqn, ch, i, nd, off, sz);
 			if (rc)
 				break;
+			rc = pkl_shared(cv) ? seen_add(&seen, cv) : 0;
+			if (rc)
+				rc = rc < 0 ? diag_nomem(o->d) :
+				     twice(o, fqn, cv, i, off, nd);
+			if (rc)
+				break;
 			k = dcp_tab_get(&o->items[r], fqn, strlen(fqn), off,
 					nd);
+			/* the same offsets again: one item for two chunks */
+			if (k != UINT32_MAX && p->items[k].used) {
+				rc = twice(o, fqn, cv, i, off, nd);
+				break;
+			}
 			if (k != UINT32_MAX)
 				p->items[k].used = true;
 			if (j != first && have_chunk(p, c0, nd, off, sz))
@@ -260,6 +335,7 @@ static int tensor(struct dcp_open *o, const char *fqn, const struct occ *oc,
 						pkl_item(ch, i)->off, o->d);
 		}
 	}
+	free(seen.v);
 	if (!rc)
 		rc = ckpt_dcp_storage_done(c, fqn, t, o->d);
 	*out = t;
@@ -397,6 +473,12 @@ int ckpt_dcp_leaves(struct dcp_open *o)
 				lv[n].key = k;
 				first[n] = last[n] = nocc + 1;
 				n++;
+			} else if (oc[last[at] - 1].r == r) {
+				/* pickle.load keeps the last: which one? */
+				rc = diag_corrupt(o->d, k->off, ".metadata: "
+						  "state_dict_metadata lists "
+						  "key '%s' twice", k->u.s.p);
+				break;
 			} else {
 				oc[last[at] - 1].next = nocc + 1;
 				last[at] = nocc + 1;
