@@ -81,9 +81,11 @@ fuse_ino_t ptfs_ino_of_view(const struct ckpt_node *n, int view)
 	return (view == CKPT_V_NPY ? VIEW_NPY : VIEW_TXT) + n->id;
 }
 
-static int add_rec(struct ptfs *fs, const char *name, uint64_t off,
-		   uint64_t size, struct ptz_entry *e)
+/* One record the format shows raw (ckpt_records()). */
+static int add_rec(void *arg, const char *name, uint64_t off, uint64_t size,
+		   struct ptz_entry *e)
 {
+	struct ptfs *fs = arg;
 	struct ptfs_rec *r = realloc(fs->recs, (fs->nrecs + 1) * sizeof(*r));
 
 	if (!r)
@@ -109,8 +111,7 @@ static int add_rec(struct ptfs *fs, const char *name, uint64_t off,
 int ptfs_ino_init(struct ptfs *fs)
 {
 	struct ckpt *c = fs->c;
-	unsigned char *is_storage;
-	int rc = 0;
+	int rc;
 
 	fs->plumb = (fuse_ino_t)1 << 40;
 	ckpt_ident_of(&fs->st, &fs->ident);
@@ -121,32 +122,8 @@ int ptfs_ino_init(struct ptfs *fs)
 	case CKPT_N_VALUE: fs->root_name = "value"; break;
 	default: fs->root_name = "object"; break;
 	}
-	if (ckpt_folder_files(c, &(uint32_t){ 0 }))
-		return ptfs_files_init(fs);
-	if (c->format == CKPT_SAFETENSORS)
-		return add_rec(fs, "header.json", 8, c->hdr_len, NULL);
-	if (c->format == CKPT_LEGACY || c->format == CKPT_TAR)
-		return add_rec(fs, "data.pkl", c->pkl_off,
-			       c->doc->end - c->pkl_off, NULL);
-	is_storage = calloc(c->zip.nentries + 1, 1);
-	if (!is_storage)
-		return -ENOMEM;
-	for (uint32_t k = 0; k < c->nstorages; k++) {
-		struct ckpt_rowview v;
-		const struct ckpt_storage *s = ckpt_storage_at(c, k, &v);
-
-		if (s->rec)
-			is_storage[s->rec - c->zip.entries] = 1;
-	}
-	for (uint32_t i = 0; i < c->zip.nentries && !rc; i++) {
-		struct ptz_entry *e = &c->zip.entries[i];
-
-		if (!is_storage[i])
-			rc = add_rec(fs, e->name + c->zip.prefix_len + 1, 0,
-				     e->usize, e);
-	}
-	free(is_storage);
-	return rc;
+	rc = ptfs_files_init(fs);	/* a folder's other files, if any */
+	return rc ? rc : ckpt_records(c, add_rec, fs);
 }
 
 void ptfs_ino_release(struct ptfs *fs)

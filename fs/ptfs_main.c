@@ -418,15 +418,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ptfs: %s\n", diag_line(&d, line, sizeof(line)));
 		goto out_args;
 	}
-	if (fs.c->hf && fs.c->hf->nabsent) {
+	if (ckpt_unmountable(fs.c, line, sizeof(line))) {
 		/* a model without some of its tensors would be used as it is */
-		for (uint32_t i = 0; i < fs.c->hf->nissues; i++)
-			if (fs.c->hf->issues[i].kind == CKPT_HF_ABSENT) {
-				fprintf(stderr, "ptfs: %s: %s: not mounted\n",
-					o.ckpt, ckpt_hf_issue_line(fs.c, i, line,
-								   sizeof(line)));
-				break;
-			}
+		fprintf(stderr, "ptfs: %s: %s: not mounted\n", o.ckpt, line);
 		goto out_close;
 	}
 	{
@@ -447,37 +441,33 @@ int main(int argc, char **argv)
 				       .inplace = o.inplace };
 		/* formats nothing could be written back as, output= or not */
 		const char *never = ckpt_readonly_why(fs.c);
+		const struct ckpt_fmt *fmt = ckpt_fmt(fs.c);
+		uint32_t nf = ckpt_nfindings(fs.c);
 
-		if (ckpt_format_many(fs.c->format) && !never && !o.ro &&
+		if (ckpt_can(fs.c, CKPT_CAP_MANY) && !never && !o.ro &&
 		    (o.inplace || o.output)) {
 			fprintf(stderr, "ptfs: %s: -o %s refused: %s is "
 				"written back into itself, file by file, with "
 				"its %s as the commit point (ptrepack writes it "
 				"into one file)\n", o.ckpt,
-				o.inplace ? "inplace" : "output",
-				fs.c->hf ? "a sharded folder" : "a DCP directory",
-				fs.c->hf ? "index" : ".metadata");
+				o.inplace ? "inplace" : "output", fmt->one,
+				fmt->commit);
 			goto out_close;
 		}
-		if (o.inplace && !o.ro && (fs.c->format == CKPT_LEGACY ||
-					   fs.c->format == CKPT_SAFETENSORS)) {
-			bool st = fs.c->format == CKPT_SAFETENSORS;
-
+		if (o.inplace && !o.ro && fmt->rewrite_as) {
 			fprintf(stderr, "ptfs: %s: -o inplace refused: %s is "
 				"written back as a new %s, never patched in "
 				"place; mount without -o inplace\n", o.ckpt,
-				st ? "a safetensors file" : "a legacy (torch < "
-				"1.6) checkpoint", st ? "file" : "zip archive");
+				fmt->one, fmt->rewrite_as);
 			goto out_close;
 		}
 		if (!o.ro && never)
 			fprintf(stderr, "ptfs: %s: %s mount read-only\n",
 				o.ckpt, never);
-		if (fs.c->hf && fs.c->hf->nissues)
-			fprintf(stderr, "ptfs: %s: the index and its shards "
-				"disagree %u time%s (ptverify lists them)\n",
-				o.ckpt, fs.c->hf->nissues,
-				fs.c->hf->nissues == 1 ? "" : "s");
+		if (nf && fmt->findings_are)
+			fprintf(stderr, "ptfs: %s: %s %u time%s (ptverify "
+				"lists them)\n", o.ckpt, fmt->findings_are,
+				nf, nf == 1 ? "" : "s");
 		else if (why && !o.output)
 			fprintf(stderr, "ptfs: %s: %s: mounted read-only\n",
 				o.ckpt, why);

@@ -142,23 +142,14 @@ static const char *tf(bool b)
 
 /* user.dcp.chunks: a DCP tensor's chunks, one line each (left out when
  * the list is over what the kernel passes). */
-static void dcp_xattrs(const struct ckpt *c, const struct ckpt_tensor *t,
-		       struct xwalk *x)
+static void put_attr(void *arg, const char *name, const char *value)
 {
-	size_t len;
-	char *text = ckpt_dcp_chunks_text(c, t, &len);
-
-	if (!text)
-		return;
-	if (len < XATTR_VALUE_MAX)
-		put(x, "user.dcp.chunks", text);
-	free(text);
+	put(arg, name, value);
 }
 
 static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
 			  struct xwalk *x)
 {
-	const struct ckpt_shard *sh = ckpt_tensor_shard(fs->c, t);
 	const char *dev;
 	char num[40];
 
@@ -177,13 +168,8 @@ static void tensor_xattrs(const struct ptfs *fs, const struct ckpt_tensor *t,
 	    t->kind == CKPT_T_INLINE ? "numpy" :
 	    t->kind == CKPT_T_STORAGE ? "storage" : "strided");
 	put(x, "user.byteorder", fs->byteorder);
-	if ((fs->c->format == CKPT_SAFETENSORS ||
-	     (sh && sh->c->format == CKPT_SAFETENSORS)) && t->dtype->st)
-		put(x, "user.st_dtype", t->dtype->st);
-	if (sh)
-		put(x, "user.shard", sh->name);
-	if (fs->c->format == CKPT_DCP)
-		dcp_xattrs(fs->c, t, x);
+	/* the format's own: user.st_dtype, user.shard, user.dcp.chunks */
+	ckpt_tensor_attrs(fs->c, t, put_attr, x);
 	if (t->x->cls)
 		put(x, "user.class", t->x->cls);
 	state_xattrs(t->x->state, x);

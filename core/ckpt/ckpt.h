@@ -24,5 +24,6 @@
 #include "ckpt_hf.h"		/* Hugging Face sharded folders */
 #include "ckpt_dcpapi.h"	/* DCP directories */
 #include "ckpt_member.h"	/* member files: freshness, access */
+#include "ckpt_format.h"	/* the table of formats */
 
 #endif

@@ -75,8 +75,17 @@ static int scan(struct ckpt *c, bool pick, struct diag *d)
 		if (de->d_name[0] == '.' && (!de->d_name[1] ||
 		    (de->d_name[1] == '.' && !de->d_name[2])))
 			continue;
-		if (fstatat(hf->dfd, de->d_name, &st, 0) || !S_ISREG(st.st_mode))
+		if (fstatat(hf->dfd, de->d_name, &st, 0))
 			continue;
+		if (!S_ISREG(st.st_mode)) {
+			/* an index that is a fifo is named, not passed over */
+			if (pick && !S_ISDIR(st.st_mode) &&
+			    ckpt_hf_index_name(de->d_name))
+				rc = diag_set(d, -EINVAL, DIAG_NO_OFFSET, "'%s', "
+					      "the index, is not a regular file",
+					      de->d_name);
+			continue;
+		}
 		index = pick && ckpt_hf_index_name(de->d_name);
 		if (!index && hf->nfiles >= HF_MAX_FILES)
 			continue;

@@ -11,6 +11,10 @@
 
 /* ckpt_legacy.c: read the legacy (< 1.6) stream into c. */
 int ckpt_legacy_open(struct ckpt *c, struct diag *d);
+/* ckpt_open.c: c->fd as a torch.save zip (@fold: PKL_FOLD); does the
+ * first bytes look like an HTML page? */
+int ckpt_zip_open(struct ckpt *c, bool fold, struct diag *d);
+bool ckpt_head_is_html(const unsigned char *h, size_t n);
 
 /* ckpt_script.c: build a TorchScript archive's model; c->zip is open and
    its version and byteorder records read. */

@@ -106,8 +106,9 @@ bool ckpt_node_access(const struct ckpt *c, const struct ckpt_node *n,
 
 		if (k != UINT32_MAX && c->hf->shards[k].c)
 			narrow_one(c, c->hf->shards[k].member, a);
-	} else if (c->dcp) {
-		/* a value's item lies in some data file: the strictest */
+	} else if (c->dcp && ckpt_dcp_in_value(c, n)) {
+		/* a value's item lies in some data file: the strictest (a
+		   folder's names are .metadata's, and stay its) */
 		for (uint32_t i = 0; i < c->dcp->nfiles; i++)
 			if (c->dcp->files[i].member != UINT32_MAX)
 				narrow_one(c, c->dcp->files[i].member, a);
@@ -127,4 +128,12 @@ const struct src_member *ckpt_folder_file(const struct ckpt *c, uint32_t i)
 		     UINT32_MAX;
 
 	return m == UINT32_MAX ? NULL : src_at(c->src, m);
+}
+
+int ckpt_member_dir(const struct ckpt *c, const char *name, const char **leaf)
+{
+	struct diag d;
+
+	diag_init(&d, NULL);
+	return c->src ? src_dir_of(c->src, name, leaf, &d) : -ENOENT;
 }

@@ -44,4 +44,10 @@ bool ckpt_folder_files(const struct ckpt *c, uint32_t *n);
  * folder).  Its name is ->leaf, its bytes ->fd's. */
 const struct src_member *ckpt_folder_file(const struct ckpt *c, uint32_t i);
 
+/* The folder file @name (beneath the root of a checkpoint of many
+ * files: a member's, or one its write-back made) lies in, opened beneath
+ * the root through no symlink (the source keeps it), and *@leaf its last
+ * component; -errno when there is none such. */
+int ckpt_member_dir(const struct ckpt *c, const char *name, const char **leaf);
+
 #endif

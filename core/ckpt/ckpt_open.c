@@ -5,6 +5,7 @@
  * the pickle, build the model and tie each storage to its record.
  */
 #include "ckpt_int.h"
+#include "ckpt_format.h"
 #include "source/source.h"
 #include "util/io.h"
 
@@ -37,49 +38,46 @@ static bool has_ci(const unsigned char *p, size_t n, const char *s)
 	return false;
 }
 
+bool ckpt_head_is_html(const unsigned char *h, size_t n)
+{
+	return has_ci(h, n, "<!doctype html") || has_ci(h, n, "<html");
+}
+
 /*
- * What is this file?  Returns 1 for zip, 2 for legacy pickle stream, 3 for
- * tar, 4 for safetensors, or -errno with a message naming what it is
- * instead.
+ * What is this file?  The descriptor of the first format that bids for
+ * its first bytes, or NULL with a message naming what it is instead.
  */
-static int sniff(struct ckpt *c, struct diag *d)
+static const struct ckpt_fmt *sniff(struct ckpt *c, struct diag *d)
 {
 	unsigned char h[512];
 	ssize_t n = pread(c->fd, h, sizeof(h), 0);
-	bool html;
 
 	if (n < 0)
-		return diag_errno(d, -errno, "cannot read: %s", strerror(errno));
+		return diag_errno(d, -errno, "cannot read: %s", strerror(errno)),
+		       NULL;
 	if (n == 0)
-		return diag_corrupt(d, 0, "empty file, not a checkpoint");
-	if (starts(h, n, "PK\3\4"))
-		return 1;
+		return diag_corrupt(d, 0, "empty file, not a checkpoint"), NULL;
 	if (starts(h, n, "PK\5\6"))
-		return diag_corrupt(d, 0, "empty zip archive, not a checkpoint");
+		return diag_corrupt(d, 0, "empty zip archive, not a "
+				    "checkpoint"), NULL;
 	if (starts(h, n, "version https://git-lfs"))
 		return diag_corrupt(d, 0, "Git LFS pointer file, not the "
-				    "checkpoint itself (run 'git lfs pull')");
+				    "checkpoint itself (run 'git lfs pull')"),
+		       NULL;
 	if (starts(h, n, "PYTORCH1"))
 		return diag_unsupported(d, 0, "pre-1.0 PYTORCH1 container, "
-					"which torch no longer reads either");
-	/* after the formats whose start says what they are: their data
-	   may hold any bytes, "<html" too */
-	if (n >= 262 && !memcmp(h + 257, "ustar", 5))
-		return 3;
-	if (ckpt_safetensors_head(h, n))
-		return 4;
-	html = has_ci(h, n, "<!doctype html") || has_ci(h, n, "<html");
-	/* legacy: a pickle of the magic number (protocol 2, or 0/1 text,
-	   whose 'L' a page of text may start with too) */
-	if (h[0] == 0x80 || h[0] == 0x8a || (h[0] == 'L' && !html))
-		return 2;
-	if (html)
+					"which torch no longer reads either"),
+		       NULL;
+	for (size_t i = 0; ckpt_formats[i]; i++)
+		if (ckpt_formats[i]->bid && ckpt_formats[i]->bid(h, (size_t)n))
+			return ckpt_formats[i];
+	if (ckpt_head_is_html(h, n))
 		return diag_corrupt(d, 0, "HTML page, not a checkpoint (a "
 				    "download that saved an error or login "
-				    "page?)");
+				    "page?)"), NULL;
 	return diag_corrupt(d, 0, "not a PyTorch checkpoint (starts with "
 			    "%02x %02x %02x %02x)", h[0], n > 1 ? h[1] : 0,
-			    n > 2 ? h[2] : 0, n > 3 ? h[3] : 0);
+			    n > 2 ? h[2] : 0, n > 3 ? h[3] : 0), NULL;
 }
 
 /* Read a small record (version, byteorder) as a string. */
@@ -253,6 +251,13 @@ static int parse_pkl(struct ckpt *c, unsigned flags, struct diag *d)
  * The zip archive at @base of c->fd (c->file_size bytes from there);
  * @fold: fold data.pkl's tensor rebuild calls (PKL_FOLD, ckpt_whole()).
  */
+static int open_zip(struct ckpt *c, uint64_t base, bool fold, struct diag *d);
+
+int ckpt_zip_open(struct ckpt *c, bool fold, struct diag *d)
+{
+	return open_zip(c, 0, fold, d);
+}
+
 static int open_zip(struct ckpt *c, uint64_t base, bool fold, struct diag *d)
 {
 	int rc;
@@ -294,75 +299,6 @@ int ckpt_whole(struct ckpt *c, struct diag *d)
 	return rc;
 }
 
-const char *ckpt_format_name(int format)
-{
-	switch (format) {
-	case CKPT_ZIP: return "zip";
-	case CKPT_LEGACY: return "legacy";
-	case CKPT_TORCHSCRIPT: return "torchscript";
-	case CKPT_TAR: return "tar";
-	case CKPT_SAFETENSORS: return "safetensors";
-	case CKPT_HF_SHARDED: return "hf-sharded";
-	case CKPT_DCP: return "dcp";
-	}
-	return "unknown";
-}
-
-bool ckpt_format_writable(int format)
-{
-	return format == CKPT_ZIP || format == CKPT_LEGACY ||
-	       format == CKPT_SAFETENSORS || format == CKPT_HF_SHARDED ||
-	       format == CKPT_DCP;
-}
-
-bool ckpt_format_many(int format)
-{
-	return format == CKPT_HF_SHARDED || format == CKPT_DCP;
-}
-
-const char *ckpt_format_files(int format)
-{
-	switch (format) {
-	case CKPT_ZIP: return "checkpoints";
-	case CKPT_LEGACY: return "legacy checkpoints (torch < 1.6)";
-	case CKPT_TORCHSCRIPT: return "TorchScript archives";
-	case CKPT_TAR: return "tar-era checkpoints (torch < 0.4)";
-	case CKPT_SAFETENSORS: return "safetensors files";
-	case CKPT_HF_SHARDED: return "Hugging Face sharded folders";
-	case CKPT_DCP: return "DCP directories";
-	}
-	return "files of an unknown format";
-}
-
-/* Is @name a DCP metadata file: ".metadata", or a rank's "__R.metadata"? */
-static bool dcp_meta_name(const char *name)
-{
-	size_t i = 2;
-
-	if (!strcmp(name, ".metadata"))
-		return true;
-	if (strncmp(name, "__", 2))
-		return false;
-	while (name[i] >= '0' && name[i] <= '9')
-		i++;
-	return i > 2 && !strcmp(name + i, ".metadata");
-}
-
-/*
- * A directory: the multi-file formats.  One hook each, by the file that
- * marks it: a DCP checkpoint has .metadata (or __0.metadata ...).
- */
-static int open_dir(struct ckpt *c, unsigned flags, struct diag *d)
-{
-	struct stat st;
-
-	/* one .metadata, or one per rank (a save without collectives) */
-	if (!fstatat(c->fd, ".metadata", &st, AT_SYMLINK_NOFOLLOW) ||
-	    !fstatat(c->fd, "__0.metadata", &st, AT_SYMLINK_NOFOLLOW))
-		return ckpt_dcp_open(c, NULL, flags, d);
-	return ckpt_hf_open(c, true, d);	/* a HF folder, or says why not */
-}
-
 int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
 {
 	return ckpt_open_with(path, 0, out, d);
@@ -394,43 +330,36 @@ static void open_done(struct ckpt *c)
 	}
 }
 
-/* Open @c (c->fd open on c->path, @st its fstat) as what it is. */
+/* Open @c (c->fd open on c->path, @st its fstat) as what it is: the
+ * first format of the table that bids for it (ckpt_format.h). */
 static int open_as(struct ckpt *c, const struct stat *st, unsigned flags,
 		   struct diag *d)
 {
 	const char *path = c->path;
 	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	const struct ckpt_fmt *m = NULL;
 	int rc;
 
 	if (S_ISDIR(st->st_mode)) {
-		rc = open_dir(c, flags, d);
-		goto done;
+		for (size_t i = 0; !m && ckpt_formats[i]; i++)
+			if (ckpt_formats[i]->bid_dir &&
+			    ckpt_formats[i]->bid_dir(c->fd))
+				m = ckpt_formats[i];
+		if (!m)		/* the HF folder's bids for any, to say why */
+			return diag_set(d, -EISDIR, DIAG_NO_OFFSET, "is a "
+					"directory, no checkpoint");
+		flags |= CKPT_OPEN_IS_DIR;
+	} else {
+		c->file_size = st->st_size;
+		for (size_t i = 0; !m && ckpt_formats[i]; i++)
+			if (ckpt_formats[i]->bid_name &&
+			    ckpt_formats[i]->bid_name(base))
+				m = ckpt_formats[i];
+		if (!m && !(m = sniff(c, d)))
+			return d->err;
 	}
-	c->file_size = st->st_size;
-	if (dcp_meta_name(base)) {
-		rc = ckpt_dcp_open(c, base, flags, d);
-		goto done;
-	}
-	if (ckpt_hf_index_name(path)) {
-		rc = ckpt_hf_open(c, false, d);	/* a HF index file */
-		goto done;
-	}
-	rc = sniff(c, d);
-	if (rc == 1) {
-		c->format = CKPT_ZIP;
-		c->rows = flags & CKPT_OPEN_ROWS && !(flags & CKPT_OPEN_WHOLE);
-		rc = open_zip(c, 0, !(flags & CKPT_OPEN_WHOLE), d);
-	} else if (rc == 2) {
-		c->format = CKPT_LEGACY;
-		rc = ckpt_legacy_open(c, d);
-	} else if (rc == 3) {
-		c->format = CKPT_TAR;
-		rc = ckpt_tar_open(c, d);
-	} else if (rc == 4) {
-		c->format = CKPT_SAFETENSORS;
-		rc = ckpt_safetensors_open(c, d);
-	}
-done:
+	c->format = m->id;
+	rc = m->open(c, flags, d);
 	if (!rc)
 		open_done(c);
 	return rc;

@@ -26,9 +26,9 @@ int ovl_mkdir(struct ovl *v, struct ckpt_node *dir, const char *name,
 	if (!rc && ckpt_node_child(dir, name))
 		rc = diag_errno(d, -EEXIST, "%s exists", name);
 	if (!rc)
-		rc = ovl_many_add(v, name, d);
+		rc = ckpt_rule_add(v->c, name, d);
 	if (!rc)
-		rc = ovl_st_mkdir(v, name, d);
+		rc = ckpt_rule_mkdir(v->c, name, d);
 	if (!rc)
 		rc = ovl_key_name(v, dir, name, &nm, d);
 	if (!rc)
@@ -73,7 +73,7 @@ int ovl_create(struct ovl *v, struct ckpt_node *dir, const char *name,
 	if (!rc && ckpt_node_child(dir, name))
 		rc = diag_errno(d, -EEXIST, "%s exists", name);
 	if (!rc)
-		rc = ovl_many_add(v, name, d);
+		rc = ckpt_rule_add(v->c, name, d);
 	if (!rc)
 		rc = ovl_key_name(v, dir, name, &nm, d);
 	if (!rc)
@@ -394,10 +394,10 @@ int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 	int rc = ovl_check_writable(v, d);
 
 	if (!rc)
-		rc = ovl_st_xattr(v, name, d);
+		rc = ckpt_rule_xattr(v->c, name, d);
 	/* a folder's new tensor takes its dtype and shape, no other one */
 	if (!rc && (n->kind != CKPT_N_TENSOR || !t->fresh || t->fixed))
-		rc = ovl_many_shape(v, name, d);
+		rc = ckpt_rule_shape(v->c, name, d);
 	if (rc)
 		return rc;
 	/* a tensor with values: a cast (journaled as JR_RETYPE; a JR_XATTR
@@ -453,7 +453,7 @@ int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 				  n->name, name);
 	}
 	ckpt_tensor_fresh_sync(t);
-	rc = ovl_st_tensor(v, t, n->name, d);
+	rc = ckpt_rule_tensor(v->c, t, n->name, d);
 	if (!rc && t->storage->nbytes && ckpt_tensor_fresh_fits(t))
 		rc = diag_errno(d, -EINVAL, "%s: %llu bytes do not make a "
 				"%s tensor of that shape", n->name,

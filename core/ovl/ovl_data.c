@@ -215,7 +215,7 @@ long long ovl_write(struct ovl *v, struct ckpt_node *n, const void *buf,
 	if (rc)
 		return rc;
 	if (n->kind == CKPT_N_VALUE) {
-		if ((rc = ovl_many_shape(v, ovl_label(n), d)))
+		if ((rc = ckpt_rule_shape(v->c, ovl_label(n), d)))
 			return rc;
 		if (!ckpt_value_editable(n))
 			return diag_errno(d, -EPERM, "%s: a %s cannot be "
@@ -277,7 +277,7 @@ int ovl_truncate(struct ovl *v, struct ckpt_node *n, uint64_t size,
 		ckpt_tensor_fresh_sync(t);
 		return 0;
 	}
-	if (n->kind == CKPT_N_VALUE && (rc = ovl_many_shape(v, ovl_label(n),
+	if (n->kind == CKPT_N_VALUE && (rc = ckpt_rule_shape(v->c, ovl_label(n),
 							  d)))
 		return rc;
 	if (n->kind == CKPT_N_VALUE && !ckpt_value_editable(n))

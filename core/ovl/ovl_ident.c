@@ -128,16 +128,15 @@ static int ident_many(const struct ckpt *c, const char *path,
 int ovl_ident_ckpt(const struct ckpt *c, const char *path,
 		   struct ovl_ident *id)
 {
-	bool zip = c->format == CKPT_ZIP || c->format == CKPT_TORCHSCRIPT;
 	int fd, rc;
 
-	if (ckpt_format_many(c->format))
+	if (ckpt_can(c, CKPT_CAP_MANY))
 		return ident_many(c, path, id);
 	fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) : c->fd;
 	if (fd < 0)
 		return -errno;
-	rc = ovl_ident_of(fd, zip ? c->zip.cdir_off : 0,
-			  zip ? c->zip.cdir_size : 0, id);
+	/* a zip's central directory (none: 0, 0) */
+	rc = ovl_ident_of(fd, c->zip.cdir_off, c->zip.cdir_size, id);
 	if (path)
 		close(fd);
 	return rc;
@@ -186,7 +185,7 @@ int ovl_changed_err(const struct ovl *v, struct diag *d)
 			  "edits kept in %s; mount again with -o discard to "
 			  "drop them%s", v->dir,
 			  /* a folder or DCP directory has no -o output= */
-			  ckpt_format_many(v->c->format) ? "" :
+			  ckpt_can(v->c, CKPT_CAP_MANY) ? "" :
 			  ", or -o output=FILE to write elsewhere");
 }
 

@@ -247,21 +247,6 @@ int ovl_retype(struct ovl *v, struct ckpt_node *n, const char *value,
 	       size_t len, struct diag *d);
 int ovl_replay_retype(struct ovl *v, const struct jrec *r, struct diag *d);
 
-/*
- * ovl_st.c: refuse what a safetensors file could not hold (0 for other
- * formats, else -errno with @d set): a new directory @name, a key
- * @key[0..@len), a new tensor of dtype @dt, tensor @t (new, or as it
- * would become) named @name.
- */
-int ovl_st_mkdir(struct ovl *v, const char *name, struct diag *d);
-int ovl_st_key(struct ovl *v, const char *key, size_t len, struct diag *d);
-int ovl_st_dtype(struct ovl *v, const struct ckpt_dtype *dt,
-		 struct diag *d);
-int ovl_st_tensor(struct ovl *v, const struct ckpt_tensor *t,
-		  const char *name, struct diag *d);
-/* ovl_st.c: a user.meta.* attribute (__metadata__) is not set. */
-int ovl_st_xattr(struct ovl *v, const char *name, struct diag *d);
-
 /* ---- ovl_many.c: checkpoints of many files (sharded folders, DCP) ---- */
 
 /* A file a write-back into many files made or replaces (journaled). */
@@ -271,18 +256,6 @@ struct ovl_mfile {
 	bool retire;		/* JR_RETIRE: an old data file */
 };
 
-/* 0, or -EPERM with @d set when @v is a checkpoint of many files: an
- * edit of an attribute, a value or a view; @what names what it was
- * about (a new tensor's dtype and shape in a folder are taken). */
-int ovl_many_shape(struct ovl *v, const char *what, struct diag *d);
-/* 0, or -EPERM with @d set: keys in @dir are not written back. */
-int ovl_many_dir(struct ovl *v, const struct ckpt_node *dir, struct diag *d);
-/* 0, or -EPERM with @d set: no new key @name (a file, a directory, a
- * view); ovl_many_dir() said the directory takes key edits. */
-int ovl_many_add(struct ovl *v, const char *name, struct diag *d);
-/* 0, or -EPERM with @d set: storage @s's bytes are not written back. */
-int ovl_many_data(struct ovl *v, const struct ckpt_storage *s,
-		  struct diag *d);
 /* The write-back's CKPT_SAVE_NEW or CKPT_SAVE_RETIRE: the record. */
 int ovl_many_record(struct ovl *v, int stage, const char *name,
 		    const struct stat *st, struct diag *d);
@@ -297,20 +270,5 @@ int ovl_many_note(struct ovl *v, const struct jrec *r, struct diag *d);
 void ovl_many_tidy(struct ovl *v, bool committed);
 /* Forget them, removing nothing. */
 void ovl_many_forget(struct ovl *v);
-
-/* ovl_hf.c: a sharded folder's rules, for the above. */
-int ovl_hf_shape(struct ovl *v, const char *what, struct diag *d);
-int ovl_hf_dir(struct ovl *v, const struct ckpt_node *dir, struct diag *d);
-int ovl_hf_data(struct ovl *v, const struct ckpt_storage *s,
-		struct diag *d);
-/* Is @v a sharded folder of safetensors shards? */
-bool ovl_hf_st(const struct ovl *v);
-
-/* ovl_dcp.c: a DCP directory's rules, for the above. */
-int ovl_dcp_shape(struct ovl *v, const char *what, struct diag *d);
-int ovl_dcp_dir(struct ovl *v, const struct ckpt_node *dir, struct diag *d);
-int ovl_dcp_add(struct ovl *v, const char *name, struct diag *d);
-int ovl_dcp_data(struct ovl *v, const struct ckpt_storage *s,
-		 struct diag *d);
 
 #endif

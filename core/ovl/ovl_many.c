@@ -1,9 +1,8 @@
 /*
- * ovl_many.c - the edits of a checkpoint of many files (a Hugging Face
- * sharded folder: ovl_hf.c; a DCP directory: ovl_dcp.c), and the files
- * their write-back makes.  What the write-back cannot write is refused
- * when the edit is made, with one line (EPERM), instead of failing the
- * write-back or being lost in it; each format's rules say what.
+ * ovl_many.c - the files the write-back of a checkpoint of many files
+ * (a Hugging Face sharded folder, a DCP directory) makes and retires.
+ * What that write-back cannot write is refused when the edit is made, by
+ * the format's rules (ckpt_rule_*(), core/ckpt/ckpt_format.h).
  *
  * The write-back (core/ckpt/ckpt_fsave.c) journals each new data file
  * just after making it (JR_NEWFILE) and each it replaces just before its
@@ -20,30 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-int ovl_many_shape(struct ovl *v, const char *what, struct diag *d)
-{
-	return v->c->hf ? ovl_hf_shape(v, what, d) :
-	       v->c->dcp ? ovl_dcp_shape(v, what, d) : 0;
-}
-
-int ovl_many_dir(struct ovl *v, const struct ckpt_node *dir, struct diag *d)
-{
-	return v->c->hf ? ovl_hf_dir(v, dir, d) :
-	       v->c->dcp ? ovl_dcp_dir(v, dir, d) : 0;
-}
-
-int ovl_many_add(struct ovl *v, const char *name, struct diag *d)
-{
-	return v->c->dcp ? ovl_dcp_add(v, name, d) : 0;
-}
-
-int ovl_many_data(struct ovl *v, const struct ckpt_storage *s,
-		  struct diag *d)
-{
-	return v->c->hf ? ovl_hf_data(v, s, d) :
-	       v->c->dcp ? ovl_dcp_data(v, s, d) : 0;
-}
 
 int ovl_many_record(struct ovl *v, int stage, const char *name,
 		  const struct stat *st, struct diag *d)
@@ -114,22 +89,24 @@ static bool in_use(const struct ckpt *c, uint64_t dev, uint64_t ino)
 
 void ovl_many_tidy(struct ovl *v, bool committed)
 {
-	const char *dir, *commit;
-	int dfd = ckpt_many_dir(v->c, &dir, &commit);
-
 	for (uint32_t i = 0; i < v->nmfiles; i++) {
 		struct ovl_mfile *f = &v->mfiles[i];
+		const char *leaf;
 		struct stat st;
+		/* in the folder the source opened beneath the root: never
+		   through a symlinked directory */
+		int dfd = v->readonly ? -1 : ckpt_member_dir(v->c, f->name,
+							     &leaf);
 
 		/* the checkpoint mounted is the one the records are about: a
 		   journal of another one names nothing here (dev, ino) */
-		if (dfd >= 0 && !v->readonly && (!f->retire || committed) &&
-		    !fstatat(dfd, f->name, &st, AT_SYMLINK_NOFOLLOW) &&
+		if (dfd >= 0 && (!f->retire || committed) &&
+		    !fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) &&
 		    (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) &&
-		    !fstatat(dfd, f->name, &st, 0) &&
+		    !fstatat(dfd, leaf, &st, 0) &&
 		    st.st_dev == f->dev && st.st_ino == f->ino &&
 		    !in_use(v->c, f->dev, f->ino))
-			(void)unlinkat(dfd, f->name, 0);
+			(void)unlinkat(dfd, leaf, 0);
 	}
 	ovl_many_forget(v);
 }

@@ -582,18 +582,9 @@ int ovl_commit(struct ovl *v, const char *output, struct diag *d)
 		v->output = output;
 		/* the temporary's tag is the journal's id */
 		rc = ovl_ensure_dir(v, d);
-		if (!rc && ckpt_format_many(v->c->format) && output)
-			rc = diag_errno(d, -EINVAL, "%s is written back into "
-					"itself, not to another file "
-					"(ptrepack writes one)", v->c->hf ?
-					"a sharded folder" : "a DCP directory");
-		else if (!rc && v->c->hf)
-			rc = ckpt_hf_save(v->c, &o, d);
-		else if (!rc && v->c->dcp)
-			rc = ckpt_dcp_wb(v->c, &o, d);
-		else if (!rc)
-			rc = ckpt_save(v->c, output ? output : v->path, &o,
-				       &v->base, NULL, NULL, d);
+		if (!rc)
+			rc = ckpt_write_back(v->c, output, v->path, &o,
+					     &v->base, d);
 		v->output = NULL;
 	}
 	if (rc)

@@ -307,7 +307,7 @@ int ovl_copy_up(struct ovl *v, struct ckpt_storage *s, struct diag *d)
 
 	if (s->fd != ckpt_storage_home(v->c, s))
 		return 0;	/* copied already, or a new tensor's */
-	if ((rc = ovl_many_data(v, s, d)))
+	if ((rc = ckpt_rule_data(v->c, s, d)))
 		return rc;
 	rc = data_copy(v, s, &fd, d);
 	if (!rc)
@@ -332,7 +332,7 @@ int ovl_replace_contents(struct ovl *v, const struct ckpt_tensor *t,
 	uint64_t len = ckpt_tensor_size(t);
 	bool whole = t->contiguous && t->offset == 0 && len == s->nbytes;
 	char *buf = NULL;
-	int fd = -1, rc = ovl_many_data(v, s, d);
+	int fd = -1, rc = ckpt_rule_data(v->c, s, d);
 
 	if (rc)
 		return rc;
@@ -446,7 +446,7 @@ int ovl_dir_editable(struct ovl *v, const struct ckpt_node *dir,
 	if (!ckpt_node_is_dir(dir))
 		return diag_errno(d, -ENOTDIR, "%s: not a directory",
 				  dir->name);
-	if ((rc = ovl_many_dir(v, dir, d)))
+	if ((rc = ckpt_rule_dir(v->c, dir, d)))
 		return rc;
 	if (!strncmp(dir->type, "sparse", 6))
 		return diag_errno(d, -EPERM, "%s: the parts of a sparse "
@@ -482,7 +482,7 @@ int ovl_key_name(struct ovl *v, const struct ckpt_node *dir,
 		int rc = k < 0 ? diag_errno(d, -EINVAL, "'%s' is not a key "
 					    "name: '%%' must start %%XX "
 					    "(docs/names.md)", name) :
-			 ovl_st_key(v, buf, (size_t)k, d);
+			 ckpt_rule_key(v->c, buf, (size_t)k, d);
 
 		free(buf);
 		if (rc)

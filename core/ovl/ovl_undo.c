@@ -65,7 +65,7 @@ static int pristine(struct ovl *v, struct diag *d)
 		return 0;
 	/* many files by the path: the index's or .metadata's name is how
 	   they open */
-	if (ckpt_format_many(v->c->format) ?
+	if (ckpt_can(v->c, CKPT_CAP_MANY) ?
 	    !(v->pristine_path = strdup(v->path)) :
 	    asprintf(&v->pristine_path, "/proc/self/fd/%d", v->c->fd) < 0) {
 		v->pristine_path = NULL;

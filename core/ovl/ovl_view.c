@@ -295,7 +295,7 @@ long long ovl_view_write(struct ovl *v, struct ckpt_node *n, int view,
 	int rc = ovl_check_writable(v, d);
 
 	if (!rc)
-		rc = ovl_many_shape(v, ovl_label(n), d);
+		rc = ckpt_rule_shape(v->c, ovl_label(n), d);
 	if (rc)
 		return rc;
 	if (st && st->view != view)
@@ -343,7 +343,7 @@ int ovl_view_truncate(struct ovl *v, struct ckpt_node *n, int view,
 	int rc = ovl_check_writable(v, d);
 
 	if (!rc)
-		rc = ovl_many_shape(v, ovl_label(n), d);
+		rc = ckpt_rule_shape(v->c, ovl_label(n), d);
 	if (rc)
 		return rc;
 	if (n->ed->vstage && n->ed->vstage->view != view)
@@ -401,7 +401,7 @@ int ovl_view_create(struct ovl *v, struct ckpt_node *dir, const char *key,
 	int rc = ovl_dir_editable(v, dir, d);
 
 	if (!rc)
-		rc = ovl_many_add(v, key, d);
+		rc = ckpt_rule_add(v->c, key, d);
 	if (!rc)
 		rc = ovl_key_name(v, dir, key, &nm, d);
 	if (rc)

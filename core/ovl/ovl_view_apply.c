@@ -419,7 +419,7 @@ static int apply_npy(struct ovl *v, struct ckpt_node *dir, const char *name,
 	    dt != x->tensor->dtype)
 		rc = refuse_dtype(x, dt, d);
 	if (!rc && !same)
-		rc = ovl_st_dtype(v, dt, d);
+		rc = ckpt_rule_dtype(v->c, dt, d);
 	label_done(v, d, &l);
 	if (rc)
 		return rc;

@@ -1,0 +1,135 @@
+/*
+ * ckpt_fmt_dcp.c - the descriptor of a torch.distributed.checkpoint
+ * directory (ckpt_dcp*.c read it, ckpt_dcp_wb.c writes it back), and the
+ * edits it takes.
+ *
+ *   bid        a folder holding .metadata (or __0.metadata: a save
+ *              without collectives), or a file named so
+ *   write-back the .distcp files whose chunks changed, anew, with the
+ *              same items in the same places, and .metadata with the keys
+ *              where the tree has them (ckpt_dcp_wb.c)
+ *
+ * So it takes same-size edits of a tensor's bytes, and keys renamed,
+ * moved or removed.  Everything else is refused when it is made, with
+ * one line (EPERM): a new key (a tensor needs a new item in some data
+ * file), an attribute (a dtype or shape is every chunk's), a value or
+ * anything inside one (its item is a pickle written as it was), a view,
+ * and a list's entries (positions: one removed would move the others').
+ */
+#include "ckpt_int.h"
+#include "ckpt_dcp.h"
+#include "ckpt_format.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Is @name a DCP metadata file: ".metadata", or a rank's "__R.metadata"? */
+static bool bid_name(const char *name)
+{
+	size_t i = 2;
+
+	if (!strcmp(name, ".metadata"))
+		return true;
+	if (strncmp(name, "__", 2))
+		return false;
+	while (name[i] >= '0' && name[i] <= '9')
+		i++;
+	return i > 2 && !strcmp(name + i, ".metadata");
+}
+
+/* one .metadata, or one per rank (a save without collectives) */
+static bool bid_dir(int dirfd)
+{
+	struct stat st;
+
+	return !fstatat(dirfd, ".metadata", &st, AT_SYMLINK_NOFOLLOW) ||
+	       !fstatat(dirfd, "__0.metadata", &st, AT_SYMLINK_NOFOLLOW);
+}
+
+static int open_dcp(struct ckpt *c, unsigned flags, struct diag *d)
+{
+	const char *base = strrchr(c->path, '/');
+
+	return ckpt_dcp_open(c, (flags & CKPT_OPEN_IS_DIR) ? NULL :
+			     base ? base + 1 : c->path, flags, d);
+}
+
+static int shape(const struct ckpt *c, const char *what, struct diag *d)
+{
+	(void)c;
+	return diag_errno(d, -EPERM, "%s: a DCP directory takes tensor "
+			  "bytes, and keys renamed or removed; attributes, "
+			  "values and views are written back as they are",
+			  what);
+}
+
+static int dir(const struct ckpt *c, const struct ckpt_node *n,
+	       struct diag *d)
+{
+	if (ckpt_dcp_in_value(c, n))
+		return diag_errno(d, -EPERM, "%s: inside a value of a DCP "
+				  "directory, which is written back as it is",
+				  n->name);
+	if (n->kind == CKPT_N_SEQ)
+		return diag_errno(d, -EPERM, "%s: a list in a DCP directory "
+				  "keeps its entries: one renamed or removed "
+				  "would move the others", n->name);
+	return 0;
+}
+
+static int add(const struct ckpt *c, const char *name, struct diag *d)
+{
+	(void)c;
+	return diag_errno(d, -EPERM, "%s: a DCP directory takes no new keys "
+			  "(a new tensor needs an item in a data file); "
+			  "ptrepack writes the directory anew", name);
+}
+
+static int data(const struct ckpt *c, const struct ckpt_storage *s,
+		struct diag *d)
+{
+	if (ckpt_dcp_tensor(c, s))
+		return 0;
+	return diag_errno(d, -EPERM, "storage %s: a tensor inside a value of "
+			  "a DCP directory is written back as it is", s->key);
+}
+
+static const struct ckpt_rules rules = {
+	.shape = shape, .dir = dir, .add = add, .data = data,
+};
+
+/* user.dcp.chunks: where each chunk of the tensor lies (an xattr value
+ * is at most 64 KiB; a tensor of more chunks shows none) */
+static void tensor_attrs(const struct ckpt *c, const struct ckpt_tensor *t,
+			 ckpt_attr_fn fn, void *arg)
+{
+	size_t len;
+	char *text = ckpt_dcp_chunks_text(c, t, &len);
+
+	if (!text)
+		return;
+	if (len < 65536)
+		fn(arg, "user.dcp.chunks", text);
+	free(text);
+}
+
+static int save(struct ckpt *c, const char *target,
+		const struct ckpt_write_opts *o, const struct stat *like,
+		struct diag *d)
+{
+	(void)target;
+	(void)like;
+	return ckpt_dcp_wb(c, o, d);
+}
+
+const struct ckpt_fmt ckpt_fmt_dcp = {
+	.id = CKPT_DCP, .name = "dcp", .files = "DCP directories",
+	.one = "a DCP directory", .caps = CKPT_CAP_WRITE | CKPT_CAP_MANY,
+	.commit = ".metadata", .converted = "",
+	.bid_name = bid_name, .bid_dir = bid_dir, .open = open_dcp,
+	.rules = &rules, .tensor_attrs = tensor_attrs,
+	.verify = ckpt_dcp_verify, .save = save,
+};

@@ -1,0 +1,195 @@
+/*
+ * ckpt_format.c - the table of formats (ckpt_format.h) and the questions
+ * the layers above ask through it.  Each answer is the descriptor's hook,
+ * or the default for a format that has none of that kind.
+ */
+#include "ckpt_int.h"
+#include "ckpt_format.h"
+
+#include <errno.h>
+
+/* Bidding order: a folder's formats by the file that marks them, then
+ * files by name, then by their first bytes (the formats whose start says
+ * what they are first: a legacy pickle or a safetensors header may hold
+ * "ustar" or "PK" anywhere). */
+const struct ckpt_fmt *const ckpt_formats[] = {
+	&ckpt_fmt_dcp, &ckpt_fmt_hf, &ckpt_fmt_zip, &ckpt_fmt_tar,
+	&ckpt_fmt_safetensors, &ckpt_fmt_legacy, &ckpt_fmt_torchscript, NULL
+};
+
+const struct ckpt_fmt *ckpt_fmt_of(int format)
+{
+	for (size_t i = 0; ckpt_formats[i]; i++)
+		if (ckpt_formats[i]->id == format)
+			return ckpt_formats[i];
+	return &ckpt_fmt_zip;	/* not reached: every format is listed */
+}
+
+const struct ckpt_fmt *ckpt_fmt(const struct ckpt *c)
+{
+	return ckpt_fmt_of(c->format);
+}
+
+const char *ckpt_format_name(int format)
+{
+	return ckpt_fmt_of(format)->name;
+}
+
+const char *ckpt_format_files(int format)
+{
+	return ckpt_fmt_of(format)->files;
+}
+
+bool ckpt_format_writable(int format)
+{
+	return ckpt_fmt_of(format)->caps & CKPT_CAP_WRITE;
+}
+
+bool ckpt_format_many(int format)
+{
+	return ckpt_fmt_of(format)->caps & CKPT_CAP_MANY;
+}
+
+bool ckpt_folder(const struct ckpt *c, struct ckpt_folder *f)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	return m->folder && m->folder(c, f);
+}
+
+uint32_t ckpt_nparts(const struct ckpt *c)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	return m->nparts ? m->nparts(c) : 1;
+}
+
+void ckpt_part_at(const struct ckpt *c, uint32_t k, struct ckpt_part *p)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	if (m->part) {
+		m->part(c, k, p);
+		return;
+	}
+	*p = (struct ckpt_part){ NULL, c, c->root && c->root->dir ?
+				 c->root->dir->nkids : 0 };
+}
+
+uint32_t ckpt_nfindings(const struct ckpt *c)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	return m->nfindings ? m->nfindings(c) : 0;
+}
+
+const char *ckpt_finding(const struct ckpt *c, uint32_t i, char *buf,
+			 size_t size)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	if (!m->finding || !size)
+		return NULL;
+	return m->finding(c, i, buf, size);
+}
+
+const char *ckpt_unmountable(const struct ckpt *c, char *buf, size_t size)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	return m->unmountable ? m->unmountable(c, buf, size) : NULL;
+}
+
+int ckpt_records(const struct ckpt *c, ckpt_record_fn fn, void *arg)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	return m->records ? m->records(c, fn, arg) : 0;
+}
+
+void ckpt_tensor_attrs(const struct ckpt *c, const struct ckpt_tensor *t,
+		       ckpt_attr_fn fn, void *arg)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	if (m->tensor_attrs)
+		m->tensor_attrs(c, t, fn, arg);
+}
+
+uint32_t ckpt_verify(struct ckpt *c, bool no_crc, uint64_t *checked,
+		     ckpt_problem_fn fn, void *arg)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	return m->verify ? m->verify(c, no_crc, checked, fn, arg) : 0;
+}
+
+int ckpt_write_back(struct ckpt *c, const char *output, const char *path,
+		    const struct ckpt_write_opts *o, const struct stat *like,
+		    struct diag *d)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	if (!m->save)
+		return diag_unsupported(d, DIAG_NO_OFFSET, "%s are read-only: "
+					"nothing writes them back", m->files);
+	if (output && (m->caps & CKPT_CAP_MANY))
+		return diag_errno(d, -EINVAL, "%s is written back into itself, "
+				  "not to another file (ptrepack writes one)",
+				  m->one);
+	return m->save(c, output ? output : path, o, like, d);
+}
+
+/* ---- the edit rules ---- */
+
+#define RULE(c, hook) (ckpt_fmt(c)->rules ? ckpt_fmt(c)->rules->hook : NULL)
+
+int ckpt_rule_shape(const struct ckpt *c, const char *what, struct diag *d)
+{
+	return RULE(c, shape) ? RULE(c, shape)(c, what, d) : 0;
+}
+
+int ckpt_rule_dir(const struct ckpt *c, const struct ckpt_node *dir,
+		  struct diag *d)
+{
+	return RULE(c, dir) ? RULE(c, dir)(c, dir, d) : 0;
+}
+
+int ckpt_rule_add(const struct ckpt *c, const char *name, struct diag *d)
+{
+	return RULE(c, add) ? RULE(c, add)(c, name, d) : 0;
+}
+
+int ckpt_rule_data(const struct ckpt *c, const struct ckpt_storage *s,
+		   struct diag *d)
+{
+	return RULE(c, data) ? RULE(c, data)(c, s, d) : 0;
+}
+
+int ckpt_rule_mkdir(const struct ckpt *c, const char *name, struct diag *d)
+{
+	return RULE(c, mkdir) ? RULE(c, mkdir)(c, name, d) : 0;
+}
+
+int ckpt_rule_key(const struct ckpt *c, const char *key, size_t len,
+		  struct diag *d)
+{
+	return RULE(c, key) ? RULE(c, key)(c, key, len, d) : 0;
+}
+
+int ckpt_rule_dtype(const struct ckpt *c, const struct ckpt_dtype *dt,
+		    struct diag *d)
+{
+	return RULE(c, dtype) ? RULE(c, dtype)(c, dt, d) : 0;
+}
+
+int ckpt_rule_tensor(const struct ckpt *c, const struct ckpt_tensor *t,
+		     const char *name, struct diag *d)
+{
+	return RULE(c, tensor) ? RULE(c, tensor)(c, t, name, d) : 0;
+}
+
+int ckpt_rule_xattr(const struct ckpt *c, const char *name, struct diag *d)
+{
+	return RULE(c, xattr) ? RULE(c, xattr)(c, name, d) : 0;
+}

@@ -1,0 +1,212 @@
+/*
+ * ckpt_format.h - the table of formats: one descriptor per format, the
+ * only place that knows which format a checkpoint is.
+ *
+ * ckpt_open() asks each descriptor in turn whether it takes the file (its
+ * first bytes, its name, or a folder), and the one that does opens it.
+ * From then on the model, the overlay, fs/ and tools/ ask the descriptor
+ * (ckpt_fmt(c)) through the functions below and never test the format:
+ *
+ *   family        formats (descriptor)          file of the family
+ *   torch         zip, legacy, tar, TorchScript ckpt_fmt_torch.c
+ *   safetensors   safetensors                   ckpt_fmt_st.c
+ *   HF folder     hf-sharded                    ckpt_fmt_hf.c
+ *   DCP           dcp                           ckpt_fmt_dcp.c
+ *
+ * A hook left NULL means "nothing of that kind": no parts but the
+ * checkpoint itself, no findings, no records, every edit allowed.
+ * docs/design.md, "Adding a format", lists what a new one touches.
+ */
+#ifndef PT_CKPT_CKPT_FORMAT_H
+#define PT_CKPT_CKPT_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ckpt;
+struct ckpt_dtype;
+struct ckpt_node;
+struct ckpt_storage;
+struct ckpt_tensor;
+struct ckpt_write_opts;
+struct diag;
+struct ptz_entry;
+struct stat;
+
+/* The open hook's flag: c->fd is a folder. */
+#define CKPT_OPEN_IS_DIR	(1u << 31)
+
+/* What a format can be given (caps). */
+#define CKPT_CAP_WRITE	1u	/* written back (else mounted read-only) */
+#define CKPT_CAP_MANY	2u	/* many files, written back into itself,
+				   file by file, its commit file last */
+#define CKPT_CAP_INPLACE 4u	/* -o inplace patches it where it lies */
+
+/*
+ * The edits a format's write-back can hold: each is checked when the edit
+ * is made (0, or -EPERM / -EINVAL with @d set: one line), so nothing is
+ * refused at write-back or lost in it.  NULL: anything goes.
+ */
+struct ckpt_rules {
+	/* an attribute, a value or a view of node @what (its label) */
+	int (*shape)(const struct ckpt *c, const char *what, struct diag *d);
+	/* a key renamed, removed or added in directory @dir */
+	int (*dir)(const struct ckpt *c, const struct ckpt_node *dir,
+		   struct diag *d);
+	/* a new key @name */
+	int (*add)(const struct ckpt *c, const char *name, struct diag *d);
+	/* the bytes of storage @s */
+	int (*data)(const struct ckpt *c, const struct ckpt_storage *s,
+		    struct diag *d);
+	/* a new directory @name */
+	int (*mkdir)(const struct ckpt *c, const char *name, struct diag *d);
+	/* a key's bytes (@len of them: may hold anything) */
+	int (*key)(const struct ckpt *c, const char *key, size_t len,
+		   struct diag *d);
+	/* a tensor retyped to @dt */
+	int (*dtype)(const struct ckpt *c, const struct ckpt_dtype *dt,
+		     struct diag *d);
+	/* tensor @t given to key @name (new, copied or renamed) */
+	int (*tensor)(const struct ckpt *c, const struct ckpt_tensor *t,
+		      const char *name, struct diag *d);
+	/* extended attribute @name set or removed */
+	int (*xattr)(const struct ckpt *c, const char *name, struct diag *d);
+};
+
+/* One of the checkpoint's files with pickles: a shard of a folder, or the
+ * checkpoint itself. */
+struct ckpt_part {
+	const char *name;	/* as the index names it, or NULL: itself */
+	const struct ckpt *c;	/* NULL: absent */
+	uint32_t nkeys;		/* keys of it the tree shows */
+};
+
+/* A folder's index over its parts (ckpt_folder()). */
+struct ckpt_folder {
+	const char *index;	/* the index's file name in the folder */
+	uint32_t nentries;	/* its entries (weight_map) */
+	uint32_t nfiles;	/* other files in the folder */
+};
+
+/* A record shown under .ptfs/records/ (ckpt_records()). */
+typedef int (*ckpt_record_fn)(void *arg, const char *name, uint64_t off,
+			      uint64_t len, struct ptz_entry *e);
+/* An extended attribute of a tensor (ckpt_tensor_attrs()). */
+typedef void (*ckpt_attr_fn)(void *arg, const char *name, const char *value);
+/* A problem ckpt_verify() found: @check names the kind, @off is in the
+ * file @path (or DIAG_NO_OFFSET). */
+typedef void (*ckpt_problem_fn)(void *arg, const char *check,
+				const char *path, uint64_t off,
+				const char *msg);
+
+struct ckpt_fmt {
+	uint8_t id;		/* enum ckpt_format */
+	const char *name;	/* ptls's word: "zip", "safetensors", ... */
+	const char *files;	/* in messages, plural: "safetensors files" */
+	const char *one;	/* ... one of them: "a safetensors file" */
+	unsigned caps;		/* CKPT_CAP_* */
+	const char *commit;	/* CAP_MANY: what its commit file is called
+				   in messages ("index", ".metadata") */
+	const char *rewrite_as;	/* written back, not in place: as a new
+				   what ("file", "zip archive") */
+	const char *converted;	/* ptrepack's note on its output (", from
+				   safetensors"), or "" */
+	const char *findings_are;	/* what its findings mean, before "N
+					   times" ("the index and its shards
+					   disagree"), or NULL */
+
+	/* --- opening: the first descriptor that bids opens the file --- */
+	bool (*bid)(const unsigned char *h, size_t n);	/* its first bytes */
+	bool (*bid_name)(const char *base);	/* its file name */
+	bool (*bid_dir)(int dirfd);	/* a folder */
+	/* c->fd is the file or (CKPT_OPEN_IS_DIR in @flags) the folder */
+	int (*open)(struct ckpt *c, unsigned flags, struct diag *d);
+	/* the edits it takes (NULL: anything goes) */
+	const struct ckpt_rules *rules;
+
+	/* --- what the layers above show --- */
+	bool (*folder)(const struct ckpt *c, struct ckpt_folder *f);
+	uint32_t (*nparts)(const struct ckpt *c);
+	void (*part)(const struct ckpt *c, uint32_t k, struct ckpt_part *p);
+	uint32_t (*nfindings)(const struct ckpt *c);
+	const char *(*finding)(const struct ckpt *c, uint32_t i, char *buf,
+			       size_t size);
+	/* why it must not be mounted at all (a shard is absent), or NULL */
+	const char *(*unmountable)(const struct ckpt *c, char *buf,
+				   size_t size);
+	int (*records)(const struct ckpt *c, ckpt_record_fn fn, void *arg);
+	void (*tensor_attrs)(const struct ckpt *c, const struct ckpt_tensor *t,
+			     ckpt_attr_fn fn, void *arg);
+	/* its own checks beyond the records' (ptverify): problems found */
+	uint32_t (*verify)(struct ckpt *c, bool no_crc, uint64_t *checked,
+			   ckpt_problem_fn fn, void *arg);
+	/* write-back of the edited model to @target (NULL: where it lies) */
+	int (*save)(struct ckpt *c, const char *target,
+		    const struct ckpt_write_opts *o, const struct stat *like,
+		    struct diag *d);
+};
+
+/* The descriptor of @c, and of format number @format (enum ckpt_format). */
+const struct ckpt_fmt *ckpt_fmt(const struct ckpt *c);
+const struct ckpt_fmt *ckpt_fmt_of(int format);
+/* The table, in bidding order, NULL-terminated (ckpt_open()). */
+extern const struct ckpt_fmt *const ckpt_formats[];
+
+/* --- the questions, answered through the descriptor --- */
+
+static inline bool ckpt_can(const struct ckpt *c, unsigned cap)
+{
+	return (ckpt_fmt(c)->caps & cap) == cap;
+}
+
+/* A folder with an index over parts: true and *@f filled. */
+bool ckpt_folder(const struct ckpt *c, struct ckpt_folder *f);
+/* The files with pickles: a folder's shards in order, else 1 (itself). */
+uint32_t ckpt_nparts(const struct ckpt *c);
+void ckpt_part_at(const struct ckpt *c, uint32_t k, struct ckpt_part *p);
+/* Findings kept at the open (ptverify lists them): how many, and each as
+ * one line (no newline) in @buf. */
+uint32_t ckpt_nfindings(const struct ckpt *c);
+const char *ckpt_finding(const struct ckpt *c, uint32_t i, char *buf,
+			 size_t size);
+/* Why @c must not be mounted (one line in @buf), or NULL. */
+const char *ckpt_unmountable(const struct ckpt *c, char *buf, size_t size);
+/* Call @fn for each record the mount shows raw (header.json, data.pkl, a
+ * zip's records that are no storage); stops at its first non-zero. */
+int ckpt_records(const struct ckpt *c, ckpt_record_fn fn, void *arg);
+/* The format's own attributes of tensor @t (user.st_dtype, user.shard,
+ * user.dcp.chunks ...). */
+void ckpt_tensor_attrs(const struct ckpt *c, const struct ckpt_tensor *t,
+		       ckpt_attr_fn fn, void *arg);
+/* The format's checks (ptverify); problems found. */
+uint32_t ckpt_verify(struct ckpt *c, bool no_crc, uint64_t *checked,
+		     ckpt_problem_fn fn, void *arg);
+/* Write the edited model back: to @output when not NULL (refused for
+ * CAP_MANY, which is written into itself), else over @path, through a
+ * temporary and a rename, like @like (ckpt_save()). */
+int ckpt_write_back(struct ckpt *c, const char *output, const char *path,
+		    const struct ckpt_write_opts *o, const struct stat *like,
+		    struct diag *d);
+
+/* The edit rules: 0 or -errno with @d set (struct ckpt_rules). */
+int ckpt_rule_shape(const struct ckpt *c, const char *what, struct diag *d);
+int ckpt_rule_dir(const struct ckpt *c, const struct ckpt_node *dir,
+		  struct diag *d);
+int ckpt_rule_add(const struct ckpt *c, const char *name, struct diag *d);
+int ckpt_rule_data(const struct ckpt *c, const struct ckpt_storage *s,
+		   struct diag *d);
+int ckpt_rule_mkdir(const struct ckpt *c, const char *name, struct diag *d);
+int ckpt_rule_key(const struct ckpt *c, const char *key, size_t len,
+		  struct diag *d);
+int ckpt_rule_dtype(const struct ckpt *c, const struct ckpt_dtype *dt,
+		    struct diag *d);
+int ckpt_rule_tensor(const struct ckpt *c, const struct ckpt_tensor *t,
+		     const char *name, struct diag *d);
+int ckpt_rule_xattr(const struct ckpt *c, const char *name, struct diag *d);
+
+/* The descriptors (ckpt_fmt_*.c). */
+extern const struct ckpt_fmt ckpt_fmt_zip, ckpt_fmt_legacy, ckpt_fmt_tar,
+	ckpt_fmt_torchscript, ckpt_fmt_safetensors, ckpt_fmt_hf, ckpt_fmt_dcp;
+
+#endif
