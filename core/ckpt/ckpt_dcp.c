@@ -250,6 +250,7 @@ int ckpt_dcp_open(struct ckpt *c, const char *meta, unsigned flags,
 	c->dcp = p;
 	o.p = p;
 	c->format = CKPT_DCP;
+	c->fmt = &ckpt_fmt_dcp;
 	p->dirfd = -1;
 	p->lenient = flags & CKPT_OPEN_LENIENT;
 	pthread_mutex_init(&p->lock, NULL);

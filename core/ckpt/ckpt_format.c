@@ -1,33 +1,35 @@
 /*
- * ckpt_format.c - the table of formats (ckpt_format.h) and the questions
- * the layers above ask through it.  Each answer is the descriptor's hook,
- * or the default for a format that has none of that kind.
+ * ckpt_format.c - the questions the layers above ask a checkpoint's
+ * format descriptor (ckpt_format.h).  Each answer is the descriptor's
+ * hook, or the default for a format that has none of that kind.  The
+ * table of formats, and the door every checkpoint is opened by, are one
+ * layer up (core/fmt/formats.c), so that a format in a folder of its own
+ * is reached only through its descriptor.
  */
 #include "ckpt_int.h"
 #include "ckpt_format.h"
 
 #include <errno.h>
 
-/* Bidding order: a folder's formats by the file that marks them, then
- * files by name, then by their first bytes (the formats whose start says
- * what they are first: a legacy pickle or a safetensors header may hold
- * "ustar" or "PK" anywhere). */
-const struct ckpt_fmt *const ckpt_formats[] = {
-	&ckpt_fmt_dcp, &ckpt_fmt_hf, &ckpt_fmt_zip, &ckpt_fmt_tar,
-	&ckpt_fmt_safetensors, &ckpt_fmt_legacy, &ckpt_fmt_torchscript, NULL
-};
-
+/* The formats core/ckpt reads, by number (enum ckpt_format); the table
+ * ckpt_open() bids through is core/fmt/formats.c. */
 const struct ckpt_fmt *ckpt_fmt_of(int format)
 {
-	for (size_t i = 0; ckpt_formats[i]; i++)
-		if (ckpt_formats[i]->id == format)
-			return ckpt_formats[i];
-	return &ckpt_fmt_zip;	/* not reached: every format is listed */
+	switch (format) {
+	case CKPT_LEGACY: return &ckpt_fmt_legacy;
+	case CKPT_TORCHSCRIPT: return &ckpt_fmt_torchscript;
+	case CKPT_TAR: return &ckpt_fmt_tar;
+	case CKPT_SAFETENSORS: return &ckpt_fmt_safetensors;
+	case CKPT_HF_SHARDED: return &ckpt_fmt_hf;
+	case CKPT_DCP: return &ckpt_fmt_dcp;
+	}
+	return &ckpt_fmt_zip;
 }
 
 const struct ckpt_fmt *ckpt_fmt(const struct ckpt *c)
 {
-	return ckpt_fmt_of(c->format);
+	/* a model built by hand (the unit tests) has a format, no c->fmt */
+	return c->fmt ? c->fmt : ckpt_fmt_of(c->format);
 }
 
 const char *ckpt_format_name(int format)

@@ -2,8 +2,9 @@
  * ckpt_format.h - the table of formats: one descriptor per format, the
  * only place that knows which format a checkpoint is.
  *
- * ckpt_open() asks each descriptor in turn whether it takes the file (its
- * first bytes, its name, or a folder), and the one that does opens it.
+ * ckpt_open() (core/fmt/formats.c, the table) asks each descriptor in
+ * turn whether it takes the file (its first bytes, its name, or a
+ * folder), and the one that does opens it.
  * From then on the model, the overlay, fs/ and tools/ ask the descriptor
  * (ckpt_fmt(c)) through the functions below and never test the format:
  *
@@ -147,10 +148,12 @@ struct ckpt_fmt {
 		    struct diag *d);
 };
 
-/* The descriptor of @c, and of format number @format (enum ckpt_format). */
+/* The descriptor of @c (c->fmt), and of format number @format of those
+ * core/ckpt reads (enum ckpt_format). */
 const struct ckpt_fmt *ckpt_fmt(const struct ckpt *c);
 const struct ckpt_fmt *ckpt_fmt_of(int format);
-/* The table, in bidding order, NULL-terminated (ckpt_open()). */
+/* The table, in bidding order, NULL-terminated (core/fmt/formats.c,
+ * where ckpt_open() bids through it). */
 extern const struct ckpt_fmt *const ckpt_formats[];
 
 /* --- the questions, answered through the descriptor --- */

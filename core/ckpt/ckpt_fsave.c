@@ -88,8 +88,8 @@ bool ckpt_many_file(const struct ckpt *c, uint32_t i, const char **name,
 
 const char *ckpt_readonly_why(const struct ckpt *c)
 {
-	if (!ckpt_format_writable(c->format))
-		return ckpt_format_files(c->format);
+	if (!ckpt_can(c, CKPT_CAP_WRITE))
+		return ckpt_fmt(c)->files;
 	if (c->dcp && strcmp(c->dcp->meta_path + strlen(c->dcp->dir),
 			     "/.metadata"))
 		return "DCP directories saved without collectives (one "

@@ -56,7 +56,7 @@ static int write_shard(struct fsave *w, uint32_t i, const uint8_t *part)
 	    sh->c->format != CKPT_SAFETENSORS)
 		return diag_unsupported(w->d, DIAG_NO_OFFSET, "%s: a %s shard "
 					"is not written back in a folder",
-					sh->path, ckpt_format_name(sh->c->format));
+					sh->path, ckpt_fmt(sh->c)->name);
 	if (fstat(sh->c->fd, &like))
 		return diag_errno(w->d, -errno, "%s: %s", sh->path,
 				  strerror(errno));

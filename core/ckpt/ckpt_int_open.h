@@ -14,6 +14,10 @@ int ckpt_legacy_open(struct ckpt *c, struct diag *d);
 /* ckpt_open.c: c->fd as a torch.save zip (@fold: PKL_FOLD); does the
  * first bytes look like an HTML page? */
 int ckpt_zip_open(struct ckpt *c, bool fold, struct diag *d);
+/* ckpt_open.c: a new, empty checkpoint of @path (borrowed), and what
+ * every successful open ends with (the open's scratch freed). */
+struct ckpt *ckpt_alloc(const char *path);
+void ckpt_open_done(struct ckpt *c);
 bool ckpt_head_is_html(const unsigned char *h, size_t n);
 
 /* ckpt_script.c: build a TorchScript archive's model; c->zip is open and

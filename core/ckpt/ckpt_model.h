@@ -21,6 +21,7 @@
 struct diag;
 struct src;
 struct src_member;
+struct ckpt_fmt;
 struct pkl_doc;
 struct pkl_value;
 
@@ -123,6 +124,12 @@ struct ckpt {
 	/* CKPT_HF_SHARDED: the index, the shards, the folder's other files
 	   and what disagrees (ckpt_shards.c); else NULL */
 	struct ckpt_hf *hf;
+	/* its format's descriptor (ckpt_format.h), set with format */
+	const struct ckpt_fmt *fmt;
+	/* how a folder's open opens its parts (a shard): what ckpt_open()
+	   gave it, the table's door (core/fmt) */
+	int (*open_part)(const struct src_member *m, unsigned flags,
+			 struct ckpt **out, struct diag *d);
 	/* a checkpoint of many files: its root and every member file, each
 	   opened beneath it (source/source.h); else NULL */
 	struct src *src;

@@ -21,13 +21,6 @@
 #define PKL_MAX_BYTES	(UINT64_C(1) << 32)	/* data.pkl; offsets are u32 */
 #define SMALL_RECORD	4096			/* version, byteorder */
 
-static bool starts(const unsigned char *p, size_t n, const char *s)
-{
-	size_t k = strlen(s);
-
-	return n >= k && !memcmp(p, s, k);
-}
-
 static bool has_ci(const unsigned char *p, size_t n, const char *s)
 {
 	size_t k = strlen(s);
@@ -41,43 +34,6 @@ static bool has_ci(const unsigned char *p, size_t n, const char *s)
 bool ckpt_head_is_html(const unsigned char *h, size_t n)
 {
 	return has_ci(h, n, "<!doctype html") || has_ci(h, n, "<html");
-}
-
-/*
- * What is this file?  The descriptor of the first format that bids for
- * its first bytes, or NULL with a message naming what it is instead.
- */
-static const struct ckpt_fmt *sniff(struct ckpt *c, struct diag *d)
-{
-	unsigned char h[512];
-	ssize_t n = pread(c->fd, h, sizeof(h), 0);
-
-	if (n < 0)
-		return diag_errno(d, -errno, "cannot read: %s", strerror(errno)),
-		       NULL;
-	if (n == 0)
-		return diag_corrupt(d, 0, "empty file, not a checkpoint"), NULL;
-	if (starts(h, n, "PK\5\6"))
-		return diag_corrupt(d, 0, "empty zip archive, not a "
-				    "checkpoint"), NULL;
-	if (starts(h, n, "version https://git-lfs"))
-		return diag_corrupt(d, 0, "Git LFS pointer file, not the "
-				    "checkpoint itself (run 'git lfs pull')"),
-		       NULL;
-	if (starts(h, n, "PYTORCH1"))
-		return diag_unsupported(d, 0, "pre-1.0 PYTORCH1 container, "
-					"which torch no longer reads either"),
-		       NULL;
-	for (size_t i = 0; ckpt_formats[i]; i++)
-		if (ckpt_formats[i]->bid && ckpt_formats[i]->bid(h, (size_t)n))
-			return ckpt_formats[i];
-	if (ckpt_head_is_html(h, n))
-		return diag_corrupt(d, 0, "HTML page, not a checkpoint (a "
-				    "download that saved an error or login "
-				    "page?)"), NULL;
-	return diag_corrupt(d, 0, "not a PyTorch checkpoint (starts with "
-			    "%02x %02x %02x %02x)", h[0], n > 1 ? h[1] : 0,
-			    n > 2 ? h[2] : 0, n > 3 ? h[3] : 0), NULL;
 }
 
 /* Read a small record (version, byteorder) as a string. */
@@ -130,8 +86,10 @@ static int zip_records(struct ckpt *c, struct diag *d)
 	ts = ptz_find_rel(z, "constants.pkl");
 	if (!ts)
 		ts = ptz_find_rel(z, "model.json");
-	if (ts)
+	if (ts) {
 		c->format = CKPT_TORCHSCRIPT;
+		c->fmt = &ckpt_fmt_torchscript;
+	}
 	c->pkl_rec = ptz_find_rel(z, "data.pkl");
 	if (!c->pkl_rec && !ts)
 		return diag_corrupt(d, z->cdir_off, "no data.pkl record: "
@@ -299,25 +257,20 @@ int ckpt_whole(struct ckpt *c, struct diag *d)
 	return rc;
 }
 
-int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
-{
-	return ckpt_open_with(path, 0, out, d);
-}
-
-static struct ckpt *ckpt_new(const char *path)
+struct ckpt *ckpt_alloc(const char *path)
 {
 	struct ckpt *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return NULL;
 	c->path = path;
+	c->fmt = &ckpt_fmt_zip;	/* c->format 0 until a format takes it */
 	pthread_mutex_init(&c->locate_lock, NULL);
 	pthread_mutex_init(&c->inflate_lock, NULL);
 	return c;
 }
 
-/* What every successful open ends with. */
-static void open_done(struct ckpt *c)
+void ckpt_open_done(struct ckpt *c)
 {
 	/* the document holds copies of everything: drop the raw pickle */
 	free(c->pkl);
@@ -328,91 +281,6 @@ static void open_done(struct ckpt *c)
 		ckpt_memo_release(&c->b->memo);
 		c->b->d = NULL;
 	}
-}
-
-/* Open @c (c->fd open on c->path, @st its fstat) as what it is: the
- * first format of the table that bids for it (ckpt_format.h). */
-static int open_as(struct ckpt *c, const struct stat *st, unsigned flags,
-		   struct diag *d)
-{
-	const char *path = c->path;
-	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-	const struct ckpt_fmt *m = NULL;
-	int rc;
-
-	if (S_ISDIR(st->st_mode)) {
-		for (size_t i = 0; !m && ckpt_formats[i]; i++)
-			if (ckpt_formats[i]->bid_dir &&
-			    ckpt_formats[i]->bid_dir(c->fd))
-				m = ckpt_formats[i];
-		if (!m)		/* the HF folder's bids for any, to say why */
-			return diag_set(d, -EISDIR, DIAG_NO_OFFSET, "is a "
-					"directory, no checkpoint");
-		flags |= CKPT_OPEN_IS_DIR;
-	} else {
-		c->file_size = st->st_size;
-		for (size_t i = 0; !m && ckpt_formats[i]; i++)
-			if (ckpt_formats[i]->bid_name &&
-			    ckpt_formats[i]->bid_name(base))
-				m = ckpt_formats[i];
-		if (!m && !(m = sniff(c, d)))
-			return d->err;
-	}
-	c->format = m->id;
-	rc = m->open(c, flags, d);
-	if (!rc)
-		open_done(c);
-	return rc;
-}
-
-int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
-		   struct diag *d)
-{
-	struct ckpt *c;
-	struct stat st;
-	int rc;
-
-	*out = NULL;
-	c = ckpt_new(path);
-	if (!c)
-		return diag_nomem(d);
-	/* never blocks: a fifo or device is refused before any open */
-	c->fd = src_open_path(path, &st, d);
-	rc = c->fd < 0 ? c->fd : open_as(c, &st, flags, d);
-	if (rc) {
-		if (c->fd < 0)
-			c->fd = -1;
-		ckpt_close(c);
-		return rc;
-	}
-	*out = c;
-	return 0;
-}
-
-int ckpt_open_member(const struct src_member *m, unsigned flags,
-		     struct ckpt **out, struct diag *d)
-{
-	struct ckpt *c;
-	struct stat st;
-	int rc;
-
-	*out = NULL;
-	c = ckpt_new(m->path);
-	if (!c)
-		return diag_nomem(d);
-	/* its own descriptor of the same open file: closed with it */
-	c->fd = fcntl(m->fd, F_DUPFD_CLOEXEC, 0);
-	rc = c->fd < 0 || fstat(c->fd, &st) ?
-	     diag_errno(d, -errno, "%s", strerror(errno)) :
-	     !S_ISREG(st.st_mode) ? diag_corrupt(d, DIAG_NO_OFFSET, "not a "
-						 "regular file") :
-	     open_as(c, &st, flags, d);
-	if (rc) {
-		ckpt_close(c);
-		return rc;
-	}
-	*out = c;
-	return 0;
 }
 
 int ckpt_open_embedded(int fd, const char *path, uint64_t base, uint64_t len,
@@ -431,7 +299,7 @@ int ckpt_open_embedded(int fd, const char *path, uint64_t base, uint64_t len,
 		       diag_corrupt(d, base, "item of %llu bytes is not a "
 				    "torch.save archive", (unsigned long long)
 				    len);
-	c = ckpt_new(path);
+	c = ckpt_alloc(path);
 	if (!c)
 		return diag_nomem(d);
 	c->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -441,10 +309,11 @@ int ckpt_open_embedded(int fd, const char *path, uint64_t base, uint64_t len,
 	}
 	c->file_size = len;
 	c->format = CKPT_ZIP;
+	c->fmt = &ckpt_fmt_zip;
 	rc = open_zip(c, base, false, d);
 	if (rc)
 		goto fail;
-	open_done(c);
+	ckpt_open_done(c);
 	*out = c;
 	return 0;
 fail:

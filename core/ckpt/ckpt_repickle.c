@@ -414,7 +414,7 @@ static int emit_in_doc(struct wb *w, struct ckpt_node *n,
 	    (n->kind == CKPT_N_TENSOR && n->tensor->fresh))
 		return diag_unsupported(w->d, DIAG_NO_OFFSET, "%s: an edit of "
 					"%s cannot be written", n->name,
-					ckpt_format_files(w->c->format));
+					ckpt_fmt(w->c)->files);
 	/* a legacy shard's views: from the model, offsets folded in */
 	if (n->kind == CKPT_N_TENSOR && vd->format == CKPT_LEGACY) {
 		if (n->tensor->kind != CKPT_T_STRIDED)
@@ -478,10 +478,10 @@ int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d)
 
 	if ((rc = ckpt_whole(c, d)))
 		return rc;
-	if (ckpt_format_many(c->format) && pct)
+	if (ckpt_can(c, CKPT_CAP_MANY) && pct)
 		return diag_unsupported(d, DIAG_NO_OFFSET, "--clone cuts the "
 					"storages of one file, not of %s",
-					ckpt_format_files(c->format));
+					ckpt_fmt(c)->files);
 	if (!c->doc)
 		pct = 0;	/* every storage is one whole tensor's */
 	memset(r, 0, sizeof(*r));

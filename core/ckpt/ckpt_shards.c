@@ -100,7 +100,7 @@ static int shard_open(struct ckpt *c, const struct hfix *ix, uint32_t i,
 				    src_at(c->src, src_alias(c->src, k))->name,
 				    sh->name);
 	diag_init(&ds, sh->name);
-	rc = ckpt_open_member(m, 0, &sh->c, &ds);
+	rc = c->open_part(m, 0, &sh->c, &ds);	/* the table's door */
 	if (rc)
 		return diag_set(d, rc, DIAG_NO_OFFSET, "shard %s",
 				diag_line(&ds, line, sizeof(line)));
@@ -108,7 +108,7 @@ static int shard_open(struct ckpt *c, const struct hfix *ix, uint32_t i,
 	    sh->c->format != CKPT_SAFETENSORS)
 		return diag_unsupported(d, DIAG_NO_OFFSET, "shard %s is one of "
 					"the %s, not a state dict", sh->name,
-					ckpt_format_files(sh->c->format));
+					ckpt_fmt(sh->c)->files);
 	if (sh->c->root->kind != CKPT_N_DIR)
 		return diag_corrupt(d, DIAG_NO_OFFSET, "shard %s holds a %s, "
 				    "not a state dict", sh->name,
@@ -418,6 +418,7 @@ int ckpt_hf_open(struct ckpt *c, bool is_dir, struct diag *d)
 	int rc;
 
 	c->format = CKPT_HF_SHARDED;
+	c->fmt = &ckpt_fmt_hf;
 	hf = c->hf = arena_alloc(&c->arena, sizeof(*hf));
 	if (!hf)
 		return diag_nomem(d);

@@ -534,17 +534,17 @@ int ckpt_write_into(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	if (o->to == CKPT_OUT_ST ||
 	    (o->to == CKPT_OUT_SAME && c->format == CKPT_SAFETENSORS))
 		return ckpt_st_write(c, fd, o, clone, d);
-	if (ckpt_format_many(c->format)) {
+	if (ckpt_can(c, CKPT_CAP_MANY)) {
 		if (o->to != CKPT_OUT_ZIP)
 			return diag_unsupported(d, DIAG_NO_OFFSET, "%s are "
 						"written into one new file "
 						"only, a .pt or a .safetensors "
 						"(ptrepack --format)",
-						ckpt_format_files(c->format));
-	} else if (!ckpt_format_writable(c->format)) {
+						ckpt_fmt(c)->files);
+	} else if (!ckpt_can(c, CKPT_CAP_WRITE)) {
 		return diag_unsupported(d, DIAG_NO_OFFSET, "%s are read-only: "
 					"nothing writes them back",
-					ckpt_format_files(c->format));
+					ckpt_fmt(c)->files);
 	}
 	w.o = o;
 	orig = alignment(c);

@@ -1,0 +1,171 @@
+/*
+ * formats.c - the table of formats, and the door every checkpoint is
+ * opened by: ckpt_open() asks each descriptor in turn whether it takes
+ * the file, and the one that does opens it (core/ckpt/ckpt_format.h).
+ *
+ *   a folder   bid_dir(): its file that marks it (DCP: .metadata), else
+ *              the HF folder, which says why when it has no index
+ *   a file     bid_name(): its name (.metadata, *.index.json), then
+ *              bid(): its first 512 bytes, after the refusals of what a
+ *              checkpoint is often mistaken for (an empty zip, a Git LFS
+ *              pointer, a pre-1.0 container; an HTML page last)
+ *
+ * A layer above core/ckpt: the formats call the model, the model reaches
+ * a format only through its descriptor (c->fmt), and a folder's open
+ * opens its parts through c->open_part, which is this door.  So a format
+ * may live in a folder of its own without a call cycle between folders.
+ */
+#include "ckpt/ckpt_int.h"
+#include "ckpt/ckpt_format.h"
+#include "source/source.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Bidding order: folders by their marks, files by name, then by their
+ * first bytes, the formats whose start says what they are first (a
+ * legacy pickle or a safetensors header may hold "ustar" or "PK"). */
+const struct ckpt_fmt *const ckpt_formats[] = {
+	&ckpt_fmt_dcp, &ckpt_fmt_hf, &ckpt_fmt_zip, &ckpt_fmt_tar,
+	&ckpt_fmt_safetensors, &ckpt_fmt_legacy, &ckpt_fmt_torchscript, NULL
+};
+
+static bool starts(const unsigned char *p, size_t n, const char *s)
+{
+	size_t k = strlen(s);
+
+	return n >= k && !memcmp(p, s, k);
+}
+
+/*
+ * What is this file?  The descriptor of the first format that bids for
+ * its first bytes, or NULL with a message naming what it is instead.
+ */
+static const struct ckpt_fmt *sniff(struct ckpt *c, struct diag *d)
+{
+	unsigned char h[512];
+	ssize_t n = pread(c->fd, h, sizeof(h), 0);
+
+	if (n < 0)
+		return diag_errno(d, -errno, "cannot read: %s", strerror(errno)),
+		       NULL;
+	if (n == 0)
+		return diag_corrupt(d, 0, "empty file, not a checkpoint"), NULL;
+	if (starts(h, n, "PK\5\6"))
+		return diag_corrupt(d, 0, "empty zip archive, not a "
+				    "checkpoint"), NULL;
+	if (starts(h, n, "version https://git-lfs"))
+		return diag_corrupt(d, 0, "Git LFS pointer file, not the "
+				    "checkpoint itself (run 'git lfs pull')"),
+		       NULL;
+	if (starts(h, n, "PYTORCH1"))
+		return diag_unsupported(d, 0, "pre-1.0 PYTORCH1 container, "
+					"which torch no longer reads either"),
+		       NULL;
+	for (size_t i = 0; ckpt_formats[i]; i++)
+		if (ckpt_formats[i]->bid && ckpt_formats[i]->bid(h, (size_t)n))
+			return ckpt_formats[i];
+	if (ckpt_head_is_html(h, n))
+		return diag_corrupt(d, 0, "HTML page, not a checkpoint (a "
+				    "download that saved an error or login "
+				    "page?)"), NULL;
+	return diag_corrupt(d, 0, "not a PyTorch checkpoint (starts with "
+			    "%02x %02x %02x %02x)", h[0], n > 1 ? h[1] : 0,
+			    n > 2 ? h[2] : 0, n > 3 ? h[3] : 0), NULL;
+}
+
+int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
+{
+	return ckpt_open_with(path, 0, out, d);
+}
+
+/* Open @c (c->fd open on c->path, @st its fstat) as what it is: the
+ * first format of the table that bids for it (ckpt_format.h). */
+static int open_as(struct ckpt *c, const struct stat *st, unsigned flags,
+		   struct diag *d)
+{
+	const char *path = c->path;
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	const struct ckpt_fmt *m = NULL;
+	int rc;
+
+	if (S_ISDIR(st->st_mode)) {
+		for (size_t i = 0; !m && ckpt_formats[i]; i++)
+			if (ckpt_formats[i]->bid_dir &&
+			    ckpt_formats[i]->bid_dir(c->fd))
+				m = ckpt_formats[i];
+		if (!m)		/* the HF folder's bids for any, to say why */
+			return diag_set(d, -EISDIR, DIAG_NO_OFFSET, "is a "
+					"directory, no checkpoint");
+		flags |= CKPT_OPEN_IS_DIR;
+	} else {
+		c->file_size = st->st_size;
+		for (size_t i = 0; !m && ckpt_formats[i]; i++)
+			if (ckpt_formats[i]->bid_name &&
+			    ckpt_formats[i]->bid_name(base))
+				m = ckpt_formats[i];
+		if (!m && !(m = sniff(c, d)))
+			return d->err;
+	}
+	c->format = m->id;
+	c->fmt = m;
+	c->open_part = ckpt_open_member;	/* a folder's shards: this door */
+	rc = m->open(c, flags, d);
+	if (!rc)
+		ckpt_open_done(c);
+	return rc;
+}
+
+int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
+		   struct diag *d)
+{
+	struct ckpt *c;
+	struct stat st;
+	int rc;
+
+	*out = NULL;
+	c = ckpt_alloc(path);
+	if (!c)
+		return diag_nomem(d);
+	/* never blocks: a fifo or device is refused before any open */
+	c->fd = src_open_path(path, &st, d);
+	rc = c->fd < 0 ? c->fd : open_as(c, &st, flags, d);
+	if (rc) {
+		if (c->fd < 0)
+			c->fd = -1;
+		ckpt_close(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+int ckpt_open_member(const struct src_member *m, unsigned flags,
+		     struct ckpt **out, struct diag *d)
+{
+	struct ckpt *c;
+	struct stat st;
+	int rc;
+
+	*out = NULL;
+	c = ckpt_alloc(m->path);
+	if (!c)
+		return diag_nomem(d);
+	/* its own descriptor of the same open file: closed with it */
+	c->fd = fcntl(m->fd, F_DUPFD_CLOEXEC, 0);
+	rc = c->fd < 0 || fstat(c->fd, &st) ?
+	     diag_errno(d, -errno, "%s", strerror(errno)) :
+	     !S_ISREG(st.st_mode) ? diag_corrupt(d, DIAG_NO_OFFSET, "not a "
+						 "regular file") :
+	     open_as(c, &st, flags, d);
+	if (rc) {
+		ckpt_close(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
