@@ -212,30 +212,47 @@ static int by_place(const void *a, const void *b)
 	return (x->i > y->i) - (x->i < y->i);
 }
 
+/* Are @p's items in place order already (each data file's in turn, as
+ * one writer thread wrote them)? */
+static bool in_place_order(const struct ckpt_dcp *p)
+{
+	for (uint32_t i = 1; i < p->nitems; i++) {
+		const struct dcp_item *a = &p->items[i - 1], *b = &p->items[i];
+
+		if (a->file > b->file || (a->file == b->file && a->off > b->off))
+			return false;
+	}
+	return true;
+}
+
 /*
  * No two items of one data file share a byte: each is one key's chunk or
  * value, and two keys over the same bytes would be one tensor shown as two
  * (an edit of one changes the other), as two overlapping safetensors
- * tensors or zip records would.  Sorted by place, each item is compared
- * with the one before it that reaches furthest.
+ * tensors or zip records would.  Sorted by place (torch's storage_data
+ * mostly is: no sort then), each item is compared with the one before it
+ * that reaches furthest.
  */
 static int items_apart(struct ckpt *c, struct diag *d)
 {
 	struct ckpt_dcp *p = c->dcp;
 	const struct dcp_item *o = NULL;
-	struct place *v;
+	struct place *v = NULL;
 	int rc = 0;
 
 	if (p->nitems < 2)
 		return 0;
-	v = malloc(p->nitems * sizeof(*v));
-	if (!v)
-		return diag_nomem(d);
-	for (uint32_t i = 0; i < p->nitems; i++)
-		v[i] = (struct place){ p->items[i].off, p->items[i].file, i };
-	qsort(v, p->nitems, sizeof(*v), by_place);
+	if (!in_place_order(p)) {
+		v = malloc(p->nitems * sizeof(*v));
+		if (!v)
+			return diag_nomem(d);
+		for (uint32_t i = 0; i < p->nitems; i++)
+			v[i] = (struct place){ p->items[i].off,
+					       p->items[i].file, i };
+		qsort(v, p->nitems, sizeof(*v), by_place);
+	}
 	for (uint32_t i = 0; i < p->nitems && !rc; i++) {
-		const struct dcp_item *it = &p->items[v[i].i];
+		const struct dcp_item *it = &p->items[v ? v[i].i : i];
 		const struct dcp_file *f = &p->files[it->file];
 
 		if (!it->len || (f->fd >= 0 && (it->off > f->size ||
