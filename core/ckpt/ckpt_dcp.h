@@ -94,6 +94,7 @@ struct ckpt_dcp {
 	uint32_t nkeys;
 	struct dcp_finding *findings;
 	uint32_t nfindings, findings_cap;
+	struct dcp_tpls *tpls;	/* the item archives seen (ckpt_dcp_item.c) */
 	pthread_mutex_t lock;	/* ckpt_dcp_resolve() */
 };
 
@@ -246,11 +247,15 @@ const char *dcp_tuple(char *buf, size_t size, const int64_t *v, int n);
 int ckpt_dcp_check_chunks(struct ckpt *c, struct diag *d);
 
 /*
- * ckpt_dcp_read.c: find where chunk @k's bytes start: open its item as a
- * torch.save archive in place, check that it holds one contiguous tensor
- * of the chunk's dtype and sizes in a stored record.  Thread-safe, once
- * per chunk.  0 or -errno with @d set (naming the .distcp file).
+ * ckpt_dcp_item.c: find where chunk @k's bytes start: open its item as a
+ * torch.save archive in place (or read it as a zip, when an item like it
+ * was opened before), check that it holds one contiguous tensor of the
+ * chunk's dtype and sizes in a stored record.  Thread-safe, once per
+ * chunk.  0 or -errno with @d set (naming the .distcp file).
  */
 int ckpt_dcp_resolve(struct ckpt *c, uint32_t k, struct diag *d);
+
+/* ckpt_dcp_item.c: free what ckpt_dcp_resolve() kept of the items. */
+void ckpt_dcp_tpls_free(struct ckpt_dcp *p);
 
 #endif

@@ -12,7 +12,8 @@
  * end of the box's extent in dimension k.  Row-wise (dim 0) sharding thus
  * gives one run per chunk, sharding an inner dimension one run per row
  * and chunk.  A read walks runs, one pread each, and touches only the
- * chunks it overlaps; a chunk's item is opened on first use.
+ * chunks it overlaps; a chunk's item is opened on first use
+ * (ckpt_dcp_item.c).
  */
 #include "ckpt_dcp.h"
 #include "util/io.h"
@@ -132,106 +133,6 @@ const struct ckpt_tensor *ckpt_dcp_tensor(const struct ckpt *c,
 	const struct ckpt_dcp *p = c->dcp;
 
 	return p && s->index < c->nstorages ? p->tens[s->index] : NULL;
-}
-
-/*
- * The storage that chunk @k belongs to (binary search over first[]).
- */
-static uint32_t storage_of_chunk(const struct ckpt *c, uint32_t k)
-{
-	uint32_t lo = 0, hi = c->nstorages;
-
-	while (hi - lo > 1) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (c->dcp->first[mid] <= k)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-/* Check a chunk's item archive and find its data (lock held). */
-static int resolve_locked(struct ckpt *c, uint32_t k, struct diag *d)
-{
-	struct ckpt_dcp *p = c->dcp;
-	struct dcp_chunk *ch = &p->chunks[k];
-	const struct ckpt_storage *s = c->storages[storage_of_chunk(c, k)];
-	const struct ckpt_tensor *want = p->tens[s->index], *t;
-	const char *path = d->path;
-	struct dcp_item *it;
-	struct dcp_file *f;
-	struct ckpt *ic;
-	struct ptz_entry *e;
-	int nd = 0, rc;
-
-	if (ch->item == DCP_NO_ITEM)
-		return diag_corrupt(d, ch->meta_off, ".metadata: a chunk of "
-				    "'%s' has no item", p->fqn[s->index]);
-	it = &p->items[ch->item];
-	f = &p->files[it->file];
-	if (f->fd < 0)
-		return diag_errno(d, f->err ? f->err : -EIO, "%s: %s",
-				  f->name, strerror(f->err ? -f->err : EIO));
-	/* a failure names the .distcp and offsets in it */
-	d->path = f->path;
-	rc = ckpt_open_embedded(f->fd, f->path, it->off, it->len, &ic, d);
-	if (rc) {
-		if (d->off != DIAG_NO_OFFSET && d->off < it->off)
-			d->off += it->off;
-		return rc;
-	}
-	nd = want->ndim;
-	t = ic->root && ic->root->kind == CKPT_N_TENSOR ? ic->root->tensor :
-	    NULL;
-	if (!t || t->kind != CKPT_T_STRIDED || t->dtype != want->dtype ||
-	    t->ndim != nd ||
-	    memcmp(t->shape, ch->sizes, nd * sizeof(int64_t)) ||
-	    !t->contiguous || ic->nglobals) {
-		char x[256], y[256];
-
-		rc = diag_corrupt(d, it->off, "item of '%s' at %s is not one "
-				  "contiguous %s tensor of size %s",
-				  p->fqn[s->index],
-				  dcp_tuple(x, sizeof(x), ch->offsets, nd),
-				  want->dtype->name,
-				  dcp_tuple(y, sizeof(y), ch->sizes, nd));
-		goto out;
-	}
-	e = t->storage ? t->storage->rec : NULL;
-	if (t->numel && (!e || e->method != PTZ_STORED)) {
-		rc = diag_unsupported(d, it->off, "item of '%s': its data "
-				      "record is compressed", p->fqn[s->index]);
-		goto out;
-	}
-	rc = e ? ptz_entry_locate(&ic->zip, e, d) : 0;
-	if (rc) {
-		d->off = d->off == DIAG_NO_OFFSET ? d->off : d->off + it->off;
-		goto out;
-	}
-	ch->data = e ? it->off + e->data_off + t->offset * t->dtype->size : 0;
-	ch->crc = e && !t->offset && e->usize == ckpt_tensor_nbytes(t) ?
-		  e->crc32 : 0;
-	__atomic_store_n(&ch->done, true, __ATOMIC_RELEASE);
-	d->path = path;
-out:
-	ckpt_close(ic);
-	return rc;
-}
-
-int ckpt_dcp_resolve(struct ckpt *c, uint32_t k, struct diag *d)
-{
-	struct ckpt_dcp *p = c->dcp;
-	int rc = 0;
-
-	if (__atomic_load_n(&p->chunks[k].done, __ATOMIC_ACQUIRE))
-		return 0;
-	pthread_mutex_lock(&p->lock);
-	if (!p->chunks[k].done)
-		rc = resolve_locked(c, k, d);
-	pthread_mutex_unlock(&p->lock);
-	return rc;
 }
 
 int ckpt_dcp_storage_data(struct ckpt *c, struct ckpt_storage *s, int *fd,
@@ -404,6 +305,7 @@ void ckpt_dcp_release(struct ckpt *c)
 	if (!p)
 		return;
 	/* the files and the directory are c->src's */
+	ckpt_dcp_tpls_free(p);
 	for (uint32_t i = 0; i < p->ndocs; i++)
 		pkl_doc_free(p->docs[i]);
 	free(p->files);

@@ -16,12 +16,14 @@
 
 #define CRC_BLOCK	(1u << 20)
 
-/* The CRC-32 of chunk @ch's @len bytes in @fd: 0, or -errno. */
-static int crc_of(int fd, uint64_t off, uint64_t len, uint32_t *crc)
+/* The CRC-32 of @len bytes at @off of @fd, read into @buf (CRC_BLOCK
+ * bytes, one for the whole pass: a block malloc'd a chunk was an mmap
+ * and a munmap each): 0, or -errno. */
+static int crc_of(int fd, uint64_t off, uint64_t len, unsigned char *buf,
+		  uint32_t *crc)
 {
-	unsigned char *buf = malloc(CRC_BLOCK);
 	uint32_t c = 0;
-	int rc = buf ? 0 : -ENOMEM;
+	int rc = 0;
 
 	while (len && !rc) {
 		size_t n = len < CRC_BLOCK ? len : CRC_BLOCK;
@@ -31,7 +33,6 @@ static int crc_of(int fd, uint64_t off, uint64_t len, uint32_t *crc)
 		off += n;
 		len -= n;
 	}
-	free(buf);
 	*crc = c;
 	return rc;
 }
@@ -43,6 +44,7 @@ uint32_t ckpt_dcp_verify(struct ckpt *c, bool no_crc, uint64_t *checked,
 			 void *arg)
 {
 	struct ckpt_dcp *p = c->dcp;
+	unsigned char *buf = NULL;
 	uint32_t n = 0;
 
 	*checked = 0;
@@ -87,8 +89,11 @@ uint32_t ckpt_dcp_verify(struct ckpt *c, bool no_crc, uint64_t *checked,
 			len *= t->dtype->size;
 			if (no_crc || !ch->crc || !len)
 				continue;
-			*checked += len;
-			if (crc_of(f->fd, ch->data, len, &crc)) {
+			if (!buf)
+				buf = malloc(CRC_BLOCK);
+			if (buf)
+				*checked += len;
+			if (!buf || crc_of(f->fd, ch->data, len, buf, &crc)) {
 				snprintf(msg, sizeof(msg), "%s: cannot read "
 					 "the chunk of '%s'", f->name,
 					 p->fqn[k]);
@@ -103,5 +108,6 @@ uint32_t ckpt_dcp_verify(struct ckpt *c, bool no_crc, uint64_t *checked,
 			}
 		}
 	}
+	free(buf);
 	return n;
 }
