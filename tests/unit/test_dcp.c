@@ -10,7 +10,12 @@
  *     open with one line naming the data file, the bytes and both keys;
  *     a lenient open (ptverify's) keeps it, and ckpt_dcp_verify() names
  *     both keys
- *   items apart: opens, and verifies clean (the control)
+ *   items apart: opens, and verifies clean (the control); storage_data
+ *     out of file order: the overlap still found
+ *   items alike but one (in the bytes of data.pkl only), and one whose
+ *     data lost its CRC-32: ckpt_dcp_verify(), which reads items like
+ *     one opened before as zips only, still refuses the one and finds
+ *     the other
  *   one chunk listed again and again by memo reference, and a key listed
  *     twice: refused when met, with memory bounded by the file's bytes,
  *     not by the references (a million of them)
@@ -64,24 +69,36 @@ static void put_file(const char *name, const void *p, size_t n)
 	close(fd);
 }
 
-/* torch.save(torch.zeros(2, 3)) to a file object: one item's bytes. */
-static void item(struct buf *out)
+/* torch.save of a float32 [2, 3] tensor ([3, 2] if @rows3) of 24 bytes
+ * @fill each to a file object: one item's bytes; returns where in them
+ * its data lies. */
+static size_t item_of(struct buf *out, bool rows3, unsigned char fill)
 {
 	static const int32_t size[] = { 2, 3 }, stride[] = { 3, 1 };
-	static const float zero[6];
+	static const int32_t size3[] = { 3, 2 }, stride3[] = { 2, 1 };
+	unsigned char data[24];
 	struct buf pkl = { 0 };
 	struct zopt o = { .torch = true };
 	struct zinfo info;
 	struct zent e[3];
 
+	memset(data, fill, sizeof(data));
 	pk_start(&pkl);
-	pk_tensor(&pkl, "FloatStorage", "0", 6, 0, size, stride, 2, false);
+	pk_tensor(&pkl, "FloatStorage", "0", 6, 0, rows3 ? size3 : size,
+		  rows3 ? stride3 : stride, 2, false);
 	op(&pkl, '.');
 	e[0] = (struct zent){ "archive/data.pkl", pkl.p, pkl.len, false };
-	e[1] = (struct zent){ "archive/data/0", zero, sizeof(zero), false };
+	e[1] = (struct zent){ "archive/data/0", data, sizeof(data), false };
 	e[2] = (struct zent){ "archive/version", "3\n", 2, false };
 	zb_build(out, e, 3, &o, &info);
 	free(pkl.p);
+	return info.data[1];	/* where the data lies */
+}
+
+/* torch.save(torch.zeros(2, 3)) */
+static void item(struct buf *out)
+{
+	item_of(out, false, 0);
 }
 
 /* cls.__new__(cls), MARK in its state dict; obj_end() BUILDs it. */
@@ -199,17 +216,12 @@ struct key {
 	bool listed_twice;
 };
 
-/* The directory: @nitems items, .metadata of @n keys; returns its path. */
-static const char *make_dir(const struct key *k, int n, int nitems)
+/* The directory: .metadata of @n keys, each of whose items is @len
+ * bytes; returns its path.  The caller wrote __0_0.distcp. */
+static const char *make_meta(const struct key *k, int n, size_t len)
 {
-	struct buf it = { 0 }, data = { 0 }, m = { 0 };
+	struct buf m = { 0 };
 
-	strcpy(dir, "/tmp/pt_dcp_test.XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
-	item(&it);
-	for (int i = 0; i < nitems; i++)
-		zb_put_bytes(&data, it.p, it.len);
-	put_file("__0_0.distcp", data.p, data.len);
 	pk_start(&m);
 	obj(&m, META, "Metadata");
 	pk_str(&m, "state_dict_metadata");
@@ -227,7 +239,7 @@ static const char *make_dir(const struct key *k, int n, int nitems)
 	op(&m, '}');
 	op(&m, '(');
 	for (int i = 0; i < n; i++)
-		storage(&m, k[i].fqn, k[i].at, (int32_t)it.len);
+		storage(&m, k[i].fqn, k[i].at, (int32_t)len);
 	op(&m, 'u');
 	pk_str(&m, "storage_meta");
 	op(&m, 'N');
@@ -236,9 +248,29 @@ static const char *make_dir(const struct key *k, int n, int nitems)
 	obj_end(&m);
 	op(&m, '.');
 	put_file(".metadata", m.p, m.len);
+	free(m.p);
+	return dir;
+}
+
+static void new_dir(void)
+{
+	strcpy(dir, "/tmp/pt_dcp_test.XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+/* The directory: @nitems items alike, .metadata of @n keys. */
+static const char *make_dir(const struct key *k, int n, int nitems)
+{
+	struct buf it = { 0 }, data = { 0 };
+
+	new_dir();
+	item(&it);
+	for (int i = 0; i < nitems; i++)
+		zb_put_bytes(&data, it.p, it.len);
+	put_file("__0_0.distcp", data.p, data.len);
+	make_meta(k, n, it.len);
 	free(it.p);
 	free(data.p);
-	free(m.p);
 	return dir;
 }
 
@@ -349,6 +381,64 @@ Test(dcp_items, overlapping_items)
 	cr_assert_eq(d.off, (uint64_t)(len / 2));
 	cr_assert_geq(verify(p, &s), 1, "%s", s.text);
 	cr_assert(strstr(s.text, want), "%s", s.text);
+}
+
+/* storage_data not in file order: sorted first */
+Test(dcp_items, overlap_out_of_order)
+{
+	int32_t len = item_len();
+	struct key k[] = {
+		{ "a", 2, 0, 2 * len, false },
+		{ "b", 2, 0, 0, false },
+		{ "c", 2, 0, len / 2, false },
+	};
+	char want[160];
+	struct diag d;
+
+	make_dir(k, 3, 3);
+	open_refused(dir, -EILSEQ, "overlaps", &d);
+	snprintf(want, sizeof(want), "item of 'c' at bytes [%d, %d) overlaps "
+		 "the item of 'b' at [0, %d)", len / 2, len / 2 + len, len);
+	cr_assert(strstr(d.msg, want), "'%s' lacks '%s'", d.msg, want);
+}
+
+/*
+ * Items alike but for their data, and one unlike them in the bytes of
+ * data.pkl alone (a [3, 2] tensor: its records have the same names and
+ * sizes): after the first item opened as a checkpoint the others are
+ * read as zips and matched to it (ckpt_dcp_item.c), so the one unlike
+ * must still be opened and refused, and each CRC-32 must still be its
+ * own item's.
+ */
+Test(dcp_items, alike_and_unlike)
+{
+	static const char *const fqn[] = { "a", "b", "c", "d", "e" };
+	struct buf data = { 0 };
+	struct key k[5];
+	size_t at = 0, len = 0, data0 = 0;
+	struct seen s;
+
+	new_dir();
+	for (int i = 0; i < 5; i++) {
+		struct buf it = { 0 };
+
+		data0 = item_of(&it, i == 3, (unsigned char)i);
+		cr_assert(!len || it.len == len, "items of one size");
+		len = it.len;
+		zb_put_bytes(&data, it.p, it.len);
+		k[i] = (struct key){ fqn[i], 2, 0, (int32_t)at, false };
+		at += it.len;
+		free(it.p);
+	}
+	/* c's data changed after its CRC-32 was taken */
+	data.p[2 * len + data0 + 5] ^= 0x40;
+	put_file("__0_0.distcp", data.p, data.len);
+	free(data.p);
+	make_meta(k, 5, len);
+	cr_assert_eq(verify(dir, &s), 2, "%s", s.text);
+	cr_assert(strstr(s.text, "item of 'd' at (0, 0) is not one contiguous "
+			 "float32 tensor"), "%s", s.text);
+	cr_assert(strstr(s.text, "chunk of 'c': CRC-32"), "%s", s.text);
 }
 
 /* The peak RSS growth of a refused open of @p, in MB. */
