@@ -46,6 +46,11 @@
 # an output that is a file or a directory not empty) with one line and
 # nothing made or changed;
 #
+# and two keys over one item (twokeys/, -k overlap: model.w2 given
+# model.w's item): ptfs and ptls refuse it with one line naming the
+# .distcp, the bytes and both keys, ptverify exits 1 naming both, nothing
+# changes;
+#
 # and broken copies: a .metadata whose pickle would run os.system (never
 # run: its marker file must not appear; ptverify exit 1 names the global),
 # an item past its file's end, chunks that overlap, a hole, a missing
@@ -281,6 +286,35 @@ keep" ] || [ "$(ls "$WORK/one/full")" != keep ]; then
 	*)	fail "todcp refuses $f -> $o/" "exit $r: $msg" ;;
 	esac
 done
+fi
+
+# ------------------------------------------------------ two keys over one item
+# twokeys/: torch 2.x saved model.w and model.w2, then its .metadata was
+# edited to give model.w2 model.w's item (issue 38).  Mounted, that was
+# two tensors over the same bytes: an edit of w changed w2 for dcp.load,
+# and ptverify said ok.  Now ptfs and ptls refuse it with one line naming
+# the data file, the bytes and both keys, ptverify exits 1 naming both.
+if want overlap; then
+d=$out/twokeys
+before=$(sums "$d")
+line=$(ptls_line "$ptls" "$d")
+case $line in
+"ptfs: $d: offset "*": __0_0.distcp: item of 'model.w2' at bytes ["*") overlaps the item of 'model.w' at ["*")")
+	expect_refusal "twokeys: ptfs" "$d" "$line" ;;
+*)	fail "twokeys: ptfs" "ptls says: $line" ;;
+esac
+o=$(run_limited 60 "$ptverify" "$d" 2>&1)
+r=$?
+case $r:$o in
+1:*": __0_0.distcp: item of 'model.w2' at bytes ["*"overlaps the item of 'model.w' at ["*": 1 problem")
+	pass "twokeys: ptverify" "exit 1: $(printf '%s\n' "$o" | head -n 1)" ;;
+*)	fail "twokeys: ptverify" "exit $r: $o" ;;
+esac
+if [ "$(sums "$d")" = "$before" ]; then
+	pass "twokeys: unchanged" "no file of the directory changed"
+else
+	fail "twokeys: unchanged" "a file of the directory changed"
+fi
 fi
 
 # ------------------------------------------------------ broken directories

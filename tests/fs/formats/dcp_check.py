@@ -20,7 +20,9 @@ their mounts.
                           one __R.metadata per rank, no .metadata, the
                           replicated tensor and the values saved by each
                 and broken copies (evil/ pastend/ overlap/ hole/ missing/
-                escape/ zstd/ crc/); topt/: src.pt (torch.save of a state
+                escape/ zstd/ crc/; twokeys/: model.w and model.w2
+                saved, then .metadata giving model.w2 model.w's item);
+                topt/: src.pt (torch.save of a state
                 dict for `ptrepack src.pt DIR/`: every dtype, views, tied
                 weights, a Parameter, int keys, lists of tensors, an
                 empty dict, tuples, an OrderedDict with _metadata), ref/
@@ -269,6 +271,21 @@ def broken(out, marker=None):
                      ("escape", escape), ("zstd", zstd)]:
         rewrite(rows, os.path.join(out, name), fn)
     rewrite(rows, os.path.join(out, "missing"), None, drop="__2_0.distcp")
+    # two keys over one item: what shows them as two tensors, edits one
+    # and leaves dcp.load seeing the other changed too (issue 38)
+    import shutil
+    import torch.distributed.checkpoint as dcp
+    src = os.path.join(out, "twokeys.src")
+    dcp.save({"model": {"w": sample(torch.float32, (4, 3), 60),
+                        "w2": sample(torch.float32, (4, 3), 61)}, "step": 5},
+             storage_writer=dcp.FileSystemWriter(src))
+
+    def twokeys(md):
+        w2 = items_of(md, "model.w2")[0]
+        md.storage_data[w2] = md.storage_data[items_of(md, "model.w")[0]]
+
+    rewrite(src, os.path.join(out, "twokeys"), twokeys)
+    shutil.rmtree(src)
     # one byte of a chunk's data flipped: only its CRC-32 tells
     import io
     import pickle
