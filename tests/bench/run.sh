@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh - build ptfs and run its benchmarks (one command; see docs/benchmarks.md):
 # ptls listing, the mount (reads, memory per tensor), write-back of an edit (also on
-# XFS and btrfs)
+# XFS and btrfs), DCP verification
 set -eu
 cd "$(dirname "$0")/../.."
 scripts/setup.sh build >/dev/null
@@ -25,5 +25,7 @@ else
 fi
 /usr/bin/python3 tests/bench/bench_cvt.py build/ptrepack "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 /usr/bin/python3 tests/bench/bench_hfshards.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
+# ptverify against the number of DCP chunks, ptls on repeated chunk references
+/usr/bin/python3 tests/bench/bench_dcpverify.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 # DCP both ways: needs the torch 2.x root (scripts/torch2-root.sh)
 /usr/bin/python3 tests/bench/bench_dcp.py build
