@@ -116,6 +116,69 @@ static void tensor_attrs(const struct ckpt *c, const struct ckpt_tensor *t,
 	free(text);
 }
 
+static int many_dir(const struct ckpt *c, const char **dir,
+		    const char **commit)
+{
+	const char *slash = strrchr(c->dcp->meta_path, '/');
+
+	*dir = c->dcp->dir;
+	*commit = slash ? slash + 1 : c->dcp->meta_path;
+	return c->dcp->dirfd;
+}
+
+static bool many_file(const struct ckpt *c, uint32_t i, const char **name,
+		      int *fd)
+{
+	if (i >= c->dcp->nfiles)
+		return false;
+	*name = c->dcp->files[i].name;
+	*fd = c->dcp->files[i].fd;
+	return true;
+}
+
+/* A storage's bytes: the data files of its chunks.  A value's (its item
+ * lies in some data file): every data file.  A folder's names are
+ * .metadata's, and stay its. */
+static int members(const struct ckpt *c, const struct ckpt_storage *s,
+		   const struct ckpt_node *n, ckpt_member_fn fn, void *arg)
+{
+	const struct ckpt_dcp *p = c->dcp;
+	uint32_t last = UINT32_MAX, b = 0, e = 0;
+	int rc = 0;
+
+	if (n && ckpt_dcp_in_value(c, n)) {
+		for (uint32_t i = 0; i < p->nfiles && !rc; i++)
+			if (p->files[i].member != UINT32_MAX)
+				rc = fn(c, p->files[i].member, arg);
+		return rc;
+	}
+	if (s && p->first && s->index < c->nstorages) {
+		b = p->first[s->index];
+		e = p->first[s->index + 1];
+	}
+	for (uint32_t k = b; k < e && !rc; k++) {
+		const struct dcp_chunk *ch = &p->chunks[k];
+		const struct dcp_file *f;
+
+		if (ch->item == DCP_NO_ITEM)
+			continue;
+		f = &p->files[p->items[ch->item].file];
+		if (f->member == UINT32_MAX || f->member == last)
+			continue;
+		last = f->member;
+		rc = fn(c, f->member, arg);
+	}
+	return rc;
+}
+
+static const char *readonly_why(const struct ckpt *c)
+{
+	if (!strcmp(c->dcp->meta_path + strlen(c->dcp->dir), "/.metadata"))
+		return NULL;
+	return "DCP directories saved without collectives (one "
+	       "__R.metadata per rank)";
+}
+
 static int save(struct ckpt *c, const char *target,
 		const struct ckpt_write_opts *o, const struct stat *like,
 		struct diag *d)
@@ -131,5 +194,7 @@ const struct ckpt_fmt ckpt_fmt_dcp = {
 	.commit = ".metadata", .converted = "",
 	.bid_name = bid_name, .bid_dir = bid_dir, .open = open_dcp,
 	.rules = &rules, .tensor_attrs = tensor_attrs,
-	.verify = ckpt_dcp_verify, .save = save,
+	.verify = ckpt_dcp_verify, .many_dir = many_dir,
+	.many_file = many_file, .members = members,
+	.readonly_why = readonly_why, .save = save,
 };

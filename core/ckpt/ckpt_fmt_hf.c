@@ -186,6 +186,46 @@ static void tensor_attrs(const struct ckpt *c, const struct ckpt_tensor *t,
 	fn(arg, "user.shard", sh->name);
 }
 
+static int many_dir(const struct ckpt *c, const char **dir,
+		    const char **commit)
+{
+	*dir = c->hf->dir;
+	*commit = c->hf->index;
+	return c->hf->dfd;
+}
+
+static bool many_file(const struct ckpt *c, uint32_t i, const char **name,
+		      int *fd)
+{
+	if (i >= c->hf->nshards)
+		return false;
+	*name = c->hf->shards[i].name;
+	*fd = c->hf->shards[i].c ? c->hf->shards[i].c->fd : -1;
+	return true;
+}
+
+/* A storage's shard; a node's shard, else (the index's own) none. */
+static int members(const struct ckpt *c, const struct ckpt_storage *s,
+		   const struct ckpt_node *n, ckpt_member_fn fn, void *arg)
+{
+	const struct ckpt_shard *sh = s ? ckpt_storage_shard(c, s) : NULL;
+	uint32_t k = n ? ckpt_hf_node_shard(c, n) : UINT32_MAX;
+
+	if (k != UINT32_MAX)
+		sh = &c->hf->shards[k];
+	return sh && sh->c ? fn(c, sh->member, arg) : 0;
+}
+
+static uint32_t nfolder_files(const struct ckpt *c)
+{
+	return c->hf->nfiles;
+}
+
+static uint32_t folder_file(const struct ckpt *c, uint32_t i)
+{
+	return i < c->hf->nfiles ? c->hf->files[i].member : UINT32_MAX;
+}
+
 static int save(struct ckpt *c, const char *target,
 		const struct ckpt_write_opts *o, const struct stat *like,
 		struct diag *d)
@@ -205,5 +245,7 @@ const struct ckpt_fmt ckpt_fmt_hf = {
 	.rules = &rules, .folder = folder, .nparts = nparts, .part = part,
 	.nfindings = nfindings, .finding = ckpt_hf_issue_line,
 	.unmountable = unmountable, .tensor_attrs = tensor_attrs,
+	.many_dir = many_dir, .many_file = many_file, .members = members,
+	.nfolder_files = nfolder_files, .folder_file = folder_file,
 	.save = save,
 };

@@ -95,6 +95,9 @@ typedef int (*ckpt_record_fn)(void *arg, const char *name, uint64_t off,
 			      uint64_t len, struct ptz_entry *e);
 /* An extended attribute of a tensor (ckpt_tensor_attrs()). */
 typedef void (*ckpt_attr_fn)(void *arg, const char *name, const char *value);
+/* A member file of a checkpoint's source (its index in c->src). */
+typedef int (*ckpt_member_fn)(const struct ckpt *c, uint32_t member,
+			      void *arg);
 /* A problem ckpt_verify() found: @check names the kind, @off is in the
  * file @path (or DIAG_NO_OFFSET). */
 typedef void (*ckpt_problem_fn)(void *arg, const char *check,
@@ -142,6 +145,28 @@ struct ckpt_fmt {
 	/* its own checks beyond the records' (ptverify): problems found */
 	uint32_t (*verify)(struct ckpt *c, bool no_crc, uint64_t *checked,
 			   ckpt_problem_fn fn, void *arg);
+	/* --- a checkpoint of many files (its source's members) --- */
+	/* its folder: fd (the source's root), *@dir its path for messages,
+	   *@commit the name of the file whose rename commits a write-back */
+	int (*many_dir)(const struct ckpt *c, const char **dir,
+			const char **commit);
+	/* data file @i: *@name in the folder, *@fd (-1: absent); false past
+	   the last */
+	bool (*many_file)(const struct ckpt *c, uint32_t i, const char **name,
+			  int *fd);
+	/* call @fn for each member storage @s (node @n: NULL for a storage)
+	   is read from, stopping at its first non-zero return */
+	int (*members)(const struct ckpt *c, const struct ckpt_storage *s,
+		       const struct ckpt_node *n, ckpt_member_fn fn,
+		       void *arg);
+	/* its folder's other files (shown under .ptfs/files/): how many, and
+	   file @i's member (UINT32_MAX: not shown) */
+	uint32_t (*nfolder_files)(const struct ckpt *c);
+	uint32_t (*folder_file)(const struct ckpt *c, uint32_t i);
+	/* why this one mounts read-only though its format is written back
+	   (one phrase, "... mount read-only" follows), or NULL */
+	const char *(*readonly_why)(const struct ckpt *c);
+
 	/* write-back of the edited model to @target (NULL: where it lies) */
 	int (*save)(struct ckpt *c, const char *target,
 		    const struct ckpt_write_opts *o, const struct stat *like,

@@ -52,51 +52,6 @@ char *ckpt_gen_name(const char *name, unsigned g)
 	return out;
 }
 
-int ckpt_many_dir(const struct ckpt *c, const char **dir,
-		  const char **commit)
-{
-	if (c->hf) {
-		*dir = c->hf->dir;
-		*commit = c->hf->index;
-		return c->hf->dfd;
-	}
-	if (c->dcp) {
-		const char *slash = strrchr(c->dcp->meta_path, '/');
-
-		*dir = c->dcp->dir;
-		*commit = slash ? slash + 1 : c->dcp->meta_path;
-		return c->dcp->dirfd;
-	}
-	return -1;
-}
-
-bool ckpt_many_file(const struct ckpt *c, uint32_t i, const char **name,
-		    int *fd)
-{
-	if (c->hf && i < c->hf->nshards) {
-		*name = c->hf->shards[i].name;
-		*fd = c->hf->shards[i].c ? c->hf->shards[i].c->fd : -1;
-		return true;
-	}
-	if (c->dcp && i < c->dcp->nfiles) {
-		*name = c->dcp->files[i].name;
-		*fd = c->dcp->files[i].fd;
-		return true;
-	}
-	return false;
-}
-
-const char *ckpt_readonly_why(const struct ckpt *c)
-{
-	if (!ckpt_can(c, CKPT_CAP_WRITE))
-		return ckpt_fmt(c)->files;
-	if (c->dcp && strcmp(c->dcp->meta_path + strlen(c->dcp->dir),
-			     "/.metadata"))
-		return "DCP directories saved without collectives (one "
-		       "__R.metadata per rank)";
-	return NULL;
-}
-
 /* The absolute name of @name in the directory, as the journal keeps it. */
 static char *abs_name(int dfd, const char *name)
 {

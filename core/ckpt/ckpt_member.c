@@ -9,51 +9,27 @@
  *   checkpoint   a storage's bytes come from     a node outside a storage
  *   one file     c->fd (none here: the caller's) c->fd
  *   HF folder    its shard                       its shard, else the index
- *   DCP          the data files of its chunks    every data file
+ *   DCP          the data files of its chunks    a value: every data file
+ *
+ * (each format's members hook, ckpt_fmt_hf.c and ckpt_fmt_dcp.c).
  *
  * A file read from several members may be read only by whoever may read
  * each of them (src_access_narrow()), so a mount with -o allow_other shows
  * no byte the OS would not.
  */
 #include "ckpt_int.h"
-#include "ckpt_dcp.h"
+#include "ckpt_format.h"
 #include "source/source.h"
 
 #include <errno.h>
 
-/* Call @fn for each member storage @s's bytes come from; stop at its
- * first non-zero return.  0 members: @c's own file (or not of many). */
+/* Call @fn for each member storage @s (or node @n) is read from. */
 static int each_member(const struct ckpt *c, const struct ckpt_storage *s,
-		       int (*fn)(const struct ckpt *c, uint32_t m, void *arg),
-		       void *arg)
+		       const struct ckpt_node *n, ckpt_member_fn fn, void *arg)
 {
-	const struct ckpt_dcp *p = c->dcp;
-	uint32_t last = UINT32_MAX;
-	int rc = 0;
+	const struct ckpt_fmt *m = ckpt_fmt(c);
 
-	if (!c->src || !s)
-		return 0;
-	if (c->hf) {
-		const struct ckpt_shard *sh = ckpt_storage_shard(c, s);
-
-		return sh && sh->c ? fn(c, sh->member, arg) : 0;
-	}
-	if (!p || !p->first || s->index >= c->nstorages)
-		return 0;
-	for (uint32_t k = p->first[s->index];
-	     k < p->first[s->index + 1] && !rc; k++) {
-		const struct dcp_chunk *ch = &p->chunks[k];
-		const struct dcp_file *f;
-
-		if (ch->item == DCP_NO_ITEM)
-			continue;
-		f = &p->files[p->items[ch->item].file];
-		if (f->member == UINT32_MAX || f->member == last)
-			continue;
-		last = f->member;
-		rc = fn(c, f->member, arg);
-	}
-	return rc;
+	return c->src && m->members ? m->members(c, s, n, fn, arg) : 0;
 }
 
 static int fresh_one(const struct ckpt *c, uint32_t m, void *arg)
@@ -64,7 +40,7 @@ static int fresh_one(const struct ckpt *c, uint32_t m, void *arg)
 int ckpt_storage_unchanged(const struct ckpt *c, const struct ckpt_storage *s,
 			   struct diag *d)
 {
-	return each_member(c, s, fresh_one, d);
+	return s ? each_member(c, s, NULL, fresh_one, d) : 0;
 }
 
 static int narrow_one(const struct ckpt *c, uint32_t m, void *arg)
@@ -90,44 +66,61 @@ bool ckpt_storage_access(const struct ckpt *c, const struct ckpt_storage *s,
 {
 	if (!access_init(c, a))
 		return false;
-	each_member(c, s, narrow_one, a);
+	if (s)
+		each_member(c, s, NULL, narrow_one, a);
 	return true;
 }
 
 bool ckpt_node_access(const struct ckpt *c, const struct ckpt_node *n,
 		      struct src_access *a)
 {
-	if (!access_init(c, a))
-		return false;
 	if (n->kind == CKPT_N_TENSOR && n->tensor)
 		return ckpt_storage_access(c, n->tensor->storage, a);
-	if (c->hf) {
-		uint32_t k = ckpt_hf_node_shard(c, n);
-
-		if (k != UINT32_MAX && c->hf->shards[k].c)
-			narrow_one(c, c->hf->shards[k].member, a);
-	} else if (c->dcp && ckpt_dcp_in_value(c, n)) {
-		/* a value's item lies in some data file: the strictest (a
-		   folder's names are .metadata's, and stay its) */
-		for (uint32_t i = 0; i < c->dcp->nfiles; i++)
-			if (c->dcp->files[i].member != UINT32_MAX)
-				narrow_one(c, c->dcp->files[i].member, a);
-	}
+	if (!access_init(c, a))
+		return false;
+	each_member(c, NULL, n, narrow_one, a);
 	return true;
 }
 
 bool ckpt_folder_files(const struct ckpt *c, uint32_t *n)
 {
-	*n = c->hf ? c->hf->nfiles : 0;
-	return c->hf != NULL;
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	*n = m->nfolder_files ? m->nfolder_files(c) : 0;
+	return m->nfolder_files != NULL;
 }
 
 const struct src_member *ckpt_folder_file(const struct ckpt *c, uint32_t i)
 {
-	uint32_t m = c->hf && i < c->hf->nfiles ? c->hf->files[i].member :
-		     UINT32_MAX;
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+	uint32_t k = m->folder_file ? m->folder_file(c, i) : UINT32_MAX;
 
-	return m == UINT32_MAX ? NULL : src_at(c->src, m);
+	return k == UINT32_MAX ? NULL : src_at(c->src, k);
+}
+
+int ckpt_many_dir(const struct ckpt *c, const char **dir,
+		  const char **commit)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	return m->many_dir ? m->many_dir(c, dir, commit) : -1;
+}
+
+bool ckpt_many_file(const struct ckpt *c, uint32_t i, const char **name,
+		    int *fd)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	return m->many_file && m->many_file(c, i, name, fd);
+}
+
+const char *ckpt_readonly_why(const struct ckpt *c)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	if (!(m->caps & CKPT_CAP_WRITE))
+		return m->files;
+	return m->readonly_why ? m->readonly_why(c) : NULL;
 }
 
 int ckpt_member_dir(const struct ckpt *c, const char *name, const char **leaf)
