@@ -16,7 +16,6 @@
 #include "diag/diag.h"
 #include "json_out.h"
 #include "zip/ptz.h"
-#include "zrec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -63,8 +62,8 @@ static void row_text(const struct ptz_entry *e, uint32_t i,
 	       e->method == PTZ_DEFLATED ? "deflate" : "other", e->crc32, crc);
 	if (r->located)
 		printf("  %3" PRIu64 "  %6" PRIu64, e->data_off % 64,
-		       zrec_align(e->data_off) > 65536 ? 65536 :
-		       zrec_align(e->data_off));
+		       ptz_align(e->data_off) > 65536 ? 65536 :
+		       ptz_align(e->data_off));
 	else
 		printf("  %3s  %6s", "?", "?");
 	printf("  %s\n", e->name);
@@ -90,7 +89,7 @@ static void row_json(const struct ptz_entry *e, uint32_t i,
 		fputs("null,\"crc_ok\":null", stdout);
 	if (r->located)
 		printf(",\"align_mod64\":%" PRIu64 ",\"align\":%" PRIu64 "}",
-		       e->data_off % 64, zrec_align(e->data_off));
+		       e->data_off % 64, ptz_align(e->data_off));
 	else
 		fputs(",\"align_mod64\":null,\"align\":null}", stdout);
 }
@@ -138,7 +137,8 @@ static int zip_records(int fd, const struct dump_opts *o)
 		diag_init(&rd, o->name);
 		r.located = !ptz_entry_locate(&z, e, &rd);
 		if (r.located && !o->no_crc) {
-			int rc = zrec_crc32(&z, e, &r.crc, step, &pr, &rd);
+			int rc = ptz_entry_crc32(&z, e, &r.crc, step, &pr,
+						 &rd);
 
 			r.crc_done = !rc;
 			r.crc_ok = r.crc == e->crc32;
@@ -258,13 +258,13 @@ static int legacy_records(const char *path, const struct dump_opts *o)
 			       PRIu64 ",\"align_mod64\":%" PRIu64
 			       ",\"align\":%" PRIu64 "}", s->data_off,
 			       s->nbytes, s->data_off % 64,
-			       zrec_align(s->data_off));
+			       ptz_align(s->data_off));
 		} else {
 			printf("%4u  %10s  0x%08" PRIx64 "  %10" PRIu64
 			       "  %3" PRIu64 "  %6" PRIu64 "  %s\n", i, count,
 			       s->data_off, s->nbytes, s->data_off % 64,
-			       zrec_align(s->data_off) > 65536 ?
-			       65536 : zrec_align(s->data_off),
+			       ptz_align(s->data_off) > 65536 ?
+			       65536 : ptz_align(s->data_off),
 			       name ? name : s->key);
 		}
 	}

@@ -184,27 +184,8 @@ static int plan(struct wb *w)
 	return rc;
 }
 
-static int at32(struct wb *w, int fd, uint64_t off, uint32_t *v)
-{
-	unsigned char b[4];
-	int rc = io_pread_diag(fd, b, 4, off, "zip header", w->d);
-
-	*v = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-	     (uint32_t)b[3] << 24;
-	return rc;
-}
-
-static int put32(struct wb *w, int fd, uint64_t off, uint32_t v)
-{
-	unsigned char b[4] = { v, v >> 8, v >> 16, v >> 24 };
-	int rc = io_pwrite_full(fd, b, 4, off);
-
-	return rc ? diag_errno(w->d, rc, "%s: %s", w->fs.f[w->fs.nf - 1].name,
-			       strerror(-rc)) : 0;
-}
-
 /* The CRC-32 of chunk @ch's item record, now in the new file @fd, into
- * the three places its zip keeps it (the table above). */
+ * the three places its zip keeps it (the table above; ptz_crc.c). */
 static int patch_crc(struct wb *w, int fd, const struct dcp_chunk *ch)
 {
 	const struct dcp_item *it = &w->p->items[ch->item];
@@ -212,7 +193,7 @@ static int patch_crc(struct wb *w, int fd, const struct dcp_chunk *ch)
 	const struct ckpt_tensor *t;
 	struct ptz_entry *e;
 	struct ckpt *ic;
-	uint32_t crc = 0, v;
+	uint32_t crc = 0;
 	uint64_t pos, base = it->off;
 	int rc = ckpt_open_embedded(f->fd, f->path, it->off, it->len, &ic,
 				    w->d);
@@ -232,32 +213,9 @@ static int patch_crc(struct wb *w, int fd, const struct dcp_chunk *ch)
 				   "tensor data", w->d);
 		crc = rc ? crc : libdeflate_crc32(crc, w->a, m);
 	}
-	/* the local header: 0 there with a descriptor stays 0 */
 	if (!rc)
-		rc = at32(w, fd, base + e->header_off + 14, &v);
-	if (!rc && (v || !(e->flags & 8)))
-		rc = put32(w, fd, base + e->header_off + 14, crc);
-	if (!rc && (e->flags & 8) && e->csize) {
-		pos = base + e->data_off + e->csize;
-		rc = at32(w, fd, pos, &v);
-		if (!rc)
-			rc = put32(w, fd, v == 0x08074b50 ? pos + 4 : pos, crc);
-	}
-	/* the central directory: entry cd_index */
-	pos = ic->zip.cdir_off;
-	for (uint32_t i = 0; !rc && i <= ptz_cd_index(&ic->zip, e); i++) {
-		unsigned char h[46];
-
-		rc = io_pread_diag(fd, h, sizeof(h), base + pos,
-				   "central directory", w->d);
-		if (!rc && memcmp(h, "PK\1\2", 4))
-			rc = diag_corrupt(w->d, base + pos, "%s: not a central "
-					  "directory entry", f->path);
-		if (!rc && i == ptz_cd_index(&ic->zip, e))
-			rc = put32(w, fd, base + pos + 16, crc);
-		pos += 46u + (h[28] | h[29] << 8) + (h[30] | h[31] << 8) +
-		       (h[32] | h[33] << 8);
-	}
+		rc = ptz_entry_put_crc(&ic->zip, e, fd, crc,
+				       w->fs.f[w->fs.nf - 1].name, w->d);
 	ckpt_close(ic);
 	return rc;
 }

@@ -170,4 +170,34 @@ int ptz_entry_read(const struct ptz_reader *z, struct ptz_entry *e,
 int ptz_entry_inflate(const struct ptz_reader *z, struct ptz_entry *e,
 		      int fd, uint32_t *crc32, struct diag *d);
 
+/* Deflated records larger than this are not inflated to check them. */
+#define PTZ_MAX_CRC_INFLATE	(UINT64_C(1) << 30)
+
+/*
+ * The CRC-32 of @e's uncompressed data (located first) into *@crc, a
+ * stored record streamed in 4 MiB preads (ptz_crc.c).  @step, if given,
+ * is called with each chunk's size as it is read.  Returns 0, -EFBIG for a
+ * deflated record over PTZ_MAX_CRC_INFLATE, or -errno with @d set.
+ */
+int ptz_entry_crc32(const struct ptz_reader *z, struct ptz_entry *e,
+		    uint32_t *crc, void (*step)(void *arg, uint64_t n),
+		    void *arg, struct diag *d);
+
+/*
+ * Write @crc as the CRC-32 of located record @e into @fd, a copy of z's
+ * file (the archive at the same z->base) whose bytes of @e were rewritten
+ * in place: into its local header (unless 0 there with a data
+ * descriptor), its data descriptor and its central directory entry.
+ * @name names @fd in messages.  Returns 0 or -errno with @d set.
+ */
+int ptz_entry_put_crc(const struct ptz_reader *z, const struct ptz_entry *e,
+		      int fd, uint32_t crc, const char *name, struct diag *d);
+
+/* The largest power of two dividing @off (@off 0: 2^63): how a record's
+ * data is aligned. */
+static inline uint64_t ptz_align(uint64_t off)
+{
+	return off ? off & -off : UINT64_C(1) << 63;
+}
+
 #endif
