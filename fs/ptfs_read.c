@@ -103,7 +103,7 @@ static void read_pieced(fuse_req_t req, struct ptfs *fs,
 			const struct ckpt_storage *s, size_t size, off_t off,
 			struct diag *d)
 {
-	const struct ckpt_tensor *t = ckpt_dcp_tensor(fs->c, s);
+	const struct ckpt_tensor *t = ckpt_pieced_tensor(fs->c, s);
 	char *buf = malloc(size);
 	long long got;
 

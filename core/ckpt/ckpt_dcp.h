@@ -258,4 +258,17 @@ int ckpt_dcp_resolve(struct ckpt *c, uint32_t k, struct diag *d);
 /* ckpt_dcp_item.c: free what ckpt_dcp_resolve() kept of the items. */
 void ckpt_dcp_tpls_free(struct ckpt_dcp *p);
 
+/*
+ * ckpt_dcp_read.c, the descriptor's storage reads (ckpt_format.h): is @s
+ * a tensor in chunks (not staged in an overlay), the tensor over all of
+ * it (its global shape, or NULL), and where its byte @pos lies (resolves
+ * the chunk on first use; a byte in no chunk of a leniently opened
+ * directory is -EIO).
+ */
+bool dcp_pieced(const struct ckpt *c, const struct ckpt_storage *s);
+const struct ckpt_tensor *dcp_tensor(const struct ckpt *c,
+				     const struct ckpt_storage *s);
+int dcp_where(struct ckpt *c, const struct ckpt_tensor *t, uint64_t pos,
+	      int *fd, uint64_t *off, uint64_t *len, struct diag *d);
+
 #endif

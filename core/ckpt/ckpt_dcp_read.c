@@ -119,7 +119,7 @@ static void chunks_of(const struct ckpt *c, const struct ckpt_storage *s,
 	}
 }
 
-bool ckpt_storage_pieced(const struct ckpt *c, const struct ckpt_storage *s)
+bool dcp_pieced(const struct ckpt *c, const struct ckpt_storage *s)
 {
 	uint32_t b, e;
 
@@ -127,8 +127,8 @@ bool ckpt_storage_pieced(const struct ckpt *c, const struct ckpt_storage *s)
 	return e - b > 1 && s->fd == c->fd;	/* not staged in an overlay */
 }
 
-const struct ckpt_tensor *ckpt_dcp_tensor(const struct ckpt *c,
-					  const struct ckpt_storage *s)
+const struct ckpt_tensor *dcp_tensor(const struct ckpt *c,
+				     const struct ckpt_storage *s)
 {
 	const struct ckpt_dcp *p = c->dcp;
 
@@ -219,8 +219,8 @@ static int run_at(struct ckpt *c, const struct ckpt_tensor *t, uint64_t el,
 	return 0;
 }
 
-int ckpt_dcp_where(struct ckpt *c, const struct ckpt_tensor *t, uint64_t pos,
-		   int *fd, uint64_t *off, uint64_t *len, struct diag *d)
+int dcp_where(struct ckpt *c, const struct ckpt_tensor *t, uint64_t pos,
+	      int *fd, uint64_t *off, uint64_t *len, struct diag *d)
 {
 	const struct ckpt_dcp *p = c->dcp;
 	uint64_t isz = t->dtype->size, local, n;
@@ -252,7 +252,7 @@ long long ckpt_dcp_read(struct ckpt *c, const struct ckpt_tensor *t,
 		len = ckpt_tensor_nbytes(t) - pos;
 	while (done < len) {
 		uint64_t off, n;
-		int fd, rc = ckpt_dcp_where(c, t, pos + done, &fd, &off, &n, d);
+		int fd, rc = dcp_where(c, t, pos + done, &fd, &off, &n, d);
 
 		if (rc)
 			return rc;

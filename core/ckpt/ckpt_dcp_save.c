@@ -422,7 +422,7 @@ static int input_ok(const struct ckpt *c, struct diag *d)
 					"a %s, not a dict: DCP saves a state "
 					"dict", c->root->type ? c->root->type :
 					"value");
-	return ckpt_hf_whole(c, d);
+	return ckpt_whole_parts(c, d);
 }
 
 /* OUT may be absent or an empty directory (rename() replaces that). */

@@ -11,32 +11,9 @@
 
 /* ---- DCP directories (ckpt_dcp.c, ckpt_dcp_read.c) ---- */
 
-/*
- * Does storage @s gather its bytes from more than one place (a DCP
- * tensor split into chunks, not staged in an overlay)?  Then
- * ckpt_storage_data() has no answer for it; ckpt_tensor_read() and
- * ckpt_dcp_where() do.
- */
-bool ckpt_storage_pieced(const struct ckpt *c, const struct ckpt_storage *s);
-
 /* Is node @n a value of a DCP directory, or inside one (its item's
  * pickle, written back as it is)? */
 bool ckpt_dcp_in_value(const struct ckpt *c, const struct ckpt_node *n);
-
-/* The tensor of DCP storage @s (its global shape, over all of it), or
- * NULL (not a DCP tensor's storage). */
-const struct ckpt_tensor *ckpt_dcp_tensor(const struct ckpt *c,
-					  const struct ckpt_storage *s);
-
-/*
- * Where byte @pos of DCP tensor @t's row-major contents lies: *@fd
- * (borrowed), *@off, and *@len bytes from there that follow in the same
- * file in order (the rest of that row of its chunk, or more).  Resolves
- * the chunk on first use.  0 or -errno with @d set (a byte in no chunk of
- * a leniently opened directory is -EIO).
- */
-int ckpt_dcp_where(struct ckpt *c, const struct ckpt_tensor *t, uint64_t pos,
-		   int *fd, uint64_t *off, uint64_t *len, struct diag *d);
 
 /*
  * DCP tensor @t's chunks as text, one line each: "offsets=0,4 sizes=8,4

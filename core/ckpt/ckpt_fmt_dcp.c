@@ -91,7 +91,7 @@ static int add(const struct ckpt *c, const char *name, struct diag *d)
 static int data(const struct ckpt *c, const struct ckpt_storage *s,
 		struct diag *d)
 {
-	if (ckpt_dcp_tensor(c, s))
+	if (ckpt_pieced_tensor(c, s))
 		return 0;
 	return diag_errno(d, -EPERM, "storage %s: a tensor inside a value of "
 			  "a DCP directory is written back as it is", s->key);
@@ -194,7 +194,10 @@ const struct ckpt_fmt ckpt_fmt_dcp = {
 	.commit = ".metadata", .converted = "",
 	.bid_name = bid_name, .bid_dir = bid_dir, .open = open_dcp,
 	.rules = &rules, .tensor_attrs = tensor_attrs,
-	.verify = ckpt_dcp_verify, .many_dir = many_dir,
+	.verify = ckpt_dcp_verify, .storage_data = ckpt_dcp_storage_data,
+	.pieced = dcp_pieced, .pieced_tensor = dcp_tensor,
+	.pieced_where = dcp_where, .pieced_read = ckpt_dcp_read,
+	.close = ckpt_dcp_release, .many_dir = many_dir,
 	.many_file = many_file, .members = members,
 	.readonly_why = readonly_why, .save = save,
 };

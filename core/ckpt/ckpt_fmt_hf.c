@@ -226,6 +226,13 @@ static uint32_t folder_file(const struct ckpt *c, uint32_t i)
 	return i < c->hf->nfiles ? c->hf->files[i].member : UINT32_MAX;
 }
 
+/* its shards own the nodes, tensors and storages */
+static void close_hf(struct ckpt *c)
+{
+	if (c->hf)
+		ckpt_hf_close(c);
+}
+
 static int save(struct ckpt *c, const char *target,
 		const struct ckpt_write_opts *o, const struct stat *like,
 		struct diag *d)
@@ -245,6 +252,7 @@ const struct ckpt_fmt ckpt_fmt_hf = {
 	.rules = &rules, .folder = folder, .nparts = nparts, .part = part,
 	.nfindings = nfindings, .finding = ckpt_hf_issue_line,
 	.unmountable = unmountable, .tensor_attrs = tensor_attrs,
+	.owner = ckpt_hf_owner, .whole = ckpt_hf_whole, .close = close_hf,
 	.many_dir = many_dir, .many_file = many_file, .members = members,
 	.nfolder_files = nfolder_files, .folder_file = folder_file,
 	.save = save,

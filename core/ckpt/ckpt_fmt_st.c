@@ -131,7 +131,7 @@ static int save(struct ckpt *c, const char *target,
 const struct ckpt_fmt ckpt_fmt_safetensors = {
 	.id = CKPT_SAFETENSORS, .name = "safetensors",
 	.files = "safetensors files", .one = "a safetensors file",
-	.caps = CKPT_CAP_WRITE, .rewrite_as = "file",
+	.caps = CKPT_CAP_WRITE, .rewrite_as = "file", .out = CKPT_OUT_ST,
 	.converted = ", converted from safetensors",
 	.bid = bid, .open = open_st, .rules = &ckpt_st_rules,
 	.records = records, .tensor_attrs = tensor_attrs, .verify = verify,

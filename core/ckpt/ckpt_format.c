@@ -11,45 +11,9 @@
 
 #include <errno.h>
 
-/* The formats core/ckpt reads, by number (enum ckpt_format); the table
- * ckpt_open() bids through is core/fmt/formats.c. */
-const struct ckpt_fmt *ckpt_fmt_of(int format)
-{
-	switch (format) {
-	case CKPT_LEGACY: return &ckpt_fmt_legacy;
-	case CKPT_TORCHSCRIPT: return &ckpt_fmt_torchscript;
-	case CKPT_TAR: return &ckpt_fmt_tar;
-	case CKPT_SAFETENSORS: return &ckpt_fmt_safetensors;
-	case CKPT_HF_SHARDED: return &ckpt_fmt_hf;
-	case CKPT_DCP: return &ckpt_fmt_dcp;
-	}
-	return &ckpt_fmt_zip;
-}
-
 const struct ckpt_fmt *ckpt_fmt(const struct ckpt *c)
 {
-	/* a model built by hand (the unit tests) has a format, no c->fmt */
-	return c->fmt ? c->fmt : ckpt_fmt_of(c->format);
-}
-
-const char *ckpt_format_name(int format)
-{
-	return ckpt_fmt_of(format)->name;
-}
-
-const char *ckpt_format_files(int format)
-{
-	return ckpt_fmt_of(format)->files;
-}
-
-bool ckpt_format_writable(int format)
-{
-	return ckpt_fmt_of(format)->caps & CKPT_CAP_WRITE;
-}
-
-bool ckpt_format_many(int format)
-{
-	return ckpt_fmt_of(format)->caps & CKPT_CAP_MANY;
+	return c->fmt;	/* ckpt_alloc() starts it as the zip's */
 }
 
 bool ckpt_folder(const struct ckpt *c, struct ckpt_folder *f)
@@ -74,7 +38,9 @@ void ckpt_part_at(const struct ckpt *c, uint32_t k, struct ckpt_part *p)
 		m->part(c, k, p);
 		return;
 	}
-	*p = (struct ckpt_part){ NULL, c, c->root && c->root->dir ?
+	/* the checkpoint itself: its file holds it all */
+	*p = (struct ckpt_part){ NULL, (struct ckpt *)(uintptr_t)c,
+				 c->root && c->root->dir ?
 				 c->root->dir->nkids : 0 };
 }
 
@@ -140,6 +106,54 @@ int ckpt_write_back(struct ckpt *c, const char *output, const char *path,
 				  "not to another file (ptrepack writes one)",
 				  m->one);
 	return m->save(c, output ? output : path, o, like, d);
+}
+
+/* ---- storage reads ---- */
+
+bool ckpt_storage_pieced(const struct ckpt *c, const struct ckpt_storage *s)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	return m->pieced && m->pieced(c, s);
+}
+
+const struct ckpt_tensor *ckpt_pieced_tensor(const struct ckpt *c,
+					     const struct ckpt_storage *s)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	return m->pieced_tensor ? m->pieced_tensor(c, s) : NULL;
+}
+
+int ckpt_pieced_where(struct ckpt *c, const struct ckpt_tensor *t,
+		      uint64_t pos, int *fd, uint64_t *off, uint64_t *len,
+		      struct diag *d)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	if (!m->pieced_where)
+		return diag_set(d, -EINVAL, DIAG_NO_OFFSET, "not a tensor in "
+				"pieces");
+	return m->pieced_where(c, t, pos, fd, off, len, d);
+}
+
+long long ckpt_pieced_read(struct ckpt *c, const struct ckpt_tensor *t,
+			   void *buf, uint64_t len, uint64_t pos,
+			   struct diag *d)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	if (!m->pieced_read)
+		return diag_set(d, -EINVAL, DIAG_NO_OFFSET, "not a tensor in "
+				"pieces");
+	return m->pieced_read(c, t, buf, len, pos, d);
+}
+
+int ckpt_whole_parts(const struct ckpt *c, struct diag *d)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	return m->whole ? m->whole(c, d) : 0;
 }
 
 /* ---- the edit rules ---- */

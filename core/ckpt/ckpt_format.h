@@ -79,7 +79,7 @@ struct ckpt_rules {
  * checkpoint itself. */
 struct ckpt_part {
 	const char *name;	/* as the index names it, or NULL: itself */
-	const struct ckpt *c;	/* NULL: absent */
+	struct ckpt *c;		/* NULL: absent */
 	uint32_t nkeys;		/* keys of it the tree shows */
 };
 
@@ -119,6 +119,8 @@ struct ckpt_fmt {
 	const char *findings_are;	/* what its findings mean, before "N
 					   times" ("the index and its shards
 					   disagree"), or NULL */
+	uint8_t out;		/* what CKPT_OUT_SAME writes it as: 0 (a
+				   torch zip) or CKPT_OUT_ST */
 
 	/* --- opening: the first descriptor that bids opens the file --- */
 	bool (*bid)(const unsigned char *h, size_t n);	/* its first bytes */
@@ -145,6 +147,29 @@ struct ckpt_fmt {
 	/* its own checks beyond the records' (ptverify): problems found */
 	uint32_t (*verify)(struct ckpt *c, bool no_crc, uint64_t *checked,
 			   ckpt_problem_fn fn, void *arg);
+	/* --- storage reads of its own (NULL: the model's records) --- */
+	/* the checkpoint whose file holds @s (a folder: its shard) */
+	struct ckpt *(*owner)(struct ckpt *c, const struct ckpt_storage *s);
+	/* where the bytes of @s lie in c->fd (a DCP item in its .distcp) */
+	int (*storage_data)(struct ckpt *c, struct ckpt_storage *s, int *fd,
+			    uint64_t *off, struct diag *d);
+	/* does @s gather its bytes from many places (a DCP tensor's
+	   chunks)?  Then the tensor over all of it, where its byte @pos
+	   lies (*@fd, *@off, *@len bytes in order from there), its bytes */
+	bool (*pieced)(const struct ckpt *c, const struct ckpt_storage *s);
+	const struct ckpt_tensor *(*pieced_tensor)(const struct ckpt *c,
+						   const struct ckpt_storage *s);
+	int (*pieced_where)(struct ckpt *c, const struct ckpt_tensor *t,
+			    uint64_t pos, int *fd, uint64_t *off,
+			    uint64_t *len, struct diag *d);
+	long long (*pieced_read)(struct ckpt *c, const struct ckpt_tensor *t,
+				 void *buf, uint64_t len, uint64_t pos,
+				 struct diag *d);
+	/* is every part there (a folder's shards)?  0 or -errno, @d set */
+	int (*whole)(const struct ckpt *c, struct diag *d);
+	/* free what the format holds (ckpt_close(), first) */
+	void (*close)(struct ckpt *c);
+
 	/* --- a checkpoint of many files (its source's members) --- */
 	/* its folder: fd (the source's root), *@dir its path for messages,
 	   *@commit the name of the file whose rename commits a write-back */
@@ -173,8 +198,8 @@ struct ckpt_fmt {
 		    struct diag *d);
 };
 
-/* The descriptor of @c (c->fmt), and of format number @format of those
- * core/ckpt reads (enum ckpt_format). */
+/* The descriptor of @c (c->fmt), and of format number @format (enum
+ * ckpt_format; core/fmt/formats.c, by the table). */
 const struct ckpt_fmt *ckpt_fmt(const struct ckpt *c);
 const struct ckpt_fmt *ckpt_fmt_of(int format);
 /* The table, in bidding order, NULL-terminated (core/fmt/formats.c,
@@ -216,6 +241,27 @@ uint32_t ckpt_verify(struct ckpt *c, bool no_crc, uint64_t *checked,
 int ckpt_write_back(struct ckpt *c, const char *output, const char *path,
 		    const struct ckpt_write_opts *o, const struct stat *like,
 		    struct diag *d);
+
+/*
+ * Does storage @s gather its bytes from more than one place (a DCP tensor
+ * split into chunks, not staged in an overlay)?  Then ckpt_storage_data()
+ * has no answer for it; ckpt_tensor_read() and ckpt_pieced_where() do, and
+ * ckpt_pieced_tensor() is the tensor over all of it (else NULL).
+ */
+bool ckpt_storage_pieced(const struct ckpt *c, const struct ckpt_storage *s);
+const struct ckpt_tensor *ckpt_pieced_tensor(const struct ckpt *c,
+					     const struct ckpt_storage *s);
+/*
+ * Where byte @pos of pieced tensor @t's row-major contents lies: *@fd
+ * (borrowed), *@off, and *@len bytes from there that follow in the same
+ * file in order.  0 or -errno with @d set.
+ */
+int ckpt_pieced_where(struct ckpt *c, const struct ckpt_tensor *t,
+		      uint64_t pos, int *fd, uint64_t *off, uint64_t *len,
+		      struct diag *d);
+/* Is every part of @c there?  0, or -errno with @d set (an absent shard
+ * would leave a written file without its tensors). */
+int ckpt_whole_parts(const struct ckpt *c, struct diag *d);
 
 /* The edit rules: 0 or -errno with @d set (struct ckpt_rules). */
 int ckpt_rule_shape(const struct ckpt *c, const char *what, struct diag *d);

@@ -80,8 +80,8 @@ int ckpt_storage_data(struct ckpt *c, struct ckpt_storage *s, int *fd,
 	int rc = 0;
 
 	c = ckpt_storage_owner(c, s);	/* a shard of a folder */
-	if (c->dcp && s->fd == c->fd)	/* in a .distcp file */
-		return ckpt_dcp_storage_data(c, s, fd, off, d);
+	if (ckpt_fmt(c)->storage_data && s->fd == c->fd)	/* a .distcp */
+		return ckpt_fmt(c)->storage_data(c, s, fd, off, d);
 	if (s->fd != c->fd || !s->rec || s->rec->method == PTZ_STORED) {
 		rc = ckpt_storage_locate(c, s, d);
 		if (rc)

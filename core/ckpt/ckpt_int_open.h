@@ -8,6 +8,7 @@
 #define PT_CKPT_CKPT_INT_OPEN_H
 
 #include "ckpt_int_build.h"
+#include "ckpt_format.h"
 
 /* ckpt_legacy.c: read the legacy (< 1.6) stream into c. */
 int ckpt_legacy_open(struct ckpt *c, struct diag *d);
@@ -18,6 +19,10 @@ int ckpt_zip_open(struct ckpt *c, bool fold, struct diag *d);
  * every successful open ends with (the open's scratch freed). */
 struct ckpt *ckpt_alloc(const char *path);
 void ckpt_open_done(struct ckpt *c);
+/* ckpt_format.c: ckpt_tensor_read() of a pieced tensor. */
+long long ckpt_pieced_read(struct ckpt *c, const struct ckpt_tensor *t,
+			   void *buf, uint64_t len, uint64_t pos,
+			   struct diag *d);
 bool ckpt_head_is_html(const unsigned char *h, size_t n);
 
 /* ckpt_script.c: build a TorchScript archive's model; c->zip is open and
@@ -90,7 +95,9 @@ struct ckpt *ckpt_hf_owner(struct ckpt *c, const struct ckpt_storage *s);
 static inline struct ckpt *ckpt_storage_owner(struct ckpt *c,
 					      const struct ckpt_storage *s)
 {
-	return c->hf ? ckpt_hf_owner(c, s) : c;
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	return m->owner ? m->owner(c, s) : c;
 }
 
 /*

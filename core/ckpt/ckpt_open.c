@@ -243,9 +243,14 @@ int ckpt_whole(struct ckpt *c, struct diag *d)
 	size_t len;
 	int rc;
 
-	for (uint32_t i = 0; c->hf && i < c->hf->nshards; i++)
-		if (c->hf->shards[i].c && (rc = ckpt_whole(c->hf->shards[i].c, d)))
-			return rc;	/* a folder's values live in its shards */
+	/* a folder's values live in its parts (shards) */
+	for (uint32_t i = 0; ckpt_fmt(c)->nparts && i < ckpt_nparts(c); i++) {
+		struct ckpt_part p;
+
+		ckpt_part_at(c, i, &p);
+		if (p.c && (rc = ckpt_whole(p.c, d)))
+			return rc;
+	}
 	if (!c->doc || !c->doc->nfolded || c->doc->whole)
 		return 0;
 	rc = ptz_entry_read(&c->zip, c->pkl_rec, PKL_MAX_BYTES - 1, &buf,
@@ -325,8 +330,8 @@ void ckpt_close(struct ckpt *c)
 {
 	if (!c)
 		return;
-	if (c->hf)	/* its shards own the nodes, tensors and storages */
-		ckpt_hf_close(c);
+	if (ckpt_fmt(c)->close)	/* a folder's shards own the nodes ... */
+		ckpt_fmt(c)->close(c);
 	for (uint32_t i = 0; i < c->nnodes; i++)
 		if (!ckpt_is_row(c->nodes[i]))
 			free(c->nodes[i]->text);
@@ -340,7 +345,6 @@ void ckpt_close(struct ckpt *c)
 	}
 	free(c->storages);
 	free(c->vdocs);
-	ckpt_dcp_release(c);	/* lives in the arena */
 	src_free(c->src);
 	arena_release(&c->arena);
 	free(c->globals);

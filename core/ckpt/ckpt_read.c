@@ -159,7 +159,7 @@ long long ckpt_tensor_read(struct ckpt *c, const struct ckpt_tensor *t,
 		return len;
 	}
 	if (ckpt_storage_pieced(c, t->storage))	/* a DCP tensor's chunks */
-		return ckpt_dcp_read(c, t, buf, len, pos, d);
+		return ckpt_pieced_read(c, t, buf, len, pos, d);
 	rc = ckpt_storage_data(c, t->storage, &fd, &base, d);
 	if (rc)
 		return rc;

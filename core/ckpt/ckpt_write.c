@@ -104,7 +104,7 @@ static int storage_source(struct out *w, struct ckpt_storage *s,
 		rc = 0;
 	} else if (ckpt_storage_pieced(c, s)) {
 		/* a DCP tensor cut in chunks: gathered in order */
-		w->pieced = (struct ckpt_tread){ c, ckpt_dcp_tensor(c, s) };
+		w->pieced = (struct ckpt_tread){ c, ckpt_pieced_tensor(c, s) };
 		src->read = ckpt_tread;
 		src->read_arg = &w->pieced;
 		src->off = from;
@@ -529,10 +529,10 @@ int ckpt_write_into(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	if (!o)
 		o = &none;
 	/* whatever the output: a file that loads but lacks tensors */
-	if ((rc = ckpt_hf_whole(c, d)))
+	if ((rc = ckpt_whole_parts(c, d)))
 		return rc;
 	if (o->to == CKPT_OUT_ST ||
-	    (o->to == CKPT_OUT_SAME && c->format == CKPT_SAFETENSORS))
+	    (o->to == CKPT_OUT_SAME && ckpt_fmt(c)->out == CKPT_OUT_ST))
 		return ckpt_st_write(c, fd, o, clone, d);
 	if (ckpt_can(c, CKPT_CAP_MANY)) {
 		if (o->to != CKPT_OUT_ZIP)

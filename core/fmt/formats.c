@@ -33,6 +33,34 @@ const struct ckpt_fmt *const ckpt_formats[] = {
 	&ckpt_fmt_safetensors, &ckpt_fmt_legacy, &ckpt_fmt_torchscript, NULL
 };
 
+const struct ckpt_fmt *ckpt_fmt_of(int format)
+{
+	for (size_t i = 0; ckpt_formats[i]; i++)
+		if (ckpt_formats[i]->id == format)
+			return ckpt_formats[i];
+	return &ckpt_fmt_zip;	/* not reached: every format is listed */
+}
+
+const char *ckpt_format_name(int format)
+{
+	return ckpt_fmt_of(format)->name;
+}
+
+const char *ckpt_format_files(int format)
+{
+	return ckpt_fmt_of(format)->files;
+}
+
+bool ckpt_format_writable(int format)
+{
+	return ckpt_fmt_of(format)->caps & CKPT_CAP_WRITE;
+}
+
+bool ckpt_format_many(int format)
+{
+	return ckpt_fmt_of(format)->caps & CKPT_CAP_MANY;
+}
+
 static bool starts(const unsigned char *p, size_t n, const char *s)
 {
 	size_t k = strlen(s);

@@ -60,7 +60,7 @@ int ovl_data_locate(struct ovl *v, struct ckpt_node *n, uint64_t off,
 		/* a DCP tensor's chunks: the run at @off lies in one file */
 		if (off >= loc->size)
 			return 0;
-		return ckpt_dcp_where(v->c, t, off, &loc->fd, &loc->pos,
+		return ckpt_pieced_where(v->c, t, off, &loc->fd, &loc->pos,
 				      &loc->len, d);
 	}
 	rc = ckpt_storage_data(v->c, t->storage, &loc->fd, &base, d);

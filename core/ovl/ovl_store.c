@@ -250,7 +250,7 @@ static int ovl_data_install(struct ovl *v, struct ckpt_storage *s, int fd,
 static int gather_copy(struct ovl *v, const struct ckpt_storage *s, int fd,
 		       struct diag *d)
 {
-	const struct ckpt_tensor *t = ckpt_dcp_tensor(v->c, s);
+	const struct ckpt_tensor *t = ckpt_pieced_tensor(v->c, s);
 	char *buf = malloc(CHUNK);
 	int rc = buf ? 0 : diag_nomem(d);
 
