@@ -21,8 +21,8 @@
 #include "ckpt_model.h"		/* struct ckpt, formats, open, reads, names */
 #include "ckpt_edit.h"		/* edits: the in-memory half, values */
 #include "ckpt_write.h"		/* write-back, save, in place, patch */
-#include "ckpt_hf.h"		/* Hugging Face sharded folders */
-#include "ckpt_dcpapi.h"	/* DCP directories */
+#include "fmt/hf/ckpt_hf.h"		/* Hugging Face sharded folders */
+#include "fmt/dcp/ckpt_dcpapi.h"	/* DCP directories */
 #include "ckpt_member.h"	/* member files: freshness, access */
 #include "ckpt_format.h"	/* the table of formats */
 

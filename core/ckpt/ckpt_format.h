@@ -8,11 +8,18 @@
  * From then on the model, the overlay, fs/ and tools/ ask the descriptor
  * (ckpt_fmt(c)) through the functions below and never test the format:
  *
- *   family        formats (descriptor)          file of the family
- *   torch         zip, legacy, tar, TorchScript ckpt_fmt_torch.c
- *   safetensors   safetensors                   ckpt_fmt_st.c
- *   HF folder     hf-sharded                    ckpt_fmt_hf.c
- *   DCP           dcp                           ckpt_fmt_dcp.c
+ *   family        formats (descriptor)          its folder, descriptors
+ *   torch         zip, legacy, tar, TorchScript core/ckpt (the model is
+ *                                               built from its pickle and
+ *                                               zip), ckpt_fmt_torch.c
+ *   safetensors   safetensors                   core/fmt/st/ckpt_fmt_st.c
+ *   HF folder     hf-sharded                    core/fmt/hf/ckpt_fmt_hf.c
+ *   DCP           dcp                           core/fmt/dcp/ckpt_fmt_dcp.c
+ *
+ * The model (core/ckpt) calls no function of a format in core/fmt/: it
+ * reaches one only through c->fmt, so no call cycle spans two folders.
+ * The safetensors writers (ckpt_stflat.c, ckpt_stwrite.c) are the model's
+ * outputs, like the zip writer, and stay with it.
  *
  * A hook left NULL means "nothing of that kind": no parts but the
  * checkpoint itself, no findings, no records, every edit allowed.

@@ -8,7 +8,6 @@
 #define _GNU_SOURCE 1	/* asprintf, realpath */
 #include "ckpt_fsave.h"
 #include "source/source.h"
-#include "ckpt_dcp.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,8 +1,9 @@
 /*
- * ckpt_int_open.h - the steps ckpt_open() runs for each format: legacy,
- * TorchScript, tar-era, safetensors, Hugging Face folders, DCP, embedded
- * archives, and the pickles of a model of several files (struct
- * ckpt_vdoc).  Internal to core/ckpt: part of ckpt_int.h.
+ * ckpt_int_open.h - the steps of the torch family's opens (zip, legacy,
+ * TorchScript, tar-era, embedded archives), what every open starts and
+ * ends with, and the pickles of a model of several files (struct
+ * ckpt_vdoc).  The other families declare theirs in their folders
+ * (core/fmt/).  Internal to the model: part of ckpt_int.h.
  */
 #ifndef PT_CKPT_CKPT_INT_OPEN_H
 #define PT_CKPT_CKPT_INT_OPEN_H
@@ -44,25 +45,6 @@ const struct pkl_value *ckpt_str_key(struct ckpt *c, const char *s,
 				     size_t len);
 char *ckpt_key_name(struct ckpt *c, const struct pkl_value *key);
 
-/*
- * ckpt_dcp.c: read a DCP directory into c: c->fd is the directory (@meta
- * NULL: its .metadata is read, or every __R.metadata) or the metadata
- * file @meta names (the basename of c->path).  0 or -errno with @d set.
- */
-int ckpt_dcp_open(struct ckpt *c, const char *meta, unsigned flags,
-		  struct diag *d);
-
-/* ckpt_dcp_read.c: free what c->dcp holds (files, docs). */
-void ckpt_dcp_release(struct ckpt *c);
-
-/* ckpt_dcp_read.c: ckpt_storage_data() of a DCP storage. */
-int ckpt_dcp_storage_data(struct ckpt *c, struct ckpt_storage *s, int *fd,
-			  uint64_t *off, struct diag *d);
-
-/* ckpt_dcp_read.c: ckpt_tensor_read() of a pieced DCP tensor. */
-long long ckpt_dcp_read(struct ckpt *c, const struct ckpt_tensor *t,
-			void *buf, uint64_t len, uint64_t pos, struct diag *d);
-
 /* ckpt_open.c: a torch.save archive embedded in @fd at [@base, @base +
  * @len), opened as a checkpoint; its offsets count from @base (the model
  * is for checking, not for reading data through).  Caller owns *@out. */
@@ -71,25 +53,6 @@ int ckpt_open_embedded(int fd, const char *path, uint64_t base, uint64_t len,
 
 /* ckpt_globals.c: add global @g to c->globals (once each): 0 or -ENOMEM. */
 int ckpt_global_add(struct ckpt *c, const struct pkl_value *g);
-
-/* ckpt_safetensors.c: read a .safetensors file's header into c. */
-int ckpt_safetensors_open(struct ckpt *c, struct diag *d);
-
-/*
- * ckpt_shards.c: open the Hugging Face index of the folder c->fd (@is_dir)
- * or the index file c->path, and every shard it names, as one model.
- */
-int ckpt_hf_open(struct ckpt *c, bool is_dir, struct diag *d);
-/* ckpt_shards.c: close the shards and the folder (ckpt_close()). */
-void ckpt_hf_close(struct ckpt *c);
-/* ckpt_shards.c: 0, or -ENOTSUP with @d set when shards of @c's index
- * are absent: whatever is written of it would load but lack tensors. */
-int ckpt_hf_whole(const struct ckpt *c, struct diag *d);
-/* ckpt_shards.c: the shard node @n was read from (of c->hf->shards), or
- * UINT32_MAX (the root, or made by an edit). */
-uint32_t ckpt_hf_node_shard(const struct ckpt *c, const struct ckpt_node *n);
-/* ckpt_shards.c: the checkpoint whose file holds @s's bytes: a shard. */
-struct ckpt *ckpt_hf_owner(struct ckpt *c, const struct ckpt_storage *s);
 
 /* The checkpoint whose file and locks serve @s: @c, or its shard's. */
 static inline struct ckpt *ckpt_storage_owner(struct ckpt *c,

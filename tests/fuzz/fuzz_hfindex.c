@@ -1,6 +1,6 @@
 /*
  * fuzz_hfindex.c - libFuzzer target for the Hugging Face index reader
- * (core/ckpt/ckpt_hfindex.c): any bytes as an index.  hfix_parse() must
+ * (core/fmt/hf/ckpt_hfindex.c): any bytes as an index.  hfix_parse() must
  * return 0 or a refusal with its offset inside the input, never read past
  * it, and leave nothing behind after hfix_release() and arena_release().
  */
@@ -8,7 +8,7 @@
 
 #include <errno.h>
 
-#include "ckpt/ckpt_hfindex.h"
+#include "fmt/hf/ckpt_hfindex.h"
 #include "diag/diag.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

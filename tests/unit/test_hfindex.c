@@ -9,7 +9,7 @@
  * index's copy of a key two shards hold shown), shards that are no file
  * or are named like an index refused.
  */
-#include "ckpt/ckpt_hfindex.h"
+#include "fmt/hf/ckpt_hfindex.h"
 #include "ckpt/ckpt_fsave.h"
 #include "diag/diag.h"
 

@@ -6,7 +6,8 @@
  * hidden), and the index's bytes for ckpt_hfindex.c.  ckpt_shards.c opens
  * the shards.
  */
-#include "ckpt_int.h"
+#include "ckpt/ckpt_int.h"
+#include "ckpt_hf_int.h"
 #include "ckpt_hfindex.h"
 #include "source/source.h"
 #include "util/io.h"

@@ -26,10 +26,11 @@
  * folder unreadable or unsafe (no index, a bad one, a shard outside the
  * folder, absent or unreadable) is refused with one line.
  */
-#include "ckpt_int.h"
+#include "ckpt/ckpt_int.h"
+#include "ckpt_hf_int.h"
 #include "source/source.h"
 #include "ckpt_hfindex.h"
-#include "ckpt_ident.h"
+#include "ckpt/ckpt_ident.h"
 #include "util/io.h"
 
 #include <errno.h>

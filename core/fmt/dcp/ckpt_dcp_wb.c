@@ -29,7 +29,7 @@
  * when it is made (ovl_dcp.c).
  */
 #include "ckpt_dcp.h"
-#include "ckpt_fsave.h"
+#include "ckpt/ckpt_fsave.h"
 
 #include <errno.h>
 #include <libdeflate.h>

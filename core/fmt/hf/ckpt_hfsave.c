@@ -22,7 +22,8 @@
  * total_size counted again (hfplan_index()).  A shard left without keys
  * is only removed, and drops out of the index.
  */
-#include "ckpt_fsave.h"
+#include "ckpt/ckpt_fsave.h"
+#include "ckpt_hf_int.h"
 #include "ckpt_hfindex.h"
 
 #include <errno.h>

@@ -23,7 +23,8 @@
  * the first member, ", " or ",\n    " between them); a key that did not
  * change keeps its token byte for byte.
  */
-#include "ckpt_int.h"
+#include "ckpt/ckpt_int.h"
+#include "ckpt_hf_int.h"
 #include "ckpt_hfindex.h"
 
 #include <errno.h>

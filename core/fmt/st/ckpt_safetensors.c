@@ -21,7 +21,8 @@
  * tensors that cover the data with no hole or overlap.  Bytes after the
  * last tensor are left to ptverify (c->data_end tells where it ends).
  */
-#include "ckpt_int.h"
+#include "ckpt/ckpt_int.h"
+#include "ckpt_st.h"
 #include "pickle/pkl_int.h"
 #include "util/io.h"
 #include "util/jread.h"

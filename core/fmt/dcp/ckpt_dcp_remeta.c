@@ -22,7 +22,7 @@
  * the root reaches was removed.
  */
 #include "ckpt_dcp.h"
-#include "ckpt_fsave.h"
+#include "ckpt/ckpt_fsave.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
 #ifndef PT_CKPT_CKPT_HF_H
 #define PT_CKPT_CKPT_HF_H
 
-#include "ckpt_model.h"
+#include "ckpt/ckpt_model.h"
 
 struct ckpt_ident;
 

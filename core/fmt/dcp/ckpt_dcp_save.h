@@ -6,7 +6,7 @@
 #ifndef PT_CKPT_CKPT_DCP_SAVE_H
 #define PT_CKPT_CKPT_DCP_SAVE_H
 
-#include "ckpt_int.h"
+#include "ckpt/ckpt_int.h"
 
 #define DCP_DATA_FILE	"__0_0.distcp"	/* every item, rank 0's one file */
 

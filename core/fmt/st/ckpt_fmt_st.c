@@ -17,8 +17,9 @@
  * (user.meta.* of the root) but not edited through the mount (EPERM).  A
  * folder of safetensors shards is held to the same rules (ckpt_fmt_hf.c).
  */
-#include "ckpt_int.h"
-#include "ckpt_format.h"
+#include "ckpt/ckpt_int.h"
+#include "ckpt_st.h"
+#include "ckpt/ckpt_format.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -16,9 +16,9 @@
  * anything inside one (its item is a pickle written as it was), a view,
  * and a list's entries (positions: one removed would move the others').
  */
-#include "ckpt_int.h"
+#include "ckpt/ckpt_int.h"
 #include "ckpt_dcp.h"
-#include "ckpt_format.h"
+#include "ckpt/ckpt_format.h"
 
 #include <errno.h>
 #include <fcntl.h>

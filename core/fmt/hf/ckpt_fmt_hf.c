@@ -20,8 +20,9 @@
  * rewrite.  A folder of safetensors shards takes what a safetensors file
  * takes (ckpt_st_rules).
  */
-#include "ckpt_int.h"
-#include "ckpt_format.h"
+#include "ckpt/ckpt_int.h"
+#include "ckpt_hf_int.h"
+#include "ckpt/ckpt_format.h"
 
 #include <errno.h>
 #include <string.h>

@@ -7,7 +7,7 @@
 #ifndef PT_CKPT_CKPT_DCPAPI_H
 #define PT_CKPT_CKPT_DCPAPI_H
 
-#include "ckpt_model.h"
+#include "ckpt/ckpt_model.h"
 
 /* ---- DCP directories (ckpt_dcp.c, ckpt_dcp_read.c) ---- */
 

@@ -14,7 +14,7 @@
 #ifndef PT_CKPT_CKPT_DCP_H
 #define PT_CKPT_CKPT_DCP_H
 
-#include "ckpt_int.h"
+#include "ckpt/ckpt_int.h"
 
 #define DCP_NO_ITEM	UINT32_MAX
 /* chunk pairs an open compares for overlaps, at most */
@@ -270,5 +270,26 @@ const struct ckpt_tensor *dcp_tensor(const struct ckpt *c,
 				     const struct ckpt_storage *s);
 int dcp_where(struct ckpt *c, const struct ckpt_tensor *t, uint64_t pos,
 	      int *fd, uint64_t *off, uint64_t *len, struct diag *d);
+
+/* ---- the descriptor's hooks (ckpt_fmt_dcp.c) ---- */
+
+/*
+ * ckpt_dcp.c: read a DCP directory into c: c->fd is the directory (@meta
+ * NULL: its .metadata is read, or every __R.metadata) or the metadata
+ * file @meta names (the basename of c->path).  0 or -errno with @d set.
+ */
+int ckpt_dcp_open(struct ckpt *c, const char *meta, unsigned flags,
+		  struct diag *d);
+
+/* ckpt_dcp_read.c: free what c->dcp holds (files, docs). */
+void ckpt_dcp_release(struct ckpt *c);
+
+/* ckpt_dcp_read.c: ckpt_storage_data() of a DCP storage. */
+int ckpt_dcp_storage_data(struct ckpt *c, struct ckpt_storage *s, int *fd,
+			  uint64_t *off, struct diag *d);
+
+/* ckpt_dcp_read.c: ckpt_tensor_read() of a pieced DCP tensor. */
+long long ckpt_dcp_read(struct ckpt *c, const struct ckpt_tensor *t,
+			void *buf, uint64_t len, uint64_t pos, struct diag *d);
 
 #endif
