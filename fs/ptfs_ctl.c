@@ -54,13 +54,13 @@ int ptfs_commit(struct ptfs *fs, struct diag *d)
 	ptfs_wrlock(fs);
 	/* what is about to be written, said before the tree describes the
 	   new file (counts only) */
-	rc = fs->ovl && !fs->ovl->committed ?
+	rc = fs->ovl && !ovl_committed(fs->ovl) ?
 	     ovl_summarize(fs->ovl, 0, &s, d) : 0;
 	if (!rc)
 		rc = fs->ovl ? ovl_commit(fs->ovl, fs->output, d) : 1;
 	/* patched in place: the file the mount reads moved its times, and
 	   holds what the mount shows */
-	if (!rc && fs->ovl->wstats.in_place && !fstat(fs->c->fd, &st))
+	if (!rc && ovl_wstats(fs->ovl)->in_place && !fstat(fs->c->fd, &st))
 		ckpt_ident_of(&st, &fs->ident);
 	if (rc < 0)
 		diag_line(d, fs->commit_msg, sizeof(fs->commit_msg) - 1);
@@ -73,9 +73,9 @@ int ptfs_commit(struct ptfs *fs, struct diag *d)
 		fputs("written back: ", f);
 		ptfs_counts_text(f, &s);
 		fprintf(f, "; %llu bytes to %s%s\n",
-			(unsigned long long)fs->ovl->wstats.size,
-			fs->output ? fs->output : fs->ovl->path,
-			fs->ovl->wstats.in_place ? " (in place)" : "");
+			(unsigned long long)ovl_wstats(fs->ovl)->size,
+			fs->output ? fs->output : ovl_path(fs->ovl),
+			ovl_wstats(fs->ovl)->in_place ? " (in place)" : "");
 	} else if (f && !fs->done_msg) {
 		fputs("written back: nothing (nothing was staged)\n", f);
 	}
@@ -114,7 +114,7 @@ static long long discard(struct ptfs *fs, struct ctl_handle *h, size_t size)
 
 	diag_init(&d, fs->c->path);
 	rc = ptfs_edit_lock(fs, &d);
-	if (!rc && !fs->ovl->committed)
+	if (!rc && !ovl_committed(fs->ovl))
 		rc = ovl_summarize(fs->ovl, 0, &s, &d);
 	if (!rc)
 		rc = ovl_discard(fs->ovl, &d);
@@ -127,8 +127,8 @@ static long long discard(struct ptfs *fs, struct ctl_handle *h, size_t size)
 			fputs("nothing was staged", f);
 		else
 			ptfs_counts_text(f, &s);
-		fprintf(f, "; %s removed, %s untouched\n", fs->ovl->dir,
-			fs->ovl->path);
+		fprintf(f, "; %s removed, %s untouched\n", ovl_dir(fs->ovl),
+			ovl_path(fs->ovl));
 	}
 	if (f && fclose(f))
 		done = NULL;

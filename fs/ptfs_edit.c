@@ -41,7 +41,7 @@ static struct ckpt_node *dir_node(const struct ptfs *fs, fuse_ino_t ino)
 static int edit_errno(const struct ptfs *fs, fuse_ino_t parent,
 		      struct diag *d)
 {
-	if (fs->readonly || !fs->ovl || fs->ovl->committed)
+	if (fs->readonly || !fs->ovl || ovl_committed(fs->ovl))
 		return -EROFS;
 	if (dir_node(fs, parent))
 		return 0;
@@ -423,7 +423,8 @@ void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 static bool staging(const struct ptfs_ino *i)
 {
 	return (i->kind == PTFS_NODE || i->kind == PTFS_VIEW) && i->node &&
-	       (i->node->ed->stage || i->node->ed->vstage || i->node->pending);
+	       (ovl_staged(i->node) || ovl_view_staged(i->node, NULL, NULL) ||
+		i->node->pending);
 }
 
 /* close() (@flush: may apply a replacement) or fsync(): make data durable */
@@ -449,7 +450,8 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 		     ovl_fsync(fs->ovl, i.node, &d);
 	else if (i.kind == PTFS_VIEW && flush)
 		rc = ovl_view_flush(fs->ovl, i.node, &d);
-	else if (i.kind == PTFS_VIEW && !i.node->ed->vstage && !i.node->pending)
+	else if (i.kind == PTFS_VIEW && !ovl_view_staged(i.node, NULL, NULL) &&
+		 !i.node->pending)
 		rc = ovl_fsync(fs->ovl, i.node, &d);
 	else if (i.kind == PTFS_STORAGE)
 		rc = ovl_fsync_storage(fs->ovl, i.storage, &d);

@@ -426,7 +426,7 @@ static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
 		ptfs_node_mtime(fs, i.node, &st->st_mtim);
 		if (ckpt_node_access(fs->c, i.node, &a))
 			access_of(&a, st);
-		if (measure && i.view == CKPT_V_TXT && !i.node->ed->vstage) {
+		if (measure && i.view == CKPT_V_TXT && !ovl_view_staged(i.node, NULL, NULL)) {
 			/* measuring reads the tensor: a node's work */
 			if (i.row)
 				return -EAGAIN;

@@ -309,13 +309,11 @@ void ptfs_inval_start(struct ptfs *fs, struct fuse_session *se,
 	pthread_mutex_init(&iv->lock, NULL);
 	pthread_cond_init(&iv->cond, NULL);
 	iv->se = se;
-	if (fs->ovl) {
-		fs->ovl->changed = storage_changed;
-		fs->ovl->touched = node_touched;
-		fs->ovl->progress = wb_progress;
-		fs->ovl->notice = edit_notice;
-		fs->ovl->arg = fs;
-	}
+	if (fs->ovl)
+		ovl_set_hooks(fs->ovl, &(struct ovl_hooks){
+			.changed = storage_changed, .notice = edit_notice,
+			.progress = wb_progress, .touched = node_touched,
+			.arg = fs });
 	iv->running = !pthread_create(&iv->thread, NULL, inval_main, fs);
 }
 
@@ -331,11 +329,9 @@ void ptfs_inval_stop(struct ptfs *fs)
 		pthread_join(iv->thread, NULL);
 		iv->running = false;
 	}
-	if (fs->ovl) {
-		fs->ovl->changed = NULL;
-		fs->ovl->touched = NULL;
-		fs->ovl->notice = NULL;
-	}
+	if (fs->ovl)	/* the commit after the session still says how far */
+		ovl_set_hooks(fs->ovl, &(struct ovl_hooks){
+			.progress = wb_progress, .arg = fs });
 	free(iv->q);
 	free(iv->except);
 	for (uint32_t i = 0; i < iv->nents; i++)

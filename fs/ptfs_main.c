@@ -478,9 +478,9 @@ int main(int argc, char **argv)
 				diag_line(&d, line, sizeof(line)));
 			goto out_close;
 		}
-		if (fs.ovl->note)
-			fprintf(stderr, "ptfs: %s\n", fs.ovl->note);
-		if (fs.ovl->inplace_finished) {
+		if (ovl_note(fs.ovl))
+			fprintf(stderr, "ptfs: %s\n", ovl_note(fs.ovl));
+		if (ovl_inplace_finished(fs.ovl)) {
 			/* the checkpoint holds the edits now: mount it afresh */
 			ovl_close(fs.ovl);
 			ckpt_close(fs.c);
@@ -515,8 +515,8 @@ int main(int argc, char **argv)
 		/* shows the checkpoint in mount(8) and /proc/mounts, and
 		   tells ptfs umount where it is when the daemon is gone:
 		   absolute, so that it names the file from anywhere */
-		snprintf(fsname, sizeof(fsname), "-ofsname=%s", fs.ovl->path);
-		if (!strchr(fs.ovl->path, ','))
+		snprintf(fsname, sizeof(fsname), "-ofsname=%s", ovl_path(fs.ovl));
+		if (!strchr(ovl_path(fs.ovl), ','))
 			fuse_opt_add_arg(&args, fsname);
 	}
 	rc = serve(&fs, &args, &co);

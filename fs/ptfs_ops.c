@@ -97,12 +97,12 @@ static void op_destroy(void *userdata)
 	struct diag d;
 	char line[512];
 
-	if (!fs->ovl || fs->readonly || fs->ovl->committed)
+	if (!fs->ovl || fs->readonly || ovl_committed(fs->ovl))
 		return;
 	diag_init(&d, fs->c->path);
 	if (ptfs_commit(fs, &d) < 0) {
 		fuse_log(FUSE_LOG_ERR, "ptfs: write-back failed, the edits stay "
-			 "staged in %s: %s\n", fs->ovl->dir,
+			 "staged in %s: %s\n", ovl_dir(fs->ovl),
 			 diag_line(&d, line, sizeof(line)));
 		fs->commit_failed = true;
 	}
@@ -258,7 +258,7 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 /* Can @i be opened for writing, and if not, why not? */
 static int write_errno(const struct ptfs *fs, const struct ptfs_ino *i)
 {
-	if (fs->readonly || (fs->ovl && fs->ovl->committed))
+	if (fs->readonly || (fs->ovl && ovl_committed(fs->ovl)))
 		return -EROFS;
 	switch (i->kind) {
 	case PTFS_NODE:
@@ -334,7 +334,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (i.kind == PTFS_VIEW && i.view == CKPT_V_TXT &&
 	    (fi->flags & O_ACCMODE) == O_RDONLY) {
 		ptfs_rdlock(fs);
-		rc = i.node->ed->vstage ? 0 : ptfs_text_check(fs, i.node, &d);
+		rc = ovl_view_staged(i.node, NULL, NULL) ? 0 :
+		     ptfs_text_check(fs, i.node, &d);
 		ptfs_unlock(fs);
 		if (rc)
 			return ptfs_reply_err(req, rc, &d);

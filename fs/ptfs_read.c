@@ -175,7 +175,7 @@ static bool from_checkpoint(const struct ptfs_ino *i)
 	switch (i->kind) {
 	case PTFS_ROOT:
 	case PTFS_NODE:
-		return i->node->kind == CKPT_N_TENSOR && !i->node->ed->stage &&
+		return i->node->kind == CKPT_N_TENSOR && !ovl_staged(i->node) &&
 		       !i->node->tensor->fresh;
 	case PTFS_STORAGE:
 	case PTFS_RECORD:

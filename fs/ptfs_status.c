@@ -204,8 +204,8 @@ static void changes_text(FILE *f, const struct ptfs *fs,
 static void overlay_text(FILE *f, const struct ovl *v,
 			 const struct ovl_summary *s)
 {
-	fprintf(f, "overlay: %s", v->dir);
-	if (v->jfd < 0) {
+	fprintf(f, "overlay: %s", ovl_dir(v));
+	if (!s->journal) {
 		fputs(": nothing in it yet\n", f);
 		return;
 	}
@@ -227,21 +227,21 @@ char *ptfs_status_text(struct ptfs *fs, size_t *len)
 		return NULL;
 	diag_init(&d, fs->c->path);
 	ptfs_rdlock(fs);
-	fprintf(f, "checkpoint: %s\n", v->path);
+	fprintf(f, "checkpoint: %s\n", ovl_path(v));
 	if (fs->output)
 		fprintf(f, "output: %s\n", fs->output);
 	fprintf(f, "daemon: pid %ld\n", (long)getpid());
 	rc = ovl_summarize(v, STATUS_MAX_PATHS, &s, &d);
 	overlay_text(f, v, &s);
-	if (v->resumed)
+	if (s.resumed)
 		fprintf(f, "resumed: %llu journal record%s staged by an "
-			"earlier mount\n", (unsigned long long)v->resumed,
-			v->resumed == 1 ? "" : "s");
+			"earlier mount\n", (unsigned long long)s.resumed,
+			s.resumed == 1 ? "" : "s");
 	pthread_mutex_lock(&fs->ctl_lock);
 	if (fs->done_msg)
 		fputs(fs->done_msg, f);
 	pthread_mutex_unlock(&fs->ctl_lock);
-	if (v->committed) {
+	if (ovl_committed(v)) {
 		fputs("staged: nothing (the mount is read-only until it is "
 		      "unmounted)\n", f);
 	} else if (rc) {

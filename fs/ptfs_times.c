@@ -74,7 +74,7 @@ void ptfs_node_mtime(const struct ptfs *fs, const struct ckpt_node *n,
 {
 	uint64_t fp = 0;
 
-	if (n->ed->stage)
+	if (ovl_staged(n))
 		fp = 0;		/* edited: its bytes are the overlay's */
 	else if (n->kind == CKPT_N_TENSOR && n->tensor)
 		fp = tensor_fp(n->tensor);

@@ -285,12 +285,13 @@ uint64_t ptfs_view_size(struct ptfs *fs, struct ckpt_node *n, int view,
 			bool measure)
 {
 	struct diag d;
-	uint64_t size = 0;
+	uint64_t size = 0, len;
+	uint8_t staged;
 
 	if (view == CKPT_V_NPY)
 		return ovl_npy_size(fs->ovl, n);
-	if (n->ed->vstage && n->ed->vstage->view == CKPT_V_TXT)
-		return n->ed->vstage->len;
+	if (ovl_view_staged(n, &staged, &len) && staged == CKPT_V_TXT)
+		return len;
 	if (!measure)
 		return ptfs_text_known(fs, n, &size) ? size : 0;
 	diag_init(&d, fs->c->path);

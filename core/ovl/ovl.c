@@ -489,3 +489,67 @@ int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 	}
 	return rc;
 }
+
+/* ---- what the layers above may ask (struct ovl is opaque to them) ---- */
+
+void ovl_set_hooks(struct ovl *v, const struct ovl_hooks *h)
+{
+	static const struct ovl_hooks none;
+
+	if (!h)
+		h = &none;
+	v->changed = h->changed;
+	v->notice = h->notice;
+	v->progress = h->progress;
+	v->touched = h->touched;
+	v->arg = h->arg;
+}
+
+const char *ovl_path(const struct ovl *v)
+{
+	return v->path;
+}
+
+const char *ovl_dir(const struct ovl *v)
+{
+	return v->dir;
+}
+
+const char *ovl_note(const struct ovl *v)
+{
+	return v->note;
+}
+
+bool ovl_committed(const struct ovl *v)
+{
+	return v->committed;
+}
+
+const struct ckpt_write_stats *ovl_wstats(const struct ovl *v)
+{
+	return &v->wstats;
+}
+
+bool ovl_inplace_finished(const struct ovl *v)
+{
+	return v->inplace_finished;
+}
+
+bool ovl_staged(const struct ckpt_node *n)
+{
+	return n->ed->stage != NULL;
+}
+
+bool ovl_view_staged(const struct ckpt_node *n, uint8_t *view,
+		     uint64_t *len)
+{
+	const struct ckpt_stage *st = n->ed->vstage;
+
+	if (!st)
+		return false;
+	if (view)
+		*view = st->view;
+	if (len)
+		*len = st->len;
+	return true;
+}

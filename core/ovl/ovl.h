@@ -47,17 +47,6 @@ enum ckpt_view {
 	CKPT_V_TXT,		/* KEY.txt: the values as text */
 };
 
-/*
- * What a file being rewritten holds until close() (ckpt_edit.c): a tensor
- * truncated by cp or open('wb') gets a scratch file, a value its new text.
- */
-struct ckpt_stage {
-	struct ckpt_storage *scratch;	/* tensors: bytes so far */
-	char *text;		/* values: text so far */
-	size_t len, cap;	/* (views: len is the scratch file's size) */
-	bool written;		/* a write came since it started */
-	uint8_t view;		/* enum ckpt_view of the file being written */
-};
 
 /*
  * Which checkpoint an overlay belongs to: the file as it was opened, and
@@ -78,72 +67,53 @@ struct ovl_opts {
 				   (ovl_inplace.c), or refuse */
 };
 
-struct ovl {
-	struct ckpt *c;
-	char *path;		/* the checkpoint, absolute */
-	char *dir;		/* the overlay directory */
-	char *jpath;		/* its journal, for messages */
-	int dfd;		/* its fd (O_NOFOLLOW, checked), -1 until the
-				   first edit or when there is none */
-	int jfd;		/* the journal's, -1 likewise */
-	uint64_t jend;		/* end of the last good journal record */
-	uint64_t jseq;		/* sequence number of the next record */
-	char jid[OVL_JID_LEN + 1];	/* this journal's random id, hex */
-	bool dir_ours;		/* ptfs made it: rmdir it when empty */
-	bool default_dir;	/* .NAME.ptfs, not -o overlay= */
-	uint8_t *named;		/* storage indexes with a JR_DATA record */
-	uint32_t nnamed;
-	char **temps;		/* JR_TEMP paths read at open */
-	size_t ntemps;
-	struct ovl_mfile *mfiles;	/* JR_NEWFILE, JR_RETIRE read at
-					   open (ovl_many.c) */
-	uint32_t nmfiles;
-	struct stat base;	/* the checkpoint as opened */
-	struct ovl_ident id;	/* and its identity */
-	char *note;		/* one line for the user (read-only mounts
-				   that ignored an overlay; resumed edits),
-				   or NULL */
-	uint64_t resumed;	/* journal records replayed at open */
-	uint32_t nstorages0;	/* storages of the checkpoint itself */
-	uint32_t nnodes0;	/* nodes of the checkpoint itself */
-	bool replaying;		/* applying the journal: data is there */
-	bool readonly;
-	bool committed;		/* written back or discarded: no more edits */
-	bool discarded;		/* ovl_discard() dropped every staged edit */
-	const char *output;	/* during ovl_commit(): -o output=, or NULL */
-	struct ckpt_write_stats wstats;	/* what ovl_commit() wrote */
-	/* in-place write-back (ovl_inplace.c) */
-	bool inplace;		/* -o inplace: ovl_commit() patches */
-	bool inplace_pending;	/* a JR_INPLACE without its JR_COMMIT: the
-				   checkpoint may be half patched; no edits,
-				   ovl_commit() and the next mount redo it */
-	bool inplace_done;	/* read at open: a JR_COMMIT followed it */
-	bool inplace_finished;	/* ovl_open() finished an interrupted one
-				   and forgot the overlay: open again */
-	uint64_t plan_id[3];	/* dev, ino, size it was planned for */
-	struct ckpt_plan plan;
-	/* told after storage @s changed through anything but @except */
+/* An overlay: opaque outside core/ovl (ovl_int.h); asked through the
+ * functions below. */
+struct ovl;
+
+/* What the layers above are told while the overlay works: after storage
+ * @s changed through anything but @except (changed); one line about an
+ * edit that worked but changed more than the caller may expect (notice:
+ * a .npy that replaced a tensor by one of another shape, the names a
+ * cast converted too); as write-back writes, record data bytes done of
+ * total (progress); by ovl_revert() of each name @name in @dir that now
+ * stands for something else (or nothing), and of each node @n whose
+ * contents changed, the other arguments NULL (touched).  Any may be
+ * NULL. */
+struct ovl_hooks {
 	void (*changed)(void *arg, struct ckpt_storage *s,
 			const struct ckpt_node *except);
-	void *arg;
-	/* told one line about an edit that worked but changed more than
-	   the caller may expect (a .npy that replaced a tensor by one of
-	   another shape, the names a cast converted too) */
 	void (*notice)(void *arg, const char *line);
-	/* told as write-back writes: record data bytes done of total */
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
-	/* told by ovl_revert() of each name @name in @dir that now stands
-	   for something else (or nothing), and of each node @n whose
-	   contents changed (the other arguments NULL) */
 	void (*touched)(void *arg, const struct ckpt_node *dir,
 			const char *name, const struct ckpt_node *n);
-	/* ovl_undo.c: the checkpoint read again (reverts), and the
-	   storages replayed reverts covered (attach_copies()) */
-	struct ckpt *pristine;
-	char *pristine_path;
-	uint8_t *reverted;
-	uint32_t nreverted;
+	void *arg;
 };
+
+/* Set (@h) or clear (NULL) the hooks. */
+void ovl_set_hooks(struct ovl *v, const struct ovl_hooks *h);
+
+/* The checkpoint (absolute path) and the overlay directory. */
+const char *ovl_path(const struct ovl *v);
+const char *ovl_dir(const struct ovl *v);
+/* One line for the user from the open (read-only mounts that ignored an
+ * overlay; resumed edits), or NULL. */
+const char *ovl_note(const struct ovl *v);
+/* Written back or discarded: no more edits. */
+bool ovl_committed(const struct ovl *v);
+/* What ovl_commit() wrote. */
+const struct ckpt_write_stats *ovl_wstats(const struct ovl *v);
+/* Did ovl_open() finish an interrupted in-place write-back and forget
+ * the overlay (open again)? */
+bool ovl_inplace_finished(const struct ovl *v);
+
+/* Is tensor or value node @n being rewritten (a scratch file or text,
+ * until close)?  Is a view of it, and then which (*@view, enum ckpt_view)
+ * and how many bytes so far (*@len)? */
+bool ovl_staged(const struct ckpt_node *n);
+bool ovl_view_staged(const struct ckpt_node *n, uint8_t *view,
+		     uint64_t *len);
+
 
 /*
  * Take the checkpoint @c (opened from @path) and the overlay that belongs
@@ -337,6 +307,8 @@ struct ovl_summary {
 	uint32_t files;		/* data files in the overlay */
 	uint64_t file_bytes;	/* their bytes */
 	uint64_t journal_bytes;	/* the journal's */
+	bool journal;		/* there is one (an edit was made) */
+	uint64_t resumed;	/* journal records an earlier mount staged */
 	bool changed;		/* write-back would write (ovl_changed()) */
 	struct ovl_change *items;	/* at most max of each kind, in the
 					   order of the tree */

@@ -249,6 +249,8 @@ int ovl_summarize(const struct ovl *v, size_t max, struct ovl_summary *s,
 	int rc;
 
 	memset(s, 0, sizeof(*s));
+	s->journal = v->jfd >= 0;
+	s->resumed = v->resumed;
 	s->changed = ovl_changed(v);
 	if (c->nrows) {
 		/* rows: nothing staged (every change makes them nodes) */
