@@ -127,11 +127,6 @@ struct ptfs {
 	/* the inode a write is going through (under the lock): its pages
 	   stay cached, the other views of the storage are dropped */
 	fuse_ino_t writing_ino;
-	/* what the text views learnt, by node id (ptfs_view.c) */
-	pthread_mutex_t text_lock;
-	struct ptfs_text *texts;
-	uint32_t ntexts;	/* slots */
-	uint32_t ncached;	/* slots holding marks */
 	bool list_views;	/* -o views: readdir lists KEY.npy, KEY.txt */
 	char commit_msg[512];	/* what .ptfs/commit reads: the last result */
 	uint32_t nstor;		/* storages shown under .ptfs/storages/ */

@@ -9,47 +9,6 @@
 
 #include "ptfs.h"
 
-/* ---- ptfs_view.c: the text views, rendered on demand ---- */
-
-/* Where the chunks of one text view start in its text (ptfs_view.c). */
-struct ptfs_text {
-	uint64_t *marks;	/* mark[j]: offset of chunk j; NULL: none yet */
-	uint64_t nmarks;	/* marks learnt so far */
-	uint64_t nchunks;	/* chunks in all (marks then: nchunks + 1) */
-};
-
-/*
- * Read @size bytes of tensor node @n's text view at @off into @buf,
- * formatting only the chunks they cover.  Bytes read (0 at the end) or
- * -errno with @d set (-EFBIG: too many elements for a text view).  Call
- * with the lock held for reading or writing.
- */
-long long ptfs_text_read(struct ptfs *fs, struct ckpt_node *n, char *buf,
-			 size_t size, uint64_t off, struct diag *d);
-
-/* The whole text's size (formats it all once, in memory). */
-int ptfs_text_measure(struct ptfs *fs, struct ckpt_node *n, uint64_t *size,
-		      struct diag *d);
-
-/* Its size if a measure or a read to the end already learnt it. */
-bool ptfs_text_known(struct ptfs *fs, const struct ckpt_node *n,
-		     uint64_t *size);
-
-/* Can @n have a text view at all?  0, or -EFBIG with @d set. */
-int ptfs_text_check(struct ptfs *fs, struct ckpt_node *n, struct diag *d);
-
-/* Forget what every text view learnt (an edit may have changed any):
- * with the lock held for writing. */
-void ptfs_texts_drop(struct ptfs *fs);
-
-/* Forget what the text views of tensors on storage @s learnt (an
- * in-place write into it): with the lock held for writing. */
-void ptfs_texts_drop_storage(struct ptfs *fs, const struct ckpt_storage *s);
-
-/* Size of view @view of @n; a text view's is measured when @measure,
- * else it is 0 until known (lookups: the kernel asks getattr for it). */
-uint64_t ptfs_view_size(struct ptfs *fs, struct ckpt_node *n, int view,
-			bool measure);
 
 /* ---- ptfs_xattr.c ---- */
 

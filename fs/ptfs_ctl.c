@@ -241,7 +241,7 @@ static long long revert(struct ptfs *fs, struct ctl_handle *h,
 		rc = diag_errno(&d, -EINVAL, "which key path?");
 	if (!rc)
 		rc = ovl_revert(fs->ovl, (const char *const *)paths, n, &d);
-	ptfs_texts_drop(fs);
+	ovl_texts_drop(fs->ovl);
 	ptfs_unlock(fs);
 	ptfs_inval_wait(fs);
 	ptfs_inval_wait_all(fs);

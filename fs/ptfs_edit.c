@@ -221,7 +221,7 @@ static void remove_common(fuse_req_t req, fuse_ino_t parent,
 	if (!rc && gone && !gone->dead && gone->parent)
 		ptfs_inval_entry(fs, ptfs_ino_of(fs, gone->parent), gone->name);
 	ptfs_refused(fs, dir_node(fs, parent), name, rc, &d);
-	ptfs_texts_drop(fs);
+	ovl_texts_drop(fs->ovl);
 	ptfs_unlock(fs);
 	ptfs_inval_wait(fs);
 	ptfs_reply_err(req, rc, &d);
@@ -276,7 +276,7 @@ void ptfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	onto_view = !rc && !ptfs_child(dir_node(fs, newparent), newname,
 					CKPT_NAME_MAX);
 	ptfs_refused(fs, dir_node(fs, parent), name, rc, &d);
-	ptfs_texts_drop(fs);
+	ovl_texts_drop(fs->ovl);
 	ptfs_unlock(fs);
 	if (!rc && onto_view)
 		ptfs_inval_entry(fs, newparent, newname);
@@ -324,12 +324,12 @@ void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		ptfs_refused_ino(fs, &i, (int)(n < 0 ? n : 0), &d);
 		/* in place: only the views of that storage changed */
 		if (i.kind == PTFS_STORAGE)
-			ptfs_texts_drop_storage(fs, i.storage);
+			ovl_texts_drop_storage(fs->ovl, i.storage);
 		else if (i.node && i.node->kind == CKPT_N_TENSOR &&
 			 i.node->tensor && i.node->tensor->storage)
-			ptfs_texts_drop_storage(fs, i.node->tensor->storage);
+			ovl_texts_drop_storage(fs->ovl, i.node->tensor->storage);
 		else
-			ptfs_texts_drop(fs);
+			ovl_texts_drop(fs->ovl);
 	}
 	ptfs_unlock(fs);
 	ptfs_inval_wait(fs);
@@ -400,7 +400,7 @@ void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW) && !i.node->ed->wopen)
 		rc = release_staged(fs, &i, &d);
 	if (to_set & FUSE_SET_ATTR_SIZE)
-		ptfs_texts_drop(fs);
+		ovl_texts_drop(fs->ovl);
 	if (rc && rc != -ENOENT)
 		ptfs_refused_ino(fs, &i, rc, &d);
 	if (!rc)
@@ -460,7 +460,7 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 	if (rc && drop)
 		ptfs_inval_inode(fs, ino);	/* (staging()) */
 	if (flush && drop)
-		ptfs_texts_drop(fs);
+		ovl_texts_drop(fs->ovl);
 	ptfs_unlock(fs);
 	if (flush)
 		ptfs_inval_wait(fs);
@@ -510,7 +510,7 @@ void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
 			if (rc)
 				ptfs_reply_err(NULL, rc, &d);	/* just log */
 			if (drop)
-				ptfs_texts_drop(fs);
+				ovl_texts_drop(fs->ovl);
 		}
 		ptfs_unlock(fs);
 	}
@@ -615,7 +615,7 @@ void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	/* user.dtype may have converted a storage: every file viewing it
 	   has new bytes and a new size (the overlay told ptfs_inval.c) */
 	if (!rc && !strcmp(name, "user.dtype"))
-		ptfs_texts_drop(fs);
+		ovl_texts_drop(fs->ovl);
 	ptfs_unlock(fs);
 	ptfs_inval_wait(fs);
 	ptfs_reply_err(req, rc, &d);

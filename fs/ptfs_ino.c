@@ -350,7 +350,7 @@ static int text_size(struct ptfs *fs, struct ckpt_node *n, off_t *size)
 		ptfs_errno(rc, &d);	/* logs the first time */
 		return rc;
 	}
-	rc = ptfs_text_measure(fs, n, &s, &d);
+	rc = ovl_text_measure(fs->ovl, n, &s, &d);
 	*size = (off_t)s;
 	return rc;
 }
@@ -435,7 +435,7 @@ static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
 				return rc;
 			break;
 		}
-		st->st_size = ptfs_view_size(fs, i.node, i.view, false);
+		st->st_size = ovl_view_size(fs->ovl, i.node, i.view, false);
 		break;
 	}
 	st->st_blocks = (st->st_size + 511) / 512;

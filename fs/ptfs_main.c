@@ -499,7 +499,6 @@ int main(int argc, char **argv)
 			goto out_close;
 	}
 	pthread_rwlock_init(&fs.lock, NULL);
-	pthread_mutex_init(&fs.text_lock, NULL);
 	pthread_mutex_init(&fs.ctl_lock, NULL);
 	fs.list_views = o.views;
 	if (fstat(fs.c->fd, &fs.st) || ptfs_ino_init(&fs)) {
@@ -522,8 +521,6 @@ int main(int argc, char **argv)
 	rc = serve(&fs, &args, &co);
 out_close:
 	ptfs_ctl_release_all(&fs);
-	ptfs_texts_drop(&fs);
-	free(fs.texts);
 	ptfs_ino_release(&fs);
 	ovl_close(fs.ovl);
 	ckpt_close(fs.c);

@@ -316,7 +316,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!rc && (fi->flags & O_TRUNC) && i.kind == PTFS_VIEW)
 		rc = ovl_view_truncate(fs->ovl, i.node, i.view, 0, &d);
 	if (!rc && (fi->flags & O_TRUNC))
-		ptfs_texts_drop(fs);
+		ovl_texts_drop(fs->ovl);
 	/* a writer: its close() applies what it wrote, and the last
 	   writer's release what is still pending (ptfs_edit.c) */
 	if (!rc && (fi->flags & O_ACCMODE) != O_RDONLY &&
@@ -335,7 +335,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	    (fi->flags & O_ACCMODE) == O_RDONLY) {
 		ptfs_rdlock(fs);
 		rc = ovl_view_staged(i.node, NULL, NULL) ? 0 :
-		     ptfs_text_check(fs, i.node, &d);
+		     ovl_text_check(fs->ovl, i.node, &d);
 		ptfs_unlock(fs);
 		if (rc)
 			return ptfs_reply_err(req, rc, &d);

@@ -156,7 +156,7 @@ static void read_view(fuse_req_t req, struct ptfs *fs, struct ckpt_node *n,
 		buf = malloc(size ? size : 1);
 		if (!buf)
 			return ptfs_reply_err(req, -ENOMEM, NULL);
-		got = ptfs_text_read(fs, n, buf, size, off, &d);
+		got = ovl_text_read(fs->ovl, n, buf, size, off, &d);
 		if (got < 0)
 			ptfs_reply_err(req, got, &d);
 		else

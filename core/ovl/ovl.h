@@ -130,6 +130,41 @@ void ovl_close(struct ovl *v);
 /* Is anything staged that write-back would write? */
 bool ovl_changed(const struct ovl *v);
 
+/* ---- ovl_text.c: the text views, rendered on demand ---- */
+
+/*
+ * Read @size bytes of tensor node @n's text view at @off into @buf,
+ * formatting only the chunks they cover.  Bytes read (0 at the end) or
+ * -errno with @d set (-EFBIG: too many elements for a text view).  Safe
+ * from many threads; not beside an edit.
+ */
+long long ovl_text_read(struct ovl *v, struct ckpt_node *n, char *buf,
+			 size_t size, uint64_t off, struct diag *d);
+
+/* The whole text's size (formats it all once, in memory). */
+int ovl_text_measure(struct ovl *v, struct ckpt_node *n, uint64_t *size,
+		      struct diag *d);
+
+/* Its size if a measure or a read to the end already learnt it. */
+bool ovl_text_known(struct ovl *v, const struct ckpt_node *n,
+		     uint64_t *size);
+
+/* Can @n have a text view at all?  0, or -EFBIG with @d set. */
+int ovl_text_check(struct ovl *v, struct ckpt_node *n, struct diag *d);
+
+/* Forget what every text view learnt (an edit may have changed any):
+ * with no read running. */
+void ovl_texts_drop(struct ovl *v);
+
+/* Forget what the text views of tensors on storage @s learnt (an
+ * in-place write into it): with no read running. */
+void ovl_texts_drop_storage(struct ovl *v, const struct ckpt_storage *s);
+
+/* Size of view @view of @n; a text view's is measured when @measure,
+ * else it is 0 until known (lookups: the kernel asks getattr for it). */
+uint64_t ovl_view_size(struct ovl *v, struct ckpt_node *n, int view,
+		       bool measure);
+
 /* ---- structure: @dir is a directory node, @name an escaped file name */
 int ovl_mkdir(struct ovl *v, struct ckpt_node *dir, const char *name,
 	      struct ckpt_node **out, struct diag *d);

@@ -26,6 +26,21 @@ struct ckpt_stage {
 	uint8_t view;		/* enum ckpt_view of the file being written */
 };
 
+/* Where the chunks of one text view start in its text (ovl_text.c). */
+struct ovl_text {
+	uint64_t *marks;	/* mark[j]: offset of chunk j; NULL: none yet */
+	uint64_t nmarks;	/* marks learnt so far */
+	uint64_t nchunks;	/* chunks in all (marks then: nchunks + 1) */
+};
+
+/* What the text views learnt, by node id. */
+struct ovl_texts {
+	pthread_mutex_t lock;
+	struct ovl_text *v;
+	uint32_t n;		/* slots */
+	uint32_t ncached;	/* slots holding marks */
+};
+
 struct ovl {
 	struct ckpt *c;
 	char *path;		/* the checkpoint, absolute */
@@ -91,6 +106,7 @@ struct ovl {
 	char *pristine_path;
 	uint8_t *reverted;
 	uint32_t nreverted;
+	struct ovl_texts texts;	/* the text views (ovl_text.c) */
 };
 
 #include "diag/diag.h"
@@ -319,6 +335,9 @@ int ovl_inplace_finish(struct ovl *v, struct diag *d);
 /* At open: finish the unfinished one the journal holds, then forget the
  * overlay (v->inplace_finished), or refuse with @d set. */
 int ovl_inplace_recover(struct ovl *v, struct diag *d);
+
+/* ovl_text.c: free what the text views learnt (ovl_close()). */
+void ovl_texts_free(struct ovl *v);
 
 /* ---- ovl_retype.c: user.dtype of a tensor with values: a cast ---- */
 

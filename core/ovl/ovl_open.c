@@ -384,6 +384,7 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 	if (!v)
 		return diag_nomem(d);
 	v->c = c;
+	pthread_mutex_init(&v->texts.lock, NULL);
 	v->dfd = v->jfd = -1;
 	v->readonly = o->readonly;
 	v->inplace = o->inplace;
@@ -466,6 +467,7 @@ void ovl_close(struct ovl *v)
 {
 	if (!v)
 		return;
+	ovl_texts_free(v);
 	for (uint32_t i = 0; i < v->c->nstorages; i++) {
 		struct ckpt_storage *s = v->c->storages[i];
 

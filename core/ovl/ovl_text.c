@@ -1,5 +1,7 @@
 /*
- * ptfs_view.c - the text views (KEY.txt), rendered on demand by offset.
+ * ovl_text.c - the text views (KEY.txt), rendered on demand by offset,
+ * with what they learnt kept per node (struct ovl_texts, in the overlay:
+ * the views read through it, and its edits make them stale).
  *
  * A text view's bytes are the tensor's elements formatted by
  * view_text_format(), about three times the tensor's size.  They used to
@@ -10,16 +12,17 @@
  * elements), learnt while formatting: a read formats the chunks it covers
  * (finding the first from the marks, extending them as far as needed).
  * The size (a stat, and the kernel's permission check before an open:
- * ptfs mounts with default_permissions) formats everything once, in
+ * the mount uses default_permissions) formats everything once, in
  * memory; after that any read costs the one or two chunks it covers.
  * NEEDSWORK: so `head` of a big tensor's view still waits for one whole
  * formatting pass (about 0.5 us per float32 element, snprintf's %.9g).
- * Edits drop the marks (the lock is held for writing then).
+ * Edits drop the marks (ovl_texts_drop(); the caller makes sure no read
+ * runs then).
  *
  *   text   = header line, then chunk 0, chunk 1, ...
  *   mark[j] = offset of chunk j's first byte (mark[0] = header length)
  */
-#include "ptfs.h"
+#include "ovl_int.h"
 
 #include "diag/diag.h"
 #include "view/view.h"
@@ -35,12 +38,12 @@
 #define TEXT_MAX_ELEMS	(UINT64_C(1) << 28)
 
 /* The tensor's shape as the text shows it (a new file: flat). */
-static int text_shape(struct ptfs *fs, const struct ckpt_node *n,
+static int text_shape(struct ovl *v, const struct ckpt_node *n,
 		      int64_t *flat, const int64_t **shape, uint64_t *numel)
 {
 	const struct ckpt_tensor *t = n->tensor;
 
-	*numel = ovl_size(fs->ovl, n) / t->dtype->size;
+	*numel = ovl_size(v, n) / t->dtype->size;
 	*flat = (int64_t)*numel;
 	*shape = t->shape;
 	if (t->fresh && !t->shape_set) {
@@ -50,9 +53,9 @@ static int text_shape(struct ptfs *fs, const struct ckpt_node *n,
 	return t->ndim;
 }
 
-int ptfs_text_check(struct ptfs *fs, struct ckpt_node *n, struct diag *d)
+int ovl_text_check(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
-	uint64_t numel = ovl_size(fs->ovl, n) / n->tensor->dtype->size;
+	uint64_t numel = ovl_size(v, n) / n->tensor->dtype->size;
 
 	if (numel > TEXT_MAX_ELEMS)
 		return diag_set(d, -EFBIG, DIAG_NO_OFFSET, "%s: %" PRIu64
@@ -61,24 +64,24 @@ int ptfs_text_check(struct ptfs *fs, struct ckpt_node *n, struct diag *d)
 	return 0;
 }
 
-/* The text entry of @n, made on first use (text_lock held). */
-static struct ptfs_text *entry(struct ptfs *fs, const struct ckpt_node *n,
+/* The text entry of @n, made on first use (v->texts.lock held). */
+static struct ovl_text *entry(struct ovl *v, const struct ckpt_node *n,
 			       struct diag *d)
 {
-	if (n->id >= fs->ntexts) {
-		uint32_t cap = fs->c->nnodes > n->id ? fs->c->nnodes :
+	if (n->id >= v->texts.n) {
+		uint32_t cap = v->c->nnodes > n->id ? v->c->nnodes :
 			       n->id + 1;
-		struct ptfs_text *t = realloc(fs->texts, cap * sizeof(*t));
+		struct ovl_text *t = realloc(v->texts.v, cap * sizeof(*t));
 
 		if (!t) {
 			diag_nomem(d);
 			return NULL;
 		}
-		memset(t + fs->ntexts, 0, (cap - fs->ntexts) * sizeof(*t));
-		fs->texts = t;
-		fs->ntexts = cap;
+		memset(t + v->texts.n, 0, (cap - v->texts.n) * sizeof(*t));
+		v->texts.v = t;
+		v->texts.n = cap;
 	}
-	return &fs->texts[n->id];
+	return &v->texts.v[n->id];
 }
 
 /*
@@ -86,25 +89,25 @@ static struct ptfs_text *entry(struct ptfs *fs, const struct ckpt_node *n,
  * bytes, @in CHUNK_ELEMS elements); its length, or -errno.  Learns the
  * next mark.
  */
-static long long chunk(struct ptfs *fs, struct ckpt_node *n,
-		       struct ptfs_text *e, uint64_t j, unsigned char *in,
+static long long chunk(struct ovl *v, struct ckpt_node *n,
+		       struct ovl_text *e, uint64_t j, unsigned char *in,
 		       char *out, struct diag *d)
 {
 	const struct ckpt_dtype *dt = n->tensor->dtype;
 	const int64_t *shape;
 	uint64_t numel, first = j * CHUNK_ELEMS, k;
 	int64_t flat;
-	int ndim = text_shape(fs, n, &flat, &shape, &numel);
+	int ndim = text_shape(v, n, &flat, &shape, &numel);
 	long long got;
 	size_t w;
 
 	k = numel - first < CHUNK_ELEMS ? numel - first : CHUNK_ELEMS;
-	got = ovl_read(fs->ovl, n, in, k * dt->size, first * dt->size, d);
+	got = ovl_read(v, n, in, k * dt->size, first * dt->size, d);
 	if (got < 0)
 		return got;
 	if ((uint64_t)got != k * dt->size)
 		return diag_errno(d, -EIO, "%s: short read", n->name);
-	w = view_text_format(dt, !strcmp(fs->byteorder, "big"), ndim, shape,
+	w = view_text_format(dt, v->c->byteorder && !strcmp(v->c->byteorder, "big"), ndim, shape,
 			     first, in, k, out);
 	if (j + 1 == e->nmarks) {
 		uint64_t *m = realloc(e->marks, (e->nmarks + 1) * sizeof(*m));
@@ -119,7 +122,7 @@ static long long chunk(struct ptfs *fs, struct ckpt_node *n,
 }
 
 /* Start @e (the header's mark) unless it is started. */
-static int start(struct ptfs *fs, struct ckpt_node *n, struct ptfs_text *e,
+static int start(struct ovl *v, struct ckpt_node *n, struct ovl_text *e,
 		 struct diag *d)
 {
 	char line[CKPT_MAX_DIMS * 22 + 64];
@@ -130,14 +133,14 @@ static int start(struct ptfs *fs, struct ckpt_node *n, struct ptfs_text *e,
 
 	if (e->marks)
 		return 0;
-	rc = ptfs_text_check(fs, n, d);
+	rc = ovl_text_check(v, n, d);
 	if (rc)
 		return rc;
-	ndim = text_shape(fs, n, &flat, &shape, &numel);
+	ndim = text_shape(v, n, &flat, &shape, &numel);
 	e->marks = malloc(sizeof(*e->marks));
 	if (!e->marks)
 		return diag_nomem(d);
-	fs->ncached++;
+	v->texts.ncached++;
 	e->marks[0] = view_text_header(n->tensor->dtype, ndim, shape, line,
 				       sizeof(line));
 	e->nmarks = 1;
@@ -145,19 +148,19 @@ static int start(struct ptfs *fs, struct ckpt_node *n, struct ptfs_text *e,
 	return 0;
 }
 
-long long ptfs_text_read(struct ptfs *fs, struct ckpt_node *n, char *buf,
+long long ovl_text_read(struct ovl *v, struct ckpt_node *n, char *buf,
 			 size_t size, uint64_t off, struct diag *d)
 {
 	unsigned char *in = NULL;
 	char *out = NULL;
-	struct ptfs_text *e;
+	struct ovl_text *e;
 	long long rc = 0;
 	size_t done = 0;
 	uint64_t j;
 
-	pthread_mutex_lock(&fs->text_lock);
-	e = entry(fs, n, d);
-	rc = e ? start(fs, n, e, d) : -ENOMEM;
+	pthread_mutex_lock(&v->texts.lock);
+	e = entry(v, n, d);
+	rc = e ? start(v, n, e, d) : -ENOMEM;
 	if (rc)
 		goto out;
 	if (off < e->marks[0]) {
@@ -165,7 +168,7 @@ long long ptfs_text_read(struct ptfs *fs, struct ckpt_node *n, char *buf,
 		const int64_t *shape;
 		uint64_t numel;
 		int64_t flat;
-		int ndim = text_shape(fs, n, &flat, &shape, &numel);
+		int ndim = text_shape(v, n, &flat, &shape, &numel);
 
 		view_text_header(n->tensor->dtype, ndim, shape, line,
 				 sizeof(line));
@@ -195,7 +198,7 @@ long long ptfs_text_read(struct ptfs *fs, struct ckpt_node *n, char *buf,
 	}
 	for (; done < size && j < e->nchunks; j++) {
 		uint64_t at = off + done;
-		long long w = chunk(fs, n, e, j, in, out, d);
+		long long w = chunk(v, n, e, j, in, out, d);
 
 		if (w < 0) {
 			rc = w;
@@ -213,90 +216,99 @@ long long ptfs_text_read(struct ptfs *fs, struct ckpt_node *n, char *buf,
 		}
 	}
 out:
-	pthread_mutex_unlock(&fs->text_lock);
+	pthread_mutex_unlock(&v->texts.lock);
 	free(in);
 	free(out);
 	return rc ? rc : (long long)done;
 }
 
-int ptfs_text_measure(struct ptfs *fs, struct ckpt_node *n, uint64_t *size,
+int ovl_text_measure(struct ovl *v, struct ckpt_node *n, uint64_t *size,
 		      struct diag *d)
 {
-	struct ptfs_text *e;
+	struct ovl_text *e;
 	long long rc;
 	char dummy;
 
 	/* a read at the far end learns every mark */
-	rc = ptfs_text_read(fs, n, &dummy, 1, UINT64_MAX - 1, d);
+	rc = ovl_text_read(v, n, &dummy, 1, UINT64_MAX - 1, d);
 	if (rc < 0)
 		return (int)rc;
-	pthread_mutex_lock(&fs->text_lock);
-	e = &fs->texts[n->id];
+	pthread_mutex_lock(&v->texts.lock);
+	e = &v->texts.v[n->id];
 	*size = e->marks ? e->marks[e->nmarks - 1] : 0;
-	pthread_mutex_unlock(&fs->text_lock);
+	pthread_mutex_unlock(&v->texts.lock);
 	return 0;
 }
 
-bool ptfs_text_known(struct ptfs *fs, const struct ckpt_node *n,
+bool ovl_text_known(struct ovl *v, const struct ckpt_node *n,
 		     uint64_t *size)
 {
 	bool known = false;
 
-	pthread_mutex_lock(&fs->text_lock);
-	if (n->id < fs->ntexts && fs->texts[n->id].marks &&
-	    fs->texts[n->id].nmarks == fs->texts[n->id].nchunks + 1) {
-		*size = fs->texts[n->id].marks[fs->texts[n->id].nmarks - 1];
+	pthread_mutex_lock(&v->texts.lock);
+	if (n->id < v->texts.n && v->texts.v[n->id].marks &&
+	    v->texts.v[n->id].nmarks == v->texts.v[n->id].nchunks + 1) {
+		*size = v->texts.v[n->id].marks[v->texts.v[n->id].nmarks - 1];
 		known = true;
 	}
-	pthread_mutex_unlock(&fs->text_lock);
+	pthread_mutex_unlock(&v->texts.lock);
 	return known;
 }
 
-static void drop(struct ptfs *fs, uint32_t i)
+static void drop(struct ovl *v, uint32_t i)
 {
-	fs->ncached--;
-	free(fs->texts[i].marks);
-	fs->texts[i].marks = NULL;
-	fs->texts[i].nmarks = fs->texts[i].nchunks = 0;
+	v->texts.ncached--;
+	free(v->texts.v[i].marks);
+	v->texts.v[i].marks = NULL;
+	v->texts.v[i].nmarks = v->texts.v[i].nchunks = 0;
 }
 
-void ptfs_texts_drop_storage(struct ptfs *fs, const struct ckpt_storage *s)
+void ovl_texts_drop_storage(struct ovl *v, const struct ckpt_storage *s)
 {
-	for (uint32_t i = 0; fs->ncached && i < fs->ntexts; i++) {
-		const struct ckpt_node *n = i < fs->c->nnodes &&
-					    !ckpt_is_row(fs->c->nodes[i]) ?
-					    fs->c->nodes[i] : NULL;
+	for (uint32_t i = 0; v->texts.ncached && i < v->texts.n; i++) {
+		const struct ckpt_node *n = i < v->c->nnodes &&
+					    !ckpt_is_row(v->c->nodes[i]) ?
+					    v->c->nodes[i] : NULL;
 
-		if (fs->texts[i].marks &&
+		if (v->texts.v[i].marks &&
 		    (!n || n->kind != CKPT_N_TENSOR || !n->tensor ||
 		     n->tensor->storage == s))
-			drop(fs, i);
+			drop(v, i);
 	}
 }
 
-void ptfs_texts_drop(struct ptfs *fs)
+void ovl_texts_drop(struct ovl *v)
 {
-	for (uint32_t i = 0; fs->ncached && i < fs->ntexts; i++)
-		if (fs->texts[i].marks)
-			drop(fs, i);
+	for (uint32_t i = 0; v->texts.ncached && i < v->texts.n; i++)
+		if (v->texts.v[i].marks)
+			drop(v, i);
 }
 
-uint64_t ptfs_view_size(struct ptfs *fs, struct ckpt_node *n, int view,
-			bool measure)
+uint64_t ovl_view_size(struct ovl *v, struct ckpt_node *n, int view,
+		       bool measure)
 {
 	struct diag d;
 	uint64_t size = 0, len;
 	uint8_t staged;
 
 	if (view == CKPT_V_NPY)
-		return ovl_npy_size(fs->ovl, n);
+		return ovl_npy_size(v, n);
 	if (ovl_view_staged(n, &staged, &len) && staged == CKPT_V_TXT)
 		return len;
 	if (!measure)
-		return ptfs_text_known(fs, n, &size) ? size : 0;
-	diag_init(&d, fs->c->path);
+		return ovl_text_known(v, n, &size) ? size : 0;
+	diag_init(&d, v->c->path);
 	/* a failure shows as size 0 here; the read reports it */
-	if (ptfs_text_measure(fs, n, &size, &d))
+	if (ovl_text_measure(v, n, &size, &d))
 		return 0;
 	return size;
+}
+
+void ovl_texts_free(struct ovl *v)
+{
+	ovl_texts_drop(v);
+	free(v->texts.v);
+	v->texts.v = NULL;
+	v->texts.n = 0;
+	pthread_mutex_destroy(&v->texts.lock);
 }
