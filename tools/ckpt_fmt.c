@@ -6,6 +6,7 @@
 #include "ckpt_fmt.h"
 
 #include "ckpt/ckpt.h"
+#include "fmt_ask.h"
 #include "json_out.h"
 #include "pickle/pkl.h"
 
@@ -98,7 +99,7 @@ void fmt_meta_text(const struct ckpt *c)
 void fmt_json_meta(struct jw *w, const struct ckpt *c)
 {
 	jw_lit(w, ",\"metadata\":");
-	if (c->format != CKPT_SAFETENSORS) {
+	if (!fmt_is_st(c)) {
 		jw_lit(w, "null");
 		return;
 	}

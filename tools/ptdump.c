@@ -13,6 +13,7 @@
 #include "ckpt/ckpt.h"
 #include "source/source.h"
 #include "ckpt_fmt.h"
+#include "fmt_ask.h"
 #include "cli.h"
 #include "cli_io.h"
 #include "diag/diag.h"
@@ -270,8 +271,7 @@ static void storages_text(struct ckpt *c)
 		       s->ntensors, s->ntensors == 1 ? "" : "s");
 		if (s->rec)
 			printf("  record %s", s->rec->name);
-		if (located && (s->rec || c->format == CKPT_LEGACY ||
-				c->format == CKPT_SAFETENSORS || c->hf))
+		if (located && fmt_data_off_shown(c, s))
 			printf("  data at 0x%" PRIx64, s->data_off);
 		putchar('\n');
 	}
@@ -283,13 +283,15 @@ static void storages_text(struct ckpt *c)
 
 static void header_text(const struct ckpt *c)
 {
-	if (c->hf) {
+	struct ckpt_folder f;
+
+	if (ckpt_folder(c, &f)) {
 		printf("# %s: Hugging Face sharded folder, index %s, %u shards "
 		       "(storage keys are SHARD:KEY, pickle offsets the "
-		       "shard's)\n", c->path, c->hf->index, c->hf->nshards);
+		       "shard's)\n", c->path, f.index, ckpt_nparts(c));
 		return;
 	}
-	if (c->format == CKPT_SAFETENSORS) {
+	if (fmt_is_st(c)) {
 		printf("# %s: safetensors file, header %" PRIu64 " bytes at "
 		       "0x8, data at 0x%" PRIx64 ", %u metadata entr%s\n",
 		       c->path, c->hdr_len, 8 + c->hdr_len, c->nmeta,
@@ -297,8 +299,9 @@ static void header_text(const struct ckpt *c)
 		fmt_meta_text(c);
 		return;
 	}
-	printf("# %s: %s %s", c->path, ckpt_format_name(c->format),
-	       c->zip.nentries ? "archive" : c->format == CKPT_DCP ?
+	/* a folder of many files without an index: a DCP directory */
+	printf("# %s: %s %s", c->path, ckpt_fmt(c)->name,
+	       c->zip.nentries ? "archive" : ckpt_can(c, CKPT_CAP_MANY) ?
 	       "directory, .metadata" : "stream");
 	if (c->zip.nentries)
 		printf(", prefix '%s', version %d, %u records", c->zip.prefix,
@@ -380,8 +383,7 @@ static void dump_json(struct ckpt *c)
 	jw_init(w, stdout, buf, sizeof(buf));
 	jw_lit(w, "{\"file\":");
 	jw_cstr(w, c->path);
-	jw_printf(w, ",\"format\":\"%s\",\"prefix\":",
-		ckpt_format_name(c->format));
+	jw_printf(w, ",\"format\":\"%s\",\"prefix\":", ckpt_fmt(c)->name);
 	jw_cstr(w, c->zip.nentries ? c->zip.prefix : NULL);
 	jw_printf(w, ",\"version\":%d,\"byteorder\":", c->version);
 	jw_cstr(w, c->byteorder);
@@ -403,8 +405,7 @@ static void dump_json(struct ckpt *c)
 		jw_printf(w, ",\"tensors\":%u,\"record\":", s->ntensors);
 		jw_cstr(w, s->rec ? s->rec->name : NULL);
 		jw_lit(w, ",\"data_offset\":");
-		if (located && (s->rec || c->format == CKPT_LEGACY ||
-				c->format == CKPT_SAFETENSORS || c->hf))
+		if (located && fmt_data_off_shown(c, s))
 			jw_u64(w, s->data_off);
 		else
 			jw_lit(w, "null");

@@ -14,6 +14,7 @@
 #include "ckpt/ckpt.h"
 #include "cli.h"
 #include "diag/diag.h"
+#include "fmt_ask.h"
 #include "json_out.h"
 #include "zip/ptz.h"
 
@@ -173,13 +174,13 @@ static int by_data_off(const void *a, const void *b)
 /* The header line of a file without records (legacy, safetensors). */
 static void stream_head(const struct ckpt *c, const struct dump_opts *o)
 {
-	bool st = c->format == CKPT_SAFETENSORS;
+	bool st = fmt_is_st(c);
 
 	if (o->json) {
 		fputs("{\"file\":", stdout);
 		json_cstr(stdout, o->name);
 		printf(",\"format\":\"%s\",\"file_size\":%" PRIu64 ",\"%s\":%"
-		       PRIu64, ckpt_format_name(c->format), c->file_size,
+		       PRIu64, ckpt_fmt(c)->name, c->file_size,
 		       st ? "header_length" : "pickle_offset",
 		       st ? c->hdr_len : c->pkl_off);
 		if (st)
@@ -209,6 +210,7 @@ static void stream_head(const struct ckpt *c, const struct dump_opts *o)
 static int legacy_records(const char *path, const struct dump_opts *o)
 {
 	struct ckpt_storage **v;
+	struct ckpt_folder f;
 	struct ckpt *c;
 	struct diag d;
 
@@ -218,7 +220,7 @@ static int legacy_records(const char *path, const struct dump_opts *o)
 		return CLI_ERROR;
 	}
 	c->path = o->name;
-	if (c->hf) {
+	if (ckpt_folder(c, &f)) {
 		dump_error(o->name, DIAG_NO_OFFSET, "a Hugging Face index: "
 			   "--records takes one of its shards");
 		ckpt_close(c);
@@ -237,7 +239,7 @@ static int legacy_records(const char *path, const struct dump_opts *o)
 	for (uint32_t i = 0; i < c->nstorages; i++) {
 		const struct ckpt_storage *s = v[i];
 		/* safetensors: storage k is tensor k, the root's child k */
-		const char *name = c->format == CKPT_SAFETENSORS ?
+		const char *name = fmt_is_st(c) ?
 				   c->root->dir->kids[s->index]->name : NULL;
 		char count[16] = "";
 

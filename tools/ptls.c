@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "cli_io.h"
 #include "diag/diag.h"
+#include "fmt_ask.h"
 #include "json_out.h"
 #include "ptls.h"
 #include "pickle/pkl.h"
@@ -218,69 +219,77 @@ static int text_node(const struct ckpt_node *n, const struct opts *o,
 	return rc;
 }
 
-/* How many files with pickles @c has: its shards in a sharded folder,
- * else itself; the @k-th of them (NULL: an absent shard). */
-static uint32_t nparts(const struct ckpt *c)
-{
-	return c->hf ? c->hf->nshards : 1;
-}
-
+/* The @k-th of @c's files with pickles (ckpt_part_at()): a shard of a
+ * folder, else itself; NULL: an absent shard. */
 static const struct ckpt *part(const struct ckpt *c, uint32_t k)
 {
-	return c->hf ? c->hf->shards[k].c : c;
+	struct ckpt_part p;
+
+	ckpt_part_at(c, k, &p);
+	return p.c;
 }
 
 static uint32_t nglobals(const struct ckpt *c)
 {
 	uint32_t n = 0;
 
-	for (uint32_t k = 0; k < nparts(c); k++)
+	for (uint32_t k = 0; k < ckpt_nparts(c); k++)
 		n += part(c, k) ? part(c, k)->nglobals : 0;
 	return n;
 }
 
-/* A sharded folder's index, shards and other files. */
+/* A folder's index, its parts and its other files. */
 static void text_shards(const struct ckpt *c)
 {
-	const struct ckpt_hf *hf = c->hf;
+	uint32_t n = ckpt_nparts(c), nf = ckpt_nfindings(c);
+	struct ckpt_folder f;
 
-	if (!hf)
+	if (!ckpt_folder(c, &f))
 		return;
 	printf("# index %s: %u keys in %u shard%s, %u other file%s in the "
-	       "folder", hf->index, hf->nentries, hf->nshards,
-	       hf->nshards == 1 ? "" : "s", hf->nfiles,
-	       hf->nfiles == 1 ? "" : "s");
-	if (hf->nissues)
+	       "folder", f.index, f.nentries, n, n == 1 ? "" : "s", f.nfiles,
+	       f.nfiles == 1 ? "" : "s");
+	if (nf)
 		printf("; %u disagreement%s with the shards (ptverify lists "
-		       "them)", hf->nissues, hf->nissues == 1 ? "" : "s");
+		       "them)", nf, nf == 1 ? "" : "s");
 	putchar('\n');
-	for (uint32_t i = 0; i < hf->nshards; i++)
-		printf("# shard %s: %u keys, %s\n", hf->shards[i].name,
-		       hf->shards[i].nkeys, hf->shards[i].c ?
-		       ckpt_format_name(hf->shards[i].c->format) : "absent");
+	for (uint32_t i = 0; i < n; i++) {
+		struct ckpt_part p;
+
+		ckpt_part_at(c, i, &p);
+		printf("# shard %s: %u keys, %s\n", p.name, p.nkeys,
+		       p.c ? ckpt_fmt(p.c)->name : "absent");
+	}
 }
 
 static void json_shards(struct jw *w, const struct ckpt *c)
 {
-	const struct ckpt_hf *hf = c->hf;
+	struct ckpt_folder f;
+	bool folder = ckpt_folder(c, &f);
 
 	jw_lit(w, ",\"index\":");
-	jw_cstr(w, hf ? hf->index : NULL);
+	jw_cstr(w, folder ? f.index : NULL);
 	jw_lit(w, ",\"shards\":[");
-	for (uint32_t i = 0; hf && i < hf->nshards; i++) {
+	for (uint32_t i = 0; folder && i < ckpt_nparts(c); i++) {
+		struct ckpt_part p;
+
+		ckpt_part_at(c, i, &p);
 		jw_puts(w, i ? ",{\"name\":" : "{\"name\":");
-		jw_cstr(w, hf->shards[i].name);
+		jw_cstr(w, p.name);
 		jw_printf(w, ",\"format\":\"%s\",\"keys\":%u,\"tensors\":%u,"
-			"\"storages\":%u}", hf->shards[i].c ?
-			ckpt_format_name(hf->shards[i].c->format) : "absent",
-			hf->shards[i].nkeys, hf->shards[i].ntensors,
-			hf->shards[i].nstorages);
+			"\"storages\":%u}",
+			p.c ? ckpt_fmt(p.c)->name : "absent", p.nkeys,
+			p.c ? p.c->ntensors : 0, p.c ? p.c->nstorages : 0);
 	}
 	jw_lit(w, "],\"files\":[");
-	for (uint32_t i = 0; hf && i < hf->nfiles; i++) {
+	for (uint32_t i = 0; folder && i < f.nfiles; i++) {
+		const char *name;
+		uint64_t size;
+
+		fmt_folder_file(c, i, &name, &size);
 		jw_puts(w, i ? ",{\"name\":" : "{\"name\":");
-		jw_cstr(w, hf->files[i].name);
-		jw_printf(w, ",\"size\":%" PRIu64 "}", hf->files[i].size);
+		jw_cstr(w, name);
+		jw_printf(w, ",\"size\":%" PRIu64 "}", size);
 	}
 	jw_lit(w, "]");
 }
@@ -290,16 +299,17 @@ static void text_globals(const struct ckpt *all)
 {
 	const struct ckpt *c;
 
-	for (uint32_t k = 0; k < nparts(all); k++)
+	for (uint32_t k = 0; k < ckpt_nparts(all); k++)
 	for (uint32_t i = 0; (c = part(all, k)) && i < c->nglobals; i++) {
 		const struct ckpt_node *h = ls_global_holder(c,
 							     c->globals[i].off);
 		char *p = h ? ckpt_node_path(h) : NULL;
+		bool shard = c != all;	/* its offsets are the shard's */
 
 		printf("# unsafe global %s.%s (%s%soffset 0x%" PRIx64 "): "
 		       "torch.load would import it", c->globals[i].module,
-		       c->globals[i].name, all->hf ? c->path : "",
-		       all->hf ? " " : "", c->globals[i].off);
+		       c->globals[i].name, shard ? c->path : "",
+		       shard ? " " : "", c->globals[i].off);
 		if (p)
 			printf("; held by %s", p[0] ? p : ". (the root)");
 		putchar('\n');
@@ -328,7 +338,7 @@ static void text_list(const struct ckpt *c, const struct opts *o)
 	       "%s format%s%s\n", c->nshown, c->nstorages, bytes,
 	       o->human ? " (" : "",
 	       o->human ? cli_size(bytes, hb, sizeof(hb)) : "",
-	       o->human ? ")" : "", ckpt_format_name(c->format),
+	       o->human ? ")" : "", ckpt_fmt(c)->name,
 	       c->byteorder ? ", byteorder " : "",
 	       c->byteorder ? c->byteorder : "");
 	fmt_meta_text(c);
@@ -396,8 +406,7 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 	jw_init(w, stdout, buf, sizeof(buf));
 	jw_lit(w, "{\"file\":");
 	jw_cstr(w, c->path);
-	jw_printf(w, ",\"format\":\"%s\",\"prefix\":",
-		ckpt_format_name(c->format));
+	jw_printf(w, ",\"format\":\"%s\",\"prefix\":", ckpt_fmt(c)->name);
 	jw_cstr(w, c->zip.nentries ? c->zip.prefix : NULL);
 	jw_printf(w, ",\"version\":%d,\"byteorder\":", c->version);
 	jw_cstr(w, c->byteorder);
@@ -430,7 +439,7 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 		jw_lit(w, "}");
 	}
 	jw_lit(w, "\n ],\"unsafe_globals\":[");
-	for (uint32_t k = 0, n = 0; k < nparts(o->c); k++)
+	for (uint32_t k = 0, n = 0; k < ckpt_nparts(o->c); k++)
 	for (uint32_t i = 0; (c = part(o->c, k)) && i < c->nglobals; i++) {
 		jw_puts(w, n++ ? ",\n  {\"module\":" : "\n  {\"module\":");
 		jw_cstr(w, c->globals[i].module);
@@ -442,9 +451,12 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 		hp = holder ? ckpt_node_path(holder) : NULL;
 		jw_cstr(w, hp);
 		free(hp);
-		if (o->c->hf) {	/* offsets are in that shard's pickle */
+		if (c != o->c) {	/* offsets are in that shard's pickle */
+			struct ckpt_part p;
+
+			ckpt_part_at(o->c, k, &p);
 			jw_lit(w, ",\"shard\":");
-			jw_cstr(w, o->c->hf->shards[k].name);
+			jw_cstr(w, p.name);
 		}
 		jw_lit(w, "}");
 	}

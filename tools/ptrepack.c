@@ -26,6 +26,7 @@
 #include "ptrepack_cvt.h"
 #include "ptrepack_st.h"
 #include "diag/diag.h"
+#include "fmt_ask.h"
 #include "json_out.h"
 
 #include <errno.h>
@@ -99,6 +100,7 @@ static void summary(FILE *f, const char *in, const char *out,
 		    const struct ckpt *c, const struct ckpt_write_stats *st,
 		    bool json)
 {
+	const char *cv = ckpt_fmt(c)->converted;
 	char a[16], b[16];
 
 	if (json) {
@@ -106,7 +108,7 @@ static void summary(FILE *f, const char *in, const char *out,
 		fprintf(f, ",\"converted\":%s,\"repickled\":%s,\"records\":%u,"
 		       "\"storages\":%u,\"dropped\":%u,\"trimmed\":%u,"
 		       "\"saved\":%" PRIu64 ",\"size\":%" PRIu64 "}\n",
-		       c->format != CKPT_ZIP ? "true" : "false",
+		       fmt_zip_converted(c) ? "true" : "false",
 		       st->repickled ? "true" : "false", st->records,
 		       st->storages, st->dropped, st->trimmed, st->saved,
 		       st->size);
@@ -115,9 +117,7 @@ static void summary(FILE *f, const char *in, const char *out,
 	fprintf(f, "%s: %u record%s, %u storage%s%s, %s (was %s)", out,
 	       st->records, st->records == 1 ? "" : "s", st->storages,
 	       st->storages == 1 ? "" : "s",
-	       c->format == CKPT_LEGACY ? ", converted from the legacy format"
-	       : c->format == CKPT_SAFETENSORS ? ", converted from safetensors"
-	       : st->repickled ? ", new data.pkl" : "",
+	       cv && cv[0] ? cv : st->repickled ? ", new data.pkl" : "",
 	       cli_size(st->size, a, sizeof(a)),
 	       cli_size(c->file_size, b, sizeof(b)));
 	if (st->dropped)

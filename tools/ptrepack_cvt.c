@@ -62,12 +62,11 @@ int cvt_opt_run(struct cvt_opt *o, struct ckpt *c, const char *out,
 	uint32_t n = 0;
 	int rc;
 
-	if (ckpt_format_many(c->format))
+	if (ckpt_can(c, CKPT_CAP_MANY))
 		return diag_unsupported(d, DIAG_NO_OFFSET, "--dtype: not for "
 					"%s; ptrepack it into one file, then "
-					"convert that",
-					ckpt_format_files(c->format));
-	if (!ckpt_format_writable(c->format))
+					"convert that", ckpt_fmt(c)->files);
+	if (!ckpt_can(c, CKPT_CAP_WRITE))
 		return 0;	/* ckpt_save() says why it cannot */
 	rc = cvt_select(c, o->to, o->only, &plan, d);
 	if (rc)

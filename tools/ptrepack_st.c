@@ -12,16 +12,17 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fmt_ask.h"
 #include "json_out.h"
 
 int st_opt_parse(struct st_opt *s, const char *arg)
 {
 	if (!strcmp(arg, "safetensors"))
-		s->format = CKPT_OUT_ST;
+		s->out = CKPT_OUT_ST;
 	else if (!strcmp(arg, "pt"))
-		s->format = CKPT_OUT_ZIP;
+		s->out = CKPT_OUT_ZIP;
 	else if (!strcmp(arg, "dcp"))
-		s->format = CKPT_OUT_DCP;
+		s->out = CKPT_OUT_DCP;
 	else
 		return cli_usage("--format %s: not pt, safetensors or dcp", arg);
 	return 0;
@@ -31,8 +32,8 @@ bool st_opt_dcp(const struct st_opt *s, const char *out)
 {
 	size_t n = strlen(out);
 
-	return s->format == CKPT_OUT_DCP ||
-	       (s->format == CKPT_OUT_SAME && n > 1 && out[n - 1] == '/');
+	return s->out == CKPT_OUT_DCP ||
+	       (s->out == CKPT_OUT_SAME && n > 1 && out[n - 1] == '/');
 }
 
 static bool ends_with(const char *s, const char *tail)
@@ -65,7 +66,7 @@ int st_opt_apply(struct st_opt *s, const char *out, const struct ckpt *c,
 {
 	static const char *const pt[] = { ".pt", ".pth", ".bin", ".ckpt" };
 
-	o->to = (uint8_t)s->format;
+	o->to = (uint8_t)s->out;
 	if (st_opt_dcp(s, out)) {
 		if (o->repickle || o->drop_unused || o->clone_pct ||
 		    o->align || s->drop)
@@ -101,7 +102,7 @@ int st_opt_apply(struct st_opt *s, const char *out, const struct ckpt *c,
 bool st_opt_out_st(const struct ckpt_write_opts *o, const struct ckpt *c)
 {
 	return o->to == CKPT_OUT_ST ||
-	       (o->to == CKPT_OUT_SAME && c->format == CKPT_SAFETENSORS);
+	       (o->to == CKPT_OUT_SAME && fmt_is_st(c));
 }
 
 /* Tensors of dtypes torch 1.13 has no storage class for, and which. */
@@ -133,7 +134,7 @@ void st_opt_report(const struct st_opt *s, const struct ckpt *c,
 	uint32_t n;
 
 	if (!st_opt_out_st(o, c)) {
-		n = c->format == CKPT_SAFETENSORS ?
+		n = fmt_is_st(c) ?
 		    torch2_only(c, names, sizeof(names)) : 0;
 		if (n)
 			fprintf(stderr, "%s: note: %u tensor%s of %s, which "

@@ -15,7 +15,7 @@
 #include "ckpt/ckpt.h"
 
 struct st_opt {
-	int format;		/* --format: enum ckpt_out, SAME if not given */
+	int out;		/* --format: enum ckpt_out, SAME if not given */
 	bool drop;		/* --drop-values */
 	bool verbose;		/* a note per tensor (-v) */
 	bool quiet;		/* -q: not even DCP's notes */

@@ -27,6 +27,7 @@
 #include "cli.h"
 #include "cli_io.h"
 #include "diag/diag.h"
+#include "fmt_ask.h"
 #include "json_out.h"
 #include "zip/ptz.h"
 #include "zip/ptz_verify.h"
@@ -111,39 +112,9 @@ static void step(void *arg, uint64_t n)
 	cli_progress(&v->pr, v->done);
 }
 
-/*
- * A legacy stream ends with its last storage block, a safetensors file
- * with its last tensor (which its own reader insists on).
- */
-static void check_legacy(struct ver *v)
-{
-	struct ckpt *c = v->c;
-	uint64_t end = 0;
-
-	if (c->format == CKPT_SAFETENSORS) {
-		if (c->file_size > c->data_end)
-			problem(v, "trailing", c->data_end, "%" PRIu64 " bytes "
-				"after the last tensor's data belong to nothing "
-				"(safetensors refuses the file)",
-				c->file_size - c->data_end);
-		return;
-	}
-
-	for (uint32_t i = 0; i < c->nstorages; i++) {
-		uint64_t e = c->storages[i]->data_off + c->storages[i]->nbytes;
-
-		end = e > end ? e : end;
-	}
-	if (!c->nstorages)
-		return;		/* where the pickles end is not kept */
-	if (c->file_size > end)
-		problem(v, "trailing", end, "%" PRIu64 " bytes after the last "
-			"storage belong to nothing", c->file_size - end);
-}
-
-/* One problem ckpt_dcp_verify() found (@msg starts with the name of the
- * file of the directory that @off is in). */
-static void dcp_problem(void *arg, const char *check, const char *path,
+/* One problem ckpt_verify() found, the format's own checks (a DCP
+ * directory's @msg starts with the name of the file @off is in). */
+static void fmt_problem(void *arg, const char *check, const char *path,
 			uint64_t off, const char *msg)
 {
 	(void)path;
@@ -185,14 +156,9 @@ static void check_file(struct ver *v)
 {
 	struct ckpt *c = v->c;
 
-	if (c->zip.nentries) {
+	if (c->zip.nentries)
 		check_zip(v);
-	} else if (c->format == CKPT_LEGACY ||
-		   c->format == CKPT_SAFETENSORS) {
-		check_legacy(v);
-	} else if (c->format == CKPT_DCP) {
-		ckpt_dcp_verify(c, v->o->no_crc, &v->checked, dcp_problem, v);
-	}
+	ckpt_verify(c, v->o->no_crc, &v->checked, fmt_problem, v);
 	for (uint32_t i = 0; i < c->nglobals; i++)
 		problem(v, "global", c->globals[i].off, "unsafe global "
 			"%s.%s: torch.load would import it (weights_only=True "
@@ -201,36 +167,39 @@ static void check_file(struct ver *v)
 }
 
 /*
- * A sharded folder: what the index and the shards disagree on (named by
- * the index, offsets in it), then each shard's own checks, on the shard
- * opened afresh as ptverify SHARD opens it (the folder's model names its
- * storages SHARD:KEY).
+ * A folder of parts (a sharded one): what its index and its parts
+ * disagree on (the findings, named by the index, offsets in it), then
+ * each part's own checks, on the part opened afresh as ptverify PART
+ * opens it (the folder's model names its storages PART:KEY).
  */
-static void check_folder(struct ver *v)
+static void check_folder(struct ver *v, const struct ckpt_folder *f)
 {
 	struct ckpt *all = v->c;
-	const char *path = all->path;
+	const char *path = all->path, *dir = ".", *commit;
 	char line[512], *index = NULL;
 
 	/* the offsets are the index's: name it */
-	if (asprintf(&index, "%s/%s", all->hf->dir, all->hf->index) < 0)
+	ckpt_many_dir(all, &dir, &commit);
+	if (asprintf(&index, "%s/%s", dir, f->index) < 0)
 		index = NULL;
 	all->path = index ? index : path;
-	for (uint32_t i = 0; i < all->hf->nissues; i++)
-		problem(v, "index", all->hf->issues[i].off, "%s",
-			ckpt_hf_issue_line(all, i, line, sizeof(line)));
+	for (uint32_t i = 0; i < ckpt_nfindings(all); i++)
+		problem(v, "index", fmt_finding_off(all, i), "%s",
+			ckpt_finding(all, i, line, sizeof(line)));
 	all->path = path;
 	free(index);
-	for (uint32_t k = 0; k < all->hf->nshards; k++) {
+	for (uint32_t k = 0; k < ckpt_nparts(all); k++) {
+		struct ckpt_part p;
 		struct diag d;
 
-		if (!all->hf->shards[k].c)
-			continue;	/* absent: reported above */
-		diag_init(&d, all->hf->shards[k].path);
-		if (ckpt_open(all->hf->shards[k].path, &v->c, &d)) {
+		ckpt_part_at(all, k, &p);
+		if (!p.c)
+			continue;	/* absent: a finding above */
+		diag_init(&d, p.c->path);
+		if (ckpt_open(p.c->path, &v->c, &d)) {
 			v->c = all;
-			problem(v, "shard", DIAG_NO_OFFSET, "%s: %s",
-				all->hf->shards[k].name, d.msg);
+			problem(v, "shard", DIAG_NO_OFFSET, "%s: %s", p.name,
+				d.msg);
 			continue;
 		}
 		check_file(v);
@@ -243,6 +212,7 @@ static int verify(const char *path, const struct vopts *o)
 {
 	struct ver v = { .o = o };
 	uint64_t total = 0, records = 0;
+	struct ckpt_folder f;
 	struct diag d;
 
 	/* a DCP directory's chunk and file problems are findings here */
@@ -258,17 +228,19 @@ static int verify(const char *path, const struct vopts *o)
 		json_cstr(stdout, path);
 		fputs(",\"problems\":[", stdout);
 	}
-	for (uint32_t k = 0; k < (v.c->hf ? v.c->hf->nshards : 1); k++) {
-		const struct ptz_reader *z = !v.c->hf ? &v.c->zip :
-			v.c->hf->shards[k].c ? &v.c->hf->shards[k].c->zip : NULL;
+	for (uint32_t k = 0; k < ckpt_nparts(v.c); k++) {
+		const struct ptz_reader *z;
+		struct ckpt_part p;
 
+		ckpt_part_at(v.c, k, &p);
+		z = p.c ? &p.c->zip : NULL;
 		for (uint32_t i = 0; z && i < z->nentries; i++)
 			total += z->entries[i].csize;
 		records += z ? z->nentries : 0;
 	}
 	cli_progress_start(&v.pr, "checking CRC-32s", total);
-	if (v.c->hf)
-		check_folder(&v);
+	if (ckpt_folder(v.c, &f))
+		check_folder(&v, &f);
 	else
 		check_file(&v);
 	cli_progress_end(&v.pr);
@@ -283,7 +255,7 @@ static int verify(const char *path, const struct vopts *o)
 	else if (!o->quiet)
 		printf("%s: ok (%s, %" PRIu64 " records, %u storages, %"
 		       PRIu64 " bytes CRC-checked)\n", path,
-		       v.c->zip.nentries ? "zip" : ckpt_format_name(v.c->format),
+		       v.c->zip.nentries ? "zip" : ckpt_fmt(v.c)->name,
 		       records, v.c->nstorages, v.checked);
 	ckpt_close(v.c);
 	return v.nproblems ? CLI_FOUND : CLI_OK;
