@@ -6,7 +6,6 @@
 #include "ckpt_fmt.h"
 
 #include "ckpt/ckpt.h"
-#include "fmt_ask.h"
 #include "json_out.h"
 #include "pickle/pkl.h"
 
@@ -99,7 +98,7 @@ void fmt_meta_text(const struct ckpt *c)
 void fmt_json_meta(struct jw *w, const struct ckpt *c)
 {
 	jw_lit(w, ",\"metadata\":");
-	if (!fmt_is_st(c)) {
+	if (!(ckpt_fmt(c)->out == CKPT_OUT_ST)) {
 		jw_lit(w, "null");
 		return;
 	}

@@ -13,7 +13,6 @@
 #include "ckpt/ckpt.h"
 #include "source/source.h"
 #include "ckpt_fmt.h"
-#include "fmt_ask.h"
 #include "cli.h"
 #include "cli_io.h"
 #include "diag/diag.h"
@@ -271,7 +270,7 @@ static void storages_text(struct ckpt *c)
 		       s->ntensors, s->ntensors == 1 ? "" : "s");
 		if (s->rec)
 			printf("  record %s", s->rec->name);
-		if (located && fmt_data_off_shown(c, s))
+		if (located && (s->rec || ckpt_can(c, CKPT_CAP_OFFSETS)))
 			printf("  data at 0x%" PRIx64, s->data_off);
 		putchar('\n');
 	}
@@ -291,7 +290,7 @@ static void header_text(const struct ckpt *c)
 		       "shard's)\n", c->path, f.index, ckpt_nparts(c));
 		return;
 	}
-	if (fmt_is_st(c)) {
+	if ((ckpt_fmt(c)->out == CKPT_OUT_ST)) {
 		printf("# %s: safetensors file, header %" PRIu64 " bytes at "
 		       "0x8, data at 0x%" PRIx64 ", %u metadata entr%s\n",
 		       c->path, c->hdr_len, 8 + c->hdr_len, c->nmeta,
@@ -405,7 +404,7 @@ static void dump_json(struct ckpt *c)
 		jw_printf(w, ",\"tensors\":%u,\"record\":", s->ntensors);
 		jw_cstr(w, s->rec ? s->rec->name : NULL);
 		jw_lit(w, ",\"data_offset\":");
-		if (located && fmt_data_off_shown(c, s))
+		if (located && (s->rec || ckpt_can(c, CKPT_CAP_OFFSETS)))
 			jw_u64(w, s->data_off);
 		else
 			jw_lit(w, "null");

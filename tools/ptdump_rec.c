@@ -14,7 +14,6 @@
 #include "ckpt/ckpt.h"
 #include "cli.h"
 #include "diag/diag.h"
-#include "fmt_ask.h"
 #include "json_out.h"
 #include "zip/ptz.h"
 
@@ -174,7 +173,7 @@ static int by_data_off(const void *a, const void *b)
 /* The header line of a file without records (legacy, safetensors). */
 static void stream_head(const struct ckpt *c, const struct dump_opts *o)
 {
-	bool st = fmt_is_st(c);
+	bool st = (ckpt_fmt(c)->out == CKPT_OUT_ST);
 
 	if (o->json) {
 		fputs("{\"file\":", stdout);
@@ -239,7 +238,7 @@ static int legacy_records(const char *path, const struct dump_opts *o)
 	for (uint32_t i = 0; i < c->nstorages; i++) {
 		const struct ckpt_storage *s = v[i];
 		/* safetensors: storage k is tensor k, the root's child k */
-		const char *name = fmt_is_st(c) ?
+		const char *name = (ckpt_fmt(c)->out == CKPT_OUT_ST) ?
 				   c->root->dir->kids[s->index]->name : NULL;
 		char count[16] = "";
 

@@ -15,7 +15,6 @@
 #include "cli.h"
 #include "cli_io.h"
 #include "diag/diag.h"
-#include "fmt_ask.h"
 #include "json_out.h"
 #include "ptls.h"
 #include "pickle/pkl.h"
@@ -286,7 +285,7 @@ static void json_shards(struct jw *w, const struct ckpt *c)
 		const char *name;
 		uint64_t size;
 
-		fmt_folder_file(c, i, &name, &size);
+		ckpt_folder_entry(c, i, &name, &size);
 		jw_puts(w, i ? ",{\"name\":" : "{\"name\":");
 		jw_cstr(w, name);
 		jw_printf(w, ",\"size\":%" PRIu64 "}", size);

@@ -26,7 +26,6 @@
 #include "ptrepack_cvt.h"
 #include "ptrepack_st.h"
 #include "diag/diag.h"
-#include "fmt_ask.h"
 #include "json_out.h"
 
 #include <errno.h>
@@ -108,7 +107,7 @@ static void summary(FILE *f, const char *in, const char *out,
 		fprintf(f, ",\"converted\":%s,\"repickled\":%s,\"records\":%u,"
 		       "\"storages\":%u,\"dropped\":%u,\"trimmed\":%u,"
 		       "\"saved\":%" PRIu64 ",\"size\":%" PRIu64 "}\n",
-		       fmt_zip_converted(c) ? "true" : "false",
+		       !ckpt_can(c, CKPT_CAP_TORCH_ZIP) ? "true" : "false",
 		       st->repickled ? "true" : "false", st->records,
 		       st->storages, st->dropped, st->trimmed, st->saved,
 		       st->size);

@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "fmt_ask.h"
 #include "json_out.h"
 
 int st_opt_parse(struct st_opt *s, const char *arg)
@@ -102,7 +101,7 @@ int st_opt_apply(struct st_opt *s, const char *out, const struct ckpt *c,
 bool st_opt_out_st(const struct ckpt_write_opts *o, const struct ckpt *c)
 {
 	return o->to == CKPT_OUT_ST ||
-	       (o->to == CKPT_OUT_SAME && fmt_is_st(c));
+	       (o->to == CKPT_OUT_SAME && (ckpt_fmt(c)->out == CKPT_OUT_ST));
 }
 
 /* Tensors of dtypes torch 1.13 has no storage class for, and which. */
@@ -134,7 +133,7 @@ void st_opt_report(const struct st_opt *s, const struct ckpt *c,
 	uint32_t n;
 
 	if (!st_opt_out_st(o, c)) {
-		n = fmt_is_st(c) ?
+		n = (ckpt_fmt(c)->out == CKPT_OUT_ST) ?
 		    torch2_only(c, names, sizeof(names)) : 0;
 		if (n)
 			fprintf(stderr, "%s: note: %u tensor%s of %s, which "

@@ -27,7 +27,6 @@
 #include "cli.h"
 #include "cli_io.h"
 #include "diag/diag.h"
-#include "fmt_ask.h"
 #include "json_out.h"
 #include "zip/ptz.h"
 #include "zip/ptz_verify.h"
@@ -183,9 +182,13 @@ static void check_folder(struct ver *v, const struct ckpt_folder *f)
 	if (asprintf(&index, "%s/%s", dir, f->index) < 0)
 		index = NULL;
 	all->path = index ? index : path;
-	for (uint32_t i = 0; i < ckpt_nfindings(all); i++)
-		problem(v, "index", fmt_finding_off(all, i), "%s",
-			ckpt_finding(all, i, line, sizeof(line)));
+	for (uint32_t i = 0; i < ckpt_nfindings(all); i++) {
+		uint64_t off;
+		const char *text = ckpt_finding(all, i, &off, line,
+						sizeof(line));
+
+		problem(v, "index", off, "%s", text);
+	}
 	all->path = path;
 	free(index);
 	for (uint32_t k = 0; k < ckpt_nparts(all); k++) {

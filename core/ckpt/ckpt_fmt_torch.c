@@ -95,7 +95,6 @@ static uint32_t verify_legacy(struct ckpt *c, bool no_crc, uint64_t *checked,
 			      ckpt_problem_fn fn, void *arg)
 {
 	uint64_t end = 0;
-	char msg[128];
 
 	(void)no_crc;
 	(void)checked;
@@ -104,12 +103,9 @@ static uint32_t verify_legacy(struct ckpt *c, bool no_crc, uint64_t *checked,
 
 		end = e > end ? e : end;
 	}
-	if (!c->nstorages || c->file_size <= end)
+	if (!c->nstorages)
 		return 0;	/* where the pickles end is not kept */
-	snprintf(msg, sizeof(msg), "%" PRIu64 " bytes after the last storage "
-		 "belong to nothing", c->file_size - end);
-	fn(arg, "trailing", c->path, end, msg);
-	return 1;
+	return ckpt_trailing(c, end, "storage", "", fn, arg);
 }
 
 static int save_file(struct ckpt *c, const char *target,
@@ -122,7 +118,8 @@ static int save_file(struct ckpt *c, const char *target,
 const struct ckpt_fmt ckpt_fmt_zip = {
 	.id = CKPT_ZIP, .name = "zip", .files = "checkpoints",
 	.one = "a checkpoint",
-	.caps = CKPT_CAP_WRITE | CKPT_CAP_INPLACE, .converted = "",
+	.caps = CKPT_CAP_WRITE | CKPT_CAP_INPLACE | CKPT_CAP_TORCH_ZIP,
+	.converted = "",
 	.bid = bid_zip, .open = open_zip,
 	.records = zip_records, .save = save_file,
 };
@@ -137,7 +134,7 @@ const struct ckpt_fmt ckpt_fmt_legacy = {
 	.id = CKPT_LEGACY, .name = "legacy",
 	.files = "legacy checkpoints (torch < 1.6)",
 	.one = "a legacy (torch < 1.6) checkpoint",
-	.caps = CKPT_CAP_WRITE, .rewrite_as = "zip archive",
+	.caps = CKPT_CAP_WRITE | CKPT_CAP_OFFSETS, .rewrite_as = "zip archive",
 	.converted = ", converted from the legacy format",
 	.bid = bid_legacy, .open = open_legacy,
 	.records = pickle_record, .verify = verify_legacy, .save = save_file,

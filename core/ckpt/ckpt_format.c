@@ -10,6 +10,8 @@
 #include "ckpt_format.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 
 const struct ckpt_fmt *ckpt_fmt(const struct ckpt *c)
 {
@@ -51,14 +53,26 @@ uint32_t ckpt_nfindings(const struct ckpt *c)
 	return m->nfindings ? m->nfindings(c) : 0;
 }
 
-const char *ckpt_finding(const struct ckpt *c, uint32_t i, char *buf,
-			 size_t size)
+const char *ckpt_finding(const struct ckpt *c, uint32_t i, uint64_t *off,
+			 char *buf, size_t size)
 {
 	const struct ckpt_fmt *m = ckpt_fmt(c);
 
+	*off = DIAG_NO_OFFSET;
 	if (!m->finding || !size)
 		return NULL;
-	return m->finding(c, i, buf, size);
+	return m->finding(c, i, off, buf, size);
+}
+
+void ckpt_folder_entry(const struct ckpt *c, uint32_t i, const char **name,
+		       uint64_t *size)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	*name = NULL;
+	*size = 0;
+	if (m->folder_entry)
+		m->folder_entry(c, i, name, size);
 }
 
 const char *ckpt_unmountable(const struct ckpt *c, char *buf, size_t size)
@@ -154,6 +168,19 @@ int ckpt_whole_parts(const struct ckpt *c, struct diag *d)
 	const struct ckpt_fmt *m = ckpt_fmt(c);
 
 	return m->whole ? m->whole(c, d) : 0;
+}
+
+uint32_t ckpt_trailing(const struct ckpt *c, uint64_t end, const char *what,
+		       const char *why, ckpt_problem_fn fn, void *arg)
+{
+	char msg[160];
+
+	if (c->file_size <= end)
+		return 0;
+	snprintf(msg, sizeof(msg), "%" PRIu64 " bytes after the last %s "
+		 "belong to nothing%s", c->file_size - end, what, why);
+	fn(arg, "trailing", c->path, end, msg);
+	return 1;
 }
 
 /* ---- the edit rules ---- */

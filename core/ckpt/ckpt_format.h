@@ -50,6 +50,12 @@ struct stat;
 #define CKPT_CAP_MANY	2u	/* many files, written back into itself,
 				   file by file, its commit file last */
 #define CKPT_CAP_INPLACE 4u	/* -o inplace patches it where it lies */
+#define CKPT_CAP_TORCH_ZIP 8u	/* a torch.save zip, what ptrepack writes:
+				   written as one, it is not converted */
+#define CKPT_CAP_OFFSETS 16u	/* a storage's data_off is a byte of a
+				   file a reader can check, record or not
+				   (legacy blocks, safetensors tensors,
+				   shards); not a DCP chunk's, a tar's */
 
 /*
  * The edits a format's write-back can hold: each is checked when the edit
@@ -143,8 +149,8 @@ struct ckpt_fmt {
 	uint32_t (*nparts)(const struct ckpt *c);
 	void (*part)(const struct ckpt *c, uint32_t k, struct ckpt_part *p);
 	uint32_t (*nfindings)(const struct ckpt *c);
-	const char *(*finding)(const struct ckpt *c, uint32_t i, char *buf,
-			       size_t size);
+	const char *(*finding)(const struct ckpt *c, uint32_t i, uint64_t *off,
+			       char *buf, size_t size);
 	/* why it must not be mounted at all (a shard is absent), or NULL */
 	const char *(*unmountable)(const struct ckpt *c, char *buf,
 				   size_t size);
@@ -195,6 +201,9 @@ struct ckpt_fmt {
 	   file @i's member (UINT32_MAX: not shown) */
 	uint32_t (*nfolder_files)(const struct ckpt *c);
 	uint32_t (*folder_file)(const struct ckpt *c, uint32_t i);
+	/* ... file @i's name and size, shown by the mount or not */
+	void (*folder_entry)(const struct ckpt *c, uint32_t i,
+			     const char **name, uint64_t *size);
 	/* why this one mounts read-only though its format is written back
 	   (one phrase, "... mount read-only" follows), or NULL */
 	const char *(*readonly_why)(const struct ckpt *c);
@@ -226,10 +235,15 @@ bool ckpt_folder(const struct ckpt *c, struct ckpt_folder *f);
 uint32_t ckpt_nparts(const struct ckpt *c);
 void ckpt_part_at(const struct ckpt *c, uint32_t k, struct ckpt_part *p);
 /* Findings kept at the open (ptverify lists them): how many, and each as
- * one line (no newline) in @buf. */
+ * one line (no newline) in @buf, *@off the byte of the file it is about
+ * (the index's) or DIAG_NO_OFFSET. */
 uint32_t ckpt_nfindings(const struct ckpt *c);
-const char *ckpt_finding(const struct ckpt *c, uint32_t i, char *buf,
-			 size_t size);
+const char *ckpt_finding(const struct ckpt *c, uint32_t i, uint64_t *off,
+			 char *buf, size_t size);
+/* A folder's other file @i (< ckpt_folder()'s nfiles): its name and size,
+ * whether the mount shows it or not (a link out of the folder). */
+void ckpt_folder_entry(const struct ckpt *c, uint32_t i, const char **name,
+		       uint64_t *size);
 /* Why @c must not be mounted (one line in @buf), or NULL. */
 const char *ckpt_unmountable(const struct ckpt *c, char *buf, size_t size);
 /* Call @fn for each record the mount shows raw (header.json, data.pkl, a
@@ -269,6 +283,12 @@ int ckpt_pieced_where(struct ckpt *c, const struct ckpt_tensor *t,
 /* Is every part of @c there?  0, or -errno with @d set (an absent shard
  * would leave a written file without its tensors). */
 int ckpt_whole_parts(const struct ckpt *c, struct diag *d);
+
+/* For a verify hook: the bytes of @c after @end (where its last @what
+ * ends) belong to nothing: one "trailing" problem, @why after it.  The
+ * number of problems (0 or 1). */
+uint32_t ckpt_trailing(const struct ckpt *c, uint64_t end, const char *what,
+		       const char *why, ckpt_problem_fn fn, void *arg);
 
 /* The edit rules: 0 or -errno with @d set (struct ckpt_rules). */
 int ckpt_rule_shape(const struct ckpt *c, const char *what, struct diag *d);

@@ -163,6 +163,13 @@ static uint32_t nfindings(const struct ckpt *c)
 	return c->hf->nissues;
 }
 
+static const char *finding(const struct ckpt *c, uint32_t i, uint64_t *off,
+			   char *buf, size_t size)
+{
+	*off = c->hf->issues[i].off;
+	return ckpt_hf_issue_line(c, i, buf, size);
+}
+
 /* a model without some of its tensors would be used as it is */
 static const char *unmountable(const struct ckpt *c, char *buf, size_t size)
 {
@@ -227,6 +234,15 @@ static uint32_t folder_file(const struct ckpt *c, uint32_t i)
 	return i < c->hf->nfiles ? c->hf->files[i].member : UINT32_MAX;
 }
 
+static void folder_entry(const struct ckpt *c, uint32_t i, const char **name,
+			 uint64_t *size)
+{
+	if (i < c->hf->nfiles) {
+		*name = c->hf->files[i].name;
+		*size = c->hf->files[i].size;
+	}
+}
+
 /* its shards own the nodes, tensors and storages */
 static void close_hf(struct ckpt *c)
 {
@@ -246,15 +262,17 @@ static int save(struct ckpt *c, const char *target,
 const struct ckpt_fmt ckpt_fmt_hf = {
 	.id = CKPT_HF_SHARDED, .name = "hf-sharded",
 	.files = "Hugging Face sharded folders", .one = "a sharded folder",
-	.caps = CKPT_CAP_WRITE | CKPT_CAP_MANY, .commit = "index",
+	.caps = CKPT_CAP_WRITE | CKPT_CAP_MANY | CKPT_CAP_OFFSETS,
+	.commit = "index",
 	.converted = "",
 	.findings_are = "the index and its shards disagree",
 	.bid_name = bid_name, .bid_dir = bid_dir, .open = open_hf,
 	.rules = &rules, .folder = folder, .nparts = nparts, .part = part,
-	.nfindings = nfindings, .finding = ckpt_hf_issue_line,
+	.nfindings = nfindings, .finding = finding,
 	.unmountable = unmountable, .tensor_attrs = tensor_attrs,
 	.owner = ckpt_hf_owner, .whole = ckpt_hf_whole, .close = close_hf,
 	.many_dir = many_dir, .many_file = many_file, .members = members,
 	.nfolder_files = nfolder_files, .folder_file = folder_file,
+	.folder_entry = folder_entry,
 	.save = save,
 };

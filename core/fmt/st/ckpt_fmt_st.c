@@ -109,17 +109,10 @@ static void tensor_attrs(const struct ckpt *c, const struct ckpt_tensor *t,
 static uint32_t verify(struct ckpt *c, bool no_crc, uint64_t *checked,
 		       ckpt_problem_fn fn, void *arg)
 {
-	char msg[128];
-
 	(void)no_crc;
 	(void)checked;
-	if (c->file_size <= c->data_end)
-		return 0;
-	snprintf(msg, sizeof(msg), "%" PRIu64 " bytes after the last tensor's "
-		 "data belong to nothing (safetensors refuses the file)",
-		 c->file_size - c->data_end);
-	fn(arg, "trailing", c->path, c->data_end, msg);
-	return 1;
+	return ckpt_trailing(c, c->data_end, "tensor's data",
+			     " (safetensors refuses the file)", fn, arg);
 }
 
 static int save(struct ckpt *c, const char *target,
@@ -132,7 +125,8 @@ static int save(struct ckpt *c, const char *target,
 const struct ckpt_fmt ckpt_fmt_safetensors = {
 	.id = CKPT_SAFETENSORS, .name = "safetensors",
 	.files = "safetensors files", .one = "a safetensors file",
-	.caps = CKPT_CAP_WRITE, .rewrite_as = "file", .out = CKPT_OUT_ST,
+	.caps = CKPT_CAP_WRITE | CKPT_CAP_OFFSETS, .rewrite_as = "file",
+	.out = CKPT_OUT_ST,
 	.converted = ", converted from safetensors",
 	.bid = bid, .open = open_st, .rules = &ckpt_st_rules,
 	.records = records, .tensor_attrs = tensor_attrs, .verify = verify,
