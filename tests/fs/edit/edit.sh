@@ -98,18 +98,9 @@ begin() {
 	*) LOGS_OK= ;;
 	esac
 }
-note() { printf '%s\n' "$*" >>"$DET"; }
-
 # step LABEL OKMSG: one check line from what was noted since the last one
-step() {
-	if [ -s "$DET" ]; then
-		sed 1d "$DET" >"$DET.more"
-		fail "$CASE: $1" "$(head -n 1 "$DET")" "$DET.more"
-	else
-		pass "$CASE: $1" "$2"
-	fi
-	: >"$DET"
-}
+# (note and check: lib.sh)
+step() { check "$CASE: $1" "$2"; }
 
 # mountw [OPTION...]: mount CK at M (ptfs -f, stderr in C/ptfs.err)
 mountw() {

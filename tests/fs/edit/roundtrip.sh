@@ -98,16 +98,7 @@ esac
 
 # ------------------------------------------------------------ helpers
 DET=
-note() { printf '%s\n' "$*" >>"$DET"; }
-step() {
-	if [ -s "$DET" ]; then
-		sed 1d "$DET" >"$DET.more"
-		fail "$CASE: $1" "$(head -n 1 "$DET")" "$DET.more"
-	else
-		pass "$CASE: $1" "$2"
-	fi
-	: >"$DET"
-}
+step() { check "$CASE: $1" "$2"; }	# note and check: lib.sh
 # run CMD...: must succeed, else a note with its first stderr line
 run() {
 	run_limited 300 "$@" >"$C/cmd.out" 2>"$C/cmd.err" && return 0

@@ -30,6 +30,19 @@ skip() {
 	nskip=$((nskip + 1))
 	printf 'skip %s: %s\n' "$1" "$2"
 }
+# note LINE: one detail for the next check, into $DET (the script names
+# that file); check LABEL OKMSG: pass when nothing was noted since the
+# last check, else fail with the first note (the rest as details)
+note() { printf '%s\n' "$*" >>"$DET"; }
+check() {
+	if [ -s "$DET" ]; then
+		sed 1d "$DET" >"$DET.more"
+		fail "$1" "$(head -n 1 "$DET")" "$DET.more"
+	else
+		pass "$1" "$2"
+	fi
+	: >"$DET"
+}
 # verdict LABEL OKMSG DETFILE: fail LABEL with DETFILE's first line (all
 # of it as details) when it holds anything, else pass with OKMSG
 verdict() {

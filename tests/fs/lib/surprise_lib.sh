@@ -70,19 +70,9 @@ trun() {
 	return $_tr
 }
 
-# check LABEL OKMSG: pass when $DET is empty, else fail with its first line
+# note and check (lib.sh) over this file
 DET=$WORK/details
 : >"$DET"
-note() { printf '%s\n' "$*" >>"$DET"; }
-check() {
-	if [ -s "$DET" ]; then
-		sed 1d "$DET" >"$DET.more"
-		fail "$1" "$(head -n 1 "$DET")" "$DET.more"
-	else
-		pass "$1" "$2"
-	fi
-	: >"$DET"
-}
 
 # daemon_clean ERRFILE LABEL: the daemon logged no sanitizer report and
 # nothing else unexpected

@@ -111,16 +111,6 @@ pyerr() { grep -v 'UCX\|cpuinfo\|Warning\|return func' "$WORK/py.stderr" | tail 
 
 DET=$WORK/det
 : >"$DET"
-note() { printf '%s\n' "$*" >>"$DET"; }
-check() {
-	if [ -s "$DET" ]; then
-		sed 1d "$DET" >"$DET.more"
-		fail "$1" "$(head -n 1 "$DET")" "$DET.more"
-	else
-		pass "$1" "$2"
-	fi
-	: >"$DET"
-}
 # setup_failed LABEL: a case whose files could not be made
 setup_failed() { fail "$1" "setup: $(pyerr)"; }
 
