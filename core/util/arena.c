@@ -9,7 +9,7 @@
  * for nothing at the end of a block: populating whole blocks
  * (MAP_POPULATE) left half a block on average in each of the model's and
  * the pickle's arenas, about 10 bytes a tensor of a 100,000-tensor open
- * (50 with 4 MiB blocks; docs/design.md).
+ * (50 with 4 MiB blocks; docs/benchmarks.md, "Memory per tensor").
  */
 #define _DEFAULT_SOURCE		/* MAP_ANONYMOUS, MADV_POPULATE_WRITE */
 #include "arena.h"
