@@ -18,7 +18,7 @@
 #include <pthread.h>
 
 #include "ckpt/ckpt.h"
-#include "ckpt/ckpt_ident.h"
+#include "source/ident.h"
 #include "ovl/ovl.h"
 
 struct diag;
@@ -131,7 +131,7 @@ struct ptfs {
 	char commit_msg[512];	/* what .ptfs/commit reads: the last result */
 	uint32_t nstor;		/* storages shown under .ptfs/storages/ */
 	struct stat st;		/* the checkpoint file's, for times */
-	struct ckpt_ident ident;	/* ... and its identity (ptfs_fresh) */
+	struct src_ident ident;	/* ... and its identity (ptfs_fresh) */
 	bool stale_logged;	/* a changed checkpoint was logged (atomic) */
 	uid_t uid;		/* the checkpoint's owner and group, shown as */
 	gid_t gid;		/* every file's (modes: ptfs_ino.c) */

@@ -74,7 +74,7 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		  struct fuse_file_info *fi);
 
 /*
- * Is the checkpoint still the file that was mounted (ckpt_ident_check())?
+ * Is the checkpoint still the file that was mounted (src_ident_check())?
  * 0, or -ESTALE with @d set the first time only (so it is logged once).
  */
 int ptfs_fresh(struct ptfs *fs, struct diag *d);

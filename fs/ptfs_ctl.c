@@ -13,7 +13,7 @@
 #define _GNU_SOURCE 1	/* open_memstream, asprintf */
 #include "ptfs.h"
 
-#include "ckpt/ckpt_ident.h"
+#include "source/ident.h"
 #include "diag/diag.h"
 
 #include <errno.h>
@@ -61,7 +61,7 @@ int ptfs_commit(struct ptfs *fs, struct diag *d)
 	/* patched in place: the file the mount reads moved its times, and
 	   holds what the mount shows */
 	if (!rc && ovl_wstats(fs->ovl)->in_place && !fstat(fs->c->fd, &st))
-		ckpt_ident_of(&st, &fs->ident);
+		src_ident_of(&st, &fs->ident);
 	if (rc < 0)
 		diag_line(d, fs->commit_msg, sizeof(fs->commit_msg) - 1);
 	else

@@ -114,7 +114,7 @@ int ptfs_ino_init(struct ptfs *fs)
 	int rc;
 
 	fs->plumb = (fuse_ino_t)1 << 40;
-	ckpt_ident_of(&fs->st, &fs->ident);
+	src_ident_of(&fs->st, &fs->ident);
 	fs->nstor = c->nstorages;
 	fs->byteorder = c->byteorder ? c->byteorder : "little";
 	switch (c->root->kind) {

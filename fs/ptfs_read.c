@@ -7,7 +7,7 @@
  */
 #include "ptfs.h"
 
-#include "ckpt/ckpt_ident.h"
+#include "source/ident.h"
 
 #include "diag/diag.h"
 #include "view/view.h"
@@ -188,7 +188,7 @@ static bool from_checkpoint(const struct ptfs_ino *i)
 
 int ptfs_fresh(struct ptfs *fs, struct diag *d)
 {
-	int rc = ckpt_ident_check(fs->c->fd, &fs->ident, d);
+	int rc = src_ident_check(fs->c->fd, &fs->ident, d);
 
 	/* logged once: the first failing read names the file and why */
 	if (rc && __atomic_exchange_n(&fs->stale_logged, true,

@@ -309,7 +309,7 @@ static int add(struct src *s, const char *name, size_t len, uint64_t at,
 	m->gid = st.st_gid;
 	m->mode = st.st_mode & 07777;
 	m->size = (uint64_t)st.st_size;
-	ckpt_ident_of(&st, &m->id);
+	src_ident_of(&st, &m->id);
 	m->alias = s->n;
 	for (uint32_t k = 0; k < s->n; k++)
 		if (s->m[k].id.dev == m->id.dev &&
@@ -333,7 +333,7 @@ void src_access_narrow(struct src_access *a, const struct src_member *m)
 
 int src_fresh(const struct src *s, uint32_t i, struct diag *d)
 {
-	return ckpt_ident_check(s->m[i].fd, &s->m[i].id, d);
+	return src_ident_check(s->m[i].fd, &s->m[i].id, d);
 }
 
 int src_same(const struct src *s, uint32_t i, struct diag *d)
@@ -348,7 +348,7 @@ int src_same(const struct src *s, uint32_t i, struct diag *d)
 	    (uint64_t)st.st_ino != m->id.ino)
 		return diag_errno(d, -ESTALE, "%s: changed since it was "
 				  "mounted: another file", m->path);
-	return ckpt_ident_check(m->fd, &m->id, d);
+	return src_ident_check(m->fd, &m->id, d);
 }
 
 int src_dir_of(struct src *s, const char *name, const char **leaf,

@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "ckpt/ckpt_ident.h"
+#include "source/ident.h"
 
 struct diag;
 
@@ -47,7 +47,7 @@ struct src_member {
 				   when none is) */
 	uint32_t uid, gid, mode;	/* of the file read (mode: 07777 bits) */
 	uint64_t size;
-	struct ckpt_ident id;	/* pinned at open */
+	struct src_ident id;	/* pinned at open */
 };
 
 struct src;

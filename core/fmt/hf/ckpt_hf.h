@@ -8,7 +8,7 @@
 
 #include "ckpt/ckpt_model.h"
 
-struct ckpt_ident;
+struct src_ident;
 
 /* ---- Hugging Face sharded folders (ckpt_shards.c) ---- */
 

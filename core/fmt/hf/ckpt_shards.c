@@ -30,7 +30,7 @@
 #include "ckpt_hf_int.h"
 #include "source/source.h"
 #include "ckpt_hfindex.h"
-#include "ckpt/ckpt_ident.h"
+#include "source/ident.h"
 #include "util/io.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * ckpt_ident.c - is the open checkpoint still the file that was opened?
+ * ident.c - is the open checkpoint still the file that was opened?
  *
  * A training job that calls torch.save (or cp) on the mounted path
  * truncates and rewrites the same inode: every offset the model holds now
@@ -9,14 +9,14 @@
  * leaves our inode's bytes as they were, which is what the mount showed,
  * so that is not stale.
  */
-#include "ckpt_ident.h"
+#include "ident.h"
 
 #include "diag/diag.h"
 
 #include <errno.h>
 #include <string.h>
 
-void ckpt_ident_of(const struct stat *st, struct ckpt_ident *id)
+void src_ident_of(const struct stat *st, struct src_ident *id)
 {
 	memset(id, 0, sizeof(*id));
 	id->dev = st->st_dev;
@@ -29,14 +29,14 @@ void ckpt_ident_of(const struct stat *st, struct ckpt_ident *id)
 	id->ctime_ns = st->st_ctim.tv_nsec;
 }
 
-int ckpt_ident_check(int fd, const struct ckpt_ident *id, struct diag *d)
+int src_ident_check(int fd, const struct src_ident *id, struct diag *d)
 {
-	struct ckpt_ident now;
+	struct src_ident now;
 	struct stat st;
 
 	if (fstat(fd, &st))
 		return diag_errno(d, -errno, "fstat: %s", strerror(errno));
-	ckpt_ident_of(&st, &now);
+	src_ident_of(&st, &now);
 	if (now.dev != id->dev || now.ino != id->ino)
 		return diag_errno(d, -ESTALE, "changed under the mount: "
 				  "another file");

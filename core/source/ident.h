@@ -1,11 +1,11 @@
 /*
- * ckpt_ident.h - which file a checkpoint was opened from, and whether the
+ * ident.h - which file a checkpoint was opened from, and whether the
  * file behind an open descriptor is still that one.  Reads through a mount
  * use it to refuse bytes from a checkpoint that was rewritten in place
  * under them (torch.save or cp to the same path keeps the inode).
  */
-#ifndef PT_CKPT_CKPT_IDENT_H
-#define PT_CKPT_CKPT_IDENT_H
+#ifndef PT_SOURCE_IDENT_H
+#define PT_SOURCE_IDENT_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -14,14 +14,14 @@
 struct diag;
 
 /* What fstat said when the checkpoint was opened. */
-struct ckpt_ident {
+struct src_ident {
 	uint64_t dev, ino, nlink;
 	int64_t size;
 	int64_t mtime_s, mtime_ns, ctime_s, ctime_ns;
 };
 
 /* The identity in @st (of the checkpoint, fstat'ed when opened). */
-void ckpt_ident_of(const struct stat *st, struct ckpt_ident *id);
+void src_ident_of(const struct stat *st, struct src_ident *id);
 
 /*
  * Is @fd still the file @id describes, unchanged?  One fstat(2), so cheap
@@ -30,6 +30,6 @@ void ckpt_ident_of(const struct stat *st, struct ckpt_ident *id);
  * link count stayed (a rename over the path or a new hard link moves the
  * ctime and changes no byte); fstat's -errno.
  */
-int ckpt_ident_check(int fd, const struct ckpt_ident *id, struct diag *d);
+int src_ident_check(int fd, const struct src_ident *id, struct diag *d);
 
 #endif
