@@ -33,7 +33,7 @@
 
 #define JID "00112233445566aa"
 
-static char dir[64], ck[128], ovl_dir[128], jr[160];
+static char dir[64], ck[128], odir[128], jr[160];
 static unsigned char *head;	/* the header record for the copy */
 static size_t head_len;
 
@@ -50,10 +50,10 @@ static void teardown(void)
 {
 	char name[200];
 
-	snprintf(name, sizeof(name), "%s/" JID ".0", ovl_dir);
+	snprintf(name, sizeof(name), "%s/" JID ".0", odir);
 	unlink(name);
 	unlink(jr);
-	rmdir(ovl_dir);
+	rmdir(odir);
 	unlink(ck);
 	rmdir(dir);
 }
@@ -78,18 +78,18 @@ static void setup(void)
 	if (!mkdtemp(dir))
 		abort();
 	snprintf(ck, sizeof(ck), "%s/model.pt", dir);
-	snprintf(ovl_dir, sizeof(ovl_dir), "%s/.model.pt.ptfs", dir);
-	snprintf(jr, sizeof(jr), "%s/" OVL_JOURNAL, ovl_dir);
+	snprintf(odir, sizeof(odir), "%s/.model.pt.ptfs", dir);
+	snprintf(jr, sizeof(jr), "%s/" OVL_JOURNAL, odir);
 	put_all(ck, buf, n);
 	atexit(teardown);
-	if (mkdir(ovl_dir, 0700))
+	if (mkdir(odir, 0700))
 		abort();
 	diag_init(&d, ck);
 	if (ckpt_open(ck, &c, &d) || ovl_ident_of(c->fd, c->zip.cdir_off,
 						  c->zip.cdir_size, &id))
 		abort();
 	/* storage 0's staged copy, for the records that name it */
-	snprintf(name, sizeof(name), "%s/" JID ".0", ovl_dir);
+	snprintf(name, sizeof(name), "%s/" JID ".0", odir);
 	{
 		int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
