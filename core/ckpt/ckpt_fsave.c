@@ -94,32 +94,28 @@ static const char *leaf(const char *name)
 	return slash ? slash + 1 : name;
 }
 
-int fsave_new(struct fsave *w, uint32_t src, const char *old,
-	      const char *old_path, int old_fd)
+int fsave_new(struct fsave *w, uint32_t src, uint32_t member)
 {
 	struct fsave_file *f = &w->f[w->nf];
-	const char *base;
-	int fd = -1, rc, dfd;
+	const struct src_member *old = src_at(w->c->src, member);
+	int fd = -1, rc;
 
 	/* beside it, in the directory the source opened beneath the root
 	   (never through a symlink, never by a path) */
-	dfd = src_dir_of(w->c->src, old, &base, w->d);
-	if (dfd < 0)
-		return dfd;
 	for (unsigned g = 0; g < GEN_MAX && fd < 0; g++) {
-		char *cand = ckpt_gen_name(old, g);
+		char *cand = ckpt_gen_name(old->name, g);
 
 		if (!cand)
 			return diag_nomem(w->d);
-		if (!strcmp(cand, old) || !strcmp(cand, w->commit)) {
+		if (!strcmp(cand, old->name) || !strcmp(cand, w->commit)) {
 			free(cand);
 			continue;
 		}
-		fd = openat(dfd, leaf(cand), O_RDWR | O_CREAT | O_EXCL |
+		fd = openat(old->dfd, leaf(cand), O_RDWR | O_CREAT | O_EXCL |
 			    O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0 && errno != EEXIST) {
 			rc = diag_errno(w->d, -errno, "%s: cannot make %s "
-					"beside it: %s", old_path, cand,
+					"beside it: %s", old->path, cand,
 					strerror(errno));
 			free(cand);
 			return rc;
@@ -131,17 +127,14 @@ int fsave_new(struct fsave *w, uint32_t src, const char *old,
 	}
 	if (fd < 0)
 		return diag_errno(w->d, -EEXIST, "%s: no free name for its new "
-				  "version (%u tried)", old_path, GEN_MAX);
+				  "version (%u tried)", old->path, GEN_MAX);
 	f->src = src;
-	f->old = old;
-	f->old_path = old_path;
-	f->old_fd = old_fd;
-	f->dfd = dfd;
+	f->member = member;
 	if (fstat(fd, &f->st)) {
 		/* made O_EXCL just now: ours, whatever is known of it */
 		rc = diag_errno(w->d, -errno, "%s: %s", f->name,
 				strerror(errno));
-		(void)unlinkat(dfd, leaf(f->name), 0);
+		(void)unlinkat(old->dfd, leaf(f->name), 0);
 		free(f->name);
 		f->name = NULL;
 		close(fd);
@@ -159,18 +152,9 @@ int fsave_new(struct fsave *w, uint32_t src, const char *old,
 	return fd;
 }
 
-int fsave_drop(struct fsave *w, uint32_t src, const char *old,
-	       const char *old_path, int old_fd)
+void fsave_drop(struct fsave *w, uint32_t src, uint32_t member)
 {
-	const char *base;
-	int dfd = src_dir_of(w->c->src, old, &base, w->d);
-
-	if (dfd < 0)
-		return dfd;
-	w->f[w->nf++] = (struct fsave_file){ .src = src, .old = old,
-					     .old_path = old_path,
-					     .old_fd = old_fd, .dfd = dfd };
-	return 0;
+	w->f[w->nf++] = (struct fsave_file){ .src = src, .member = member };
 }
 
 int fsave_finish(struct fsave *w, int fd, const char *name,
@@ -187,8 +171,8 @@ int fsave_finish(struct fsave *w, int fd, const char *name,
 const char *fsave_renamed(const struct fsave *w, const char *name, size_t len)
 {
 	for (uint32_t k = 0; k < w->nf; k++)
-		if (w->f[k].name && strlen(w->f[k].old) == len &&
-		    !memcmp(w->f[k].old, name, len))
+		if (w->f[k].name && strlen(fsave_old(w, &w->f[k])->name) ==
+		    len && !memcmp(fsave_old(w, &w->f[k])->name, name, len))
 			return w->f[k].name;
 	return NULL;
 }
@@ -217,28 +201,20 @@ int fsave_commit_file(struct fsave *w, const void *p, size_t len,
 	return rc;
 }
 
-/* Is @name in the directory still the file @fd is open on? */
-static bool same_file(int dfd, const char *name, int fd)
-{
-	struct stat a, b;
-
-	return !fstatat(dfd, name, &a, 0) && !fstat(fd, &b) &&
-	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
 int fsave_commit(struct fsave *w, const struct stat *ist)
 {
 	int rc = 0;
 
 	for (uint32_t k = 0; k < w->nf && !rc; k++) {
+		const struct src_member *m = fsave_old(w, &w->f[k]);
 		struct stat st;
 
-		if (fstat(w->f[k].old_fd, &st))
-			return diag_errno(w->d, -errno, "%s: %s",
-					  w->f[k].old_path, strerror(errno));
+		if (fstat(m->fd, &st))
+			return diag_errno(w->d, -errno, "%s: %s", m->path,
+					  strerror(errno));
 		if (w->o->check)
 			rc = w->o->check(w->o->check_arg, CKPT_SAVE_RETIRE,
-					 w->f[k].old, &st, w->d);
+					 m->name, &st, w->d);
 	}
 	if (!rc && w->o->check)
 		rc = w->o->check(w->o->check_arg, CKPT_SAVE_RENAME, w->tmp_abs,
@@ -252,16 +228,23 @@ int fsave_commit(struct fsave *w, const struct stat *ist)
 	if (fsync(w->dfd))
 		return diag_errno(w->d, -errno, "%s: fsync: %s", w->dir,
 				  strerror(errno));
-	for (uint32_t k = 0; k < w->nf; k++)
+	for (uint32_t k = 0; k < w->nf; k++) {
+		const struct src_member *m = fsave_old(w, &w->f[k]);
+		struct diag ds;
+
 		/* another program's file by now is left alone; a link (the
 		   hub's cache) goes itself, its target stays */
-		if (same_file(w->f[k].dfd, leaf(w->f[k].old), w->f[k].old_fd))
-			(void)unlinkat(w->f[k].dfd, leaf(w->f[k].old), 0);
-	for (uint32_t k = 0; k < w->nf; k++)
-		if (w->f[k].dfd != w->dfd && fsync(w->f[k].dfd))
+		diag_init(&ds, NULL);
+		if (!src_same(w->c->src, w->f[k].member, &ds))
+			(void)unlinkat(m->dfd, m->leaf, 0);
+	}
+	for (uint32_t k = 0; k < w->nf; k++) {
+		const struct src_member *m = fsave_old(w, &w->f[k]);
+
+		if (m->dfd != w->dfd && fsync(m->dfd))
 			return diag_errno(w->d, -errno, "%s: fsync of its "
-					  "folder: %s", w->f[k].old_path,
-					  strerror(errno));
+					  "folder: %s", m->path, strerror(errno));
+	}
 	if (fsync(w->dfd))
 		return diag_errno(w->d, -errno, "%s: fsync: %s", w->dir,
 				  strerror(errno));
@@ -273,12 +256,14 @@ void fsave_end(struct fsave *w, int rc)
 	for (uint32_t k = 0; rc && !w->committed && k < w->nf; k++) {
 		struct stat st;
 
-		if (w->f[k].name &&
-		    !fstatat(w->f[k].dfd, leaf(w->f[k].name), &st,
+		int dfd = w->f[k].name ? fsave_old(w, &w->f[k])->dfd : -1;
+
+		if (dfd >= 0 &&
+		    !fstatat(dfd, leaf(w->f[k].name), &st,
 			     AT_SYMLINK_NOFOLLOW) &&
 		    st.st_dev == w->f[k].st.st_dev &&
 		    st.st_ino == w->f[k].st.st_ino)
-			(void)unlinkat(w->f[k].dfd, leaf(w->f[k].name), 0);
+			(void)unlinkat(dfd, leaf(w->f[k].name), 0);
 	}
 	if (rc && !w->committed && w->tmp && w->dfd >= 0)
 		(void)unlinkat(w->dfd, w->tmp, 0);

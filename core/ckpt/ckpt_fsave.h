@@ -32,17 +32,16 @@
 #define PT_CKPT_CKPT_FSAVE_H
 
 #include "ckpt_int.h"
+#include "source/source.h"
 
 #include <sys/stat.h>
 
 /* One data file replaced (or, name NULL, only removed). */
 struct fsave_file {
 	uint32_t src;		/* the caller's index of the old file */
-	const char *old;	/* its name in the directory */
-	const char *old_path;	/* ... for messages */
-	int old_fd;		/* open on it */
-	int dfd;		/* the directory both lie in (the source's,
-				   opened beneath the root at the open) */
+	uint32_t member;	/* the old file in c->src: its name, path, fd
+				   and the directory both lie in (opened
+				   beneath the root at the open) */
 	char *name;		/* the new file's name; NULL: it only goes */
 	struct stat st;		/* of the new file */
 };
@@ -70,17 +69,22 @@ struct fsave {
 int fsave_init(struct fsave *w, struct ckpt *c, const struct ckpt_write_opts *o,
 	       uint32_t max, struct diag *d);
 
-/*
- * Make the new file replacing @old (@old_fd open on it; @src the
- * caller's index), O_EXCL, and journal it (CKPT_SAVE_NEW).  Returns its
- * fd, or -errno with w->d set.  The entry is w->f[w->nf - 1].
- */
-int fsave_new(struct fsave *w, uint32_t src, const char *old,
-	      const char *old_path, int old_fd);
+/* The old file of entry @f (c->src's member). */
+static inline const struct src_member *fsave_old(const struct fsave *w,
+						 const struct fsave_file *f)
+{
+	return src_at(w->c->src, f->member);
+}
 
-/* @old (@old_fd) only goes at the commit: no file replaces it. */
-int fsave_drop(struct fsave *w, uint32_t src, const char *old,
-	       const char *old_path, int old_fd);
+/*
+ * Make the new file beside member @member of c->src (@src the caller's
+ * index of it), O_EXCL, and journal it (CKPT_SAVE_NEW).  Returns its fd,
+ * or -errno with w->d set.  The entry is w->f[w->nf - 1].
+ */
+int fsave_new(struct fsave *w, uint32_t src, uint32_t member);
+
+/* Member @member only goes at the commit: no file replaces it. */
+void fsave_drop(struct fsave *w, uint32_t src, uint32_t member);
 
 /* The file @fd (@name) finished: owner (as root) and mode of @like,
  * fsync'd, *@st its stat.  0 or -errno. */

@@ -202,35 +202,58 @@ static const char *kind_of(mode_t m)
 	       "not a file";
 }
 
+/*
+ * Open @name in @dfd (AT_FDCWD: a path) without blocking: its kind is
+ * checked by stat before the open and by fstat after it, so neither a
+ * fifo nor a device is ever opened in a way that waits.  A regular file,
+ * or with @dir_ok a folder too.  The fd (O_RDONLY, blocking reads from
+ * then on), or -errno of the call that failed, or -EINVAL with *@kind set
+ * when it is of another kind (*@st says which).
+ */
+static int open_kind(int dfd, const char *name, bool dir_ok, struct stat *st,
+		     bool *kind)
+{
+	int fd;
+
+	*kind = false;
+	if (fstatat(dfd, name, st, 0))
+		return -errno;
+	if (!S_ISREG(st->st_mode) && !(dir_ok && S_ISDIR(st->st_mode))) {
+		*kind = true;
+		return -EINVAL;
+	}
+	fd = openat(dfd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, st)) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	if (!S_ISREG(st->st_mode) && !(dir_ok && S_ISDIR(st->st_mode))) {
+		close(fd);
+		*kind = true;
+		return -EINVAL;
+	}
+	(void)fcntl(fd, F_SETFL, 0);	/* back to blocking reads */
+	return fd;
+}
+
 /* Open @leaf in @dfd as a regular file without blocking: fd or -errno. */
 static int open_reg(int dfd, const char *leaf, const char *shown,
 		    uint64_t at, unsigned flags, struct stat *st,
 		    struct diag *d)
 {
-	int fd;
+	bool kind;
+	int fd = open_kind(dfd, leaf, false, st, &kind);
 
-	if (fstatat(dfd, leaf, st, 0)) {
-		if (errno == ENOENT && (flags & SRC_OPTIONAL))
-			return -ENOENT;
-		return diag_set(d, -errno, at, "%s: %s", shown,
-				strerror(errno));
-	}
-	if (!S_ISREG(st->st_mode))
+	if (fd >= 0 || (fd == -ENOENT && (flags & SRC_OPTIONAL)))
+		return fd;
+	if (kind)
 		return diag_set(d, -EINVAL, at, "'%s' is %s, not a regular "
 				"file", shown, kind_of(st->st_mode));
-	fd = openat(dfd, leaf, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return diag_set(d, -errno, at, "%s: %s", shown,
-				strerror(errno));
-	if (fstat(fd, st) || !S_ISREG(st->st_mode)) {
-		int rc = diag_set(d, -EINVAL, at, "'%s' is %s, not a regular "
-				  "file", shown, kind_of(st->st_mode));
-
-		close(fd);
-		return rc;
-	}
-	(void)fcntl(fd, F_SETFL, 0);	/* back to blocking reads */
-	return fd;
+	return diag_set(d, fd, at, "%s: %s", shown, strerror(-fd));
 }
 
 static int add(struct src *s, const char *name, size_t len, uint64_t at,
@@ -253,7 +276,7 @@ static int add(struct src *s, const char *name, size_t len, uint64_t at,
 {
 	const char *why = bad_name(name, len), *slash;
 	struct src_member *m;
-	struct stat st, lst;
+	struct stat st;
 	size_t dlen, rl;
 	char *path;
 	int dfd, fd;
@@ -303,8 +326,6 @@ static int add(struct src *s, const char *name, size_t len, uint64_t at,
 	m->path = path + len + 1;
 	m->fd = fd;
 	m->dfd = dfd;
-	m->link = !fstatat(dfd, m->leaf, &lst, AT_SYMLINK_NOFOLLOW) &&
-		  S_ISLNK(lst.st_mode);
 	m->uid = st.st_uid;
 	m->gid = st.st_gid;
 	m->mode = st.st_mode & 07777;
@@ -348,7 +369,7 @@ int src_same(const struct src *s, uint32_t i, struct diag *d)
 	    (uint64_t)st.st_ino != m->id.ino)
 		return diag_errno(d, -ESTALE, "%s: changed since it was "
 				  "mounted: another file", m->path);
-	return src_ident_check(m->fd, &m->id, d);
+	return 0;
 }
 
 int src_dir_of(struct src *s, const char *name, const char **leaf,
@@ -387,22 +408,13 @@ void src_free(struct src *s)
 
 int src_open_path(const char *path, struct stat *st, struct diag *d)
 {
-	int fd;
+	bool kind;
+	int fd = open_kind(AT_FDCWD, path, true, st, &kind);
 
-	if (stat(path, st))
-		return diag_errno(d, -errno, "%s", strerror(errno));
-	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
+	if (fd >= 0)
+		return fd;
+	if (kind)
 		return diag_errno(d, -EINVAL, "%s, not a regular file or a "
 				  "folder", kind_of(st->st_mode));
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return diag_errno(d, -errno, "%s", strerror(errno));
-	if (fstat(fd, st) || (!S_ISREG(st->st_mode) &&
-			      !S_ISDIR(st->st_mode))) {
-		close(fd);
-		return diag_errno(d, -EINVAL, "%s, not a regular file or a "
-				  "folder", kind_of(st->st_mode));
-	}
-	(void)fcntl(fd, F_SETFL, 0);
-	return fd;
+	return diag_errno(d, fd, "%s", strerror(-fd));
 }

@@ -42,7 +42,6 @@ struct src_member {
 	const char *path;	/* root/name: what messages name */
 	int fd;			/* O_RDONLY, owned */
 	int dfd;		/* its directory, owned by the source */
-	bool link;		/* the name itself is a symlink */
 	uint32_t alias;		/* the first member that is this file (itself
 				   when none is) */
 	uint32_t uid, gid, mode;	/* of the file read (mode: 07777 bits) */
@@ -89,7 +88,9 @@ uint32_t src_alias(const struct src *s, uint32_t i);
 int src_fresh(const struct src *s, uint32_t i, struct diag *d);
 
 /* Does member @i's name still lead (beneath the root, through no symlinked
- * directory) to the file opened?  0, or -ESTALE with @d set. */
+ * directory) to the file opened (its device and inode: a link, to the
+ * same target)?  0, or -ESTALE with @d set.  Write-back removes an old
+ * member only then. */
 int src_same(const struct src *s, uint32_t i, struct diag *d);
 
 /*

@@ -232,7 +232,7 @@ static int write_file(struct wb *w, uint32_t i)
 	if (fstat(f->fd, &like))
 		return diag_errno(w->d, -errno, "%s: %s", f->path,
 				  strerror(errno));
-	fd = fsave_new(&w->fs, i, f->name, f->path, f->fd);
+	fd = fsave_new(&w->fs, i, f->member);
 	if (fd < 0)
 		return fd;
 	nf = &w->fs.f[w->fs.nf - 1];

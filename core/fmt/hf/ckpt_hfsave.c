@@ -61,7 +61,7 @@ static int write_shard(struct fsave *w, uint32_t i, const uint8_t *part)
 	if (fstat(sh->c->fd, &like))
 		return diag_errno(w->d, -errno, "%s: %s", sh->path,
 				  strerror(errno));
-	fd = fsave_new(w, i, sh->name, sh->path, sh->c->fd);
+	fd = fsave_new(w, i, sh->member);
 	if (fd < 0)
 		return fd;
 	f = &w->f[w->nf - 1];
@@ -101,9 +101,7 @@ static int write_shards(struct fsave *w, const struct hfplan *p)
 		if (!p->touched[i])
 			continue;
 		if (!p->live[i]) {	/* emptied: it only goes */
-			rc = fsave_drop(w, i, hf->shards[i].name,
-					hf->shards[i].path,
-					hf->shards[i].c->fd);
+			fsave_drop(w, i, hf->shards[i].member);
 			continue;
 		}
 		if (p->touched[i] == HF_DATA) {
