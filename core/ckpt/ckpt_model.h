@@ -49,22 +49,13 @@ enum ckpt_format {
 				   read-only for now (ckpt_dcp.c) */
 };
 
-/* "zip", "legacy", "torchscript", "tar", "safetensors", "hf-sharded",
- * "dcp": what ptls calls the format. */
+/* What a format is called and can do: its descriptor (ckpt_format.h:
+ * ckpt_fmt(c)->name, ckpt_can()). */
 struct ckpt;
-const char *ckpt_format_name(int format);
 
 /* Do the first @n bytes of a file look like a safetensors file's? */
 bool ckpt_safetensors_head(const unsigned char *h, size_t n);
 
-/* Can this format be written back (zip, legacy, safetensors: ckpt_write();
- * a sharded folder: ckpt_hf_save(); a DCP directory: ckpt_dcp_wb())? */
-bool ckpt_format_writable(int format);
-/* Is @format a checkpoint of many files (a sharded folder, a DCP
- * directory)?  Those are written back into themselves, file by file
- * (ckpt_fsave.h); ptrepack writes them into one new .pt or .safetensors
- * (ckpt_write_into() with CKPT_OUT_ZIP or _ST). */
-bool ckpt_format_many(int format);
 /* Why @c mounts read-only whatever the options (one phrase, "... mount
  * read-only" follows), or NULL. */
 const char *ckpt_readonly_why(const struct ckpt *c);
@@ -82,9 +73,6 @@ int ckpt_many_dir(const struct ckpt *c, const char **dir,
 bool ckpt_many_file(const struct ckpt *c, uint32_t i, const char **name,
 		    int *fd);
 
-/* What files of a format are called in messages, plural: "TorchScript
- * archives", "safetensors files" ... */
-const char *ckpt_format_files(int format);
 
 struct ckpt {
 	const char *path;	/* borrowed */
@@ -149,8 +137,8 @@ struct ckpt {
 /*
  * Open the checkpoint at @path and build its model: a torch.save zip or
  * legacy stream, a tar-era file or a TorchScript archive (the last two
- * read-only, see ckpt_format_writable()).  Names what it is given when it
- * is not a checkpoint (Git LFS pointer, HTML page, truncated zip, empty
+ * read-only: ckpt_can(c, CKPT_CAP_WRITE)).  Names what it is given when
+ * it is not a checkpoint (Git LFS pointer, HTML page, truncated zip, empty
  * file).  On success *@out is set; caller owns it (ckpt_close()).
  * Returns 0 or -errno with @d set.
  */

@@ -209,13 +209,6 @@ static int parse_pkl(struct ckpt *c, unsigned flags, struct diag *d)
  * The zip archive at @base of c->fd (c->file_size bytes from there);
  * @fold: fold data.pkl's tensor rebuild calls (PKL_FOLD, ckpt_whole()).
  */
-static int open_zip(struct ckpt *c, uint64_t base, bool fold, struct diag *d);
-
-int ckpt_zip_open(struct ckpt *c, bool fold, struct diag *d)
-{
-	return open_zip(c, 0, fold, d);
-}
-
 static int open_zip(struct ckpt *c, uint64_t base, bool fold, struct diag *d)
 {
 	int rc;
@@ -235,6 +228,11 @@ static int open_zip(struct ckpt *c, uint64_t base, bool fold, struct diag *d)
 	if (!rc)
 		rc = zip_storages(c, d);
 	return rc;
+}
+
+int ckpt_zip_open(struct ckpt *c, bool fold, struct diag *d)
+{
+	return open_zip(c, 0, fold, d);
 }
 
 int ckpt_whole(struct ckpt *c, struct diag *d)

@@ -33,34 +33,6 @@ const struct ckpt_fmt *const ckpt_formats[] = {
 	&ckpt_fmt_safetensors, &ckpt_fmt_legacy, &ckpt_fmt_torchscript, NULL
 };
 
-const struct ckpt_fmt *ckpt_fmt_of(int format)
-{
-	for (size_t i = 0; ckpt_formats[i]; i++)
-		if (ckpt_formats[i]->id == format)
-			return ckpt_formats[i];
-	return &ckpt_fmt_zip;	/* not reached: every format is listed */
-}
-
-const char *ckpt_format_name(int format)
-{
-	return ckpt_fmt_of(format)->name;
-}
-
-const char *ckpt_format_files(int format)
-{
-	return ckpt_fmt_of(format)->files;
-}
-
-bool ckpt_format_writable(int format)
-{
-	return ckpt_fmt_of(format)->caps & CKPT_CAP_WRITE;
-}
-
-bool ckpt_format_many(int format)
-{
-	return ckpt_fmt_of(format)->caps & CKPT_CAP_MANY;
-}
-
 static bool starts(const unsigned char *p, size_t n, const char *s)
 {
 	size_t k = strlen(s);
@@ -182,12 +154,11 @@ int ckpt_open_member(const struct src_member *m, unsigned flags,
 	c = ckpt_alloc(m->path);
 	if (!c)
 		return diag_nomem(d);
-	/* its own descriptor of the same open file: closed with it */
+	/* its own descriptor of the same open file (the source made sure
+	   it is a regular file): closed with it */
 	c->fd = fcntl(m->fd, F_DUPFD_CLOEXEC, 0);
 	rc = c->fd < 0 || fstat(c->fd, &st) ?
 	     diag_errno(d, -errno, "%s", strerror(errno)) :
-	     !S_ISREG(st.st_mode) ? diag_corrupt(d, DIAG_NO_OFFSET, "not a "
-						 "regular file") :
 	     open_as(c, &st, flags, d);
 	if (rc) {
 		ckpt_close(c);

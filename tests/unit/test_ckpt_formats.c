@@ -213,8 +213,8 @@ Test(ckpt_tar, reads_the_members_in_place)
 	tar_parts(&p);
 	c = open_ok(write_tar(&p));
 	cr_assert_eq(c->format, CKPT_TAR);
-	cr_assert_str_eq(ckpt_format_name(c->format), "tar");
-	cr_assert_not(ckpt_format_writable(c->format));
+	cr_assert_str_eq(ckpt_fmt(c)->name, "tar");
+	cr_assert_not(ckpt_can(c, CKPT_CAP_WRITE));
 	cr_assert_eq(c->nstorages, 1);
 	m = at(c, "matrix")->tensor;
 	odd = at(c, "odd")->tensor;
@@ -587,8 +587,8 @@ Test(ckpt_script, shows_the_module_its_code_and_constants)
 	ts_constants(&cst);
 	c = open_ok(write_ts(R_N, &data, &cst));
 	cr_assert_eq(c->format, CKPT_TORCHSCRIPT);
-	cr_assert_str_eq(ckpt_format_name(c->format), "torchscript");
-	cr_assert_not(ckpt_format_writable(c->format));
+	cr_assert_str_eq(ckpt_fmt(c)->name, "torchscript");
+	cr_assert_not(ckpt_can(c, CKPT_CAP_WRITE));
 	cr_assert_str_eq(c->root->type, "Net");
 	cr_assert_eq(c->nglobals, 0, "TorchScript imports nothing");
 	w = at(c, "weight");

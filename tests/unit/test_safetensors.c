@@ -81,8 +81,8 @@ static struct ckpt *st_open(const char *file)
 	struct ckpt *c = open_ok(file);
 
 	cr_assert_eq(c->format, CKPT_SAFETENSORS);
-	cr_assert_str_eq(ckpt_format_name(c->format), "safetensors");
-	cr_assert(ckpt_format_writable(c->format));
+	cr_assert_str_eq(ckpt_fmt(c)->name, "safetensors");
+	cr_assert(ckpt_can(c, CKPT_CAP_WRITE));
 	return c;
 }
 

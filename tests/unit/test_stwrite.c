@@ -131,7 +131,7 @@ Test(st_write, canonical_file_comes_back_identical)
 	struct diag d;
 
 	c = open_ok(st_file(hdr, true, 15, &in, &inlen));
-	cr_assert(ckpt_format_writable(c->format));
+	cr_assert(ckpt_can(c, CKPT_CAP_WRITE));
 	cr_assert_eq(write_out(c, CKPT_OUT_SAME, false, &st, &d), 0, "%s",
 		     d.msg);
 	out = out_bytes(&outlen);
