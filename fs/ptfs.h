@@ -18,7 +18,7 @@
 #include <pthread.h>
 
 #include "ckpt/ckpt.h"
-#include "source/ident.h"
+#include "source/source.h"
 #include "ovl/ovl.h"
 
 struct diag;
@@ -84,10 +84,8 @@ struct ptfs_rec {
 
 /* A file of a sharded folder that is no shard (config.json ...). */
 struct ptfs_file {
-	const char *name;	/* borrowed from the checkpoint */
-	int fd;			/* the source's */
-	uint64_t size;
-	const struct src_member *m;	/* its owner and mode */
+	const struct src_member *m;	/* the source's: its name (->leaf),
+					   descriptor, size, owner and mode */
 };
 
 /* Storages whose views must leave the kernel's page cache (ptfs_ops.c). */

@@ -9,7 +9,6 @@
  * it was.  Subfolders are not shown.
  */
 #include "ptfs.h"
-#include "source/source.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -18,9 +17,10 @@
 int ptfs_files_init(struct ptfs *fs)
 {
 	uint32_t n;
+	int rc = ckpt_folder_files(fs->c, &n);
 
-	if (!ckpt_folder_files(fs->c, &n))
-		return 0;
+	if (rc <= 0)
+		return rc;
 	fs->files = calloc(n + 1u, sizeof(*fs->files));
 	if (!fs->files)
 		return -ENOMEM;
@@ -31,8 +31,7 @@ int ptfs_files_init(struct ptfs *fs)
 		const struct src_member *m = ckpt_folder_file(fs->c, i);
 
 		if (m)
-			fs->files[fs->nfiles++] = (struct ptfs_file){
-				m->leaf, m->fd, m->size, m };
+			fs->files[fs->nfiles++] = (struct ptfs_file){ m };
 	}
 	return 0;
 }
@@ -53,7 +52,7 @@ fuse_ino_t ptfs_files_ino(const struct ptfs *fs, uint32_t k)
 fuse_ino_t ptfs_files_lookup(const struct ptfs *fs, const char *name)
 {
 	for (uint32_t i = 0; i < fs->nfiles; i++)
-		if (!strcmp(fs->files[i].name, name))
+		if (!strcmp(fs->files[i].m->leaf, name))
 			return ptfs_files_ino(fs, i + 1);
 	return 0;
 }

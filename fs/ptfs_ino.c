@@ -31,7 +31,6 @@
  * has nothing to free.
  */
 #include "ptfs.h"
-#include "source/source.h"
 
 #include "diag/diag.h"
 #include "pickle/pkl.h"
@@ -394,7 +393,7 @@ static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
 		break;
 	case PTFS_FILE:
 		st->st_mode = S_IFREG | perm_r(fs);
-		st->st_size = fs->files[i.index].size;
+		st->st_size = fs->files[i.index].m->size;
 		access_of(&(struct src_access){ fs->files[i.index].m->uid,
 			fs->files[i.index].m->gid, fs->files[i.index].m->mode },
 			  st);
@@ -513,7 +512,7 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 	case PTFS_FILES:
 		if (i >= fs->nfiles)
 			return 0;
-		*name = fs->files[i].name;
+		*name = fs->files[i].m->leaf;
 		*ino = ptfs_files_ino(fs, (uint32_t)i + 1);
 		return 1;
 	case PTFS_PLUMB:

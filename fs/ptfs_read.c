@@ -264,9 +264,9 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		ptfs_ctl_read(req, fs, i.ctl, size, off, fi);
 		break;
 	case PTFS_FILE:
-		size = clip(fs->files[i.index].size, off, size);
+		size = clip(fs->files[i.index].m->size, off, size);
 		if (size)
-			reply_fd(req, fs->files[i.index].fd, off, size);
+			reply_fd(req, fs->files[i.index].m->fd, off, size);
 		else
 			fuse_reply_buf(req, NULL, 0);
 		break;

@@ -197,9 +197,11 @@ struct ckpt_fmt {
 	int (*members)(const struct ckpt *c, const struct ckpt_storage *s,
 		       const struct ckpt_node *n, ckpt_member_fn fn,
 		       void *arg);
-	/* its folder's other files (shown under .ptfs/files/): how many, and
-	   file @i's member (UINT32_MAX: not shown) */
-	uint32_t (*nfolder_files)(const struct ckpt *c);
+	/* its folder's other files (shown under .ptfs/files/; how many:
+	   folder's nfiles): opened through the source once, when the mount
+	   asks (a tool needs their names only; 0 or -ENOMEM), then file
+	   @i's member (UINT32_MAX: not shown) */
+	int (*open_folder_files)(struct ckpt *c);
 	uint32_t (*folder_file)(const struct ckpt *c, uint32_t i);
 	/* ... file @i's name and size, shown by the mount or not */
 	void (*folder_entry)(const struct ckpt *c, uint32_t i,
@@ -214,10 +216,8 @@ struct ckpt_fmt {
 		    struct diag *d);
 };
 
-/* The descriptor of @c (c->fmt), and of format number @format (enum
- * ckpt_format; core/fmt/formats.c, by the table). */
+/* The descriptor of @c (c->fmt). */
 const struct ckpt_fmt *ckpt_fmt(const struct ckpt *c);
-const struct ckpt_fmt *ckpt_fmt_of(int format);
 /* The table, in bidding order, NULL-terminated (core/fmt/formats.c,
  * where ckpt_open() bids through it). */
 extern const struct ckpt_fmt *const ckpt_formats[];

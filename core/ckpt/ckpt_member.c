@@ -82,12 +82,20 @@ bool ckpt_node_access(const struct ckpt *c, const struct ckpt_node *n,
 	return true;
 }
 
-bool ckpt_folder_files(const struct ckpt *c, uint32_t *n)
+int ckpt_folder_files(struct ckpt *c, uint32_t *n)
 {
 	const struct ckpt_fmt *m = ckpt_fmt(c);
+	struct ckpt_folder f;
+	int rc;
 
-	*n = m->nfolder_files ? m->nfolder_files(c) : 0;
-	return m->nfolder_files != NULL;
+	*n = 0;
+	if (!ckpt_folder(c, &f))
+		return 0;
+	rc = m->open_folder_files ? m->open_folder_files(c) : 0;
+	if (rc)
+		return rc;
+	*n = f.nfiles;
+	return 1;
 }
 
 const struct src_member *ckpt_folder_file(const struct ckpt *c, uint32_t i)

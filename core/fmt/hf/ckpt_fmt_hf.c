@@ -22,6 +22,7 @@
  */
 #include "ckpt/ckpt_int.h"
 #include "ckpt_hf_int.h"
+#include "source/source.h"
 #include "ckpt/ckpt_format.h"
 
 #include <errno.h>
@@ -224,9 +225,24 @@ static int members(const struct ckpt *c, const struct ckpt_storage *s,
 	return sh && sh->c ? fn(c, sh->member, arg) : 0;
 }
 
-static uint32_t nfolder_files(const struct ckpt *c)
+/* The other files, shown under .ptfs/files/: through the door as well (a
+ * link out of the folder shows its target's owner and mode), and left out
+ * when they are no regular file. */
+static int open_folder_files(struct ckpt *c)
 {
-	return c->hf->nfiles;
+	struct ckpt_hf *hf = c->hf;
+
+	for (; hf->nopened < hf->nfiles; hf->nopened++) {
+		const struct ckpt_hf_file *f = &hf->files[hf->nopened];
+		int k = src_add(c->src, f->name, strlen(f->name),
+				DIAG_NO_OFFSET, SRC_QUIET, NULL);
+
+		if (k == -ENOMEM)
+			return k;
+		hf->files[hf->nopened].member = k < 0 ? UINT32_MAX :
+						    (uint32_t)k;
+	}
+	return 0;
 }
 
 static uint32_t folder_file(const struct ckpt *c, uint32_t i)
@@ -272,7 +288,7 @@ const struct ckpt_fmt ckpt_fmt_hf = {
 	.unmountable = unmountable, .tensor_attrs = tensor_attrs,
 	.owner = ckpt_hf_owner, .whole = ckpt_hf_whole, .close = close_hf,
 	.many_dir = many_dir, .many_file = many_file, .members = members,
-	.nfolder_files = nfolder_files, .folder_file = folder_file,
+	.open_folder_files = open_folder_files, .folder_file = folder_file,
 	.folder_entry = folder_entry,
 	.save = save,
 };

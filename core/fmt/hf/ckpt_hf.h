@@ -64,6 +64,8 @@ struct ckpt_hf {
 	uint32_t nshards;
 	struct ckpt_hf_file *files;	/* by name */
 	uint32_t nfiles;
+	uint32_t nopened;	/* of them, opened through c->src so far
+				   (ckpt_folder_files(): the mount's) */
 	struct ckpt_hf_issue *issues;
 	uint32_t nissues;
 	uint32_t nabsent;	/* shards not there (c NULL) */

@@ -462,18 +462,6 @@ int ckpt_hf_open(struct ckpt *c, bool is_dir, struct diag *d)
 		rc = merge(c, &ix, d);
 	if (!rc)
 		ckpt_hf_files_not_shards(hf, &ix);
-	/* the other files, shown under .ptfs/files/: through the door as
-	   well (a link out of the folder shows its target's owner and
-	   mode), and left out when they are no regular file */
-	for (uint32_t i = 0; !rc && i < hf->nfiles; i++) {
-		int k = src_add(c->src, hf->files[i].name,
-				strlen(hf->files[i].name), DIAG_NO_OFFSET,
-				SRC_QUIET, d);
-
-		hf->files[i].member = k < 0 ? UINT32_MAX : (uint32_t)k;
-		if (k == -ENOMEM)
-			rc = diag_nomem(d);
-	}
 out:
 	hfix_release(&ix);
 	return rc;
