@@ -1,5 +1,5 @@
 /*
- * test_json_out.c - the tools' JSON string writer (tools/json_out.c)
+ * test_json_out.c - the JSON string writer (core/util/json_out.c)
  * against a plain byte-at-a-time escaper: jw_str() looks at 8 bytes at a
  * time, so every byte value is tried at every position of strings longer
  * and shorter than 8, next to UTF-8 sequences whole and cut.

@@ -1,5 +1,5 @@
 /*
- * json_out.c - JSON output for the tools (RFC 8259 escapes; bytes that
+ * json_out.c - JSON output for the tools and ptfs (RFC 8259 escapes; bytes that
  * are not valid UTF-8 are written as \u00XX, i.e. read as Latin-1),
  * through a buffer; see json_out.h.
  */
