@@ -13,21 +13,19 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "util/cliopt.h"
+
 struct diag;
 
 /*
  * The options every tool has, the same letters with the same meaning,
  * printed the same way at the end of each --help (docs/user-guide.md
- * has the whole table of short options).
+ * has the whole table of short options; util/cliopt.h has the lines,
+ * shared with the ptfs subcommands).
  */
 #define CLI_COMMON_HELP \
 	"\nCommon options:\n" \
-	"  -j, --json            the same as JSON (errors too: " \
-	"{\"error\": ..})\n" \
-	"  -q, --quiet           nothing on standard output: the exit status " \
-	"says it\n" \
-	"  -h, --help            this text\n" \
-	"  -V, --version         print the version\n" \
+	CLI_HELP_JSON CLI_HELP_QUIET CLI_HELP_HELP CLI_HELP_VERSION \
 	"A file name - is standard input (or output, where one is written).\n"
 
 /* Exit codes shared by the tools (each man page says what 1 means). */
