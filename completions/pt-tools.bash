@@ -24,8 +24,9 @@ _pt_tools_opts()
 		-P -d -C -A -v" ;;
 	ptdiff) echo "$common --atol --rtol --nan-differ --ignore-layout
 		--ignore-dtype --verbose -v" ;;
-	# ptfs's own: --quiet and --discard belong to its umount
-	ptfs) echo "--help --version --quiet --discard -h -V -q -f -d -s -o" ;;
+	# ptfs's own (--discard is its umount's, named in its synopsis; the
+	# subcommands' options are offered after them, in _ptfs)
+	ptfs) echo "--help --version --discard -h -V -f -d -s -o" ;;
 	esac
 }
 
@@ -122,7 +123,9 @@ _ptfs()
 		if [[ $cur == -* ]]; then
 			case $cmd in
 			umount) mapfile -t COMPREPLY < <(compgen -W "-q --quiet
-				--discard" -- "$cur") ;;
+				-v --verbose --discard" -- "$cur") ;;
+			status) mapfile -t COMPREPLY < <(compgen -W "-j --json
+				-q --quiet" -- "$cur") ;;
 			revert) mapfile -t COMPREPLY < <(compgen -W "-q --quiet" \
 				-- "$cur") ;;
 			esac

@@ -48,8 +48,10 @@ enum ptfs_ctl {
 	PTFS_CTL_STATUS,	/* read: what is staged (ptfs status) */
 	PTFS_CTL_DISCARD,	/* write: drop every staged edit, unmount;
 				   read: what was dropped */
-	PTFS_CTL_REVERT,	/* write key paths, one a line: make them
-				   what the checkpoint holds; read: result */
+	PTFS_CTL_REVERT,	/* write key paths, NUL-terminated or one a
+				   line: make them what the checkpoint
+				   holds; read: result */
+	PTFS_CTL_STATUS_JSON,	/* read: status as JSON (ptfs status -j) */
 	PTFS_NCTL
 };
 

@@ -135,6 +135,12 @@ char *ptfs_read_all(int fd);
  * @argv is no such command (then it is a mount). */
 int ptfs_cli_main(int argc, char **argv);
 
+/* ---- ptfs_umount.c ---- */
+
+/* ptfs umount [-q] [-v] [--discard] @mnt (options parsed): the exit
+ * status. */
+int ptfs_umount(const char *mnt, bool quiet, bool verbose, bool discard);
+
 /* ---- ptfs_ctl.c: the control files under .ptfs/ ---- */
 
 /* How many refused edits status keeps (the last ones, ptfs_status.c). */
@@ -184,9 +190,13 @@ void ptfs_ctl_release_all(struct ptfs *fs);
 
 /* ---- ptfs_status.c: what status says ---- */
 
-/* The whole of .ptfs/status (malloc'd; NULL: no memory); takes the lock
- * for reading. */
-char *ptfs_status_text(struct ptfs *fs, size_t *len);
+/* The whole of .ptfs/status, or of .ptfs/status.json when @json
+ * (malloc'd; NULL: no memory); takes the lock for reading. */
+char *ptfs_status_text(struct ptfs *fs, bool json, size_t *len);
+
+/* @s as status prints a key path: as it is, or in double quotes with C's
+ * escapes when it holds a control character, '"' or '\\' ("a\nb"). */
+void ptfs_put_path(FILE *f, const char *s);
 
 /* "2 tensors changed, 1 key renamed, ..." of @s into @f. */
 void ptfs_counts_text(FILE *f, const struct ovl_summary *s);

@@ -2,381 +2,174 @@
  * ptfs_cli.c - the commands that talk to a running mount through its
  * control files (.ptfs/, ptfs_ctl.c), so a user never has to know them:
  *
- *   ptfs umount [-q] MOUNTPOINT   write back, wait, say what was written
- *                                 (and what was refused), unmount
- *   ptfs umount --discard MOUNTPOINT
- *                                 drop every staged edit, unmount
- *   ptfs status PATH              what is staged in the mount holding PATH
+ *   ptfs umount [-q] [-v] [--discard] MOUNTPOINT   (ptfs_umount.c)
+ *   ptfs status [-j] [-q] PATH    what is staged in the mount holding PATH
  *   ptfs revert [-q] PATH...      make key paths what the checkpoint holds,
  *                                 keeping the other staged edits
  *
- * Messages are one line on stderr; reports go to stdout (-q: none).
- * A dead daemon is told apart from a path that is no ptfs mount: the
- * kernel answers ENOTCONN for the first, and /proc/self/mountinfo names
- * the checkpoint (ptfs mounts with fsname=CHECKPOINT), so the message
- * can say exactly what to run.
+ * Options are parsed as the tools parse theirs (getopt_long, the common
+ * letters and their help lines from util/cliopt.h): -h/--help and
+ * -V/--version everywhere, -q/--quiet, -j/--json and -v/--verbose where
+ * they mean something.  Messages are one line on stderr; reports go to
+ * stdout (-q: none).  A dead daemon is told apart from a path that is no
+ * ptfs mount: the kernel answers ENOTCONN for the first, and
+ * /proc/self/mountinfo names the checkpoint (fsname=CHECKPOINT).
  */
 #define _GNU_SOURCE 1
 #include "ptfs.h"
 
+#include "util/cliopt.h"
+#include "util/json_out.h"
+
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+/* What the options of a subcommand set. */
+struct cli_opts {
+	bool json, quiet, verbose, discard;
+};
 
 /* ---- ptfs status ---- */
 
-static int status_main(const char *arg)
+/* {"path": @arg, "error": @msg} on stdout, for -j (not with -q). */
+static void json_error(const struct cli_opts *o, const char *arg,
+		       const char *msg)
+{
+	if (!o->json || o->quiet)
+		return;
+	fputs("{\"path\":", stdout);
+	json_cstr(stdout, arg);
+	fputs(",\"error\":", stdout);
+	json_cstr(stdout, msg);
+	fputs("}\n", stdout);
+}
+
+/* An error of ptfs status: one line on stderr, and with -j the same as
+ * JSON on stdout.  Returns 2. */
+static int status_error(const struct cli_opts *o, const char *arg,
+			const char *msg)
+{
+	fprintf(stderr, "ptfs: %s: %s\n", arg, msg);
+	json_error(o, arg, msg);
+	return 2;
+}
+
+/*
+ * Is anything staged, going by status @text: 1 yes, 0 no, 2 unknown (the
+ * daemon could not say).  Key paths are printed quoted when they hold a
+ * newline, so only the "staged:" line starts a line with it.
+ */
+static int staged_in(const char *text)
+{
+	const char *l = !strncmp(text, "staged: ", 8) ? text :
+			strstr(text, "\nstaged: ");
+
+	if (!l)
+		return 2;
+	l += *l == '\n' ? 9 : 8;
+	return !strncmp(l, "nothing", 7) ? 0 : !strncmp(l, "unknown", 7) ?
+	       2 : 1;
+}
+
+static int status_main(const char *arg, const struct cli_opts *o)
 {
 	struct ptfs_mnt m;
-	char *text;
-	int fd, rc = ptfs_find_mount(arg, &m);
+	char *text, *json = NULL;
+	int fd, staged, rc = ptfs_find_mount(arg, &m);
 
-	if (rc) {
-		fprintf(stderr, "ptfs: %s: %s\n", arg, rc > 0 ?
-			"not in a ptfs mount" : strerror(-rc));
-		return 2;
-	}
+	if (rc)
+		return status_error(o, arg, rc > 0 ? "not in a ptfs mount" :
+				    strerror(-rc));
 	fd = ptfs_open_ctl(&m, "status", O_RDONLY);
 	if (fd < 0 && (errno == ENOTCONN || errno == ECONNABORTED)) {
 		ptfs_daemon_gone(arg, &m, false);
+		json_error(o, arg, "the ptfs daemon is gone (killed?)");
 		ptfs_mnt_free(&m);
 		return 2;
 	}
 	if (fd < 0 && errno == ENOENT) {
 		/* a read-only mount has no control files */
-		printf("checkpoint: %s\nread-only mount: no edits are taken "
-		       "or written back through it\n", m.source);
+		if (o->json && !o->quiet) {
+			fputs("{\"checkpoint\":", stdout);
+			json_cstr(stdout, m.source);
+			fputs(",\"read_only\":true,\"counts\":{\"changed\":0,"
+			      "\"renamed\":0,\"removed\":0,\"added\":0,"
+			      "\"value\":0},\"storages\":0,\"staged\":[],"
+			      "\"unlisted\":0,\"refused_count\":0,"
+			      "\"refused\":[]}\n", stdout);
+		} else if (!o->quiet) {
+			printf("checkpoint: %s\nread-only mount: no edits are "
+			       "taken or written back through it\n", m.source);
+		}
 		ptfs_mnt_free(&m);
 		return fflush(stdout) ? 2 : 0;
 	}
 	if (fd < 0) {
-		fprintf(stderr, "ptfs: %s: %s/.ptfs/status: %s\n", arg, m.root,
-			strerror(errno));
+		char msg[PATH_MAX + 64];
+
+		snprintf(msg, sizeof(msg), "%s/.ptfs/status: %s", m.root,
+			 strerror(errno));
 		ptfs_mnt_free(&m);
-		return 2;
+		return status_error(o, arg, msg);
 	}
 	text = ptfs_read_all(fd);
 	close(fd);
-	ptfs_mnt_free(&m);
-	if (!text) {
-		fprintf(stderr, "ptfs: %s: out of memory\n", arg);
-		return 2;
-	}
-	fputs(text, stdout);
-	free(text);
-	return fflush(stdout) ? 2 : 0;
-}
-
-/* ---- ptfs umount ---- */
-
-/* The commit write, on a thread of its own while the caller shows progress. */
-struct commit_job {
-	int fd;
-	ssize_t n;
-	int err;
-	bool done;
-};
-
-static void *commit_thread(void *arg)
-{
-	struct commit_job *j = arg;
-
-	j->n = write(j->fd, "commit\n", 7);
-	j->err = errno;
-	__atomic_store_n(&j->done, true, __ATOMIC_RELEASE);
-	return NULL;
-}
-
-/*
- * Write "commit" to @fd (.ptfs/commit): it returns when write-back is done.
- * When stderr is a terminal and it takes over a second, show how far it is
- * from @pfd (.ptfs/progress, opened before: opening waits for the daemon's
- * lock, which write-back holds).  Returns write()'s result, errno in *@err.
- */
-static ssize_t commit(int fd, int pfd, const char *mnt, int *err)
-{
-	struct commit_job j = { .fd = fd };
-	struct timespec t0, now, tick = { 0, 100 * 1000 * 1000 };
-	bool shown = false;
-	pthread_t th;
-
-	if (pfd < 0 || !isatty(STDERR_FILENO) ||
-	    pthread_create(&th, NULL, commit_thread, &j)) {
-		commit_thread(&j);
-		*err = j.err;
-		return j.n;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (!__atomic_load_n(&j.done, __ATOMIC_ACQUIRE)) {
-		unsigned long long done, total;
-		char buf[64];
-		ssize_t n;
-
-		nanosleep(&tick, NULL);
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec - t0.tv_sec < 1)
-			continue;
-		n = pread(pfd, buf, sizeof(buf) - 1, 0);
-		buf[n > 0 ? n : 0] = 0;
-		if (sscanf(buf, "%llu %llu", &done, &total) != 2 || !total)
-			continue;
-		fprintf(stderr, "\rptfs: %s: writing back %3llu%% (%llu of %llu "
-			"MB)", mnt, done * 100 / total, done >> 20, total >> 20);
-		shown = true;
-	}
-	pthread_join(th, NULL);
-	if (shown)
-		fprintf(stderr, "\r\033[K");
-	*err = j.err;
-	return j.n;
-}
-
-/*
- * What was done, for the user: status's "written back:" line ("nothing
- * to write back" when nothing was) and its "refused:" section, on stdout.
- */
-static void report(const struct ptfs_mnt *m)
-{
-	int fd = ptfs_open_ctl(m, "status", O_RDONLY);
-	char *text = fd >= 0 ? ptfs_read_all(fd) : NULL;
-	bool on = false;
-
-	if (fd >= 0)
-		close(fd);
-	for (char *l = text, *e; l && *l; l = e) {
-		e = l + strcspn(l, "\n");
-		if (*e)
-			*e++ = 0;
-		if (*l != ' ')
-			on = !strncmp(l, "written back:", 13) ||
-			     !strncmp(l, "refused:", 8);
-		if (on && !strncmp(l, "written back: nothing", 21))
-			puts("nothing to write back");
-		else if (on)
-			puts(l);
-	}
-	free(text);
-}
-
-static int fusermount_u(const char *mnt)
-{
-	int st;
-	pid_t pid;
-
-	/* root unmounts itself: spawning fusermount3 cost 10-45 ms, as
-	   much as a whole clone-and-patch write-back */
-	if (geteuid() == 0 && !umount2(mnt, UMOUNT_NOFOLLOW))
-		return 0;
-	pid = fork();
-
-	if (pid == 0) {
-		execlp("fusermount3", "fusermount3", "-u", mnt, (char *)NULL);
-		_exit(127);
-	}
-	return pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) ||
-	       WEXITSTATUS(st) ? -1 : 0;
-}
-
-/*
- * Ask the daemon to write back through .ptfs/commit (the write returns
- * when the archive is on disk, or fails with EIO and the reason is what
- * the file then reads), say what was written, then unmount.
- */
-static int umount_main(const char *mnt, bool quiet)
-{
-	char path[PATH_MAX], msg[600];
-	struct ptfs_mnt m = { 0 };
-	ssize_t n;
-	int fd, pfd, err = 0;
-
-	snprintf(path, sizeof(path), "%s/.ptfs", mnt);
-	if (access(path, F_OK)) {
-		if ((errno == ENOTCONN || errno == ECONNABORTED) &&
-		    !ptfs_find_mount(mnt, &m))
-			ptfs_daemon_gone(mnt, &m, false);
-		else if (errno == ENOTCONN || errno == ECONNABORTED)
-			fprintf(stderr, "ptfs: %s: the ptfs daemon is gone "
-				"(killed?); staged edits are safe on disk: run "
-				"fusermount3 -u %s, mount the checkpoint "
-				"again (they come back), then ptfs umount\n",
-				mnt, mnt);
-		else
-			fprintf(stderr, "ptfs: %s: not a ptfs mount\n", mnt);
-		ptfs_mnt_free(&m);
-		return 1;
-	}
-	m.root = strdup(mnt);
-	if (!m.root) {
-		fprintf(stderr, "ptfs: %s: out of memory\n", mnt);
-		return 1;
-	}
-	/* a read-only mount has no control file: nothing to write back */
-	fd = ptfs_open_ctl(&m, "commit", O_RDWR);
-	if (fd < 0 && errno == ENOTCONN) {
-		fprintf(stderr, "ptfs: %s: the ptfs daemon is gone (killed?); "
-			"run fusermount3 -u %s, then mount again: staged edits "
-			"come back\n", mnt, mnt);
-		ptfs_mnt_free(&m);
-		return 1;
-	}
-	/* read-only: -o ro, or written back already through .ptfs/commit */
-	if (fd < 0 && errno != ENOENT && errno != EROFS) {
-		fprintf(stderr, "ptfs: %s/.ptfs/commit: %s\n", mnt,
-			strerror(errno));
-		ptfs_mnt_free(&m);
-		return 1;
-	}
-	pfd = fd >= 0 ? ptfs_open_ctl(&m, "progress", O_RDONLY) : -1;
-	if (fd >= 0 && commit(fd, pfd, mnt, &err) != 7) {
-		if (err == ENOTCONN || err == ECONNABORTED) {
-			fprintf(stderr, "ptfs: %s: the ptfs daemon died during "
-				"write-back: the checkpoint is the old file or "
-				"the complete new one, and the edits stay "
-				"staged; run fusermount3 -u %s and mount it "
-				"again\n", mnt, mnt);
-		} else {
-			n = pread(fd, msg, sizeof(msg) - 1, 0);
-			msg[n > 0 ? n : 0] = 0;
-			msg[strcspn(msg, "\n")] = 0;
-			fprintf(stderr, "ptfs: write-back failed, %s stays "
-				"mounted and nothing is lost: %s\n", mnt,
-				n > 0 ? msg : strerror(err));
-		}
-		close(fd);
-		if (pfd >= 0)
-			close(pfd);
-		ptfs_mnt_free(&m);
-		return 1;
-	}
-	if (pfd >= 0)
-		close(pfd);
-	if (fd >= 0)
-		close(fd);
-	if (!quiet && fd >= 0)
-		report(&m);
-	else if (!quiet)
-		puts("nothing to write back (a read-only mount)");
-	ptfs_mnt_free(&m);
-	if (fflush(stdout))
-		fprintf(stderr, "ptfs: standard output: %s\n", strerror(errno));
-	if (fusermount_u(mnt)) {
-		fprintf(stderr, "ptfs: written back, but fusermount3 -u %s "
-			"failed\n", mnt);
-		return 1;
-	}
-	return 0;
-}
-
-/* Is @root still a ptfs mount point? */
-static bool still_mounted(const char *root)
-{
-	struct ptfs_mnt m;
-	bool yes = !ptfs_find_mount(root, &m) && !strcmp(m.root, root);
-
-	ptfs_mnt_free(&m);
-	return yes;
-}
-
-/*
- * Drop every staged edit through .ptfs/discard (the daemon removes its
- * overlay, says what it dropped, and unmounts when the file is closed),
- * then make sure the mount is gone.
- */
-static int discard_main(const char *mnt, bool quiet)
-{
-	struct ptfs_mnt m;
-	char *text;
-	int fd, err, rc = ptfs_find_mount(mnt, &m);
-
-	if (rc || *m.rest) {
-		fprintf(stderr, "ptfs: %s: %s\n", mnt, rc < 0 ? strerror(-rc) :
-			rc ? "not a ptfs mount" : "not the mount point");
-		if (!rc)
-			ptfs_mnt_free(&m);
-		return 1;
-	}
-	fd = ptfs_open_ctl(&m, "discard", O_RDWR);
-	err = errno;
-	if (fd < 0 && (err == ENOTCONN || err == ECONNABORTED)) {
-		ptfs_daemon_gone(mnt, &m, true);
-		ptfs_mnt_free(&m);
-		return 1;
-	}
-	if (fd < 0 && err == EROFS) {
-		/* written back (or discarded) already: say which */
-		fd = ptfs_open_ctl(&m, "status", O_RDONLY);
-		text = fd >= 0 ? ptfs_read_all(fd) : NULL;
+	if (text && o->json && !o->quiet) {
+		fd = ptfs_open_ctl(&m, "status.json", O_RDONLY);
+		json = fd >= 0 ? ptfs_read_all(fd) : NULL;
 		if (fd >= 0)
 			close(fd);
-		const char *why = "the mount takes no more edits";
-
-		for (char *l = text, *e; l && *l; l = e) {
-			e = l + strcspn(l, "\n");
-			if (*e)
-				*e++ = 0;
-			if (!strncmp(l, "written back:", 13) ||
-			    !strncmp(l, "discarded:", 10)) {
-				why = l;
-				break;
-			}
-		}
-		fprintf(stderr, "ptfs: %s: nothing to discard (%s); it stays "
-			"mounted\n", mnt, why);
+	}
+	ptfs_mnt_free(&m);
+	if (!text || (o->json && !o->quiet && !json)) {
 		free(text);
-		ptfs_mnt_free(&m);
-		return 1;
+		return status_error(o, arg, "cannot read the status (out of "
+				    "memory?)");
 	}
-	if (fd < 0 && err != ENOENT) {
-		fprintf(stderr, "ptfs: %s/.ptfs/discard: %s\n", mnt,
-			strerror(err));
-		ptfs_mnt_free(&m);
-		return 1;
-	}
-	if (fd >= 0 && write(fd, "discard\n", 8) != 8) {
-		err = errno;
-		text = ptfs_read_all(fd);
-		if (text)
-			text[strcspn(text, "\n")] = 0;
-		fprintf(stderr, "ptfs: %s: %s; it stays mounted\n", mnt,
-			text && *text ? text : strerror(err));
-		free(text);
-		close(fd);
-		ptfs_mnt_free(&m);
-		return 1;
-	}
-	text = fd >= 0 ? ptfs_read_all(fd) : NULL;
-	if (fd >= 0)
-		close(fd);	/* the daemon unmounts now */
-	if (!quiet)
-		fputs(fd < 0 ? "nothing to discard (a read-only mount takes "
-		      "no edits)\n" : text ? text : "discarded\n", stdout);
+	staged = staged_in(text);
+	if (!o->quiet)
+		fputs(o->json ? json : text, stdout);
+	free(json);
 	free(text);
 	if (fflush(stdout))
-		fprintf(stderr, "ptfs: standard output: %s\n", strerror(errno));
-	for (int i = 0; i < 100 && fd >= 0 && still_mounted(m.root); i++)
-		usleep(100 * 1000);
-	rc = still_mounted(m.root) && fusermount_u(m.root) ? 1 : 0;
-	if (rc)
-		fprintf(stderr, "ptfs: %s: discarded, but fusermount3 -u %s "
-			"failed\n", mnt, m.root);
-	ptfs_mnt_free(&m);
-	return rc;
+		return 2;
+	/* -q: the exit status says whether edits are staged */
+	return o->quiet ? staged : 0;
 }
 
 /* ---- ptfs revert ---- */
 
+/* @s on stderr as one line: a key path in a message may hold newlines. */
+static void put_line(const char *s)
+{
+	size_t n = strlen(s);
+
+	while (n && s[n - 1] == '\n')
+		n--;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '\n')
+			fputs("\\n", stderr);
+		else if (c < 0x20 || c == 0x7f)
+			fprintf(stderr, "\\x%02x", c);
+		else
+			fputc(c, stderr);
+	}
+	fputc('\n', stderr);
+}
+
 /*
  * Send @n key paths of mount @m (relative to its root) to .ptfs/revert in
  * one request, so that they are reverted together; print what was done.
- * 0, 1 refused (the reason on stderr), 2 no daemon.
+ * Each path ends with a NUL, so that any key name arrives whole (a
+ * newline in it too).  0, 1 refused (the reason on stderr), 2 no daemon.
  */
 static int revert_batch(const char *arg, const struct ptfs_mnt *m,
 			char *const *rel, int n, bool quiet)
@@ -393,9 +186,13 @@ static int revert_batch(const char *arg, const struct ptfs_mnt *m,
 		return 1;
 	}
 	len = 0;
-	/* the mount point itself is "." (an empty line is no path) */
-	for (int k = 0; k < n; k++)
-		len += sprintf(req + len, "%s\n", *rel[k] ? rel[k] : ".");
+	/* the mount point itself is "." (an empty path is no path) */
+	for (int k = 0; k < n; k++) {
+		const char *p = *rel[k] ? rel[k] : ".";
+
+		memcpy(req + len, p, strlen(p) + 1);
+		len += strlen(p) + 1;
+	}
 	fd = ptfs_open_ctl(m, "revert", O_RDWR);
 	if (fd < 0 && (errno == ENOTCONN || errno == ECONNABORTED)) {
 		ptfs_daemon_gone(arg, m, false);
@@ -414,10 +211,8 @@ static int revert_batch(const char *arg, const struct ptfs_mnt *m,
 		int err = errno;
 
 		text = ptfs_read_all(fd);
-		if (text)
-			text[strcspn(text, "\n")] = 0;
-		fprintf(stderr, "ptfs: %s\n", text && *text ? text :
-			strerror(err));
+		fputs("ptfs: ", stderr);
+		put_line(text && *text ? text : strerror(err));
 		rc = err == ENOTCONN || err == ECONNABORTED ? 2 : 1;
 	} else if (!quiet && (text = ptfs_read_all(fd))) {
 		fputs(text, stdout);
@@ -473,68 +268,131 @@ static int revert_main(char **args, int n, bool quiet)
 	return rc;
 }
 
-static int usage_error(const char *fmt, const char *arg)
+/* ---- the options ---- */
+
+enum { OPT_DISCARD = 256 };
+
+/* A subcommand: its options (getopt_long's), synopsis and help. */
+struct cli_cmd {
+	const char *name;
+	const char *shortopts;
+	const struct option *longopts;
+	const char *synopsis;	/* after "ptfs NAME " */
+	const char *help;	/* what it does, then its own options */
+	const char *common;	/* the common options' lines it has */
+	int nargs;		/* paths: 1, or -1 for one or more */
+	const char *which;	/* the usage error without one */
+};
+
+static const struct option umount_lopts[] = {
+	CLI_LOPT_QUIET, CLI_LOPT_VERBOSE,
+	{ "discard", no_argument, NULL, OPT_DISCARD },
+	CLI_LOPT_HELP, CLI_LOPT_VERSION, { NULL, 0, NULL, 0 }
+};
+static const struct option status_lopts[] = {
+	CLI_LOPT_JSON, CLI_LOPT_QUIET, CLI_LOPT_HELP, CLI_LOPT_VERSION,
+	{ NULL, 0, NULL, 0 }
+};
+static const struct option revert_lopts[] = {
+	CLI_LOPT_QUIET, CLI_LOPT_HELP, CLI_LOPT_VERSION, { NULL, 0, NULL, 0 }
+};
+
+static const struct cli_cmd cmds[] = {
+	{ "umount", "qvhV", umount_lopts, "[-q] [-v] [--discard] MOUNTPOINT",
+	  "Write back the staged edits, wait until the new file is on disk, "
+	  "say what\nwas written (and what was refused), unmount.\n\n"
+	  "  -v, --verbose         each edit written back, one a line\n"
+	  "      --discard         drop every staged edit instead (the "
+	  "checkpoint stays\n"
+	  "                        as it is), say what was dropped, unmount\n",
+	  CLI_HELP_QUIET CLI_HELP_HELP CLI_HELP_VERSION, 1,
+	  "which mount?" },
+	{ "status", "jqhV", status_lopts, "[-j] [-q] PATH",
+	  "What is staged in the mount that holds PATH: the checkpoint, the "
+	  "daemon,\nthe overlay, each edit, the edits that were refused.  "
+	  "Exit status 0; with\n-q, 1 when edits are staged, 0 when none; 2 "
+	  "when PATH is in no ptfs\nmount or the daemon is gone.\n",
+	  CLI_HELP_JSON CLI_HELP_QUIET CLI_HELP_HELP CLI_HELP_VERSION, 1,
+	  "which path?" },
+	{ "revert", "qhV", revert_lopts, "[-q] PATH...",
+	  "Make each key path what the checkpoint holds, keeping every other "
+	  "staged\nedit (the mount point itself: all of them).  Exit status "
+	  "0, 1 refused, 2\nno ptfs mount or no daemon.\n",
+	  CLI_HELP_QUIET CLI_HELP_HELP CLI_HELP_VERSION, -1,
+	  "which key path?" },
+};
+
+static int cmd_help(const struct cli_cmd *c)
 {
-	fprintf(stderr, "ptfs: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nusage: ptfs umount [-q] [--discard] MOUNTPOINT\n"
-		"       ptfs status PATH\n"
-		"       ptfs revert [-q] PATH...\n");
+	printf("usage: ptfs %s %s\n%s\nCommon options:\n%s", c->name,
+	       c->synopsis, c->help,
+	       c->common);
+	return fflush(stdout) ? 2 : 0;
+}
+
+static int cmd_usage(const struct cli_cmd *c, const char *msg,
+		     const char *arg)
+{
+	fflush(stdout);
+	if (msg)
+		fprintf(stderr, "ptfs: %s: %s%s%s\n", c->name, arg ? arg : "",
+			arg ? ": " : "", msg);
+	fprintf(stderr, "usage: ptfs %s %s\nTry 'ptfs %s --help' for more "
+		"information.\n", c->name, c->synopsis, c->name);
 	return 2;
 }
 
 int ptfs_cli_main(int argc, char **argv)
 {
-	const char *cmd = argc >= 2 ? argv[1] : "", *arg = NULL;
-	bool quiet = false, drop = false;
-	char **paths;
-	int npaths = 0, rc;
+	const struct cli_cmd *c = NULL;
+	struct cli_opts o = { 0 };
+	char prog[64];
+	int ch;
 
-	if (strcmp(cmd, "umount") && strcmp(cmd, "status") &&
-	    strcmp(cmd, "revert"))
+	for (size_t k = 0; argc >= 2 && k < sizeof(cmds) / sizeof(cmds[0]);
+	     k++)
+		if (!strcmp(argv[1], cmds[k].name))
+			c = &cmds[k];
+	if (!c)
 		return -1;
-	if (!strcmp(cmd, "revert")) {
-		bool opts = true;
-
-		paths = calloc(argc, sizeof(*paths));
-		if (!paths)
-			return 2;
-		for (int i = 2; i < argc; i++) {
-			if (opts && !strcmp(argv[i], "--")) {
-				opts = false;
-			} else if (opts && (!strcmp(argv[i], "-q") ||
-					    !strcmp(argv[i], "--quiet"))) {
-				quiet = true;
-			} else if (opts && argv[i][0] == '-' && argv[i][1]) {
-				free(paths);
-				return usage_error("%s: unknown option",
-						   argv[i]);
-			} else {
-				paths[npaths++] = argv[i];
-			}
+	/* getopt's own messages name "ptfs COMMAND" */
+	snprintf(prog, sizeof(prog), "ptfs: %s", c->name);
+	argv[1] = prog;
+	opterr = 1;
+	optind = 1;
+	while ((ch = getopt_long(argc - 1, argv + 1, c->shortopts,
+				 c->longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'j':
+			o.json = true;
+			break;
+		case 'q':
+			o.quiet = true;
+			break;
+		case 'v':
+			o.verbose = true;
+			break;
+		case OPT_DISCARD:
+			o.discard = true;
+			break;
+		case 'h':
+			return cmd_help(c);
+		case 'V':
+			printf("ptfs %s\n", PT_VERSION);
+			return fflush(stdout) ? 2 : 0;
+		default:	/* getopt said what */
+			return cmd_usage(c, NULL, NULL);
 		}
-		rc = npaths ? revert_main(paths, npaths, quiet) :
-		     usage_error("%s: which key path?", cmd);
-		free(paths);
-		return rc;
 	}
-	for (int i = 2; i < argc; i++) {
-		if (!strcmp(cmd, "umount") && (!strcmp(argv[i], "-q") ||
-					       !strcmp(argv[i], "--quiet")))
-			quiet = true;
-		else if (!strcmp(cmd, "umount") &&
-			 !strcmp(argv[i], "--discard"))
-			drop = true;
-		else if (argv[i][0] == '-' && argv[i][1])
-			return usage_error("%s: unknown option", argv[i]);
-		else if (arg)
-			return usage_error("%s: one path only", argv[i]);
-		else
-			arg = argv[i];
-	}
-	if (!arg)
-		return usage_error("%s: which mount?", cmd);
-	if (!strcmp(cmd, "status"))
-		return status_main(arg);
-	return drop ? discard_main(arg, quiet) : umount_main(arg, quiet);
+	argc -= optind + 1;
+	argv += optind + 1;
+	if (!argc)
+		return cmd_usage(c, c->which, NULL);
+	if (c->nargs == 1 && argc > 1)
+		return cmd_usage(c, "one path only", argv[1]);
+	if (!strcmp(c->name, "status"))
+		return status_main(argv[0], &o);
+	if (!strcmp(c->name, "revert"))
+		return revert_main(argv, argc, o.quiet);
+	return ptfs_umount(argv[0], o.quiet, o.verbose, o.discard);
 }

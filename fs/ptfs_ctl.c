@@ -3,8 +3,9 @@
  * they say: commit (write back), progress (how far), status (what is
  * staged, the daemon, the overlay, refused edits, what was written back),
  * discard (drop every staged edit and unmount), revert (make key paths
- * what the checkpoint holds).  `ptfs status`, `ptfs umount` and `ptfs
- * revert` (ptfs_cli.c) are their clients.
+ * what the checkpoint holds), status.json (status for `ptfs status -j`).
+ * `ptfs status`, `ptfs umount` and `ptfs revert` (ptfs_cli.c,
+ * ptfs_umount.c) are their clients.
  *
  * Status (its text is ptfs_status.c's) is made when it is opened and kept
  * with that open file (fi->fh), so a reader sees one consistent text
@@ -29,6 +30,7 @@ const struct ptfs_ctl_file ptfs_ctl_files[PTFS_NCTL] = {
 	[PTFS_CTL_STATUS] = { "status", false },
 	[PTFS_CTL_DISCARD] = { "discard", true },
 	[PTFS_CTL_REVERT] = { "revert", true },
+	[PTFS_CTL_STATUS_JSON] = { "status.json", false },
 };
 
 /* What one open of a control file keeps. */
@@ -160,23 +162,27 @@ static long long discard(struct ptfs *fs, struct ctl_handle *h, size_t size)
 /* ---- revert ---- */
 
 /*
- * @path as the mount shows it (from its root) in the model's names: each
- * name that is there found as lookups find it (a long key is shown cut),
- * the rest as written (a removed key is no entry to find).  malloc'd.
+ * @path (@len bytes) as the mount shows it (from its root) in the model's
+ * names, into *@out (malloc'd): each name that is there found as lookups
+ * find it (a long key is shown cut), the rest as written (a removed key
+ * is no entry to find).  A name no file name could be is refused rather
+ * than skipped (skipping "dir/LONG" would revert all of dir).
  */
-static char *model_path(const struct ptfs *fs, const char *path, size_t len)
+static int model_path(const struct ptfs *fs, const char *path, size_t len,
+		      char **out, struct diag *d)
 {
 	const struct ckpt_node *n = fs->c->root;
 	size_t cap = len + 1, k = 0;
-	char *out = malloc(cap), comp[PTFS_NAME_BUF];
+	char *o = malloc(cap), comp[PTFS_NAME_BUF];
 
-	if (!out)
-		return NULL;
+	if (!o)
+		return diag_nomem(d);
 	/* a root that is no directory is shown as one file (ptfs_ino.c) */
 	if (!ckpt_node_is_dir(n) && len == strlen(fs->root_name) &&
 	    !memcmp(path, fs->root_name, len)) {
-		*out = 0;
-		return out;
+		*o = 0;
+		*out = o;
+		return 0;
 	}
 	for (size_t i = 0; i < len;) {
 		size_t m = 0;
@@ -186,7 +192,13 @@ static char *model_path(const struct ptfs *fs, const char *path, size_t len)
 			i++;
 		while (i + m < len && path[i + m] != '/')
 			m++;
-		if (!m || (m == 1 && path[i] == '.') || m >= sizeof(comp)) {
+		if (m >= sizeof(comp)) {
+			free(o);
+			return diag_errno(d, -ENAMETOOLONG, "a name of %zu "
+					  "bytes in a key path: no file name "
+					  "is that long", m);
+		}
+		if (!m || (m == 1 && path[i] == '.')) {
 			i += m;
 			continue;
 		}
@@ -197,26 +209,89 @@ static char *model_path(const struct ptfs *fs, const char *path, size_t len)
 							  CKPT_NAME_MAX) : NULL;
 		name = n ? n->name : comp;
 		if (k + strlen(name) + 2 > cap) {
-			char *nb = realloc(out, cap = k + strlen(name) + 2 +
-					   len);
+			char *nb = realloc(o, cap = k + strlen(name) + 2 + len);
 
 			if (!nb) {
-				free(out);
-				return NULL;
+				free(o);
+				return diag_nomem(d);
 			}
-			out = nb;
+			o = nb;
 		}
 		if (k)
-			out[k++] = '/';
-		strcpy(out + k, name);
+			o[k++] = '/';
+		strcpy(o + k, name);
 		k += strlen(name);
 	}
-	out[k] = 0;
-	return out;
+	o[k] = 0;
+	*out = o;
+	return 0;
 }
 
-/* The key paths in @buf (one a line, as the mount shows them) reverted
- * together; what was done in @h. */
+/*
+ * The key paths written to .ptfs/revert, into @paths (*@n of them, at
+ * most 16).  Two forms: each path followed by a NUL, when the request
+ * holds one (what ptfs revert sends: any key name survives, a newline in
+ * it too); else one a line (echo PATH > .ptfs/revert), empty lines
+ * skipped.  What is no path is refused, and nothing is reverted: in the
+ * NUL form an empty path (the mount point is "."), or bytes after the
+ * last NUL (a newline after it, a line that started with a NUL).
+ */
+static int parse_paths(const struct ptfs *fs, const char *buf, size_t size,
+		       char **paths, int *n, struct diag *d)
+{
+	bool nul = memchr(buf, 0, size) != NULL;
+	int rc = 0;
+
+	for (size_t i = 0; i < size && !rc;) {
+		const char *end = memchr(buf + i, nul ? 0 : '\n', size - i);
+		size_t m = end ? (size_t)(end - (buf + i)) : size - i;
+
+		if (nul && !end)
+			rc = diag_errno(d, -EINVAL, "%zu bytes after the last "
+					"NUL: end each path with a NUL (or "
+					"write one a line, without NULs)",
+					m);
+		else if (nul && !m)
+			rc = diag_errno(d, -EINVAL, "an empty path at byte "
+					"%zu (the mount point is \".\")", i);
+		else if (m && *n == 16)
+			rc = diag_errno(d, -E2BIG, "at most 16 paths at once");
+		else if (m && !(rc = model_path(fs, buf + i, m, &paths[*n], d)))
+			++*n;
+		i += m + 1;
+	}
+	if (!rc && !*n)
+		rc = diag_errno(d, -EINVAL, "which key path?");
+	return rc;
+}
+
+/* "reverted: PATH" (or "nothing to revert at PATH: ...") a line for
+ * each of @paths, as ptfs status prints them (malloc'd, or NULL). */
+static char *revert_result(const struct ptfs *fs, char *const *paths, int n,
+			   int rc)
+{
+	char *res = NULL;
+	size_t len;
+	FILE *f = open_memstream(&res, &len);
+
+	if (!f)
+		return NULL;
+	for (int k = 0; k < n; k++) {
+		fputs(rc ? "nothing to revert at " : "reverted: ", f);
+		ptfs_put_path(f, *paths[k] ? paths[k] :
+			      ckpt_node_is_dir(fs->c->root) ? "." :
+			      fs->root_name);
+		fputs(rc ? ": it is what the checkpoint holds\n" : "\n", f);
+	}
+	if (fclose(f)) {
+		free(res);
+		return NULL;
+	}
+	return res;
+}
+
+/* The key paths in @buf (parse_paths()) reverted together; what was done
+ * in @h, each path as status prints it. */
 static long long revert(struct ptfs *fs, struct ctl_handle *h,
 			const char *buf, size_t size)
 {
@@ -226,19 +301,8 @@ static long long revert(struct ptfs *fs, struct ctl_handle *h,
 
 	diag_init(&d, fs->c->path);
 	rc = ptfs_edit_lock(fs, &d);
-	for (size_t i = 0; i < size && !rc;) {
-		size_t m = 0;
-
-		while (i + m < size && buf[i + m] != '\n')
-			m++;
-		if (m && n == 16)
-			rc = diag_errno(&d, -E2BIG, "at most 16 paths at once");
-		else if (m && !(paths[n++] = model_path(fs, buf + i, m)))
-			rc = diag_nomem(&d);
-		i += m + 1;
-	}
-	if (!rc && !n)
-		rc = diag_errno(&d, -EINVAL, "which key path?");
+	if (!rc)
+		rc = parse_paths(fs, buf, size, paths, &n, &d);
 	if (!rc)
 		rc = ovl_revert(fs->ovl, (const char *const *)paths, n, &d);
 	ovl_texts_drop(fs->ovl);
@@ -247,18 +311,8 @@ static long long revert(struct ptfs *fs, struct ctl_handle *h,
 	ptfs_inval_wait_all(fs);
 	if (rc < 0 && asprintf(&res, "%s\n", d.msg) < 0)
 		res = NULL;
-	for (int k = 0; k < n && rc >= 0; k++) {
-		char *was = res;
-
-		if (asprintf(&res, "%s%s%s%s\n", was ? was : "",
-			     rc ? "nothing to revert at " : "reverted: ",
-			     *paths[k] ? paths[k] :
-			     ckpt_node_is_dir(fs->c->root) ? "." :
-			     fs->root_name,
-			     rc ? ": it is what the checkpoint holds" : "") < 0)
-			res = NULL;
-		free(was);
-	}
+	if (rc >= 0)
+		res = revert_result(fs, paths, n, rc);
 	for (int k = 0; k < n; k++)
 		free(paths[k]);
 	pthread_mutex_lock(&fs->ctl_lock);
@@ -285,8 +339,9 @@ int ptfs_ctl_open(struct ptfs *fs, int k, struct fuse_file_info *fi)
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
-	if (k == PTFS_CTL_STATUS &&
-	    !(h->text = ptfs_status_text(fs, &h->len))) {
+	if ((k == PTFS_CTL_STATUS || k == PTFS_CTL_STATUS_JSON) &&
+	    !(h->text = ptfs_status_text(fs, k == PTFS_CTL_STATUS_JSON,
+					 &h->len))) {
 		free(h);
 		return -ENOMEM;
 	}

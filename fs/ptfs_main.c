@@ -82,29 +82,33 @@ static int opt_proc(void *data, const char *arg, int key,
 	return 1;	/* keep: the mount point and libfuse's options */
 }
 
+/*
+ * ptfs --help: ptfs's synopsis, its commands and its own options, then
+ * libfuse's under their own heading (fuse_cmdline_help() would repeat -h
+ * and -V and word -d/-f/-s as libfuse does, so those are written here).
+ */
 static void usage(const char *prog)
 {
 	printf("usage: %s [options] CHECKPOINT MOUNTPOINT\n"
-	       "       %s umount [-q] [--discard] MOUNTPOINT\n"
-	       "       %s status PATH\n"
+	       "       %s umount [-q] [-v] [--discard] MOUNTPOINT\n"
+	       "       %s status [-j] [-q] PATH\n"
 	       "       %s revert [-q] PATH...\n"
 	       "Mount a PyTorch checkpoint (torch.save) as a directory: "
 	       "tensors are files,\nmetadata are user.* xattrs, storages are "
 	       "under .ptfs/.  Edits are staged\non disk and written back at "
 	       "unmount; 'ptfs umount' waits and reports.\n\n"
-	       "commands:\n"
+	       "commands ('ptfs COMMAND --help' says more):\n"
 	       "    umount MOUNTPOINT      write back, wait, say what was "
 	       "written, unmount\n"
-	       "      -q, --quiet          say nothing on standard output\n"
-	       "      --discard            drop every staged edit instead "
-	       "(the checkpoint\n"
-	       "                           stays as it is)\n"
+	       "                           (-v: each edit; --discard: drop "
+	       "them instead)\n"
 	       "    status PATH            what is staged in the mount that "
 	       "holds PATH\n"
+	       "                           (-j: as JSON; -q: exit 1 when "
+	       "edits are staged)\n"
 	       "    revert PATH...         make key paths what the checkpoint "
 	       "holds; keep the\n"
-	       "                           other staged edits (-q: say "
-	       "nothing)\n\n"
+	       "                           other staged edits\n\n"
 	       "ptfs options:\n"
 	       "    -o timeout=SECONDS     kernel cache time for names and "
 	       "attributes (3600)\n"
@@ -122,10 +126,18 @@ static void usage(const char *prog)
 	       "(always there\n"
 	       "                           by name) beside each tensor\n"
 	       "    -o ro                  read-only: no edits\n"
+	       "    -f                     stay in the foreground\n"
+	       "    -d                     print every request (-o debug; "
+	       "implies -f)\n"
+	       "    -s                     serve requests on one thread\n"
 	       "    -h, --help             this text\n"
-	       "    -V, --version          print versions\n\n", prog, prog,
-	       prog, prog);
-	fuse_cmdline_help();
+	       "    -V, --version          print versions\n\n"
+	       "FUSE options (libfuse's):\n"
+	       "    -o clone_fd            a /dev/fuse descriptor per thread\n"
+	       "    -o max_threads=N       at most N threads serve requests "
+	       "(10)\n"
+	       "    -o max_idle_threads=N  at most N of them idle (-1: no "
+	       "limit)\n", prog, prog, prog, prog);
 	fuse_lowlevel_help();
 }
 

@@ -5,12 +5,17 @@
  * staged edits in key paths (core/ovl/ovl_summary.c), and the edits the
  * daemon refused.  Those are remembered here, the last PTFS_REFUSED_MAX
  * with their reason: a shell's `>` never shows close()'s EINVAL for a
- * value that does not parse, and status does.
+ * value that does not parse, and status does.  The same in JSON
+ * (.ptfs/status.json, `ptfs status -j`).  A key path that holds a control
+ * character, '"' or '\\' is printed quoted and escaped as C (and git)
+ * do, "a\nb", so that each edit stays one line and every name can be
+ * told apart.
  */
 #define _GNU_SOURCE 1	/* strerrorname_np, open_memstream */
 #include "ptfs.h"
 
 #include "diag/diag.h"
+#include "util/json_out.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +24,41 @@
 
 /* Paths listed per kind of change; the counts cover the rest. */
 #define STATUS_MAX_PATHS	1000
+
+/* Does @s need quoting: a control character, '"' or '\\' in it? */
+static bool needs_quotes(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f || *s == '"' ||
+		    *s == '\\')
+			return true;
+	return false;
+}
+
+void ptfs_put_path(FILE *f, const char *s)
+{
+	static const char esc[] = "\a\b\t\n\v\f\r";
+
+	if (!needs_quotes(s)) {
+		fputs(s, f);
+		return;
+	}
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		const char *e = c ? memchr(esc, c, sizeof(esc) - 1) : NULL;
+
+		if (e)
+			fprintf(f, "\\%c", "abtnvfr"[e - esc]);
+		else if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20 || c == 0x7f)
+			fprintf(f, "\\%03o", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
 
 /* ---- refused edits ---- */
 
@@ -117,8 +157,9 @@ static void refusals_text(struct ptfs *fs, FILE *f)
 			const struct ptfs_refusal *r =
 				&fs->refused[k % PTFS_REFUSED_MAX];
 
-			fprintf(f, "  %s: %s: %s\n", r->path, errname(r->err),
-				r->msg);
+			fputs("  ", f);
+			ptfs_put_path(f, r->path);
+			fprintf(f, ": %s: %s\n", errname(r->err), r->msg);
 		}
 	}
 	pthread_mutex_unlock(&fs->ctl_lock);
@@ -183,15 +224,17 @@ static void changes_text(FILE *f, const struct ptfs *fs,
 		const char *slash = c->dir ? "/" : "";
 
 		listed[c->kind]++;
-		fprintf(f, "  %-8s %s%s", change_word[c->kind],
-			c->kind == OVL_C_RENAME ? c->from : p,
-			c->kind == OVL_C_RENAME ? slash : "");
-		if (c->kind == OVL_C_RENAME)
-			fprintf(f, " -> %s%s", p, slash);
-		else if (c->kind == OVL_C_VALUE)
-			fprintf(f, ": %s -> %s", c->from, c->to);
-		else
+		fprintf(f, "  %-8s ", change_word[c->kind]);
+		ptfs_put_path(f, c->kind == OVL_C_RENAME ? c->from : p);
+		if (c->kind == OVL_C_RENAME) {
+			fprintf(f, "%s -> ", slash);
+			ptfs_put_path(f, p);
 			fputs(slash, f);
+		} else if (c->kind == OVL_C_VALUE) {
+			fprintf(f, ": %s -> %s", c->from, c->to);
+		} else {
+			fputs(slash, f);
+		}
 		fputc('\n', f);
 	}
 	for (int k = 0; k < OVL_C_NKINDS; k++)
@@ -214,19 +257,117 @@ static void overlay_text(FILE *f, const struct ovl *v,
 		s->files == 1 ? "" : "s", (unsigned long long)s->file_bytes);
 }
 
-char *ptfs_status_text(struct ptfs *fs, size_t *len)
+/* ---- the same in JSON (.ptfs/status.json) ---- */
+
+/* "refused": [{"path", "errno", "message"}, ...] and their count. */
+static void refusals_json(struct ptfs *fs, FILE *f)
+{
+	uint64_t n, first;
+
+	pthread_mutex_lock(&fs->ctl_lock);
+	n = fs->nrefused;
+	fprintf(f, ",\"refused_count\":%llu,\"refused\":[",
+		(unsigned long long)n);
+	first = n > PTFS_REFUSED_MAX ? n - PTFS_REFUSED_MAX : 0;
+	for (uint64_t k = first; k < n; k++) {
+		const struct ptfs_refusal *r =
+			&fs->refused[k % PTFS_REFUSED_MAX];
+
+		fputs(k > first ? ",{\"path\":" : "{\"path\":", f);
+		json_cstr(f, r->path);
+		fputs(",\"errno\":", f);
+		json_cstr(f, errname(r->err));
+		fputs(",\"message\":", f);
+		json_cstr(f, r->msg);
+		fputc('}', f);
+	}
+	fputc(']', f);
+	pthread_mutex_unlock(&fs->ctl_lock);
+}
+
+/* "counts" and "staged": [{"kind", "path", "dir"[, "from"[, "to"]]}]. */
+static void changes_json(FILE *f, const struct ptfs *fs,
+			 const struct ovl_summary *s)
+{
+	uint64_t listed = 0, all = 0;
+
+	fputs(",\"counts\":{", f);
+	for (int k = 0; k < OVL_C_NKINDS; k++) {
+		fprintf(f, "%s\"%s\":%llu", k ? "," : "", change_word[k],
+			(unsigned long long)s->count[k]);
+		all += s->count[k];
+	}
+	fprintf(f, "},\"storages\":%u,\"staged\":[", s->storages);
+	for (size_t i = 0; i < s->nitems; i++) {
+		const struct ovl_change *c = &s->items[i];
+
+		fprintf(f, "%s{\"kind\":\"%s\",\"path\":", i ? "," : "",
+			change_word[c->kind]);
+		json_cstr(f, *c->path ? c->path : fs->root_name);
+		fprintf(f, ",\"dir\":%s", c->dir ? "true" : "false");
+		if (c->kind == OVL_C_RENAME || c->kind == OVL_C_VALUE) {
+			fputs(",\"from\":", f);
+			json_cstr(f, c->from);
+		}
+		if (c->kind == OVL_C_VALUE) {
+			fputs(",\"to\":", f);
+			json_cstr(f, c->to);
+		}
+		fputc('}', f);
+		listed++;
+	}
+	fprintf(f, "],\"unlisted\":%llu", (unsigned long long)(all - listed));
+}
+
+/* The whole of .ptfs/status.json into @f, under the read lock. */
+static void status_json(struct ptfs *fs, FILE *f)
 {
 	struct ovl *v = fs->ovl;
 	struct ovl_summary s;
 	struct diag d;
-	char *buf = NULL;
-	FILE *f = open_memstream(&buf, len);
 	int rc;
 
-	if (!f)
-		return NULL;
 	diag_init(&d, fs->c->path);
-	ptfs_rdlock(fs);
+	fputs("{\"checkpoint\":", f);
+	json_cstr(f, ovl_path(v));
+	fputs(",\"output\":", f);
+	json_cstr(f, fs->output);
+	fprintf(f, ",\"daemon_pid\":%ld,\"read_only\":false", (long)getpid());
+	rc = ovl_summarize(v, STATUS_MAX_PATHS, &s, &d);
+	fputs(",\"overlay\":{\"dir\":", f);
+	json_cstr(f, ovl_dir(v));
+	fprintf(f, ",\"journal_bytes\":%llu,\"data_files\":%u,"
+		"\"data_bytes\":%llu},\"resumed\":%llu",
+		(unsigned long long)s.journal_bytes, s.files,
+		(unsigned long long)s.file_bytes,
+		(unsigned long long)s.resumed);
+	pthread_mutex_lock(&fs->ctl_lock);
+	fputs(",\"done\":", f);
+	if (fs->done_msg)
+		json_str(f, fs->done_msg, strcspn(fs->done_msg, "\n"));
+	else
+		fputs("null", f);
+	pthread_mutex_unlock(&fs->ctl_lock);
+	fprintf(f, ",\"committed\":%s", ovl_committed(v) ? "true" : "false");
+	if (rc) {
+		fputs(",\"error\":", f);
+		json_cstr(f, d.msg);
+		fputs(",\"staged\":null", f);
+	} else {
+		changes_json(f, fs, &s);
+	}
+	ovl_summary_free(&s);
+}
+
+/* The text of .ptfs/status, under the read lock. */
+static void status_text(struct ptfs *fs, FILE *f)
+{
+	struct ovl *v = fs->ovl;
+	struct ovl_summary s;
+	struct diag d;
+	int rc;
+
+	diag_init(&d, fs->c->path);
 	fprintf(f, "checkpoint: %s\n", ovl_path(v));
 	if (fs->output)
 		fprintf(f, "output: %s\n", fs->output);
@@ -255,12 +396,30 @@ char *ptfs_status_text(struct ptfs *fs, size_t *len)
 		changes_text(f, fs, &s);
 	}
 	ovl_summary_free(&s);
+}
+
+char *ptfs_status_text(struct ptfs *fs, bool json, size_t *len)
+{
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, len);
+
+	if (!f)
+		return NULL;
+	ptfs_rdlock(fs);
+	if (json)
+		status_json(fs, f);
+	else
+		status_text(fs, f);
 	ptfs_unlock(fs);
-	refusals_text(fs, f);
+	if (json) {
+		refusals_json(fs, f);
+		fputs("}\n", f);
+	} else {
+		refusals_text(fs, f);
+	}
 	if (fclose(f)) {
 		free(buf);
 		return NULL;
 	}
 	return buf;
 }
-

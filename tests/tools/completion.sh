@@ -59,6 +59,12 @@ out=$(bash -c '. "$1"; complete -p ptfs' sh "$comp" 2>&1)
 [ "$(complete_words ptfs umount --d)" = --discard ] &&
 	ok "ptfs umount --d -> --discard" ||
 	bad "ptfs umount --d: $(complete_words ptfs umount --d | tr '\n' ' ')"
+[ "$(complete_words ptfs status - | sort | tr '\n' ' ')" = "--json --quiet -j -q " ] &&
+	ok "ptfs status -: -j --json -q --quiet" ||
+	bad "ptfs status -: $(complete_words ptfs status - | tr '\n' ' ')"
+[ "$(complete_words ptfs umount -v | tr '\n' ' ')" = "-v " ] &&
+	ok "ptfs umount -v" ||
+	bad "ptfs umount -v: $(complete_words ptfs umount -v | tr '\n' ' ')"
 [ "$(complete_words ptfs revert - | sort | tr '\n' ' ')" = "--quiet -q " ] &&
 	ok "ptfs revert -: -q --quiet" ||
 	bad "ptfs revert -: $(complete_words ptfs revert - | tr '\n' ' ')"

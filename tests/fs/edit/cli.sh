@@ -61,11 +61,12 @@ one() { printf '\1\1\1\1' | dd of="$1" conv=notrunc status=none; }
 # st [OPTION...]: ptfs status OPTION... $m into $WORK/st (its exit status)
 st() { "$PTFS" status "$@" "$m" >"$WORK/st" 2>"$WORK/st.err"; }
 stline() { grep -q -x -F -- "$1" "$WORK/st"; }
-# json EXPR FILE: the python expression EXPR over j (FILE's JSON) is true
+# json EXPR FILE [ARG]: the python expression EXPR over j (FILE's JSON)
+# is true (ARG is sys.argv[3])
 json() {
 	/usr/bin/python3 -c 'import json, sys
 j = json.load(open(sys.argv[2]))
-sys.exit(0 if eval(sys.argv[1]) else 1)' "$1" "$2" 2>>"$WORK/json.err"
+sys.exit(0 if eval(sys.argv[1]) else 1)' "$@" 2>>"$WORK/json.err"
 }
 
 setup probe
@@ -173,10 +174,10 @@ if startd; then
 	cp "$WORK/st" "$WORK/st.json"
 	[ $rc = 0 ] || note "exit $rc: $(cat "$WORK/st.err")"
 	for want in \
-	    '{"kind": "changed", "path": "w"} in j["staged"]' \
-	    '{"kind": "changed", "path": "a\nb"} in j["staged"]' \
-	    '{"kind": "renamed", "from": "b", "path": "b2"} in j["staged"]' \
-	    '{"kind": "value", "path": "epoch", "from": "3", "to": "8"} in j["staged"]' \
+	    '{"kind": "changed", "path": "w", "dir": False} in j["staged"]' \
+	    '{"kind": "changed", "path": "a\nb", "dir": False} in j["staged"]' \
+	    '{"kind": "renamed", "from": "b", "path": "b2", "dir": False} in j["staged"]' \
+	    '{"kind": "value", "path": "epoch", "from": "3", "to": "8", "dir": False} in j["staged"]' \
 	    'len(j["staged"]) == 4' \
 	    'j["counts"] == {"changed": 2, "renamed": 1, "removed": 0, "added": 0, "value": 1}' \
 	    'j["daemon_pid"] > 0 and j["read_only"] is False and j["overlay"]["dir"].endswith(".model.pt.ptfs")' \

@@ -174,7 +174,7 @@ rc=$?
 check "status of a path in no ptfs mount: one line, exit 2" $? "exit $rc: $(cat "$WORK/st.err")"
 "$PTFS" status >/dev/null 2>"$WORK/st.err"
 rc=$?
-[ $rc = 2 ] && grep -q "usage: ptfs umount" "$WORK/st.err"
+[ $rc = 2 ] && grep -q "usage: ptfs status" "$WORK/st.err"
 check "status without a path: usage, exit 2" $? "exit $rc: $(head -n 1 "$WORK/st.err")"
 fi
 
