@@ -43,7 +43,10 @@ static void *commit_thread(void *arg)
  * Write "commit" to @fd (.ptfs/commit): it returns when write-back is done.
  * When stderr is a terminal and it takes over a second, show how far it is
  * from @pfd (.ptfs/progress, opened before: opening waits for the daemon's
- * lock, which write-back holds).  Returns write()'s result, errno in *@err.
+ * lock, which write-back holds).  Once every record is written, what is
+ * left is the fsync of the new file, its rename and the directory's fsync
+ * (seconds on a big file): the line says so rather than stay at 100%.
+ * Returns write()'s result, errno in *@err.
  */
 static ssize_t commit(int fd, int pfd, const char *mnt, int *err)
 {
@@ -72,8 +75,13 @@ static ssize_t commit(int fd, int pfd, const char *mnt, int *err)
 		buf[n > 0 ? n : 0] = 0;
 		if (sscanf(buf, "%llu %llu", &done, &total) != 2 || !total)
 			continue;
-		fprintf(stderr, "\rptfs: %s: writing back %3llu%% (%llu of %llu "
-			"MB)", mnt, done * 100 / total, done >> 20, total >> 20);
+		if (done >= total)
+			fprintf(stderr, "\rptfs: %s: written back (%llu MB), "
+				"syncing it to disk\033[K", mnt, total >> 20);
+		else
+			fprintf(stderr, "\rptfs: %s: writing back %3llu%% (%llu "
+				"of %llu MB)\033[K", mnt, done * 100 / total,
+				done >> 20, total >> 20);
 		shown = true;
 	}
 	pthread_join(th, NULL);
