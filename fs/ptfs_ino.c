@@ -16,7 +16,8 @@
  *                            a safetensors file's header.json)
  *   P + 2 + nstor + nrecs + k  control file k of a writable mount
  *                            (enum ptfs_ctl, ptfs_ctl_files[]: commit,
- *                            progress, status, discard, revert)
+ *                            progress, status, discard, revert,
+ *                            status.json)
  *   F = P + 2 + nstor + nrecs + PTFS_NCTL
  *                            .ptfs/files/ of a sharded folder, and F + 1 + k
  *                            its file k (ptfs_files.c)
