@@ -240,6 +240,14 @@ if startd; then
 	stline '  changed  "a\nb"' && stline '  changed  a' && stline '  changed  b' &&
 		[ "$(grep -c '^  ' "$WORK/st")" = 3 ] ||
 		note "status before: $(tr '\n' '|' <"$WORK/st")"
+	# a refused edit of that key: its line and its reason one line
+	# (the reason names it as diag.c does, control characters as ?)
+	printf 'xx' >"$m/$AB" 2>/dev/null
+	st
+	sed -n '/^refused: /,$p' "$WORK/st" >"$WORK/refused"
+	[ "$(wc -l <"$WORK/refused")" = 2 ] &&
+		grep -q '^  "a\\nb": EINVAL: a?b: ' "$WORK/refused" ||
+		note "the refusal: $(tr '\n' '|' <"$WORK/refused")"
 	check "ptfs status prints a name with a newline escaped, on one line" "  changed  \"a\\nb\""
 	out=$("$PTFS" revert "$m/$AB" 2>&1)
 	rc=$?
@@ -250,7 +258,7 @@ if startd; then
 		[ "$(od -An -tx1 -N4 "$m/$k" | tr -d ' ')" = 01010101 ] || note "$k lost its edit"
 	done
 	st
-	stline '  changed  a' && stline '  changed  b' && ! grep -q 'a\\nb' "$WORK/st" ||
+	stline '  changed  a' && stline '  changed  b' && ! stline '  changed  "a\nb"' ||
 		note "status after: $(tr '\n' '|' <"$WORK/st")"
 	"$PTFS" umount -q "$m" >/dev/null 2>"$WORK/err" || note "ptfs umount: $(cat "$WORK/err")"
 	stop_daemon "$m"
