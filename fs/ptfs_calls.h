@@ -104,7 +104,7 @@ void ptfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		      const char *value, size_t size, int flags);
 
-/* ---- ptfs_mnt.c: which ptfs mount a path is in ---- */
+/* ---- ptfs_mnt.c: which ptfs mount a path is in; mount points ---- */
 
 struct ptfs_mnt {
 	char *root;		/* its mount point */
@@ -117,6 +117,20 @@ struct ptfs_mnt {
  * (or no mount is listed), -errno. */
 int ptfs_find_mount(const char *arg, struct ptfs_mnt *m);
 void ptfs_mnt_free(struct ptfs_mnt *m);
+
+/* May @mountpoint become a ptfs mount?  Not when it is a ptfs mount
+ * already, or (unless @nonempty) another mount or a directory with
+ * something in it; and it must be a directory.  0, or 1 with one line
+ * said. */
+int ptfs_mountpoint_check(const char *mountpoint, bool nonempty);
+
+/* Keep what libfuse logs (@keep), or print it as libfuse does again. */
+void ptfs_mount_log(bool keep);
+/* The mount worked: print what libfuse said meanwhile, if anything. */
+void ptfs_mount_said(void);
+/* The mount failed: one line, why and what to do (/dev/fuse, a
+ * container's options), with what libfuse said. */
+void ptfs_mount_failed(const char *mountpoint);
 
 /* "the daemon is gone" for @arg in mount @m, with what to run (to drop
  * the staged edits, when @discard). */

@@ -14,6 +14,9 @@
  *   -o inplace           write back into the checkpoint itself (same-size
  *                        edits of tensor bytes only; else refused)
  *   -o views             list KEY.npy and KEY.txt beside each tensor
+ *   -o nonempty          mount over a directory with files in it, or
+ *                        over another file system's mount (never over
+ *                        a ptfs mount)
  *   -o ro                no edits
  * fstab: /data/model.pt /mnt/model fuse.ptfs ro,allow_other 0 0
  */
@@ -45,6 +48,7 @@ struct opts {
 	int discard;
 	int inplace;
 	int views;
+	int nonempty;
 	int ro;
 	int show_help;
 	int show_version;
@@ -59,6 +63,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("discard", discard),
 	OPT("inplace", inplace),
 	OPT("views", views),
+	OPT("nonempty", nonempty),	/* ptfs's check: libfuse 3 has none */
 	/* seen, and kept for the kernel */
 	{ "ro", offsetof(struct opts, ro), 1 },
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
@@ -190,15 +195,21 @@ static int serve(struct ptfs *fs, struct fuse_args *args,
 {
 	struct fuse_loop_config *cfg;
 	struct fuse_session *se;
-	int rc = 1;
+	int rc = -1;	/* not served: a failure, whatever its number */
 
 	se = fuse_session_new(args, &ptfs_ops, sizeof(ptfs_ops), fs);
 	if (!se)
 		return 1;
 	if (fuse_set_signal_handlers(se))
 		goto out_destroy;
-	if (fuse_session_mount(se, co->mountpoint))
+	ptfs_mount_log(true);
+	if (fuse_session_mount(se, co->mountpoint)) {
+		ptfs_mount_log(false);
+		ptfs_mount_failed(co->mountpoint);
 		goto out_signals;
+	}
+	ptfs_mount_log(false);
+	ptfs_mount_said();
 	raise_readahead(co->mountpoint);
 	fuse_daemonize(co->foreground);
 	if (!co->foreground) {
@@ -227,7 +238,8 @@ out_destroy:
 	/*
 	 * libfuse's loop returns the signal number when SIGTERM, SIGINT or
 	 * SIGHUP ended it: a clean way to stop (a supervisor's), so the
-	 * status is the write-back's.
+	 * status is the write-back's.  (SIGHUP is 1: a failure before the
+	 * loop is -1, never taken for it.)
 	 */
 	if (rc == SIGTERM || rc == SIGINT || rc == SIGHUP)
 		rc = 0;
@@ -446,6 +458,9 @@ int main(int argc, char **argv)
 		free(real);
 	}
 	rc = 1;		/* from here on: problems */
+	/* before the overlay is opened: a refused mount changes nothing */
+	if (ptfs_mountpoint_check(co.mountpoint, o.nonempty))
+		goto out_close;
 	{
 		/* a legacy (torch < 1.6) file is written back as a zip */
 		const char *why = o.ro ? NULL : not_writable(o.ckpt);

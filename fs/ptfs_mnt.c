@@ -6,13 +6,19 @@
  * need not exist (a removed key), and a dead daemon's mount point cannot
  * be resolved (ENOTCONN): the part that resolves is resolved, the rest
  * taken as written.
+ * And, before a mount, whether a directory may become one (not a mount
+ * already, a directory, empty unless -o nonempty), and when the mount
+ * itself fails, one line saying why and what to do (libfuse's own words
+ * are kept for it, not printed).
  */
 #define _GNU_SOURCE 1
 #include "ptfs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +122,24 @@ static bool under(const char *path, const char *mp)
 	return !strncmp(path, mp, n) && (path[n] == '/' || !path[n]);
 }
 
+/*
+ * One line of mountinfo into @mp, @fstype (256 bytes) and @source (both
+ * PATH_MAX), unescaped: false when it does not parse.
+ */
+static bool mount_line(const char *line, char *mp, char *fstype,
+		       char *source)
+{
+	const char *dash = strstr(line, " - ");
+
+	/* id parent maj:min root mountpoint ... - fstype source */
+	if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1 ||
+	    sscanf(dash + 3, "%255s %4095s", fstype, source) != 2)
+		return false;
+	unescape(mp);
+	unescape(source);
+	return true;
+}
+
 int ptfs_find_mount(const char *arg, struct ptfs_mnt *m)
 {
 	char path[PATH_MAX], line[3 * PATH_MAX], best[PATH_MAX] = "";
@@ -130,14 +154,9 @@ int ptfs_find_mount(const char *arg, struct ptfs_mnt *m)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
 		char mp[PATH_MAX], fstype[256], source[PATH_MAX];
-		const char *dash = strstr(line, " - ");
 
-		/* id parent maj:min root mountpoint ... - fstype source */
-		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1 ||
-		    sscanf(dash + 3, "%255s %4095s", fstype, source) != 2)
+		if (!mount_line(line, mp, fstype, source))
 			continue;
-		unescape(mp);
-		unescape(source);
 		/* the longest one holding it; the last of equals is on top */
 		if (!under(path, mp) || strlen(mp) < strlen(best))
 			continue;
@@ -209,3 +228,144 @@ char *ptfs_read_all(int fd)
 	return buf;
 }
 
+
+/* ---- before and at the mount ---- */
+
+/* The mount on top at exactly @path (absolute): its type and source. */
+static bool mount_at(const char *path, char *fstype, char *source)
+{
+	char line[3 * PATH_MAX], mp[PATH_MAX], t[256], src[PATH_MAX];
+	bool found = false;
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		if (!mount_line(line, mp, t, src) || strcmp(mp, path))
+			continue;
+		strcpy(fstype, t);	/* the last one listed is on top */
+		strcpy(source, src);
+		found = true;
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* The first name in directory @path but . and .., into @name; false
+ * when there is none (or it cannot be read: the mount will say). */
+static bool first_entry(const char *path, char *name, size_t size)
+{
+	DIR *dir = opendir(path);
+	struct dirent *e;
+	bool found = false;
+
+	while (dir && !found && (e = readdir(dir))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(name, size, "%s", e->d_name);
+		found = true;
+	}
+	if (dir)
+		closedir(dir);
+	return found;
+}
+
+int ptfs_mountpoint_check(const char *mountpoint, bool nonempty)
+{
+	char path[PATH_MAX], fstype[256], source[PATH_MAX], name[256];
+	struct stat st;
+
+	absolute_path(mountpoint, path);
+	if (mount_at(path, fstype, source)) {
+		if (!strcmp(fstype, "fuse.ptfs")) {
+			fprintf(stderr, "ptfs: %s: already a ptfs mount (of %s); "
+				"a second mount would hide it: ptfs umount %s "
+				"first, or mount somewhere else\n", mountpoint,
+				source, mountpoint);
+			return 1;
+		}
+		/* an automount point is where the mount goes */
+		if (!nonempty && strcmp(fstype, "autofs")) {
+			fprintf(stderr, "ptfs: %s: already a mount point (%s "
+				"%s); the mount would hide it: mount somewhere "
+				"else, or give -o nonempty\n", mountpoint,
+				fstype, source);
+			return 1;
+		}
+	}
+	if (stat(mountpoint, &st)) {
+		fprintf(stderr, "ptfs: %s: %s\n", mountpoint, strerror(errno));
+		return 1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "ptfs: %s: not a directory: a mount point must "
+			"be one\n", mountpoint);
+		return 1;
+	}
+	if (!nonempty && first_entry(mountpoint, name, sizeof(name))) {
+		fprintf(stderr, "ptfs: %s: not empty (it holds %s); the mount "
+			"would hide what is in it: mount on an empty directory, "
+			"or give -o nonempty\n", mountpoint, name);
+		return 1;
+	}
+	return 0;
+}
+
+/* What libfuse logged while it mounted (its words, for the one line). */
+static char said[512];
+
+static void keep_log(enum fuse_log_level level, const char *fmt,
+		     va_list ap)
+{
+	size_t n = strlen(said);
+
+	(void)level;
+	if (n < sizeof(said) - 1)
+		vsnprintf(said + n, sizeof(said) - n, fmt, ap);
+}
+
+void ptfs_mount_log(bool keep)
+{
+	if (keep) {
+		said[0] = 0;
+		fuse_set_log_func(keep_log);
+	} else {
+		fuse_set_log_func(NULL);	/* libfuse's own again */
+	}
+}
+
+void ptfs_mount_said(void)
+{
+	if (said[0])
+		fputs(said, stderr);
+	said[0] = 0;
+}
+
+void ptfs_mount_failed(const char *mountpoint)
+{
+	char *nl;
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	int err = fd < 0 ? errno : 0;
+
+	if (fd >= 0)
+		close(fd);
+	/* libfuse's first line, without its "fuse: " */
+	nl = strchr(said, '\n');
+	if (nl)
+		*nl = 0;
+	if (err == ENOENT || err == ENODEV || err == ENXIO)
+		fprintf(stderr, "ptfs: %s: not mounted: there is no /dev/fuse "
+			"(load the module: modprobe fuse; a container needs "
+			"--device /dev/fuse)\n", mountpoint);
+	else if (err)
+		fprintf(stderr, "ptfs: %s: not mounted: /dev/fuse: %s (this "
+			"user needs read and write access to it; a container "
+			"needs --device /dev/fuse)\n", mountpoint,
+			strerror(err));
+	else
+		fprintf(stderr, "ptfs: %s: not mounted: %s (a container needs "
+			"--device /dev/fuse and --cap-add SYS_ADMIN)\n",
+			mountpoint, said[0] ? said + (strncmp(said, "fuse: ", 6)
+						      ? 0 : 6) :
+			"the mount failed");
+	said[0] = 0;
+}
