@@ -218,6 +218,17 @@ void ptfs_counts_text(FILE *f, const struct ovl_summary *s);
 /* Is nothing staged according to @s? */
 bool ptfs_nothing_staged(const struct ovl_summary *s);
 
+/* ---- ptfs_staged.c: what a mount says of an earlier mount's edits ---- */
+
+/* -o discard: the line that says what it drops from the overlay @oo of
+ * @ckpt, by a read-only look before (malloc'd), or NULL (nothing to
+ * say: the look failed, and the mount says why). */
+char *ptfs_discard_look(const char *ckpt, const struct ovl_opts *oo);
+
+/* Just mounted: the edits an earlier mount staged, resumed (writable) or
+ * shown (read-only), on stderr; nothing when there are none. */
+void ptfs_say_staged(struct ptfs *fs);
+
 /* ---- ptfs_inval.c ---- */
 
 /* Start / stop the thread that drops stale views from the page cache. */

@@ -395,7 +395,7 @@ int main(int argc, char **argv)
 	struct fuse_cmdline_opts co = { 0 };
 	struct ptfs fs = { 0 };
 	struct diag d;
-	char line[512];
+	char line[512], *dropped = NULL;
 	int rc = 1;
 
 	util_heap_setup();
@@ -500,6 +500,9 @@ int main(int argc, char **argv)
 				o.ckpt, why);
 		fs.readonly = o.ro || never || (why && !o.output);
 		oo.readonly = fs.readonly;
+		/* what -o discard drops, counted before it is gone */
+		dropped = o.discard && !fs.readonly ?
+			  ptfs_discard_look(o.ckpt, &oo) : NULL;
 		if (ovl_open(fs.c, o.ckpt, &oo, &fs.ovl, &d)) {
 			fprintf(stderr, "ptfs: %s\n",
 				diag_line(&d, line, sizeof(line)));
@@ -507,6 +510,10 @@ int main(int argc, char **argv)
 		}
 		if (ovl_note(fs.ovl))
 			fprintf(stderr, "ptfs: %s\n", ovl_note(fs.ovl));
+		else if (dropped)
+			fprintf(stderr, "ptfs: %s\n", dropped);
+		else
+			ptfs_say_staged(&fs);
 		if (ovl_inplace_finished(fs.ovl)) {
 			/* the checkpoint holds the edits now: mount it afresh */
 			ovl_close(fs.ovl);
@@ -547,6 +554,7 @@ int main(int argc, char **argv)
 	}
 	rc = serve(&fs, &args, &co);
 out_close:
+	free(dropped);
 	ptfs_ctl_release_all(&fs);
 	ptfs_ino_release(&fs);
 	ovl_close(fs.ovl);

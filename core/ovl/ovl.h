@@ -97,7 +97,8 @@ void ovl_set_hooks(struct ovl *v, const struct ovl_hooks *h);
 const char *ovl_path(const struct ovl *v);
 const char *ovl_dir(const struct ovl *v);
 /* One line for the user from the open (read-only mounts that ignored an
- * overlay; resumed edits), or NULL. */
+ * overlay; an in-place write-back finished), or NULL.  Resumed edits
+ * are the caller's to say (ovl_summarize(): they are counted there). */
 const char *ovl_note(const struct ovl *v);
 /* Written back or discarded: no more edits. */
 bool ovl_committed(const struct ovl *v);

@@ -64,8 +64,8 @@ struct ovl {
 	struct stat base;	/* the checkpoint as opened */
 	struct ovl_ident id;	/* and its identity */
 	char *note;		/* one line for the user (read-only mounts
-				   that ignored an overlay; resumed edits),
-				   or NULL */
+				   that ignored an overlay, an in-place
+				   write-back finished), or NULL */
 	uint64_t resumed;	/* journal records replayed at open */
 	uint32_t nstorages0;	/* storages of the checkpoint itself */
 	uint32_t nnodes0;	/* nodes of the checkpoint itself */

@@ -451,11 +451,6 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 		note(v, "%s: finished an in-place write-back that had been "
 		     "interrupted; the edits are in it now", v->path);
 	}
-	if (v->resumed && !v->note)
-		note(v, "resumed %llu staged edit%s from %s (ptfs umount "
-		     "writes them back; mount with -o discard to drop them)",
-		     (unsigned long long)v->resumed, v->resumed == 1 ? "" : "s",
-		     v->dir);
 	*out = v;
 	return 0;
 fail:
