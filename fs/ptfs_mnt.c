@@ -269,29 +269,37 @@ static bool first_entry(const char *path, char *name, size_t size)
 	return found;
 }
 
+/* Is @mp (absolute: @path) a mount already that ptfs does not go over?
+ * 1 with one line said, or 0. */
+static int over_a_mount(const char *mp, const char *path, bool nonempty)
+{
+	char fstype[256], source[PATH_MAX];
+
+	if (!mount_at(path, fstype, source))
+		return 0;
+	if (!strcmp(fstype, "fuse.ptfs")) {
+		fprintf(stderr, "ptfs: %s: already a ptfs mount (of %s); a "
+			"second mount would hide it: ptfs umount %s first, or "
+			"mount somewhere else\n", mp, source, mp);
+		return 1;
+	}
+	/* an automount point is where the mount goes */
+	if (nonempty || !strcmp(fstype, "autofs"))
+		return 0;
+	fprintf(stderr, "ptfs: %s: already a mount point (of a %s file "
+		"system); the mount would hide it: mount somewhere else, or "
+		"give -o nonempty\n", mp, fstype);
+	return 1;
+}
+
 int ptfs_mountpoint_check(const char *mountpoint, bool nonempty)
 {
-	char path[PATH_MAX], fstype[256], source[PATH_MAX], name[256];
+	char path[PATH_MAX], name[256];
 	struct stat st;
 
 	absolute_path(mountpoint, path);
-	if (mount_at(path, fstype, source)) {
-		if (!strcmp(fstype, "fuse.ptfs")) {
-			fprintf(stderr, "ptfs: %s: already a ptfs mount (of %s); "
-				"a second mount would hide it: ptfs umount %s "
-				"first, or mount somewhere else\n", mountpoint,
-				source, mountpoint);
-			return 1;
-		}
-		/* an automount point is where the mount goes */
-		if (!nonempty && strcmp(fstype, "autofs")) {
-			fprintf(stderr, "ptfs: %s: already a mount point (%s "
-				"%s); the mount would hide it: mount somewhere "
-				"else, or give -o nonempty\n", mountpoint,
-				fstype, source);
-			return 1;
-		}
-	}
+	if (over_a_mount(mountpoint, path, nonempty))
+		return 1;
 	if (stat(mountpoint, &st)) {
 		fprintf(stderr, "ptfs: %s: %s\n", mountpoint, strerror(errno));
 		return 1;
@@ -302,9 +310,9 @@ int ptfs_mountpoint_check(const char *mountpoint, bool nonempty)
 		return 1;
 	}
 	if (!nonempty && first_entry(mountpoint, name, sizeof(name))) {
-		fprintf(stderr, "ptfs: %s: not empty (it holds %s); the mount "
-			"would hide what is in it: mount on an empty directory, "
-			"or give -o nonempty\n", mountpoint, name);
+		fprintf(stderr, "ptfs: %s: not empty (it holds %s); the "
+			"mount would hide what is in it: mount on an empty "
+			"directory, or give -o nonempty\n", mountpoint, name);
 		return 1;
 	}
 	return 0;
