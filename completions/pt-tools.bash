@@ -114,7 +114,7 @@ _ptfs()
 	COMPREPLY=()
 	if [[ $prev == -o ]]; then
 		mapfile -t COMPREPLY < <(compgen -W "timeout= overlay= output=
-			discard views ro allow_other" -- "$cur")
+			discard inplace views ro nonempty allow_other" -- "$cur")
 		compopt -o nospace 2>/dev/null
 		return 0
 	fi

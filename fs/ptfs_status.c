@@ -375,9 +375,8 @@ static void status_text(struct ptfs *fs, FILE *f)
 	rc = ovl_summarize(v, STATUS_MAX_PATHS, &s, &d);
 	overlay_text(f, v, &s);
 	if (s.resumed)
-		fprintf(f, "resumed: %llu journal record%s staged by an "
-			"earlier mount\n", (unsigned long long)s.resumed,
-			s.resumed == 1 ? "" : "s");
+		fputs("resumed: what is staged below comes from an earlier "
+		      "mount\n", f);
 	pthread_mutex_lock(&fs->ctl_lock);
 	if (fs->done_msg)
 		fputs(fs->done_msg, f);
