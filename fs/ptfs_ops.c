@@ -315,6 +315,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = ovl_truncate(fs->ovl, i.node, 0, &d);
 	if (!rc && (fi->flags & O_TRUNC) && i.kind == PTFS_VIEW)
 		rc = ovl_view_truncate(fs->ovl, i.node, i.view, 0, &d);
+	if (rc && rc != -ENOENT)
+		ptfs_refused_ino(fs, &i, rc, &d);	/* (echo 9 > v) */
 	if (!rc && (fi->flags & O_TRUNC))
 		ovl_texts_drop(fs->ovl);
 	/* a writer: its close() applies what it wrote, and the last

@@ -236,3 +236,11 @@ int ckpt_rule_xattr(const struct ckpt *c, const char *name, struct diag *d)
 {
 	return RULE(c, xattr) ? RULE(c, xattr)(c, name, d) : 0;
 }
+
+int ckpt_rule_npy(const struct ckpt *c, const char *what, bool reshape,
+		  struct diag *d)
+{
+	if (RULE(c, npy))
+		return RULE(c, npy)(c, what, reshape, d);
+	return reshape ? 0 : ckpt_rule_shape(c, what, d);
+}

@@ -86,6 +86,12 @@ struct ckpt_rules {
 		      const char *name, struct diag *d);
 	/* extended attribute @name set or removed */
 	int (*xattr)(const struct ckpt *c, const char *name, struct diag *d);
+	/* the .npy view of tensor @what written: its bytes into the tensor
+	   (@reshape false), or a .npy of another shape that makes a new
+	   tensor under that name (true).  Without it: the shape rule for
+	   the first, nothing for the second */
+	int (*npy)(const struct ckpt *c, const char *what, bool reshape,
+		   struct diag *d);
 };
 
 /* One of the checkpoint's files with pickles: a shard of a folder, or the
@@ -305,6 +311,8 @@ int ckpt_rule_dtype(const struct ckpt *c, const struct ckpt_dtype *dt,
 int ckpt_rule_tensor(const struct ckpt *c, const struct ckpt_tensor *t,
 		     const char *name, struct diag *d);
 int ckpt_rule_xattr(const struct ckpt *c, const char *name, struct diag *d);
+int ckpt_rule_npy(const struct ckpt *c, const char *what, bool reshape,
+		  struct diag *d);
 
 /* The descriptors (ckpt_fmt_*.c). */
 extern const struct ckpt_fmt ckpt_fmt_zip, ckpt_fmt_legacy, ckpt_fmt_tar,

@@ -295,7 +295,9 @@ long long ovl_view_write(struct ovl *v, struct ckpt_node *n, int view,
 	int rc = ovl_check_writable(v, d);
 
 	if (!rc)
-		rc = ckpt_rule_shape(v->c, ovl_label(n), d);
+		rc = view == CKPT_V_NPY ? ckpt_rule_npy(v->c, ovl_label(n),
+							false, d) :
+		     ckpt_rule_shape(v->c, ovl_label(n), d);
 	if (rc)
 		return rc;
 	if (st && st->view != view)
@@ -343,7 +345,9 @@ int ovl_view_truncate(struct ovl *v, struct ckpt_node *n, int view,
 	int rc = ovl_check_writable(v, d);
 
 	if (!rc)
-		rc = ckpt_rule_shape(v->c, ovl_label(n), d);
+		rc = view == CKPT_V_NPY ? ckpt_rule_npy(v->c, ovl_label(n),
+							false, d) :
+		     ckpt_rule_shape(v->c, ovl_label(n), d);
 	if (rc)
 		return rc;
 	if (n->ed->vstage && n->ed->vstage->view != view)

@@ -452,6 +452,8 @@ static int apply_npy(struct ovl *v, struct ckpt_node *dir, const char *name,
 	if (!x || x->pending || plain_file(x))
 		return apply_new(v, dir, name, x, &h, dt, src, consumed, d);
 	/* another shape: a new tensor under this name only (told) */
+	if ((rc = ckpt_rule_npy(v->c, ovl_label(x), true, d)))
+		return rc;
 	tied = ovl_names_over(v, x->tensor->storage, x, 4);
 	shape_text(x->tensor->shape, x->tensor->ndim, was, sizeof(was));
 	rc = apply_new(v, dir, name, x, &h, dt, src, consumed, d);

@@ -9,12 +9,14 @@
  *              same items in the same places, and .metadata with the keys
  *              where the tree has them (ckpt_dcp_wb.c)
  *
- * So it takes same-size edits of a tensor's bytes, and keys renamed,
- * moved or removed.  Everything else is refused when it is made, with
- * one line (EPERM): a new key (a tensor needs a new item in some data
- * file), an attribute (a dtype or shape is every chunk's), a value or
- * anything inside one (its item is a pickle written as it was), a view,
- * and a list's entries (positions: one removed would move the others').
+ * So it takes same-size edits of a tensor's bytes (through its file or
+ * its .npy view, in place or a whole .npy of the same dtype and shape),
+ * and keys renamed, moved or removed.  Everything else is refused when it
+ * is made, with one line (EPERM): a new key (a tensor needs a new item in
+ * some data file), an attribute (a dtype or shape is every chunk's), a
+ * .npy of another shape, a value or anything inside one (its item is a
+ * pickle written as it was), the .txt view, and a list's entries
+ * (positions: one removed would move the others').
  */
 #include "ckpt/ckpt_int.h"
 #include "ckpt_dcp.h"
@@ -61,8 +63,22 @@ static int shape(const struct ckpt *c, const char *what, struct diag *d)
 {
 	(void)c;
 	return diag_errno(d, -EPERM, "%s: a DCP directory takes tensor "
-			  "bytes, and keys renamed or removed; attributes, "
-			  "values and views are written back as they are",
+			  "bytes (the file or its .npy), and keys renamed or "
+			  "removed; attributes, values and .txt views are "
+			  "written back as they are", what);
+}
+
+/* a .npy's data is the tensor's bytes; another shape is a new tensor */
+static int npy(const struct ckpt *c, const char *what, bool reshape,
+	       struct diag *d)
+{
+	(void)c;
+	if (!reshape)
+		return 0;
+	return diag_errno(d, -EPERM, "%s.npy: another shape would be a new "
+			  "tensor, and a DCP directory keeps each tensor's "
+			  "shape (its chunks are slabs of it); write a .npy "
+			  "of the tensor's shape, or ptrepack the directory",
 			  what);
 }
 
@@ -98,7 +114,7 @@ static int data(const struct ckpt *c, const struct ckpt_storage *s,
 }
 
 static const struct ckpt_rules rules = {
-	.shape = shape, .dir = dir, .add = add, .data = data,
+	.shape = shape, .dir = dir, .add = add, .data = data, .npy = npy,
 };
 
 /* user.dcp.chunks: where each chunk of the tensor lies (an xattr value

@@ -32,6 +32,10 @@
 #   grid2     a whole rewrite of gridh (numpy.memmap r+) in which one
 #             chunk's bytes differ: only that chunk's file is rewritten
 #             (back to its first name); the 3 others keep theirs
+#   npy1      as rows1, through the view layer/rows.npy (a pwrite past
+#             its header): the same file rewritten
+#   npy2      as grid1, through grid.npy (np.save of the array with
+#             every byte changed): all 4 files .g1
 #   pkeys     plain/: tensors and values renamed (in their dict, nested
 #             state/0/exp_avg, into another dict) and removed
 #   rkeys     rows/: a sharded tensor renamed, a value moved into another
@@ -43,9 +47,10 @@
 # items are where they were (in the renamed files), .metadata names
 # exactly the .distcp files there are, no temporary or overlay is left,
 # ptls, ptverify and ptrepack read it.  Then: a new file, mkdir,
-# user.dtype and user.shape and a write into a value fail with EPERM,
-# truncations with EINVAL or EFBIG (as in one .pt), one line each in the
-# daemon's stderr, and nothing changes;
+# user.dtype and user.shape, a write into a value and `echo` into it, a
+# .npy of another shape and a .txt fail with EPERM, truncations with
+# EINVAL or EFBIG (as in one .pt), one line each in the daemon's stderr
+# and in `ptfs status`, and nothing changes;
 # a newer save into the mounted directory (each .distcp rewritten in
 # place, .metadata renamed over) makes `ptfs umount` fail with one line
 # and write nothing, and -o discard drops the edit;
@@ -215,6 +220,17 @@ round grid2 "$W/grid" \
 	'\.metadata (__[0-3]_0\.g1\.distcp )*__[0-3]_0\.distcp (__[0-3]_0\.g1\.distcp )*'
 fi
 
+# ------------------------------------------------------ .npy views
+# written as the tensor's own file is: in place, or a whole .npy of the
+# same dtype and shape
+if want npy; then
+cp -r "$out/rows" "$W/nrows" && cp -r "$out/grid" "$W/ngrid" || exit 1
+round npy1 "$W/nrows" \
+	'\.metadata __0_0\.g1\.distcp __1_0\.distcp __2_0\.distcp ' \
+	"1 tensor changed; "
+round npy2 "$W/ngrid" '\.metadata (__[0-3]_0\.g1\.distcp ){4}'
+fi
+
 # ------------------------------------------------------ keys
 # renamed and removed: .metadata alone changes ("written" checks every
 # .distcp file by name and bytes)
@@ -237,6 +253,15 @@ if start_daemon "$F" "$M" "$WORK/refuse.err"; then
 	fs_pyrun refuse.rep refuse "$IM" "$inner/w/refuse" "$inner/refuse.json" ||
 		grep -hv 'UCX\|cpuinfo' "$WORK/refuse.rep" "$WORK/refuse.rep.err" \
 			>>"$det"
+	# each refusal listed in ptfs status, with its reason
+	n=$(report refuse.rep | cut -d' ' -f1)
+	"$PTFS" status "$M" >"$WORK/refuse.st" 2>&1 ||
+		echo "ptfs status: exit $?: $(head -n 1 "$WORK/refuse.st")" >>"$det"
+	grep -qx "refused: $n edits since the mount (not staged; the reasons are in the daemon's log too)" "$WORK/refuse.st" ||
+		echo "ptfs status does not say $n refused: $(grep -A 2 '^refused' "$WORK/refuse.st" | tr '\n' ' ')" >>"$det"
+	k=$(sed -n '/^refused: /,$p' "$WORK/refuse.st" | grep -c '^  [^ ].*: E[A-Z0-9]*: ')
+	[ -z "$n" ] || [ "$k" = "$n" ] ||
+		echo "ptfs status lists $k refusals of $n: $(sed -n '/^refused: /,$p' "$WORK/refuse.st" | tr '\n' ' ')" >>"$det"
 	stop_daemon "$M"
 	[ "${DRC:-0}" = 0 ] || echo "ptfs exited with status $DRC" >>"$det"
 	n=$(report refuse.rep | cut -d' ' -f1)
@@ -254,7 +279,7 @@ fi
 if [ -s "$det" ]; then
 	fail "refusals" "$(head -n 1 "$det")" "$det"
 else
-	pass "refusals" "$(report refuse.rep); one line each; no file changed"
+	pass "refusals" "$(report refuse.rep); one line each, in the log and in ptfs status; no file changed"
 fi
 fi
 

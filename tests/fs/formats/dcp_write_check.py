@@ -28,6 +28,11 @@ item loaded, the tree rebuilt from planner_data.
                   grid2   a whole rewrite of gridh (every byte written,
                           numpy.memmap r+) in which only its last chunk's
                           bytes differ
+                  npy1    as rows1, through layer/rows.npy: 4 bytes
+                          written in place past its header (pwrite)
+                  npy2    as grid1, through grid.npy: np.save of the
+                          array with every byte changed (a whole new
+                          .npy of the same dtype and shape)
                   pkeys   plain/: tensors and values renamed (in their
                           dict, nested, into another dict) and removed
                   rkeys   rows/: a sharded tensor renamed, a value moved
@@ -43,8 +48,11 @@ item loaded, the tree rebuilt from planner_data.
   refuse MNT DIR OUT.json
                 through the mount: a new file, a directory, user.dtype
                 and user.shape of a tensor, a write into a value's file
-                and two truncations of a tensor to another size must each
-                fail with EPERM and change nothing the mount shows
+                and `echo` into it, a .npy of another shape over a
+                tensor's view, a write into its .txt view, and two
+                truncations of a tensor to another size must each fail
+                with EPERM (EINVAL, EFBIG) and change nothing the mount
+                shows
   rofs MNT      (nocoll/) a write into a tensor, mkdir, unlink and
                 rename fail with EROFS
   written DIR OUT.json [ONE.pt]
@@ -352,6 +360,20 @@ def do_edit(mnt, md, kind):
         del mm
         bytes_["gridh"] = g.tobytes()
         return {}, [], bytes_
+    if kind == "npy1":      # the .npy view's data part, in place
+        p = os.path.join(mnt, "layer/rows.npy")
+        hl = os.path.getsize(p) - os.path.getsize(os.path.join(mnt,
+                                                               "layer/rows"))
+        xor_at(mnt, "layer/rows.npy", hl + 4, 4)
+        bytes_["layer/rows"] = (4, 4, 0xFF)
+        return {}, [], bytes_
+    if kind == "npy2":      # np.save over the view: open('wb'), header, data
+        p = os.path.join(mnt, "grid.npy")
+        a = np.load(p)
+        b = (a.view(np.uint8) ^ 0x5A).view(a.dtype).reshape(a.shape)
+        np.save(p, b)
+        bytes_["grid"] = (0, a.nbytes, 0x5A)
+        return {}, [], bytes_
     if kind == "pkeys":
         ren = {"model/float64": "model/f64",
                "optim/state/0/exp_avg": "optim/state/0/m",
@@ -444,12 +466,12 @@ def edit(mnt, d, out, kind):
         json.dump({"kind": kind, "old": old, "new": new, "renamed": ren,
                    "removed": rem, "edited": sorted(changed),
                    "files": renames, "sums0": sums0, "places0": pl0}, f)
-    if kind in ("rows1", "grid2") and len(files) != 1:
+    if kind in ("rows1", "grid2", "npy1") and len(files) != 1:
         bad.append("%s: the edit touched %d files' chunks, meant 1: %s" % (
             kind, len(files), sorted(files)))
     if kind in ("rows2",) and len(files) != 2:
         bad.append("rows2: the edit touched %s, meant 2 files" % sorted(files))
-    if kind == "grid1" and len(files) < 2:
+    if kind in ("grid1", "npy2") and len(files) < 2:
         bad.append("grid1: the edit touched %s only" % sorted(files))
     if bad:
         return bad_exit(bad)
@@ -488,6 +510,18 @@ def refuse(mnt, d, out):
             os.pwrite(fd, b"9", 0)
         finally:
             os.close(fd)
+
+    def echo():     # `echo 9 > v`: refused at the open (O_TRUNC)
+        with open(os.path.join(mnt, v), "w") as f:
+            f.write("9\n")
+
+    def reshape():  # a .npy of another shape: a new tensor, at close()
+        a = np.load(tp + ".npy")
+        np.save(tp + ".npy", a.reshape(-1))
+
+    def text():     # the .txt view stays as it is
+        with open(tp + ".txt", "w") as f:
+            f.write("0\n")
     tries = [("a new file", create),
              ("mkdir", lambda: os.mkdir(os.path.join(top, "d"))),
              ("setxattr user.dtype of " + t,
@@ -496,6 +530,9 @@ def refuse(mnt, d, out):
               lambda: os.setxattr(tp, "user.shape", (",".join(
                   map(str, sh[::-1]))).encode())),
              ("a write into the value " + v, value),
+             ("echo into the value " + v, echo),
+             ("a 1-d .npy over %s.npy" % t, reshape),
+             ("a write into %s.txt" % t, text),
              ("truncate %s shorter" % t, lambda: os.truncate(tp, size - 4), Z),
              ("truncate %s longer" % t, lambda: os.truncate(tp, size + 4), Z)]
     for what, fn, *want in tries:
@@ -510,7 +547,8 @@ def refuse(mnt, d, out):
     if bad:
         return bad_exit(bad)
     print("ok\t%d edits refused (EPERM: a new file, mkdir, user.dtype, "
-          "user.shape, a value; EINVAL/EFBIG: 2 truncations); the mount "
+          "user.shape, a value written and echoed into, a .npy of another "
+          "shape, a .txt; EINVAL/EFBIG: 2 truncations); the mount "
           "unchanged"
           % len(tries))
     return 0
