@@ -3,9 +3,11 @@
 # share/bash-completion/completions/<tool> (one copy per tool name, which
 # bash-completion loads on first use), or source it.  Options come from
 # the table below (docs/user-guide.md has the same); file arguments
-# complete checkpoints (*.pt *.pth *.bin *.ckpt *.tar and directories);
-# after a checkpoint, ptls and ptdump --values complete key paths read
-# from `ptls -v`, one level at a time.  ptfs completes its commands
+# complete checkpoints (*.pt *.pth *.bin *.ckpt *.tar *.safetensors, an
+# index.json or .metadata, and directories; a sharded folder or a DCP
+# directory completes as one checkpoint, with a blank after it); after a
+# checkpoint, ptls and ptdump --values complete key paths read from
+# `ptls -v`, one level at a time.  ptfs completes its commands
 # (umount, status, revert) and their options, -o's options, a checkpoint
 # and a mount point.
 
@@ -44,6 +46,37 @@ _pt_tools_keys()
 		sort -u
 }
 
+# Is $1 a checkpoint: a file, or a directory that ptls reads as one (a
+# sharded folder with its index, a DCP directory with its .metadata)?
+_pt_tools_is_ckpt()
+{
+	local f
+	[[ -f $1 ]] && return 0
+	[[ -d $1 ]] || return 1
+	for f in "$1"/.metadata "$1"/__0.metadata "$1"/*.index.json; do
+		[[ -f $f ]] && return 0
+	done
+	return 1
+}
+
+# File arguments into COMPREPLY (appended): checkpoint files and
+# directories; a checkpoint directory that $1 names (with its "/", or as
+# the one name it begins) is offered alone, followed by a blank, rather
+# than opened (its files are its parts).
+_pt_tools_files()
+{
+	if [[ -n $1 && -d ${1%/} ]] && _pt_tools_is_ckpt "${1%/}" &&
+	    { [[ $1 == */ ]] || (($(compgen -f -- "$1" | wc -l) == 1)); }; then
+		COMPREPLY+=("${1%/}/")
+		return 0
+	fi
+	mapfile -t -O ${#COMPREPLY[@]} COMPREPLY < <(compgen -f -X \
+		'!*.@(pt|pth|bin|ckpt|tar|zip|ptl|safetensors|index.json|metadata|PT|PTH|BIN)' \
+		-- "$1"
+		compgen -d -- "$1")
+	compopt -o filenames 2>/dev/null
+}
+
 _pt_tools()
 {
 	local cur prev cmd i ckpt=""
@@ -69,7 +102,8 @@ _pt_tools()
 	--values)
 		# the checkpoint may come after: look for one on the line
 		for ((i = 1; i < ${#COMP_WORDS[@]}; i++)); do
-			[[ $i != "$COMP_CWORD" && -f ${COMP_WORDS[i]} ]] &&
+			[[ $i != "$COMP_CWORD" ]] &&
+				_pt_tools_is_ckpt "${COMP_WORDS[i]}" &&
 				ckpt=${COMP_WORDS[i]} && break
 		done
 		[[ -n $ckpt ]] && mapfile -t COMPREPLY < <(compgen -W \
@@ -87,7 +121,8 @@ _pt_tools()
 			case ${COMP_WORDS[i]} in
 			-L|--depth) ((i++)) ;;
 			-*) ;;
-			*) [[ -f ${COMP_WORDS[i]} ]] && ckpt=${COMP_WORDS[i]} ;;
+			*) _pt_tools_is_ckpt "${COMP_WORDS[i]}" &&
+				ckpt=${COMP_WORDS[i]} ;;
 			esac
 		done
 		if [[ -n $ckpt && ! -e $cur ]]; then
@@ -97,10 +132,7 @@ _pt_tools()
 				return 0; }
 		fi
 	fi
-	mapfile -t COMPREPLY < <(compgen -f -X \
-		'!*.@(pt|pth|bin|ckpt|tar|zip|PT|PTH|BIN)' -- "$cur"
-		compgen -d -- "$cur")
-	compopt -o filenames 2>/dev/null
+	_pt_tools_files "$cur"
 	return 0
 }
 
@@ -147,10 +179,7 @@ _ptfs()
 	fi
 	((COMP_CWORD == 1)) && mapfile -t COMPREPLY < <(compgen -W "umount
 		status revert" -- "$cur")
-	mapfile -t -O ${#COMPREPLY[@]} COMPREPLY < <(compgen -f -X \
-		'!*.@(pt|pth|bin|ckpt|tar|zip|PT|PTH|BIN)' -- "$cur"
-		compgen -d -- "$cur")
-	compopt -o filenames 2>/dev/null
+	_pt_tools_files "$cur"
 	return 0
 }
 

@@ -1,10 +1,13 @@
 #!/bin/sh
 # completion.sh BINDIR SOURCE_DIR - the bash completion (issue 19.6) run
 # in a real bash: complete -p, options per tool, compgen, checkpoint file
-# names, key paths from ptls, and that every long option each tool's
-# --help lists is offered (and nothing it does not have).  Then the zsh
-# file in a real zsh when zsh is installed (skipped with a note when not):
-# zsh -n, compinit's registration, TAB's matches.  "N passed, N failed".
+# names (.pt, .safetensors; a sharded folder and a DCP directory offered
+# as one checkpoint), key paths from ptls after each of them, and that
+# every long option each tool's --help lists is offered (and nothing it
+# does not have).  Then the zsh file in a real zsh when zsh is installed
+# (skipped with a note when not): zsh -n, compinit's registration, TAB's
+# matches (options; key paths after a .safetensors, a DCP directory, a
+# folder).  "N passed, N failed".
 set -u
 bin=$(cd "$1" && pwd) src=$(cd "$2" && pwd)
 comp=$src/completions/pt-tools.bash
@@ -92,6 +95,44 @@ got=$(complete_words ptdump s.pt --values model/h | tr '\n' ' ')
 got=$(complete_words ptls s.pt --depth "")
 [ -z "$got" ] && ok "after --depth: nothing (a number)" || bad "--depth: $got"
 
+# the other formats: a .safetensors file, a sharded folder (its index and
+# the folder) and a DCP directory are offered, and key paths follow them
+"$bin/ptrepack" -q --drop-values "$tmp/s.pt" "$tmp/m.safetensors" ||
+	bad "ptrepack into m.safetensors"
+"$bin/ptrepack" -q "$tmp/s.pt" "$tmp/dcp/" 2>/dev/null ||
+	bad "ptrepack into dcp/"
+mkdir "$tmp/hf" && cp "$tmp/m.safetensors" "$tmp/hf/model-00001-of-00001.safetensors"
+"$bin/ptls" -t "$tmp/m.safetensors" | awk '!/^#/ && NF {
+	printf "%s\"%s\": \"model-00001-of-00001.safetensors\"", n++ ? ", " : "", $1 }
+	BEGIN { printf "{\"metadata\": {}, \"weight_map\": {" } END { print "}}" }' \
+	>"$tmp/hf/model.safetensors.index.json"
+rm -f "$tmp/a.pt" "$tmp/b.pth"
+got=$(complete_words ptls "" | sort | tr '\n' ' ')
+[ "$got" = "dcp hf m.safetensors s.pt sub " ] &&
+	ok "file names: m.safetensors among them" || bad "file names with m.safetensors: '$got'"
+got=$(complete_words ptls hf/ | tr '\n' ' ')
+[ "$got" = "hf/ " ] && ok "ptls hf/: the folder is the checkpoint" ||
+	bad "ptls hf/: '$got'"
+got=$(complete_words ptls dcp | tr '\n' ' ')
+[ "$got" = "dcp/ " ] && ok "ptls dcp: the DCP directory is the checkpoint" ||
+	bad "ptls dcp: '$got'"
+got=$(complete_words ptls m.safetensors model.block.0.b | tr '\n' ' ')
+[ "$got" = "model.block.0.bias " ] &&
+	ok "ptls m.safetensors model.block.0.b -> model.block.0.bias" ||
+	bad "key path in a .safetensors: '$got'"
+got=$(complete_words ptls hf model.e | tr '\n' ' ')
+[ "$got" = "model.embed.weight " ] &&
+	ok "ptls hf model.e -> model.embed.weight (a sharded folder)" ||
+	bad "key path in a folder: '$got'"
+got=$(complete_words ptls dcp/ model/block.0. | tr '\n' ' ')
+[ "$got" = "model/block.0.bias model/block.0.weight " ] &&
+	ok "ptls dcp/ model/block.0. -> its two tensors (a DCP directory)" ||
+	bad "key path in a DCP directory: '$got'"
+got=$(complete_words ptdump dcp --values model/h | tr '\n' ' ')
+[ "$got" = "model/head.weight " ] &&
+	ok "ptdump dcp --values model/h -> model/head.weight" ||
+	bad "--values in a DCP directory: '$got'"
+
 # zsh: the file parses, compinit registers it for all six programs (from
 # its #compdef line, installed as _ptls), and TAB in a real interactive
 # zsh offers each tool's options (tests/tools/zsh_complete.zsh)
@@ -100,9 +141,10 @@ if command -v zsh >/dev/null 2>&1; then
 		bad "zsh: syntax"
 	mkdir "$tmp/zfunc" && cp "$src/completions/_pt-tools" "$tmp/zfunc/_ptls"
 	lines="ptls --de|ptdiff --a|ptrepack --dt|ptfs umount --d"
+	lines="$lines|ptls m.safetensors model.block.0.b|ptls dcp model/h|ptls hf/ model.e"
 	set -- ptls ptdump ptverify ptrepack ptdiff
 	for t; do lines="$lines|$t --"; done
-	(IFS='|'; cd "$tmp" && zsh -f "$src/tests/tools/zsh_complete.zsh" \
+	(IFS='|'; cd "$tmp" && PTLS=$bin/ptls zsh -f "$src/tests/tools/zsh_complete.zsh" \
 		"$tmp/zfunc" $lines) >"$tmp/zsh.out" 2>&1
 	# zoffers N: the matches for LINE N (0: tool=function)
 	zoffers() { sed -n "s/^$1	//p" "$tmp/zsh.out"; }
@@ -111,9 +153,11 @@ if command -v zsh >/dev/null 2>&1; then
 		ok "zsh compinit: _ptls completes all six programs" ||
 		bad "zsh compinit: '$got' $(grep -v '^[0-9]	' "$tmp/zsh.out" | head -n 3)"
 	n=0
-	for want in --depth --atol --dtype --discard; do
+	# (_multi_parts adds the last part of a key path, and the path)
+	for want in --depth --atol --dtype --discard model.block.0.bias \
+	    "head.weight model/head.weight" model.embed.weight; do
 		n=$((n + 1))
-		[ "$(zoffers $n)" = "$want" ] && ok "zsh: TAB after '$(echo "$lines" |
+		[ "$(zoffers $n | tr '\n' ' ')" = "$want " ] && ok "zsh: TAB after '$(echo "$lines" |
 			cut -d'|' -f$n)' -> $want" ||
 			bad "zsh line $n: '$(zoffers $n | tr '\n' ' ')', want $want"
 	done
