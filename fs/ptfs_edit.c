@@ -434,6 +434,7 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 	struct ptfs_ino i;
 	struct diag d;
 	bool drop = false;
+	uint8_t kind = 0;
 	int rc = 0;
 
 	if (!fs->ovl || fs->readonly)
@@ -445,7 +446,8 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 		ptfs_rdlock(fs);
 	if (ptfs_ino_get(fs, ino, &i) || i.row)
 		rc = 0;		/* (a row was never written) */
-	else if ((drop = staging(&i)), i.kind == PTFS_NODE)
+	else if ((drop = staging(&i)), (kind = i.node ? i.node->kind : 0),
+		 i.kind == PTFS_NODE)
 		rc = flush ? ovl_flush(fs->ovl, i.node, &d) :
 		     ovl_fsync(fs->ovl, i.node, &d);
 	else if (i.kind == PTFS_VIEW && flush)
@@ -459,6 +461,12 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 		ptfs_refused_ino(fs, &i, rc, &d);
 	if (rc && drop)
 		ptfs_inval_inode(fs, ino);	/* (staging()) */
+	/* a new file that became a python value: its size and bytes are
+	   the value's text now */
+	if (!rc && i.kind == PTFS_NODE && i.node && i.node->kind != kind) {
+		ptfs_inval_inode(fs, ino);
+		drop = true;
+	}
 	if (flush && drop)
 		ovl_texts_drop(fs->ovl);
 	ptfs_unlock(fs);
@@ -502,10 +510,13 @@ void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
 		    (i.kind == PTFS_NODE || i.kind == PTFS_VIEW) &&
 		    (!i.node->ed->wopen || --i.node->ed->wopen == 0)) {
 			bool drop = staging(&i);
+			uint8_t kind = i.node->kind;
 			int rc = release_staged(fs, &i, &d);
 
 			ptfs_refused_ino(fs, &i, rc, &d);
-			if (rc && drop)
+			if (i.node->kind != kind)
+				drop = true;	/* a new python value */
+			if ((rc || i.node->kind != kind) && drop)
 				ptfs_inval_inode(fs, ino);
 			if (rc)
 				ptfs_reply_err(NULL, rc, &d);	/* just log */

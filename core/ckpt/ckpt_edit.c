@@ -4,6 +4,10 @@
  * writer asks, "does the object structure still match data.pkl?".  The
  * on-disk half (journal, data files, write-back) is core/ovl.
  *
+ * A new file becomes a python value at its close() when its directory
+ * holds values, not tensors, and its text is one (ckpt_dir_takes_values(),
+ * ckpt_value_parse_new()); else it is a tensor of its bytes.
+ *
  * A directory stays *clean* while its first norig slots hold the children
  * it was opened with, under their own names and values, and nothing lives
  * after them.  Children that leave become NULL slots, new ones are
@@ -11,6 +15,7 @@
  * deletes what it is listing.
  */
 #include "ckpt_int.h"
+#include "util/utf8.h"
 
 #include <errno.h>
 #include <math.h>
@@ -221,13 +226,12 @@ static int parse_float(const char *s, double *out)
 	return *end ? -EINVAL : 0;
 }
 
+static int parse_literal(const char *text, size_t len,
+			 struct ckpt_literal *out);
+
 int ckpt_value_parse(const struct ckpt_node *n, const char *text,
 		     size_t len, struct ckpt_literal *out)
 {
-	char buf[64];
-	int64_t i;
-	double f;
-
 	memset(out, 0, sizeof(*out));
 	if (!strcmp(n->type, "str") || !strcmp(n->type, "bytes")) {
 		bool is_str = n->type[1] == 't';
@@ -241,6 +245,18 @@ int ckpt_value_parse(const struct ckpt_node *n, const char *text,
 		out->len = len;
 		return 0;
 	}
+	return parse_literal(text, len, out);
+}
+
+/* True, False, None, an int or a float: one line, surrounding blanks and
+ * one newline ignored.  0 or -EINVAL. */
+static int parse_literal(const char *text, size_t len,
+			 struct ckpt_literal *out)
+{
+	char buf[64];
+	int64_t i;
+	double f;
+
 	/* a literal: one line, surrounding blanks and one newline ignored */
 	while (len && (text[len - 1] == '\n' || text[len - 1] == ' ' ||
 		       text[len - 1] == '\t'))
@@ -263,6 +279,132 @@ int ckpt_value_parse(const struct ckpt_node *n, const char *text,
 		out->f = f;
 	} else {
 		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Is @text (@len bytes) text: UTF-8 without surrogates, and no control
+ * character but tab, newline and carriage return? */
+static bool is_text(const char *text, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)text;
+
+	for (size_t i = 0; i < len;) {
+		uint32_t cp;
+		size_t k = utf8_get(p + i, len - i, &cp);
+
+		if (!k || (cp >= 0xd800 && cp <= 0xdfff) || cp == 0x7f ||
+		    (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r'))
+			return false;
+		i += k;
+	}
+	return true;
+}
+
+/*
+ * A quoted str, 'x' or "x" (blanks and one newline around it ignored),
+ * with python's escapes \\ \' \" \n \t \r: its text into @buf (@len
+ * bytes at least), its length in *@outlen.  false if @text is none.
+ */
+static bool parse_quoted(const char *text, size_t len, char *buf,
+			 size_t *outlen)
+{
+	size_t k = 0;
+	char q;
+
+	while (len && strchr(" \t\n", text[len - 1]))
+		len--;
+	while (len && (*text == ' ' || *text == '\t'))
+		text++, len--;
+	if (len < 2 || (text[0] != '\'' && text[0] != '"') ||
+	    text[len - 1] != text[0])
+		return false;
+	q = text[0];
+	for (size_t i = 1; i < len - 1; i++) {
+		char ch = text[i];
+
+		if (ch == q || ch == '\n')
+			return false;	/* the quote ends before the end */
+		if (ch == '\\') {
+			if (++i >= len - 1)
+				return false;
+			ch = text[i];
+			ch = ch == 'n' ? '\n' : ch == 't' ? '\t' :
+			     ch == 'r' ? '\r' : ch;
+			if (!strchr("\\'\"\n\t\r", ch))
+				return false;	/* \x41 and the like: no */
+		}
+		buf[k++] = ch;
+	}
+	*outlen = k;
+	return true;
+}
+
+bool ckpt_dir_takes_values(const struct ckpt_node *dir)
+{
+	for (uint32_t i = 0; i < dir->dir->nkids; i++) {
+		const struct ckpt_node *k = dir->dir->kids[i];
+		const struct ckpt_tensor *t;
+
+		if (!k)
+			continue;
+		if (ckpt_is_row(k))
+			return false;	/* (rows stand for tensors) */
+		if (k->kind == CKPT_N_LINK && k->target)
+			k = k->target;
+		if (k->kind != CKPT_N_TENSOR)
+			continue;
+		t = k->tensor;
+		/* another new file of plain bytes is no tensor yet */
+		if (!t || !ckpt_tensor_untyped(t))
+			return false;
+	}
+	return true;
+}
+
+bool ckpt_tensor_untyped(const struct ckpt_tensor *t)
+{
+	return t->fresh && !t->fixed && !t->shape_set &&
+	       !strcmp(t->dtype->name, "uint8");
+}
+
+int ckpt_value_parse_new(const char *text, size_t len, char *buf,
+			 struct ckpt_literal *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!len || !is_text(text, len))
+		return -EINVAL;
+	if (!parse_literal(text, len, out))
+		return 0;
+	out->type = "str";
+	if (parse_quoted(text, len, buf, &out->len)) {
+		out->text = buf;
+		return 0;
+	}
+	/* any other text: a str of it, as a str value file takes it */
+	if (text[len - 1] == '\n')
+		len--;
+	out->text = text;
+	out->len = len;
+	return 0;
+}
+
+int ckpt_value_new(struct ckpt *c, struct ckpt_node *n,
+		   const struct ckpt_literal *lit)
+{
+	struct ckpt_tensor *t = n->tensor;
+
+	if (!ckpt_node_ed(c, n))
+		return -ENOMEM;
+	n->ed->file = t;
+	n->kind = CKPT_N_VALUE;
+	n->tensor = NULL;
+	n->text = NULL;
+	if (ckpt_value_set(c, n, lit)) {
+		n->kind = CKPT_N_TENSOR;
+		n->tensor = t;
+		n->ed->file = NULL;
+		return -ENOMEM;
 	}
 	return 0;
 }

@@ -113,4 +113,33 @@ int ckpt_value_parse(const struct ckpt_node *n, const char *text,
 int ckpt_value_set(struct ckpt *c, struct ckpt_node *n,
 		   const struct ckpt_literal *lit);
 
+/*
+ * New python values, made from the text of a new file (docs/editing.md):
+ * does a new file in @dir become one?  When @dir holds no tensor (a dict
+ * of python values, a checkpoint's root beside model/ and optimizer/, a
+ * new dict; new files of plain bytes do not count).
+ */
+bool ckpt_dir_takes_values(const struct ckpt_node *dir);
+
+/* Is @t a new file's tensor of plain bytes: 1-d uint8, no user.dtype or
+ * user.shape, not made from a .npy? */
+bool ckpt_tensor_untyped(const struct ckpt_tensor *t);
+
+/*
+ * Parse the text of a new file as a new python value: True, False, None,
+ * an int, a float; a quoted str ('x', "x", python's simple escapes) as
+ * that str, unquoted into @buf (@len bytes at least); any other text
+ * (UTF-8, no control character but tab and newlines) as a str of it,
+ * without one trailing newline.  -EINVAL for bytes that are not text, or
+ * none: they stay a tensor's bytes.
+ */
+int ckpt_value_parse_new(const char *text, size_t len, char *buf,
+			 struct ckpt_literal *out);
+
+/* New file @n (a tensor of plain bytes) becomes the python value @lit;
+ * its tensor stays in n->ed->file (a rename over a value reads its bytes
+ * there).  0 or -ENOMEM (then @n is as it was). */
+int ckpt_value_new(struct ckpt *c, struct ckpt_node *n,
+		   const struct ckpt_literal *lit);
+
 #endif

@@ -56,6 +56,9 @@ struct stat;
 				   file a reader can check, record or not
 				   (legacy blocks, safetensors tensors,
 				   shards); not a DCP chunk's, a tar's */
+#define CKPT_CAP_VALUES 32u	/* holds python values beside tensors: a
+				   new file of text among values becomes
+				   one (ckpt_value_new()) */
 
 /*
  * The edits a format's write-back can hold: each is checked when the edit

@@ -100,6 +100,8 @@ struct ckpt_nedit {
 	int verr;		/* -errno its apply at a close() failed with:
 				   the later close()s of that open file (a
 				   dup'd fd's came first) report it too */
+	struct ckpt_tensor *file;	/* a new python value: the new file's
+					   bytes it was made from (ckpt_value_new) */
 };
 
 extern const struct ckpt_nedit ckpt_no_edit;

@@ -96,17 +96,29 @@ int ovl_create(struct ovl *v, struct ckpt_node *dir, const char *name,
 	return rc ? rc : ovl_create_at(v, dir, nm, index, out, d);
 }
 
+/* The tensor holding new file @s's bytes: its own, or the file's a new
+ * value was made from (ckpt_value_new()); NULL for anything else. */
+static struct ckpt_tensor *new_bytes(const struct ckpt_node *s)
+{
+	return s->kind == CKPT_N_TENSOR ? s->tensor :
+	       s->kind == CKPT_N_VALUE ? s->ed->file : NULL;
+}
+
 /* Could new file @s stand for @x, keeping @x's identity (cp, rsync)? */
 static bool is_content(const struct ckpt_node *s, const struct ckpt_node *x)
 {
-	const struct ckpt_tensor *t = s->tensor, *xt = x->tensor;
+	const struct ckpt_tensor *t = new_bytes(s), *xt = x->tensor;
 	bool raw = t && t->dtype->size == 1 && !t->shape_set &&
 		   !strcmp(t->dtype->name, "uint8");
 
-	if (s->kind != CKPT_N_TENSOR || !t->fresh || s->ed->stage || x->dead)
+	if (!t || !t->fresh || s->ed->stage || x->dead)
 		return false;
+	/* a temporary file of text became a value at its close(): renamed
+	   over a value, its bytes are that value's text as for any file */
 	if (x->kind == CKPT_N_VALUE)
 		return raw && ckpt_value_editable(x);
+	if (s->kind != CKPT_N_TENSOR)
+		return false;
 	if (x->kind != CKPT_N_TENSOR || (xt->fresh && !xt->fixed) ||
 	    !xt->storage ||
 	    (xt->kind != CKPT_T_STRIDED && xt->kind != CKPT_T_STORAGE &&
@@ -134,7 +146,7 @@ static int transfer_data(struct ovl *v, struct ckpt_node *s,
 			 struct ckpt_node *x, struct ckpt_literal *lit,
 			 char **text, struct diag *d)
 {
-	struct ckpt_storage *src = s->tensor->storage;
+	struct ckpt_storage *src = new_bytes(s)->storage;
 	int rc;
 
 	*text = NULL;
@@ -197,6 +209,7 @@ static int transfer_identity(struct ovl *v, struct ckpt_node *s,
 	s->text = x->text;
 	s->textlen = x->textlen;
 	s->edited = x->edited;
+	s->ed->file = NULL;
 	s->ed->home = home;
 	s->ed->home_name = home_name;
 	s->ed->moved = true;
@@ -233,7 +246,7 @@ static int transfer(struct ovl *v, struct ckpt_node *s, struct ckpt_node *x,
 		    const char *name, struct ckpt_node *ndir,
 		    const char *nname, struct diag *d)
 {
-	struct ckpt_storage *was = s->tensor->storage;
+	struct ckpt_storage *was = new_bytes(s)->storage;
 	bool value = x->kind == CKPT_N_VALUE;
 	struct ckpt_literal lit;
 	char *text;
@@ -405,6 +418,12 @@ int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 	if (n->kind == CKPT_N_TENSOR && !strcmp(name, "user.dtype") &&
 	    (!t->fresh || t->fixed) && !v->replaying)
 		return ovl_retype(v, n, value, len, d);
+	if (n->kind == CKPT_N_VALUE && n->ed->file)
+		return diag_errno(d, -EPERM, "%s: %s: its text made it a "
+				  "python %s (a new file among values); for "
+				  "a tensor, set the xattrs before writing the "
+				  "bytes, or write %s.npy", ovl_label(n), name,
+				  n->type, n->name);
 	if (n->kind != CKPT_N_TENSOR || !t->fresh)
 		return diag_errno(d, -EPERM, "%s: %s: only new files take it "
 				  "(a checkpoint's tensors share storages; "

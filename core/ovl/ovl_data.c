@@ -3,7 +3,8 @@
  * size, read, in-place write (copy-up on first write), and rewrites that
  * are staged (a scratch file or a text buffer) and applied at close().
  * In-place writes go to the storage's data file directly and are fsync'd
- * at close().
+ * at close().  A new file whose text is a python value, among values,
+ * becomes that value at its close() (ovl_value_of_text()).
  */
 #define _GNU_SOURCE 1	/* fdatasync, O_TMPFILE */
 #include "ovl_int.h"
@@ -401,6 +402,70 @@ static int sync_storage(struct ovl *v, struct ckpt_storage *s,
 	return 0;
 }
 
+int ovl_value_of_text(struct ovl *v, struct ckpt_node *n, const char *text,
+		      size_t len, struct diag *d)
+{
+	struct ckpt_literal lit;
+	char *buf, *path;
+	int rc;
+
+	if (n->kind != CKPT_N_TENSOR || !n->tensor ||
+	    !ckpt_tensor_untyped(n->tensor) || n->pending || n->dead ||
+	    !n->parent || !ckpt_can(v->c, CKPT_CAP_VALUES) ||
+	    !ckpt_dir_takes_values(n->parent))
+		return 1;
+	buf = malloc(len + 1);
+	if (!buf)
+		return diag_nomem(d);
+	if (ckpt_value_parse_new(text, len, buf, &lit)) {
+		free(buf);
+		return 1;	/* not text: the bytes of a tensor */
+	}
+	rc = 0;
+	if (!v->replaying) {
+		struct jrec r = { .op = JR_VALUE };
+
+		path = ckpt_node_path(n);
+		rc = path ? 0 : diag_nomem(d);
+		if (!rc) {
+			jr_field(&r, path);
+			r.f[r.nf] = text;
+			r.len[r.nf++] = len;
+			rc = jr_append(v, &r, d);
+		}
+		free(path);
+	}
+	if (!rc && ckpt_value_new(v->c, n, &lit))
+		rc = diag_nomem(d);
+	free(buf);
+	return rc;
+}
+
+/* The close of new file @n: its text, if it is a value where values
+ * live, becomes that value.  0, or -errno with @d set. */
+static int new_value(struct ovl *v, struct ckpt_node *n, struct diag *d)
+{
+	struct ckpt_storage *s;
+	char *text;
+	int rc;
+
+	if (n->kind != CKPT_N_TENSOR || !n->tensor ||
+	    !ckpt_tensor_untyped(n->tensor) || n->ed->stage ||
+	    n->ed->vstage || !n->tensor->storage)
+		return 0;
+	s = n->tensor->storage;
+	if (!s->nbytes || s->nbytes > OVL_MAX_VALUE || s->fd < 0)
+		return 0;	/* (empty: touch, or a shell's first close) */
+	text = malloc(s->nbytes);
+	if (!text)
+		return diag_nomem(d);
+	rc = io_pread_full(s->fd, text, s->nbytes, 0);
+	rc = rc ? ovl_sys_err(v, d, rc, "cannot read the new file") :
+	     ovl_value_of_text(v, n, text, s->nbytes, d);
+	free(text);
+	return rc < 0 ? rc : 0;
+}
+
 /*
  * A replacement is applied at the first close() after a write: not at a
  * close() before any (a shell's `> file` closes a dup of the new fd
@@ -408,14 +473,17 @@ static int sync_storage(struct ovl *v, struct ckpt_storage *s,
  */
 int ovl_flush(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
+	int rc;
+
 	if (n->ed->stage)
 		return n->ed->stage->written ? stage_apply(v, n, d) : 0;
-	return ovl_fsync(v, n, d);
+	rc = ovl_fsync(v, n, d);
+	return rc ? rc : new_value(v, n, d);
 }
 
 int ovl_release(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
-	return n->ed->stage ? stage_apply(v, n, d) : 0;
+	return n->ed->stage ? stage_apply(v, n, d) : new_value(v, n, d);
 }
 
 int ovl_fsync(struct ovl *v, struct ckpt_node *n, struct diag *d)

@@ -275,6 +275,16 @@ void ovl_stage_free(struct ckpt_stage **pst);
 int ovl_create_at(struct ovl *v, struct ckpt_node *dir, char *nm,
 		  uint32_t index, struct ckpt_node **out, struct diag *d);
 
+/*
+ * New file @n becomes the python value its @len bytes of @text are
+ * (ckpt_value_parse_new()) when it is a tensor of plain bytes in a
+ * directory that takes values (ckpt_dir_takes_values(), CKPT_CAP_VALUES):
+ * journaled as a JR_VALUE of @text (not when replaying one).  0 when it
+ * did, 1 when it stays a tensor, or -errno with @d set (ovl_data.c).
+ */
+int ovl_value_of_text(struct ovl *v, struct ckpt_node *n, const char *text,
+		      size_t len, struct diag *d);
+
 /* ---- ovl_summary.c: the live tree against its places at open ---- */
 
 /* live[id] is 1 for every node in the tree now (reachable from the root

@@ -88,6 +88,14 @@ static int replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
 	case JR_VALUE: {
 		struct ckpt_literal lit;
 
+		/* a new file that became a value at its close() */
+		if (r->nf == 2 && dir->kind == CKPT_N_TENSOR) {
+			rc = ovl_value_of_text(v, dir, r->f[1], r->len[1], d);
+			if (rc > 0)
+				rc = diag_corrupt(d, DIAG_NO_OFFSET, "bad value "
+						  "record");
+			break;
+		}
 		rc = r->nf != 2 || dir->kind != CKPT_N_VALUE ||
 		     ckpt_value_parse(dir, r->f[1], r->len[1], &lit) ?
 		     diag_corrupt(d, DIAG_NO_OFFSET, "bad value record") :

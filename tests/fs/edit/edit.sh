@@ -709,6 +709,49 @@ if mountw; then
 fi
 fi
 
+# new files where python values live are python values (docs/editing.md):
+# the literal's type; a quoted str; other text a str.  Among tensors, and
+# bytes that are not text, they are tensors as before.  Temporary files of
+# sed -i and vim's save renamed over a value give it their text.  Then a
+# kill -9: the next mount replays them.
+if want new_values; then
+begin new_values train.pt
+if mountw; then
+	put 0.1 "$M/meta/new_dropout"
+	put 3 "$M/meta/n3"
+	put "'x'" "$M/meta/sx"
+	put True "$M/meta/nb"
+	put "hello world" "$M/new_tag"
+	put 0.1 "$M/model/new_scale"
+	try "cp raw7.bin meta/raw" cp "$P/raw7.bin" "$M/meta/raw"
+	try "sed -i s/first/second/ meta/notes" sed -i s/first/second/ "$M/meta/notes"
+	try "mv epoch epoch~" mv "$M/epoch" "$M/epoch~"
+	put 9 "$M/epoch"
+	try "rm epoch~" rm "$M/epoch~"
+	put 0.125 "$M/meta/scores/2"
+	for _f in meta/new_dropout:float meta/n3:int meta/sx:str meta/nb:bool \
+	    new_tag:str epoch:int meta/scores/2:float model/new_scale:Tensor \
+	    meta/raw:Tensor; do
+		_v=$(getfattr --only-values -n user.type "$M/${_f%:*}" 2>/dev/null)
+		[ "$_v" = "${_f#*:}" ] ||
+			note "getfattr user.type ${_f%:*}: '$_v', expected '${_f#*:}'"
+	done
+	_v=$(cat "$M/meta/sx" 2>&1)
+	[ "$_v" = x ] || note "cat meta/sx: '$_v', expected 'x'"
+	step "new files" "0.1 float, 3 int, 'x' str, True bool, text str among values; tensors among tensors"
+	readback meta/new_dropout meta/n3 meta/sx meta/nb new_tag meta/notes \
+		epoch meta/scores/2 model/new_scale meta/raw
+	kill9 "$M" || note "kill -9 of the daemon under pid $DPID failed, or $M stayed mounted"
+	step "kill -9" "the edits staged"
+	if mountw; then
+		readback meta/new_dropout meta/n3 meta/sx meta/nb new_tag \
+			meta/notes epoch meta/scores/2 model/new_scale meta/raw
+		finish ptfs
+		verify
+	fi
+fi
+fi
+
 if want value_invalid; then
 begin value_invalid train.pt
 if mountw; then

@@ -464,6 +464,22 @@ def e_values_more(o):
     return o
 
 
+def e_new_values(o):
+    """new files among python values are values of the literal's type;
+    among tensors, and bytes that are not text, tensors as before"""
+    o["meta"]["new_dropout"] = 0.1
+    o["meta"]["n3"] = 3
+    o["meta"]["sx"] = "x"
+    o["meta"]["nb"] = True
+    o["new_tag"] = "hello world"
+    o["model"]["new_scale"] = u8(b"0.1\n")
+    o["meta"]["raw"] = u8(pay("raw7.bin"))
+    o["meta"]["notes"] = "second run"
+    o["epoch"] = 9
+    o["meta"]["scores"].append(0.125)
+    return o
+
+
 @two_ways
 def e_names(o, in_place):
     rename_key(o, "vec", "a/b", in_place)
@@ -590,7 +606,7 @@ EXPECT = {
     "replace_big": e_replace_big, "two_sessions": e_two_sessions,
     "open_rename": e_open_rename, "newt_bad": e_epoch8,
     "lists": e_lists, "persist": e_persist, "persist_overlay": e_persist,
-    "mix": e_mix,
+    "mix": e_mix, "new_values": e_new_values,
 }
 # cases whose pickle must stay byte for byte (only tensor values changed)
 VALUES_ONLY = {
