@@ -103,19 +103,20 @@ static int emit_key(struct wb *w, const struct ckpt_node *k)
 }
 
 /*
- * MARK k v k v ... SETITEMS for the children reached by @step whose slot
- * in @dir is in [@lo, @hi).
+ * MARK k v k v ... SETITEMS for the children reached by @step; with
+ * @half, only those whose half of a (dict, slots) state is @want.
  */
 static int emit_items_in(struct wb *w, const struct ckpt_node *dir, int step,
-			 bool pairs, uint32_t lo, uint32_t hi)
+			 bool pairs, const uint8_t *half, uint8_t want)
 {
-	uint32_t n = dir->dir->nkids, in_batch = 0, end = hi < n ? hi : n;
+	uint32_t end = dir->dir->nkids, in_batch = 0;
 	int rc = 0;
 
-	for (uint32_t i = lo; i <= end && !rc; i++) {
+	for (uint32_t i = 0; i <= end && !rc; i++) {
 		struct ckpt_node *k = i < end ? dir->dir->kids[i] : NULL;
 
 		if (i < end && (!k || k->step != step ||
+				(half && half[i] != want) ||
 				(w->part && dir == w->c->root && !w->part[i])))
 			continue;
 		if (in_batch && (!k || in_batch == BATCH)) {
@@ -138,7 +139,7 @@ static int emit_items_in(struct wb *w, const struct ckpt_node *dir, int step,
 static int emit_items(struct wb *w, const struct ckpt_node *dir, int step,
 		      bool pairs)
 {
-	return emit_items_in(w, dir, step, pairs, 0, UINT32_MAX);
+	return emit_items_in(w, dir, step, pairs, NULL, 0);
 }
 
 /* A tuple or list of the children in slot order. */
@@ -152,57 +153,82 @@ static int emit_seq_items(struct wb *w, const struct ckpt_node *dir)
 	return rc ? rc : pkl_emit_op(w->e, PKL_OP_TUPLE);
 }
 
+/* Is @name (a child's file name) a key of state dict @v? */
+static bool state_has(const struct pkl_value *v, const char *name)
+{
+	for (size_t i = 0; v->kind == PKL_DICT && i < v->u.items.n; i += 2) {
+		const struct pkl_value *key = v->u.items.v[i];
+		char *esc;
+		bool same;
+
+		if (ckpt_name_is_key(key)) {
+			if (!strcmp(key->u.s.p, name))
+				return true;
+			continue;
+		}
+		esc = ckpt_name_escape(key);
+		same = esc && !strcmp(esc, name);
+		free(esc);
+		if (same)
+			return true;
+	}
+	return false;
+}
+
 /*
- * One half of a (dict, slots) state: the attribute children in slots
- * [@lo, @hi), plus those added since the open when @fresh; None when the
- * original half @v was None and nothing is in it now.
+ * One half of a (dict, slots) state: the attribute children that
+ * @half puts in it; None when the original half @v was None and nothing
+ * is in it now.
  */
 static int emit_state_half(struct wb *w, const struct ckpt_node *dir,
-			   const struct pkl_value *v, uint32_t lo,
-			   uint32_t hi, bool fresh)
+			   const struct pkl_value *v, const uint8_t *half,
+			   uint8_t want)
 {
 	bool any = false;
 	int rc;
 
-	for (uint32_t i = lo; i < dir->dir->nkids && !any; i++) {
-		if (i >= hi && !(fresh && i >= dir->dir->norig))
-			continue;
-		any = dir->dir->kids[i] &&
+	for (uint32_t i = 0; i < dir->dir->nkids && !any; i++)
+		any = half[i] == want && dir->dir->kids[i] &&
 		      dir->dir->kids[i]->step == CKPT_S_ATTR;
-	}
 	if ((!v || v->kind != PKL_DICT) && !any)
 		return pkl_emit_op(w->e, PKL_OP_NONE);
 	rc = pkl_emit_op(w->e, PKL_OP_EMPTY_DICT);
 	if (!rc)
 		rc = pkl_emit_memo_put(w->e, v && v->kind == PKL_DICT ? v->id :
-				       2 * SYNTH_KEY + dir->id);
-	if (!rc)
-		rc = emit_items_in(w, dir, CKPT_S_ATTR, true, lo, hi);
-	if (!rc && fresh && dir->dir->norig < dir->dir->nkids)
-		rc = emit_items_in(w, dir, CKPT_S_ATTR, true, dir->dir->norig,
-				   UINT32_MAX);
-	return rc;
+				       2 * SYNTH_KEY + 2 * dir->id + want);
+	return rc ? rc : emit_items_in(w, dir, CKPT_S_ATTR, true, half, want);
 }
 
 /*
  * The (dict, slots) state of a class with __slots__ (copyreg's
  * _reduce_ex and object.__reduce_ex__(2) give it; either half may be
- * None): the tree built the attributes of the dict half first, then the
- * slots, so a child's slot in @dir says which half it belongs to.  New
- * attributes go to the dict half, or to the slots when there is no dict.
+ * None).  Each attribute goes where pickle would put it, found by its
+ * name, not by where it sits in the directory (a slot moved away and
+ * back is last there): a name of the slots at open is a slot, a name of
+ * the dict at open an attribute of the dict; a name of neither (made by
+ * an edit) goes to the slots half, which pickle's load sets with
+ * setattr(): into its slot if the class has one of that name, else into
+ * the instance's __dict__, as an assignment in python would.
  */
 static int emit_slots_state(struct wb *w, const struct ckpt_node *dir,
 			    const struct pkl_value *st)
 {
 	const struct pkl_value *d0 = pkl_item(st, 0), *d1 = pkl_item(st, 1);
-	uint32_t n0 = d0->kind == PKL_DICT ? (uint32_t)pkl_len(d0) : 0;
-	uint32_t n1 = d1->kind == PKL_DICT ? (uint32_t)pkl_len(d1) : 0;
-	bool in0 = d0->kind == PKL_DICT;
+	uint8_t *half = malloc(dir->dir->nkids + 1);
 	int rc;
 
-	rc = emit_state_half(w, dir, d0, 0, n0, in0);
+	if (!half)
+		return diag_nomem(w->d);
+	for (uint32_t i = 0; i < dir->dir->nkids; i++) {
+		const struct ckpt_node *k = dir->dir->kids[i];
+
+		half[i] = !k || !state_has(d0, k->name) ||
+			  state_has(d1, k->name);
+	}
+	rc = emit_state_half(w, dir, d0, half, 0);
 	if (!rc)
-		rc = emit_state_half(w, dir, d1, n0, n0 + n1, !in0);
+		rc = emit_state_half(w, dir, d1, half, 1);
+	free(half);
 	if (!rc)
 		rc = pkl_emit_op(w->e, PKL_OP_TUPLE2);
 	return rc ? rc : pkl_emit_memo_put(w->e, st->id);

@@ -436,6 +436,32 @@ out:
 
 /* ---- structure ---- */
 
+/*
+ * The tuple a __getstate__ gave is read back by its __setstate__, by
+ * position: no name can be added to it (docs/editing.md).  Its
+ * attributes, if it keeps them, are in a dict among its parts (torch's
+ * own tests keep self.__dict__ there): name the first one, where a new
+ * attribute can go.
+ */
+static int parts_fixed(const struct ckpt_node *dir, struct diag *d)
+{
+	const struct ckpt_node *in = NULL;
+
+	for (uint32_t i = 0; i < dir->dir->nkids && !in; i++) {
+		const struct ckpt_node *k = dir->dir->kids[i];
+
+		if (k && k->kind == CKPT_N_DIR && ckpt_dict_type(k->type))
+			in = k;
+	}
+	return diag_errno(d, -EPERM, "%s: the state of a %s is what its "
+			  "__getstate__ gave, by position: its parts can be "
+			  "changed, not renamed, removed or added%s%s%s%s%s",
+			  dir->name, dir->type, in ? "; to add an attribute, "
+			  "make it inside " : "", in ? dir->name : "",
+			  in ? "/" : "", in ? in->name : "",
+			  in ? ", the dict among them" : "");
+}
+
 int ovl_dir_editable(struct ovl *v, const struct ckpt_node *dir,
 			struct diag *d)
 {
@@ -453,10 +479,7 @@ int ovl_dir_editable(struct ovl *v, const struct ckpt_node *dir,
 				  "tensor cannot be renamed, removed or "
 				  "added", dir->name);
 	if (ckpt_dir_parts_fixed(dir))
-		return diag_errno(d, -EPERM, "%s: the state of a %s is what its "
-				  "__getstate__ gave, by position: its parts "
-				  "can be changed, not renamed, removed or "
-				  "added", dir->name, dir->type);
+		return parts_fixed(dir, d);
 	return 0;
 }
 

@@ -10,7 +10,8 @@
 # Cases (default: all but "many"): legacy_module, legacy_seq (whole
 # modules saved with _use_new_zipfile_serialization=False),
 # empty_two_dtypes, crcless (2.x only), onecycle (a scheduler whose state
-# holds a bound method of itself), slots, shared_dict ({'a': s, 'b': s},
+# holds a bound method of itself), slots, slots_moved (a slot moved out
+# and back, made anew: it must come back a slot), shared_dict ({'a': s, 'b': s},
 # rm -r a), subclass (wrapper subclasses, 2.x only), meta_subclass
 # (subclasses of a meta tensor holding their real tensor in a state
 # from __getstate__: a tuple, or (dict, slots)), zip_of_ckpts (a
@@ -28,7 +29,7 @@ fs=${here%/*}	# tests/fs: lib/ and the other areas
 fs_args "1.13|2 PTFS PTLS PTREPACK [CASE...]" 4 99 "$@"
 PTFS=$2 ptls=$3 ptrepack=$4 asked=$1
 shift 4
-cases=${*:-legacy_module legacy_seq empty_two_dtypes crcless onecycle slots shared_dict subclass meta_subclass zip_of_ckpts}
+cases=${*:-legacy_module legacy_seq empty_two_dtypes crcless onecycle slots slots_moved shared_dict subclass meta_subclass zip_of_ckpts}
 fs_progs PTFS ptls ptrepack
 fs_need_fuse
 
@@ -139,6 +140,14 @@ edit_onecycle() { mkdir "$1/extra" && echo 2 >"$1/epoch"; }
 edit_slots() {
 	echo 5 >"$1/obj/x" && echo 9 >"$1/only/a" && mkdir "$1/obj/newattr"
 }
+# a slot moved out and back (issue 39 item 7), a slot removed and made
+# anew, a dict attribute removed and made anew, a slot of a class with
+# no __dict__ moved away and back by rename
+edit_slots_moved() {
+	mkdir "$1/probe" && mv "$1/o/y" "$1/probe/" && mv "$1/probe/y" "$1/o/" &&
+		rmdir "$1/probe" && rm "$1/p/y" && mkdir "$1/p/y" &&
+		mv "$1/only/b" "$1/only/b2" && mv "$1/only/b2" "$1/only/b"
+}
 edit_shared_dict() { rm -r "$1/a"; }
 edit_many() { f32_10 "$1/t123" && mkdir "$1/newdir"; }
 edit_zip_of_ckpts() { f32_10 "$1/mlp.bias"; }
@@ -147,7 +156,7 @@ edit_subclass() {
 }
 edit_meta_subclass() {
 	# the tuple's parts by position: 0 'v1', 1 the tensor, 2 the dict
-	f32_10 "$1/st/1" && echo b >"$1/st/2/note" &&
+	f32_10 "$1/st/1" && echo b >"$1/st/2/note" && mkdir "$1/st/2/extra" &&
 		f32_11 "$1/sl/elem" && echo 7 >"$1/sl/other" || return 1
 	# a part of a tuple has no name to give up or take: refused
 	if mv "$1/st/0" "$1/st/marker" 2>/dev/null || mkdir "$1/st/x" 2>/dev/null; then
@@ -288,6 +297,7 @@ EOF
 		command -v "after_$CASE" >/dev/null && [ "$CASE" = shared_dict ] &&
 			after_shared_dict
 		step "edit" "edited through the mount"
+		[ "$CASE" = meta_subclass ] && "$PTFS" status "$M" >"$C/status.out" 2>&1
 		run_limited 600 "$PTFS" umount "$M" >"$C/umount.out" 2>&1 ||
 			note "ptfs umount failed: $(head -n 1 "$C/umount.out")"
 		is_mounted "$M" && note "still mounted after ptfs umount"
@@ -297,6 +307,10 @@ EOF
 			_r="st: the state of a rt_classes.MetaState is what its __getstate__ gave, by position"
 			[ "$(grep -c "$_r" "$C/ptfs.err")" = 2 ] ||
 				note "not two lines '$_r...' in the daemon's log"
+			# status lists the mkdir, saying where attributes go
+			# (issue 39 item 9)
+			grep -q "^  st/x: EPERM: $_r.*; to add an attribute, make it inside st/2, the dict among them$" "$C/status.out" ||
+				note "ptfs status: the refused mkdir st/x does not point to st/2: $(grep "st/x" "$C/status.out" | head -n 1)"
 			grep -v "$_r" "$C/ptfs.err" >"$C/ptfs.rest"
 			mv "$C/ptfs.rest" "$C/ptfs.err"
 		fi

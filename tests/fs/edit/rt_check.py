@@ -156,6 +156,10 @@ def edit(case, d):
         d['obj'].x = 5
         d['only'].a = 9
         d['obj'].newattr = {}
+    elif case == 'slots_moved':
+        d['o'].y = 3
+        d['p'].y = {}
+        d['only'].b = 'b'
     elif case == 'shared_dict':
         del d['a']
     elif case == 'many':
@@ -166,6 +170,7 @@ def edit(case, d):
     elif case == 'meta_subclass':
         f32(d['st'].elem)
         d['st'].__dict__['note'] = 'b'
+        d['st'].extra = {}  # where the refused mkdir st/x points to
         f32(d['sl'].elem, 11.0)
         d['sl'].other = 7
     elif case == 'subclass':
@@ -191,6 +196,11 @@ def main():
     try:
         got = load(edited)
         eq(want, got, 'obj', {})
+        if case == 'slots_moved':
+            # where each name went: a slot in the slots, never in __dict__
+            for k in 'op':
+                if 'y' in got[k].__dict__ or got[k].__dict__ != {'c': want[k].c}:
+                    raise Diff('%s.__dict__ is %r' % (k, got[k].__dict__))
         sharing(want, got)
         if T2 and case in ('empty_two_dtypes', 'crcless', 'many',
                            'shared_dict', 'zip_of_ckpts'):

@@ -31,6 +31,23 @@ class OnlySlots:
                                                                  other.b)
 
 
+class SlotBase:
+    """A base class with __slots__ whose subclass has a __dict__: state
+    ({'c': ...}, {'x': ..., 'y': ...}) (issue 39 item 7)."""
+    __slots__ = ('x', 'y')
+
+
+class SlotChild(SlotBase):
+    def __init__(self, x, y, c):
+        self.x = x
+        self.y = y
+        self.c = c
+
+    def __eq__(self, other):
+        return (type(other) is SlotChild and
+                (self.x, self.y, self.c) == (other.x, other.y, other.c))
+
+
 class Holder(torch.Tensor):
     """A wrapper subclass holding its real tensor as an attribute: the
     outer tensor has no storage (torch 2.x pickles it with

@@ -76,6 +76,13 @@ def slots(p):
                 'w': torch.ones(2, 2)}, p)
 
 
+def slots_moved(p):
+    # a slot moved out and back, a slot and an attribute made anew
+    torch.save({'o': rt_classes.SlotChild(2, 3, 'foo'),
+                'p': rt_classes.SlotChild(4, 5, 'bar'),
+                'only': rt_classes.OnlySlots(1, 'b')}, p)
+
+
 def shared_dict(p):
     s = {'x': torch.arange(3.), 'y': 5, 'z': {'deep': torch.ones(2)}}
     torch.save({'a': s, 'b': s, 'c': [s, 1]}, p)
@@ -130,7 +137,7 @@ def meta_subclass(p):
 CASES = {
     'legacy_module': legacy_module, 'legacy_seq': legacy_seq,
     'empty_two_dtypes': empty_two_dtypes, 'crcless': crcless,
-    'onecycle': onecycle, 'slots': slots, 'shared_dict': shared_dict,
+    'onecycle': onecycle, 'slots': slots, 'slots_moved': slots_moved, 'shared_dict': shared_dict,
     'many': many, 'zip_of_ckpts': zip_of_ckpts, 'subclass': subclass,
     'meta_subclass': meta_subclass,
 }
