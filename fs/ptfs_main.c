@@ -55,6 +55,7 @@ struct opts {
 };
 
 #define OPT(t, p) { t, offsetof(struct opts, p), 1 }
+#define PTFS_OPEN	(CKPT_OPEN_ROWS | CKPT_OPEN_LISTS)	/* the model */
 
 static const struct fuse_opt opt_spec[] = {
 	{ "timeout=%lf", offsetof(struct opts, timeout), 0 },
@@ -440,8 +441,9 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 	diag_init(&d, o.ckpt);
-	/* rows: what is only listed costs no node (ckpt.h, "Rows") */
-	if (ckpt_open_with(o.ckpt, CKPT_OPEN_ROWS, &fs.c, &d)) {
+	/* rows: what is only listed costs no node (ckpt.h, "Rows"); a long
+	   list of python scalars is one value file (docs/editing.md) */
+	if (ckpt_open_with(o.ckpt, PTFS_OPEN, &fs.c, &d)) {
 		fprintf(stderr, "ptfs: %s\n", diag_line(&d, line, sizeof(line)));
 		goto out_args;
 	}
@@ -523,8 +525,7 @@ int main(int argc, char **argv)
 			ckpt_close(fs.c);
 			fs.ovl = NULL;
 			diag_init(&d, o.ckpt);
-			if (ckpt_open_with(o.ckpt, CKPT_OPEN_ROWS, &fs.c,
-					   &d) ||
+			if (ckpt_open_with(o.ckpt, PTFS_OPEN, &fs.c, &d) ||
 			    ovl_open(fs.c, o.ckpt, &oo, &fs.ovl, &d)) {
 				fprintf(stderr, "ptfs: %s\n",
 					diag_line(&d, line, sizeof(line)));

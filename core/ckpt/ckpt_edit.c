@@ -174,7 +174,7 @@ bool ckpt_changed(const struct ckpt *c)
 
 /* The types a value file may be rewritten as. */
 static const char *const literal_types[] = {
-	"int", "float", "bool", "NoneType", "str", "bytes",
+	"int", "float", "bool", "NoneType", "str", "bytes", "list", "tuple",
 };
 
 bool ckpt_value_editable(const struct ckpt_node *n)
@@ -226,37 +226,17 @@ static int parse_float(const char *s, double *out)
 	return *end ? -EINVAL : 0;
 }
 
-static int parse_literal(const char *text, size_t len,
-			 struct ckpt_literal *out);
-
-int ckpt_value_parse(const struct ckpt_node *n, const char *text,
-		     size_t len, struct ckpt_literal *out)
-{
-	memset(out, 0, sizeof(*out));
-	if (!strcmp(n->type, "str") || !strcmp(n->type, "bytes")) {
-		bool is_str = n->type[1] == 't';
-
-		if (is_str && len && text[len - 1] == '\n')
-			len--;
-		if (is_str && memchr(text, 0, len))
-			return -EINVAL;
-		out->type = is_str ? "str" : "bytes";
-		out->text = text;
-		out->len = len;
-		return 0;
-	}
-	return parse_literal(text, len, out);
-}
-
-/* True, False, None, an int or a float: one line, surrounding blanks and
- * one newline ignored.  0 or -EINVAL. */
-static int parse_literal(const char *text, size_t len,
-			 struct ckpt_literal *out)
+/* A scalar literal; an int past 64 bits -ERANGE, or with @wide a float
+ * (a value file's: refused then as a change of type from an int). */
+static int literal(const char *text, size_t len, bool wide,
+		   struct ckpt_literal *out)
 {
 	char buf[64];
 	int64_t i;
 	double f;
+	int rc;
 
+	memset(out, 0, sizeof(*out));
 	/* a literal: one line, surrounding blanks and one newline ignored */
 	while (len && (text[len - 1] == '\n' || text[len - 1] == ' ' ||
 		       text[len - 1] == '\t'))
@@ -271,9 +251,11 @@ static int parse_literal(const char *text, size_t len,
 		out->i = buf[0] == 'T';
 	} else if (!strcmp(buf, "None")) {
 		out->type = "NoneType";
-	} else if (!parse_int(buf, &i)) {
+	} else if (!(rc = parse_int(buf, &i))) {
 		out->type = "int";
 		out->i = i;
+	} else if (rc == -ERANGE && !wide) {
+		return rc;
 	} else if (!parse_float(buf, &f)) {
 		out->type = "float";
 		out->f = f;
@@ -371,11 +353,14 @@ bool ckpt_tensor_untyped(const struct ckpt_tensor *t)
 int ckpt_value_parse_new(const char *text, size_t len, char *buf,
 			 struct ckpt_literal *out)
 {
+	int rc;
+
 	memset(out, 0, sizeof(*out));
 	if (!len || !is_text(text, len))
 		return -EINVAL;
-	if (!parse_literal(text, len, out))
-		return 0;
+	rc = literal(text, len, false, out);
+	if (rc != -EINVAL)
+		return rc;	/* a literal, or an int past 64 bits */
 	out->type = "str";
 	if (parse_quoted(text, len, buf, &out->len)) {
 		out->text = buf;
@@ -409,6 +394,55 @@ int ckpt_value_new(struct ckpt *c, struct ckpt_node *n,
 	return 0;
 }
 
+int ckpt_literal_parse(const char *text, size_t len, struct ckpt_literal *out)
+{
+	return literal(text, len, false, out);
+}
+
+int ckpt_value_parse(const struct ckpt_node *n, const char *text,
+		     size_t len, struct ckpt_literal *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!strcmp(n->type, "str") || !strcmp(n->type, "bytes")) {
+		bool is_str = n->type[1] == 't';
+
+		if (is_str && len && text[len - 1] == '\n')
+			len--;
+		if (is_str && memchr(text, 0, len))
+			return -EINVAL;
+		out->type = is_str ? "str" : "bytes";
+		out->text = text;
+		out->len = len;
+		return 0;
+	}
+	/* a list of scalars: "[...]" or "(...)", checked whole here */
+	if ((!strcmp(n->type, "list") || !strcmp(n->type, "tuple")) &&
+	    ckpt_scalars_bracketed(text, len)) {
+		struct ckpt_scalars s;
+		int rc = ckpt_scalars_parse(text, len, &s);
+
+		if (rc)
+			return rc == -ENOMEM ? rc : -EINVAL;
+		free(s.v);
+		out->type = s.tuple ? "tuple" : "list";
+		out->text = text;
+		out->len = len;
+		return 0;
+	}
+	return literal(text, len, true, out);
+}
+
+const char *ckpt_value_wants(const struct ckpt_node *n)
+{
+	if (!strcmp(n->type, "list"))
+		return "a list of python scalars: [item, ...], each an int, "
+		       "float, True, False or None";
+	if (!strcmp(n->type, "tuple"))
+		return "a tuple of python scalars: (item, ...), each an int, "
+		       "float, True, False or None";
+	return "a python literal";
+}
+
 int ckpt_value_set(struct ckpt *c, struct ckpt_node *n,
 		   const struct ckpt_literal *lit)
 {
@@ -416,7 +450,17 @@ int ckpt_value_set(struct ckpt *c, struct ckpt_node *n,
 	size_t len;
 
 	(void)c;
-	if (!strcmp(lit->type, "str") || !strcmp(lit->type, "bytes")) {
+	if (!strcmp(lit->type, "list") || !strcmp(lit->type, "tuple")) {
+		struct ckpt_scalars s;
+		int rc = ckpt_scalars_parse(lit->text, lit->len, &s);
+
+		if (rc)
+			return rc;
+		text = ckpt_scalars_text(&s, &len);
+		free(s.v);
+		if (!text)
+			return -ENOMEM;
+	} else if (!strcmp(lit->type, "str") || !strcmp(lit->type, "bytes")) {
 		len = lit->len;
 		text = malloc(len + 1);
 		if (!text)

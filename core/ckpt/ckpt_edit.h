@@ -98,7 +98,46 @@ struct ckpt_literal {
 	double f;
 };
 
-/* Can @n's file be rewritten (a python int/float/bool/None/str/bytes)? */
+/*
+ * Parse a python scalar literal of @len bytes: True, False, None, an int
+ * of 64 bits, a float (inf and nan too); blanks around it and one newline
+ * ignored.  -EINVAL if it is none, -ERANGE for an int past 64 bits.
+ */
+int ckpt_literal_parse(const char *text, size_t len, struct ckpt_literal *out);
+
+/*
+ * Lists of scalars (ckpt_scalars.c): a list or tuple of more than
+ * CKPT_SCALARS_OVER items, all int, float, bool or None, is one value
+ * file of type "list" or "tuple" in a model opened with CKPT_OPEN_LISTS.
+ */
+#define CKPT_SCALARS_OVER	16
+
+/* Is @v such a list or tuple (whatever the open's flags)? */
+bool ckpt_scalar_list(const struct pkl_value *v);
+
+/* Its text, repr()'s: caller owns; NULL on ENOMEM. */
+char *ckpt_scalar_list_text(const struct pkl_value *v, size_t *len);
+
+/* The items of a list's new text. */
+struct ckpt_scalars {
+	struct ckpt_literal *v;	/* caller owns: free() */
+	size_t n;
+	bool tuple;		/* written as (...), else [...] */
+	size_t bad, badlen;	/* on -EINVAL: where the text is wrong */
+};
+
+/* Does @text start (after blanks) with [ or (: meant as a list? */
+bool ckpt_scalars_bracketed(const char *text, size_t len);
+
+/* Parse "[1, 2.5, None]" or "(1,)" into @out: 0, -EINVAL (@out->bad
+ * says where), -ERANGE (an int past 64 bits) or -ENOMEM. */
+int ckpt_scalars_parse(const char *text, size_t len, struct ckpt_scalars *out);
+
+/* repr() of @s: caller owns; NULL on ENOMEM. */
+char *ckpt_scalars_text(const struct ckpt_scalars *s, size_t *len);
+
+/* Can @n's file be rewritten (a python int/float/bool/None/str/bytes, a
+ * list of scalars)? */
 bool ckpt_value_editable(const struct ckpt_node *n);
 
 /*
@@ -108,6 +147,10 @@ bool ckpt_value_editable(const struct ckpt_node *n);
  */
 int ckpt_value_parse(const struct ckpt_node *n, const char *text,
 		     size_t len, struct ckpt_literal *out);
+
+/* What @n's new text must be, for messages: "a python literal", "a list
+ * of python scalars ...". */
+const char *ckpt_value_wants(const struct ckpt_node *n);
 
 /* Give value node @n the new value @lit.  0 or -ENOMEM. */
 int ckpt_value_set(struct ckpt *c, struct ckpt_node *n,
@@ -131,7 +174,7 @@ bool ckpt_tensor_untyped(const struct ckpt_tensor *t);
  * that str, unquoted into @buf (@len bytes at least); any other text
  * (UTF-8, no control character but tab and newlines) as a str of it,
  * without one trailing newline.  -EINVAL for bytes that are not text, or
- * none: they stay a tensor's bytes.
+ * none: they stay a tensor's bytes; -ERANGE for an int past 64 bits.
  */
 int ckpt_value_parse_new(const char *text, size_t len, char *buf,
 			 struct ckpt_literal *out);

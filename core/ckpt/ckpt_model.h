@@ -97,6 +97,7 @@ struct ckpt {
 	uint32_t nshown;	/* distinct tensors the tree shows */
 	uint32_t nrows;		/* of them, rows (ckpt_is_row()) */
 	bool rows;		/* the build may make rows */
+	bool lists;		/* CKPT_OPEN_LISTS */
 	struct ckpt_node *root;
 	struct ckpt_node **nodes;
 	uint32_t nnodes;
@@ -152,6 +153,8 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d);
 					   folded rebuild calls (ptdump) */
 #define CKPT_OPEN_ROWS		4u	/* plain tensors of a torch.save zip
 					   may be rows (ckpt_is_row()) */
+#define CKPT_OPEN_LISTS		8u	/* a long list of python scalars is
+					   one value (ckpt_scalar_list()) */
 
 /* ckpt_open() with @flags (CKPT_OPEN_*). */
 int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,

@@ -200,6 +200,8 @@ char *ckpt_value_text(const struct pkl_value *v, size_t *len)
 {
 	struct sbuf b = { 0 };
 
+	if (ckpt_scalar_list(v))
+		return ckpt_scalar_list_text(v, len);
 	value_text(&b, v, false);
 	return sb_detach(&b, len);
 }

@@ -624,10 +624,16 @@ scalar:
 		rc = value_node(b, v, CKPT_N_VALUE, "global", text, len, out);
 		break;
 	case PKL_TUPLE:
-		rc = seq(b, v, v, CKPT_N_SEQ, "tuple", depth, out);
-		break;
 	case PKL_LIST:
-		rc = seq(b, v, v, CKPT_N_SEQ, "list", depth, out);
+		type = v->kind == PKL_LIST ? "list" : "tuple";
+		if (b->c->lists && ckpt_scalar_list(v)) {
+			/* one file: ckpt_scalars.c */
+			text = ckpt_scalar_list_text(v, &len);
+			rc = value_node(b, v, CKPT_N_VALUE, type, text, len,
+					out);
+			break;
+		}
+		rc = seq(b, v, v, CKPT_N_SEQ, type, depth, out);
 		break;
 	case PKL_SET:
 	case PKL_FROZENSET:

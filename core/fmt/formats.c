@@ -113,6 +113,7 @@ static int open_as(struct ckpt *c, const struct stat *st, unsigned flags,
 	c->format = m->id;
 	c->fmt = m;
 	c->open_part = ckpt_open_member;	/* a folder's shards: this door */
+	c->lists = flags & CKPT_OPEN_LISTS;
 	rc = m->open(c, flags, d);
 	if (!rc)
 		ckpt_open_done(c);

@@ -163,9 +163,10 @@ static int transfer_data(struct ovl *v, struct ckpt_node *s,
 		if (rc)
 			return ovl_sys_err(v, d, rc, "cannot read new value");
 		if (ckpt_value_parse(x, *text, src->nbytes, lit))
-			return diag_errno(d, -EINVAL, "%s: '%.*s' is not a "
-					  "python literal", ovl_label(x),
-					  ovl_line_len(*text, src->nbytes), *text);
+			return diag_errno(d, -EINVAL, "%s: '%.*s' is not %s",
+					  ovl_label(x),
+					  ovl_line_len(*text, src->nbytes), *text,
+					  ckpt_value_wants(x));
 		return 0;
 	}
 	/* replaying, the bytes are in @x's storage already, and the new

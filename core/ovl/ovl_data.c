@@ -349,10 +349,10 @@ static int stage_apply(struct ovl *v, struct ckpt_node *n, struct diag *d)
 
 	if (n->kind == CKPT_N_VALUE) {
 		if (ckpt_value_parse(n, st->text, st->len, &lit)) {
-			rc = diag_errno(d, -EINVAL, "%s: '%.*s' is not a python "
-					"literal; the value stays %s",
-					ovl_label(n), ovl_line_len(st->text, st->len),
-					st->text, n->text);
+			rc = diag_errno(d, -EINVAL, "%s: '%.*s' is not %s; the "
+					"value stays %s", ovl_label(n),
+					ovl_line_len(st->text, st->len),
+					st->text, ckpt_value_wants(n), n->text);
 			ovl_stage_free(&n->ed->stage);
 			return rc;
 		}
@@ -417,11 +417,16 @@ int ovl_value_of_text(struct ovl *v, struct ckpt_node *n, const char *text,
 	buf = malloc(len + 1);
 	if (!buf)
 		return diag_nomem(d);
-	if (ckpt_value_parse_new(text, len, buf, &lit)) {
+	rc = ckpt_value_parse_new(text, len, buf, &lit);
+	if (rc == -ERANGE) {
+		free(buf);
+		return diag_set(d, rc, DIAG_NO_OFFSET, "an int past 64 bits: "
+				"a new value's int must fit in 64 bits");
+	}
+	if (rc) {
 		free(buf);
 		return 1;	/* not text: the bytes of a tensor */
 	}
-	rc = 0;
 	if (!v->replaying) {
 		struct jrec r = { .op = JR_VALUE };
 

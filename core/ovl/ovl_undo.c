@@ -71,7 +71,9 @@ static int pristine(struct ovl *v, struct diag *d)
 		v->pristine_path = NULL;
 		return diag_nomem(d);
 	}
-	rc = ckpt_open(v->pristine_path, &v->pristine, d);
+	/* the mount's tree: a list of scalars is one value there too */
+	rc = ckpt_open_with(v->pristine_path, v->c->lists ? CKPT_OPEN_LISTS : 0,
+			    &v->pristine, d);
 	if (rc) {
 		ovl_pristine_drop(v);
 		return rc;

@@ -881,3 +881,53 @@ Test(ckpt_inflate, names_a_corrupt_deflated_storage_when_read)
 	free(b.p);
 	assert_no_leaks();
 }
+
+/* A list of scalars' new text (ckpt_scalars.c): python's list and tuple
+ * literals of ints, floats, bools and None, and nothing else. */
+Test(ckpt_scalars, parses_python_lists_of_scalars_and_nothing_else)
+{
+	static const char *const good[] = {
+		"[1, 2.5, True, None, -3e-05, -inf, 7]", "[]", "()", "(5,)",
+		"(5,\n  6, 7,)\n", "[1,]", " [ 9223372036854775807 ,"
+		"-9223372036854775808 ] \n",
+	};
+	static const size_t ngood[] = { 7, 0, 0, 1, 3, 1, 2 };
+	static const char *const bad[] = {
+		"[1, 'a']", "[1, [2]]", "[1 2]", "[1,,2]", "[,]", "(5)",
+		"[99999999999999999999]", "7", "[1, 2", "1, 2]", "(1, 2]",
+		"[1, {}]", "[1, \"b\"]", "[nan2]", "",
+	};
+	struct ckpt_scalars s;
+	size_t len;
+	char *text;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
+		cr_assert_eq(ckpt_scalars_parse(good[i], strlen(good[i]), &s), 0,
+			     "%s", good[i]);
+		cr_assert_eq(s.n, ngood[i], "%s: %zu items", good[i], s.n);
+		free(s.v);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		cr_assert_lt(ckpt_scalars_parse(bad[i], strlen(bad[i]), &s), 0,
+			     "'%s' parsed", bad[i]);
+		cr_assert_null(s.v);
+	}
+	/* the text it writes back is python's repr() */
+	cr_assert_eq(ckpt_scalars_parse("(5,\n 6,7,)", 10, &s), 0);
+	text = ckpt_scalars_text(&s, &len);
+	cr_assert_str_eq(text, "(5, 6, 7)");
+	free(text);
+	free(s.v);
+	cr_assert_eq(ckpt_scalars_parse("( 5 , )", 7, &s), 0);
+	text = ckpt_scalars_text(&s, &len);
+	cr_assert_str_eq(text, "(5,)");
+	free(text);
+	free(s.v);
+	cr_assert_eq(ckpt_scalars_parse("[1.0,False,None,1e22,-0.0]", 26, &s),
+		     0);
+	text = ckpt_scalars_text(&s, &len);
+	cr_assert_str_eq(text, "[1.0, False, None, 1e+22, -0.0]");
+	free(text);
+	free(s.v);
+	assert_no_leaks();
+}

@@ -94,7 +94,7 @@ begin() {
 	: >"$DET"
 	# cases that make refused calls: the daemon logs them
 	case $CASE in
-	replace_bad|replace_rename|newt|newt_bad|value_invalid|refused|root) LOGS_OK=1 ;;
+	replace_bad|replace_rename|newt|newt_bad|value_invalid|refused|root|scalar_lists) LOGS_OK=1 ;;
 	*) LOGS_OK= ;;
 	esac
 }
@@ -844,6 +844,55 @@ if mountw; then
 		note "the next mount failed: $(head -n 1 "$C/ptfs2.err")"
 	fi
 	step "next mount" "items 0 and 1"
+fi
+fi
+
+# a long list of python scalars is one value file (docs/editing.md,
+# "Lists of scalars"): read as python's repr(), written back as a python
+# literal, refused unless it is one of scalars, removed with its key
+if want scalar_lists; then
+begin scalar_lists slists.pt
+if mountw; then
+	for _f in rng/1 mt hist flags loss; do
+		[ -f "$M/$_f" ] || note "$_f is not one file"
+	done
+	for _d in rng short mixed big nested; do
+		[ -d "$M/$_d" ] || note "$_d is not a directory"
+	done
+	[ "$(ls "$M/rng" | tr '\n' ' ')" = "0 1 2 " ] ||
+		note "rng holds '$(ls "$M/rng" | tr '\n' ' ')', not 0 1 2"
+	[ "$(getfattr --only-values -n user.type "$M/mt" 2>/dev/null)" = tuple ] ||
+		note "mt: user.type is not tuple"
+	step "view" "rng/1, mt, hist, flags one file each; short, mixed (a str), big (an int past 64 bits), nested directories"
+	put "[1, 2.5, True, None, -3e-05, -inf, 7$(printf ', 0.5%.0s' 1 2 3 4 5 6 7 8 9 10 11)]" "$M/hist"
+	try "multi-line tuple > mt" sh -c 'printf "(5,\n  6, 7,)\n" >"$1"' sh "$M/mt"
+	step "write" "hist: a new list; mt: a tuple over three lines"
+	for _t in "[1, 'a']" "(1, 2)" "[1, [2]]" "[99999999999999999999]" "[1 2]" "[1,,2]" "7"; do
+		printf '%s\n' "$_t" >"$C/bad.txt"
+		mustfail "cp of '$_t' over hist" cp "$C/bad.txt" "$M/hist"
+	done
+	step "refused" "a str item, a tuple for a list, a nested list, an int past 64 bits, a missing or doubled comma, an int: each fails close()"
+	_n=$(grep -c "^  hist: EINVAL: hist: " "$M/.ptfs/status")
+	[ "$_n" = 7 ] || note ".ptfs/status lists $_n of the 7 refusals"
+	grep -q "is not a list of python scalars: \[item, ...\], each an int, float, True, False or None" "$M/.ptfs/status" ||
+		note "no refusal says what a list of scalars is: $(grep -m 1 'hist: EINVAL' "$M/.ptfs/status")"
+	step "reasons" "each refusal in .ptfs/status, saying what the text must be"
+	readback hist mt flags loss
+	try "rm -r rng" rm -r "$M/rng"
+	step "rm -r" "rng and its one file gone"
+	finish ptfs
+	verify
+	if start_daemon "$CK" "$M" "$C/ptfs2.err"; then
+		_h=$(cat "$M/hist" 2>/dev/null)
+		[ "$_h" = "[1, 2.5, True, None, -3e-05, -inf, 7$(printf ', 0.5%.0s' 1 2 3 4 5 6 7 8 9 10 11)]" ] ||
+			note "next mount: hist is '$_h'"
+		[ "$(ls "$M/mt" 2>/dev/null | tr '\n' ' ')" = "0 1 2 " ] ||
+			note "next mount: mt (3 items) is not a directory of 0 1 2"
+		stop_daemon "$M" || note "could not unmount"
+	else
+		note "the next mount failed: $(head -n 1 "$C/ptfs2.err")"
+	fi
+	step "next mount" "hist one file, its new text; mt, of 3 items, a directory"
 fi
 fi
 

@@ -300,6 +300,19 @@ def gen(report):
     # lists.pt: list items
     torch.save({"layers": [torch.full((2,), float(i)) for i in range(3)],
                 "hist": [1.0, 2.0, 3.0]}, "in/lists.pt")
+    # slists.pt: long lists of python scalars, each one value file in a
+    # mount (docs/editing.md, "Lists of scalars"), and lists that are not
+    import random
+    random.seed(7)
+    rng = random.getstate()
+    torch.save({"rng": rng, "mt": rng[1],
+                "hist": [0.1 * i for i in range(20)] + [float("inf"), -0.0],
+                "flags": [True, False, None] * 6,
+                "loss": [i / 3 for i in range(20)] +
+                [float("inf"), -0.0, 1e-300, 1e22, 2 ** 63 - 1, -2 ** 63],
+                "short": [1, 2, 3], "mixed": [1] * 20 + ["a"],
+                "big": [2 ** 70] + [1] * 20, "nested": [[1, 2]] * 20,
+                "w": torch.ones(2)}, "in/slists.pt")
 
     # legacy_views.pt: the same in the format of torch < 1.6
     torch.save(views, "in/legacy_views.pt",
@@ -563,6 +576,16 @@ def e_epoch8(o):
     return o
 
 
+SLIST_HIST = [1, 2.5, True, None, -3e-05, float("-inf"), 7] + [0.5] * 11
+
+
+def e_scalar_lists(o):
+    o["hist"] = list(SLIST_HIST)
+    o["mt"] = (5, 6, 7)
+    del o["rng"]
+    return o
+
+
 def e_lists(o):
     o["hist"][2] = 9.5
     del o["layers"][1]
@@ -605,8 +628,8 @@ EXPECT = {
     "legacy": e_legacy, "concurrent": e_concurrent,
     "replace_big": e_replace_big, "two_sessions": e_two_sessions,
     "open_rename": e_open_rename, "newt_bad": e_epoch8,
-    "lists": e_lists, "persist": e_persist, "persist_overlay": e_persist,
-    "mix": e_mix, "new_values": e_new_values,
+    "lists": e_lists, "scalar_lists": e_scalar_lists, "persist": e_persist,
+    "persist_overlay": e_persist, "mix": e_mix, "new_values": e_new_values,
 }
 # cases whose pickle must stay byte for byte (only tensor values changed)
 VALUES_ONLY = {

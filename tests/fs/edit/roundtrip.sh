@@ -11,7 +11,8 @@
 # modules saved with _use_new_zipfile_serialization=False),
 # empty_two_dtypes, crcless (2.x only), onecycle (a scheduler whose state
 # holds a bound method of itself), slots, slots_moved (a slot moved out
-# and back, made anew: it must come back a slot), shared_dict ({'a': s, 'b': s},
+# and back, made anew: it must come back a slot), scalar_lists (an RNG
+# state and long lists of scalars, one value file each), shared_dict ({'a': s, 'b': s},
 # rm -r a), subclass (wrapper subclasses, 2.x only), meta_subclass
 # (subclasses of a meta tensor holding their real tensor in a state
 # from __getstate__: a tuple, or (dict, slots)), zip_of_ckpts (a
@@ -29,7 +30,7 @@ fs=${here%/*}	# tests/fs: lib/ and the other areas
 fs_args "1.13|2 PTFS PTLS PTREPACK [CASE...]" 4 99 "$@"
 PTFS=$2 ptls=$3 ptrepack=$4 asked=$1
 shift 4
-cases=${*:-legacy_module legacy_seq empty_two_dtypes crcless onecycle slots slots_moved shared_dict subclass meta_subclass zip_of_ckpts}
+cases=${*:-legacy_module legacy_seq empty_two_dtypes crcless onecycle slots slots_moved scalar_lists shared_dict subclass meta_subclass zip_of_ckpts}
 fs_progs PTFS ptls ptrepack
 fs_need_fuse
 
@@ -148,6 +149,10 @@ edit_slots_moved() {
 		rmdir "$1/probe" && rm "$1/p/y" && mkdir "$1/p/y" &&
 		mv "$1/only/b" "$1/only/b2" && mv "$1/only/b2" "$1/only/b"
 }
+edit_scalar_lists() {
+	mkdir "$1/new" &&
+		printf '[0.5, None, True, 3, -1e-300%s]\n' "$(printf ', 2%.0s' $(seq 15))" >"$1/hist"
+}
 edit_shared_dict() { rm -r "$1/a"; }
 edit_many() { f32_10 "$1/t123" && mkdir "$1/newdir"; }
 edit_zip_of_ckpts() { f32_10 "$1/mlp.bias"; }
@@ -178,6 +183,15 @@ view_legacy_module() {
 		note "the root's user.type is not Linear"
 	[ "$(stat -c %s "$1/_parameters/weight")" = 8 ] ||
 		note "_parameters/weight is not 8 bytes"
+}
+view_scalar_lists() {
+	for f in rng/1 hist flags; do
+		[ -f "$1/$f" ] || note "$f is not one value file"
+	done
+	case $(head -c 12 "$1/flags") in
+	"[True, None,") ;;
+	*) note "flags reads '$(head -c 12 "$1/flags")'" ;;
+	esac
 }
 view_shared_dict() {
 	[ "$(readlink "$1/b")" = a ] || note "b is not a link to a"

@@ -160,6 +160,9 @@ def edit(case, d):
         d['o'].y = 3
         d['p'].y = {}
         d['only'].b = 'b'
+    elif case == 'scalar_lists':
+        d['new'] = {}
+        d['hist'] = [0.5, None, True, 3, -1e-300] + [2] * 15
     elif case == 'shared_dict':
         del d['a']
     elif case == 'many':

@@ -83,6 +83,15 @@ def slots_moved(p):
                 'only': rt_classes.OnlySlots(1, 'b')}, p)
 
 
+def scalar_lists(p):
+    # long lists of python scalars: one value file each in the mount
+    import random
+    random.seed(8)
+    torch.save({'rng': random.getstate(),
+                'hist': [i / 7 for i in range(20)] + [float('inf'), -0.0],
+                'flags': [True, None, 0, 1.0] * 5, 'w': torch.ones(3)}, p)
+
+
 def shared_dict(p):
     s = {'x': torch.arange(3.), 'y': 5, 'z': {'deep': torch.ones(2)}}
     torch.save({'a': s, 'b': s, 'c': [s, 1]}, p)
@@ -137,7 +146,8 @@ def meta_subclass(p):
 CASES = {
     'legacy_module': legacy_module, 'legacy_seq': legacy_seq,
     'empty_two_dtypes': empty_two_dtypes, 'crcless': crcless,
-    'onecycle': onecycle, 'slots': slots, 'slots_moved': slots_moved, 'shared_dict': shared_dict,
+    'onecycle': onecycle, 'slots': slots, 'slots_moved': slots_moved,
+    'scalar_lists': scalar_lists, 'shared_dict': shared_dict,
     'many': many, 'zip_of_ckpts': zip_of_ckpts, 'subclass': subclass,
     'meta_subclass': meta_subclass,
 }
