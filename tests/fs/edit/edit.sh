@@ -12,7 +12,7 @@
 # writes (dd, r+b, numpy.memmap, mmap, .ptfs/storages) and what the other
 # views show before unmount; whole replacement (cp, rsync, rename, sizes);
 # structure (mv, rm, rm -r, mkdir, new tensors, python values, lists,
-# temp files); the written archive (zipfile CRCs, libarchive, alignment,
+# long lists of scalars as one value file, temp files); the written archive (zipfile CRCs, libarchive, alignment,
 # record order, prefix, dropped storages); -o output, -o overlay,
 # -o discard, persistence over kill -9, .ptfs/commit, ptfs umount, refused
 # calls and read-only mounts (-o ro, a read-only bind mount of the
