@@ -3,7 +3,8 @@
  * to core/ckpt): ckpt_repickle.c writes the object tree, edited
  * containers from the model; ckpt_repickle_pid.c writes what names a
  * storage (its new key, persistent ids, the offsets of cut storages, the
- * tensors made from new files) and plans --clone's cuts.
+ * tensors made from new files) and plans --clone's cuts;
+ * ckpt_repickle_val.c writes the values edited through their files.
  */
 #ifndef PT_CKPT_REPICKLE_H
 #define PT_CKPT_REPICKLE_H
@@ -58,6 +59,8 @@ int rp_hook_persid(struct pkl_emit *e, const struct pkl_value *pid,
    written, 0 when it needs no change, or -errno. */
 int rp_emit_args(struct wb *w, const struct pkl_value *v);
 int rp_emit_bool(struct pkl_emit *e, bool b);
+/* Value node @n, edited: from its text (ckpt_repickle_val.c). */
+int rp_emit_value_file(struct wb *w, const struct ckpt_node *n);
 /* Which argument tuples rp_emit_args() may rewrite, and per storage the
    persistent ids naming it (@npid) and those in such tuples (@nargs). */
 void rp_scan_args(struct wb *w, uint32_t *npid, uint32_t *nargs);
