@@ -67,23 +67,26 @@ static char *items_text(const struct ckpt_literal *it, size_t n, bool tuple,
 
 char *ckpt_scalar_list_text(const struct pkl_value *v, size_t *len)
 {
-	struct ckpt_literal *it = calloc(v->u.items.n + 1, sizeof(*it));
-	char *text;
+	bool tuple = v->kind == PKL_TUPLE;
+	struct sbuf b = { 0 };
 
-	if (!it)
-		return NULL;
+	sb_puts(&b, tuple ? "(" : "[");
 	for (size_t i = 0; i < v->u.items.n; i++) {
 		const struct pkl_value *x = v->u.items.v[i];
+		struct ckpt_literal it = {
+			.type = x->kind == PKL_INT ? "int" :
+				x->kind == PKL_FLOAT ? "float" :
+				x->kind == PKL_BOOL ? "bool" : "NoneType",
+			.i = x->kind == PKL_INT || x->kind == PKL_BOOL ? x->u.i : 0,
+			.f = x->kind == PKL_FLOAT ? x->u.f : 0,
+		};
 
-		it[i].type = x->kind == PKL_INT ? "int" :
-			     x->kind == PKL_FLOAT ? "float" :
-			     x->kind == PKL_BOOL ? "bool" : "NoneType";
-		it[i].i = x->kind == PKL_INT || x->kind == PKL_BOOL ? x->u.i : 0;
-		it[i].f = x->kind == PKL_FLOAT ? x->u.f : 0;
+		if (i)
+			sb_puts(&b, ", ");
+		item_text(&b, &it);
 	}
-	text = items_text(it, v->u.items.n, v->kind == PKL_TUPLE, len);
-	free(it);
-	return text;
+	sb_puts(&b, tuple && v->u.items.n == 1 ? ",)" : tuple ? ")" : "]");
+	return sb_detach(&b, len);
 }
 
 static bool blank(char ch)
