@@ -12,6 +12,7 @@
 #include "pickle_asm.h"
 
 #include "ckpt/ckpt.h"
+#include "ckpt/ckpt_int.h"	/* ckpt_repickle() */
 #include "diag/diag.h"
 #include "pickle/pkl.h"
 
@@ -929,5 +930,81 @@ Test(ckpt_scalars, parses_python_lists_of_scalars_and_nothing_else)
 	cr_assert_str_eq(text, "[1.0, False, None, 1e+22, -0.0]");
 	free(text);
 	free(s.v);
+	assert_no_leaks();
+}
+
+/*
+ * root = [[0, 1, ..., 19], [1]]: opened with CKPT_OPEN_LISTS the long
+ * list is one value file holding its repr(), the short one a directory;
+ * a new text, repickled, is the list it says, items of their own types.
+ */
+Test(ckpt_scalars, a_long_list_is_one_value_written_back_as_a_list)
+{
+	static const char want[] = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, "
+				   "13, 14, 15, 16, 17, 18, 19]";
+	static const char text[] = "[5, None,\n True, 2.5, -7,]\n";
+	struct ckpt_repickle r = { 0 };
+	struct ckpt_literal lit;
+	struct pkl_doc *doc;
+	const struct pkl_value *l;
+	struct ckpt_node *n;
+	struct buf b = { 0 };
+	struct ckpt *c;
+	struct diag d;
+	const char *path;
+
+	pk_start(&b);
+	op(&b, ']');
+	op(&b, ']');
+	op(&b, '(');
+	for (int i = 0; i < 20; i++)
+		pk_int(&b, i);
+	op(&b, 'e');
+	op(&b, 'a');
+	op(&b, ']');
+	pk_int(&b, 1);
+	op(&b, 'a');
+	op(&b, 'a');
+	op(&b, '.');
+	path = write_ckpt(&b, "3\n", NULL, 0);
+	diag_init(&d, path);
+	cr_assert_eq(ckpt_open_with(path, CKPT_OPEN_LISTS, &c, &d), 0, "%s",
+		     d.msg);
+	n = ckpt_node_child(c->root, "0");
+	cr_assert_not_null(n);
+	cr_assert_eq(n->kind, CKPT_N_VALUE);
+	cr_assert_str_eq(n->type, "list");
+	cr_assert_eq(n->textlen, strlen(want));
+	cr_assert_str_eq(n->text, want);
+	cr_assert_eq(at(c, "1")->kind, CKPT_N_SEQ);
+	cr_assert(ckpt_value_editable(n));
+	cr_assert_eq(ckpt_value_parse(n, "[1, 'a']", 8, &lit), -EINVAL);
+	cr_assert_eq(ckpt_value_parse(n, text, strlen(text), &lit), 0);
+	cr_assert_str_eq(lit.type, "list");
+	cr_assert_eq(ckpt_value_set(c, n, &lit), 0);
+	cr_assert_str_eq(n->text, "[5, None, True, 2.5, -7]");
+	cr_assert_eq(ckpt_repickle(c, &r, &d), 0, "%s", d.msg);
+	cr_assert_eq(pkl_parse(r.pkl, r.len, 0, &doc, &d), 0, "%s", d.msg);
+	l = pkl_item(doc->root, 0);
+	cr_assert_eq(l->kind, PKL_LIST);
+	cr_assert_eq(pkl_len(l), 5);
+	cr_assert_eq(pkl_item(l, 0)->kind, PKL_INT);
+	cr_assert_eq(pkl_item(l, 0)->u.i, 5);
+	cr_assert_eq(pkl_item(l, 1)->kind, PKL_NONE);
+	cr_assert_eq(pkl_item(l, 2)->kind, PKL_BOOL);
+	cr_assert_eq(pkl_item(l, 3)->kind, PKL_FLOAT);
+	cr_assert_eq(pkl_item(l, 3)->u.f, 2.5);
+	cr_assert_eq(pkl_item(l, 4)->u.i, -7);
+	cr_assert_eq(pkl_len(pkl_item(doc->root, 1)), 1);
+	pkl_doc_free(doc);
+	ckpt_repickle_release(&r);
+	ckpt_close(c);
+	/* without the flag: a directory of 20 items, as ptls has it */
+	c = open_ok(path);
+	cr_assert_eq(at(c, "0")->kind, CKPT_N_SEQ);
+	cr_assert_eq(at(c, "0")->dir->nkids, 20);
+	ckpt_close(c);
+	unlink(tmp_last());
+	free(b.p);
 	assert_no_leaks();
 }
