@@ -420,8 +420,10 @@ int ovl_value_of_text(struct ovl *v, struct ckpt_node *n, const char *text,
 	rc = ckpt_value_parse_new(text, len, buf, &lit);
 	if (rc == -ERANGE) {
 		free(buf);
-		return diag_set(d, rc, DIAG_NO_OFFSET, "an int past 64 bits: "
-				"a new value's int must fit in 64 bits");
+		return diag_set(d, rc, DIAG_NO_OFFSET, "an int past 64 bits is "
+				"no new value (ints of 64 bits are): the file "
+				"stays its bytes, a uint8 tensor; rm it or "
+				"write a smaller int");
 	}
 	if (rc) {
 		free(buf);

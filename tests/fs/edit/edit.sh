@@ -729,7 +729,12 @@ if mountw; then
 	put 9 "$M/epoch"
 	try "rm epoch~" rm "$M/epoch~"
 	put 0.125 "$M/meta/scores/2"
-	for _f in meta/new_dropout:float meta/n3:int meta/sx:str meta/nb:bool \
+	# an int past 64 bits is refused, said in status; a smaller one takes
+	put 123456789012345678901234567890 "$M/meta/big"
+	"$PTFS" status "$M" 2>&1 | grep -q '^  meta/big: ERANGE: an int past 64 bits' ||
+		note "ptfs status does not list meta/big's refusal"
+	put 12 "$M/meta/big"
+	for _f in meta/big:int meta/new_dropout:float meta/n3:int meta/sx:str meta/nb:bool \
 	    new_tag:str epoch:int meta/scores/2:float model/new_scale:Tensor \
 	    meta/raw:Tensor; do
 		_v=$(getfattr --only-values -n user.type "$M/${_f%:*}" 2>/dev/null)
@@ -739,7 +744,7 @@ if mountw; then
 	_v=$(cat "$M/meta/sx" 2>&1)
 	[ "$_v" = x ] || note "cat meta/sx: '$_v', expected 'x'"
 	step "new files" "0.1 float, 3 int, 'x' str, True bool, text str among values; tensors among tensors"
-	readback meta/new_dropout meta/n3 meta/sx meta/nb new_tag meta/notes \
+	readback meta/big meta/new_dropout meta/n3 meta/sx meta/nb new_tag meta/notes \
 		epoch meta/scores/2 model/new_scale meta/raw
 	kill9 "$M" || note "kill -9 of the daemon under pid $DPID failed, or $M stayed mounted"
 	step "kill -9" "the edits staged"

@@ -490,6 +490,7 @@ def e_new_values(o):
     o["meta"]["notes"] = "second run"
     o["epoch"] = 9
     o["meta"]["scores"].append(0.125)
+    o["meta"]["big"] = 12
     return o
 
 
