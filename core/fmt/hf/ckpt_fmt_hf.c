@@ -69,9 +69,18 @@ static int shape(const struct ckpt *c, const char *what, struct diag *d)
 {
 	(void)c;
 	return diag_errno(d, -EPERM, "%s: a sharded folder takes tensor "
-			  "bytes, and keys of its top level renamed, removed "
-			  "or added; attributes of its tensors, values and "
-			  "views are written back as they are", what);
+			  "bytes (the file or its .npy), and keys of its top "
+			  "level renamed, removed or added; attributes of its "
+			  "tensors, values and .txt views are written back as "
+			  "they are", what);
+}
+
+/* a .npy's data is the tensor's bytes (its shard's data rule still
+   holds); another shape would be a new tensor in the key's place */
+static int npy(const struct ckpt *c, const char *what, bool reshape,
+	       struct diag *d)
+{
+	return reshape ? shape(c, what, d) : 0;
 }
 
 static int dir(const struct ckpt *c, const struct ckpt_node *n,
@@ -136,7 +145,8 @@ static int xattr(const struct ckpt *c, const char *name, struct diag *d)
 }
 
 static const struct ckpt_rules rules = {
-	.shape = shape, .dir = dir, .data = data, .mkdir = mkdir_rule,
+	.shape = shape, .dir = dir, .data = data, .npy = npy,
+	.mkdir = mkdir_rule,
 	.key = key, .dtype = dtype, .tensor = tensor, .xattr = xattr,
 };
 

@@ -204,6 +204,53 @@ fi
 
 # ------------------------------------------------------ refusals
 # mixed/: shard 1 is a legacy (torch < 1.6) file, not written back
+# ------------------------------------------------------ .npy views
+# a whole np.save of the same dtype and shape into KEY.npy is a write of
+# the tensor's bytes, as a write of KEY is: written back, read again
+if want npy; then
+DET=$WORK/npy.det
+: >"$DET"
+for n in bin st; do
+	F=$H/n$n
+	cp -r "$H/$n" "$F" || exit 1
+	if start_daemon "$F" "$M" "$WORK/npy$n.err"; then
+		k=
+		for f in "$M"/*; do
+			[ -f "$f" ] || continue
+			case $(getfattr --only-values -n user.dtype "$f" 2>/dev/null) in
+			float32|float16) k=${f##*/}; break ;;
+			esac
+		done
+		[ -n "$k" ] || echo "no float tensor in the mount" >>"$DET"
+		[ -z "$k" ] || /usr/bin/python3 -c '
+import sys, numpy as np
+p, out = sys.argv[1], sys.argv[2]
+a = np.load(p + ".npy")
+assert a.tobytes() == open(p, "rb").read(), "the view is not the file"
+b = (a + 1).astype(a.dtype)
+np.save(p + ".npy", b)
+open(out, "wb").write(b.tobytes())
+' "$M/$k" "$WORK/npy$n.want" 2>>"$DET" || echo "np.save of $k.npy failed" >>"$DET"
+		out=$(run_limited 120 "$PTFS" umount "$M" 2>&1)
+		r=$?
+		stop_daemon "$M"
+		case $r:$out in
+		0:"written back: "[12]" tensor"*" changed; "*) ;;	# (bin/ ties two)
+		*) echo "ptfs umount: exit $r: $out" >>"$DET" ;;
+		esac
+		if [ -n "$k" ] && start_daemon "$F" "$M" "$WORK/npy$n.err2" -o ro; then
+			cmp -s "$M/$k" "$WORK/npy$n.want" ||
+				echo "$k after write-back: not the bytes np.save wrote" >>"$DET"
+			stop_daemon "$M"
+		fi
+		[ -z "$(leftovers "$F")" ] || echo "left: $(leftovers "$F")" >>"$DET"
+	else
+		echo "not mounted: $(head -n 1 "$WORK/npy$n.err")" >>"$DET"
+	fi
+	check "$n: np.save into KEY.npy written back" "$k"
+done
+fi
+
 if want refusals; then
 X=$H/mixed
 shards "$X" >"$WORK/mixed.sums0"
