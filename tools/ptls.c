@@ -131,22 +131,20 @@ static const char *size_cell(uint64_t v, const struct opts *o, char *buf,
 static int text_dir_line(const struct ckpt_node *n, const char *path,
 			 const struct opts *o, struct widths *w)
 {
-	char text[128], sz[32];
-	uint32_t tensors = 0;
-	uint64_t bytes = 0;
+	char text[192];
+	struct ls_sum sum;
 
 	if (ls_collapsed(n, o)) {
 		ls_collapsed_text(n, text, sizeof(text));
 		return printf("%-*s  %-*s  [%s]\n", w->path, path, w->type,
 			      n->type, text);
 	}
-	ls_count(o->c, n, &tensors, &bytes, 0);
+	ls_sum(o->c, n, &sum);
 	return printf("%-*s  %-*s  (%u item%s, %u tensor%s, %s)\n", w->path,
 		      path, w->type, n->type, n->dir->nkids,
 		      n->dir->nkids == 1 ? "" : "s",
-		      tensors, tensors == 1 ? "" : "s",
-		      o->human ? cli_size(bytes, text, sizeof(text)) :
-		      (snprintf(sz, sizeof(sz), "%" PRIu64 " B", bytes), sz));
+		      sum.tensors, sum.tensors == 1 ? "" : "s",
+		      ls_sum_text(&sum, o->human, text, sizeof(text)));
 }
 
 static int text_leaf(const struct ckpt_node *n, const char *path,
@@ -293,18 +291,34 @@ static void json_shards(struct jw *w, const struct ckpt *c)
 	jw_lit(w, "]");
 }
 
-/* The unsafe globals, each with the key that holds it. */
-static void text_globals(const struct ckpt *all)
+/* Is @n @top or inside it? */
+static bool under(const struct ckpt_node *n, const struct ckpt_node *top)
+{
+	for (; n; n = n->parent)
+		if (n == top)
+			return true;
+	return false;
+}
+
+/* The unsafe globals, each with the key that holds it: of a key path's
+ * listing those held inside it, and how many others the file has. */
+static void text_globals(const struct ckpt *all, const struct ckpt_node *top)
 {
 	const struct ckpt *c;
+	uint32_t others = 0;
 
 	for (uint32_t k = 0; k < ckpt_nparts(all); k++)
 	for (uint32_t i = 0; (c = part(all, k)) && i < c->nglobals; i++) {
 		const struct ckpt_node *h = ls_global_holder(c,
 							     c->globals[i].off);
-		char *p = h ? ckpt_node_path(h) : NULL;
+		char *p;
 		bool shard = c != all;	/* its offsets are the shard's */
 
+		if (top->parent && !under(h, top)) {
+			others++;
+			continue;
+		}
+		p = h ? ckpt_node_path(h) : NULL;
 		printf("# unsafe global %s.%s (%s%soffset 0x%" PRIx64 "): "
 		       "torch.load would import it", c->globals[i].module,
 		       c->globals[i].name, shard ? c->path : "",
@@ -314,19 +328,39 @@ static void text_globals(const struct ckpt *all)
 		putchar('\n');
 		free(p);
 	}
+	if (others)
+		printf("# %u more unsafe global%s elsewhere in %s (ptls %s "
+		       "lists %s)\n", others, others == 1 ? "" : "s",
+		       all->path, all->path, others == 1 ? "it" : "them");
 }
 
 static void text_list(const struct ckpt *c, const struct opts *o)
 {
 	struct widths w = { 0 };
 	uint64_t bytes = 0;
-	char hb[16];
+	char hb[192];
 
 	if (o->tree) {
 		ls_tree_text(c, o);
 	} else {
 		text_node(o->start, o, &w, false, 0);
 		text_node(o->start, o, &w, true, 0);
+	}
+	if (o->start->parent) {
+		/* a key path's listing: about what was listed */
+		struct ls_sum sum;
+		char *p = ckpt_node_path(o->start);
+
+		ls_sum(c, o->start, &sum);
+		printf("# %s: %u tensor%s, %u storage%s, %s\n", p ? p : "?",
+		       sum.tensors, sum.tensors == 1 ? "" : "s", sum.storages,
+		       sum.storages == 1 ? "" : "s",
+		       ls_sum_text(&sum, o->human, hb, sizeof(hb)));
+		free(p);
+		if (o->totals)
+			ls_totals_text(c, o);
+		text_globals(c, o->start);
+		return;
 	}
 	for (uint32_t i = 0; i < c->nstorages; i++) {
 		struct ckpt_rowview v;
@@ -344,7 +378,7 @@ static void text_list(const struct ckpt *c, const struct opts *o)
 	text_shards(c);
 	if (o->totals)
 		ls_totals_text(c, o);
-	text_globals(c);
+	text_globals(c, o->start);
 }
 
 /* ---- JSON output ---- */

@@ -40,9 +40,21 @@ bool ls_collapsed(const struct ckpt_node *n, const struct opts *o);
 void ls_collapsed_text(const struct ckpt_node *n, char *buf, size_t size);
 /* The deepest node whose value refers to the unsafe GLOBAL at @off. */
 const struct ckpt_node *ls_global_holder(const struct ckpt *c, uint64_t off);
-/* Tensors under @n and their bytes (links not followed). */
-void ls_count(const struct ckpt *c, const struct ckpt_node *n,
-	      uint32_t *tensors, uint64_t *bytes, int depth);
+/* What the tensors under @n hold (links not followed). */
+struct ls_sum {
+	uint32_t tensors;
+	uint32_t storages;	/* storages they view */
+	uint64_t bytes;		/* their bytes, each storage byte once */
+	uint64_t tied;		/* bytes a second tensor viewed too (ties),
+				   counted once in bytes */
+	uint64_t shared;	/* of bytes, those of storages that tensors
+				   outside @n view too */
+};
+void ls_sum(const struct ckpt *c, const struct ckpt_node *n,
+	    struct ls_sum *sum);
+/* "864 B; 512 B tied, counted once" into @buf; returns @buf. */
+const char *ls_sum_text(const struct ls_sum *s, bool human, char *buf,
+			size_t size);
 
 /* ptls_tree.c: the indented tree, as text or as one nested JSON value. */
 int ls_tree_text(const struct ckpt *c, const struct opts *o);

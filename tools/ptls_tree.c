@@ -79,9 +79,8 @@ static void tensor_text(const struct ckpt_tensor *t, const struct opts *o)
 static int node_text(const struct ckpt_node *n, int depth, int width,
 		     const struct opts *o)
 {
-	char shown_val[80 * 4 + 8], h[16];
-	uint32_t tensors = 0;
-	uint64_t bytes = 0;
+	char shown_val[80 * 4 + 8];
+	struct ls_sum sum;
 	int pad;
 
 	if (n->parent)
@@ -99,13 +98,12 @@ static int node_text(const struct ckpt_node *n, int depth, int width,
 			ls_collapsed_text(n, shown_val, sizeof(shown_val));
 			printf("%s [%s]\n", n->type, shown_val);
 		} else if (!opened(n, depth, o)) {
-			ls_count(o->c, n, &tensors, &bytes, 0);
-			printf("%s (%u) ... %u tensor%s, ", n->type,
-			       n->dir->nkids, tensors, tensors == 1 ? "" : "s");
-			if (o->human)
-				printf("%s\n", cli_size(bytes, h, sizeof(h)));
-			else
-				printf("%" PRIu64 " B\n", bytes);
+			ls_sum(o->c, n, &sum);
+			printf("%s (%u) ... %u tensor%s, %s\n", n->type,
+			       n->dir->nkids, sum.tensors,
+			       sum.tensors == 1 ? "" : "s",
+			       ls_sum_text(&sum, o->human, shown_val,
+					   sizeof(shown_val)));
 		} else {
 			printf("%s (%u)\n", n->type, n->dir->nkids);
 		}

@@ -86,6 +86,18 @@ EOF2
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["totals"]["all"]["storages"] == 20' "$tmp/j" &&
 	ok || bad "--json lacks the totals"
 
+# -L summaries and key-path footers count each storage byte once: the
+# sample's model/head.weight is tied to model/embed.weight (issue 39.21b/c)
+expect 0 "^model  *OrderedDict  (6 items, 6 tensors, 864 B; 512 B tied, counted once)$" -- -L 1 "$sample"
+expect 0 "^optimizer  *dict  *(2 items, 15 tensors, 1748 B)$" -- -L 1 "$sample"
+expect 0 "^\.  *dict  *(5 items, 21 tensors, 2612 B; 512 B tied, counted once)$" -- -L 0 "$sample"
+expect 0 "^  model/  *OrderedDict (6) \.\.\. 6 tensors, 864 B; 512 B tied, counted once$" -- --tree -L 1 "$sample"
+expect 0 "^# model: 6 tensors, 5 storages, 864 B; 512 B tied, counted once$" -- "$sample" model
+expect 0 "^# model/head.weight: 1 tensor, 1 storage, 512 B; 512 B shared with tensors elsewhere$" -- "$sample" model/head.weight
+expect 0 "^# optimizer/state/0: 3 tensors, 3 storages, 1028 B$" -- "$sample" optimizer/state/0
+grep -q "^# 21 tensors\|zip format" "$tmp/out" && bad "a key path's listing repeats the file's footer" ||
+	ok "a key path's listing has its own footer, not the file's"
+
 # things people mistake for checkpoints
 printf 'version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 9\n' >"$tmp/lfs.pt"
 printf '<!DOCTYPE html>\n<html><body>404</body></html>\n' >"$tmp/page.pt"
@@ -109,6 +121,8 @@ if command -v python3 >/dev/null; then
 	python3 "$here/mkzip.py" keys "$tmp/keys.pt"
 	python3 "$here/mkzip.py" noprefix "$tmp/noprefix.pt"
 	expect 0 "unsafe global posix.system" -- "$tmp/evil.pt"
+	expect 0 "^# 1 more unsafe global elsewhere in .*evil.pt" -- "$tmp/evil.pt" n
+	expect 0 "unsafe global posix.system.*held by x" -- "$tmp/evil.pt" x
 	expect 1 "unsafe global posix.system" -- --check "$tmp/evil.pt"
 	expect 0 "" -- --check "$sample"
 	[ ! -e pwned ] && ok || bad "something ran"
