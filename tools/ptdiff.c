@@ -17,7 +17,6 @@
 
 #include "ckpt/ckpt.h"
 #include "diag/diag.h"
-#include "view/view.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -44,6 +43,12 @@ static void usage(FILE *f)
 	      "      --ignore-dtype    a dtype difference alone does not count"
 	      " (values are\n"
 	      "                        compared across dtypes either way)\n"
+	      "  -n, --count N         stop after N differences (with --sort: "
+	      "list the N\n"
+	      "                        largest)\n"
+	      "      --sort[=KEY]      differences largest first, by KEY: abs "
+	      "(max abs,\n"
+	      "                        the default), rel, l2 (rel L2), count\n"
 	      "  -v, --verbose         also list the items that are equal\n"
 	      CLI_COMMON_HELP
 	      "\nExit status: 0 equal, 1 different, 2 error.\n", f);
@@ -100,211 +105,6 @@ static int collect(struct pairs *p, const struct ckpt_node *a,
 
 /* ---- comparing one pair ---- */
 
-static bool str_differ(const char *a, const char *b)
-{
-	return (a == NULL) != (b == NULL) || (a && strcmp(a, b));
-}
-
-static void add_attr(struct pd_item *it, const char *name, const char *a,
-		     const char *b)
-{
-	struct pd_attr *t = &it->attrs[it->nattrs++];
-
-	snprintf(t->name, sizeof(t->name), "%s", name);
-	snprintf(t->a, sizeof(t->a), "%s", a ? a : "None");
-	snprintf(t->b, sizeof(t->b), "%s", b ? b : "None");
-}
-
-static void add_bool(struct pd_item *it, const char *name, bool a, bool b)
-{
-	if (a != b) {
-		add_attr(it, name, a ? "True" : "False", b ? "True" : "False");
-		it->attrs[it->nattrs - 1].boolean = true;
-	}
-}
-
-static const char *form(const struct ckpt_tensor *t)
-{
-	return t->kind == CKPT_T_QUANTIZED ? "quantized" :
-	       t->kind == CKPT_T_META ? "meta" :
-	       t->kind == CKPT_T_INLINE ? "numpy" :
-	       t->kind == CKPT_T_STORAGE ? "storage" : "strided";
-}
-
-/* Element @i of @t as text ("0.25", "-3"): a quantizer parameter. */
-static int elem_text(struct ckpt *c, bool big, const struct ckpt_tensor *t,
-		     uint64_t i, char *buf, size_t size, struct diag *d)
-{
-	unsigned char e[16];
-	struct view_num v;
-	long long got;
-
-	got = ckpt_tensor_read(c, t, e, t->dtype->size, i * t->dtype->size, d);
-	if (got < 0)
-		return (int)got;
-	view_get(t->dtype, big, e, &v);
-	if (view_kind_of(t->dtype) == VIEW_FLOAT)
-		ckpt_float_repr(v.re, buf, size);
-	else if (view_kind_of(t->dtype) == VIEW_INT)
-		snprintf(buf, size, "%" PRId64, v.i);
-	else
-		snprintf(buf, size, "%" PRIu64, v.u);
-	return 0;
-}
-
-/*
- * Per-channel scales or zero points (@what): their dtypes or lengths if
- * those differ, else the first element that differs ("scales[3]").
- */
-static int qparams(struct pd_ctx *x, struct pd_item *it, const char *what,
-		   const struct ckpt_tensor *a, const struct ckpt_tensor *b)
-{
-	char name[40], sa[40], sb[40];
-	struct pd_elems el;
-	int rc;
-
-	if (strcmp(a->dtype->name, b->dtype->name)) {
-		snprintf(name, sizeof(name), "%s.dtype", what);
-		add_attr(it, name, a->dtype->name, b->dtype->name);
-		return 0;
-	}
-	if (a->numel != b->numel) {
-		snprintf(name, sizeof(name), "%s.numel", what);
-		snprintf(sa, sizeof(sa), "%" PRIu64, a->numel);
-		snprintf(sb, sizeof(sb), "%" PRIu64, b->numel);
-		add_attr(it, name, sa, sb);
-		return 0;
-	}
-	rc = pd_compare_elems(x, a, b, &el);
-	if (rc || !el.differ)
-		return rc;
-	rc = elem_text(x->a, x->big_a, a, el.first, sa, sizeof(sa), x->da);
-	if (!rc)
-		rc = elem_text(x->b, x->big_b, b, el.first, sb, sizeof(sb),
-			       x->db);
-	snprintf(name, sizeof(name), "%s[%" PRIu64 "]", what, el.first);
-	if (!rc)
-		add_attr(it, name, sa, sb);
-	return rc;
-}
-
-/* The differences besides dtype, shape, layout and values. */
-static int tensor_attrs(struct pd_ctx *x, struct pd_item *it,
-			const struct ckpt_tensor *a,
-			const struct ckpt_tensor *b)
-{
-	const char *da = ckpt_tensor_device(a), *db = ckpt_tensor_device(b);
-	char sa[40], sb[40];
-	int rc;
-
-	if (a->kind != b->kind)
-		add_attr(it, "kind", form(a), form(b));
-	if (str_differ(da, db))
-		add_attr(it, "device", da, db);
-	add_bool(it, "requires_grad", a->requires_grad, b->requires_grad);
-	add_bool(it, "parameter", a->parameter, b->parameter);
-	add_bool(it, "conj", a->conj, b->conj);
-	add_bool(it, "neg", a->neg, b->neg);
-	if (str_differ(a->x->cls, b->x->cls))
-		add_attr(it, "class", a->x->cls, b->x->cls);
-	if (a->kind != CKPT_T_QUANTIZED || b->kind != CKPT_T_QUANTIZED)
-		return 0;
-	if (str_differ(a->x->qscheme, b->x->qscheme))
-		add_attr(it, "qscheme", a->x->qscheme, b->x->qscheme);
-	if (!a->x->qscales != !b->x->qscales)
-		return 0;	/* the schemes differ: nothing more to say */
-	if (!a->x->qscales) {
-		if (a->x->scale != b->x->scale)
-			add_attr(it, "scale",
-				 ckpt_float_repr(a->x->scale, sa, sizeof(sa)),
-				 ckpt_float_repr(b->x->scale, sb, sizeof(sb)));
-		if (a->x->zero_point != b->x->zero_point) {
-			snprintf(sa, sizeof(sa), "%" PRId64, a->x->zero_point);
-			snprintf(sb, sizeof(sb), "%" PRId64, b->x->zero_point);
-			add_attr(it, "zero_point", sa, sb);
-		}
-		return 0;
-	}
-	if (a->x->axis != b->x->axis) {
-		snprintf(sa, sizeof(sa), "%" PRId64, a->x->axis);
-		snprintf(sb, sizeof(sb), "%" PRId64, b->x->axis);
-		add_attr(it, "axis", sa, sb);
-	}
-	rc = qparams(x, it, "scales", a->x->qscales, b->x->qscales);
-	return rc ? rc : qparams(x, it, "zero_points", a->x->qzeros,
-				 b->x->qzeros);
-}
-
-/* Strides matter only along dimensions longer than 1. */
-static bool strides_differ(const struct ckpt_tensor *a,
-			   const struct ckpt_tensor *b)
-{
-	if (!a->numel)
-		return false;
-	for (int i = 0; i < a->ndim; i++)
-		if (a->shape[i] > 1 &&
-		    ckpt_tensor_stride(a)[i] != ckpt_tensor_stride(b)[i])
-			return true;
-	return false;
-}
-
-/* Ties: the earlier path sharing the storage differs between A and B. */
-static int tie_attr(struct pd_item *it)
-{
-	char *pa, *pb;
-
-	if (!it->tie_diff)
-		return 0;
-	pa = it->tie_a ? ckpt_node_path(it->tie_a) : NULL;
-	pb = it->tie_b ? ckpt_node_path(it->tie_b) : NULL;
-	if ((it->tie_a && !pa) || (it->tie_b && !pb)) {
-		free(pa);
-		free(pb);
-		return -ENOMEM;
-	}
-	add_attr(it, "shares_storage_with", pa, pb);
-	free(pa);
-	free(pb);
-	return 0;
-}
-
-static int compare_tensors(struct pd_ctx *x, struct pd_item *it)
-{
-	const struct ckpt_tensor *a = it->a->tensor, *b = it->b->tensor;
-	int rc;
-
-	x->path = it->path;
-	it->dtype = strcmp(a->dtype->name, b->dtype->name) != 0;
-	it->shape = a->ndim != b->ndim ||
-		    memcmp(a->shape, b->shape, a->ndim * sizeof(*a->shape));
-	rc = tensor_attrs(x, it, a, b);
-	/* storage sharing is layout too: a view against its copy */
-	if (!rc && !x->o->ignore_layout && tie_attr(it))
-		rc = diag_nomem(x->da);
-	if (!rc && it->dtype && !it->shape && a->kind != CKPT_T_META &&
-	    b->kind != CKPT_T_META && pd_cross_comparable(a, b)) {
-		/* values across dtypes: did the conversion stay close? */
-		rc = pd_compare_cross(x, a, b, &it->el);
-		it->compared = !rc;
-		it->values = !rc && it->el.differ;
-		if (x->o->ignore_dtype)
-			it->dtype = false;
-		return rc;
-	}
-	if (rc || it->dtype || it->shape)
-		return rc;
-	it->stride_diff = strides_differ(a, b);
-	it->offset_diff = a->offset != b->offset;
-	it->layout = (it->stride_diff || it->offset_diff) &&
-		     !x->o->ignore_layout;
-	if (a->kind == CKPT_T_META || b->kind == CKPT_T_META)
-		return 0;
-	rc = pd_compare_elems(x, a, b, &it->el);
-	it->compared = !rc;
-	it->values = !rc && it->el.differ;
-	return rc;
-}
-
 static int compare_pair(struct pd_ctx *x, struct pd_item *it)
 {
 	const struct ckpt_node *a = it->a, *b = it->b;
@@ -319,12 +119,12 @@ static int compare_pair(struct pd_ctx *x, struct pd_item *it)
 		it->kind = true;
 	} else if (ckpt_node_is_dir(a)) {
 		if (strcmp(a->type, b->type))
-			add_attr(it, "type", a->type, b->type);
+			pd_add_attr(it, "type", a->type, b->type);
 		if (pd_states_differ(a, b))
-			add_attr(it, "state", pd_describe_state(a),
+			pd_add_attr(it, "state", pd_describe_state(a),
 				 pd_describe_state(b));
 	} else if (a->kind == CKPT_N_TENSOR) {
-		rc = compare_tensors(x, it);
+		rc = pd_compare_tensors(x, it);
 	} else if (a->kind == CKPT_N_LINK) {
 		ta = ckpt_node_path(a->target);
 		tb = ckpt_node_path(b->target);
@@ -439,13 +239,50 @@ static void count(struct pd_totals *t, const struct pd_item *it)
 		t->other++;
 }
 
-/* Compare every pair, report as we go; 0, 1 (a difference) or 2. */
+/* One item of the report, as text or as JSON (@printed: items so far). */
+static void emit(const struct pd_opts *o, const struct pd_item *it,
+		 size_t *printed)
+{
+	if (o->json) {
+		pd_json_item(stdout, it, *printed == 0);
+	} else if (!o->quiet) {
+		if (stdout_tty && (it->status != ST_EQUAL || o->verbose))
+			progress_clear();
+		pd_text_item(it, o);
+	}
+	(*printed)++;
+}
+
+/* The held report of --sort, in its order; -n lists the first ones. */
+static void emit_held(const struct pd_opts *o, struct pd_held *h,
+		      struct pd_totals *t, size_t *printed)
+{
+	uint64_t shown = 0;
+
+	pd_held_sort(h, o->sort);
+	for (size_t i = 0; i < h->n; i++) {
+		if (h->v[i]->status != ST_EQUAL && o->limit &&
+		    shown++ >= o->limit) {
+			t->not_shown++;
+			continue;
+		}
+		emit(o, h->v[i], printed);
+	}
+}
+
+/*
+ * Compare every pair and report, as we go or (--sort) at the end;
+ * 0, 1 (a difference) or 2.
+ */
 static int run(struct pd_ctx *x, const struct pairs *p, const char *pa,
 	       const char *pb)
 {
 	const struct pd_opts *o = x->o;
 	struct pd_totals t = { 0 };
+	struct pd_held held = { 0 };
 	char line[512] = "";
+	size_t printed = 0;
+	uint64_t ndiff = 0;
 	int rc = 0;
 
 	if (o->json)
@@ -456,6 +293,7 @@ static int run(struct pd_ctx *x, const struct pairs *p, const char *pa,
 			.a = v->a, .b = v->b, .tie_diff = v->tie_a != v->tie_b,
 			.tie_a = v->tie_a >= 0 ? p->v[v->tie_a].a : NULL,
 			.tie_b = v->tie_b >= 0 ? p->v[v->tie_b].b : NULL,
+			.order = i,
 		};
 		const struct ckpt_node *n = it.a ? it.a : it.b;
 
@@ -475,21 +313,27 @@ static int run(struct pd_ctx *x, const struct pairs *p, const char *pa,
 		rc = compare_pair(x, &it);
 		if (!rc) {
 			count(&t, &it);
-			if (o->json) {
-				pd_json_item(stdout, &it, i == 0);
-			} else if (!o->quiet) {
-				if (stdout_tty &&
-				    (it.status != ST_EQUAL || o->verbose))
-					progress_clear();
-				pd_text_item(&it, o);
-			}
+			ndiff += it.status != ST_EQUAL;
+			if (!o->sort)
+				emit(o, &it, &printed);
+			else if ((it.status != ST_EQUAL || o->json ||
+				  o->verbose) && pd_hold(&held, &it))
+				rc = diag_nomem(x->da);
 		}
 		free(it.path);
 		if (x->tick)
 			x->tick(x);
-		if (o->quiet && t.changed + t.only_a + t.only_b)
+		if (o->quiet && ndiff)
 			break;	/* the status is known */
+		if (!o->sort && o->limit && ndiff >= o->limit &&
+		    i + 1 < p->n) {
+			t.stopped = true;	/* -n: h5diff's count */
+			break;
+		}
 	}
+	if (!rc && o->sort)
+		emit_held(o, &held, &t, &printed);
+	pd_held_release(&held);
 	if (rc)
 		diag_line(diag_failed(x->da) ? x->da : x->db, line,
 			  sizeof(line));
@@ -497,7 +341,7 @@ static int run(struct pd_ctx *x, const struct pairs *p, const char *pa,
 	if (o->json)
 		pd_json_tail(stdout, &t, x->done, rc ? line : NULL);
 	else if (!o->quiet && !rc)
-		pd_text_totals(&t);
+		pd_text_totals(&t, o);
 	if (rc) {
 		fflush(stdout);
 		fprintf(stderr, "ptdiff: %s\n", line);
@@ -514,9 +358,11 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "atol", required_argument, NULL, 'a' },
 		{ "rtol", required_argument, NULL, 'r' },
-		{ "nan-differ", no_argument, NULL, 'n' },
+		{ "nan-differ", no_argument, NULL, 'N' },
 		{ "ignore-layout", no_argument, NULL, 'l' },
 		{ "ignore-dtype", no_argument, NULL, 'D' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "sort", optional_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -529,14 +375,35 @@ int main(int argc, char **argv)
 	int opt, status = 2;
 
 	cli_init(argv[0], "[OPTIONS] A B [KEY-PATH...]");
-	while ((opt = getopt_long(argc, argv, "qvjhV", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "qvjn:hV", longopts, NULL)) !=
+	       -1) {
 		switch (opt) {
 		case 'q': o.quiet = true; break;
 		case 'v': o.verbose = true; break;
 		case 'j': o.json = true; break;
-		case 'n': o.nan_differ = true; break;
+		case 'N': o.nan_differ = true; break;
 		case 'l': o.ignore_layout = true; break;
 		case 'D': o.ignore_dtype = true; break;
+		case 'n':
+		case 'c': {
+			char *end;
+			unsigned long long v;
+
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (end == optarg || *end || errno || !v ||
+			    optarg[0] == '-')
+				return cli_usage("-n %s: not a count >= 1",
+						 optarg);
+			o.limit = v;
+			break;
+		}
+		case 'S':
+			o.sort = optarg ? pd_sort_parse(optarg) : PD_SORT_ABS;
+			if (o.sort < 0)
+				return cli_usage("--sort=%s: one of abs, rel, "
+						 "l2, count", optarg);
+			break;
 		case 'a':
 		case 'r':
 			if (parse_tol(optarg, opt == 'a' ? &o.atol : &o.rtol))

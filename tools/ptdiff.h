@@ -24,7 +24,13 @@ struct pd_opts {
 	bool quiet;		/* status only: stop at the first difference */
 	bool verbose;		/* list equal items too */
 	bool json;
+	uint64_t limit;		/* -n: differences reported; 0: all */
+	int sort;		/* enum pd_sort: the report's order */
 };
+
+/* --sort KEY: differences largest first by one figure of their values. */
+enum pd_sort { PD_SORT_NONE, PD_SORT_ABS, PD_SORT_REL, PD_SORT_L2,
+	       PD_SORT_COUNT };
 
 /* The outcome of comparing two tensors of one dtype and shape. */
 struct pd_elems {
@@ -90,16 +96,20 @@ struct pd_item {
 	bool stride_diff, offset_diff;	/* layout, even when ignored */
 	bool compared;		/* el holds an element comparison */
 	struct pd_elems el;
-	struct pd_attr attrs[PD_MAX_ATTRS];
-	int nattrs;
 	/* the first earlier path on each side whose tensor shares this
 	   one's storage (ties), or NULL */
 	const struct ckpt_node *tie_a, *tie_b;
 	bool tie_diff;		/* they are not the same pair */
+	size_t order;		/* its place in the walk */
+	int nattrs;
+	/* last: a held copy (ptdiff_sort.c) has room for nattrs only */
+	struct pd_attr attrs[PD_MAX_ATTRS];
 };
 
 struct pd_totals {
 	uint64_t changed, only_a, only_b, equal, tensors, values, other;
+	bool stopped;		/* -n: the rest was not compared */
+	uint64_t not_shown;	/* -n with --sort: compared, not listed */
 };
 
 /* One path present in A, in B or in both. */
@@ -114,6 +124,16 @@ struct pairs {
 	uint64_t bytes;		/* tensor bytes whose elements get compared */
 };
 
+/* ---- ptdiff_tensor.c: one pair of tensors ---- */
+
+/* Fill @it's tensor differences (it->a, it->b are tensors).  0 or -errno
+ * with x->da or x->db set. */
+int pd_compare_tensors(struct pd_ctx *x, struct pd_item *it);
+/* Add attribute @name that differs ("None" for NULL). */
+void pd_add_attr(struct pd_item *it, const char *name, const char *a,
+		 const char *b);
+bool pd_str_differ(const char *a, const char *b);
+
 /* ---- ptdiff_struct.c: containers and ties ---- */
 
 /* Containers at one path whose own type or hidden state differ. */
@@ -125,6 +145,23 @@ const char *pd_describe_state(const struct ckpt_node *n);
 /* Fill every pair's tie_a/tie_b.  0 or -ENOMEM. */
 int pd_ties(struct pairs *p, const struct ckpt *a, const struct ckpt *b);
 
+/* ---- ptdiff_sort.c: a report held back to be sorted ---- */
+
+struct pd_held {
+	struct pd_item **v;	/* owned, with their paths */
+	size_t n, cap;
+};
+
+/* The --sort KEY named @s, or -1. */
+int pd_sort_parse(const char *s);
+const char *pd_sort_name(int sort);
+/* Keep a copy of @it (its path copied too).  0 or -ENOMEM. */
+int pd_hold(struct pd_held *h, const struct pd_item *it);
+/* Differences first, largest @sort figure first, those without the
+ * figure after them; then equal items; the walk's order within each. */
+void pd_held_sort(struct pd_held *h, int sort);
+void pd_held_release(struct pd_held *h);
+
 /* ---- ptdiff_out.c: the report ---- */
 
 enum pd_kind pd_kind_of(const struct ckpt_node *n);
@@ -133,7 +170,7 @@ const char *pd_kind_name(enum pd_kind k);
 /* One item's lines (nothing for an equal one unless verbose). */
 void pd_text_item(const struct pd_item *it, const struct pd_opts *o);
 /* The last line: "# 3 differences: ...". */
-void pd_text_totals(const struct pd_totals *t);
+void pd_text_totals(const struct pd_totals *t, const struct pd_opts *o);
 
 /* --json: the head, one object per item, and the totals (with @error,
  * or null) that close it. */

@@ -138,9 +138,18 @@ void pd_text_item(const struct pd_item *it, const struct pd_opts *o)
 		text_values(it);
 }
 
-void pd_text_totals(const struct pd_totals *t)
+void pd_text_totals(const struct pd_totals *t, const struct pd_opts *o)
 {
 	uint64_t differ = t->changed + t->only_a + t->only_b;
+
+	if (t->stopped)
+		printf("# stopped after %" PRIu64 " difference%s (-n %" PRIu64
+		       "): the rest was not compared\n", differ,
+		       differ == 1 ? "" : "s", o->limit);
+	if (t->not_shown)
+		printf("# %" PRIu64 " smaller difference%s not listed (-n %"
+		       PRIu64 ")\n", t->not_shown,
+		       t->not_shown == 1 ? "" : "s", o->limit);
 
 	printf("# %" PRIu64 " difference%s (%" PRIu64 " changed, %" PRIu64
 	       " only in A, %" PRIu64 " only in B); %" PRIu64 " compared (%"
@@ -321,9 +330,16 @@ void pd_json_head(FILE *f, const char *pa, const char *pb,
 	json_num(f, o->atol);
 	fputs(",\"rtol\":", f);
 	json_num(f, o->rtol);
-	fprintf(f, ",\"nan_differ\":%s,\"ignore_layout\":%s,\"items\":[",
+	fprintf(f, ",\"nan_differ\":%s,\"ignore_layout\":%s,\"sort\":",
 		o->nan_differ ? "true" : "false",
 		o->ignore_layout ? "true" : "false");
+	json_cstr(f, pd_sort_name(o->sort));
+	fputs(",\"limit\":", f);
+	if (o->limit)
+		json_u64(f, o->limit);
+	else
+		fputs("null", f);
+	fputs(",\"items\":[", f);
 }
 
 void pd_json_tail(FILE *f, const struct pd_totals *t, uint64_t bytes,
@@ -333,10 +349,12 @@ void pd_json_tail(FILE *f, const struct pd_totals *t, uint64_t bytes,
 		",\"only_a\":%" PRIu64 ",\"only_b\":%" PRIu64 ",\"compared\":%"
 		PRIu64 ",\"equal\":%" PRIu64 ",\"tensors\":%" PRIu64
 		",\"values\":%" PRIu64 ",\"other\":%" PRIu64
-		",\"bytes_compared\":%" PRIu64 ",\"error\":",
+		",\"bytes_compared\":%" PRIu64 ",\"stopped\":%s,"
+		"\"not_shown\":%" PRIu64 ",\"error\":",
 		t->changed + t->only_a + t->only_b, t->changed, t->only_a,
 		t->only_b, t->tensors + t->values + t->other, t->equal,
-		t->tensors, t->values, t->other, bytes);
+		t->tensors, t->values, t->other, bytes,
+		t->stopped ? "true" : "false", t->not_shown);
 	json_cstr(f, error);
 	fputs("}\n", f);
 }

@@ -4,7 +4,9 @@
 # differences that used to compare "equal" (OrderedDict -> dict,
 # _metadata dropped, ties lost), a Parameter turned into a tensor, values
 # across dtypes with the relative L2 error against torch's own, --rtol
-# with --ignore-dtype, and key-path arguments.  "N passed, N failed".
+# with --ignore-dtype, and key-path arguments; README's recipe on a real
+# bfloat16 conversion of a model holding fp32 subnormals, -n and --sort
+# (issue 39.15).  "N passed, N failed".
 set -u
 [ $# -eq 2 ] || { echo "usage: sh $0 1.13|2 PTDIFF" >&2; exit 2; }
 version=$1 ptdiff=$2
@@ -15,11 +17,18 @@ torch_select "$version" "" ptdiff-ml
 trap 'rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM HUP
 cp "$here/ptdiff_ml_gen.py" "$work/" || exit 1
+# README's "did the conversion stay close?" line, run as it stands
+recipe=$(sed -n 's/^\(ptdiff --ignore-dtype [^#]*model-bf16\.pt\).*/\1/p' \
+	"$here/../../README.md")
+[ -n "$recipe" ] || { echo "no ptdiff recipe in README.md" >&2; exit 1; }
+tol() { printf '%s\n' "$recipe" | sed -n "s/.*--$1 \([^ ]*\).*/\1/p"; }
+atol=$(tol atol) rtol=$(tol rtol)
 if [ "$version" = 1.13 ]; then
-	(cd "$work" && "$py" ptdiff_ml_gen.py out) >"$work/gen.log" 2>&1
+	(cd "$work" && "$py" ptdiff_ml_gen.py out "${atol:-0}" "${rtol:-0}") \
+		>"$work/gen.log" 2>&1
 else
-	chroot "$root" sh -c 'cd "$1" && python3 ptdiff_ml_gen.py out' sh \
-		"$inner" >"$work/gen.log" 2>&1
+	chroot "$root" sh -c 'cd "$1" && python3 ptdiff_ml_gen.py out "$2" "$3"' \
+		sh "$inner" "${atol:-0}" "${rtol:-0}" >"$work/gen.log" 2>&1
 fi || { echo "ptdiff_ml_gen.py failed:" >&2; tail -n 5 "$work/gen.log" >&2
 	exit 1; }
 d=$work/out
@@ -95,5 +104,93 @@ pd 1 "$d/sd.pt" "$d/bf16.pt" 0.weight
 pd 2 "$d/sd.pt" "$d/bf16.pt" nothing.here
 grep -q "no such key path" "$work/e" && ok "unknown key path: exit 2" ||
 	bad "unknown key path: $(cat "$work/e")"
+
+# ---- README's recipe on model.pt against model.to(torch.bfloat16)
+expect_true() { python3 -c 'import json, sys
+sys.exit(0 if json.load(open(sys.argv[1]))[sys.argv[2]] else 1)' "$d/expect.json" "$1"; }
+if expect_true recipe_close; then
+	ok "torch.isclose: the recipe's tolerances ($recipe) hold on the bf16 conversion"
+else
+	bad "torch says the recipe's tolerances do not hold: $recipe"
+fi
+expect_true rtol_only_close && bad "the fixture has no value only --atol saves" ||
+	ok "without --atol, torch too says the subnormals differ"
+set -f
+# shellcheck disable=SC2086
+(cd "$d" && "$ptdiff" ${recipe#ptdiff }) >"$work/o" 2>"$work/e"; st=$?
+set +f
+[ "$st" = 0 ] && ok "README's recipe passes on a correct bf16 conversion: $recipe" ||
+	bad "README's recipe exits $st on a correct bf16 conversion: $(cat "$work/o" "$work/e" | head -c 300)"
+pd 1 --ignore-dtype --rtol "$rtol" "$d/model.pt" "$d/model-bf16.pt"
+grep -q "^values: 0.weight: .*max rel inf" "$work/o" &&
+	ok "--rtol alone: the subnormals rounded to 0 give max rel inf" ||
+	bad "--rtol alone: $(cat "$work/o")"
+
+# ---- -n COUNT and --sort, against torch's figures (expect.json)
+pd 1 -n 1 "$d/plain.pt" "$d/bf16.pt"
+[ "$(grep -c '^values: ' "$work/o")" = 1 ] &&
+	grep -q "^# stopped after 1 difference (-n 1): the rest was not compared$" "$work/o" &&
+	grep -q "; 1 compared (1 tensor" "$work/o" &&
+	ok "-n 1: stops after the first difference" || bad "-n 1: $(cat "$work/o")"
+pd 1 --count 2 --json "$d/plain.pt" "$d/bf16.pt"
+python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["limit"] == 2 and d["stopped"] is True and d["differences"] == 2, d
+assert [i["status"] for i in d["items"]] == ["changed", "changed"], d["items"]' "$work/o" &&
+	ok "--count 2 --json: two items, stopped" || bad "--count 2 --json: $(head -c 300 "$work/o")"
+for key in abs rel l2; do
+	pd 1 --sort=$key "$d/plain.pt" "$d/bf16.pt"
+	sed -n 's/^values: \([^:]*\):.*/\1/p' "$work/o" >"$work/got"
+	python3 -c 'import json, sys
+w = json.load(open(sys.argv[1])); f = {"abs": "max_abs", "rel": "max_rel", "l2": "rel_l2"}[sys.argv[2]]
+ks = sorted((k[5:] for k in w if k.startswith("bf16/")), key=lambda k: -w["bf16/" + k][f])
+print("\n".join(ks))' "$d/expect.json" $key >"$work/want"
+	cmp -s "$work/got" "$work/want" && ok "--sort=$key: largest first, as torch orders them" ||
+		bad "--sort=$key: $(tr '\n' ' ' <"$work/got") vs torch $(tr '\n' ' ' <"$work/want")"
+done
+pd 1 --sort -n 2 --json "$d/plain.pt" "$d/bf16.pt"
+python3 -c 'import json, sys
+d = json.load(open(sys.argv[1])); w = json.load(open(sys.argv[2]))
+ks = sorted((k[5:] for k in w if k.startswith("bf16/")), key=lambda k: -w["bf16/" + k]["max_abs"])
+got = [i["path"] for i in d["items"] if i["status"] != "equal"]
+assert got == ks[:2], (got, ks)
+assert d["sort"] == "abs" and d["not_shown"] == 2 and d["stopped"] is False, d
+assert d["differences"] == 4' "$work/o" "$d/expect.json" &&
+	ok "--sort -n 2 --json: the two largest, two not listed" || bad "--sort -n 2: $(head -c 300 "$work/o")"
+pd 1 --sort -n 2 "$d/plain.pt" "$d/bf16.pt"
+grep -q "^# 2 smaller differences not listed (-n 2)$" "$work/o" && ok "--sort -n 2: says what it left out" ||
+	bad "--sort -n 2 text: $(cat "$work/o")"
+for a in "-n 0" "-n x" "--sort=big"; do
+	# shellcheck disable=SC2086
+	pd 2 $a "$d/plain.pt" "$d/bf16.pt"
+	grep -q usage "$work/e" && ok "ptdiff $a: usage, exit 2" || bad "ptdiff $a: $(cat "$work/e")"
+done
+
+# ---- ptdiff(1) says what ptdiff does (issue 39.21f)
+man=$here/../../docs/ptdiff.1
+syn=$(sed -n '/^\.SH SYNOPSIS/,/^\.SH DESCRIPTION/p' "$man" | sed 's/\\f[BIR]//g; s/\\-/-/g')
+miss=
+for o in $("$ptdiff" --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+	case $o in --json|--quiet|--verbose|--help|--version) continue ;; esac
+	pat=$o
+	[ "$o" = --count ] && pat="--count\|-n COUNT"	# h5diff's -n
+	printf '%s\n' "$syn" | grep -q -- "$pat" || miss="$miss $o"
+done
+[ -z "$miss" ] && ok "ptdiff(1)'s SYNOPSIS has every option of --help" ||
+	bad "ptdiff(1)'s SYNOPSIS lacks$miss"
+grep -q "torch.distributed.checkpoint (DCP)" "$man" && ok "ptdiff(1) names DCP directories" ||
+	bad "ptdiff(1) does not name DCP directories"
+python3 - "$d/plain.pt" "$d/deflated.pt" <<'PY'
+import sys, zipfile
+src = zipfile.ZipFile(sys.argv[1])
+with zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED) as z:
+    for i in src.infolist():
+        z.writestr(i.filename, src.read(i.filename))
+PY
+pd 0 "$d/deflated.pt" "$d/plain.pt"
+pd 1 "$d/deflated.pt" "$d/bf16.pt"
+grep -q "^values: 0.weight" "$work/o" && ! grep -qi "compressed.*cannot be read" "$man" &&
+	ok "deflated records are compared, and ptdiff(1) no longer says they cannot be" ||
+	bad "deflated records: $(head -c 200 "$work/o") / $(grep -i "compressed" "$man")"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
