@@ -56,6 +56,12 @@ static void usage(FILE *f)
 	      "prints it),\n"
 	      "                    in the text view's format\n"
 	      "      --head N      with --values: the first N elements only\n"
+	      "      --start I,J   with --values: a hyperslab from index I,J "
+	      "(default 0)\n"
+	      "      --count M,N   ... of M,N elements a dimension (default "
+	      "all that fit)\n"
+	      "      --stride S,T  ... every S-th, T-th (default 1), as "
+	      "h5dump -s -c -S\n"
 	      CLI_COMMON_HELP
 	      "\nExit status: 0 ok, 2 error.\n", f);
 }
@@ -550,6 +556,9 @@ int main(int argc, char **argv)
 		{ "no-crc", no_argument, NULL, 'n' },
 		{ "values", required_argument, NULL, 'e' },
 		{ "head", required_argument, NULL, 'N' },
+		{ "start", required_argument, NULL, 'I' },
+		{ "count", required_argument, NULL, 'C' },
+		{ "stride", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -571,6 +580,18 @@ int main(int argc, char **argv)
 				return cli_usage("--head %s: not a count",
 						 optarg);
 			break;
+		case 'I':
+		case 'C':
+		case 'S':
+			if (!slab_parse_list(optarg, ch == 'I' ? &o.slab.start :
+					ch == 'C' ? &o.slab.count :
+					&o.slab.stride))
+				return cli_usage("--%s %s: not a list of "
+						 "counts (I,J,...)", ch == 'I' ?
+						 "start" : ch == 'C' ? "count" :
+						 "stride", optarg);
+			o.slab.on = true;
+			break;
 		case 'q': quiet = true; break;
 		case 'a': o.annotate = true; /* fall through */
 		case 'p': pickle = true; break;
@@ -589,6 +610,9 @@ int main(int argc, char **argv)
 				 "time");
 	if (o.head >= 0 && !o.values)
 		return cli_usage("--head goes with --values");
+	if (o.slab.on && !o.values)
+		return cli_usage("--start, --count and --stride go with "
+				 "--values");
 	/* --quiet: the whole dump is made (every byte parsed), then dropped */
 	if (quiet && !freopen("/dev/null", "w", stdout)) {
 		cli_error("/dev/null: %s", strerror(errno));

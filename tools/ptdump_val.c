@@ -4,8 +4,9 @@
  * header, one row per line, numbers that parse back to the same bits),
  * or with --json as an array (finite numbers as JSON numbers, the rest
  * as strings: "nan", "inf", complex "1+2j").  --head N stops after N
- * elements.  Streamed in CHUNK pieces: memory does not grow with the
- * tensor.
+ * elements.  --start/--count/--stride select a hyperslab (ptdump_slab.c),
+ * shown as a tensor of its own shape after a line saying where it is.
+ * Streamed in CHUNK pieces: memory does not grow with the tensor.
  */
 #include "ckpt/ckpt.h"
 #include "ckpt_fmt.h"
@@ -58,18 +59,50 @@ static void json_tokens(const char *t, size_t len, bool *first)
 	}
 }
 
+static void json_list(const char *name, const uint64_t *v, int n)
+{
+	printf(",\"%s\":[", name);
+	for (int i = 0; i < n; i++)
+		printf("%s%" PRIu64, i ? "," : "", v[i]);
+	putchar(']');
+}
+
+/* "(2, 3)" */
+static void text_list(const uint64_t *v, int n)
+{
+	putchar('(');
+	for (int i = 0; i < n; i++)
+		printf("%s%" PRIu64, i ? ", " : "", v[i]);
+	fputs(n == 1 ? ",)" : ")", stdout);
+}
+
 static int values(struct ckpt *c, const struct ckpt_node *n, const char *key,
 		  const struct dump_opts *o)
 {
 	const struct ckpt_tensor *t = n->tensor;
 	bool big = c->byteorder && !strcmp(c->byteorder, "big"), first = true;
-	uint64_t count = t->numel, done = 0;
+	uint64_t count = t->numel, done = 0, total = t->numel;
 	size_t isz = t->dtype->size;
-	unsigned char *buf = malloc(CHUNK_ELEMS * isz);
-	char *text = malloc(CHUNK_ELEMS * VIEW_TEXT_ELEM_MAX + 256);
+	unsigned char *buf;
+	char *text, err[256];
+	struct slab s = { 0 };
+	uint64_t whole[CKPT_MAX_DIMS];
+	const int64_t *shape = t->shape;
+	int ndim = t->ndim;
 	struct diag d;
 	int rc = 0;
 
+	if (o->slab.on) {
+		rc = slab_setup(t, &o->slab, &s, err, sizeof(err));
+		if (rc) {
+			cli_error("%s: %s: %s", c->path, key, err);
+			return CLI_ERROR;
+		}
+		count = total = s.numel;
+		shape = s.shape;
+	}
+	buf = malloc(CHUNK_ELEMS * isz);
+	text = malloc(CHUNK_ELEMS * VIEW_TEXT_ELEM_MAX + 256);
 	if (o->head >= 0 && (uint64_t)o->head < count)
 		count = (uint64_t)o->head;
 	if (!buf || !text) {
@@ -89,18 +122,44 @@ static int values(struct ckpt *c, const struct ckpt_node *n, const char *key,
 		fputs(",\"shape\":[", stdout);
 		for (int i = 0; i < t->ndim; i++)
 			printf("%s%" PRId64, i ? "," : "", t->shape[i]);
-		printf("],\"numel\":%" PRIu64 ",\"shown\":%" PRIu64
-		       ",\"values\":[", t->numel, count);
+		printf("],\"numel\":%" PRIu64, t->numel);
+		if (o->slab.on) {
+			json_list("start", s.start, ndim);
+			json_list("count", s.count, ndim);
+			json_list("stride", s.stride, ndim);
+		}
+		printf(",\"shown\":%" PRIu64 ",\"values\":[", count);
 	} else {
-		fwrite(text, 1, view_text_header(t->dtype, t->ndim, t->shape,
-						 text, 256), stdout);
+		fwrite(text, 1, view_text_header(t->dtype, ndim, shape, text,
+						 256), stdout);
+		if (o->slab.on) {
+			fputs("# slab start ", stdout);
+			text_list(s.start, ndim);
+			fputs(" count ", stdout);
+			text_list(s.count, ndim);
+			fputs(" stride ", stdout);
+			text_list(s.stride, ndim);
+			fputs(" of ", stdout);
+			for (int i = 0; i < ndim; i++)
+				whole[i] = (uint64_t)t->shape[i];
+			text_list(whole, ndim);
+			putchar('\n');
+		}
 	}
 	while (done < count) {
 		uint64_t k = count - done < CHUNK_ELEMS ? count - done :
 			     CHUNK_ELEMS;
-		long long got = ckpt_tensor_read(c, t, buf, k * isz,
-						 done * isz, &d);
+		long long got;
 		size_t len;
+
+		if (o->slab.on) {
+			got = slab_read(c, t, &s, done, k, buf, &d);
+			if (!got)
+				got = (long long)(k * isz);
+		} else {
+			got = ckpt_tensor_read(c, t, buf, k * isz, done * isz,
+					       &d);
+		}
 
 		if (got != (long long)(k * isz)) {
 			if (got >= 0)
@@ -109,8 +168,8 @@ static int values(struct ckpt *c, const struct ckpt_node *n, const char *key,
 			rc = -1;
 			break;
 		}
-		len = view_text_format(t->dtype, big, t->ndim, t->shape, done,
-				       buf, k, text);
+		len = view_text_format(t->dtype, big, ndim, shape, done, buf, k,
+				       text);
 		if (o->json)
 			json_tokens(text, len, &first);
 		else
@@ -119,8 +178,8 @@ static int values(struct ckpt *c, const struct ckpt_node *n, const char *key,
 	}
 	if (!rc && o->json)
 		fputs("]}\n", stdout);
-	else if (!rc && done < t->numel)
-		printf("\n# ... %" PRIu64 " more\n", t->numel - done);
+	else if (!rc && done < total)
+		printf("\n# ... %" PRIu64 " more\n", total - done);
 	free(buf);
 	free(text);
 	if (rc) {

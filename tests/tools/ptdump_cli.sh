@@ -186,6 +186,117 @@ with open(sys.argv[1], "rb") as f:
 	expect 0 "^# .*legacy stream" -- "$shared/fixtures/torch-1.13/legacy.pt"
 fi
 
+# ---- --values with --start/--count/--stride: a hyperslab (issue 39.14)
+if [ -n "$shared" ] && [ -f "$shared/fixtures/torch-1.13/views.pt" ]; then
+	fx=$shared/fixtures
+	views=$fx/torch-1.13/views.pt	# "2" is (4, 3) stride (1, 4): a transpose
+	expect 0 "^# slab start (1, 0) count (2, 3) stride (1, 1) of (4, 3)$" -- --values 2 --start 1,0 --count 2 "$views"
+	if [ "$(sed -n 1p "$tmp/out")" = "# float32 (2, 3)" ] &&
+	   [ "$(sed -n '3,$p' "$tmp/out")" = "$(printf '1 5 9\n2 6 10')" ]; then
+		ok "--values --start 1,0 --count 2: the slab's rows, its own shape first"
+	else
+		bad "--values slab text: $(cat "$tmp/out")"
+	fi
+	# a Hugging Face folder of two safetensors shards, written by hand
+	mkdir "$tmp/hf"
+	$py - "$tmp/hf" <<'PY'
+import json, struct, sys
+d, wm = sys.argv[1], {}
+for i, (k, shape) in enumerate((("a.weight", [5, 7]), ("b.weight", [3, 4, 6]))):
+    n = 1
+    for s in shape:
+        n *= s
+    name = "model-%05d-of-00002.safetensors" % (i + 1)
+    h = json.dumps({k: {"dtype": "F32", "shape": shape,
+                        "data_offsets": [0, 4 * n]}}).encode()
+    with open("%s/%s" % (d, name), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        f.write(struct.pack("<%df" % n, *[j * 0.5 - i for j in range(n)]))
+    wm[k] = name
+json.dump({"metadata": {}, "weight_map": wm},
+          open(d + "/model.safetensors.index.json", "w"))
+PY
+	# every tensor of every format, against the cut of the whole tensor
+	for f in "$tmp/hf" "$fx"/torch-1.13/views.pt "$fx"/torch-1.13/legacy.pt \
+		 "$fx"/torch-1.13/legacy_tar.pt "$fx"/torch-1.13/script.pt \
+		 "$fx"/torch-1.13/dtypes.pt "$fx"/torch-1.13/misc.pt \
+		 "$fx"/torch-2/views.pt "$fx"/torch-2/newdtypes.pt \
+		 "$fx"/dcp/rows "$fx"/dcp/grid "$fx"/dcp/plain; do
+		[ -e "$f" ] || continue
+		if $py "$here/ptdump_slab_check.py" "$ptdump" "$(dirname "$ptdump")/ptls" "$f" >"$tmp/sc" 2>&1; then
+			ok "$(cat "$tmp/sc")"
+		else
+			bad "slabs of $f: $(grep -v '^ok' "$tmp/sc" | head -c 600)"
+		fi
+	done
+	for a in "--start 5,0" "--start 2 --count 3" "--stride 0" "--start 1,1,1" "--count 0,1"; do
+		# shellcheck disable=SC2086
+		expect 2 "^ptdump: $views: 2: --" -- --values 2 $a "$views"
+		[ "$(wc -l <"$tmp/err")" = 1 ] && [ ! -s "$tmp/out" ] &&
+			ok "ptdump --values 2 $a: one line, nothing printed" ||
+			bad "ptdump --values 2 $a: $(cat "$tmp/out" "$tmp/err")"
+	done
+	expect 2 "index 5 is past it" -- --values 2 --start 5,0 "$views"
+	expect 2 "3 from 2 by 1 go past it (2 fit)" -- --values 2 --start 2 --count 3 "$views"
+	expect 2 "not a list of counts" -- --values 2 --start x "$views"
+	expect 2 "go with --values" -- --start 1 "$views"
+
+	# it reads the slab's bytes and no others: every pread strace sees
+	# inside the data, summed
+	if strace -o /dev/null true 2>/dev/null; then
+		# data_bytes FILE LO HI ARGS...: bytes read from [LO, HI)
+		data_bytes() {
+			f=$1 lo=$2 hi=$3; shift 3
+			strace -f -e trace=pread64,read -o "$tmp/st" "$ptdump" "$@" "$f" >"$tmp/out" 2>"$tmp/err"
+			$py - "$tmp/st" "$lo" "$hi" <<'PY'
+import re, sys
+lo, hi, n = int(sys.argv[2]), int(sys.argv[3]), 0
+for l in open(sys.argv[1]):
+    m = re.search(r"pread64\(\d+, .*, (\d+), (\d+)\)\s+=\s+(\d+)$", l)
+    if m and lo <= int(m.group(2)) < hi:
+        n += int(m.group(3))
+print(n)
+PY
+		}
+		# a 4 GiB tensor in a sparse safetensors file, a few values set
+		$py - "$tmp/big.safetensors" <<'PY'
+import json, struct, sys
+rows, cols = 65536, 16384
+h = json.dumps({"w": {"dtype": "F32", "shape": [rows, cols],
+                      "data_offsets": [0, rows * cols * 4]}}).encode()
+h += b" " * (-len(h) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h)
+    base = 8 + len(h)
+    for r in (100, 102, 104):
+        for c in range(5, 15):
+            f.seek(base + (r * cols + c) * 4)
+            f.write(struct.pack("<f", r + c / 4))
+    f.truncate(base + rows * cols * 4)
+PY
+		base=$(head -c 8 "$tmp/big.safetensors" | od -An -tu8 | tr -d ' ')
+		base=$((base + 8))
+		end=$((base + 65536 * 16384 * 4))
+		n=$(data_bytes "$tmp/big.safetensors" "$base" "$end" --values w --start 100,5 --count 3,4 --stride 2,3)
+		[ "$n" = 48 ] && grep -qx "101.25 102 102.75 103.5" "$tmp/out" &&
+			grep -qx "105.25 106 106.75 107.5" "$tmp/out" &&
+			ok "3x4 slab by 2,3 of a 4 GiB tensor: the values, 48 bytes read" ||
+			bad "sparse slab: $n bytes read: $(head -c 300 "$tmp/out" "$tmp/err")"
+		n=$(data_bytes "$tmp/big.safetensors" "$base" "$end" --values w --start 101 --count 2 --json)
+		[ "$n" = 131072 ] && ok "two whole rows: their 128 KiB read, no more" ||
+			bad "two rows of the sparse tensor: $n bytes read"
+		# a transposed view: elements 1, 5, 9 of its storage
+		off=$("$ptdump" --records --json "$views" | $py -c 'import json, sys
+print([r["data_offset"] for r in json.load(sys.stdin)["records"] if r["name"].endswith("/data/0")][0])')
+		n=$(data_bytes "$views" "$off" $((off + 48)) --values 2 --start 1,0 --count 1,3)
+		[ "$n" = 12 ] && grep -qx "1 5 9" "$tmp/out" &&
+			ok "a row of a transposed view: its 3 elements read (12 bytes)" ||
+			bad "transposed view slab: $n bytes: $(cat "$tmp/out" "$tmp/err")"
+	else
+		echo "skip: strace cannot trace here: the bytes-read checks"
+	fi
+fi
+
 # ---- broken and hostile files
 printf 'version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 9\n' >"$tmp/lfs.pt"
 : >"$tmp/empty.pt"
