@@ -37,6 +37,9 @@ static void usage(FILE *f)
 	      "      --rtol X          relative tolerance (default 0):\n"
 	      "                        equal when |a - b| <= atol + rtol * "
 	      "|b|\n"
+	      "      --rel-l2 X        a tensor's values are equal when "
+	      "||a - b|| / ||b|| <= X\n"
+	      "                        (instead of element by element)\n"
 	      "      --nan-differ      a NaN never equals anything\n"
 	      "      --ignore-layout   stride and storage offset differences"
 	      " do not count\n"
@@ -358,6 +361,7 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "atol", required_argument, NULL, 'a' },
 		{ "rtol", required_argument, NULL, 'r' },
+		{ "rel-l2", required_argument, NULL, 'L' },
 		{ "nan-differ", no_argument, NULL, 'N' },
 		{ "ignore-layout", no_argument, NULL, 'l' },
 		{ "ignore-dtype", no_argument, NULL, 'D' },
@@ -367,7 +371,7 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct pd_opts o = { 0 };
+	struct pd_opts o = { .rel_l2 = -1 };
 	struct pairs p = { 0 };
 	struct ckpt *a = NULL, *b = NULL;
 	struct diag da, db;
@@ -406,10 +410,13 @@ int main(int argc, char **argv)
 			break;
 		case 'a':
 		case 'r':
-			if (parse_tol(optarg, opt == 'a' ? &o.atol : &o.rtol))
+		case 'L':
+			if (parse_tol(optarg, opt == 'a' ? &o.atol : opt == 'r' ?
+				      &o.rtol : &o.rel_l2))
 				break;
 			fprintf(stderr, "ptdiff: --%s: '%s' is not a number "
-				">= 0\n", opt == 'a' ? "atol" : "rtol", optarg);
+				">= 0\n", opt == 'a' ? "atol" : opt == 'r' ?
+				"rtol" : "rel-l2", optarg);
 			return 2;
 		case 'h': usage(stdout); return cli_finish(CLI_OK);
 		case 'V': return cli_version();

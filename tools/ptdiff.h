@@ -18,6 +18,8 @@ struct diag;
 
 struct pd_opts {
 	double atol, rtol;	/* |a - b| <= atol + rtol * |b| is equal */
+	double rel_l2;		/* >= 0: a tensor is equal when ||a - b|| /
+				   ||b|| <= rel_l2 (--rel-l2); < 0: off */
 	bool nan_differ;	/* every NaN differs, even from a NaN */
 	bool ignore_layout;	/* stride/offset differences do not count */
 	bool ignore_dtype;	/* a dtype change alone does not count */

@@ -330,6 +330,11 @@ void pd_json_head(FILE *f, const char *pa, const char *pb,
 	json_num(f, o->atol);
 	fputs(",\"rtol\":", f);
 	json_num(f, o->rtol);
+	fputs(",\"rel_l2\":", f);
+	if (o->rel_l2 >= 0)
+		json_num(f, o->rel_l2);
+	else
+		fputs("null", f);
 	fprintf(f, ",\"nan_differ\":%s,\"ignore_layout\":%s,\"sort\":",
 		o->nan_differ ? "true" : "false",
 		o->ignore_layout ? "true" : "false");

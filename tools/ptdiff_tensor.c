@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,6 +186,18 @@ static int tie_attr(struct pd_item *it)
 	return 0;
 }
 
+/*
+ * Do the values differ?  Element by element (atol, rtol), or with
+ * --rel-l2 by the relative L2 error, where a NaN that decides and an
+ * infinity against a number still differ (the L2 sum leaves them out).
+ */
+static bool values_differ(const struct pd_opts *o, const struct pd_elems *e)
+{
+	if (o->rel_l2 < 0 || !e->has_rel_l2)
+		return e->differ != 0;
+	return e->nan || isinf(e->max_abs) || !(e->rel_l2 <= o->rel_l2);
+}
+
 int pd_compare_tensors(struct pd_ctx *x, struct pd_item *it)
 {
 	const struct ckpt_tensor *a = it->a->tensor, *b = it->b->tensor;
@@ -203,7 +216,7 @@ int pd_compare_tensors(struct pd_ctx *x, struct pd_item *it)
 		/* values across dtypes: did the conversion stay close? */
 		rc = pd_compare_cross(x, a, b, &it->el);
 		it->compared = !rc;
-		it->values = !rc && it->el.differ;
+		it->values = !rc && values_differ(x->o, &it->el);
 		if (x->o->ignore_dtype)
 			it->dtype = false;
 		return rc;
@@ -216,8 +229,12 @@ int pd_compare_tensors(struct pd_ctx *x, struct pd_item *it)
 		     !x->o->ignore_layout;
 	if (a->kind == CKPT_T_META || b->kind == CKPT_T_META)
 		return 0;
-	rc = pd_compare_elems(x, a, b, &it->el);
+	/* --rel-l2 wants the L2 sums: the cross-dtype loop has them */
+	if (x->o->rel_l2 >= 0 && pd_cross_comparable(a, b))
+		rc = pd_compare_cross(x, a, b, &it->el);
+	else
+		rc = pd_compare_elems(x, a, b, &it->el);
 	it->compared = !rc;
-	it->values = !rc && it->el.differ;
+	it->values = !rc && values_differ(x->o, &it->el);
 	return rc;
 }

@@ -166,11 +166,29 @@ for a in "-n 0" "-n x" "--sort=big"; do
 	grep -q usage "$work/e" && ok "ptdiff $a: usage, exit 2" || bad "ptdiff $a: $(cat "$work/e")"
 done
 
+# ---- --rel-l2 TOL: a tensor equal when its relative L2 error is within TOL
+pd 0 --ignore-dtype --rel-l2 1e-2 "$d/model.pt" "$d/model-bf16.pt"
+ok "--rel-l2 1e-2: the bf16 conversion with subnormals passes"
+tol=$(python3 -c 'import json, sys
+w = json.load(open(sys.argv[1])); v = sorted(x["rel_l2"] for k, x in w.items() if k.startswith("bf16/"))
+print((v[1] + v[2]) / 2)' "$d/expect.json")
+pd 1 --ignore-dtype --rel-l2 "$tol" --json "$d/plain.pt" "$d/bf16.pt"
+python3 -c 'import json, sys
+d = json.load(open(sys.argv[1])); w = json.load(open(sys.argv[2])); tol = float(sys.argv[3])
+got = sorted(i["path"] for i in d["items"] if "values" in i["diffs"])
+want = sorted(k[5:] for k, x in w.items() if k.startswith("bf16/") and x["rel_l2"] > tol)
+assert got == want and len(want) == 2, (got, want)
+assert d["rel_l2"] == tol, d["rel_l2"]' "$work/o" "$d/expect.json" "$tol" &&
+	ok "--rel-l2 $tol: exactly the tensors whose torch rel L2 is above it" ||
+	bad "--rel-l2 $tol: $(head -c 300 "$work/o")"
+pd 2 --rel-l2 -1 "$d/plain.pt" "$d/bf16.pt"
+grep -q "not a number >= 0" "$work/e" && ok "--rel-l2 -1: refused" || bad "--rel-l2 -1: $(cat "$work/e")"
+
 # ---- ptdiff(1) says what ptdiff does (issue 39.21f)
 man=$here/../../docs/ptdiff.1
 syn=$(sed -n '/^\.SH SYNOPSIS/,/^\.SH DESCRIPTION/p' "$man" | sed 's/\\f[BIR]//g; s/\\-/-/g')
 miss=
-for o in $("$ptdiff" --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+for o in $("$ptdiff" --help | grep -o -- '--[a-z][a-z0-9-]*' | sort -u); do
 	case $o in --json|--quiet|--verbose|--help|--version) continue ;; esac
 	pat=$o
 	[ "$o" = --count ] && pat="--count\|-n COUNT"	# h5diff's -n
