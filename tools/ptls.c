@@ -496,6 +496,22 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 	c = o->c;
 	jw_printf(w, "\n ],\"tensors\":%u,\"totals\":", c->nshown);
 	ls_totals_json(w, c);
+	jw_lit(w, ",\"listed\":");
+	if (o->start->parent) {	/* a key path: what was listed */
+		struct ls_sum sum;
+		char *p = ckpt_node_path(o->start);
+
+		ls_sum(c, o->start, &sum);
+		jw_lit(w, "{\"path\":");
+		jw_cstr(w, p);
+		free(p);
+		jw_printf(w, ",\"tensors\":%u,\"storages\":%u,\"bytes\":%"
+			PRIu64 ",\"tied_bytes\":%" PRIu64 ",\"shared_bytes\":%"
+			PRIu64 "}", sum.tensors, sum.storages, sum.bytes,
+			sum.tied, sum.shared);
+	} else {
+		jw_lit(w, "null");
+	}
 	jw_lit(w, "}\n");
 	jw_flush(w);
 }

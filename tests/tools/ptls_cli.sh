@@ -97,6 +97,14 @@ expect 0 "^# model/head.weight: 1 tensor, 1 storage, 512 B; 512 B shared with te
 expect 0 "^# optimizer/state/0: 3 tensors, 3 storages, 1028 B$" -- "$sample" optimizer/state/0
 grep -q "^# 21 tensors\|zip format" "$tmp/out" && bad "a key path's listing repeats the file's footer" ||
 	ok "a key path's listing has its own footer, not the file's"
+"$ptls" --json "$sample" model >"$tmp/k" && python3 - "$tmp/k" <<'EOF2' &&
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["listed"] == {"path": "model", "tensors": 6, "storages": 5, "bytes": 864,
+                       "tied_bytes": 512, "shared_bytes": 0}, d["listed"]
+EOF2
+	"$ptls" --json "$sample" | python3 -c 'import json, sys; assert json.load(sys.stdin)["listed"] is None' &&
+	ok "--json KEY: listed says what the key path holds" || bad "--json KEY: no listed object"
 
 # things people mistake for checkpoints
 printf 'version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 9\n' >"$tmp/lfs.pt"
