@@ -46,9 +46,9 @@ static void usage(FILE *f)
 	      "      --ignore-dtype    a dtype difference alone does not count"
 	      " (values are\n"
 	      "                        compared across dtypes either way)\n"
-	      "  -n, --count N         stop after N differences (with --sort: "
-	      "list the N\n"
-	      "                        largest)\n"
+	      "      --count N         stop after N differences, as h5diff -n "
+	      "(with --sort:\n"
+	      "                        list the N largest)\n"
 	      "      --sort[=KEY]      differences largest first, by KEY: abs "
 	      "(max abs,\n"
 	      "                        the default), rel, l2 (rel L2), count\n"
@@ -256,7 +256,7 @@ static void emit(const struct pd_opts *o, const struct pd_item *it,
 	(*printed)++;
 }
 
-/* The held report of --sort, in its order; -n lists the first ones. */
+/* The held report of --sort, in its order; --count lists the first. */
 static void emit_held(const struct pd_opts *o, struct pd_held *h,
 		      struct pd_totals *t, size_t *printed)
 {
@@ -330,7 +330,7 @@ static int run(struct pd_ctx *x, const struct pairs *p, const char *pa,
 			break;	/* the status is known */
 		if (!o->sort && o->limit && ndiff >= o->limit &&
 		    i + 1 < p->n) {
-			t.stopped = true;	/* -n: h5diff's count */
+			t.stopped = true;	/* h5diff -n */
 			break;
 		}
 	}
@@ -379,8 +379,7 @@ int main(int argc, char **argv)
 	int opt, status = 2;
 
 	cli_init(argv[0], "[OPTIONS] A B [KEY-PATH...]");
-	while ((opt = getopt_long(argc, argv, "qvjn:hV", longopts, NULL)) !=
-	       -1) {
+	while ((opt = getopt_long(argc, argv, "qvjhV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'q': o.quiet = true; break;
 		case 'v': o.verbose = true; break;
@@ -388,8 +387,7 @@ int main(int argc, char **argv)
 		case 'N': o.nan_differ = true; break;
 		case 'l': o.ignore_layout = true; break;
 		case 'D': o.ignore_dtype = true; break;
-		case 'n':
-		case 'c': {
+		case 'c': {	/* not -n: that is --no-crc in ptdump, ptverify */
 			char *end;
 			unsigned long long v;
 
@@ -397,7 +395,7 @@ int main(int argc, char **argv)
 			v = strtoull(optarg, &end, 10);
 			if (end == optarg || *end || errno || !v ||
 			    optarg[0] == '-')
-				return cli_usage("-n %s: not a count >= 1",
+				return cli_usage("--count %s: not a count >= 1",
 						 optarg);
 			o.limit = v;
 			break;

@@ -26,7 +26,7 @@ struct pd_opts {
 	bool quiet;		/* status only: stop at the first difference */
 	bool verbose;		/* list equal items too */
 	bool json;
-	uint64_t limit;		/* -n: differences reported; 0: all */
+	uint64_t limit;		/* --count: differences reported; 0: all */
 	int sort;		/* enum pd_sort: the report's order */
 };
 
@@ -110,8 +110,8 @@ struct pd_item {
 
 struct pd_totals {
 	uint64_t changed, only_a, only_b, equal, tensors, values, other;
-	bool stopped;		/* -n: the rest was not compared */
-	uint64_t not_shown;	/* -n with --sort: compared, not listed */
+	bool stopped;		/* --count: the rest was not compared */
+	uint64_t not_shown;	/* --count with --sort: not listed */
 };
 
 /* One path present in A, in B or in both. */

@@ -143,11 +143,11 @@ void pd_text_totals(const struct pd_totals *t, const struct pd_opts *o)
 	uint64_t differ = t->changed + t->only_a + t->only_b;
 
 	if (t->stopped)
-		printf("# stopped after %" PRIu64 " difference%s (-n %" PRIu64
+		printf("# stopped after %" PRIu64 " difference%s (--count %" PRIu64
 		       "): the rest was not compared\n", differ,
 		       differ == 1 ? "" : "s", o->limit);
 	if (t->not_shown)
-		printf("# %" PRIu64 " smaller difference%s not listed (-n %"
+		printf("# %" PRIu64 " smaller difference%s not listed (--count %"
 		       PRIu64 ")\n", t->not_shown,
 		       t->not_shown == 1 ? "" : "s", o->limit);
 

@@ -5,7 +5,7 @@
 # _metadata dropped, ties lost), a Parameter turned into a tensor, values
 # across dtypes with the relative L2 error against torch's own, --rtol
 # with --ignore-dtype, and key-path arguments; README's recipe on a real
-# bfloat16 conversion of a model holding fp32 subnormals, -n and --sort
+# bfloat16 conversion of a model holding fp32 subnormals, --count and --sort
 # (issue 39.15).  "N passed, N failed".
 set -u
 [ $# -eq 2 ] || { echo "usage: sh $0 1.13|2 PTDIFF" >&2; exit 2; }
@@ -126,12 +126,12 @@ grep -q "^values: 0.weight: .*max rel inf" "$work/o" &&
 	ok "--rtol alone: the subnormals rounded to 0 give max rel inf" ||
 	bad "--rtol alone: $(cat "$work/o")"
 
-# ---- -n COUNT and --sort, against torch's figures (expect.json)
-pd 1 -n 1 "$d/plain.pt" "$d/bf16.pt"
+# ---- --count COUNT (h5diff -n) and --sort, against torch's figures (expect.json)
+pd 1 --count 1 "$d/plain.pt" "$d/bf16.pt"
 [ "$(grep -c '^values: ' "$work/o")" = 1 ] &&
-	grep -q "^# stopped after 1 difference (-n 1): the rest was not compared$" "$work/o" &&
+	grep -q "^# stopped after 1 difference (--count 1): the rest was not compared$" "$work/o" &&
 	grep -q "; 1 compared (1 tensor" "$work/o" &&
-	ok "-n 1: stops after the first difference" || bad "-n 1: $(cat "$work/o")"
+	ok "--count 1: stops after the first difference" || bad "--count 1: $(cat "$work/o")"
 pd 1 --count 2 --json "$d/plain.pt" "$d/bf16.pt"
 python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))
@@ -148,7 +148,7 @@ print("\n".join(ks))' "$d/expect.json" $key >"$work/want"
 	cmp -s "$work/got" "$work/want" && ok "--sort=$key: largest first, as torch orders them" ||
 		bad "--sort=$key: $(tr '\n' ' ' <"$work/got") vs torch $(tr '\n' ' ' <"$work/want")"
 done
-pd 1 --sort -n 2 --json "$d/plain.pt" "$d/bf16.pt"
+pd 1 --sort --count 2 --json "$d/plain.pt" "$d/bf16.pt"
 python3 -c 'import json, sys
 d = json.load(open(sys.argv[1])); w = json.load(open(sys.argv[2]))
 ks = sorted((k[5:] for k in w if k.startswith("bf16/")), key=lambda k: -w["bf16/" + k]["max_abs"])
@@ -157,10 +157,10 @@ assert got == ks[:2], (got, ks)
 assert d["sort"] == "abs" and d["not_shown"] == 2 and d["stopped"] is False, d
 assert d["differences"] == 4' "$work/o" "$d/expect.json" &&
 	ok "--sort -n 2 --json: the two largest, two not listed" || bad "--sort -n 2: $(head -c 300 "$work/o")"
-pd 1 --sort -n 2 "$d/plain.pt" "$d/bf16.pt"
-grep -q "^# 2 smaller differences not listed (-n 2)$" "$work/o" && ok "--sort -n 2: says what it left out" ||
+pd 1 --sort --count 2 "$d/plain.pt" "$d/bf16.pt"
+grep -q "^# 2 smaller differences not listed (--count 2)$" "$work/o" && ok "--sort -n 2: says what it left out" ||
 	bad "--sort -n 2 text: $(cat "$work/o")"
-for a in "-n 0" "-n x" "--sort=big"; do
+for a in "--count 0" "--count x" "-n 1" "--sort=big"; do
 	# shellcheck disable=SC2086
 	pd 2 $a "$d/plain.pt" "$d/bf16.pt"
 	grep -q usage "$work/e" && ok "ptdiff $a: usage, exit 2" || bad "ptdiff $a: $(cat "$work/e")"
@@ -190,9 +190,7 @@ syn=$(sed -n '/^\.SH SYNOPSIS/,/^\.SH DESCRIPTION/p' "$man" | sed 's/\\f[BIR]//g
 miss=
 for o in $("$ptdiff" --help | grep -o -- '--[a-z][a-z0-9-]*' | sort -u); do
 	case $o in --json|--quiet|--verbose|--help|--version) continue ;; esac
-	pat=$o
-	[ "$o" = --count ] && pat="--count\|-n COUNT"	# h5diff's -n
-	printf '%s\n' "$syn" | grep -q -- "$pat" || miss="$miss $o"
+	printf '%s\n' "$syn" | grep -q -- "$o" || miss="$miss $o"
 done
 [ -z "$miss" ] && ok "ptdiff(1)'s SYNOPSIS has every option of --help" ||
 	bad "ptdiff(1)'s SYNOPSIS lacks$miss"
