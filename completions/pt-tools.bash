@@ -19,13 +19,13 @@ _pt_tools_opts()
 	ptls) echo "$common --tensors --tree --depth --human-readable --totals
 		--stats --check --verbose -t -T -L -H -s -S -c -v" ;;
 	ptdump) echo "$common --pickle --annotate --records --no-crc --values
-		--head -p -a -r -n" ;;
+		--head --start --count --stride -p -a -r -n" ;;
 	ptverify) echo "$common --no-crc -n" ;;
 	ptrepack) echo "$common --repickle --drop-unused --clone --align
 		--dtype --only --torch --format --drop-values --verbose
 		-P -d -C -A -v" ;;
-	ptdiff) echo "$common --atol --rtol --nan-differ --ignore-layout
-		--ignore-dtype --verbose -v" ;;
+	ptdiff) echo "$common --atol --rtol --rel-l2 --nan-differ --ignore-layout
+		--ignore-dtype --count --sort --verbose -v" ;;
 	# ptfs's own (--discard is its umount's, named in its synopsis; the
 	# subcommands' options are offered after them, in _ptfs)
 	ptfs) echo "--help --version --discard -h -V -f -d -s -o" ;;

@@ -38,7 +38,7 @@ out=$(bash -c '. "$1"; compgen -W "$(_pt_tools_opts ptdiff)" -- --a' sh "$comp")
 tools="ptls ptdump ptverify ptrepack ptdiff"
 [ -x "$bin/ptfs" ] && tools="$tools ptfs"
 for t in $tools; do
-	"$bin/$t" --help | grep -o -- '--[a-z][a-z-]*' | sort -u >"$tmp/help"
+	"$bin/$t" --help | grep -o -- '--[a-z][a-z0-9-]*' | sort -u >"$tmp/help"
 	complete_words "$t" -- | grep -- '^--' | sort -u >"$tmp/comp"
 	if [ -s "$tmp/help" ] && cmp -s "$tmp/help" "$tmp/comp"; then
 		ok "$t: completion offers exactly --help's $(wc -l <"$tmp/help") long options"
@@ -163,7 +163,7 @@ if command -v zsh >/dev/null 2>&1; then
 	done
 	for t; do
 		n=$((n + 1))
-		"$bin/$t" --help | grep -o -- '--[a-z][a-z-]*' | sort -u >"$tmp/help"
+		"$bin/$t" --help | grep -o -- '--[a-z][a-z0-9-]*' | sort -u >"$tmp/help"
 		zoffers $n | grep -- '^--' | sort -u >"$tmp/comp"
 		if [ -s "$tmp/help" ] && cmp -s "$tmp/help" "$tmp/comp"; then
 			ok "zsh: $t -- offers exactly --help's $(wc -l <"$tmp/help") long options"
