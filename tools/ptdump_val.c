@@ -160,7 +160,6 @@ static int values(struct ckpt *c, const struct ckpt_node *n, const char *key,
 			got = ckpt_tensor_read(c, t, buf, k * isz, done * isz,
 					       &d);
 		}
-
 		if (got != (long long)(k * isz)) {
 			if (got >= 0)
 				diag_set(&d, -EIO, DIAG_NO_OFFSET,
