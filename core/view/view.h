@@ -6,6 +6,7 @@
  * no I/O, no FUSE, no ckpt model beyond struct ckpt_dtype.
  *
  *   view_num.c    element <-> number (float16/bfloat16 conversions too)
+ *   view_dec.c    one element as text, and its length unprinted
  *   view_text.c   text rendering and a streaming parser for it
  *   view_npy.c    .npy headers: build one, parse one (restricted literal)
  */
@@ -94,6 +95,16 @@ size_t view_text_header(const struct ckpt_dtype *dt, int ndim,
 size_t view_text_format(const struct ckpt_dtype *dt, bool big, int ndim,
 			const int64_t *shape, uint64_t first,
 			const unsigned char *data, uint64_t n, char *out);
+
+/*
+ * The bytes view_text_format() writes for those @n elements (whatever
+ * their position in a row: every separator is one byte), counted without
+ * printing them: ints by their digits, floats from one exact scaling
+ * (printf only where that is too close to call), so a view's size and
+ * the offsets of its chunks cost a fraction of rendering it.
+ */
+uint64_t view_text_measure(const struct ckpt_dtype *dt, bool big,
+			   const unsigned char *data, uint64_t n);
 
 /*
  * A streaming parser for text written back into a view: numbers separated

@@ -4,9 +4,11 @@
  * dimension, every number printed so that it parses back to the same
  * bits, and the streaming parser that reads such text back when a view is
  * written.  Numbers use the C locale's "." (the core never calls
- * setlocale); NaN payloads travel as "nan(0xBITS)".
+ * setlocale); NaN payloads travel as "nan(0xBITS)".  The numbers
+ * themselves are view_dec.c's, which also counts their bytes unprinted:
+ * a view's size, and where each row starts, without formatting it.
  */
-#include "view/view.h"
+#include "view/view_int.h"
 #include "util/le.h"
 
 #include "diag/diag.h"
@@ -18,113 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An IEEE-style binary format and the printf precision that round-trips
- * it (Matula: the smallest n with 10^(n-1) > 2^(mbits+1)). */
-struct ffmt {
-	unsigned size;
-	int mbits, ebits;
-	int prec;
-};
-
-static const struct ffmt f16 = { 2, 10, 5, 5 };
-static const struct ffmt bf16 = { 2, 7, 8, 4 };
-static const struct ffmt f32 = { 4, 23, 8, 9 };
-static const struct ffmt f64 = { 8, 52, 11, 17 };
-
-/* The format of a FLOAT element or of one COMPLEX component. */
-static const struct ffmt *ffmt_of(const struct ckpt_dtype *dt)
-{
-	unsigned size = dt->size;
-
-	if (view_kind_of(dt) == VIEW_COMPLEX)
-		size /= 2;	/* complex32's parts are float16 */
-	else if (!strcmp(dt->name, "bfloat16"))
-		return &bf16;
-	return size == 2 ? &f16 : size == 4 ? &f32 : &f64;
-}
-
-static uint64_t sign_bit(const struct ffmt *f)
-{
-	return UINT64_C(1) << (f->mbits + f->ebits);
-}
-
-static uint64_t exp_mask(const struct ffmt *f)
-{
-	return ((UINT64_C(1) << f->ebits) - 1) << f->mbits;
-}
-
-static uint64_t frac_mask(const struct ffmt *f)
-{
-	return (UINT64_C(1) << f->mbits) - 1;
-}
-
-/* The default quiet NaN, positive. */
-static uint64_t quiet_nan(const struct ffmt *f)
-{
-	return exp_mask(f) | UINT64_C(1) << (f->mbits - 1);
-}
-
 static bool dbl_finite(double x)
 {
 	return ((f64_bits(x) >> 52) & 0x7ff) != 0x7ff;
 }
 
 /* ---- rendering ---- */
-
-/* A finite value's bits as a double (exact for every format here). */
-static double value_of(const struct ffmt *f, uint64_t bits)
-{
-	if (f == &f16)
-		return view_f16_to_f32((uint16_t)bits);
-	if (f == &bf16)
-		return view_bf16_to_f32((uint16_t)bits);
-	if (f == &f32)
-		return f32_of((uint32_t)bits);
-	return f64_of(bits);
-}
-
-/* One float into @buf (32 bytes); its length. */
-static int format_float(const struct ffmt *f, uint64_t bits, char *buf)
-{
-	uint64_t neg = bits & sign_bit(f);
-
-	if ((bits & exp_mask(f)) == exp_mask(f)) {
-		if (!(bits & frac_mask(f)))
-			return snprintf(buf, 32, "%s", neg ? "-inf" : "inf");
-		if ((bits & ~neg) == quiet_nan(f))
-			return snprintf(buf, 32, "%s", neg ? "-nan" : "nan");
-		return snprintf(buf, 32, "nan(0x%" PRIx64 ")", bits);
-	}
-	return snprintf(buf, 32, "%.*g", f->prec, value_of(f, bits));
-}
-
-/* One element into @out, without its separator; its length (< 63). */
-static size_t format_elem(const struct ckpt_dtype *dt, enum view_kind kind,
-			  bool big, const unsigned char *p, char *out)
-{
-	const struct ffmt *f;
-	struct view_num v;
-	char im[32];
-	int n;
-
-	switch (kind) {
-	case VIEW_FLOAT:
-		return (size_t)format_float(ffmt_of(dt), ord_load(p, dt->size, big),
-					    out);
-	case VIEW_COMPLEX:
-		f = ffmt_of(dt);
-		n = format_float(f, ord_load(p, f->size, big), out);
-		format_float(f, ord_load(p + f->size, f->size, big), im);
-		n += sprintf(out + n, "%s%sj", im[0] == '-' ? "" : "+", im);
-		return (size_t)n;
-	case VIEW_INT:
-		view_get(dt, big, p, &v);
-		return (size_t)sprintf(out, "%" PRId64, v.i);
-	default:
-		view_get(dt, big, p, &v);
-		return (size_t)sprintf(out, "%" PRIu64, v.u);
-	}
-}
 
 /* snprintf onto the end of @buf, counting what did not fit too. */
 __attribute__((format(printf, 4, 5)))
@@ -158,13 +59,14 @@ size_t view_text_format(const struct ckpt_dtype *dt, bool big, int ndim,
 			const int64_t *shape, uint64_t first,
 			const unsigned char *data, uint64_t n, char *out)
 {
-	enum view_kind kind = view_kind_of(dt);
 	uint64_t row = ndim > 0 ? (uint64_t)shape[ndim - 1] : 1;
 	uint64_t col = row ? first % row : 0;
+	struct view_dec c;
 	char *o = out;
 
+	view_dec_init(&c, dt, big);
 	for (uint64_t i = 0; i < n; i++, data += dt->size) {
-		o += format_elem(dt, kind, big, data, o);
+		o += view_dec_put(&c, data, o);
 		if (++col >= row) {
 			*o++ = '\n';
 			col = 0;
@@ -173,6 +75,20 @@ size_t view_text_format(const struct ckpt_dtype *dt, bool big, int ndim,
 		}
 	}
 	return (size_t)(o - out);
+}
+
+uint64_t view_text_measure(const struct ckpt_dtype *dt, bool big,
+			   const unsigned char *data, uint64_t n)
+{
+	uint64_t len = n;	/* every element's separator: one byte */
+	struct view_dec c;
+
+	view_dec_init(&c, dt, big);
+	if (c.kind == VIEW_BOOL)
+		return 2 * n;
+	for (uint64_t i = 0; i < n; i++, data += dt->size)
+		len += view_dec_len(&c, data);
+	return len;
 }
 
 /* ---- parsing one number ---- */
@@ -296,7 +212,7 @@ static int decimal_cmp(const char *s, double m)
 static uint64_t narrow(const struct ffmt *f, double x, int tie,
 		       bool *halfway)
 {
-	uint64_t b = f64_bits(x), sign = (b >> 63) ? sign_bit(f) : 0;
+	uint64_t b = f64_bits(x), sign = (b >> 63) ? ffmt_sign(f) : 0;
 	uint64_t sig = (b & ((UINT64_C(1) << 52) - 1)) | UINT64_C(1) << 52;
 	int e = (int)((b >> 52) & 0x7ff), bias = (1 << (f->ebits - 1)) - 1;
 	int ne = e - 1023 + bias, shift;
@@ -324,7 +240,7 @@ static uint64_t narrow(const struct ffmt *f, double x, int tie,
 		return sign | q;
 	/* q has the implicit bit: a carry moves into the exponent */
 	q += (uint64_t)(ne - 1) << f->mbits;
-	return sign | (q >= exp_mask(f) ? exp_mask(f) : q);
+	return sign | (q >= ffmt_exp(f) ? ffmt_exp(f) : q);
 }
 
 /* "nan(0xBITS)": the bits, sign included, of a NaN of format @f. */
@@ -346,7 +262,7 @@ static int parse_nan_bits(const struct ffmt *f, const char *s, size_t n,
 			return NUM_BAD;
 		v = v << 4 | (uint64_t)d;
 	}
-	if ((v & exp_mask(f)) != exp_mask(f) || !(v & frac_mask(f)))
+	if ((v & ffmt_exp(f)) != ffmt_exp(f) || !(v & ffmt_frac(f)))
 		return NUM_BAD;
 	*bits = v;
 	return NUM_OK;
@@ -358,16 +274,16 @@ static int parse_float(const struct ffmt *f, const char *s, size_t n,
 {
 	char buf[VIEW_TEXT_ELEM_MAX];
 	size_t i = n && (s[0] == '+' || s[0] == '-');
-	uint64_t sign = n && s[0] == '-' ? sign_bit(f) : 0, r;
+	uint64_t sign = n && s[0] == '-' ? ffmt_sign(f) : 0, r;
 	bool halfway;
 	double x;
 
 	if (ieq(s + i, n - i, "nan")) {
-		*bits = sign | quiet_nan(f);
+		*bits = sign | ffmt_qnan(f);
 		return NUM_OK;
 	}
 	if (ieq(s + i, n - i, "inf") || ieq(s + i, n - i, "infinity")) {
-		*bits = sign | exp_mask(f);
+		*bits = sign | ffmt_exp(f);
 		return NUM_OK;
 	}
 	/* the bits carry the sign: "+" is harmless, "-" contradicts */
@@ -377,7 +293,7 @@ static int parse_float(const struct ffmt *f, const char *s, size_t n,
 		return NUM_BAD;
 	memcpy(buf, s, n);
 	buf[n] = 0;
-	if (f == &f32) {
+	if (f == &view_f32) {
 		uint32_t b = f32_bits(strtof(buf, NULL));
 
 		*bits = b;
@@ -386,7 +302,7 @@ static int parse_float(const struct ffmt *f, const char *s, size_t n,
 	x = strtod(buf, NULL);
 	if (!dbl_finite(x))
 		return NUM_RANGE;
-	if (f == &f64) {
+	if (f == &view_f64) {
 		*bits = f64_bits(x);
 		return NUM_OK;
 	}
@@ -398,7 +314,7 @@ static int parse_float(const struct ffmt *f, const char *s, size_t n,
 			r = narrow(f, x, c, &halfway);
 	}
 	*bits = r;
-	return (r & exp_mask(f)) == exp_mask(f) ? NUM_RANGE : NUM_OK;
+	return (r & ffmt_exp(f)) == ffmt_exp(f) ? NUM_RANGE : NUM_OK;
 }
 
 /*
@@ -486,10 +402,10 @@ static int parse_elem(const struct view_parser *p, unsigned char *dst)
 
 	switch (view_kind_of(dt)) {
 	case VIEW_FLOAT:
-		rc = parse_float(ffmt_of(dt), s, n, &v);
+		rc = parse_float(view_ffmt_of(dt), s, n, &v);
 		break;
 	case VIEW_COMPLEX:
-		f = ffmt_of(dt);
+		f = view_ffmt_of(dt);
 		rc = parse_complex(f, s, n, &v, &im);
 		if (!rc) {
 			ord_store(dst, f->size, p->big, v);
