@@ -142,13 +142,18 @@ bool ovl_changed(const struct ovl *v);
 long long ovl_text_read(struct ovl *v, struct ckpt_node *n, char *buf,
 			 size_t size, uint64_t off, struct diag *d);
 
-/* The whole text's size (formats it all once, in memory). */
+/* The whole text's size: each element's text measured, not formatted
+ * (view_text_measure()), once; 8 bytes kept per 4096 elements. */
 int ovl_text_measure(struct ovl *v, struct ckpt_node *n, uint64_t *size,
 		      struct diag *d);
 
 /* Its size if a measure or a read to the end already learnt it. */
 bool ovl_text_known(struct ovl *v, const struct ckpt_node *n,
 		     uint64_t *size);
+
+/* Elements the text views have formatted so far, every view counted:
+ * what the tests check a read's work by. */
+uint64_t ovl_text_formatted(struct ovl *v);
 
 /* Can @n have a text view at all?  0, or -EFBIG with @d set. */
 int ovl_text_check(struct ovl *v, struct ckpt_node *n, struct diag *d);

@@ -30,7 +30,9 @@ struct ckpt_stage {
 struct ovl_text {
 	uint64_t *marks;	/* mark[j]: offset of chunk j; NULL: none yet */
 	uint64_t nmarks;	/* marks learnt so far */
+	uint64_t cap;		/* marks allocated */
 	uint64_t nchunks;	/* chunks in all (marks then: nchunks + 1) */
+	uint64_t numel;		/* the elements the text shows */
 };
 
 /* What the text views learnt, by node id. */
@@ -39,6 +41,13 @@ struct ovl_texts {
 	struct ovl_text *v;
 	uint32_t n;		/* slots */
 	uint32_t ncached;	/* slots holding marks */
+	uint64_t formatted;	/* elements formatted, ever (tests) */
+	unsigned char *in;	/* one chunk's elements */
+	char *out;		/* one chunk's text: the last formatted */
+	size_t out_len;
+	uint64_t out_chunk;	/* which chunk of which node it is */
+	uint32_t out_node;
+	bool out_valid;
 };
 
 struct ovl {

@@ -4,18 +4,17 @@
  * the views read through it, and its edits make them stale).
  *
  * A text view's bytes are the tensor's elements formatted by
- * view_text_format(), about three times the tensor's size.  They used to
- * be rendered whole into a temporary file in $TMPDIR on first use and kept
- * until the next edit, so reading the text views of a large model filled
- * the disk.  Now nothing is stored but, per view, the text offset at which
- * every chunk of CHUNK_ELEMS elements starts (8 bytes per 4096
- * elements), learnt while formatting: a read formats the chunks it covers
- * (finding the first from the marks, extending them as far as needed).
- * The size (a stat, and the kernel's permission check before an open:
- * the mount uses default_permissions) formats everything once, in
- * memory; after that any read costs the one or two chunks it covers.
- * NEEDSWORK: so `head` of a big tensor's view still waits for one whole
- * formatting pass (about 0.5 us per float32 element, snprintf's %.9g).
+ * view_text_format(), about three times the tensor's size.  Nothing of it
+ * is stored but, per view, the text offset at which every chunk of
+ * CHUNK_ELEMS elements starts (8 bytes per 4096 elements), and the one
+ * chunk formatted last (for the next read of a sequential reader).  The
+ * marks are learnt by measuring (view_text_measure(): each element's
+ * length counted, not printed, a few ns per float32 element), as far as
+ * a read or a stat needs them; a read then formats only the chunks it
+ * covers.  The first stat (the kernel asks for the size before any open:
+ * the mount uses default_permissions) measures the whole view; the first
+ * read of `head` formats one chunk.  It used to format every element
+ * for the size (37 s for a 412 MB tensor before `head` got a byte).
  * Edits drop the marks (ovl_texts_drop(); the caller makes sure no read
  * runs then).
  *
@@ -34,7 +33,7 @@
 
 #define CHUNK_ELEMS	(1u << 12)
 /* a 16-byte storage viewed with stride 0 as 2^40 elements (tests/hostile)
-   must not keep the daemon formatting for hours */
+   must not keep the daemon measuring for hours */
 #define TEXT_MAX_ELEMS	(UINT64_C(1) << 28)
 
 /* The tensor's shape as the text shows it (a new file: flat). */
@@ -84,41 +83,83 @@ static struct ovl_text *entry(struct ovl *v, const struct ckpt_node *n,
 	return &v->texts.v[n->id];
 }
 
-/*
- * Format chunk @j of @n into @out (CHUNK_ELEMS * VIEW_TEXT_ELEM_MAX
- * bytes, @in CHUNK_ELEMS elements); its length, or -errno.  Learns the
- * next mark.
- */
-static long long chunk(struct ovl *v, struct ckpt_node *n,
-		       struct ovl_text *e, uint64_t j, unsigned char *in,
-		       char *out, struct diag *d)
+/* Chunk @j's elements into v->texts.in; how many, or -errno. */
+static long long chunk_in(struct ovl *v, struct ckpt_node *n,
+			  const struct ovl_text *e, uint64_t j,
+			  struct diag *d)
 {
 	const struct ckpt_dtype *dt = n->tensor->dtype;
-	const int64_t *shape;
-	uint64_t numel, first = j * CHUNK_ELEMS, k;
-	int64_t flat;
-	int ndim = text_shape(v, n, &flat, &shape, &numel);
-	long long got;
-	size_t w;
+	uint64_t first = j * CHUNK_ELEMS;
+	uint64_t k = e->numel - first < CHUNK_ELEMS ? e->numel - first :
+		     CHUNK_ELEMS;
+	long long got = ovl_read(v, n, v->texts.in, k * dt->size,
+				 first * dt->size, d);
 
-	k = numel - first < CHUNK_ELEMS ? numel - first : CHUNK_ELEMS;
-	got = ovl_read(v, n, in, k * dt->size, first * dt->size, d);
 	if (got < 0)
 		return got;
 	if ((uint64_t)got != k * dt->size)
 		return diag_errno(d, -EIO, "%s: short read", n->name);
-	w = view_text_format(dt, v->c->byteorder && !strcmp(v->c->byteorder, "big"), ndim, shape,
-			     first, in, k, out);
-	if (j + 1 == e->nmarks) {
-		uint64_t *m = realloc(e->marks, (e->nmarks + 1) * sizeof(*m));
+	return (long long)k;
+}
 
-		if (!m)
-			return diag_nomem(d);
-		e->marks = m;
-		m[e->nmarks] = m[e->nmarks - 1] + w;
+/* Learn marks until one lies past @off or all are known (lock held). */
+static int learn(struct ovl *v, struct ckpt_node *n, struct ovl_text *e,
+		 uint64_t off, struct diag *d)
+{
+	const struct ckpt_dtype *dt = n->tensor->dtype;
+	bool big = ovl_view_big(v);
+	uint64_t *m;
+
+	while (e->nmarks <= e->nchunks && e->marks[e->nmarks - 1] <= off) {
+		uint64_t j = e->nmarks - 1;
+		long long k = chunk_in(v, n, e, j, d);
+
+		if (k < 0)
+			return (int)k;
+		if (e->nmarks == e->cap) {
+			uint64_t cap = e->cap * 2 < e->nchunks + 1 ?
+				       e->cap * 2 : e->nchunks + 1;
+
+			m = realloc(e->marks, cap * sizeof(*m));
+			if (!m)
+				return diag_nomem(d);
+			e->marks = m;
+			e->cap = cap;
+		}
+		e->marks[j + 1] = e->marks[j] +
+			view_text_measure(dt, big, v->texts.in, (uint64_t)k);
 		e->nmarks++;
 	}
-	return (long long)w;
+	return 0;
+}
+
+/* Chunk @j of @n formatted into v->texts.out (kept for the next read);
+ * its length, or -errno (lock held). */
+static long long format_chunk(struct ovl *v, struct ckpt_node *n,
+			      const struct ovl_text *e, uint64_t j,
+			      struct diag *d)
+{
+	struct ovl_texts *t = &v->texts;
+	const int64_t *shape;
+	uint64_t numel;
+	int64_t flat;
+	int ndim = text_shape(v, n, &flat, &shape, &numel);
+	long long k;
+
+	if (t->out_valid && t->out_node == n->id && t->out_chunk == j)
+		return (long long)t->out_len;
+	t->out_valid = false;
+	k = chunk_in(v, n, e, j, d);
+	if (k < 0)
+		return k;
+	t->out_len = view_text_format(n->tensor->dtype, ovl_view_big(v), ndim,
+				      shape, j * CHUNK_ELEMS, t->in,
+				      (uint64_t)k, t->out);
+	t->formatted += (uint64_t)k;
+	t->out_node = n->id;
+	t->out_chunk = j;
+	t->out_valid = true;
+	return (long long)t->out_len;
 }
 
 /* Start @e (the header's mark) unless it is started. */
@@ -131,28 +172,55 @@ static int start(struct ovl *v, struct ckpt_node *n, struct ovl_text *e,
 	int64_t flat;
 	int ndim, rc;
 
+	if (!v->texts.in) {
+		v->texts.in = malloc((size_t)CHUNK_ELEMS * 16);
+		v->texts.out = malloc((size_t)CHUNK_ELEMS * VIEW_TEXT_ELEM_MAX);
+		if (!v->texts.in || !v->texts.out) {
+			free(v->texts.in);
+			free(v->texts.out);
+			v->texts.in = NULL;
+			v->texts.out = NULL;
+			return diag_nomem(d);
+		}
+	}
 	if (e->marks)
 		return 0;
 	rc = ovl_text_check(v, n, d);
 	if (rc)
 		return rc;
 	ndim = text_shape(v, n, &flat, &shape, &numel);
-	e->marks = malloc(sizeof(*e->marks));
+	e->marks = malloc(16 * sizeof(*e->marks));
 	if (!e->marks)
 		return diag_nomem(d);
 	v->texts.ncached++;
+	e->cap = 16;
 	e->marks[0] = view_text_header(n->tensor->dtype, ndim, shape, line,
 				       sizeof(line));
 	e->nmarks = 1;
+	e->numel = numel;
 	e->nchunks = (numel + CHUNK_ELEMS - 1) / CHUNK_ELEMS;
 	return 0;
+}
+
+/* The last mark at or before @off (the marks are sorted). */
+static uint64_t find(const struct ovl_text *e, uint64_t off)
+{
+	uint64_t lo = 0, hi = e->nmarks;
+
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (e->marks[mid] <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 long long ovl_text_read(struct ovl *v, struct ckpt_node *n, char *buf,
 			 size_t size, uint64_t off, struct diag *d)
 {
-	unsigned char *in = NULL;
-	char *out = NULL;
 	struct ovl_text *e;
 	long long rc = 0;
 	size_t done = 0;
@@ -175,50 +243,43 @@ long long ovl_text_read(struct ovl *v, struct ckpt_node *n, char *buf,
 		done = e->marks[0] - off < size ? e->marks[0] - off : size;
 		memcpy(buf, line + off, done);
 	}
-	in = malloc((size_t)CHUNK_ELEMS * n->tensor->dtype->size);
-	out = malloc((size_t)CHUNK_ELEMS * VIEW_TEXT_ELEM_MAX);
-	if (!in || !out) {
-		rc = diag_nomem(d);
+	if (done == size)
 		goto out;
-	}
-	/* the last known mark at or before @off (the marks are sorted) */
-	j = 0;
-	{
-		uint64_t lo = 0, hi = e->nmarks;
-
-		while (hi - lo > 1) {
-			uint64_t mid = lo + (hi - lo) / 2;
-
-			if (e->marks[mid] <= off + done)
-				lo = mid;
-			else
-				hi = mid;
-		}
-		j = lo;
-	}
-	for (; done < size && j < e->nchunks; j++) {
+	rc = learn(v, n, e, off + done, d);
+	if (rc)
+		goto out;
+	for (j = find(e, off + done); done < size && j < e->nchunks; j++) {
 		uint64_t at = off + done;
-		long long w = chunk(v, n, e, j, in, out, d);
+		long long w;
+		size_t from, k;
 
+		/* the mark after chunk j, for the one after it */
+		rc = learn(v, n, e, e->marks[j], d);
+		if (rc)
+			goto out;
+		if (at >= e->marks[j + 1])
+			break;		/* past the end */
+		w = format_chunk(v, n, e, j, d);
 		if (w < 0) {
 			rc = w;
 			goto out;
 		}
-		if (at >= e->marks[j] + (uint64_t)w)
-			continue;	/* still before @off: learning marks */
-		{
-			size_t from = at - e->marks[j], k = (size_t)w - from;
-
-			if (k > size - done)
-				k = size - done;
-			memcpy(buf + done, out + from, k);
-			done += k;
+		/* measured and formatted alike, or the text would tear */
+		if ((uint64_t)w != e->marks[j + 1] - e->marks[j]) {
+			rc = diag_errno(d, -EIO, "%s: text chunk %" PRIu64
+					" is %lld bytes, measured %" PRIu64,
+					n->name, j, w,
+					e->marks[j + 1] - e->marks[j]);
+			goto out;
 		}
+		from = at - e->marks[j];
+		k = (size_t)w - from < size - done ? (size_t)w - from
+						    : size - done;
+		memcpy(buf + done, v->texts.out + from, k);
+		done += k;
 	}
 out:
 	pthread_mutex_unlock(&v->texts.lock);
-	free(in);
-	free(out);
 	return rc ? rc : (long long)done;
 }
 
@@ -226,18 +287,17 @@ int ovl_text_measure(struct ovl *v, struct ckpt_node *n, uint64_t *size,
 		      struct diag *d)
 {
 	struct ovl_text *e;
-	long long rc;
-	char dummy;
+	int rc;
 
-	/* a read at the far end learns every mark */
-	rc = ovl_text_read(v, n, &dummy, 1, UINT64_MAX - 1, d);
-	if (rc < 0)
-		return (int)rc;
 	pthread_mutex_lock(&v->texts.lock);
-	e = &v->texts.v[n->id];
-	*size = e->marks ? e->marks[e->nmarks - 1] : 0;
+	e = entry(v, n, d);
+	rc = e ? start(v, n, e, d) : -ENOMEM;
+	if (!rc)
+		rc = learn(v, n, e, UINT64_MAX, d);
+	if (!rc)
+		*size = e->marks[e->nmarks - 1];
 	pthread_mutex_unlock(&v->texts.lock);
-	return 0;
+	return rc;
 }
 
 bool ovl_text_known(struct ovl *v, const struct ckpt_node *n,
@@ -255,12 +315,23 @@ bool ovl_text_known(struct ovl *v, const struct ckpt_node *n,
 	return known;
 }
 
+uint64_t ovl_text_formatted(struct ovl *v)
+{
+	uint64_t k;
+
+	pthread_mutex_lock(&v->texts.lock);
+	k = v->texts.formatted;
+	pthread_mutex_unlock(&v->texts.lock);
+	return k;
+}
+
 static void drop(struct ovl *v, uint32_t i)
 {
 	v->texts.ncached--;
 	free(v->texts.v[i].marks);
-	v->texts.v[i].marks = NULL;
-	v->texts.v[i].nmarks = v->texts.v[i].nchunks = 0;
+	memset(&v->texts.v[i], 0, sizeof(v->texts.v[i]));
+	if (v->texts.out_node == i)
+		v->texts.out_valid = false;
 }
 
 void ovl_texts_drop_storage(struct ovl *v, const struct ckpt_storage *s)
@@ -308,6 +379,10 @@ void ovl_texts_free(struct ovl *v)
 {
 	ovl_texts_drop(v);
 	free(v->texts.v);
+	free(v->texts.in);
+	free(v->texts.out);
+	v->texts.in = NULL;
+	v->texts.out = NULL;
 	v->texts.v = NULL;
 	v->texts.n = 0;
 	pthread_mutex_destroy(&v->texts.lock);
