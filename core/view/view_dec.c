@@ -15,6 +15,7 @@
 
 #include <float.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -383,4 +384,92 @@ size_t view_dec_len(const struct view_dec *c, const unsigned char *p)
 	default:
 		return u64_len(ord_load(p, size, false));
 	}
+}
+
+/* ---- runs of elements: the size pass's loops ---- */
+
+/* The length of every float16 and of every bfloat16 pattern's text
+ * (128 KiB, made on first use by float_len()). */
+static unsigned char len16[2][65536];
+static pthread_once_t len16_once = PTHREAD_ONCE_INIT;
+
+static void len16_make(void)
+{
+	bool minus;
+
+	for (uint32_t b = 0; b < 65536; b++) {
+		len16[0][b] = (unsigned char)float_len(&view_f16, b, &minus);
+		len16[1][b] = (unsigned char)float_len(&view_bf16, b, &minus);
+	}
+}
+
+/*
+ * float32's lengths: dec_dbl() and dec_len() unrolled for the common
+ * case, a normal number between 1e-14 and 1e8 (10^k and 10^(k-1) both
+ * exact doubles); everything else through float_len().
+ */
+static uint64_t f32_run(const unsigned char *p, uint64_t n, bool big)
+{
+	uint64_t len = 0;
+	bool minus;
+
+	for (uint64_t i = 0; i < n; i++, p += 4) {
+		uint32_t b = (uint32_t)ord_load(p, 4, big), mag = b & 0x7fffffff;
+		int e = floor_log10_pow2((int)(mag >> 23) - 127), k = 8 - e;
+		uint32_t d;
+		double s, fr;
+		int nd;
+
+		if (mag < 0x00800000 || mag >= 0x7f800000 || k < 1 || k > 22)
+			goto slow;
+		s = (double)f32_of(mag) * p10[k];
+		if (s >= 1e9) {
+			s = (double)f32_of(mag) * p10[k - 1];
+			e++;
+		}
+		d = (uint32_t)s;
+		fr = s - (double)d;
+		if (fr > 0.5 - 1e-6 && fr < 0.5 + 1e-6)
+			goto slow;
+		d += fr > 0.5;
+		if (d >= 1000000000u) {
+			d /= 10;
+			e++;
+		}
+		if (d < 100000000u)
+			goto slow;
+		for (nd = 9; d % 10 == 0; d /= 10)
+			nd--;
+		len += (b >> 31) + (e < -4 || e >= 9 ?
+			(unsigned)(nd > 1 ? nd + 1 : 1) + 4 :
+			e >= 0 ? (unsigned)(nd > e + 1 ? nd + 1 : e + 1) :
+			(unsigned)(nd + 1 - e));
+		continue;
+slow:
+		len += float_len(&view_f32, b, &minus);
+	}
+	return len;
+}
+
+uint64_t view_dec_len_run(const struct view_dec *c, const unsigned char *p,
+			  uint64_t n)
+{
+	unsigned size = c->dt->size;
+	uint64_t len = 0;
+
+	if (c->kind == VIEW_FLOAT && c->f == &view_f32)
+		return f32_run(p, n, c->big);
+	if (c->kind == VIEW_FLOAT && size == 2) {
+		const unsigned char *t = len16[c->f == &view_bf16];
+
+		pthread_once(&len16_once, len16_make);
+		for (uint64_t i = 0; i < n; i++, p += 2)
+			len += t[ord_load(p, 2, c->big)];
+		return len;
+	}
+	if (c->kind == VIEW_BOOL)
+		return n;
+	for (uint64_t i = 0; i < n; i++, p += size)
+		len += view_dec_len(c, p);
+	return len;
 }

@@ -84,11 +84,7 @@ uint64_t view_text_measure(const struct ckpt_dtype *dt, bool big,
 	struct view_dec c;
 
 	view_dec_init(&c, dt, big);
-	if (c.kind == VIEW_BOOL)
-		return 2 * n;
-	for (uint64_t i = 0; i < n; i++, data += dt->size)
-		len += view_dec_len(&c, data);
-	return len;
+	return len + view_dec_len_run(&c, data, n);
 }
 
 /* ---- parsing one number ---- */
