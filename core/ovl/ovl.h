@@ -143,7 +143,8 @@ long long ovl_text_read(struct ovl *v, struct ckpt_node *n, char *buf,
 			 size_t size, uint64_t off, struct diag *d);
 
 /* The whole text's size: each element's text measured, not formatted
- * (view_text_measure()), once; 8 bytes kept per 4096 elements. */
+ * (view_text_measure(), a big view in several threads), once; 8 bytes
+ * kept per 4096 elements. */
 int ovl_text_measure(struct ovl *v, struct ckpt_node *n, uint64_t *size,
 		      struct diag *d);
 

@@ -12,7 +12,8 @@
  * length counted, not printed, a few ns per float32 element), as far as
  * a read or a stat needs them; a read then formats only the chunks it
  * covers.  The first stat (the kernel asks for the size before any open:
- * the mount uses default_permissions) measures the whole view; the first
+ * the mount uses default_permissions) measures the whole view, a big one
+ * in as many threads as there are CPUs (at most MEASURERS); the first
  * read of `head` formats one chunk.  It used to format every element
  * for the size (37 s for a 412 MB tensor before `head` got a byte).
  * Edits drop the marks (ovl_texts_drop(); the caller makes sure no read
@@ -30,11 +31,15 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CHUNK_ELEMS	(1u << 12)
 /* a 16-byte storage viewed with stride 0 as 2^40 elements (tests/hostile)
    must not keep the daemon measuring for hours */
 #define TEXT_MAX_ELEMS	(UINT64_C(1) << 28)
+/* threads measuring a big view, each at least PART_MIN chunks */
+#define MEASURERS	8
+#define PART_MIN	64
 
 /* The tensor's shape as the text shows it (a new file: flat). */
 static int text_shape(struct ovl *v, const struct ckpt_node *n,
@@ -83,16 +88,16 @@ static struct ovl_text *entry(struct ovl *v, const struct ckpt_node *n,
 	return &v->texts.v[n->id];
 }
 
-/* Chunk @j's elements into v->texts.in; how many, or -errno. */
+/* Chunk @j's elements into @in; how many, or -errno. */
 static long long chunk_in(struct ovl *v, struct ckpt_node *n,
 			  const struct ovl_text *e, uint64_t j,
-			  struct diag *d)
+			  unsigned char *in, struct diag *d)
 {
 	const struct ckpt_dtype *dt = n->tensor->dtype;
 	uint64_t first = j * CHUNK_ELEMS;
 	uint64_t k = e->numel - first < CHUNK_ELEMS ? e->numel - first :
 		     CHUNK_ELEMS;
-	long long got = ovl_read(v, n, v->texts.in, k * dt->size,
+	long long got = ovl_read(v, n, in, k * dt->size,
 				 first * dt->size, d);
 
 	if (got < 0)
@@ -100,6 +105,108 @@ static long long chunk_in(struct ovl *v, struct ckpt_node *n,
 	if ((uint64_t)got != k * dt->size)
 		return diag_errno(d, -EIO, "%s: short read", n->name);
 	return (long long)k;
+}
+
+/* Make room for every mark of @e. */
+static int marks_all(struct ovl_text *e, struct diag *d)
+{
+	uint64_t *m;
+
+	if (e->cap >= e->nchunks + 1)
+		return 0;
+	m = realloc(e->marks, (e->nchunks + 1) * sizeof(*m));
+	if (!m)
+		return diag_nomem(d);
+	e->marks = m;
+	e->cap = e->nchunks + 1;
+	return 0;
+}
+
+/* One measuring thread's share: chunks [j0, j1), each text's length
+ * into marks[j + 1] (made offsets afterwards). */
+struct part {
+	struct ovl *v;
+	struct ckpt_node *n;
+	struct ovl_text *e;
+	uint64_t j0, j1;
+	unsigned char *in;
+	struct diag d;
+	int rc;
+};
+
+static void *measure_part(void *arg)
+{
+	struct part *p = arg;
+	const struct ckpt_dtype *dt = p->n->tensor->dtype;
+	bool big = ovl_view_big(p->v);
+
+	for (uint64_t j = p->j0; j < p->j1; j++) {
+		long long k = chunk_in(p->v, p->n, p->e, j, p->in, &p->d);
+
+		if (k < 0) {
+			p->rc = (int)k;
+			break;
+		}
+		p->e->marks[j + 1] = view_text_measure(dt, big, p->in,
+						       (uint64_t)k);
+	}
+	return NULL;
+}
+
+/*
+ * Every mark from nmarks on, the chunks shared among up to MEASURERS
+ * threads (the one pass that a stat of a big view waits for; the
+ * daemon's reads already run ovl_read() side by side).  A thread that
+ * cannot start has its share done here.
+ */
+static int measure_rest(struct ovl *v, struct ckpt_node *n,
+			struct ovl_text *e, struct diag *d)
+{
+	struct part p[MEASURERS];
+	pthread_t tid[MEASURERS];
+	bool started[MEASURERS] = { false };
+	uint64_t j0 = e->nmarks - 1, left = e->nchunks - j0;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int np = cpus < 1 ? 1 : cpus > MEASURERS ? MEASURERS : (int)cpus;
+	int rc = marks_all(e, d);
+
+	if (rc)
+		return rc;
+	if ((uint64_t)np > left / PART_MIN)
+		np = left / PART_MIN ? (int)(left / PART_MIN) : 1;
+	for (int i = 0; i < np; i++) {
+		p[i] = (struct part){ .v = v, .n = n, .e = e,
+				      .j0 = j0 + left * i / np,
+				      .j1 = j0 + left * (i + 1) / np };
+		diag_init(&p[i].d, d->path);
+		p[i].in = i ? malloc((size_t)CHUNK_ELEMS * 16) : v->texts.in;
+		if (!p[i].in) {
+			np = i;
+			p[i - 1].j1 = j0 + left;	/* i >= 1 here */
+			break;
+		}
+	}
+	for (int i = 1; i < np; i++)
+		started[i] = !pthread_create(&tid[i], NULL, measure_part, &p[i]);
+	measure_part(&p[0]);
+	for (int i = 1; i < np; i++) {
+		if (started[i])
+			pthread_join(tid[i], NULL);
+		else
+			measure_part(&p[i]);
+		free(p[i].in);
+	}
+	for (int i = 0; i < np && !rc; i++)
+		if (p[i].rc) {
+			*d = p[i].d;
+			rc = p[i].rc;
+		}
+	if (rc)
+		return rc;
+	for (uint64_t j = j0; j < e->nchunks; j++)
+		e->marks[j + 1] += e->marks[j];
+	e->nmarks = e->nchunks + 1;
+	return 0;
 }
 
 /* Learn marks until one lies past @off or all are known (lock held). */
@@ -110,9 +217,11 @@ static int learn(struct ovl *v, struct ckpt_node *n, struct ovl_text *e,
 	bool big = ovl_view_big(v);
 	uint64_t *m;
 
+	if (off == UINT64_MAX && e->nchunks + 1 - e->nmarks >= 2 * PART_MIN)
+		return measure_rest(v, n, e, d);
 	while (e->nmarks <= e->nchunks && e->marks[e->nmarks - 1] <= off) {
 		uint64_t j = e->nmarks - 1;
-		long long k = chunk_in(v, n, e, j, d);
+		long long k = chunk_in(v, n, e, j, v->texts.in, d);
 
 		if (k < 0)
 			return (int)k;
@@ -149,7 +258,7 @@ static long long format_chunk(struct ovl *v, struct ckpt_node *n,
 	if (t->out_valid && t->out_node == n->id && t->out_chunk == j)
 		return (long long)t->out_len;
 	t->out_valid = false;
-	k = chunk_in(v, n, e, j, d);
+	k = chunk_in(v, n, e, j, t->in, d);
 	if (k < 0)
 		return k;
 	t->out_len = view_text_format(n->tensor->dtype, ovl_view_big(v), ndim,

@@ -148,7 +148,8 @@ static bool dec_f64(double x, struct dec *o)
 
 		if (k > 27 || k < -27)
 			return false;
-		s = k >= 0 ? (long double)x * p10l[k] : (long double)x / p10l[-k];
+		s = k >= 0 ? (long double)x * p10l[k]
+			   : (long double)x / p10l[-k];
 		if (s < hi)
 			break;
 	}
@@ -414,7 +415,8 @@ static uint64_t f32_run(const unsigned char *p, uint64_t n, bool big)
 	bool minus;
 
 	for (uint64_t i = 0; i < n; i++, p += 4) {
-		uint32_t b = (uint32_t)ord_load(p, 4, big), mag = b & 0x7fffffff;
+		uint32_t b = (uint32_t)ord_load(p, 4, big);
+		uint32_t mag = b & 0x7fffffff;
 		int e = floor_log10_pow2((int)(mag >> 23) - 127), k = 8 - e;
 		uint32_t d;
 		double s, fr;
