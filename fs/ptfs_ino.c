@@ -333,7 +333,8 @@ static void node_stat(const struct ptfs *fs, const struct ckpt_node *n,
 }
 
 /*
- * A text view's size: one formatting pass, which reads the checkpoint,
+ * A text view's size: one measuring pass (ovl_text_measure: lengths
+ * counted, not printed), which reads the checkpoint,
  * so it fails like a read when the checkpoint changed (ESTALE, logged
  * once) or the view cannot be (EFBIG): a size of 0 would make every
  * read look like an empty file.

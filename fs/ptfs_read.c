@@ -139,7 +139,7 @@ static void read_storage(fuse_req_t req, struct ptfs *fs,
 }
 
 /*
- * KEY.txt: the chunks the request covers, formatted now (ptfs_view.c),
+ * KEY.txt: the chunks the request covers, formatted now (ovl_text.c),
  * unless a new text is being written; everything else as read_file().
  */
 static void read_view(fuse_req_t req, struct ptfs *fs, struct ckpt_node *n,
