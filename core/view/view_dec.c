@@ -390,17 +390,32 @@ size_t view_dec_len(const struct view_dec *c, const unsigned char *p)
 /* ---- runs of elements: the size pass's loops ---- */
 
 /* The length of every float16 and of every bfloat16 pattern's text
- * (128 KiB, made on first use by float_len()). */
+ * (128 KiB), and per float32 exponent the scalings f32_run() uses, made
+ * on first use. */
 static unsigned char len16[2][65536];
-static pthread_once_t len16_once = PTHREAD_ONCE_INIT;
+static struct {
+	double hi, lo;		/* 10^(8 - e), 10^(7 - e); hi 0: no fast path */
+	int e;			/* floor(log10(2^(exponent - 127))) */
+} f32x[256];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-static void len16_make(void)
+static void tables_make(void)
 {
 	bool minus;
 
 	for (uint32_t b = 0; b < 65536; b++) {
 		len16[0][b] = (unsigned char)float_len(&view_f16, b, &minus);
 		len16[1][b] = (unsigned char)float_len(&view_bf16, b, &minus);
+	}
+	/* exponents 0 and 255 (zero, subnormals, inf, NaN) stay slow */
+	for (int x = 1; x < 255; x++) {
+		int e = floor_log10_pow2(x - 127), k = 8 - e;
+
+		f32x[x].e = e;
+		if (k >= 1 && k <= 22) {
+			f32x[x].hi = p10[k];
+			f32x[x].lo = p10[k - 1];
+		}
 	}
 }
 
@@ -415,30 +430,28 @@ static uint64_t f32_run(const unsigned char *p, uint64_t n, bool big)
 	bool minus;
 
 	for (uint64_t i = 0; i < n; i++, p += 4) {
-		uint32_t b = (uint32_t)ord_load(p, 4, big);
-		uint32_t mag = b & 0x7fffffff;
-		int e = floor_log10_pow2((int)(mag >> 23) - 127), k = 8 - e;
-		uint32_t d;
-		double s, fr;
-		int nd;
+		uint32_t b = big ? (uint32_t)ord_load(p, 4, true) : le32(p);
+		uint32_t mag = b & 0x7fffffff, x = mag >> 23;
+		double s = (double)f32_of(mag) * f32x[x].hi, fr;
+		int e = f32x[x].e, nd;
+		int32_t d;
 
-		if (mag < 0x00800000 || mag >= 0x7f800000 || k < 1 || k > 22)
+		if (!f32x[x].hi)
 			goto slow;
-		s = (double)f32_of(mag) * p10[k];
 		if (s >= 1e9) {
-			s = (double)f32_of(mag) * p10[k - 1];
+			s = (double)f32_of(mag) * f32x[x].lo;
 			e++;
 		}
-		d = (uint32_t)s;
+		d = (int32_t)s;
 		fr = s - (double)d;
 		if (fr > 0.5 - 1e-6 && fr < 0.5 + 1e-6)
 			goto slow;
 		d += fr > 0.5;
-		if (d >= 1000000000u) {
+		if (d >= 1000000000) {
 			d /= 10;
 			e++;
 		}
-		if (d < 100000000u)
+		if (d < 100000000)
 			goto slow;
 		for (nd = 9; d % 10 == 0; d /= 10)
 			nd--;
@@ -459,12 +472,12 @@ uint64_t view_dec_len_run(const struct view_dec *c, const unsigned char *p,
 	unsigned size = c->dt->size;
 	uint64_t len = 0;
 
+	pthread_once(&tables_once, tables_make);
 	if (c->kind == VIEW_FLOAT && c->f == &view_f32)
 		return f32_run(p, n, c->big);
 	if (c->kind == VIEW_FLOAT && size == 2) {
 		const unsigned char *t = len16[c->f == &view_bf16];
 
-		pthread_once(&len16_once, len16_make);
 		for (uint64_t i = 0; i < n; i++, p += 2)
 			len += t[ord_load(p, 2, c->big)];
 		return len;
