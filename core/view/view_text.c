@@ -6,7 +6,7 @@
  * written.  Numbers use the C locale's "." (the core never calls
  * setlocale); NaN payloads travel as "nan(0xBITS)".  The numbers
  * themselves are view_dec.c's, which also counts their bytes unprinted:
- * a view's size, and where each row starts, without formatting it.
+ * a view's size, and where each chunk of it starts, without formatting.
  */
 #include "view/view_int.h"
 #include "util/le.h"
