@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "cli_io.h"
 #include "ptrepack_cvt.h"
+#include "ptrepack_in.h"
 #include "ptrepack_st.h"
 #include "diag/diag.h"
 #include "json_out.h"
@@ -40,9 +41,11 @@
 
 static void usage(FILE *f)
 {
-	fputs("usage: ptrepack [OPTIONS] IN OUT\n"
+	fputs("usage: ptrepack [OPTIONS] IN OUT [KEYPATH...]\n"
 	      "Write PyTorch checkpoint IN to OUT in torch's own archive "
-	      "layout, or as a\nsafetensors file.\n\n"
+	      "layout, or as a\nsafetensors file; with KEYPATHs "
+	      "(\"model\"), what torch.save(ck[KEY]) writes,\nand a "
+	      "dict of them for several.\n\n"
 	      "      --format F     pt, safetensors or dcp (default: by OUT's "
 	      "name,\n"
 	      "                     .safetensors, .pt/.pth/.bin/.ckpt, or "
@@ -76,6 +79,9 @@ static void usage(FILE *f)
 	      "matches GLOB\n"
 	      "      --torch VER    with --dtype: NaN patterns of torch VER "
 	      "(2 or 1.13)\n"
+	      "  -n, --no-crc       do not check the records' CRC-32s first "
+	      "(a damaged\n"
+	      "                     record is then copied as it is)\n"
 	      "  -v, --verbose      say what was written (on stderr when OUT "
 	      "is -)\n"
 	      CLI_COMMON_HELP
@@ -83,7 +89,8 @@ static void usage(FILE *f)
 	      "is written\nto a temporary file beside it, fsync'd and renamed; "
 	      "OUT - (or a pipe, or a\ncharacter device) is written in "
 	      "order, never to a terminal.  A symlink OUT\nreplaces its "
-	      "target.\n"
+	      "target.  A record whose CRC-32 is wrong is refused: nothing "
+	      "is written.\n"
 	      "\nExit status: 0 ok, 2 error.\n", f);
 }
 
@@ -95,9 +102,15 @@ static void progress(void *arg, uint64_t done, uint64_t total)
 	cli_progress(p, done);
 }
 
+/*
+ * The summary line (-v) or JSON object (-j) of a torch zip output.
+ * "converted" is true when the output holds the input in another form:
+ * another format (legacy, safetensors, a folder) or, with --dtype,
+ * another dtype ("dtype" then says what; null without --dtype).
+ */
 static void summary(FILE *f, const char *in, const char *out,
 		    const struct ckpt *c, const struct ckpt_write_stats *st,
-		    bool json)
+		    const struct cvt_opt *cv_o, bool json)
 {
 	const char *cv = ckpt_fmt(c)->converted;
 	char a[16], b[16];
@@ -106,11 +119,24 @@ static void summary(FILE *f, const char *in, const char *out,
 		repack_json_head(f, in, out);
 		fprintf(f, ",\"converted\":%s,\"repickled\":%s,\"records\":%u,"
 		       "\"storages\":%u,\"dropped\":%u,\"trimmed\":%u,"
-		       "\"saved\":%" PRIu64 ",\"size\":%" PRIu64 "}\n",
-		       !ckpt_can(c, CKPT_CAP_TORCH_ZIP) ? "true" : "false",
-		       st->repickled ? "true" : "false", st->records,
+		       "\"saved\":%" PRIu64 ",\"size\":%" PRIu64,
+		       !ckpt_can(c, CKPT_CAP_TORCH_ZIP) || cv_o->to ? "true" :
+		       "false", st->repickled ? "true" : "false", st->records,
 		       st->storages, st->dropped, st->trimmed, st->saved,
 		       st->size);
+		fprintf(f, ",\"was\":%" PRIu64 ",\"protocol\":", in_size(c));
+		if (st->repickled)
+			fprintf(f, "2,\"protocol_was\":%d", st->proto_was);
+		else
+			fputs("null,\"protocol_was\":null", f);
+		if (cv_o->to)
+			fprintf(f, ",\"dtype\":{\"to\":\"%s\",\"tensors\":%u,"
+				"\"storages\":%u,\"bytes_in\":%" PRIu64
+				",\"bytes_out\":%" PRIu64 "}}\n", cv_o->to->name,
+				cv_o->st.tensors, cv_o->st.storages,
+				cv_o->st.bytes_in, cv_o->st.bytes_out);
+		else
+			fputs(",\"dtype\":null}\n", f);
 		return;
 	}
 	fprintf(f, "%s: %u record%s, %u storage%s%s, %s (was %s)", out,
@@ -118,7 +144,7 @@ static void summary(FILE *f, const char *in, const char *out,
 	       st->storages == 1 ? "" : "s",
 	       cv && cv[0] ? cv : st->repickled ? ", new data.pkl" : "",
 	       cli_size(st->size, a, sizeof(a)),
-	       cli_size(c->file_size, b, sizeof(b)));
+	       cli_size(in_size(c), b, sizeof(b)));
 	if (st->dropped)
 		fprintf(f, "; %u unused storage record%s left out", st->dropped,
 		       st->dropped == 1 ? "" : "s");
@@ -201,6 +227,7 @@ int main(int argc, char **argv)
 		{ "torch", required_argument, NULL, 'T' + 256 },
 		{ "format", required_argument, NULL, 'f' + 256 },
 		{ "drop-values", no_argument, NULL, 'D' + 256 },
+		{ "no-crc", no_argument, NULL, 'n' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "json", no_argument, NULL, 'j' },
@@ -212,7 +239,8 @@ int main(int argc, char **argv)
 	struct ckpt_dcp_stats ds = { 0 };
 	struct ckpt_write_opts o = { .stats = &st };
 	struct cli_progress pr;
-	bool verbose = false, json = false, quiet = false;
+	bool verbose = false, json = false, quiet = false, no_crc = false;
+	struct in_roots roots = { 0 };
 	struct cvt_opt cv = { .tmpfd = -1 };
 	struct st_opt so = { 0 };
 	enum cli_out how;
@@ -226,8 +254,8 @@ int main(int argc, char **argv)
 	unsigned long a;
 	int ch, rc, sfd;
 
-	cli_init(argv[0], "[OPTIONS] IN OUT");
-	while ((ch = getopt_long(argc, argv, "PdC::A:vqjhV", lopts,
+	cli_init(argv[0], "[OPTIONS] IN OUT [KEYPATH...]");
+	while ((ch = getopt_long(argc, argv, "PdC::A:nvqjhV", lopts,
 				 NULL)) != -1) {
 		switch (ch) {
 		case 'P':
@@ -265,6 +293,9 @@ int main(int argc, char **argv)
 		case 'D' + 256:
 			so.drop = true;
 			break;
+		case 'n':
+			no_crc = true;
+			break;
 		case 'v':
 			verbose = true;
 			break;
@@ -283,9 +314,14 @@ int main(int argc, char **argv)
 			return cli_usage(NULL);
 		}
 	}
-	if (argc - optind != 2)
+	if (argc - optind < 2)
 		return cli_usage("expected IN and OUT, got %d file name%s",
 				 argc - optind, argc - optind == 1 ? "" : "s");
+	if (argc - optind > 2 && st_opt_dcp(&so, argv[optind + 1])) {
+		cli_error("%s: KEYPATH: not for a DCP output (write the "
+			  "subtree into a .pt first)", argv[optind + 1]);
+		return CLI_ERROR;
+	}
 	if (cvt_opt_check(&cv, o.clone_pct))
 		return CLI_ERROR;
 	out = argv[optind + 1];
@@ -295,8 +331,24 @@ int main(int argc, char **argv)
 	how = st_opt_dcp(&so, out) ? CLI_OUT_FILE : cli_output(out, &target);
 	if (how == CLI_OUT_REFUSED)
 		return CLI_ERROR;
+	/* what is wrong with IN: one line, and one JSON object under -j */
 	if (cli_open(argv[optind], &c, &d)) {
+		if (json && !quiet)
+			cli_json_error(stdout, &d, NULL, NULL);
 		cli_diag(&d);
+		free(target);
+		return CLI_ERROR;
+	}
+	rc = in_roots_find(c, argv + optind + 2, argc - optind - 2, &roots, &o,
+			   &d);
+	if (!rc && !no_crc)
+		rc = in_check_crc(c, &d);
+	if (rc) {
+		if (json && !quiet)
+			cli_json_error(stdout, &d, NULL, NULL);
+		cli_diag(&d);
+		in_roots_release(&roots);
+		ckpt_close(c);
 		free(target);
 		return CLI_ERROR;
 	}
@@ -304,6 +356,7 @@ int main(int argc, char **argv)
 	so.quiet = quiet;
 	so.in = cli_name(argv[optind]);
 	if (st_opt_apply(&so, out, c, &o)) {
+		in_roots_release(&roots);
 		ckpt_close(c);
 		free(target);
 		return CLI_ERROR;
@@ -341,6 +394,7 @@ int main(int argc, char **argv)
 			diag_errno(&d, rc, "%s", strerror(-rc));
 		cli_diag(&d);
 		cvt_opt_release(&cv);
+		in_roots_release(&roots);
 		ckpt_close(c);
 		return CLI_ERROR;
 	}
@@ -348,15 +402,29 @@ int main(int argc, char **argv)
 	sf = how == CLI_OUT_STDOUT ? stderr : stdout;
 	if (!quiet && o.to != CKPT_OUT_DCP)
 		st_opt_report(&so, c, &o);
+	/* why not the protocol it was: ptrepack(1), "The pickle" */
+	if (!quiet && st.repickled && st.proto_was > 2)
+		fprintf(stderr, "%s: note: data.pkl was pickle protocol %d, "
+			"written as protocol 2 (torch.save's default; the "
+			"weights-only torch.load of torch 2.x refuses "
+			"protocol 5)\n", cli_prog(), st.proto_was);
 	if ((verbose || json) && !quiet && o.to == CKPT_OUT_DCP)
 		dcp_summary(sf, cli_name(argv[optind]), out, c, &ds, json);
 	else if ((verbose || json) && !quiet)
-		(st_opt_out_st(&o, c) ? st_summary : summary)(sf,
-			cli_name(argv[optind]), how == CLI_OUT_STDOUT ?
-			"(stdout)" : out, c, &st, json);
+	{
+		if (st_opt_out_st(&o, c))
+			st_summary(sf, cli_name(argv[optind]),
+				   how == CLI_OUT_STDOUT ? "(stdout)" : out, c,
+				   &st, json);
+		else
+			summary(sf, cli_name(argv[optind]),
+				how == CLI_OUT_STDOUT ? "(stdout)" : out, c, &st,
+				&cv, json);
+	}
 	if (verbose && cv.to && !json && !quiet && how != CLI_OUT_STDOUT)
 		cvt_opt_report(&cv);
 	cvt_opt_release(&cv);
+	in_roots_release(&roots);
 	ckpt_close(c);
 	return cli_finish(CLI_OK);
 }

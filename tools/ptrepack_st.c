@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "json_out.h"
+#include "ptrepack_in.h"
 
 int st_opt_parse(struct st_opt *s, const char *arg)
 {
@@ -179,7 +180,7 @@ void dcp_summary(FILE *f, const char *in, const char *out,
 	fprintf(f, "%s: DCP directory, %u key%s (%u tensor%s), %s (was %s)\n",
 		out, st->keys, st->keys == 1 ? "" : "s", st->tensors,
 		st->tensors == 1 ? "" : "s", cli_size(st->size, a, sizeof(a)),
-		cli_size(c->file_size, b, sizeof(b)));
+		cli_size(in_size(c), b, sizeof(b)));
 }
 
 void st_summary(FILE *f, const char *in, const char *out,
@@ -202,5 +203,5 @@ void st_summary(FILE *f, const char *in, const char *out,
 		fprintf(f, ", %u tied name%s in __metadata__", st->aliases,
 			st->aliases == 1 ? "" : "s");
 	fprintf(f, ", %s (was %s)\n", cli_size(st->size, a, sizeof(a)),
-		cli_size(c->file_size, b, sizeof(b)));
+		cli_size(in_size(c), b, sizeof(b)));
 }

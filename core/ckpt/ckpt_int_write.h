@@ -13,6 +13,9 @@
 struct ckpt_repickle {
 	uint8_t clone_pct;	/* in: see ckpt_write_opts */
 	const uint8_t *part;	/* in: see ckpt_write_opts */
+	struct ckpt_node *const *roots;	/* in: see ckpt_write_opts */
+	const char *const *root_keys;
+	uint32_t nroots;
 	unsigned char *pkl;	/* the pickle (malloc'd) */
 	size_t len;
 	struct ckpt_storage **order;	/* new key k is order[k] */

@@ -464,8 +464,41 @@ static int emit_node(struct wb *w, struct ckpt_node *n)
 	}
 }
 
+/*
+ * The pickle's root: the checkpoint's, or what ptrepack IN OUT KEYPATH...
+ * asked for: one node as it is (torch.save(ck[KEY]): its container type,
+ * state and ties within it), several as a dict of them keyed by their
+ * paths (EMPTY_DICT MARK key value ... SETITEMS, as pickle writes one).
+ */
+static int emit_root(struct wb *w, struct ckpt_node *const *roots,
+		     const char *const *keys, uint32_t n)
+{
+	int rc;
+
+	if (!n)
+		return emit_node(w, w->c->root);
+	if (n == 1)
+		return emit_node(w, roots[0]);
+	rc = pkl_emit_op(w->e, PKL_OP_EMPTY_DICT);
+	if (!rc)
+		rc = rp_memo_fresh(w);
+	if (!rc)
+		rc = pkl_emit_mark(w->e);
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		rc = pkl_emit_str(w->e, keys[i], strlen(keys[i]));
+		if (!rc)
+			rc = rp_memo_fresh(w);
+		if (!rc)
+			rc = emit_node(w, roots[i]);
+	}
+	return rc ? rc : pkl_emit_op(w->e, PKL_OP_SETITEMS);
+}
+
 int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d)
 {
+	struct ckpt_node *const *roots = r->roots;
+	const char *const *keys = r->root_keys;
+	uint32_t nroots = r->nroots;
 	struct pkl_emit_hooks h = {
 		.value = hook_value, .persid = rp_hook_persid,
 	};
@@ -527,7 +560,7 @@ int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d)
 	h.arg = &w;
 	rc = pkl_emit_init(&w.e, nv, &h, d);
 	if (!rc)
-		rc = emit_node(&w, c->root);
+		rc = emit_root(&w, roots, keys, nroots);
 	if (!rc)
 		rc = pkl_emit_finish(w.e, &r->pkl, &r->len);
 	if (!rc) {

@@ -278,6 +278,44 @@ static int ties(struct st_flat *f)
 	return 0;
 }
 
+/*
+ * The subtrees ptrepack IN OUT KEYPATH... asked for: one is flattened as
+ * the root would be (it must be a dict of tensors), several as a dict of
+ * them keyed by their paths ("model.fc.weight" under "model").
+ */
+static int walk_roots(struct st_flat *f, struct sbuf *path)
+{
+	int rc = 0;
+
+	for (uint32_t i = 0; i < f->nroots && !rc; i++) {
+		const struct ckpt_node *x = f->roots[i];
+
+		sb_cut(path, 0);
+		if (f->nroots > 1)
+			sb_add(path, f->root_keys[i], strlen(f->root_keys[i]));
+		while (x->kind == CKPT_N_LINK && x->target)
+			x = x->target;
+		if (ckpt_node_is_dir(x) && flattened(x))
+			rc = walk(f, x, path, 1);
+		else if (f->nroots == 1)
+			rc = diag_unsupported(f->d, DIAG_NO_OFFSET, "%s: %s "
+					      "%s, not a dict of tensors (a "
+					      "safetensors file is one)",
+					      f->root_keys[i],
+					      x->type && x->type[0] &&
+					      strchr("aeiou", x->type[0]) ?
+					      "an" : "a", x->type ? x->type :
+					      "value");
+		else if (x->kind == CKPT_N_TENSOR)
+			rc = add(f, f->roots[i], x->tensor, path);
+		else
+			rc = value(f, x, path->p);
+		if (!rc && path->oom)
+			rc = diag_nomem(f->d);
+	}
+	return rc;
+}
+
 int ckpt_st_flatten(struct ckpt *c, struct st_flat *f, struct diag *d)
 {
 	struct sbuf path = { 0 };
@@ -288,6 +326,11 @@ int ckpt_st_flatten(struct ckpt *c, struct st_flat *f, struct diag *d)
 		return diag_unsupported(d, DIAG_NO_OFFSET, "a big-endian "
 					"checkpoint: safetensors files are "
 					"little-endian");
+	if (f->nroots) {
+		rc = walk_roots(f, &path);
+		free(path.p);
+		return rc ? rc : ties(f);
+	}
 	if (!ckpt_node_is_dir(c->root) || !flattened(c->root))
 		return diag_unsupported(d, DIAG_NO_OFFSET, "the checkpoint is "
 					"a %s, not a dict of tensors",

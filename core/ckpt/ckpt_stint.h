@@ -27,6 +27,9 @@ struct st_flat {
 	void (*note)(void *arg, const char *key, const char *what);
 	void *note_arg;
 	const uint8_t *part;	/* ckpt_write_opts.part: root slots kept */
+	struct ckpt_node *const *roots;	/* ckpt_write_opts.roots */
+	const char *const *root_keys;
+	uint32_t nroots;
 	/* out: every name, sorted by name (bytes) */
 	struct st_ent *e;
 	uint32_t n, cap;

@@ -350,6 +350,9 @@ int ckpt_st_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 
 	w.f.drop = o->st_drop;
 	w.f.part = o->part;
+	w.f.roots = o->roots;
+	w.f.root_keys = o->root_keys;
+	w.f.nroots = o->nroots;
 	w.f.note = o->note;
 	w.f.note_arg = o->note_arg;
 	rc = ckpt_st_flatten(c, &w.f, d);

@@ -550,16 +550,20 @@ int ckpt_write_into(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	orig = alignment(c);
 	align = o->align ? o->align : orig;
 	snprintf(w.align, sizeof(w.align), "%u", align);
-	same = !o->repickle && !o->clone_pct && c->format == CKPT_ZIP &&
-	       !ckpt_changed(c);
+	same = !o->repickle && !o->clone_pct && !o->nroots &&
+	       c->format == CKPT_ZIP && !ckpt_changed(c);
 	if (!same) {
 		r.clone_pct = o->clone_pct;
 		r.part = o->part;
+		r.roots = o->roots;
+		r.root_keys = o->root_keys;
+		r.nroots = o->nroots;
 		rc = ckpt_repickle(c, &r, d);
 		if (rc)
 			goto out;
 		w.r = &r;
 		w.st.repickled = true;
+		w.st.proto_was = c->doc ? c->doc->proto : 0;
 	}
 	/* records keep their places only if the alignment does */
 	clone = clone && same && align == orig;
@@ -586,6 +590,7 @@ again:
 		diag_init(d, d->path);
 		memset(&w.st, 0, sizeof(w.st));
 		w.st.repickled = !same;
+		w.st.proto_was = !same && c->doc ? c->doc->proto : 0;
 		w.done = w.total = 0;
 		clone = false;
 		rc = ftruncate(fd, 0) ? diag_errno(d, -errno, "%s",

@@ -14,6 +14,8 @@
 /* What a write did (ckpt_write_opts.stats). */
 struct ckpt_write_stats {
 	bool repickled;		/* data.pkl was written anew */
+	int proto_was;		/* then the pickle protocol of the one it
+				   replaced (0: none, or no PROTO) */
 	uint32_t records;	/* records written */
 	uint32_t storages;	/* storage records written */
 	uint32_t dropped;	/* storage records left out: nothing uses them */
@@ -69,6 +71,13 @@ struct ckpt_write_opts {
 	/* one shard of a sharded folder (ckpt_hfsave.c): of the root's
 	   children, only those at slots i with part[i] non-zero */
 	const uint8_t *part;
+	/* the new root (ptrepack IN OUT KEYPATH...): with one node, that
+	   node, as torch.save(ck[KEY]) writes it; with several, a dict of
+	   them under @root_keys; NULL: the checkpoint's root.  Only the
+	   storages they use are written.  Borrowed. */
+	struct ckpt_node *const *roots;
+	const char *const *root_keys;
+	uint32_t nroots;
 	/* safetensors output: the checkpoint whose __metadata__ is kept (a
 	   folder's shard); NULL: the one written */
 	const struct ckpt *meta;

@@ -1,0 +1,174 @@
+/*
+ * ptrepack_in.c - ptrepack's look at its input before writing (see
+ * ptrepack_in.h): key paths into nodes, the CRC-32 check, the input's
+ * whole size.
+ *
+ * Why the CRC check refuses: a record is copied with the CRC the archive
+ * keeps when it stays as it was, but --repickle renumbers, --clone cuts,
+ * --dtype converts and safetensors or DCP output has no CRC of its own:
+ * each of those would write the damaged bytes under a fresh, correct CRC,
+ * and no later check could tell.  So nothing is written (exit 2, the
+ * record and offset named); ptverify lists every damaged record, and
+ * --no-crc skips the check for whoever means to copy the damage.
+ */
+#include "ptrepack_in.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag/diag.h"
+#include "zip/ptz.h"
+
+/* The node @path names, links followed, or NULL (fmt_find(), writable). */
+static struct ckpt_node *find(struct ckpt *c, const char *path)
+{
+	struct ckpt_node *n = c->root;
+	char *copy = strdup(path), *save = NULL, *part;
+
+	if (!copy)
+		return NULL;
+	for (part = strtok_r(copy, "/", &save); part && n;
+	     part = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(part, "."))
+			continue;
+		while (n->kind == CKPT_N_LINK && n->target)
+			n = n->target;
+		n = n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ ?
+		    ckpt_node_child(n, part) : NULL;
+	}
+	free(copy);
+	while (n && n->kind == CKPT_N_LINK && n->target)
+		n = n->target;
+	return n;
+}
+
+int in_roots_find(struct ckpt *c, char **paths, int n, struct in_roots *r,
+		  struct ckpt_write_opts *o, struct diag *d)
+{
+	memset(r, 0, sizeof(*r));
+	if (n <= 0)
+		return 0;
+	r->nodes = calloc((size_t)n, sizeof(*r->nodes));
+	r->keys = calloc((size_t)n, sizeof(*r->keys));
+	if (!r->nodes || !r->keys)
+		return diag_nomem(d);
+	for (int i = 0; i < n; i++) {
+		for (int j = 0; j < i; j++)
+			if (!strcmp(paths[i], paths[j]))
+				return diag_set(d, -EINVAL, DIAG_NO_OFFSET,
+						"%s: key path given twice",
+						paths[i]);
+		r->nodes[i] = find(c, paths[i]);
+		if (!r->nodes[i])
+			return diag_set(d, -ENOENT, DIAG_NO_OFFSET, "%s: no "
+					"such key path (ptls %s lists the "
+					"paths)", paths[i], c->path);
+		r->keys[i] = paths[i];
+	}
+	r->n = (uint32_t)n;
+	o->roots = r->nodes;
+	o->root_keys = r->keys;
+	o->nroots = r->n;
+	return 0;
+}
+
+void in_roots_release(struct in_roots *r)
+{
+	free(r->nodes);
+	free(r->keys);
+	memset(r, 0, sizeof(*r));
+}
+
+struct crc_seen {
+	struct diag *d;
+	int rc;
+};
+
+/*
+ * ckpt_verify()'s problems of kind "crc" are a mismatch, a record with
+ * no CRC (0: torch can save so) or one too big to inflate for the check;
+ * only the first is damage.
+ */
+static void crc_problem(void *arg, const char *check, const char *path,
+			uint64_t off, const char *msg)
+{
+	struct crc_seen *s = arg;
+
+	if (s->rc || strcmp(check, "crc") || strstr(msg, "has no CRC-32") ||
+	    strstr(msg, "not checked"))
+		return;
+	diag_init(s->d, path);
+	s->rc = diag_corrupt(s->d, off, "%s: damaged, nothing written "
+			     "(ptverify lists every damaged record; "
+			     "--no-crc copies it as it is)", msg);
+}
+
+/* The zip records of @c (a file, or one shard), as ptverify reads them. */
+static int check_records(struct ckpt *c, struct diag *d)
+{
+	for (uint32_t i = 0; i < c->zip.nentries; i++) {
+		struct ptz_entry *e = &c->zip.entries[i];
+		uint32_t crc;
+		int rc;
+
+		diag_init(d, c->path);
+		rc = ptz_entry_crc32(&c->zip, e, &crc, NULL, NULL, d);
+		if (rc == -EFBIG)
+			continue;	/* a huge deflated record: unchecked */
+		if (rc)
+			return rc;
+		/* CRC 0: saved without CRCs (set_crc32_options(False)) */
+		if (e->crc32 && crc != e->crc32)
+			return diag_corrupt(d, e->header_off, "record '%s': "
+					    "CRC-32 of the data is %08x, the "
+					    "archive says %08x: damaged, "
+					    "nothing written (ptverify lists "
+					    "every damaged record; --no-crc "
+					    "copies it as it is)", e->name,
+					    crc, e->crc32);
+	}
+	return 0;
+}
+
+int in_check_crc(struct ckpt *c, struct diag *d)
+{
+	struct crc_seen s = { .d = d };
+	uint64_t checked = 0;
+	struct ckpt_folder f;
+	int rc = check_records(c, d);
+
+	for (uint32_t k = 0; !rc && ckpt_folder(c, &f) &&
+	     k < ckpt_nparts(c); k++) {
+		struct ckpt_part p;
+
+		ckpt_part_at(c, k, &p);
+		if (p.c && p.c != c)
+			rc = check_records(p.c, d);
+	}
+	if (rc)
+		return rc;
+	/* the format's own CRCs (a DCP item's chunks) */
+	ckpt_verify(c, false, &checked, crc_problem, &s);
+	if (!s.rc)
+		diag_init(d, c->path);
+	return s.rc;
+}
+
+uint64_t in_size(const struct ckpt *c)
+{
+	struct ckpt_folder f;
+	uint64_t n = c->file_size;
+
+	if (!ckpt_folder(c, &f))
+		return n;
+	for (uint32_t k = 0; k < ckpt_nparts(c); k++) {
+		struct ckpt_part p;
+
+		ckpt_part_at(c, k, &p);
+		if (p.c && p.c != c)
+			n += p.c->file_size;
+	}
+	return n;
+}
