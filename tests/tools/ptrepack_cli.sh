@@ -81,6 +81,73 @@ for o in "" --repickle; do
 done
 [ ! -e pwned ] && ok "nothing in the pickle ran" || bad "something ran"
 
+# ---- a damaged record is refused, not copied under a fresh CRC
+# (--dtype, --clone, safetensors output would launder it; ptrepack_in.c)
+python3 "$here/mkbad.py" "$sample" flipcrc "$tmp/flip.pt"
+for o in "" --repickle "--dtype float16" --clone=100 "--format safetensors --drop-values"; do
+	rm -f "$tmp/o.pt"
+	expect 2 "record 'sample/data/0': CRC-32 of the data is [0-9a-f]*, the archive says [0-9a-f]*: damaged, nothing written" -- $o "$tmp/flip.pt" "$tmp/o.pt"
+	[ "$(wc -l <"$tmp/err")" = 1 ] && [ ! -e "$tmp/o.pt" ] &&
+		ok "damaged CRC ($o): one line, nothing written" ||
+		bad "damaged CRC ($o): $(cat "$tmp/err"), $(ls "$tmp/o.pt" 2>&1)"
+done
+expect 0 "" -- --no-crc "$tmp/flip.pt" "$tmp/o.pt"
+"$ptverify" "$tmp/o.pt" | grep -q "record 'sample/data/0': CRC-32 of the data" &&
+	ok "--no-crc copies the damage as it is, still visible" ||
+	bad "--no-crc: the damage is gone from the copy"
+python3 "$here/mkbad.py" "$sample" nocrc "$tmp/nocrc.pt"
+expect 0 "" -- "$tmp/nocrc.pt" "$tmp/o.pt"
+python3 "$here/mkbad.py" "$sample" flipdata "$tmp/flipdata.pt"
+expect 2 "damaged, nothing written" -- "$tmp/flipdata.pt" "$tmp/o2.pt"
+
+# ---- --json: an unreadable input is one JSON object too; --dtype
+# converts
+expect 2 "" -- --json "$tmp/cut.pt" "$tmp/o.pt"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["status"] == "unreadable" and d["kind"] == "corrupt" and "truncated" in d["error"], d' "$tmp/out" &&
+	ok "--json: an unreadable IN is a JSON object" ||
+	bad "--json of an unreadable IN: '$(cat "$tmp/out")'"
+expect 2 "" -- --json "$tmp/flip.pt" "$tmp/o.pt"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["status"] == "unreadable" and d["offset"] > 0, d' "$tmp/out" &&
+	ok "--json: a damaged IN is a JSON object" ||
+	bad "--json of a damaged IN: '$(cat "$tmp/out")'"
+"$ptrepack" --json --dtype float16 "$sample" "$tmp/h.pt" >"$tmp/j" &&
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["converted"] is True and d["dtype"]["to"] == "float16" and d["dtype"]["tensors"] == 21, d' "$tmp/j" &&
+	ok "--json --dtype: converted, and to what" ||
+	bad "--json --dtype: $(cat "$tmp/j")"
+"$ptrepack" --json "$sample" "$tmp/h.pt" >"$tmp/j" &&
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["converted"] is False and d["dtype"] is None and d["was"] == int(sys.argv[2]), d' "$tmp/j" "$(wc -c <"$sample")" &&
+	ok "--json without --dtype: not converted" ||
+	bad "--json: $(cat "$tmp/j")"
+
+# ---- "(was N)" of a sharded folder: the index and every shard
+mkdir -p "$tmp/hf"
+python3 - "$tmp/hf" <<'EOF'
+import json, struct, sys
+d = sys.argv[1]
+wm = {}
+for i, names in enumerate((["a", "b"], ["c"]), 1):
+    f = "model-%05d-of-00002.safetensors" % i
+    hdr, off = {}, 0
+    for n in names:
+        hdr[n] = {"dtype": "F32", "shape": [256],
+                  "data_offsets": [off, off + 1024]}
+        off += 1024
+        wm[n] = f
+    h = json.dumps(hdr).encode()
+    h += b" " * (-len(h) % 8)
+    open(d + "/" + f, "wb").write(struct.pack("<Q", len(h)) + h +
+                                  b"\0" * off)
+json.dump({"metadata": {}, "weight_map": wm},
+          open(d + "/model.safetensors.index.json", "w"))
+EOF
+whole=$(cat "$tmp"/hf/*.json "$tmp"/hf/*.safetensors | wc -c)
+expect 0 "" -- --json "$tmp/hf" "$tmp/hf.pt"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["was"] == int(sys.argv[2]), (d, sys.argv[2])' "$tmp/out" "$whole" &&
+	ok "a folder's size is its index and shards ($whole bytes)" ||
+	bad "a folder's size: $(cat "$tmp/out"), want was $whole"
+expect 0 "(was 3.[0-9] KiB)" -- -v "$tmp/hf" "$tmp/hf.pt"
+expect 0 "(was 3.[0-9] KiB)" -- -v "$tmp/hf" "$tmp/hf.safetensors"
+
 # ---- torch's own files come back byte for byte
 expect 0 "" -- "$sample" "$tmp/same.pt"
 cmp -s "$sample" "$tmp/same.pt" && ok "sample repacked byte-identical" ||
