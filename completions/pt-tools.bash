@@ -22,8 +22,8 @@ _pt_tools_opts()
 		--head --start --count --stride -p -a -r -n" ;;
 	ptverify) echo "$common --no-crc -n" ;;
 	ptrepack) echo "$common --repickle --drop-unused --clone --align
-		--dtype --only --torch --format --drop-values --verbose
-		-P -d -C -A -v" ;;
+		--dtype --only --torch --format --drop-values --no-crc --verbose
+		-P -d -C -A -n -v" ;;
 	ptdiff) echo "$common --atol --rtol --rel-l2 --nan-differ --ignore-layout
 		--ignore-dtype --count --sort --verbose -v" ;;
 	# ptfs's own (--discard is its umount's, named in its synopsis; the
