@@ -8,7 +8,11 @@
  * storages down to the part their tensors use; --align changes the data
  * alignment.  OUT may be a safetensors file, and IN one (ptrepack_st.c),
  * or a new DCP directory (--format dcp, or OUT ending in '/'): the format
- * is --format's, else OUT's name's, else IN's.
+ * is --format's, else OUT's name's, else IN's.  KEYPATHs after OUT make
+ * those subtrees the new root (one as it is, several as a dict keyed by
+ * path); every record's CRC-32 is checked first, and a damaged one
+ * refused (ptrepack_in.c says why).  A new data.pkl is protocol 2
+ * whatever IN's was, with a note when that was higher (ptrepack(1)).
  *
  * OUT "-" (or a path that is standard output, such as /dev/stdout) is
  * standard output: written in place when it is a regular file at offset

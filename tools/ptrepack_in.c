@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "diag/diag.h"
 #include "zip/ptz.h"
 
@@ -105,8 +106,22 @@ static void crc_problem(void *arg, const char *check, const char *path,
 			     "--no-crc copies it as it is)", msg);
 }
 
+struct crc_progress {
+	struct cli_progress pr;
+	uint64_t done;
+};
+
+static void crc_step(void *arg, uint64_t n)
+{
+	struct crc_progress *p = arg;
+
+	p->done += n;
+	cli_progress(&p->pr, p->done);
+}
+
 /* The zip records of @c (a file, or one shard), as ptverify reads them. */
-static int check_records(struct ckpt *c, struct diag *d)
+static int check_records(struct ckpt *c, struct crc_progress *p,
+			 struct diag *d)
 {
 	for (uint32_t i = 0; i < c->zip.nentries; i++) {
 		struct ptz_entry *e = &c->zip.entries[i];
@@ -114,7 +129,7 @@ static int check_records(struct ckpt *c, struct diag *d)
 		int rc;
 
 		diag_init(d, c->path);
-		rc = ptz_entry_crc32(&c->zip, e, &crc, NULL, NULL, d);
+		rc = ptz_entry_crc32(&c->zip, e, &crc, crc_step, p, d);
 		if (rc == -EFBIG)
 			continue;	/* a huge deflated record: unchecked */
 		if (rc)
@@ -135,18 +150,23 @@ static int check_records(struct ckpt *c, struct diag *d)
 int in_check_crc(struct ckpt *c, struct diag *d)
 {
 	struct crc_seen s = { .d = d };
+	struct crc_progress pr = { 0 };
 	uint64_t checked = 0;
 	struct ckpt_folder f;
-	int rc = check_records(c, d);
+	int rc;
 
+	/* a terminal hears of a long check, as of the write after it */
+	cli_progress_start(&pr.pr, "checking CRCs", in_size(c));
+	rc = check_records(c, &pr, d);
 	for (uint32_t k = 0; !rc && ckpt_folder(c, &f) &&
 	     k < ckpt_nparts(c); k++) {
 		struct ckpt_part p;
 
 		ckpt_part_at(c, k, &p);
 		if (p.c && p.c != c)
-			rc = check_records(p.c, d);
+			rc = check_records(p.c, &pr, d);
 	}
+	cli_progress_end(&pr.pr);
 	if (rc)
 		return rc;
 	/* the format's own CRCs (a DCP item's chunks) */

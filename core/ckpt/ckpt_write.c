@@ -563,7 +563,9 @@ int ckpt_write_into(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 			goto out;
 		w.r = &r;
 		w.st.repickled = true;
-		w.st.proto_was = c->doc ? c->doc->proto : 0;
+		/* (a folder's or DCP directory's pickle is no data.pkl) */
+		w.st.proto_was = c->format == CKPT_ZIP && c->doc ?
+				 c->doc->proto : 0;
 	}
 	/* records keep their places only if the alignment does */
 	clone = clone && same && align == orig;
@@ -590,7 +592,8 @@ again:
 		diag_init(d, d->path);
 		memset(&w.st, 0, sizeof(w.st));
 		w.st.repickled = !same;
-		w.st.proto_was = !same && c->doc ? c->doc->proto : 0;
+		w.st.proto_was = !same && c->format == CKPT_ZIP && c->doc ?
+				 c->doc->proto : 0;
 		w.done = w.total = 0;
 		clone = false;
 		rc = ftruncate(fd, 0) ? diag_errno(d, -errno, "%s",
