@@ -11,10 +11,13 @@ check compares torch.load of DIR/CASE.out (what ptrepack wrote) with what
 torch.save of the same object writes, CASE one of:
   model      torch.load(train.pt)['model']: same OrderedDict, _metadata,
              keys, values, ties and views (storage data_ptr), only the
-             storages it uses
+             storages it uses; data.pkl byte for byte what torch.save of
+             it writes
   several    {'model': ..., 'ema': ..., 'optimizer/state/0': ...}, the
-             model and ema still sharing their tensor
-  tensor     torch.load(train.pt)['model']['fc.weight'] alone
+             model and ema still sharing their tensor; data.pkl as
+             torch.save of that dict writes it
+  tensor     torch.load(train.pt)['model']['fc.weight'] alone, data.pkl
+             as torch.save writes it
   st         a safetensors file: the model's tensors by name, head.weight
              an alias of embed.weight in __metadata__, bytes equal
   proto5     torch.load(proto5.pt); on torch 2 also with weights_only=True,
@@ -97,6 +100,12 @@ def storages(path):
         return sorted(n for n in z.namelist() if "/data/" in n)
 
 
+def pickle_of(path):
+    with zipfile.ZipFile(path) as z:
+        return z.read([n for n in z.namelist()
+                       if n.endswith("/data.pkl")][0])
+
+
 def check_model(m, where):
     if ptr(m["embed.weight"]) != ptr(m["head.weight"]):
         fail("%s: embed.weight and head.weight no longer tied" % where)
@@ -117,15 +126,28 @@ def check(d, case):
         if len(storages(out)) != 4:
             fail("%s: %d storage records, want 4" % (out,
                                                     len(storages(out))))
+        # and the very pickle torch.save(ck['model']) writes
+        torch.save(src["model"], d + "/want.pt")
+        if pickle_of(out) != pickle_of(d + "/want.pt"):
+            fail("%s: data.pkl is not what torch.save(ck['model']) "
+                 "writes" % out)
     elif case == "several":
         want = {"model": src["model"], "ema": src["ema"],
                 "optimizer/state/0": src["optimizer"]["state"][0]}
         same(got, want, "several")
+        torch.save(want, d + "/want.pt")
+        if pickle_of(out) != pickle_of(d + "/want.pt"):
+            fail("%s: data.pkl is not what torch.save of the dict writes"
+                 % out)
         check_model(got["model"], "several/model")
         if ptr(got["model"]["fc.weight"]) != ptr(got["ema"]["fc.weight"]):
             fail("several: model and ema no longer share fc.weight")
     elif case == "tensor":
         same(got, src["model"]["fc.weight"], "tensor")
+        torch.save(src["model"]["fc.weight"], d + "/want.pt")
+        if pickle_of(out) != pickle_of(d + "/want.pt"):
+            fail("%s: data.pkl is not what torch.save of the tensor writes"
+                 % out)
     elif case == "proto5":
         # torch 2.6 on loads with weights_only=True unless told otherwise
         p5 = torch.load(d + "/proto5.pt", weights_only=False)

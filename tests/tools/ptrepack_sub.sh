@@ -5,7 +5,8 @@
 # chroot).  ptrepack_sub.py writes a training checkpoint with that torch
 # and compares torch.load of each output with what torch.save of the same
 # object gives: container type, _metadata, ties and views, only the
-# storages used.  Then refusals: one line, exit 2, no output file.
+# storages used, and data.pkl byte for byte the one torch.save writes.
+# Then refusals: one line, exit 2, no output file.
 #
 # Exit 0 passed, 1 failed (77 only with PT_ALLOW_SKIP_TORCH=1 or
 # PT_NO_TORCH2=1 and no torch).  Last line "N passed, N failed".
