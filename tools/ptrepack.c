@@ -335,10 +335,12 @@ int main(int argc, char **argv)
 	how = st_opt_dcp(&so, out) ? CLI_OUT_FILE : cli_output(out, &target);
 	if (how == CLI_OUT_REFUSED)
 		return CLI_ERROR;
-	/* what is wrong with IN: one line, and one JSON object under -j */
+	/* what is wrong with IN: one line, and one JSON object under -j
+	   (on stderr when the archive was to go to stdout) */
 	if (cli_open(argv[optind], &c, &d)) {
 		if (json && !quiet)
-			cli_json_error(stdout, &d, NULL, NULL);
+			cli_json_error(how == CLI_OUT_STDOUT ? stderr :
+				       stdout, &d, NULL, NULL);
 		cli_diag(&d);
 		free(target);
 		return CLI_ERROR;
@@ -349,7 +351,8 @@ int main(int argc, char **argv)
 		rc = in_check_crc(c, &d);
 	if (rc) {
 		if (json && !quiet)
-			cli_json_error(stdout, &d, NULL, NULL);
+			cli_json_error(how == CLI_OUT_STDOUT ? stderr :
+				       stdout, &d, NULL, NULL);
 		cli_diag(&d);
 		in_roots_release(&roots);
 		ckpt_close(c);

@@ -110,6 +110,10 @@ expect 2 "" -- --json "$tmp/flip.pt" "$tmp/o.pt"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["status"] == "unreadable" and d["offset"] > 0, d' "$tmp/out" &&
 	ok "--json: a damaged IN is a JSON object" ||
 	bad "--json of a damaged IN: '$(cat "$tmp/out")'"
+"$ptrepack" --json "$tmp/flip.pt" - >"$tmp/out" 2>"$tmp/err"
+[ ! -s "$tmp/out" ] && head -n 1 "$tmp/err" | python3 -c 'import json,sys; assert json.load(sys.stdin)["status"] == "unreadable"' &&
+	ok "--json with OUT -: the JSON error on stderr, not in the archive's stream" ||
+	bad "--json with OUT -: stdout '$(head -c 100 "$tmp/out")', stderr '$(cat "$tmp/err")'"
 "$ptrepack" --json --dtype float16 "$sample" "$tmp/h.pt" >"$tmp/j" &&
 	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["converted"] is True and d["dtype"]["to"] == "float16" and d["dtype"]["tensors"] == 21, d' "$tmp/j" &&
 	ok "--json --dtype: converted, and to what" ||
