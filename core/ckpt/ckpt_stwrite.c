@@ -106,8 +106,34 @@ static bool meta_has(const struct ckpt *c, const char *k, size_t n)
 	return false;
 }
 
+/* Is @name one of the flat map's? */
+static bool flat_has(const struct stw *w, const char *name, size_t n)
+{
+	for (uint32_t i = 0; i < w->f.n; i++)
+		if (w->f.e[i].len == n && !memcmp(w->f.e[i].name, name, n))
+			return true;
+	return false;
+}
+
 /*
- * __metadata__: the file's own entries, {"format": "pt"} for a file
+ * A subtree of a safetensors file (ptrepack KEYPATH...): an entry of its
+ * __metadata__ that names one of its tensors (an alias "ALIAS": "KEPT")
+ * the output no longer holds by that name would point at nothing.
+ */
+static bool meta_stale(const struct stw *w, const struct ckpt *c,
+		       const struct ckpt_meta *m)
+{
+	if (!w->o->nroots || !c->root || !ckpt_node_is_dir(c->root))
+		return false;
+	return (ckpt_node_child(c->root, m->key) &&
+		!flat_has(w, m->key, m->klen)) ||
+	       (ckpt_node_child(c->root, m->val) &&
+		!flat_has(w, m->val, m->vlen));
+}
+
+/*
+ * __metadata__: the file's own entries (of a subtree, those that still
+ * name what they named), {"format": "pt"} for a file
  * converted from torch's format (transformers refuses a __metadata__
  * without it), then "ALIAS": "KEPT" for each tie, as save_model records
  * them, unless the metadata has that key already.
@@ -122,8 +148,9 @@ static void metadata(struct stw *w, struct sbuf *b)
 		return;
 	sb_puts(b, "\"" CKPT_ST_META "\":{");
 	for (uint32_t i = 0; i < c->nmeta; i++)
-		meta_entry(b, &first, c->meta[i].key, c->meta[i].klen,
-			   c->meta[i].val, c->meta[i].vlen);
+		if (!meta_stale(w, c, &c->meta[i]))
+			meta_entry(b, &first, c->meta[i].key, c->meta[i].klen,
+				   c->meta[i].val, c->meta[i].vlen);
 	if (conv && !meta_has(c, "format", 6))
 		meta_entry(b, &first, "format", 6, "pt", 2);
 	for (uint32_t i = 0; i < w->f.n; i++) {

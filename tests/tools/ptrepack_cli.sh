@@ -152,6 +152,14 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["was"] == 
 expect 0 "(was 3.[0-9] KiB)" -- -v "$tmp/hf" "$tmp/hf.pt"
 expect 0 "(was 3.[0-9] KiB)" -- -v "$tmp/hf" "$tmp/hf.safetensors"
 
+# ---- a subtree of a safetensors file drops the aliases it no longer has
+expect 0 "" -- "$sample" "$tmp/m.safetensors" model
+"$ptrepack" "$tmp/m.safetensors" "$tmp/m2.safetensors" block.0.weight block.0.bias &&
+	"$ptdump" --json "$tmp/m2.safetensors" >"$tmp/j" 2>&1 &&
+	! grep -q "embed.weight" "$tmp/j" &&
+	ok "a safetensors subtree: no alias of a tensor left out" ||
+	bad "a safetensors subtree kept a stale alias: $(grep -o '.metadata.[^}]*' "$tmp/j" | head -c 200)"
+
 # ---- torch's own files come back byte for byte
 expect 0 "" -- "$sample" "$tmp/same.pt"
 cmp -s "$sample" "$tmp/same.pt" && ok "sample repacked byte-identical" ||
