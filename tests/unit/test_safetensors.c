@@ -237,6 +237,22 @@ Test(st_read, metadata_and_escapes)
 	assert_no_leaks();
 }
 
+/* MLX writes "__metadata__": null; safetensors reads it as no metadata
+ * (an Option in tensor.rs's HashMetadata), and so do we. */
+Test(st_read, null_metadata_is_none)
+{
+	struct ckpt *c = st_open(st_file(
+		"{\"__metadata__\": null ,\"a\":{\"dtype\":\"U8\",\"shape\":[2],"
+		"\"data_offsets\":[0,2]}}", 2));
+
+	cr_assert_eq(c->nmeta, 0);
+	cr_assert_not(c->meta_given);
+	cr_assert_eq(c->root->dir->nkids, 1);
+	cr_assert_str_eq(c->root->dir->kids[0]->name, "a");
+	ckpt_close(c);
+	assert_no_leaks();
+}
+
 Test(st_read, header_order_is_not_offset_order)
 {
 	struct ckpt *c = st_open(st_file(
@@ -408,8 +424,12 @@ static const struct bad {
 	{ "{\"__metadata__\":{\"dtype\":\"U8\",\"shape\":[1],"
 	  "\"data_offsets\":[0,1]}}", "[1]", "value of 'shape' is not a "
 	  "string", -EILSEQ },
-	{ "{\"__metadata__\":null}", "null", "__metadata__ object expected",
-	  -EILSEQ },
+	{ "{\"__metadata__\":nul}", "nul}", "__metadata__ object or null "
+	  "expected", -EILSEQ },
+	{ "{\"__metadata__\":7}", "7", "__metadata__ object or null "
+	  "expected", -EILSEQ },
+	{ "{\"__metadata__\":null,\"__metadata__\":{}}",
+	  "\"__metadata__\":{}}", "__metadata__ given twice", -EILSEQ },
 	{ "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],"
 	  "\"x\":1}}", "\"x\"", "unknown field 'x'", -EILSEQ },
 	{ "{\"a\":{\"dtype\":\"U8\",\"dtype\":\"U8\"}}", "\"dtype\":\"U8\"}",

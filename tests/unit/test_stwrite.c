@@ -236,6 +236,28 @@ Test(st_write, empty_metadata_kept_absent_metadata_not_made)
 	assert_no_leaks();
 }
 
+/* "__metadata__": null is written as safetensors' serializer writes a
+ * None: no __metadata__ at all. */
+Test(st_write, null_metadata_written_as_none)
+{
+	struct ckpt *c;
+	unsigned char *out;
+	size_t len;
+	struct diag d;
+
+	c = open_ok(st_file("{\"__metadata__\":null,\"a\":{\"dtype\":\"U8\","
+			    "\"shape\":[1],\"data_offsets\":[0,1]}}", true, 1,
+			    NULL, NULL));
+	cr_assert_eq(write_out(c, CKPT_OUT_SAME, false, NULL, &d), 0);
+	out = out_bytes(&len);
+	cr_assert_eq(memcmp(out + 8, "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],"
+			    "\"data_offsets\":[0,1]}}", 47), 0, "header: %.*s",
+		     (int)(len - 8), (char *)out + 8);
+	free(out);
+	ckpt_close(c);
+	assert_no_leaks();
+}
+
 Test(st_write, python_values_refused_by_name)
 {
 	struct ckpt *c = open_ok(PT_TEST_DATA "/sample.pt");

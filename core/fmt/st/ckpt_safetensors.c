@@ -10,7 +10,8 @@
  *
  *   header   {"NAME": {"dtype": "F32", "shape": [2, 3],
  *                      "data_offsets": [begin, end]}, ...,
- *             "__metadata__": {"key": "value", ...}}    (optional)
+ *             "__metadata__": {"key": "value", ...}}    (optional;
+ *                                                       or null)
  *
  * Each tensor becomes one storage on "cpu" and one contiguous tensor over
  * all of it; the root is a dict of the names in header order.  The header
@@ -175,11 +176,25 @@ static int numbers(struct st *s, uint64_t *v, size_t max, size_t *n,
 	return rc;
 }
 
+/*
+ * __metadata__'s value: an object of strings, or null (MLX writes that;
+ * tensor.rs reads it as None, no metadata, and so do we: c->meta_given
+ * stays false, so write-back writes none, as safetensors' serializer
+ * writes a None).
+ */
 static int meta_map(struct st *s)
 {
 	bool again = true;
-	int rc = expect(s, '{', "__metadata__ object");
+	int rc;
 
+	blanks(s);
+	if (s->end - s->p >= 4 && !memcmp(s->p, "null", 4)) {
+		s->p += 4;
+		return 0;
+	}
+	rc = expect(s, '{', "__metadata__ object or null");
+	if (!rc)
+		s->c->meta_given = true;
 	blanks(s);
 	if (!rc && s->p < s->end && *s->p == '}') {
 		s->p++;
@@ -401,7 +416,6 @@ static int members(struct st *s)
 				return diag_corrupt(s->d, e.at, "__metadata__ "
 						    "given twice");
 			meta = true;
-			s->c->meta_given = true;
 			rc = meta_map(s);
 		} else {
 			if (s->n == s->cap) {

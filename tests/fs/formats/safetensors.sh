@@ -19,7 +19,11 @@
 #               fail with EROFS and the file stays byte for byte the same
 #               (tests/fs/formats/st_write.sh writes through a writable mount)
 #
-# and two broken ones: 3 bytes after the data (ptverify exit 1, naming
+# A file with "__metadata__": null (MLX writes it) lists, verifies,
+# mounts, and an edit written back gives a file without __metadata__,
+# as safetensors' own writer writes a None.
+#
+# And two broken ones: 3 bytes after the data (ptverify exit 1, naming
 # them) and tensors that overlap (ptfs refuses with one line naming the
 # offset, ptls too).
 #
@@ -135,6 +139,35 @@ case $rc:$out in
 	pass "overlapping tensors: ptls" "exit $rc: $out" ;;
 *)	fail "overlapping tensors: ptls" "exit $rc: $out" ;;
 esac
+fi
+
+# ------------------------------------------------------ "__metadata__": null
+if want null_metadata; then
+f=$WORK/st/nullmeta.safetensors
+: >"$WORK/nm.det"
+for t in "$ptls" "$ptverify"; do
+	run_limited 60 "$t" "$f" >"$WORK/nm.out" 2>&1 ||
+		echo "${t##*/}: exit $?: $(head -n 1 "$WORK/nm.out")" >>"$WORK/nm.det"
+done
+mnt=$WORK/mnt/nullmeta
+cp "$f" "$WORK/st/nullmeta.out.safetensors"
+if start_daemon "$WORK/st/nullmeta.out.safetensors" "$mnt" "$WORK/nm.err"
+then
+	printf '\052' | dd of="$mnt/a" conv=notrunc 2>/dev/null ||
+		echo "write to a failed" >>"$WORK/nm.det"
+	run_limited 60 "$PTFS" umount "$mnt" >"$WORK/nm.out" 2>&1 ||
+		echo "ptfs umount: exit $?: $(head -n 1 "$WORK/nm.out")" >>"$WORK/nm.det"
+	stop_daemon "$mnt"
+	fs_pyrun nm.rep nullmeta "$inner/st" ||
+		cat "$WORK/nm.rep" "$WORK/nm.rep.err" >>"$WORK/nm.det"
+else
+	echo "not mounted: $(head -n 1 "$WORK/nm.err")" >>"$WORK/nm.det"
+fi
+if [ -s "$WORK/nm.det" ]; then
+	fail "null __metadata__" "$(head -n 1 "$WORK/nm.det")" "$WORK/nm.det"
+else
+	pass "null __metadata__" "ptls, ptverify, mount; $(grep "^ok$TAB" "$WORK/nm.rep" | cut -f2)"
+fi
 fi
 
 conclude

@@ -6,7 +6,10 @@ checks of what ptls and a ptfs mount show of them (torch 1.13 or 2.x).
                      (torch 2.x only: safetensors.torch.save_file), NAME.pt
                      (torch.save of the same tensors) for each, trail.
                      safetensors (3 bytes after the data) and overlap.
-                     safetensors (two tensors sharing bytes)
+                     safetensors (two tensors sharing bytes), nullmeta.
+                     safetensors ("__metadata__": null, as MLX writes)
+  nullmeta DIR       DIR/nullmeta.out.safetensors, its write-back after an
+                     edit, holds no __metadata__ and the edit
   check DIR NAME MNT  NAME.safetensors against ptls --json (DIR/NAME.json),
                      the mount MNT (every tensor's bytes, xattrs, the root's
                      user.meta.*, .ptfs/header.json) and torch: this file's
@@ -118,7 +121,11 @@ def gen(d):
                                 b'"data_offsets":[2,6]')
         f.seek(0)
         f.write(blob)
-    made = ["own", "trail", "overlap"]
+    # MLX writes "__metadata__": null
+    write(os.path.join(d, "nullmeta.safetensors"),
+          {"a": torch.arange(6, dtype=torch.uint8),
+           "b": torch.ones(2, 2)}, None)
+    made = ["own", "trail", "overlap", "nullmeta"]
     if torch.__version__.startswith("2"):
         from safetensors.torch import save_file
         save_file(ts, os.path.join(d, "lib.safetensors"), metadata=META)
@@ -229,10 +236,47 @@ def check(d, name, mnt):
     return 0
 
 
+def nullmeta(d):
+    """nullmeta.safetensors ("__metadata__": null) and nullmeta.out.
+    safetensors, its write-back after a[0] = 42: that has no __metadata__
+    (safetensors writes a None so), a[0] is 42, the rest as before; both
+    load with safetensors.load_file where the torch has it."""
+    bad = []
+    src, out = (os.path.join(d, "nullmeta%s.safetensors" % x)
+                for x in ("", ".out"))
+    _, a, _ = read(src)
+    with open(out, "rb") as f:
+        blob = f.read()
+    n = struct.unpack("<Q", blob[:8])[0]
+    if b"__metadata__" in blob[8:8 + n]:
+        bad.append("written back with a __metadata__: %r" % blob[8:8 + n])
+    _, b, _ = read(out)
+    want = dict(a)
+    want["a"] = (a["a"][0], a["a"][1], b"\x2a" + a["a"][2][1:])
+    if b != want:
+        bad.append("written back: %r, expected %r" % (b, want))
+    lib = ""
+    if torch.__version__.startswith("2"):
+        from safetensors.torch import load_file
+        for p, ents in ((src, a), (out, want)):
+            got = load_file(p)
+            if {k: raw(v) for k, v in got.items()} != \
+                    {k: v[2] for k, v in ents.items()}:
+                bad.append("%s: load_file gives %r" % (p, got))
+        lib = "; safetensors.load_file reads both"
+    if bad:
+        print("\n".join(bad))
+        return 1
+    print("ok\twritten back with no __metadata__, the edit in it%s" % lib)
+    return 0
+
+
 def main():
     if sys.argv[1] == "gen":
         print("ok\t" + gen(sys.argv[2]))
         return 0
+    if sys.argv[1] == "nullmeta":
+        return nullmeta(sys.argv[2])
     return check(sys.argv[2], sys.argv[3], sys.argv[4])
 
 
