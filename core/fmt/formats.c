@@ -8,7 +8,8 @@
  *   a file     bid_name(): its name (.metadata, *.index.json), then
  *              bid(): its first 512 bytes, after the refusals of what a
  *              checkpoint is often mistaken for (an empty zip, a Git LFS
- *              pointer, a pre-1.0 container; an HTML page last)
+ *              pointer, a pre-1.0 container; an HTML page and the
+ *              other formats of foreign.c last)
  *
  * A layer above core/ckpt: the formats call the model, the model reaches
  * a format only through its descriptor (c->fmt), and a folder's open
@@ -18,6 +19,7 @@
 #include "ckpt/ckpt_int.h"
 #include "ckpt/ckpt_format.h"
 #include "source/source.h"
+#include "foreign.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,6 +49,7 @@ static bool starts(const unsigned char *p, size_t n, const char *s)
 static const struct ckpt_fmt *sniff(struct ckpt *c, struct diag *d)
 {
 	unsigned char h[512];
+	char what[200];
 	ssize_t n = pread(c->fd, h, sizeof(h), 0);
 
 	if (n < 0)
@@ -72,6 +75,8 @@ static const struct ckpt_fmt *sniff(struct ckpt *c, struct diag *d)
 		return diag_corrupt(d, 0, "HTML page, not a checkpoint (a "
 				    "download that saved an error or login "
 				    "page?)"), NULL;
+	if (ckpt_foreign(h, (size_t)n, what, sizeof(what)))
+		return diag_corrupt(d, 0, "%s", what), NULL;
 	return diag_corrupt(d, 0, "not a PyTorch checkpoint (starts with "
 			    "%02x %02x %02x %02x)", h[0], n > 1 ? h[1] : 0,
 			    n > 2 ? h[2] : 0, n > 3 ? h[3] : 0), NULL;

@@ -118,6 +118,18 @@ expect 2 "empty file" -- "$tmp/empty.pt"
 expect 2 "truncated download" -- "$tmp/cut.pt"
 expect 2 "not a PyTorch checkpoint" -- "$tmp/text.pt"
 for f in lfs page empty cut text; do one_line "$tmp/$f.pt"; done
+# other formats' files are named, with a hint, not by their bytes in hex
+printf '\223NUMPY\001\000v\000{'"'"'descr'"'"': '"'"'<f4'"'"', }\n' >"$tmp/arr.npy"
+printf '{\n  "architectures": ["BertModel"]\n}\n' >"$tmp/config.json"
+printf '\211HDF\r\n\032\n\000\000\000\000' >"$tmp/model.h5"
+printf 'x' | gzip >"$tmp/model.pt.gz"
+printf 'GGUF\003\000\000\000\000\000\000\000' >"$tmp/model.gguf"
+expect 2 "arr.npy: offset 0x0: NumPy .npy array, not a checkpoint (numpy.load" -- "$tmp/arr.npy"
+expect 2 "config.json: offset 0x0: JSON text, not a checkpoint (a config" -- "$tmp/config.json"
+expect 2 "HDF5 file, not a checkpoint (a Keras .h5" -- "$tmp/model.h5"
+expect 2 "gzip-compressed file, not a checkpoint (gunzip" -- "$tmp/model.pt.gz"
+expect 2 "GGUF file (version 3), a llama.cpp/ggml model" -- "$tmp/model.gguf"
+for f in arr.npy config.json model.h5 model.pt.gz model.gguf; do one_line "$tmp/$f"; done
 expect 2 "is a directory" -- "$tmp"
 
 # several files: the good one is listed, the status says one failed

@@ -193,6 +193,38 @@ Test(ckpt_open, names_what_is_not_a_checkpoint)
 	assert_no_leaks();
 }
 
+/* Other formats' files are named, with what to do, not by hex bytes. */
+Test(ckpt_open, names_other_formats)
+{
+	static const struct {
+		const char *head;
+		size_t len;
+		const char *what;
+	} other[] = {
+		{ "\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': "
+		  "False, 'shape': (3,), }", 60, "NumPy .npy array" },
+		{ "\xef\xbb\xbf \n{\"architectures\": [\"Bert\"]}", 35,
+		  "JSON text" },
+		{ "[1, 2, 3]", 9, "JSON text" },
+		{ "\x89HDF\r\n\x1a\n\0\0\0\0", 12, "HDF5 file" },
+		{ "\x1f\x8b\x08\0\0\0\0\0", 8, "gzip-compressed" },
+		{ "GGUF\3\0\0\0\0\0\0\0", 12, "GGUF file" },
+		{ "\x28\xb5\x2f\xfd\0\0", 6, "zstd-compressed" },
+		{ "\xfd" "7zXZ\0\0\0", 8, "xz-compressed" },
+	};
+
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+		write_tmp(other[i].head, other[i].len);
+		open_fails(tmp_last(), -EILSEQ, other[i].what);
+	}
+	/* '{' without JSON after it stays unnamed */
+	write_tmp("{garbage", 8);
+	open_fails(tmp_last(), -EILSEQ, "not a PyTorch checkpoint (starts "
+		   "with 7b 67 61 72)");
+	unlink(tmp_last());
+	assert_no_leaks();
+}
+
 Test(ckpt_open, knows_torchscript_and_names_missing_records)
 {
 	struct buf b = { 0 };
