@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "cli_io.h"
 #include "diag/diag.h"
+#include "globals.h"
 #include "json_out.h"
 #include "ptls.h"
 #include "pickle/pkl.h"
@@ -309,24 +310,22 @@ static void text_globals(const struct ckpt *all, const struct ckpt_node *top)
 
 	for (uint32_t k = 0; k < ckpt_nparts(all); k++)
 	for (uint32_t i = 0; (c = part(all, k)) && i < c->nglobals; i++) {
-		const struct ckpt_node *h = ls_global_holder(c,
-							     c->globals[i].off);
-		char *p;
+		/* (the holder is looked for again in its text: a file has
+		   few unsafe globals, and a key path's listing is one file) */
+		const struct ckpt_node *h = top->parent ?
+					    fmt_global_holder(c, i) : NULL;
 		bool shard = c != all;	/* its offsets are the shard's */
+		char where[4200], text[8192];
 
 		if (top->parent && !under(h, top)) {
 			others++;
 			continue;
 		}
-		p = h ? ckpt_node_path(h) : NULL;
-		printf("# unsafe global %s.%s (%s%soffset 0x%" PRIx64 "): "
-		       "torch.load would import it", c->globals[i].module,
-		       c->globals[i].name, shard ? c->path : "",
-		       shard ? " " : "", c->globals[i].off);
-		if (p)
-			printf("; held by %s", p[0] ? p : ". (the root)");
-		putchar('\n');
-		free(p);
+		snprintf(where, sizeof(where), " (%.4096s%soffset 0x%" PRIx64
+			 ")", shard ? c->path : "", shard ? " " : "",
+			 c->globals[i].off);
+		fmt_global_text(c, i, where, text, sizeof(text));
+		printf("# %s\n", text);
 	}
 	if (others)
 		printf("# %u more unsafe global%s elsewhere in %s (ptls %s "
@@ -480,7 +479,7 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 		jw_cstr(w, c->globals[i].name);
 		jw_printf(w, ",\"offset\":%" PRIu64 ",\"path\":",
 			c->globals[i].off);
-		holder = ls_global_holder(c, c->globals[i].off);
+		holder = fmt_global_holder(c, i);
 		hp = holder ? ckpt_node_path(holder) : NULL;
 		jw_cstr(w, hp);
 		free(hp);

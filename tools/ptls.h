@@ -38,8 +38,6 @@ const struct ckpt_node *ls_find(const struct ckpt *c, const char *path);
 bool ls_collapsed(const struct ckpt_node *n, const struct opts *o);
 /* "746 int: 1, 2, 3, ..." (at most about 80 bytes) into @buf. */
 void ls_collapsed_text(const struct ckpt_node *n, char *buf, size_t size);
-/* The deepest node whose value refers to the unsafe GLOBAL at @off. */
-const struct ckpt_node *ls_global_holder(const struct ckpt *c, uint64_t off);
 /* What the tensors under @n hold (links not followed). */
 struct ls_sum {
 	uint32_t tensors;

@@ -2,11 +2,9 @@
  * ptls_find.c - what ptls needs to find in the model: the node a path
  * argument names ("optimizer/state", the paths ptls prints), whether a
  * container is a long list of python scalars to show on one line, and
- * which key holds an unsafe global (the deepest node whose pickle value
- * refers to the GLOBAL opcode at that offset).
+ * what a subtree counts (which key holds an unsafe global: globals.c).
  */
 #include "ckpt/ckpt.h"
-#include "pickle/pkl.h"
 #include "ckpt_fmt.h"
 #include "cli.h"
 #include "ptls.h"
@@ -53,97 +51,6 @@ void ls_collapsed_text(const struct ckpt_node *n, char *buf, size_t size)
 		o += (size_t)snprintf(buf + o, size - o, "%s%.*s",
 				      i ? ", " : "", (int)k->textlen, k->text);
 	}
-}
-
-/* Values already visited in this search (a DAG: memo links). */
-struct seen {
-	uint32_t *gen;		/* per value id: the search that saw it */
-	uint32_t n, cur;
-};
-
-/* Does @v refer to the GLOBAL at @off? */
-static bool refers(const struct pkl_value *v, uint64_t off, struct seen *s,
-		   int depth)
-{
-	const struct pkl_call_ext *x;
-
-	if (!v || depth > 512)
-		return false;
-	if (v->id < s->n) {
-		if (s->gen[v->id] == s->cur)
-			return false;
-		s->gen[v->id] = s->cur;
-	}
-	switch (v->kind) {
-	case PKL_GLOBAL:
-		return v->off == off;
-	case PKL_FOLDED: {	/* its arguments, as parsed (pkl_fold.c) */
-		struct pkl_fold_view fv;
-
-		return refers(v->u.fold.func, off, s, depth + 1) ||
-		       refers(pkl_call_args(pkl_unfolded(v, &fv)), off, s,
-			      depth + 1);
-	}
-	case PKL_TUPLE: case PKL_LIST: case PKL_DICT: case PKL_SET:
-	case PKL_FROZENSET:
-		for (size_t i = 0; i < v->u.items.n; i++)
-			if (refers(v->u.items.v[i], off, s, depth + 1))
-				return true;
-		return false;
-	case PKL_CALL: case PKL_PERSID:
-		x = pkl_call_x(v);
-		if (refers(v->u.call.func, off, s, depth + 1) ||
-		    refers(pkl_call_args(v), off, s, depth + 1))
-			return true;
-		if (!x)
-			return false;
-		if (refers(x->kwargs, off, s, depth + 1) ||
-		    refers(x->state, off, s, depth + 1))
-			return true;
-		for (size_t i = 0; i < x->nlist; i++)
-			if (refers(x->list[i], off, s, depth + 1))
-				return true;
-		for (size_t i = 0; i < x->ndict; i++)
-			if (refers(x->dict[i], off, s, depth + 1))
-				return true;
-		return false;
-	default:
-		return false;
-	}
-}
-
-static bool node_refers(const struct ckpt_node *n, uint64_t off,
-			struct seen *s)
-{
-	s->cur++;
-	return refers(n->val, off, s, 0);
-}
-
-const struct ckpt_node *ls_global_holder(const struct ckpt *c, uint64_t off)
-{
-	const struct ckpt_node *n = c->root, *best = NULL;
-	struct seen s = { calloc(c->doc->nnodes + 1u, sizeof(*s.gen)),
-			  c->doc->nnodes, 0 };
-
-	if (!s.gen)
-		return NULL;
-	for (int depth = 0; n && depth < CKPT_MAX_DEPTH; depth++) {
-		const struct ckpt_node *next = NULL;
-
-		if (!node_refers(n, off, &s))
-			break;
-		best = n;
-		/* a row's globals (its rebuild function, storage class and
-		   OrderedDict) are all allowed: it holds no unsafe one */
-		for (uint32_t i = 0; ckpt_node_is_dir(n) && i < n->dir->nkids &&
-				     !next; i++)
-			if (n->dir->kids[i] && !ckpt_is_row(n->dir->kids[i]) &&
-			    node_refers(n->dir->kids[i], off, &s))
-				next = n->dir->kids[i];
-		n = next;
-	}
-	free(s.gen);
-	return best;
 }
 
 /* One tensor's bytes of a storage other tensors view too. */

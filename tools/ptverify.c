@@ -27,6 +27,7 @@
 #include "cli.h"
 #include "cli_io.h"
 #include "diag/diag.h"
+#include "globals.h"
 #include "json_out.h"
 #include "zip/ptz.h"
 #include "zip/ptz_verify.h"
@@ -158,11 +159,12 @@ static void check_file(struct ver *v)
 	if (c->zip.nentries)
 		check_zip(v);
 	ckpt_verify(c, v->o->no_crc, &v->checked, fmt_problem, v);
-	for (uint32_t i = 0; i < c->nglobals; i++)
-		problem(v, "global", c->globals[i].off, "unsafe global "
-			"%s.%s: torch.load would import it (weights_only=True "
-			"refuses the file)", c->globals[i].module,
-			c->globals[i].name);
+	for (uint32_t i = 0; i < c->nglobals; i++) {
+		char text[8192];
+
+		fmt_global_text(c, i, "", text, sizeof(text));
+		problem(v, "global", c->globals[i].off, "%s", text);
+	}
 }
 
 /*

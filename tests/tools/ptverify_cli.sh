@@ -95,6 +95,23 @@ short 2 record sample/data/0 has 508 bytes, but storage '0' is 128 x float32 = 5
 extent 2 tensor reaches element 5 of storage '0', which has 4
 EOF
 [ ! -e pwned ] && ok "nothing in the pickle ran" || bad "something ran"
+
+# an unsafe global: ptverify names the key that holds it, in ptls's words
+python3 "$here/mkzip.py" evil "$tmp/evilkey.pt"
+ptls=$(dirname "$ptverify")/ptls
+v=$("$ptverify" "$tmp/evilkey.pt" | grep "unsafe global" |
+	sed 's/^ptverify: [^ ]*: offset 0x[0-9a-f]*: //')
+l=$("$ptls" "$tmp/evilkey.pt" | grep "unsafe global" |
+	sed 's/^# //; s/ (offset 0x[0-9a-f]*)//')
+case $v in
+"unsafe global posix.system: "*"; held by x")
+	if [ "$v" = "$l" ]; then
+		ok "unsafe global: the key named, in ptls's words: $v"
+	else
+		bad "unsafe global: ptverify says '$v', ptls '$l'"
+	fi ;;
+*)	bad "unsafe global: ptverify says '$v' (no key)" ;;
+esac
 expect 1 "offset 0x7a1: record 'sample/data/0': CRC-32" -- "$tmp/flipcrc.pt"
 expect 0 "" -- --no-crc "$tmp/flipcrc.pt"
 expect 1 "^$tmp/nocrc.pt: 22 problems$" -- "$tmp/nocrc.pt"
