@@ -52,6 +52,7 @@ static const struct pkl_value *int_seq(const struct pkl_value *v)
 enum rebuild {
 	R_NONE, R_V1, R_V2, R_V3, R_QTENSOR, R_PARAM, R_PARAM_STATE,
 	R_FROM_TYPE, R_META, R_DEV_CPU, R_PARAM_CLASS, R_DEV_NUMPY, R_WRAPPER,
+	R_NJT,
 };
 
 static enum rebuild rebuild_kind(const struct pkl_value *f)
@@ -82,6 +83,9 @@ static enum rebuild rebuild_kind(const struct pkl_value *f)
 		return R_FROM_TYPE;
 	if (pkl_is_global(f, "torch.nn.parameter", "Parameter"))
 		return R_PARAM_CLASS;
+	if (pkl_is_global(f, "torch.nested._internal.nested_tensor",
+			  "_rebuild_njt"))
+		return R_NJT;
 	return R_NONE;
 }
 
@@ -470,6 +474,66 @@ static int wrapper_tensor(struct ckpt_build *b, const struct pkl_value *args,
 	return 0;
 }
 
+/* The value of key @k in dict @d, or NULL. */
+static const struct pkl_value *dict_get(const struct pkl_value *d,
+					const char *k)
+{
+	if (!d || d->kind != PKL_DICT)
+		return NULL;
+	for (size_t i = 0; i + 1 < d->u.items.n; i += 2) {
+		const char *s = as_str(d->u.items.v[i]);
+
+		if (s && !strcmp(s, k))
+			return d->u.items.v[i + 1];
+	}
+	return NULL;
+}
+
+/*
+ * _rebuild_njt({values, offsets, lengths, _ragged_idx, _metadata_cache,
+ * requires_grad}) (torch.nested._internal.nested_tensor, 2.x): a jagged
+ * nested tensor, whose __reduce_ex__ hands it to _rebuild_from_type_v2
+ * with its state (_values, _offsets, _lengths, _ragged_idx, ...: the
+ * same tensors again).  Its ragged outer shape has no integer size, so
+ * it is modelled as a meta tensor of its packed values' dtype, shape and
+ * device, and shown as the directory of that state (ckpt_wrapper_state()):
+ * _values and _offsets are its tensors, the rest its attributes.
+ */
+static int njt_tensor(struct ckpt_build *b, const struct pkl_value *args,
+		      uint64_t off, struct ckpt_tensor **out)
+{
+	const struct pkl_value *kw = arg(args, 0);
+	const struct pkl_value *vals = dict_get(kw, "values");
+	const struct pkl_value *offs = dict_get(kw, "offsets");
+	struct ckpt_tensor *v, *o, *t;
+	struct ckpt_tensor_ext *x;
+	int64_t flag = 0;
+	int rc;
+
+	if (!vals || !offs)
+		return diag_corrupt(b->d, off, "jagged nested tensor without "
+				    "its values or offsets");
+	rc = tensor_of(b, vals, &v);
+	if (!rc)
+		rc = tensor_of(b, offs, &o);
+	if (rc)
+		return rc;
+	t = ckpt_tensor_new(b, v->ndim);
+	if (!t)
+		return diag_nomem(b->d);
+	memcpy(t->shape, v->shape, 2 * (size_t)v->ndim * sizeof(int64_t));
+	t->kind = CKPT_T_META;
+	t->dtype = v->dtype;
+	t->pkl_off = off;
+	if (!(x = ckpt_tensor_ext_own(b->c, t)))
+		return diag_nomem(b->d);
+	x->device = ckpt_tensor_device(v) ? ckpt_tensor_device(v) : "cpu";
+	as_int(dict_get(kw, "requires_grad"), &flag);
+	t->requires_grad = flag;
+	*out = t;
+	return 0;
+}
+
 static int rebuild(struct ckpt_build *b, enum rebuild r,
 		   const struct pkl_value *args, uint64_t off,
 		   struct ckpt_tensor **out)
@@ -599,6 +663,11 @@ static int rebuild(struct ckpt_build *b, enum rebuild r,
 		if (rc)
 			return rc;
 		break;
+	case R_NJT:
+		rc = njt_tensor(b, args, off, &t);
+		if (rc)
+			return rc;
+		break;
 	case R_NONE:
 		return diag_unsupported(b->d, off, "not a tensor");
 	}
@@ -700,11 +769,11 @@ const struct pkl_value *ckpt_wrapper_state(const struct pkl_value *v)
 		return NULL;
 	a = pkl_call_args(v);
 	r = rebuild_kind(arg(a, 0));
-	if (r != R_WRAPPER && r != R_META)
+	if (r != R_WRAPPER && r != R_META && r != R_NJT)
 		return NULL;
 	st = arg(a, 3);
 	/* a wrapper's state dict is shown even when empty, as it was */
-	if (r == R_WRAPPER && st && st->kind == PKL_DICT)
+	if ((r == R_WRAPPER || r == R_NJT) && st && st->kind == PKL_DICT)
 		return st;
 	return state_empty(st) ? NULL : st;
 }

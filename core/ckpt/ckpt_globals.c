@@ -45,6 +45,11 @@ static const char *const allowed[] = {
 	"torch.per_channel_symmetric",
 	"torch.per_channel_affine_float_qparams",
 	"torch.storage.UntypedStorage",
+	/* jagged nested tensors: torch 2.x's weights-only loader takes
+	   them once torch.nested and torch._dynamo are imported */
+	"torch.nested._internal.nested_tensor.NestedTensor",
+	"torch.nested._internal.nested_tensor._rebuild_njt",
+	"torch._dynamo.decorators._DimRange",
 };
 
 /* Legacy tensor type classes: torch.FloatTensor, torch.cuda.HalfTensor ... */

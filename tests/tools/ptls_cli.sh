@@ -148,6 +148,14 @@ if command -v python3 >/dev/null; then
 	[ ! -e pwned ] && ok || bad "something ran"
 	"$ptls" --json "$tmp/evil.pt" | grep -q '"module":"posix","name":"system"' &&
 		ok || bad "--json lacks unsafe_globals"
+	# a jagged nested tensor as torch 2.x pickles it, listed with no
+	# torch: its values and offsets tensors, no unsafe global
+	python3 "$here/mkzip.py" njt "$tmp/njt.pt"
+	python3 "$here/mkzip.py" njt-bad "$tmp/njt-bad.pt"
+	expect 0 "^nt/_values  *float32  *(5, 2)  *stride (2, 1)" -- --check "$tmp/njt.pt"
+	expect 0 "^nt/_offsets  *int64  *(3,)" -- "$tmp/njt.pt"
+	expect 0 "^  nt/  *torch.nested._internal.nested_tensor.NestedTensor" -- --tree "$tmp/njt.pt"
+	expect 2 "offset 0x[0-9a-f]*: jagged nested tensor without its values or offsets" -- "$tmp/njt-bad.pt"
 	expect 0 "a%2Fb  *int  *= 1" -- "$tmp/keys.pt"
 	expect 0 "^%  *int  *= 2" -- "$tmp/keys.pt"
 	expect 0 "%2Ex  *int  *= 3" -- "$tmp/keys.pt"
