@@ -49,6 +49,11 @@ static int emit_fresh_node(struct wb *w, const struct ckpt_node *n)
 
 	if (pkl_emit_memo_get(w->e, SYNTH_KEY + n->id))
 		return 0;
+	if (n->tensor->dtype->bits)	/* read from safetensors as bytes */
+		return diag_unsupported(w->d, DIAG_NO_OFFSET, "%s: torch has "
+					"no dtype for safetensors' %s (kept as "
+					"its bytes)", n->name,
+					n->tensor->dtype->st);
 	rc = ckpt_emit_tensor(w->e, n->tensor, rp_out_key(w, n->tensor->storage),
 			      KEY_MEMO + n->tensor->storage->index);
 	return rc ? rc : pkl_emit_memo_put(w->e, SYNTH_KEY + n->id);

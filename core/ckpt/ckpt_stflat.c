@@ -127,6 +127,11 @@ static int holdable(struct st_flat *f, const struct ckpt_tensor *t,
 		return diag_unsupported(f->d, t->pkl_off, "%s: safetensors has "
 					"no dtype for %s", path,
 					t->dtype->name);
+	if (t->dtype->pack && !t->ndim)
+		return diag_unsupported(f->d, t->pkl_off, "%s: a 0-d %s tensor "
+					"holds %u values, which safetensors "
+					"cannot shape", path, t->dtype->name,
+					t->dtype->pack);
 	if (t->conj || t->neg)
 		return diag_unsupported(f->d, t->pkl_off, "%s: a tensor with "
 					"its conjugate or negative bit set "

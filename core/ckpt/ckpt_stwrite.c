@@ -14,7 +14,8 @@
  *
  * Header order: by dtype from the widest down (tensor.rs's Dtype enum
  * reversed: U64 I64 F64 C64 F32 U32 I32 BF16 F16 U16 I16 F8_E5M2FNUZ
- * F8_E4M3FNUZ F8_E8M0 F8_E4M3 F8_E5M2 I8 U8 BOOL), then by name (bytes),
+ * F8_E4M3FNUZ F8_E8M0 F8_E4M3 F8_E5M2 I8 U8 F6_E3M2 F6_E2M3 F4 BOOL),
+ * then by name (bytes),
  * so that with the header padded to 8 every tensor is aligned to its
  * element size.  JSON as serde_json writes it: no blanks; '"', '\' and
  * control characters escaped (\b \f \n \r \t, else \u00xx); the rest as
@@ -45,9 +46,9 @@
 #define ST_HEADER_MAX	100000000u	/* the Rust reader's limit */
 #define GATHER_BUF	(1u << 20)
 
-/* tensor.rs's Dtype enum, in its order (the sub-byte F4/F6 left out). */
+/* tensor.rs's Dtype enum, in its order. */
 static const char *const st_rank[] = {
-	"BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ",
+	"BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ",
 	"F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32",
 	"C64", "F64", "I64", "U64",
 };
@@ -164,6 +165,19 @@ static void metadata(struct stw *w, struct sbuf *b)
 	sb_puts(b, "},");
 }
 
+/* @t's shape as the header has it: a sub-byte tensor's as it was read
+ * (bytes only), or with its last size times the values per element (F4
+ * of a float4_e2m1fn_x2 tensor). */
+static void header_shape(struct sbuf *b, const struct ckpt_tensor *t)
+{
+	const int64_t *v = t->dtype->bits ? t->x->st_shape : t->shape;
+	int n = t->dtype->bits ? t->x->st_ndim : t->ndim;
+
+	for (int k = 0; k < n; k++)
+		sb_printf(b, "%s%lld", k ? "," : "", (long long)v[k] *
+			  (k == n - 1 && t->dtype->pack ? t->dtype->pack : 1));
+}
+
 /* The header, padded with blanks to a multiple of 8 (prepare()). */
 static int header(struct stw *w, struct sbuf *b)
 {
@@ -179,9 +193,7 @@ static int header(struct stw *w, struct sbuf *b)
 		e->end = pos += ckpt_tensor_nbytes(t);
 		sb_json_str(b, e->name, e->len);
 		sb_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", t->dtype->st);
-		for (int k = 0; k < t->ndim; k++)
-			sb_printf(b, "%s%lld", k ? "," : "",
-				  (long long)t->shape[k]);
+		header_shape(b, t);
 		sb_printf(b, "],\"data_offsets\":[%llu,%llu]}%s",
 			  (unsigned long long)e->begin,
 			  (unsigned long long)e->end, i + 1 < w->n ? "," : "");

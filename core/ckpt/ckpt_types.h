@@ -30,6 +30,14 @@ struct ckpt_dtype {
 	uint8_t cls;		/* enum ckpt_dtype_class */
 	const char *npy;	/* numpy descr without byte order ("f4") or NULL */
 	const char *st;		/* safetensors name ("F32") or NULL */
+	/* values per element along the last dimension in a safetensors
+	   header: float4_e2m1fn_x2 is F4 with the last size doubled */
+	uint8_t pack;
+	/* a safetensors sub-byte dtype torch has no dtype for (F6_E2M3, or
+	   F4 whose last size is odd): bits per value.  Its tensors are their
+	   bytes (1-d, name = st) and keep the header's shape in x->st_shape;
+	   ckpt_dtype_by_name() and ckpt_dtype_by_st() never give one */
+	uint8_t bits;
 };
 
 /* Look up by torch name ("float32"); NULL if unknown. */
@@ -38,6 +46,9 @@ const struct ckpt_dtype *ckpt_dtype_by_name(const char *name);
 const struct ckpt_dtype *ckpt_dtype_by_storage(const char *cls);
 /* Look up by safetensors name ("F32", "BF16"); NULL if unknown. */
 const struct ckpt_dtype *ckpt_dtype_by_st(const char *name);
+/* The bytes-only dtype of safetensors sub-byte dtype @name ("F4",
+ * "F6_E2M3", "F6_E3M2"); NULL if none. */
+const struct ckpt_dtype *ckpt_dtype_st_bytes(const char *name);
 /* The raw byte type UntypedStorage uses. */
 const struct ckpt_dtype *ckpt_dtype_bytes(void);
 /* @dt's position in the table of dtypes with a storage class, and back */
@@ -116,6 +127,10 @@ struct ckpt_tensor_ext {
 	int64_t zero_point;
 	int64_t axis;
 	struct ckpt_tensor *qscales, *qzeros;	/* per-channel, else NULL */
+	/* a bytes-only safetensors tensor (dtype->bits): the header's
+	   shape, st_ndim sizes (arena) */
+	const int64_t *st_shape;
+	int st_ndim;
 };
 
 extern const struct ckpt_tensor_ext ckpt_no_ext;

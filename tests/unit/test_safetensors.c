@@ -184,6 +184,66 @@ Test(st_read, every_dtype)
 	assert_no_leaks();
 }
 
+/*
+ * Sub-byte dtypes (tensor.rs: F4 4 bits, F6_E2M3 and F6_E3M2 6 bits;
+ * numel x bits a whole number of bytes): F4 of an even last size is
+ * torch's float4_e2m1fn_x2 with that size halved, as safetensors' torch
+ * binding loads it; the rest are their bytes, 1-d, the dtype named, the
+ * header's shape kept.  The other tensors are read as ever.
+ */
+Test(st_read, sub_byte_dtypes)
+{
+	struct ckpt *c = st_open(st_file(
+		"{\"f4\":{\"dtype\":\"F4\",\"shape\":[2,4],\"data_offsets\":"
+		"[0,4]},\"f4odd\":{\"dtype\":\"F4\",\"shape\":[2,3],"
+		"\"data_offsets\":[4,7]},\"f6\":{\"dtype\":\"F6_E2M3\","
+		"\"shape\":[4],\"data_offsets\":[7,10]},\"f6b\":{\"dtype\":"
+		"\"F6_E3M2\",\"shape\":[2,2],\"data_offsets\":[10,13]},"
+		"\"u\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":"
+		"[13,14]}}", 14));
+	static const struct {
+		const char *name, *dtype, *st;
+		int ndim;
+		int64_t d0, d1;
+		int st_ndim;
+		uint64_t at;
+	} want[] = {
+		{ "f4", "float4_e2m1fn_x2", "F4", 2, 2, 2, 0, 0 },
+		{ "f4odd", "F4", "F4", 1, 3, 0, 2, 4 },
+		{ "f6", "F6_E2M3", "F6_E2M3", 1, 3, 0, 1, 7 },
+		{ "f6b", "F6_E3M2", "F6_E3M2", 1, 3, 0, 2, 10 },
+		{ "u", "uint8", "U8", 1, 1, 0, 0, 13 },
+	};
+
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		const struct ckpt_tensor *t = kid(c, want[i].name)->tensor;
+		unsigned char buf[8];
+		struct diag d;
+
+		cr_assert_str_eq(t->dtype->name, want[i].dtype, "%s",
+				 want[i].name);
+		cr_assert_str_eq(t->dtype->st, want[i].st);
+		cr_assert_eq(t->ndim, want[i].ndim, "%s", want[i].name);
+		cr_assert_eq(t->shape[0], want[i].d0, "%s", want[i].name);
+		if (t->ndim > 1)
+			cr_assert_eq(t->shape[1], want[i].d1);
+		cr_assert_eq(t->x->st_ndim, want[i].st_ndim, "%s",
+			     want[i].name);
+		diag_init(&d, path);
+		cr_assert_eq(ckpt_tensor_read(c, t, buf, sizeof(buf), 0, &d),
+			     (long long)ckpt_tensor_nbytes(t));
+		if (i)	/* its bytes where the header says */
+			cr_assert_eq(buf[0], want[i].at, "%s", want[i].name);
+	}
+	cr_assert_eq(kid(c, "f4odd")->tensor->x->st_shape[1], 3);
+	cr_assert_eq(kid(c, "f6")->tensor->x->st_shape[0], 4);
+	/* the bytes-only dtypes are not torch's: no name finds them */
+	cr_assert_null(ckpt_dtype_by_name("F6_E2M3"));
+	cr_assert_null(ckpt_dtype_by_name("F4"));
+	ckpt_close(c);
+	assert_no_leaks();
+}
+
 Test(st_read, empty_and_0d_tensors)
 {
 	struct ckpt *c = st_open(st_file(
@@ -443,8 +503,13 @@ static const struct bad {
 	  -ENOTSUP },
 	{ "{\"a\":{\"dtype\":\"F5\",\"shape\":[1],\"data_offsets\":[0,1]}}",
 	  "\"F5", "unknown safetensors dtype 'F5'", -ENOTSUP },
-	{ "{\"a\":{\"dtype\":\"F4\",\"shape\":[2],\"data_offsets\":[0,1]}}",
-	  "\"F4", "sub-byte dtype F4", -ENOTSUP },
+	{ "{\"a\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,2]}}",
+	  "[3]", "3 x F4 is not a whole number of bytes", -EILSEQ },
+	{ "{\"a\":{\"dtype\":\"F6_E2M3\",\"shape\":[2],\"data_offsets\":"
+	  "[0,2]}}", "[2]", "2 x F6_E2M3 is not a whole number", -EILSEQ },
+	{ "{\"a\":{\"dtype\":\"F4\",\"shape\":[2,2],\"data_offsets\":"
+	  "[0,4]}}", "[0,4]", "4 x F4 = 2 bytes, but data_offsets give 4",
+	  -EILSEQ },
 	{ "{} x", "x", "text after the header object", -EILSEQ },
 	{ "{,}", ",", "string expected", -EILSEQ },
 };

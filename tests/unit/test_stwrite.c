@@ -258,6 +258,50 @@ Test(st_write, null_metadata_written_as_none)
 	assert_no_leaks();
 }
 
+/* Sub-byte tensors are written back with the header's dtype and shape
+ * (a file in save_file's order comes back byte for byte); one torch has
+ * no dtype for is refused in a torch zip, an F4 one is float4_e2m1fn_x2. */
+Test(st_write, sub_byte_dtypes_written_back)
+{
+	static const char hdr[] =
+		"{\"u\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+		"\"f6b\":{\"dtype\":\"F6_E3M2\",\"shape\":[2,2],"
+		"\"data_offsets\":[1,4]},\"f6\":{\"dtype\":\"F6_E2M3\","
+		"\"shape\":[4],\"data_offsets\":[4,7]},\"f4\":{\"dtype\":"
+		"\"F4\",\"shape\":[2,4],\"data_offsets\":[7,11]},\"f4odd\":"
+		"{\"dtype\":\"F4\",\"shape\":[2,3],\"data_offsets\":[11,14]}}";
+	unsigned char *in, *out;
+	size_t ilen, olen;
+	struct ckpt *c, *back;
+	struct diag d;
+
+	c = open_ok(st_file(hdr, true, 14, &in, &ilen));
+	cr_assert_eq(write_out(c, CKPT_OUT_SAME, false, NULL, &d), 0, "%s",
+		     d.msg);
+	out = out_bytes(&olen);
+	cr_assert_eq(olen, ilen);
+	cr_assert_eq(memcmp(in, out, ilen), 0, "header: %.*s", (int)olen - 8,
+		     (char *)out + 8);
+	free(out);
+	cr_assert_eq(write_out(c, CKPT_OUT_ZIP, false, NULL, &d), -ENOTSUP);
+	cr_assert(strstr(d.msg, "f6b: torch has no dtype for safetensors' "
+			 "F6_E3M2"), "%s", d.msg);
+	ckpt_close(c);
+	free(in);
+	/* F4 alone: a torch zip of float4_e2m1fn_x2, the size halved */
+	c = open_ok(st_file("{\"f4\":{\"dtype\":\"F4\",\"shape\":[2,4],"
+			    "\"data_offsets\":[0,4]}}", true, 4, NULL, NULL));
+	cr_assert_eq(write_out(c, CKPT_OUT_ZIP, false, NULL, &d), 0, "%s",
+		     d.msg);
+	back = open_ok(out_path);
+	cr_assert_eq(back->format, CKPT_ZIP);
+	same_tensors(c, back);
+	cr_assert_eq(back->root->dir->kids[0]->tensor->shape[1], 2);
+	ckpt_close(back);
+	ckpt_close(c);
+	assert_no_leaks();
+}
+
 Test(st_write, python_values_refused_by_name)
 {
 	struct ckpt *c = open_ok(PT_TEST_DATA "/sample.pt");

@@ -69,6 +69,10 @@ static int tensor(const struct ckpt *c, const struct ckpt_tensor *t,
 	if (!t->dtype->st)
 		return diag_errno(d, -EINVAL, "%s: safetensors has no dtype "
 				  "for %s", name, t->dtype->name);
+	if (t->dtype->pack && !t->ndim)
+		return diag_errno(d, -EINVAL, "%s: a 0-d %s tensor holds %u "
+				  "values, which safetensors cannot shape", name,
+				  t->dtype->name, t->dtype->pack);
 	if (t->requires_grad || t->parameter)
 		return diag_errno(d, -EPERM, "%s: safetensors files keep no "
 				  "%s flag", name, t->parameter ? "Parameter" :

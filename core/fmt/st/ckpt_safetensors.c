@@ -240,19 +240,55 @@ static int meta_map(struct st *s)
 	return rc;
 }
 
-/* Refuse the sub-byte dtypes by name, anything else unknown in general. */
+/* The dtype a header's name gives (the sub-byte ones: ckpt_types.h). */
 static int dtype_of(struct st *s, const char *name, uint64_t at,
 		    const struct ckpt_dtype **out)
 {
 	*out = ckpt_dtype_by_st(name);
+	if (!*out)
+		*out = ckpt_dtype_st_bytes(name);
 	if (*out)
 		return 0;
-	if (!strcmp(name, "F4") || !strcmp(name, "F6_E2M3") ||
-	    !strcmp(name, "F6_E3M2"))
-		return diag_unsupported(s->d, at, "sub-byte dtype %s is not "
-					"supported yet", name);
 	return diag_unsupported(s->d, at, "unknown safetensors dtype '%.32s'",
 				name);
+}
+
+/* Bits of one value of @dt in a safetensors header (F4: 4). */
+static unsigned value_bits(const struct ckpt_dtype *dt)
+{
+	if (dt->bits)
+		return dt->bits;
+	return dt->pack ? 8u * dt->size / dt->pack : 8u * dt->size;
+}
+
+/*
+ * A sub-byte tensor as torch holds it (F4 of an even last size: a
+ * float4_e2m1fn_x2 tensor, that size halved, as safetensors' torch
+ * binding loads it), or else as its bytes: 1-d, of the dtype that names
+ * it, the header's shape kept for write-back.
+ */
+static int sub_byte(struct st *s, const struct ckpt_dtype **dt,
+		    const char *dtname, uint64_t *dims, size_t *ndim,
+		    uint64_t nbytes, struct ckpt_tensor_ext *x)
+{
+	int64_t *keep;
+
+	if ((*dt)->pack && *ndim && dims[*ndim - 1] % (*dt)->pack == 0) {
+		dims[*ndim - 1] /= (*dt)->pack;
+		return 0;
+	}
+	if (!(*dt)->bits)
+		*dt = ckpt_dtype_st_bytes(dtname);
+	keep = arena_alloc(&s->c->arena, (*ndim + 1) * sizeof(*keep));
+	if (!keep)
+		return diag_nomem(s->d);
+	for (size_t i = 0; i < *ndim; i++)
+		keep[i] = (int64_t)dims[i];
+	x->st_shape = keep;
+	x->st_ndim = (int)*ndim;
+	dims[0] = nbytes;
+	*ndim = 1;
+	return 0;
 }
 
 /* Check a tensor's fields against each other; make its storage. */
@@ -260,9 +296,10 @@ static int tensor_make(struct st *s, struct ent *e, const char *dtname,
 		       const struct ckpt_dtype *dt, const uint64_t *dims,
 		       size_t ndim, uint64_t shape_at)
 {
+	struct ckpt_tensor_ext x = { 0 };
 	struct ckpt_storage *st;
 	struct ckpt_tensor *t;
-	uint64_t numel = 1, nbytes;
+	uint64_t numel = 1, nbytes, v[CKPT_MAX_DIMS];
 	char key[16];
 	int rc;
 
@@ -275,9 +312,15 @@ static int tensor_make(struct st *s, struct ent *e, const char *dtname,
 			return diag_corrupt(s->d, shape_at, "tensor '%s': "
 					    "element count overflows", e->name);
 	}
-	if (__builtin_mul_overflow(numel, (uint64_t)dt->size, &nbytes))
+	if (__builtin_mul_overflow(numel, (uint64_t)value_bits(dt), &nbytes))
 		return diag_corrupt(s->d, shape_at, "tensor '%s': byte size "
 				    "overflows", e->name);
+	/* tensor.rs's MisalignedSlice: sub-byte values fill whole bytes */
+	if (nbytes % 8)
+		return diag_corrupt(s->d, shape_at, "tensor '%s': %llu x %s "
+				    "is not a whole number of bytes", e->name,
+				    (unsigned long long)numel, dtname);
+	nbytes /= 8;
 	if (e->begin > e->end)
 		return diag_corrupt(s->d, e->offs_at, "tensor '%s': "
 				    "data_offsets [%llu, %llu] run backwards",
@@ -295,8 +338,13 @@ static int tensor_make(struct st *s, struct ent *e, const char *dtname,
 				    "%llu", e->name, (unsigned long long)numel,
 				    dtname, (unsigned long long)nbytes,
 				    (unsigned long long)(e->end - e->begin));
+	memcpy(v, dims, ndim * sizeof(*v));
+	if (value_bits(dt) < 8 &&
+	    (rc = sub_byte(s, &dt, dtname, v, &ndim, nbytes, &x)))
+		return rc;
 	snprintf(key, sizeof(key), "%u", s->n);
-	rc = ckpt_storage_add(s->c->b, key, dt, "cpu", numel, e->at, &st);
+	rc = ckpt_storage_add(s->c->b, key, dt, "cpu", nbytes / dt->size,
+			      e->at, &st);
 	if (rc)
 		return rc;
 	st->data_off = 8 + s->c->hdr_len + e->begin;
@@ -304,7 +352,15 @@ static int tensor_make(struct st *s, struct ent *e, const char *dtname,
 	if (!t)
 		return diag_nomem(s->d);
 	for (size_t i = 0; i < ndim; i++)
-		t->shape[i] = (int64_t)dims[i];
+		t->shape[i] = (int64_t)v[i];
+	if (x.st_shape) {
+		struct ckpt_tensor_ext *own = ckpt_tensor_ext_own(s->c, t);
+
+		if (!own)
+			return diag_nomem(s->d);
+		own->st_shape = x.st_shape;
+		own->st_ndim = x.st_ndim;
+	}
 	if (!ckpt_tensor_c_strides(t))
 		return diag_corrupt(s->d, shape_at, "tensor '%s': strides "
 				    "overflow", e->name);

@@ -19,6 +19,11 @@
 #               fail with EROFS and the file stays byte for byte the same
 #               (tests/fs/formats/st_write.sh writes through a writable mount)
 #
+# Sub-byte dtypes: F6_E2M3 and an F4 of odd last size as their bytes,
+# named, a cast refused, edits written back with the header's dtypes and
+# shapes, a torch file refused; under 2.x save_file's F4 as torch's
+# float4_e2m1fn_x2 (ptls, ptrepack to .pt loaded by torch, and back).
+#
 # A file with "__metadata__": null (MLX writes it) lists, verifies,
 # mounts, and an edit written back gives a file without __metadata__,
 # as safetensors' own writer writes a None.
@@ -167,6 +172,68 @@ if [ -s "$WORK/nm.det" ]; then
 	fail "null __metadata__" "$(head -n 1 "$WORK/nm.det")" "$WORK/nm.det"
 else
 	pass "null __metadata__" "ptls, ptverify, mount; $(grep "^ok$TAB" "$WORK/nm.rep" | cut -f2)"
+fi
+fi
+
+# ------------------------------------------------------ sub-byte dtypes
+if want sub_byte; then
+fs_pyrun sb.rep subbyte_gen "$inner/st" ||
+	fail "sub-byte: generate" "$(cat "$WORK/sb.rep" "$WORK/sb.rep.err" | head -n 3)"
+f=$WORK/st/sub.safetensors
+out=$(run_limited 60 "$ptls" "$f" 2>&1)
+case $? in
+0)	if printf '%s\n' "$out" | grep -q "^f6  *F6_E2M3  *(3,)" &&
+	   printf '%s\n' "$out" | grep -q "^f4odd  *F4  *(3,)" &&
+	   printf '%s\n' "$out" | grep -q "^w  *float32  *(2,)"; then
+		pass "sub-byte: ptls" "F6_E2M3, F4 as bytes; the F32 beside them"
+	else
+		fail "sub-byte: ptls" "$out"
+	fi ;;
+*)	fail "sub-byte: ptls" "exit $?: $out" ;;
+esac
+cp "$f" "$WORK/st/sub.out.safetensors"
+mnt=$WORK/mnt/sub
+if start_daemon "$WORK/st/sub.out.safetensors" "$mnt" "$WORK/sb.err"; then
+	fs_pyrun sbm.rep subbyte "$inner/st" "$inner/mnt/sub"
+	r=$?
+	run_limited 60 "$PTFS" umount "$mnt" >"$WORK/sb.out" 2>&1
+	u=$?
+	stop_daemon "$mnt"
+	if [ $r != 0 ]; then
+		fail "sub-byte: mount" "$(cat "$WORK/sbm.rep" "$WORK/sbm.rep.err" | head -n 3)"
+	elif [ $u != 0 ]; then
+		fail "sub-byte: mount" "ptfs umount: exit $u: $(head -n 1 "$WORK/sb.out")"
+	elif fs_pyrun sba.rep subbyte_after "$inner/st"; then
+		pass "sub-byte: mount" "$(cut -f2 "$WORK/sbm.rep"); $(cut -f2 "$WORK/sba.rep")"
+	else
+		fail "sub-byte: mount" "$(cat "$WORK/sba.rep" "$WORK/sba.rep.err" | head -n 3)"
+	fi
+else
+	fail "sub-byte: mount" "not mounted: $(head -n 1 "$WORK/sb.err")"
+fi
+ptrepack=$bin/ptrepack
+out=$(run_limited 60 "$ptrepack" "$f" "$WORK/st/sub.pt" 2>&1)
+rc=$?
+case $rc:$out in
+2:*"f6: torch has no dtype for safetensors' F6_E2M3"*)
+	if [ -e "$WORK/st/sub.pt" ]; then
+		fail "sub-byte: to torch" "refused, but sub.pt was left"
+	else
+		pass "sub-byte: to torch" "exit 2: $out"
+	fi ;;
+*)	fail "sub-byte: to torch" "exit $rc: $out" ;;
+esac
+if [ -f "$WORK/st/f4.safetensors" ]; then
+	g=$WORK/st/f4.safetensors
+	if run_limited 60 "$ptls" "$g" 2>&1 | grep -q "^f4  *float4_e2m1fn_x2  *(2, 4)" &&
+	   run_limited 60 "$ptrepack" "$g" "$WORK/st/f4.pt" >"$WORK/f4.out" 2>&1 &&
+	   run_limited 60 "$ptrepack" "$g" "$WORK/st/f4.same.safetensors" >>"$WORK/f4.out" 2>&1 &&
+	   cmp -s "$g" "$WORK/st/f4.same.safetensors" &&
+	   fs_pyrun f4.rep f4 "$inner/st"; then
+		pass "F4 as float4_e2m1fn_x2" "ptls (2, 4); repacked byte for byte; $(cut -f2 "$WORK/f4.rep")"
+	else
+		fail "F4 as float4_e2m1fn_x2" "$(cat "$WORK/f4.out" "$WORK/f4.rep" "$WORK/f4.rep.err" 2>/dev/null | head -n 3)"
+	fi
 fi
 fi
 

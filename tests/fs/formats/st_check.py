@@ -10,6 +10,10 @@ checks of what ptls and a ptfs mount show of them (torch 1.13 or 2.x).
                      safetensors ("__metadata__": null, as MLX writes)
   nullmeta DIR       DIR/nullmeta.out.safetensors, its write-back after an
                      edit, holds no __metadata__ and the edit
+  subbyte_gen DIR    sub.safetensors (F32, F6_E2M3, F4 of an odd last size)
+                     and, under 2.x, f4.safetensors (save_file's F4)
+  subbyte DIR MNT, subbyte_after DIR, f4 DIR
+                     the checks of the sub_byte case (see each)
   check DIR NAME MNT  NAME.safetensors against ptls --json (DIR/NAME.json),
                      the mount MNT (every tensor's bytes, xattrs, the root's
                      user.meta.*, .ptfs/header.json) and torch: this file's
@@ -271,12 +275,117 @@ def nullmeta(d):
     return 0
 
 
+def raw_file(path, ents):
+    """A safetensors file of (name, dtype, shape, bytes) as given."""
+    hdr, data = {}, b""
+    for name, dt, shape, b in ents:
+        hdr[name] = {"dtype": dt, "shape": shape,
+                     "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    text = json.dumps(hdr, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+SUB = [("w", "F32", [2], struct.pack("<2f", 1.5, -2)),
+       ("f6", "F6_E2M3", [4], bytes([1, 2, 3])),
+       ("f4odd", "F4", [2, 3], bytes([4, 5, 6]))]
+
+
+def subbyte_gen(d):
+    """sub.safetensors (F32, F6_E2M3, an F4 of odd last size), and under
+    torch 2.x f4.safetensors by save_file of a float4_e2m1fn_x2 tensor."""
+    raw_file(os.path.join(d, "sub.safetensors"), SUB)
+    made = "sub.safetensors"
+    if hasattr(torch, "float4_e2m1fn_x2"):
+        from safetensors.torch import save_file
+        t = torch.arange(8, dtype=torch.uint8).view(
+            torch.float4_e2m1fn_x2).reshape(2, 4)
+        save_file({"f4": t, "w": torch.ones(2)},
+                  os.path.join(d, "f4.safetensors"))
+        made += ", f4.safetensors (save_file, float4_e2m1fn_x2)"
+    print("ok\t" + made)
+    return 0
+
+
+def subbyte(d, mnt):
+    """The mount MNT of a copy of sub.safetensors: f6 and f4odd are their
+    bytes, their dtype named; a cast is refused; then w[0] = 4.0 and f6's
+    first byte 9 are written (the caller unmounts, subbyte_after checks)."""
+    bad = []
+    for name, dt, shape, b in SUB[1:]:
+        p = os.path.join(mnt, name)
+        with open(p, "rb") as f:
+            if f.read() != b:
+                bad.append("%s: bytes differ" % name)
+        for a, v in (("user.dtype", dt), ("user.st_dtype", dt),
+                     ("user.shape", str(len(b)))):
+            if xattr(p, a) != v:
+                bad.append("%s: %s=%r, expected %r" % (name, a,
+                                                       xattr(p, a), v))
+        try:
+            os.setxattr(p, "user.dtype", b"float32")
+            bad.append("%s: cast to float32 accepted" % name)
+        except OSError:
+            pass
+    with open(os.path.join(mnt, "w"), "r+b") as f:
+        f.write(struct.pack("<f", 4.0))
+    with open(os.path.join(mnt, "f6"), "r+b") as f:
+        f.write(b"\x09")
+    if bad:
+        print("\n".join(bad))
+        return 1
+    print("ok\tF6_E2M3 and F4 (odd last size) as bytes, dtype named, "
+          "cast refused; w and f6 written")
+    return 0
+
+
+def subbyte_after(d):
+    """sub.out.safetensors, written back: the header as before, w[0] 4.0
+    and f6's first byte 9."""
+    _, got, hdr = read(os.path.join(d, "sub.out.safetensors"))
+    _, old, ohdr = read(os.path.join(d, "sub.safetensors"))
+    want = {n: (dt, sh, b) for n, dt, sh, b in SUB}
+    want["w"] = ("F32", [2], struct.pack("<2f", 4.0, -2))
+    want["f6"] = ("F6_E2M3", [4], bytes([9, 2, 3]))
+    if got != want:
+        print("written back: %r, expected %r" % (got, want))
+        return 1
+    print("ok\twritten back: dtypes and shapes as read, the edits in")
+    return 0
+
+
+def f4_check(d):
+    """f4.pt (ptrepack of save_file's f4.safetensors): torch.load gives
+    the float4_e2m1fn_x2 tensor save_file was given."""
+    from safetensors.torch import load_file
+    a = load_file(os.path.join(d, "f4.safetensors"))
+    b = torch.load(os.path.join(d, "f4.pt"), weights_only=True)
+    bad = [k for k in a if a[k].dtype != b[k].dtype or a[k].shape !=
+           b[k].shape or raw(a[k]) != raw(b[k])]
+    if bad or sorted(a) != sorted(b):
+        print("torch.load(f4.pt) differs from load_file: %r" % b)
+        return 1
+    print("ok\ttorch.load (weights_only) of the .pt equals load_file: "
+          "float4_e2m1fn_x2 %s" % list(b["f4"].shape))
+    return 0
+
+
 def main():
     if sys.argv[1] == "gen":
         print("ok\t" + gen(sys.argv[2]))
         return 0
     if sys.argv[1] == "nullmeta":
         return nullmeta(sys.argv[2])
+    if sys.argv[1] == "subbyte_gen":
+        return subbyte_gen(sys.argv[2])
+    if sys.argv[1] == "subbyte":
+        return subbyte(sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "subbyte_after":
+        return subbyte_after(sys.argv[2])
+    if sys.argv[1] == "f4":
+        return f4_check(sys.argv[2])
     return check(sys.argv[2], sys.argv[3], sys.argv[4])
 
 
