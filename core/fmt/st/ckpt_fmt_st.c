@@ -100,13 +100,28 @@ static int records(const struct ckpt *c, ckpt_record_fn fn, void *arg)
 	return fn(arg, "header.json", 8, c->hdr_len, NULL);
 }
 
-/* user.st_dtype: the header's name of the dtype */
+/* user.st_dtype: the header's name of the dtype; user.st_shape: the
+ * header's shape, where it is not the tensor's (a sub-byte dtype) */
 static void tensor_attrs(const struct ckpt *c, const struct ckpt_tensor *t,
 			 ckpt_attr_fn fn, void *arg)
 {
+	const struct ckpt_dtype *dt = t->dtype;
+	const int64_t *v = dt->bits ? t->x->st_shape : t->shape;
+	int n = dt->bits ? t->x->st_ndim : t->ndim;
+	char buf[CKPT_MAX_DIMS * 21 + 1];
+	size_t o = 0;
+
 	(void)c;
-	if (t->dtype->st)
-		fn(arg, "user.st_dtype", t->dtype->st);
+	if (dt->st)
+		fn(arg, "user.st_dtype", dt->st);
+	if (!dt->bits && !dt->pack)
+		return;
+	buf[0] = 0;
+	for (int k = 0; k < n && o < sizeof(buf); k++)
+		o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s%lld",
+				      k ? "," : "", (long long)v[k] *
+				      (k == n - 1 && dt->pack ? dt->pack : 1));
+	fn(arg, "user.st_shape", buf);
 }
 
 /* The file ends with its last tensor (which its own reader insists on). */

@@ -320,7 +320,8 @@ def subbyte(d, mnt):
             if f.read() != b:
                 bad.append("%s: bytes differ" % name)
         for a, v in (("user.dtype", dt), ("user.st_dtype", dt),
-                     ("user.shape", str(len(b)))):
+                     ("user.shape", str(len(b))),
+                     ("user.st_shape", dims(shape))):
             if xattr(p, a) != v:
                 bad.append("%s: %s=%r, expected %r" % (name, a,
                                                        xattr(p, a), v))
