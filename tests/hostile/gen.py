@@ -227,7 +227,7 @@ case("random_64k", random.Random(7).randbytes(65536), "refuse", "")
 case("pk_magic_only", b"PK\x03\x04", "refuse", "")
 case("empty_zip", b"PK\x05\x06" + bytes(18), "refuse", "empty zip")
 case("gzip_of_checkpoint", gzip.compress(bytes(BASE), mtime=0), "refuse",
-     "not a PyTorch checkpoint")
+     "gzip-compressed file, not a checkpoint")
 
 # -- truncations of a good archive
 n = len(BASE)
