@@ -196,22 +196,24 @@ Test(ckpt_open, names_what_is_not_a_checkpoint)
 /* Other formats' files are named, with what to do, not by hex bytes. */
 Test(ckpt_open, names_other_formats)
 {
+#define HEAD(s, what) { s, sizeof(s) - 1, what }
 	static const struct {
 		const char *head;
 		size_t len;
 		const char *what;
 	} other[] = {
-		{ "\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': "
-		  "False, 'shape': (3,), }", 60, "NumPy .npy array" },
-		{ "\xef\xbb\xbf \n{\"architectures\": [\"Bert\"]}", 35,
-		  "JSON text" },
-		{ "[1, 2, 3]", 9, "JSON text" },
-		{ "\x89HDF\r\n\x1a\n\0\0\0\0", 12, "HDF5 file" },
-		{ "\x1f\x8b\x08\0\0\0\0\0", 8, "gzip-compressed" },
-		{ "GGUF\3\0\0\0\0\0\0\0", 12, "GGUF file" },
-		{ "\x28\xb5\x2f\xfd\0\0", 6, "zstd-compressed" },
-		{ "\xfd" "7zXZ\0\0\0", 8, "xz-compressed" },
+		HEAD("\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': "
+		     "False, 'shape': (3,), }", "NumPy .npy array"),
+		HEAD("\xef\xbb\xbf \n{\"architectures\": [\"Bert\"]}",
+		     "JSON text"),
+		HEAD("[1, 2, 3]", "JSON text"),
+		HEAD("\x89HDF\r\n\x1a\n\0\0\0\0", "HDF5 file"),
+		HEAD("\x1f\x8b\x08\0\0\0\0\0", "gzip-compressed"),
+		HEAD("GGUF\3\0\0\0\0\0\0\0", "GGUF file (version 3)"),
+		HEAD("\x28\xb5\x2f\xfd\0\0", "zstd-compressed"),
+		HEAD("\xfd" "7zXZ\0\0\0", "xz-compressed"),
 	};
+#undef HEAD
 
 	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
 		write_tmp(other[i].head, other[i].len);
