@@ -273,28 +273,6 @@ void fmt_json_tensor(struct jw *w, const struct ckpt *c,
 	json_tensor_extra(w, t);
 }
 
-const struct ckpt_node *fmt_find(const struct ckpt *c, const char *path)
-{
-	const struct ckpt_node *n = c->root;
-	char *copy = strdup(path), *save = NULL, *part;
-
-	if (!copy)
-		return NULL;
-	for (part = strtok_r(copy, "/", &save); part && n;
-	     part = strtok_r(NULL, "/", &save)) {
-		if (!strcmp(part, "."))
-			continue;
-		while (n->kind == CKPT_N_LINK && n->target)
-			n = n->target;
-		n = n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ ?
-		    ckpt_node_child(n, part) : NULL;
-	}
-	free(copy);
-	while (n && n->kind == CKPT_N_LINK && n->target)
-		n = n->target;
-	return n;
-}
-
 const char *fmt_json_kind(const struct ckpt_node *n)
 {
 	return ckpt_node_is_dir(n) ? "container" :

@@ -14,12 +14,6 @@ struct ckpt_storage;
 struct ckpt_tensor;
 struct jw;
 
-/*
- * The node a key path names, as the tools print paths ("optimizer/state/0",
- * "." or "" for the root; links are followed), or NULL.
- */
-const struct ckpt_node *fmt_find(const struct ckpt *c, const char *path);
-
 /* "(16, 8)", "(3,)", "()" into @buf; fmt_dims_len() is its strlen. */
 void fmt_dims(char *buf, size_t size, const int64_t *v, int n);
 int fmt_dims_len(const int64_t *v, int n);

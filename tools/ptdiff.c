@@ -439,8 +439,8 @@ int main(int argc, char **argv)
 	x.buf_a = malloc(PD_CHUNK);
 	x.buf_b = malloc(PD_CHUNK);
 	for (int i = optind + 2; i < argc; i++) {
-		const struct ckpt_node *na = fmt_find(a, argv[i]);
-		const struct ckpt_node *nb = fmt_find(b, argv[i]);
+		const struct ckpt_node *na = ckpt_node_by_path(a, argv[i]);
+		const struct ckpt_node *nb = ckpt_node_by_path(b, argv[i]);
 
 		if (!na && !nb) {
 			fprintf(stderr, "ptdiff: %s: no such key path in %s or "

@@ -201,7 +201,7 @@ int dump_values(const char *path, const struct dump_opts *o)
 		cli_diag(&d);
 		return CLI_ERROR;
 	}
-	n = fmt_find(c, o->values);
+	n = ckpt_node_by_path(c, o->values);
 	if (!n || n->kind != CKPT_N_TENSOR) {
 		cli_error("%s: %s: %s", c->path, o->values,
 			  n ? "not a tensor" :

@@ -541,7 +541,7 @@ static int list_one(struct ckpt *c, struct opts *o, char **paths,
 	}
 	for (int k = 0; k < (npaths ? npaths : 1); k++) {
 		o->c = c;
-		o->start = npaths ? ls_find(c, paths[k]) : c->root;
+		o->start = npaths ? ckpt_node_by_path(c, paths[k]) : c->root;
 		if (!o->start) {
 			cli_error("%s: %s: no such key path (ptls %s lists "
 				  "the paths)", c->path, paths[k], c->path);

@@ -32,8 +32,6 @@ struct opts {
 	const struct ckpt *c;		/* the checkpoint it is in */
 };
 
-/* ptls_find.c: the node @path names ("a/b/0"), or NULL. */
-const struct ckpt_node *ls_find(const struct ckpt *c, const char *path);
 /* Is @n a long container of python scalars, shown on one line? */
 bool ls_collapsed(const struct ckpt_node *n, const struct opts *o);
 /* "746 int: 1, 2, 3, ..." (at most about 80 bytes) into @buf. */

@@ -1,8 +1,8 @@
 /*
- * ptls_find.c - what ptls needs to find in the model: the node a path
- * argument names ("optimizer/state", the paths ptls prints), whether a
- * container is a long list of python scalars to show on one line, and
- * what a subtree counts (which key holds an unsafe global: globals.c).
+ * ptls_find.c - what ptls needs to find in the model: whether a container
+ * is a long list of python scalars to show on one line, and what a subtree
+ * counts (the node a path names: ckpt_node_by_path(); which key holds an unsafe
+ * global: globals.c).
  */
 #include "ckpt/ckpt.h"
 #include "ckpt_fmt.h"
@@ -13,11 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-const struct ckpt_node *ls_find(const struct ckpt *c, const char *path)
-{
-	return fmt_find(c, path);
-}
 
 bool ls_collapsed(const struct ckpt_node *n, const struct opts *o)
 {

@@ -305,7 +305,7 @@ int ls_stats(struct ckpt *c, struct opts *o, char **paths, int npaths,
 	int status = CLI_OK;
 
 	for (int k = 0; k < (npaths ? npaths : 1); k++) {
-		const struct ckpt_node *n = npaths ? ls_find(c, paths[k]) :
+		const struct ckpt_node *n = npaths ? ckpt_node_by_path(c, paths[k]) :
 					    c->root;
 		int rc;
 

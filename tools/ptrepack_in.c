@@ -22,29 +22,6 @@
 #include "diag/diag.h"
 #include "zip/ptz.h"
 
-/* The node @path names, links followed, or NULL (fmt_find(), writable). */
-static struct ckpt_node *find(struct ckpt *c, const char *path)
-{
-	struct ckpt_node *n = c->root;
-	char *copy = strdup(path), *save = NULL, *part;
-
-	if (!copy)
-		return NULL;
-	for (part = strtok_r(copy, "/", &save); part && n;
-	     part = strtok_r(NULL, "/", &save)) {
-		if (!strcmp(part, "."))
-			continue;
-		while (n->kind == CKPT_N_LINK && n->target)
-			n = n->target;
-		n = n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ ?
-		    ckpt_node_child(n, part) : NULL;
-	}
-	free(copy);
-	while (n && n->kind == CKPT_N_LINK && n->target)
-		n = n->target;
-	return n;
-}
-
 int in_roots_find(struct ckpt *c, char **paths, int n, struct in_roots *r,
 		  struct ckpt_write_opts *o, struct diag *d)
 {
@@ -61,7 +38,7 @@ int in_roots_find(struct ckpt *c, char **paths, int n, struct in_roots *r,
 				return diag_set(d, -EINVAL, DIAG_NO_OFFSET,
 						"%s: key path given twice",
 						paths[i]);
-		r->nodes[i] = find(c, paths[i]);
+		r->nodes[i] = ckpt_node_by_path(c, paths[i]);
 		if (!r->nodes[i])
 			return diag_set(d, -ENOENT, DIAG_NO_OFFSET, "%s: no "
 					"such key path (ptls %s lists the "

@@ -1,7 +1,8 @@
 /*
  * ckpt_dir.c - a directory's children: kept in slots in container order
  * (listings, readdir offsets), found by name through an open-addressing
- * index of uint32 slot positions (lookups), and changed by edits (a
+ * index of uint32 slot positions (lookups; a key path from the root:
+ * ckpt_node_by_path()), and changed by edits (a
  * removed child leaves its slot empty; a new one is appended; see
  * docs/design.md, "Editing and write-back").  Only directories own a
  * struct ckpt_dir; every other node points at the empty, read-only
@@ -11,6 +12,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const struct ckpt_dir ckpt_no_dir;
@@ -125,6 +127,28 @@ struct ckpt_node *ckpt_node_child(const struct ckpt_node *dir,
 	uint32_t h, v = dir->dir->hash ? *slot(dir->dir, name, &h) : 0;
 
 	return v ? dir->dir->kids[slot_pos(v)] : NULL;
+}
+
+struct ckpt_node *ckpt_node_by_path(const struct ckpt *c, const char *path)
+{
+	struct ckpt_node *n = c->root;
+	char *copy = strdup(path), *save = NULL, *part;
+
+	if (!copy)
+		return NULL;
+	for (part = strtok_r(copy, "/", &save); part && n;
+	     part = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(part, "."))
+			continue;
+		while (n->kind == CKPT_N_LINK && n->target)
+			n = n->target;
+		n = n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ ?
+		    ckpt_node_child(n, part) : NULL;
+	}
+	free(copy);
+	while (n && n->kind == CKPT_N_LINK && n->target)
+		n = n->target;
+	return n;
 }
 
 /*

@@ -273,6 +273,11 @@ char *ckpt_node_path(const struct ckpt_node *n);
 struct ckpt_node *ckpt_node_child(const struct ckpt_node *dir,
 				  const char *name);
 
+/* The node @path names from the root ("optimizer/state/0", the paths
+ * ckpt_node_path() gives; "." parts skipped), links followed, or NULL
+ * (none, or out of memory). */
+struct ckpt_node *ckpt_node_by_path(const struct ckpt *c, const char *path);
+
 /* Render a python scalar the way Python's repr() does (caller frees). */
 char *ckpt_value_text(const struct pkl_value *v, size_t *len);
 
