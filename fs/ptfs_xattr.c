@@ -21,6 +21,7 @@
  *                        (names the kernel cannot ask for, over 255
  *                        bytes with the prefix, are left out)
  *   user.st_dtype        a safetensors file's tensor: its dtype there (F32)
+ *   user.st_shape        and its shape there (F4, F6: not user.shape)
  *   user.shard           a sharded folder's tensor: the file it is read
  *                        from, as the index names it
  *   user.dcp.chunks      a DCP directory's tensor: its chunks, a line each:
