@@ -132,6 +132,26 @@ _pt_tools()
 				return 0; }
 		fi
 	fi
+	# ptdiff A B KEY-PATH..., ptrepack IN OUT KEY-PATH...: key paths of
+	# the first file once both are on the line (OUT may not exist yet)
+	if [[ $cmd == ptdiff || $cmd == ptrepack ]]; then
+		local npos=0
+		for ((i = 1; i < COMP_CWORD; i++)); do
+			case ${COMP_WORDS[i]} in
+			--atol|--rtol|--rel-l2|--count|--dtype|--only|--torch|\
+			--format|--align|-A) ((i++)) ;;
+			-*) ;;
+			*) ((npos++)) || ckpt=${COMP_WORDS[i]} ;;
+			esac
+		done
+		if ((npos >= 2)) && _pt_tools_is_ckpt "$ckpt" && [[ ! -e $cur ]]
+		then
+			mapfile -t COMPREPLY < <(compgen -W \
+				"$(_pt_tools_keys "$ckpt" "$cur")" -- "$cur")
+			((${#COMPREPLY[@]})) && { compopt -o nospace 2>/dev/null
+				return 0; }
+		fi
+	fi
 	_pt_tools_files "$cur"
 	return 0
 }

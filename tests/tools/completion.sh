@@ -92,6 +92,17 @@ got=$(complete_words ptls s.pt model/block.0. | tr '\n' ' ')
 got=$(complete_words ptdump s.pt --values model/h | tr '\n' ' ')
 [ "$got" = "model/head.weight " ] && ok "ptdump --values model/h -> model/head.weight" ||
 	bad "--values: '$got'"
+cp "$tmp/s.pt" "$tmp/s2.pt"
+got=$(complete_words ptdiff s.pt s2.pt model/h | tr '\n' ' ')
+[ "$got" = "model/head.weight " ] && ok "ptdiff s.pt s2.pt model/h -> model/head.weight" ||
+	bad "ptdiff key path: '$got'"
+got=$(complete_words ptdiff --atol 1e-6 s.pt s2.pt opt | tr '\n' ' ')
+[ "$got" = "optimizer/ " ] && ok "ptdiff --atol 1e-6 s.pt s2.pt opt -> optimizer/" ||
+	bad "ptdiff key path after --atol: '$got'"
+got=$(complete_words ptrepack s.pt new.pt model/h | tr '\n' ' ')
+[ "$got" = "model/head.weight " ] && ok "ptrepack s.pt new.pt model/h -> model/head.weight" ||
+	bad "ptrepack key path: '$got'"
+rm -f "$tmp/s2.pt"
 got=$(complete_words ptls s.pt --depth "")
 [ -z "$got" ] && ok "after --depth: nothing (a number)" || bad "--depth: $got"
 
