@@ -31,7 +31,9 @@ the listing; records = the zip records, read with zipfile):
            with EROFS (or EACCES/EPERM)
 Files torch cannot load are checked against ptls and the records only.
 """
+import ast
 import collections
+import math
 import errno
 import mmap
 import os
@@ -113,6 +115,7 @@ class MountCheck:
         self.byteorder = px.archive_byteorder(self.arch)
         self.fc = compare.FileCheck(label, ckpt, listing)  # map_location
         self.root = None
+        self.collapsed = set()  # lists of scalars shown as one file
         self.nbytes_read = 0
         self.ntensors = 0
 
@@ -123,6 +126,67 @@ class MountCheck:
         return os.path.join(self.mnt, rel) if rel else self.mnt
 
     # ------------------------------------------------------------ the tree
+    def scalar_lists(self, want, have):
+        """A list or tuple of more than 16 python scalars (int of 64 bits,
+        float, bool, None) is one value file in a mount (docs/editing.md,
+        "Lists of scalars"), where ptls lists its items: the file's type
+        and its literal must be those items; then @want has the file."""
+        self.collapsed = set()
+        ents = {px.mount_rel(self.j, e): e for e in self.j.get("entries", [])}
+        for rel in [r for r in want if want[r] == "dir" and
+                    have.get(r) == "file"]:
+            pre = rel + "/"
+            kids = [r for r in want if r.startswith(pre)]
+            items = []
+            for i in range(len(kids)):
+                e = ents.get(pre + str(i))
+                if not e or e.get("kind") != "value" or e.get("type") not in \
+                        ("int", "float", "bool", "NoneType") or \
+                        (e["type"] == "int" and
+                         not -2**63 <= e.get("value", 0) < 2**63):
+                    items = None
+                    break
+                items.append(e.get("value"))
+            if not items or len(items) <= 16:
+                continue        # not the rule's: reported as a mismatch
+            try:
+                typ = os.getxattr(self.path(rel), "user.type").decode()
+                with open(self.path(rel)) as f:
+                    got = ast.literal_eval(f.read())
+            except (OSError, ValueError, SyntaxError) as ex:
+                self.err("%s: a list of scalars as a file: %s" % (rel, ex))
+                continue
+
+            def same(a, b):
+                if isinstance(a, float) or isinstance(b, float):
+                    try:
+                        a, b = float(a), float(b)
+                    except (TypeError, ValueError):
+                        return False
+                    return a == b or (math.isnan(a) and math.isnan(b))
+                return a == b and type(a) is type(b)
+            if typ not in ("list", "tuple") or \
+                    not isinstance(got, list if typ == "list" else tuple) or \
+                    len(got) != len(items) or \
+                    not all(same(a, b) for a, b in zip(got, items)):
+                self.err("%s: a %s file whose literal is not the %d items "
+                         "ptls lists" % (rel, typ, len(items)))
+                continue
+            if self.root is not None and rel in self.by_path:
+                try:
+                    o = compare.navigate(self.root, self.by_path[rel])
+                except compare.Mismatch:
+                    o = None
+                if o is not None and (len(o) != len(got) or
+                                      not all(same(a, b)
+                                              for a, b in zip(got, o))):
+                    self.err("%s: the file's literal is not torch's %s"
+                             % (rel, type(o).__name__))
+            for r in kids:
+                del want[r]
+            want[rel] = "file"
+            self.collapsed.add(rel)
+
     def check_tree(self):
         want = px.expected_tree(self.j)
         have = {}
@@ -166,6 +230,7 @@ class MountCheck:
                 not os.path.isdir(os.path.join(self.mnt, ".ptfs")):
             self.err(".ptfs is listed in the mount root, or not there")
         walk("")
+        self.scalar_lists(want, have)
         for rel in sorted(set(want) | set(have)):
             if rel not in have:
                 self.err("%s: listed by ptls (%s), missing in the mount"
@@ -732,6 +797,9 @@ class MountCheck:
         for e in self.j.get("entries", []):
             o, ok = None, False
             keys = e.get("keys", [])
+            rel = px.mount_rel(self.j, e)
+            if rel.rpartition("/")[0] in self.collapsed:
+                continue        # an item of a list file: scalar_lists()
             if has_torch:
                 if any(isinstance(k, dict) and "repr" in k for k in keys):
                     self.notes["entries under keys of other types: torch "
