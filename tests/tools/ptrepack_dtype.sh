@@ -24,14 +24,6 @@ torch_select "$version" "" ptrepack-dtype
 trap 'rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM HUP
 
-run_py() {
-	if [ "$version" = 1.13 ]; then
-		"$py" "$@"
-	else
-		chroot "$root" python3 "$@"
-	fi
-}
-
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }

@@ -31,14 +31,6 @@ trap 'rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM HUP
 
 # run PYTHON-SCRIPT ARGS... under the torch being tested (paths inside)
-run_py() {
-	if [ "$version" = 1.13 ]; then
-		"$py" "$@"
-	else
-		chroot "$root" python3 "$@"
-	fi
-}
-
 cp "$here/ptrepack_gen.py" "$here/ptrepack_check.py" "$work/" || exit 1
 run_py "$inner/ptrepack_gen.py" "$inner/gen" >"$work/gen.log" 2>&1 || {
 	echo "ptrepack_gen.py failed under torch $version:" >&2

@@ -83,6 +83,17 @@ torch_select() {
 	chmod 755 "$work"
 }
 
+# run_py ARG...: the selected torch's python (after torch_select, with
+# $version the VERSION it was given): /usr/bin/python3, or python3 in
+# torch 2.x's root, where paths are the root's (use $inner for $work)
+run_py() {
+	if [ "$version" = 1.13 ]; then
+		"$py" "$@"
+	else
+		chroot "$root" python3 "$@"
+	fi
+}
+
 # torch_select_writer VERSION SHARED_DIR NAME: torch_select VERSION, and
 # torch 2.x as the writer of fixtures only it can make (DCP directories)
 # whatever VERSION checks: groot, gwork and ginner are its root and
