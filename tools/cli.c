@@ -175,6 +175,14 @@ void cli_progress(struct cli_progress *p, uint64_t done)
 	fflush(stderr);
 }
 
+void cli_progress_step(void *arg, uint64_t n)
+{
+	struct cli_progress *p = arg;
+
+	p->done += n;
+	cli_progress(p, p->done);
+}
+
 void cli_progress_end(struct cli_progress *p)
 {
 	if (p->shown)

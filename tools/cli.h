@@ -85,12 +85,16 @@ struct cli_progress {
 	const char *what;
 	uint64_t total;
 	long after_ms;		/* first drawn after this much work */
+	uint64_t done;		/* what cli_progress_step() counted */
 	struct timespec start, last;
 };
 
 void cli_progress_start(struct cli_progress *p, const char *what,
 			uint64_t total);
 void cli_progress(struct cli_progress *p, uint64_t done);
+/* @n more done: @p is a struct cli_progress (the step callback of
+ * ptz_entry_crc32() and the other readers that count bytes). */
+void cli_progress_step(void *p, uint64_t n);
 void cli_progress_end(struct cli_progress *p);
 
 #endif

@@ -25,20 +25,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The progress of reading every record, by bytes read. */
-struct prog {
-	struct cli_progress p;
-	uint64_t done;
-};
-
-static void step(void *arg, uint64_t n)
-{
-	struct prog *pr = arg;
-
-	pr->done += n;
-	cli_progress(&pr->p, pr->done);
-}
-
 struct row {
 	bool located, crc_done, crc_ok;
 	uint32_t crc;
@@ -97,7 +83,7 @@ static void row_json(const struct ptz_entry *e, uint32_t i,
 static int zip_records(int fd, const struct dump_opts *o)
 {
 	struct ptz_reader z = { 0 };
-	struct prog pr = { 0 };
+	struct cli_progress pr = { 0 };
 	uint64_t total = 0;
 	struct diag d;
 	int status = CLI_OK;
@@ -128,7 +114,7 @@ static int zip_records(int fd, const struct dump_opts *o)
 		       "%6s  %s\n", "#", "header", "data", "csize", "usize",
 		       "method", "crc32", "computed", "%64", "align", "name");
 	}
-	cli_progress_start(&pr.p, "reading records", total);
+	cli_progress_start(&pr, "reading records", total);
 	for (uint32_t i = 0; i < z.nentries; i++) {
 		struct ptz_entry *e = &z.entries[i];
 		struct row r = { 0 };
@@ -137,7 +123,7 @@ static int zip_records(int fd, const struct dump_opts *o)
 		diag_init(&rd, o->name);
 		r.located = !ptz_entry_locate(&z, e, &rd);
 		if (r.located && !o->no_crc) {
-			int rc = ptz_entry_crc32(&z, e, &r.crc, step, &pr,
+			int rc = ptz_entry_crc32(&z, e, &r.crc, cli_progress_step, &pr,
 						 &rd);
 
 			r.crc_done = !rc;
@@ -146,7 +132,7 @@ static int zip_records(int fd, const struct dump_opts *o)
 				rd.err = 0;
 		}
 		if (rd.err) {
-			cli_progress_end(&pr.p);
+			cli_progress_end(&pr);
 			cli_diag(&rd);
 			status = CLI_ERROR;
 		}
@@ -155,7 +141,7 @@ static int zip_records(int fd, const struct dump_opts *o)
 		else
 			row_text(e, i, &r);
 	}
-	cli_progress_end(&pr.p);
+	cli_progress_end(&pr);
 	if (o->json)
 		fputs("\n ]}\n", stdout);
 	ptz_reader_release(&z);

@@ -49,7 +49,6 @@ struct ver {
 	uint32_t nproblems;
 	uint64_t checked;	/* bytes whose CRC was computed */
 	struct cli_progress pr;
-	uint64_t done;
 };
 
 static void usage(FILE *f)
@@ -107,9 +106,8 @@ static void step(void *arg, uint64_t n)
 {
 	struct ver *v = arg;
 
-	v->done += n;
 	v->checked += n;
-	cli_progress(&v->pr, v->done);
+	cli_progress_step(&v->pr, n);
 }
 
 /* One problem ckpt_verify() found, the format's own checks (a DCP
