@@ -64,18 +64,16 @@ struct crc_seen {
 	int rc;
 };
 
-/*
- * ckpt_verify()'s problems of kind "crc" are a mismatch, a record with
- * no CRC (0: torch can save so) or one too big to inflate for the check;
- * only the first is damage.
- */
+/* ckpt_verify()'s problems of kind "crc": a DCP chunk whose CRC-32 is
+ * not its record's, or that cannot be read (the zip records are
+ * check_records()'s; the zip problems ptverify also reports of CRCs of 0
+ * and records too big to check come from ptz_verify, not called here). */
 static void crc_problem(void *arg, const char *check, const char *path,
 			uint64_t off, const char *msg)
 {
 	struct crc_seen *s = arg;
 
-	if (s->rc || strcmp(check, "crc") || strstr(msg, "has no CRC-32") ||
-	    strstr(msg, "not checked"))
+	if (s->rc || strcmp(check, "crc"))
 		return;
 	diag_init(s->d, path);
 	s->rc = diag_corrupt(s->d, off, "%s: damaged, nothing written "
@@ -83,21 +81,8 @@ static void crc_problem(void *arg, const char *check, const char *path,
 			     "--no-crc copies it as it is)", msg);
 }
 
-struct crc_progress {
-	struct cli_progress pr;
-	uint64_t done;
-};
-
-static void crc_step(void *arg, uint64_t n)
-{
-	struct crc_progress *p = arg;
-
-	p->done += n;
-	cli_progress(&p->pr, p->done);
-}
-
 /* The zip records of @c (a file, or one shard), as ptverify reads them. */
-static int check_records(struct ckpt *c, struct crc_progress *p,
+static int check_records(struct ckpt *c, struct cli_progress *p,
 			 struct diag *d)
 {
 	for (uint32_t i = 0; i < c->zip.nentries; i++) {
@@ -106,7 +91,8 @@ static int check_records(struct ckpt *c, struct crc_progress *p,
 		int rc;
 
 		diag_init(d, c->path);
-		rc = ptz_entry_crc32(&c->zip, e, &crc, crc_step, p, d);
+		rc = ptz_entry_crc32(&c->zip, e, &crc, cli_progress_step, p,
+				     d);
 		if (rc == -EFBIG)
 			continue;	/* a huge deflated record: unchecked */
 		if (rc)
@@ -127,13 +113,13 @@ static int check_records(struct ckpt *c, struct crc_progress *p,
 int in_check_crc(struct ckpt *c, struct diag *d)
 {
 	struct crc_seen s = { .d = d };
-	struct crc_progress pr = { 0 };
+	struct cli_progress pr = { 0 };
 	uint64_t checked = 0;
 	struct ckpt_folder f;
 	int rc;
 
 	/* a terminal hears of a long check, as of the write after it */
-	cli_progress_start(&pr.pr, "checking CRCs", in_size(c));
+	cli_progress_start(&pr, "checking CRCs", in_size(c));
 	rc = check_records(c, &pr, d);
 	for (uint32_t k = 0; !rc && ckpt_folder(c, &f) &&
 	     k < ckpt_nparts(c); k++) {
@@ -143,7 +129,7 @@ int in_check_crc(struct ckpt *c, struct diag *d)
 		if (p.c && p.c != c)
 			rc = check_records(p.c, &pr, d);
 	}
-	cli_progress_end(&pr.pr);
+	cli_progress_end(&pr);
 	if (rc)
 		return rc;
 	/* the format's own CRCs (a DCP item's chunks) */
