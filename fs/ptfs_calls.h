@@ -218,6 +218,11 @@ void ptfs_counts_text(FILE *f, const struct ovl_summary *s);
 /* Is nothing staged according to @s? */
 bool ptfs_nothing_staged(const struct ovl_summary *s);
 
+/* "discarded: COUNTS; DIR removed, FILE untouched" (no newline) of @s,
+ * what overlay @v held: ptfs umount --discard's line and -o discard's. */
+void ptfs_discarded_text(FILE *f, const struct ovl *v,
+			 const struct ovl_summary *s);
+
 /* ---- ptfs_staged.c: what a mount says of an earlier mount's edits ---- */
 
 /* -o discard: the line that says what it drops from the overlay @oo of

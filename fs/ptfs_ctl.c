@@ -124,13 +124,8 @@ static long long discard(struct ptfs *fs, struct ctl_handle *h, size_t size)
 	if (f && rc) {
 		fprintf(f, "discard failed: %s\n", d.msg);
 	} else if (f) {
-		fputs("discarded: ", f);
-		if (ptfs_nothing_staged(&s))
-			fputs("nothing was staged", f);
-		else
-			ptfs_counts_text(f, &s);
-		fprintf(f, "; %s removed, %s untouched\n", ovl_dir(fs->ovl),
-			ovl_path(fs->ovl));
+		ptfs_discarded_text(f, fs->ovl, &s);
+		fputc('\n', f);
 	}
 	if (f && fclose(f))
 		done = NULL;

@@ -38,27 +38,30 @@ static char *counts(const struct ovl_summary *s)
 /* What -o discard will have dropped, by the look at it (@v, @s). */
 static char *dropped(const struct ovl *v, const struct ovl_summary *s)
 {
-	char *line = NULL, *what = NULL;
+	char *line = NULL;
+	size_t len;
+	FILE *f;
 	int rc;
 
-	if (ovl_note(v) && !s->journal)
+	if (!s->journal) {
 		/* not shown read-only: staged for another version */
-		rc = asprintf(&line, "discarded: the edits staged for another "
+		rc = ovl_note(v) ?
+		     asprintf(&line, "discarded: the edits staged for another "
 			      "version of %s; %s removed, %s untouched",
-			      ovl_path(v), ovl_dir(v), ovl_path(v));
-	else if (!s->journal)
-		rc = asprintf(&line, "-o discard: nothing was staged in %s",
+			      ovl_path(v), ovl_dir(v), ovl_path(v)) :
+		     asprintf(&line, "-o discard: nothing was staged in %s",
 			      ovl_dir(v));
-	else if (ptfs_nothing_staged(s))
-		rc = asprintf(&line, "discarded: nothing was staged; %s "
-			      "removed, %s untouched", ovl_dir(v),
-			      ovl_path(v));
-	else
-		rc = (what = counts(s)) ?
-		     asprintf(&line, "discarded: %s; %s removed, %s untouched",
-			      what, ovl_dir(v), ovl_path(v)) : -1;
-	free(what);
-	return rc < 0 ? NULL : line;
+		return rc < 0 ? NULL : line;
+	}
+	f = open_memstream(&line, &len);
+	if (!f)
+		return NULL;
+	ptfs_discarded_text(f, v, s);
+	if (fclose(f)) {
+		free(line);
+		return NULL;
+	}
+	return line;
 }
 
 char *ptfs_discard_look(const char *ckpt, const struct ovl_opts *oo)

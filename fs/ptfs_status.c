@@ -206,6 +206,17 @@ bool ptfs_nothing_staged(const struct ovl_summary *s)
 	return !s->changed && !s->storages;
 }
 
+void ptfs_discarded_text(FILE *f, const struct ovl *v,
+			 const struct ovl_summary *s)
+{
+	fputs("discarded: ", f);
+	if (ptfs_nothing_staged(s))
+		fputs("nothing was staged", f);
+	else
+		ptfs_counts_text(f, s);
+	fprintf(f, "; %s removed, %s untouched", ovl_dir(v), ovl_path(v));
+}
+
 static const char *const change_word[OVL_C_NKINDS] = {
 	[OVL_C_DATA] = "changed", [OVL_C_RENAME] = "renamed",
 	[OVL_C_REMOVE] = "removed", [OVL_C_NEW] = "added",
@@ -289,7 +300,7 @@ static void refusals_json(struct ptfs *fs, FILE *f)
 static void changes_json(FILE *f, const struct ptfs *fs,
 			 const struct ovl_summary *s)
 {
-	uint64_t listed = 0, all = 0;
+	uint64_t all = 0;
 
 	fputs(",\"counts\":{", f);
 	for (int k = 0; k < OVL_C_NKINDS; k++) {
@@ -314,9 +325,9 @@ static void changes_json(FILE *f, const struct ptfs *fs,
 			json_cstr(f, c->to);
 		}
 		fputc('}', f);
-		listed++;
 	}
-	fprintf(f, "],\"unlisted\":%llu", (unsigned long long)(all - listed));
+	fprintf(f, "],\"unlisted\":%llu",
+		(unsigned long long)(all - s->nitems));
 }
 
 /* The whole of .ptfs/status.json into @f, under the read lock. */
