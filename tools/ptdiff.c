@@ -356,9 +356,9 @@ static int run(struct pd_ctx *x, const struct pairs *p, const char *pa,
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "json", no_argument, NULL, 'j' },
+		CLI_LOPT_QUIET,
+		CLI_LOPT_VERBOSE,
+		CLI_LOPT_JSON,
 		{ "atol", required_argument, NULL, 'a' },
 		{ "rtol", required_argument, NULL, 'r' },
 		{ "rel-l2", required_argument, NULL, 'L' },
@@ -367,8 +367,8 @@ int main(int argc, char **argv)
 		{ "ignore-dtype", no_argument, NULL, 'D' },
 		{ "count", required_argument, NULL, 'c' },
 		{ "sort", optional_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
+		CLI_LOPT_HELP,
+		CLI_LOPT_VERSION,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct pd_opts o = { .rel_l2 = -1 };

@@ -559,10 +559,10 @@ int main(int argc, char **argv)
 		{ "start", required_argument, NULL, 'I' },
 		{ "count", required_argument, NULL, 'C' },
 		{ "stride", required_argument, NULL, 'S' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
+		CLI_LOPT_JSON,
+		CLI_LOPT_QUIET,
+		CLI_LOPT_HELP,
+		CLI_LOPT_VERSION,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct dump_opts o = { .head = -1 };

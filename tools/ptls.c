@@ -584,7 +584,7 @@ static int parse_depth(const char *arg, int *depth)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "json", no_argument, NULL, 'j' },
+		CLI_LOPT_JSON,
 		{ "tensors", no_argument, NULL, 't' },
 		{ "tree", no_argument, NULL, 'T' },
 		{ "totals", no_argument, NULL, 's' },
@@ -592,10 +592,10 @@ int main(int argc, char **argv)
 		{ "depth", required_argument, NULL, 'L' },
 		{ "human-readable", no_argument, NULL, 'H' },
 		{ "stats", no_argument, NULL, 'S' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
+		CLI_LOPT_QUIET,
+		CLI_LOPT_VERBOSE,
+		CLI_LOPT_HELP,
+		CLI_LOPT_VERSION,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = { .values = true, .depth = -1 };

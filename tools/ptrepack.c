@@ -232,11 +232,11 @@ int main(int argc, char **argv)
 		{ "format", required_argument, NULL, 'f' + 256 },
 		{ "drop-values", no_argument, NULL, 'D' + 256 },
 		{ "no-crc", no_argument, NULL, 'n' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
+		CLI_LOPT_VERBOSE,
+		CLI_LOPT_QUIET,
+		CLI_LOPT_JSON,
+		CLI_LOPT_HELP,
+		CLI_LOPT_VERSION,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ckpt_write_stats st = { 0 };

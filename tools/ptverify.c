@@ -267,11 +267,11 @@ static int verify(const char *path, const struct vopts *o)
 int main(int argc, char **argv)
 {
 	static const struct option lopts[] = {
-		{ "quiet", no_argument, NULL, 'q' },
+		CLI_LOPT_QUIET,
 		{ "no-crc", no_argument, NULL, 'n' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
+		CLI_LOPT_JSON,
+		CLI_LOPT_HELP,
+		CLI_LOPT_VERSION,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct vopts o = { 0 };
