@@ -140,32 +140,45 @@ static bool mount_line(const char *line, char *mp, char *fstype,
 	return true;
 }
 
-int ptfs_find_mount(const char *arg, struct ptfs_mnt *m)
+/*
+ * The mount on top of those that hold @path (absolute): the longest mount
+ * point, the last listed of equals.  Its mount point, type and source
+ * into @mp, @fstype (256 bytes) and @source; 0, 1 when none (not even /
+ * is listed), or -errno.
+ */
+static int mount_holding(const char *path, char *mp, char *fstype,
+			 char *source)
 {
-	char path[PATH_MAX], line[3 * PATH_MAX], best[PATH_MAX] = "";
-	char src[PATH_MAX] = "";
-	bool ptfs = false;
-	FILE *f;
+	char line[3 * PATH_MAX], m[PATH_MAX], t[256], src[PATH_MAX];
+	int rc = 1;
+	FILE *f = fopen("/proc/self/mountinfo", "r");
 
-	memset(m, 0, sizeof(*m));
-	absolute_path(arg, path);
-	f = fopen("/proc/self/mountinfo", "r");
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
-		char mp[PATH_MAX], fstype[256], source[PATH_MAX];
-
-		if (!mount_line(line, mp, fstype, source))
+		if (!mount_line(line, m, t, src) || !under(path, m) ||
+		    (!rc && strlen(m) < strlen(mp)))
 			continue;
-		/* the longest one holding it; the last of equals is on top */
-		if (!under(path, mp) || strlen(mp) < strlen(best))
-			continue;
-		strcpy(best, mp);
-		strcpy(src, source);
-		ptfs = !strcmp(fstype, "fuse.ptfs");
+		strcpy(mp, m);
+		strcpy(fstype, t);
+		strcpy(source, src);
+		rc = 0;
 	}
 	fclose(f);
-	if (!ptfs)
+	return rc;
+}
+
+int ptfs_find_mount(const char *arg, struct ptfs_mnt *m)
+{
+	char path[PATH_MAX], best[PATH_MAX], src[PATH_MAX], fstype[256];
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	absolute_path(arg, path);
+	rc = mount_holding(path, best, fstype, src);
+	if (rc)
+		return rc;
+	if (strcmp(fstype, "fuse.ptfs"))
 		return 1;
 	m->root = strdup(best);
 	m->source = strdup(src);
@@ -234,20 +247,9 @@ char *ptfs_read_all(int fd)
 /* The mount on top at exactly @path (absolute): its type and source. */
 static bool mount_at(const char *path, char *fstype, char *source)
 {
-	char line[3 * PATH_MAX], mp[PATH_MAX], t[256], src[PATH_MAX];
-	bool found = false;
-	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char mp[PATH_MAX];
 
-	while (f && fgets(line, sizeof(line), f)) {
-		if (!mount_line(line, mp, t, src) || strcmp(mp, path))
-			continue;
-		strcpy(fstype, t);	/* the last one listed is on top */
-		strcpy(source, src);
-		found = true;
-	}
-	if (f)
-		fclose(f);
-	return found;
+	return !mount_holding(path, mp, fstype, source) && !strcmp(mp, path);
 }
 
 /* The first name in directory @path but . and .., into @name; false
