@@ -86,7 +86,7 @@ trap 'exit 130' INT TERM HUP
 mkdir -p "$WORK/mnt" "$WORK/py" || exit 1
 cp "$here/dcp_check.py" "$WORK/py/" || exit 1
 
-probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err"
+probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err" -o ro
 stop_daemon "$WORK/mnt/probe"
 
 # the directories: written once per build by torch 2.x (the setup test

@@ -95,7 +95,7 @@ mkdir -p "$WORK/mnt" "$WORK/w" "$WORK/one" "$gwork/py" || exit 1
 fs_py dcp_write_check.py dcp_check.py
 cp "$here/dcp_write_check.py" "$here/dcp_check.py" "$gwork/py/" || exit 1
 
-probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err"
+probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err" -o ro
 stop_daemon "$WORK/mnt/probe"
 
 # the directories: written once per build by torch 2.x (the setup test

@@ -74,7 +74,7 @@ for f in "$fx"/real/z* "$fx"/real/legacy_*; do
 	cp "$f" "$WORK/fx/real-${f##*/}"
 done
 
-probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err"
+probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err" -o ro
 stop_daemon "$WORK/mnt/probe"
 mkfifo "$WORK/req" "$WORK/resp" || exit 1
 

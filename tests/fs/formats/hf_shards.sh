@@ -61,7 +61,7 @@ trap 'exit 130' INT TERM HUP
 mkdir -p "$WORK/mnt" "$WORK/py" "$WORK/hf" || exit 1
 fs_py hf_check.py st_check.py
 
-probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err"
+probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err" -o ro
 stop_daemon "$WORK/mnt/probe"
 
 if fs_pyrun gen.rep gen "$inner/hf"; then

@@ -65,7 +65,7 @@ trap 'exit 130' INT TERM HUP
 mkdir -p "$WORK/mnt" "$WORK/hf" || exit 1
 fs_py hf_write_check.py hf_check.py st_check.py
 
-probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err"
+probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err" -o ro
 stop_daemon "$WORK/mnt/probe"
 
 FS_PY=hf_check.py

@@ -39,7 +39,7 @@ trap release_work EXIT
 trap 'exit 130' INT TERM HUP
 mkdir -p "$WORK/mnt" "$WORK/py" "$WORK/n" || exit 1
 fs_py njt_check.py
-probe_fuse "$fs/../data/sample.pt" "$WORK/mnt/probe" "$WORK/probe.err"
+probe_fuse "$fs/../data/sample.pt" "$WORK/mnt/probe" "$WORK/probe.err" -o ro
 stop_daemon "$WORK/mnt/probe"
 
 # check LABEL ARG...: njt_check.py ARG..., pass or fail on its report

@@ -56,7 +56,7 @@ trap 'exit 130' INT TERM HUP
 mkdir -p "$WORK/mnt" "$WORK/py" "$WORK/st" || exit 1
 fs_py st_check.py
 
-probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err"
+probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err" -o ro
 stop_daemon "$WORK/mnt/probe"
 
 if fs_pyrun gen.rep gen "$inner/st"; then

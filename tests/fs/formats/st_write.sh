@@ -98,7 +98,7 @@ refused() {
 	fi
 }
 
-probe_fuse "$fs/../data/sample.pt" "$WORK/mnt/probe" "$WORK/probe.err"
+probe_fuse "$fs/../data/sample.pt" "$WORK/mnt/probe" "$WORK/probe.err" -o ro
 stop_daemon "$WORK/mnt/probe"
 check "generate" gen "$I" || { summary; exit 1; }
 

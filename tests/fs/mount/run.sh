@@ -63,7 +63,7 @@ pyrun() {
 }
 
 # Is FUSE usable at all?  A tiny mount of the sample checkpoint.
-probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err"
+probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err" -o ro
 stop_daemon "$WORK/mnt/probe"
 
 # Edge cases the fixtures lack, written by the torch under test.
