@@ -5,7 +5,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 pkgs="build-essential cmake pkg-config libfuse3-dev fuse3 libarchive-dev debootstrap fuse-zip
-libcriterion-dev libdeflate-dev zlib1g-dev python3-torch python3-numpy attr rsync
+libcriterion-dev libdeflate-dev zlib1g-dev libcurl4-openssl-dev python3-torch python3-numpy attr rsync
 libarchive-tools time clang libclang-rt-14-dev xfsprogs btrfs-progs zsh"
 missing=
 for p in $pkgs; do

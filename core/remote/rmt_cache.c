@@ -1,0 +1,328 @@
+/*
+ * rmt_cache.c - the block cache every remote object of the process reads
+ * through, and rmt_pread() over it.
+ *
+ * Blocks are RMT_BLOCK (16 KiB) pieces of an object, in one hash table and
+ * one LRU list, rmt_cf.cache bytes in all.  A read copies the blocks it
+ * finds and fetches the run from its first missing block to its last in
+ * one request; a read that starts where the previous one ended grows a
+ * readahead window (128 KiB doubling to 16 MiB), so that FUSE's 128 KiB
+ * reads become few large fetches, and a fetch over 1 MiB goes out as up
+ * to rmt_cf.conns parallel ranges.  The lock is not held across a fetch:
+ * the blocks being fetched are listed as in flight, and a read that needs
+ * one of them waits for that fetch instead of asking again.
+ */
+#include "rmt_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag/diag.h"
+
+#define NONE UINT64_MAX
+
+struct blk {
+	uint64_t oid, idx;
+	struct blk *hnext;		/* hash chain */
+	struct blk *prev, *next;	/* LRU list, most recent first */
+	uint32_t len;
+	unsigned char data[];
+};
+
+/* A fetch under way: blocks [start, end) of object oid. */
+struct inflight {
+	uint64_t oid, start, end;
+	struct inflight *next;
+};
+
+struct rmt_conf rmt_cf = {
+	.cache = 256u << 20, .conns = 8, .retries = 5,
+};
+
+static pthread_mutex_t c_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t c_cond = PTHREAD_COND_INITIALIZER;
+static struct blk **c_hash;
+static uint64_t c_mask, c_nblk, c_max;
+static struct blk c_lru = { .prev = &c_lru, .next = &c_lru };
+static struct inflight *c_flying;
+static uint64_t c_ramax;
+
+int rmt_cache_start(void)
+{
+	uint64_t n = 64;
+	int rc = 0;
+
+	pthread_mutex_lock(&c_lock);
+	if (!c_hash) {
+		c_max = rmt_cf.cache / RMT_BLOCK;
+		while (n < c_max && n < (1ull << 40))
+			n <<= 1;
+		c_hash = calloc(n, sizeof(*c_hash));
+		c_mask = n - 1;
+		/* readahead is no use if it pushes out what it read */
+		c_ramax = rmt_cf.cache / 4 < RMT_RA_MAX ? rmt_cf.cache / 4 :
+			  RMT_RA_MAX;
+		rc = c_hash ? 0 : -ENOMEM;
+	}
+	pthread_mutex_unlock(&c_lock);
+	return rc;
+}
+
+bool rmt_cache_started(void)
+{
+	bool s;
+
+	pthread_mutex_lock(&c_lock);
+	s = c_hash != NULL;
+	pthread_mutex_unlock(&c_lock);
+	return s;
+}
+
+static uint64_t slot(uint64_t oid, uint64_t idx)
+{
+	uint64_t h = oid * 0x9e3779b97f4a7c15ull ^ idx * 0xc2b2ae3d27d4eb4full;
+
+	return (h ^ h >> 29) & c_mask;
+}
+
+static struct blk *lookup(uint64_t oid, uint64_t idx)
+{
+	for (struct blk *b = c_hash[slot(oid, idx)]; b; b = b->hnext)
+		if (b->oid == oid && b->idx == idx)
+			return b;
+	return NULL;
+}
+
+static void lru_unlink(struct blk *b)
+{
+	b->prev->next = b->next;
+	b->next->prev = b->prev;
+}
+
+static void lru_front(struct blk *b)
+{
+	b->next = c_lru.next;
+	b->prev = &c_lru;
+	c_lru.next->prev = b;
+	c_lru.next = b;
+}
+
+static void blk_free(struct blk *b)
+{
+	struct blk **pp = &c_hash[slot(b->oid, b->idx)];
+
+	while (*pp != b)
+		pp = &(*pp)->hnext;
+	*pp = b->hnext;
+	lru_unlink(b);
+	c_nblk--;
+	free(b);
+}
+
+static void put_locked(const struct rmt_obj *o, uint64_t off,
+		       const unsigned char *buf, uint64_t len)
+{
+	uint64_t idx = (off + RMT_BLOCK - 1) / RMT_BLOCK;
+
+	for (; idx * RMT_BLOCK < off + len; idx++) {
+		uint64_t start = idx * RMT_BLOCK;
+		uint64_t n = o->size - start < RMT_BLOCK ? o->size - start :
+			     RMT_BLOCK;
+		struct blk *b;
+
+		if (start + n > off + len)
+			break;
+		b = lookup(o->id, idx);
+		if (b) {
+			lru_unlink(b);
+			lru_front(b);
+			continue;
+		}
+		while (c_nblk && c_nblk >= c_max)
+			blk_free(c_lru.prev);
+		if (!c_max || !(b = malloc(sizeof(*b) + n)))
+			return;		/* a cache is an optimisation */
+		b->oid = o->id;
+		b->idx = idx;
+		b->len = (uint32_t)n;
+		memcpy(b->data, buf + (start - off), n);
+		b->hnext = c_hash[slot(o->id, idx)];
+		c_hash[slot(o->id, idx)] = b;
+		lru_front(b);
+		c_nblk++;
+	}
+}
+
+void rmt_cache_put(const struct rmt_obj *o, uint64_t off,
+		   const unsigned char *buf, uint64_t len)
+{
+	pthread_mutex_lock(&c_lock);
+	if (c_hash)
+		put_locked(o, off, buf, len);
+	pthread_mutex_unlock(&c_lock);
+}
+
+void rmt_cache_drop(const struct rmt_obj *o)
+{
+	pthread_mutex_lock(&c_lock);
+	if (c_hash)
+		for (struct blk *b = c_lru.next, *n; b != &c_lru; b = n) {
+			n = b->next;
+			if (b->oid == o->id)
+				blk_free(b);
+		}
+	pthread_mutex_unlock(&c_lock);
+}
+
+static bool flying(uint64_t oid, uint64_t first, uint64_t last)
+{
+	for (struct inflight *f = c_flying; f; f = f->next)
+		if (f->oid == oid && f->start <= last && first < f->end)
+			return true;
+	return false;
+}
+
+/* Copy what block @b holds of [@off, @off + @len) into @buf. */
+static void copy_out(const unsigned char *src, uint64_t soff, uint64_t slen,
+		     unsigned char *buf, uint64_t off, uint64_t len)
+{
+	uint64_t a = soff > off ? soff : off;
+	uint64_t e = soff + slen < off + len ? soff + slen : off + len;
+
+	if (a < e)
+		memcpy(buf + (a - off), src + (a - soff), e - a);
+}
+
+/* Bytes [@p, @p + @n) of @o into @dst, as one range or up to
+ * rmt_cf.conns parallel ones. */
+static int fetch(struct rmt_obj *o, unsigned char *dst, uint64_t p,
+		 uint64_t n, struct diag *d)
+{
+	uint64_t k = 1, part;
+	struct rmt_range *r;
+	int rc;
+
+	if (n > RMT_SPLIT) {
+		k = n / RMT_PART_MIN;
+		if (k > rmt_cf.conns)
+			k = rmt_cf.conns;
+		if (k < 2)
+			k = 2;
+	}
+	part = (n + k - 1) / k;
+	part = (part + RMT_BLOCK - 1) / RMT_BLOCK * RMT_BLOCK;
+	k = (n + part - 1) / part;
+	r = calloc(k, sizeof(*r));
+	if (!r)
+		return diag_nomem(d);
+	for (uint64_t i = 0; i < k; i++) {
+		r[i].off = p + i * part;
+		r[i].len = i + 1 < k ? part : n - i * part;
+		r[i].buf = dst + i * part;
+	}
+	rc = rmt_http_ranges(&o->t, o, r, (unsigned)k, d);
+	free(r);
+	return rc;
+}
+
+/*
+ * Fetch bytes [@fs, @fe) of @o, RMT_PIECE at a time (the memory one read
+ * holds), copy what [@off, @off + @len) wants of them into @buf and keep
+ * them.  A piece inside the caller's buffer is fetched into it.
+ */
+static int fetch_span(struct rmt_obj *o, unsigned char *buf, uint64_t off,
+		      uint64_t len, uint64_t fs, uint64_t fe, struct diag *d)
+{
+	for (uint64_t p = fs; p < fe;) {
+		uint64_t n = fe - p < RMT_PIECE ? fe - p : RMT_PIECE;
+		bool inside = p >= off && p + n <= off + len;
+		unsigned char *tmp = inside ? buf + (p - off) : malloc(n);
+		int rc;
+
+		if (!tmp)
+			return diag_nomem(d);
+		rc = fetch(o, tmp, p, n, d);
+		if (!rc) {
+			if (!inside)
+				copy_out(tmp, p, n, buf, off, len);
+			rmt_cache_put(o, p, tmp, n);
+		}
+		if (!inside)
+			free(tmp);
+		if (rc)
+			return rc;
+		p += n;
+	}
+	return 0;
+}
+
+int rmt_pread(struct rmt_obj *o, void *buf, size_t len, uint64_t off,
+	      struct diag *d)
+{
+	uint64_t b0, b1, ms, me, fe, lim;
+	struct inflight fl, **pp;
+	bool seq;
+	int rc;
+
+	if (off > o->size || len > o->size - off)
+		return -ENODATA;
+	if (!len)
+		return 0;
+	if (rmt_cache_start())
+		return diag_nomem(d);
+	b0 = off / RMT_BLOCK;
+	b1 = (off + len - 1) / RMT_BLOCK;
+	pthread_mutex_lock(&c_lock);
+	for (;;) {
+		ms = me = NONE;
+		for (uint64_t i = b0; i <= b1; i++) {
+			struct blk *b = lookup(o->id, i);
+
+			if (!b) {
+				if (ms == NONE)
+					ms = i;
+				me = i;
+				continue;
+			}
+			copy_out(b->data, i * RMT_BLOCK, b->len, buf, off, len);
+			lru_unlink(b);
+			lru_front(b);
+		}
+		if (ms == NONE || !flying(o->id, ms, me))
+			break;
+		pthread_cond_wait(&c_cond, &c_lock);
+	}
+	seq = off == o->next_off;
+	o->next_off = off + len;
+	if (ms == NONE) {
+		pthread_mutex_unlock(&c_lock);
+		return 0;
+	}
+	if (!seq)
+		o->ra = 0;
+	else if (!o->ra)
+		o->ra = RMT_RA_MIN < c_ramax ? RMT_RA_MIN : c_ramax;
+	else
+		o->ra = o->ra * 2 < c_ramax ? o->ra * 2 : c_ramax;
+	fe = me + 1;
+	lim = off + len + o->ra < o->size ? off + len + o->ra : o->size;
+	lim = (lim + RMT_BLOCK - 1) / RMT_BLOCK;
+	while (fe < lim && !lookup(o->id, fe) && !flying(o->id, fe, fe))
+		fe++;
+	fl = (struct inflight){ o->id, ms, fe, c_flying };
+	c_flying = &fl;
+	pthread_mutex_unlock(&c_lock);
+
+	rc = fetch_span(o, buf, off, len, ms * RMT_BLOCK,
+			fe * RMT_BLOCK < o->size ? fe * RMT_BLOCK : o->size, d);
+
+	pthread_mutex_lock(&c_lock);
+	for (pp = &c_flying; *pp != &fl; pp = &(*pp)->next)
+		;
+	*pp = fl.next;
+	pthread_cond_broadcast(&c_cond);
+	pthread_mutex_unlock(&c_lock);
+	return rc;
+}

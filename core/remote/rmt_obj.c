@@ -1,0 +1,105 @@
+/*
+ * rmt_obj.c - the settings of the process and the life of a remote
+ * object: rmt_open() is one range GET of the first block, whose reply
+ * gives the size (Content-Range) and the ETag and Last-Modified every
+ * later read is pinned to; the block is kept in the cache.
+ */
+#include "rmt_int.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag/diag.h"
+
+static _Atomic uint64_t next_id = 1;
+
+int rmt_configure(const struct rmt_conf *conf)
+{
+	static char *endpoint;
+
+	/* the cache is sized and the AWS settings read at the first use */
+	if (!conf || rmt_cache_started() || conf->conns > 64 ||
+	    conf->retries > 100 || (conf->cache && conf->cache < RMT_BLOCK))
+		return -EINVAL;
+	free(endpoint);
+	endpoint = conf->endpoint ? strdup(conf->endpoint) : NULL;
+	if (conf->endpoint && !endpoint)
+		return -EINVAL;
+	rmt_cf.cache = conf->cache ? conf->cache : 256u << 20;
+	rmt_cf.conns = conf->conns ? conf->conns : 8;
+	rmt_cf.retries = conf->retries ? conf->retries : 5;
+	rmt_cf.insecure = conf->insecure;
+	rmt_cf.endpoint = endpoint;
+	return 0;
+}
+
+int rmt_open(const char *url, struct rmt_obj **out, struct diag *d)
+{
+	struct rmt_range r = { .off = 0, .len = RMT_BLOCK };
+	struct rmt_obj *o;
+	int rc;
+
+	*out = NULL;
+	if (rmt_cache_start())
+		return diag_nomem(d);
+	o = calloc(1, sizeof(*o));
+	r.buf = malloc(RMT_BLOCK);
+	if (!o || !r.buf) {
+		rc = diag_nomem(d);
+		goto out_free;
+	}
+	rc = rmt_target_init(&o->t, url, d);
+	if (rc)
+		goto out_free;
+	rc = rmt_http_ranges(&o->t, NULL, &r, 1, d);
+	if (rc)
+		goto out_release;
+	o->id = atomic_fetch_add(&next_id, 1);
+	o->size = r.total;
+	memcpy(o->etag, r.etag, sizeof(o->etag));
+	memcpy(o->lastmod, r.lastmod, sizeof(o->lastmod));
+	if (o->lastmod[0]) {
+		time_t t = curl_getdate(o->lastmod, NULL);
+
+		o->mtime = t > 0 ? (int64_t)t : 0;
+	}
+	o->next_off = UINT64_MAX;
+	rmt_cache_put(o, 0, r.buf, r.got);
+	free(r.buf);
+	*out = o;
+	return 0;
+
+out_release:
+	rmt_target_release(&o->t);
+out_free:
+	free(r.buf);
+	free(o);
+	return rc;
+}
+
+uint64_t rmt_size(const struct rmt_obj *o)
+{
+	return o->size;
+}
+
+int64_t rmt_mtime(const struct rmt_obj *o)
+{
+	return o->mtime;
+}
+
+const char *rmt_name(const struct rmt_obj *o)
+{
+	return o->t.name;
+}
+
+void rmt_close(struct rmt_obj *o)
+{
+	if (!o)
+		return;
+	rmt_cache_drop(o);
+	rmt_target_release(&o->t);
+	free(o);
+}
