@@ -258,11 +258,36 @@ static int fetch_span(struct rmt_obj *o, unsigned char *buf, uint64_t off,
 	return 0;
 }
 
+/*
+ * The stream of @o a read at @off continues (*@seq), else the one least
+ * recently used, restarted: readers of one object at once (FUSE threads,
+ * a loader reading tensors in parallel) each keep their readahead.
+ */
+static struct rmt_stream *stream(struct rmt_obj *o, uint64_t off, bool *seq)
+{
+	static uint64_t tick;
+	struct rmt_stream *old = &o->st[0];
+
+	for (int i = 0; i < RMT_STREAMS; i++) {
+		if (o->st[i].next_off == off) {
+			*seq = true;
+			o->st[i].used = ++tick;
+			return &o->st[i];
+		}
+		if (o->st[i].used < old->used)
+			old = &o->st[i];
+	}
+	*seq = false;
+	old->used = ++tick;
+	return old;
+}
+
 int rmt_pread(struct rmt_obj *o, void *buf, size_t len, uint64_t off,
 	      struct diag *d)
 {
 	uint64_t b0, b1, ms, me, fe, lim;
 	struct inflight fl, **pp;
+	struct rmt_stream *st;
 	bool seq;
 	int rc;
 
@@ -294,20 +319,20 @@ int rmt_pread(struct rmt_obj *o, void *buf, size_t len, uint64_t off,
 			break;
 		pthread_cond_wait(&c_cond, &c_lock);
 	}
-	seq = off == o->next_off;
-	o->next_off = off + len;
+	st = stream(o, off, &seq);
+	st->next_off = off + len;
 	if (ms == NONE) {
 		pthread_mutex_unlock(&c_lock);
 		return 0;
 	}
 	if (!seq)
-		o->ra = 0;
-	else if (!o->ra)
-		o->ra = RMT_RA_MIN < c_ramax ? RMT_RA_MIN : c_ramax;
+		st->ra = 0;
+	else if (!st->ra)
+		st->ra = RMT_RA_MIN < c_ramax ? RMT_RA_MIN : c_ramax;
 	else
-		o->ra = o->ra * 2 < c_ramax ? o->ra * 2 : c_ramax;
+		st->ra = st->ra * 2 < c_ramax ? st->ra * 2 : c_ramax;
 	fe = me + 1;
-	lim = off + len + o->ra < o->size ? off + len + o->ra : o->size;
+	lim = off + len + st->ra < o->size ? off + len + st->ra : o->size;
 	lim = (lim + RMT_BLOCK - 1) / RMT_BLOCK;
 	while (fe < lim && !lookup(o->id, fe) && !flying(o->id, fe, fe))
 		fe++;

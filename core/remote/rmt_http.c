@@ -3,11 +3,10 @@
  *
  * Each range is one easy handle; a batch of them runs on a multi handle,
  * and a share handle keeps the connections (and DNS, TLS sessions) for the
- * next batch.  A reply is judged against what was asked: 206 with the
- * Content-Range asked for and a body of exactly that length, the pinned
- * ETag (If-Match on the request, compared again on the reply), else one
- * diag line; timeouts, resets, 5xx and 429 are retried with exponential
- * backoff (Retry-After honoured), rmt_cf.retries times.  Credentials go to
+ * next batch.  Every range carries If-Match with the pinned ETag (or
+ * If-Unmodified-Since); rmt_reply.c judges each reply, and timeouts,
+ * resets, 5xx and 429 are retried with exponential backoff (Retry-After
+ * honoured), rmt_cf.retries times.  Credentials go to
  * curl (SigV4 by CURLOPT_AWS_SIGV4) and never into a message.
  */
 #include "rmt_int.h"
@@ -26,7 +25,6 @@
 #include "diag/diag.h"
 #include "util/sbuf.h"
 
-#define BODY_MAX	(64u << 20)	/* a listing page is ~300 KiB */
 #define ERRBODY_MAX	4096		/* kept of an error reply, for <Code> */
 #define POOL_MAX	64
 /* SHA-256 of the empty body: S3 wants x-amz-content-sha256 signed, and
@@ -115,28 +113,6 @@ static void pool_put(CURL *h)
 		curl_easy_cleanup(h);
 }
 
-/* One transfer and its reply (the reply part is reset at each status
- * line: a redirect or 100 Continue comes before the final one). */
-struct xfer {
-	struct rmt_range *r;	/* NULL: the whole body (listing) */
-	CURL *h;
-	struct curl_slist *hdrs;
-	char errbuf[CURL_ERROR_SIZE];
-	CURLcode cc;
-	bool pending;
-	long status;
-	char reason[48];
-	char etag[RMT_TAG], lastmod[RMT_TAG], crange[96];
-	bool has_clen, overflow;
-	uint64_t clen, got;
-	long retry_after;	/* seconds, -1: none */
-	struct sbuf body;	/* listing body, or the start of an error's */
-};
-
-static bool ok_status(long s)
-{
-	return s >= 200 && s < 300;
-}
 
 static void copy_val(char *dst, size_t size, const char *v, size_t n)
 {
@@ -162,7 +138,7 @@ static bool hdr_is(const char *p, size_t n, const char *name, size_t *vo)
 
 static size_t on_header(char *p, size_t size, size_t nitems, void *arg)
 {
-	struct xfer *x = arg;
+	struct rmt_xfer *x = arg;
 	size_t n = size * nitems, vo;
 	char v[RMT_TAG];
 
@@ -208,19 +184,19 @@ static size_t on_header(char *p, size_t size, size_t nitems, void *arg)
 
 static size_t on_body(char *p, size_t size, size_t nmemb, void *arg)
 {
-	struct xfer *x = arg;
+	struct rmt_xfer *x = arg;
 	size_t n = size * nmemb;
 
 	rmt_count(0, n);
-	if (ok_status(x->status) && x->r) {
+	if (rmt_ok_status(x->status) && x->r) {
 		if (n > x->r->len - x->got) {
 			x->overflow = true;
 			return 0;
 		}
 		memcpy(x->r->buf + x->got, p, n);
 		x->got += n;
-	} else if (ok_status(x->status)) {
-		if (x->body.n + n > BODY_MAX || x->body.oom) {
+	} else if (rmt_ok_status(x->status)) {
+		if (x->body.n + n > RMT_BODY_MAX || x->body.oom) {
 			x->overflow = true;
 			return 0;
 		}
@@ -231,7 +207,7 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
-static int xfer_setup(struct xfer *x, const struct rmt_target *t,
+static int xfer_setup(struct rmt_xfer *x, const struct rmt_target *t,
 		      const struct rmt_obj *pin)
 {
 	char line[64 + RMT_TAG];
@@ -306,217 +282,13 @@ static int xfer_setup(struct xfer *x, const struct rmt_target *t,
 	return 0;
 }
 
-static void xfer_done(struct xfer *x)
+static void xfer_done(struct rmt_xfer *x)
 {
 	if (x->h)
 		pool_put(x->h);
 	x->h = NULL;
 	curl_slist_free_all(x->hdrs);
 	x->hdrs = NULL;
-}
-
-static bool retryable(CURLcode cc)
-{
-	switch (cc) {
-	case CURLE_COULDNT_CONNECT:
-	case CURLE_OPERATION_TIMEDOUT:
-	case CURLE_SEND_ERROR:
-	case CURLE_RECV_ERROR:
-	case CURLE_GOT_NOTHING:
-	case CURLE_PARTIAL_FILE:
-	case CURLE_HTTP2:
-	case CURLE_HTTP2_STREAM:
-	case CURLE_SSL_CONNECT_ERROR:
-	case CURLE_COULDNT_RESOLVE_HOST:
-		return true;
-	default:
-		return false;
-	}
-}
-
-static const char *reason_of(const struct xfer *x)
-{
-	static const struct { long s; const char *r; } tab[] = {
-		{ 400, "Bad Request" }, { 401, "Unauthorized" },
-		{ 403, "Forbidden" }, { 404, "Not Found" }, { 410, "Gone" },
-		{ 412, "Precondition Failed" },
-		{ 416, "Range Not Satisfiable" },
-		{ 429, "Too Many Requests" },
-		{ 500, "Internal Server Error" }, { 502, "Bad Gateway" },
-		{ 503, "Service Unavailable" }, { 504, "Gateway Timeout" },
-	};
-
-	if (x->reason[0])
-		return x->reason;
-	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
-		if (tab[i].s == x->status)
-			return tab[i].r;
-	return "";
-}
-
-/* " (SignatureDoesNotMatch)": S3's <Code> of an XML error body, or "". */
-static void s3_code(const struct xfer *x, char *out, size_t size)
-{
-	const char *a = x->body.p ? strstr(x->body.p, "<Code>") : NULL;
-	const char *e = a ? strstr(a, "</Code>") : NULL;
-
-	out[0] = '\0';
-	if (e && e - a - 6 > 0 && e - a - 6 < 64)
-		snprintf(out, size, " (%.*s)", (int)(e - a - 6), a + 6);
-}
-
-/* "HTTP 503 Service Unavailable (SlowDown)" */
-static void status_text(const struct xfer *x, char *out, size_t size)
-{
-	char code[80];
-	const char *r = reason_of(x);
-
-	s3_code(x, code, sizeof(code));
-	snprintf(out, size, "HTTP %ld%s%s%s", x->status, *r ? " " : "", r, code);
-}
-
-/* The curl error, unless it could hold a credential (it never should). */
-static void curl_text(const struct xfer *x, const struct rmt_target *t,
-		      char *out, size_t size)
-{
-	const char *s = x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->cc);
-
-	if (strchr(t->url, '@') || (t->user && strstr(s, t->user)) ||
-	    (t->secret && strstr(s, t->secret)))
-		s = curl_easy_strerror(x->cc);
-	snprintf(out, size, "%s", s);
-}
-
-/* "bytes A-B/TOTAL" (TOTAL may be "*" only when @total is NULL). */
-static bool parse_crange(const char *s, uint64_t *a, uint64_t *b,
-			 uint64_t *total)
-{
-	char *e;
-
-	if (strncasecmp(s, "bytes ", 6))
-		return false;
-	s += 6;
-	if (*s < '0' || *s > '9')
-		return false;
-	*a = strtoull(s, &e, 10);
-	if (*e != '-' || e[1] < '0' || e[1] > '9')
-		return false;
-	*b = strtoull(e + 1, &e, 10);
-	if (*e != '/' || e[1] < '0' || e[1] > '9')
-		return false;
-	*total = strtoull(e + 1, &e, 10);
-	return !*e && *a <= *b && *b < *total;
-}
-
-enum { J_OK = 0, J_RETRY = 1 };
-
-/* A finished transfer: J_OK, J_RETRY (*@why says why), or -errno. */
-static int judge(struct xfer *x, const struct rmt_target *t,
-		 const struct rmt_obj *pin, char *why, size_t wsize,
-		 struct diag *d)
-{
-	struct rmt_range *r = x->r;
-	uint64_t a, b, total;
-	char txt[160];
-
-	if (x->cc != CURLE_OK && x->overflow)
-		return diag_set(d, -EPROTO, DIAG_NO_OFFSET,
-				"%s: HTTP %ld: a reply longer than the %" PRIu64
-				" bytes asked for (the server ignored Range)",
-				t->name, x->status, r ? r->len : BODY_MAX);
-	if (x->cc != CURLE_OK) {
-		curl_text(x, t, txt, sizeof(txt));
-		if (retryable(x->cc)) {
-			snprintf(why, wsize, "%s", txt);
-			return J_RETRY;
-		}
-		return diag_set(d, -EIO, DIAG_NO_OFFSET, "%s: %s", t->name, txt);
-	}
-	status_text(x, txt, sizeof(txt));
-	if (ok_status(x->status) && pin && pin->etag[0] &&
-	    strcmp(x->etag, pin->etag))
-		return diag_set(d, -ESTALE, DIAG_NO_OFFSET,
-				"changed under the mount: %s: its ETag was %s, now %s",
-				t->name, pin->etag, x->etag[0] ? x->etag : "none");
-	if (ok_status(x->status) && pin && !pin->etag[0] && pin->lastmod[0] &&
-	    strcmp(x->lastmod, pin->lastmod))
-		return diag_set(d, -ESTALE, DIAG_NO_OFFSET,
-				"changed under the mount: %s: it was modified %s, now %s",
-				t->name, pin->lastmod,
-				x->lastmod[0] ? x->lastmod : "unknown");
-	if (x->status == 200 && (!r || (!pin && x->got <= r->len) ||
-				 (pin && r->off == 0 && r->len == pin->size &&
-				  x->got == pin->size))) {
-		if (r) {
-			r->got = x->got;
-			r->total = x->got;
-		}
-		goto out_ok;
-	}
-	if (x->status == 200)
-		return diag_set(d, -EPROTO, DIAG_NO_OFFSET,
-				"%s: HTTP 200 with %" PRIu64 " bytes for a range of %"
-				PRIu64 " at %" PRIu64 " (the server ignored Range)",
-				t->name, x->got, r->len, r->off);
-	if (x->status == 206 && r) {
-		uint64_t end;
-
-		if (!parse_crange(x->crange, &a, &b, &total))
-			return diag_set(d, -EPROTO, DIAG_NO_OFFSET,
-					"%s: HTTP 206 with Content-Range '%s'",
-					t->name, x->crange);
-		end = r->off + r->len < total ? r->off + r->len - 1 : total - 1;
-		if ((pin && total != pin->size) || a != r->off || b != end)
-			return diag_set(d, -EPROTO, DIAG_NO_OFFSET,
-					"%s: asked for bytes %" PRIu64 "-%" PRIu64
-					", the reply has Content-Range '%s'",
-					t->name, r->off, r->off + r->len - 1,
-					x->crange);
-		if (x->got != b - a + 1)
-			return diag_set(d, -EPROTO, DIAG_NO_OFFSET,
-					"%s: a body of %" PRIu64 " bytes for Content-Range '%s'",
-					t->name, x->got, x->crange);
-		r->got = x->got;
-		r->total = total;
-		goto out_ok;
-	}
-	switch (x->status) {
-	case 412:
-		if (pin && pin->etag[0])
-			return diag_set(d, -ESTALE, DIAG_NO_OFFSET,
-					"changed under the mount: %s: its ETag was %s, now %s",
-					t->name, pin->etag,
-					x->etag[0] ? x->etag : "another");
-		return diag_set(d, -ESTALE, DIAG_NO_OFFSET,
-				"changed under the mount: %s: modified since %s",
-				t->name, pin ? pin->lastmod : "it was opened");
-	case 416:
-		/* an empty object has no first byte to ask for */
-		if (r && !pin && !strcmp(x->crange, "bytes */0")) {
-			r->got = r->total = 0;
-			goto out_ok;
-		}
-		return diag_set(d, -EPROTO, DIAG_NO_OFFSET, "%s: %s", t->name, txt);
-	case 404:
-	case 410:
-		return diag_set(d, -ENOENT, DIAG_NO_OFFSET, "%s: %s", t->name, txt);
-	case 401:
-	case 403:
-		return diag_set(d, -EACCES, DIAG_NO_OFFSET, "%s: %s", t->name, txt);
-	}
-	if (x->status == 429 || (x->status >= 500 && x->status < 600)) {
-		snprintf(why, wsize, "%s", txt);
-		return J_RETRY;
-	}
-	return diag_set(d, ok_status(x->status) ? -EPROTO : -EIO, DIAG_NO_OFFSET,
-			"%s: %s", t->name, txt);
-
-out_ok:
-	if (r) {
-		snprintf(r->etag, sizeof(r->etag), "%s", x->etag);
-		snprintf(r->lastmod, sizeof(r->lastmod), "%s", x->lastmod);
-	}
-	return J_OK;
 }
 
 static void sleep_ms(unsigned long ms)
@@ -528,7 +300,7 @@ static void sleep_ms(unsigned long ms)
 }
 
 /* Run the pending transfers of @xs on one multi handle until all end. */
-static int run_batch(struct xfer *xs, unsigned n, const struct rmt_target *t,
+static int run_batch(struct rmt_xfer *xs, unsigned n, const struct rmt_target *t,
 		     const struct rmt_obj *pin)
 {
 	CURLM *m = curl_multi_init();
@@ -554,7 +326,7 @@ static int run_batch(struct xfer *xs, unsigned n, const struct rmt_target *t,
 			curl_multi_poll(m, NULL, 0, 1000, NULL);
 	} while (running);
 	while ((msg = curl_multi_info_read(m, &q))) {
-		struct xfer *x;
+		struct rmt_xfer *x;
 
 		if (msg->msg != CURLMSG_DONE)
 			continue;
@@ -572,7 +344,7 @@ out:
 }
 
 /* The transfers of @xs with their retries.  0 or -errno with @d set. */
-static int run(struct xfer *xs, unsigned n, const struct rmt_target *t,
+static int run(struct rmt_xfer *xs, unsigned n, const struct rmt_target *t,
 	       const struct rmt_obj *pin, struct diag *d)
 {
 	char why[160] = "";
@@ -597,11 +369,11 @@ static int run(struct xfer *xs, unsigned n, const struct rmt_target *t,
 		for (unsigned i = 0; i < n; i++) {
 			if (!xs[i].pending)
 				continue;
-			rc = judge(&xs[i], t, pin, why, sizeof(why), d);
+			rc = rmt_judge(&xs[i], t, pin, why, sizeof(why), d);
 			if (rc < 0)
 				return rc;
-			xs[i].pending = rc == J_RETRY;
-			if (rc == J_RETRY) {
+			xs[i].pending = rc == RMT_RETRY;
+			if (rc == RMT_RETRY) {
 				again = true;
 				if (xs[i].retry_after > after)
 					after = xs[i].retry_after;
@@ -627,7 +399,7 @@ static int run(struct xfer *xs, unsigned n, const struct rmt_target *t,
 int rmt_http_ranges(const struct rmt_target *t, const struct rmt_obj *pin,
 		    struct rmt_range *r, unsigned n, struct diag *d)
 {
-	struct xfer *xs = calloc(n, sizeof(*xs));
+	struct rmt_xfer *xs = calloc(n, sizeof(*xs));
 	int rc;
 
 	if (!xs)
@@ -644,7 +416,7 @@ int rmt_http_ranges(const struct rmt_target *t, const struct rmt_obj *pin,
 int rmt_http_body(const struct rmt_target *t, char **body, size_t *len,
 		  struct diag *d)
 {
-	struct xfer x = { 0 };
+	struct rmt_xfer x = { 0 };
 	int rc = run(&x, 1, t, NULL, d);
 
 	*body = NULL;

@@ -17,7 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <curl/curl.h>
+
 #include "remote/remote.h"
+#include "util/sbuf.h"
 
 #define RMT_BLOCK	(16u << 10)	/* cache unit: small, for metadata */
 #define RMT_SPLIT	(1u << 20)	/* fetches above this go parallel */
@@ -26,6 +29,7 @@
 #define RMT_RA_MAX	(16u << 20)	/* readahead stops doubling here */
 #define RMT_PIECE	(32u << 20)	/* most bytes held by one fetch */
 #define RMT_TAG		128		/* ETag and Last-Modified room */
+#define RMT_STREAMS	8		/* sequential readers told apart */
 
 /* The settings with their defaults filled in (rmt_cache.c). */
 extern struct rmt_conf rmt_cf;
@@ -52,7 +56,6 @@ void rmt_target_release(struct rmt_target *t);
 int rmt_s3_split(const char *url, char **bucket, char **key);
 /* Append @s percent-encoded as SigV4 wants (unreserved kept; '/' kept
  * when @slash). */
-struct sbuf;
 void rmt_pct(struct sbuf *b, const char *s, bool slash);
 
 /* Credentials, region and endpoint as the AWS CLI finds them (loaded
@@ -71,8 +74,12 @@ struct rmt_obj {
 	int64_t mtime;
 	char etag[RMT_TAG];	/* "" when the server sent none */
 	char lastmod[RMT_TAG];	/* the Last-Modified header as sent */
-	uint64_t next_off;	/* where the last read ended (cache lock) */
-	uint64_t ra;		/* readahead window (cache lock) */
+	/* sequential streams (readers of one object at once, under the
+	 * cache lock): where each one's last read ended, its readahead
+	 * window, and when it was last used (for replacing the oldest) */
+	struct rmt_stream {
+		uint64_t next_off, ra, used;
+	} st[RMT_STREAMS];
 };
 
 /* The block cache (rmt_cache.c), under its own lock. */
@@ -109,6 +116,39 @@ int rmt_http_ranges(const struct rmt_target *t, const struct rmt_obj *pin,
  * is malloc'd and terminated.  0 or -errno with @d set. */
 int rmt_http_body(const struct rmt_target *t, char **body, size_t *len,
 		  struct diag *d);
+#define RMT_BODY_MAX	(64u << 20)	/* a listing page is ~300 KiB */
+
+/* One transfer and its reply (the reply part is reset at each status
+ * line: a redirect or 100 Continue comes before the final one). */
+struct rmt_xfer {
+	struct rmt_range *r;	/* NULL: the whole body (listing) */
+	CURL *h;
+	struct curl_slist *hdrs;
+	char errbuf[CURL_ERROR_SIZE];
+	CURLcode cc;
+	bool pending;
+	long status;
+	char reason[48];
+	char etag[RMT_TAG], lastmod[RMT_TAG], crange[96];
+	bool has_clen, overflow;
+	uint64_t clen, got;
+	long retry_after;	/* seconds, -1: none */
+	struct sbuf body;	/* listing body, or the start of an error's */
+};
+
+static inline bool rmt_ok_status(long s)
+{
+	return s >= 200 && s < 300;
+}
+
+enum { RMT_OK = 0, RMT_RETRY = 1 };
+/* The finished transfer @x of @t (pinned to @pin, or NULL at open):
+ * RMT_OK with its range's reply fields set, RMT_RETRY with *@why saying
+ * why, or -errno with @d set (rmt_reply.c). */
+int rmt_judge(struct rmt_xfer *x, const struct rmt_target *t,
+	      const struct rmt_obj *pin, char *why, size_t wsize,
+	      struct diag *d);
+
 /* Count a request sent and @bytes of body received. */
 void rmt_count(uint64_t requests, uint64_t bytes);
 

@@ -66,7 +66,8 @@ int rmt_open(const char *url, struct rmt_obj **out, struct diag *d)
 
 		o->mtime = t > 0 ? (int64_t)t : 0;
 	}
-	o->next_off = UINT64_MAX;
+	for (int i = 0; i < RMT_STREAMS; i++)
+		o->st[i].next_off = UINT64_MAX;
 	rmt_cache_put(o, 0, r.buf, r.got);
 	free(r.buf);
 	*out = o;
