@@ -8,9 +8,14 @@
  *             gives the size (Content-Range), the ETag and Last-Modified,
  *             which are pinned; the block is kept
  *   read      a bounded LRU block cache (rmt_conf.cache bytes, shared by
- *             every object of the process), readahead that doubles on
- *             sequential reads, and fetches over 1 MiB split into
- *             parallel range requests (rmt_conf.conns connections, reused)
+ *             every object of the process, 16 KiB blocks), readahead that
+ *             doubles on sequential reads (a read starting where one of
+ *             the last 8 readers' ended: 128 KiB to 16 MiB, at most a
+ *             quarter of the cache), and fetches over 1 MiB split into
+ *             parallel range requests (rmt_conf.conns connections, reused).
+ *             A read misses in one request (its first missing block to
+ *             its last); read metadata in one call, since a member read
+ *             in sequential pieces is read ahead past its end
  *   identity  every range request carries If-Match (the pinned ETag, or
  *             If-Unmodified-Since without one) and its reply's ETag is
  *             checked: an object that changed is -ESTALE, "changed under
@@ -51,14 +56,19 @@ struct rmt_conf {
 	const char *endpoint;	/* S3 endpoint URL (AWS_ENDPOINT_URL) */
 };
 
-/* Set before the first rmt_open() (copied).  0 or -EINVAL. */
+/* Set before the first rmt_open() or rmt_list() (copied; the cache is
+ * sized and the AWS settings are read at the first).  0, or -EINVAL when
+ * too late, conns > 64, retries > 100 or a cache under 16 KiB. */
 int rmt_configure(const struct rmt_conf *conf);
 
 /* Is @s a URL this layer opens (http://, https://, s3://)? */
 bool rmt_is_url(const char *s);
 
-/* @url with any user and password replaced by "***" (and nothing else
- * changed), into @out (always terminated).  Returns @out. */
+/* @url with its user and password ("user:pw@") replaced by "***@", and
+ * the values of a presigned URL's credential parameters (X-Amz-Signature,
+ * X-Amz-Credential, X-Amz-Security-Token, Signature, AWSAccessKeyId, sig,
+ * token) by "***"; nothing else changed.  Into @out (always terminated,
+ * cut short to @size).  Returns @out. */
 const char *rmt_redact(const char *url, char *out, size_t size);
 
 struct rmt_obj;
