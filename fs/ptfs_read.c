@@ -10,6 +10,7 @@
 #include "source/ident.h"
 
 #include "diag/diag.h"
+#include "util/io.h"
 #include "view/view.h"
 
 #include <errno.h>
@@ -19,10 +20,28 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Reply @size bytes of file @fd at @pos, spliced. */
+/* Reply @size bytes of file @fd at @pos, spliced (a remote object's
+ * stand-in, which the kernel cannot read, through a buffer). */
 static void reply_fd(fuse_req_t req, int fd, uint64_t pos, size_t size)
 {
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+
+	if (io_backed(fd)) {
+		char *buf = malloc(size);
+		struct diag d;
+		int rc;
+
+		if (!buf)
+			return ptfs_reply_err(req, -ENOMEM, NULL);
+		diag_init(&d, NULL);
+		rc = io_pread_diag(fd, buf, size, pos, NULL, &d);
+		if (rc)
+			ptfs_reply_err(req, rc, &d);
+		else
+			fuse_reply_buf(req, buf, size);
+		free(buf);
+		return;
+	}
 
 	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
 	bv.buf[0].fd = fd;

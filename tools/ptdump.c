@@ -20,6 +20,7 @@
 #include "pickle/pkl.h"
 #include "ptdump.h"
 #include "pyrepr.h"
+#include "util/io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -504,11 +505,11 @@ static int dump_pickle_file(const char *path, const struct dump_opts *o)
 	if (ckpt_hf_index_name(path)) {
 		dump_error(o->name, DIAG_NO_OFFSET, "a Hugging Face index "
 			   "holds no pickle: --pickle takes one of its shards");
-	} else if (pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head) &&
+	} else if (io_pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head) &&
 	    ckpt_safetensors_head(head, sizeof(head))) {
 		dump_error(o->name, 0, "a safetensors file holds no pickle "
 			   "(its header is JSON: see ptdump --records)");
-	} else if (pread(fd, head, 4, 0) == 4 && !memcmp(head, "PK\3\4", 4)) {
+	} else if (io_pread(fd, head, 4, 0) == 4 && !memcmp(head, "PK\3\4", 4)) {
 		if (ptz_reader_open(&z, fd, o->name, &d)) {
 			cli_diag(&d);
 			goto out;
@@ -526,19 +527,31 @@ static int dump_pickle_file(const char *path, const struct dump_opts *o)
 		     ? CLI_ERROR : CLI_OK;
 		free(buf);
 	} else {
-		/* legacy: magic number, protocol, sys_info, object, keys */
-		void *map = mmap(NULL, (size_t)st.st_size, PROT_READ,
+		/* legacy: magic number, protocol, sys_info, object, keys
+		   (a remote object's bytes are read, not mapped) */
+		bool backed = io_backed(fd);
+		void *map = backed ? malloc((size_t)st.st_size) :
+			    mmap(NULL, (size_t)st.st_size, PROT_READ,
 				 MAP_PRIVATE, fd, 0);
 		static const unsigned char magic[] = { 0x80, 0x02, 0x8a, 0x0a };
 
-		if (map == MAP_FAILED) {
+		if (map == MAP_FAILED || !map) {
 			dump_error(o->name, DIAG_NO_OFFSET, "%s", strerror(errno));
+			goto out;
+		}
+		if (backed && io_pread_diag(fd, map, (size_t)st.st_size, 0,
+					    NULL, &d)) {
+			free(map);
+			cli_diag(&d);
 			goto out;
 		}
 		rc = dump_pickles(stdout, o, o->name, map, (size_t)st.st_size, 0,
 				  memcmp(map, magic, 4) ? 1 : 5, 0) ?
 		     CLI_ERROR : CLI_OK;
-		munmap(map, (size_t)st.st_size);
+		if (backed)
+			free(map);
+		else
+			munmap(map, (size_t)st.st_size);
 	}
 out:
 	ptz_reader_release(&z);
@@ -571,6 +584,8 @@ int main(int argc, char **argv)
 	char *end;
 
 	cli_init(argv[0], "[OPTIONS] CHECKPOINT...");
+	if (cli_remote_args(&argc, argv))
+		return CLI_ERROR;
 	while ((ch = getopt_long(argc, argv, "parnjqhV", lopts, NULL)) != -1) {
 		switch (ch) {
 		case 'e': o.values = optarg; break;

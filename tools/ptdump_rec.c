@@ -15,6 +15,8 @@
 #include "cli.h"
 #include "diag/diag.h"
 #include "json_out.h"
+#include "source/source.h"
+#include "util/io.h"
 #include "zip/ptz.h"
 
 #include <errno.h>
@@ -268,11 +270,12 @@ int dump_records(const char *path, const struct dump_opts *o)
 	struct stat st;
 	int fd, rc;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st)) {
-		dump_error(o->name, DIAG_NO_OFFSET, "%s", strerror(errno));
-		if (fd >= 0)
-			close(fd);
+	struct diag d;
+
+	diag_init(&d, o->name);
+	fd = src_open_path(path, &st, &d);	/* a URL too; never a fifo */
+	if (fd < 0) {
+		cli_diag(&d);
 		return CLI_ERROR;
 	}
 	if (S_ISDIR(st.st_mode)) {
@@ -281,7 +284,7 @@ int dump_records(const char *path, const struct dump_opts *o)
 			   "directory: ptls, ptverify, its .metadata: ptdump "
 			   "--pickle)");
 		rc = CLI_ERROR;
-	} else if (pread(fd, head, 4, 0) == 4 && !memcmp(head, "PK\3\4", 4)) {
+	} else if (io_pread(fd, head, 4, 0) == 4 && !memcmp(head, "PK\3\4", 4)) {
 		rc = zip_records(fd, o);
 	} else {
 		rc = legacy_records(path, o);

@@ -19,6 +19,7 @@
 #include "ckpt/ckpt_int.h"
 #include "ckpt/ckpt_format.h"
 #include "source/source.h"
+#include "util/io.h"
 #include "foreign.h"
 
 #include <errno.h>
@@ -50,7 +51,7 @@ static const struct ckpt_fmt *sniff(struct ckpt *c, struct diag *d)
 {
 	unsigned char h[512];
 	char what[200];
-	ssize_t n = pread(c->fd, h, sizeof(h), 0);
+	ssize_t n = io_pread(c->fd, h, sizeof(h), 0);
 
 	if (n < 0)
 		return diag_errno(d, -errno, "cannot read: %s", strerror(errno)),
@@ -136,6 +137,17 @@ int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
 	c = ckpt_alloc(path);
 	if (!c)
 		return diag_nomem(d);
+	if (src_is_url(path)) {		/* shown without its password */
+		char shown[4096];
+
+		src_shown(path, shown, sizeof(shown));
+		c->path = arena_strndup(&c->arena, shown, strlen(shown));
+		c->remote = true;
+		if (!c->path) {
+			ckpt_close(c);
+			return diag_nomem(d);
+		}
+	}
 	/* never blocks: a fifo or device is refused before any open */
 	c->fd = src_open_path(path, &st, d);
 	rc = c->fd < 0 ? c->fd : open_as(c, &st, flags, d);

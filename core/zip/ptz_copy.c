@@ -52,6 +52,7 @@
 #include <zlib.h>
 
 #include "diag/diag.h"
+#include "util/io.h"
 
 #define COPY_CHUNK	(1u << 30)	/* largest pwrite */
 #define RANGE_CHUNK	0x7ffff000u	/* largest copy_file_range: what the
@@ -93,7 +94,7 @@ static int read_src(int fd, void *p, size_t n, uint64_t off, struct diag *d)
 	unsigned char *q = p;
 
 	while (n) {
-		ssize_t got = pread(fd, q, n, (off_t)off);
+		ssize_t got = io_pread(fd, q, n, off);
 
 		if (got < 0 && errno == EINTR)
 			continue;

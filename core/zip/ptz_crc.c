@@ -66,8 +66,8 @@ int ptz_entry_crc32(const struct ptz_reader *z, struct ptz_entry *e,
 		return diag_nomem(d);
 	while (done < e->usize) {
 		size_t want = e->usize - done < CHUNK ? e->usize - done : CHUNK;
-		ssize_t got = pread(z->fd, buf, want, (off_t)(z->base +
-				    e->data_off + done));
+		ssize_t got = io_pread(z->fd, buf, want, z->base +
+				       e->data_off + done);
 
 		if (got < 0 && errno == EINTR)
 			continue;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "diag/diag.h"
+#include "util/io.h"
 #include "util/le.h"
 
 #define ALIGN_MIN	64u		/* torch's; mmap users expect it */
@@ -55,7 +56,7 @@ static void problem_diag(const struct ptz_verify *v, const char *check,
  * refused what a check needs already, or will). */
 static bool get(const struct ptz_reader *z, void *buf, size_t n, uint64_t off)
 {
-	return pread(z->fd, buf, n, (off_t)(z->base + off)) == (ssize_t)n;
+	return !io_pread_full(z->fd, buf, n, z->base + off);
 }
 
 /* A record under the top folder's data/: a storage's, by torch's names. */
