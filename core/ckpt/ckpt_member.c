@@ -126,6 +126,8 @@ const char *ckpt_readonly_why(const struct ckpt *c)
 {
 	const struct ckpt_fmt *m = ckpt_fmt(c);
 
+	if (c->remote)
+		return "remote checkpoints";
 	if (!(m->caps & CKPT_CAP_WRITE))
 		return m->files;
 	return m->readonly_why ? m->readonly_why(c) : NULL;

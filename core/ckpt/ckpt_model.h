@@ -75,8 +75,9 @@ bool ckpt_many_file(const struct ckpt *c, uint32_t i, const char **name,
 
 
 struct ckpt {
-	const char *path;	/* borrowed */
+	const char *path;	/* borrowed (a URL: as shown, in the arena) */
 	int fd;			/* owned */
+	bool remote;		/* opened from a URL: read-only */
 	uint64_t file_size;
 	uint8_t format;		/* enum ckpt_format */
 	struct ptz_reader zip;	/* CKPT_ZIP and CKPT_TORCHSCRIPT */

@@ -398,7 +398,10 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 	v->inplace = o->inplace;
 	v->nstorages0 = c->nstorages;
 	v->nnodes0 = c->nnodes;
-	v->path = realpath(path, NULL);
+	/* a remote checkpoint: its URL as shown, and no overlay folder */
+	v->path = c->remote ? strdup(c->path) : realpath(path, NULL);
+	if (c->remote)
+		v->readonly = true;
 	if (!v->path || fstat(c->fd, &v->base)) {
 		rc = diag_errno(d, -errno, "%s: %s", path, strerror(errno));
 		goto fail;
@@ -409,7 +412,9 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 		goto fail;
 	}
 	v->default_dir = !o->dir;
-	v->dir = o->dir ? strdup(o->dir) : io_beside(v->path, ".ptfs");
+	v->dir = c->remote ? strdup("none (a remote checkpoint mounts "
+				    "read-only)") :
+		 o->dir ? strdup(o->dir) : io_beside(v->path, ".ptfs");
 	if (!v->dir || asprintf(&v->jpath, "%s/%s", v->dir, OVL_JOURNAL) < 0) {
 		v->jpath = NULL;
 		rc = diag_nomem(d);
@@ -427,7 +432,7 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 				"overlay");
 		goto fail;
 	}
-	rc = ovl_dir_open(v->dir, false, NULL, &v->dfd, d);
+	rc = c->remote ? 0 : ovl_dir_open(v->dir, false, NULL, &v->dfd, d);
 	/* what an earlier mount staged is replayed onto nodes: a model with
 	   rows has nothing staged (ckpt.h, "Rows") */
 	if (!rc && v->dfd >= 0)

@@ -9,11 +9,18 @@
  * ever opened in a way that waits.  Directories are opened once per
  * source and kept: write-back creates, renames and unlinks in them
  * (src_dir_of()), never through a path.
+ *
+ * A root that is a URL is a remote folder (src_remote.c): its members
+ * are stand-ins of its objects, opened by URL with the same name rules;
+ * its directory is a shadow listing for the formats' bids, and nothing
+ * is ever written to it (src_dir_of(): EROFS).
  */
 #define _GNU_SOURCE	/* memrchr */
 #include "source.h"
 
 #include "diag/diag.h"
+#include "remote/remote.h"
+#include "src_remote.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,7 +36,8 @@ struct src_dir {
 };
 
 struct src {
-	char *root;
+	char *root;		/* a URL as shown (src_remote.c) */
+	const char *shadow;	/* a remote root's listing, or NULL */
 	struct src_dir *dirs;	/* [0] the root */
 	uint32_t ndirs;
 	struct src_member *m;
@@ -52,7 +60,28 @@ int src_new(const char *root, int fd, struct src **out, struct diag *d)
 	}
 	s->dirs[0].fd = -1;
 	s->ndirs = 1;
-	if (fd < 0)
+	if (rmt_is_url(root)) {
+		char shown[4096];
+		size_t n;
+
+		srcr_shown(root, shown, sizeof(shown));
+		for (n = strlen(shown); n && shown[n - 1] == '/'; n--)
+			shown[n - 1] = 0;
+		free(s->root);
+		s->root = strdup(shown);
+		s->shadow = s->root ? srcr_shadow(s->root, d) : NULL;
+		if (!s->shadow) {
+			if (fd >= 0)
+				close(fd);
+			if (!s->root)
+				diag_nomem(d);
+			src_free(s);
+			return d->err;
+		}
+		if (fd < 0)
+			fd = open(s->shadow, O_RDONLY | O_DIRECTORY |
+				  O_CLOEXEC);
+	} else if (fd < 0)
 		fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
 		int rc = diag_errno(d, -errno, "%s: %s", root, strerror(errno));
@@ -259,6 +288,25 @@ static int open_reg(int dfd, const char *leaf, const char *shown,
 static int add(struct src *s, const char *name, size_t len, uint64_t at,
 	       unsigned flags, struct diag *d);
 
+/* Member @name (@len bytes) of a remote root: its object's stand-in. */
+static int open_remote(struct src *s, const char *name, size_t len,
+		       uint64_t at, unsigned flags, struct stat *st,
+		       struct diag *d)
+{
+	char *url = srcr_join(s->root, name, len);
+	struct diag q;
+	int fd;
+
+	if (!url)
+		return diag_nomem(d);
+	diag_init(&q, NULL);
+	fd = srcr_open_object(url, st, flags & SRC_OPTIONAL, &q);
+	free(url);
+	if (fd < 0 && q.err)
+		diag_set(d, q.err, at, "%s", q.msg);
+	return fd;
+}
+
 int src_add(struct src *s, const char *name, size_t len, uint64_t at,
 	    unsigned flags, struct diag *d)
 {
@@ -298,7 +346,7 @@ static int add(struct src *s, const char *name, size_t len, uint64_t at,
 	}
 	slash = memrchr(name, '/', len);
 	dlen = slash ? (size_t)(slash - name) : 0;
-	dfd = walk(s, name, dlen, at, flags, d);
+	dfd = s->shadow ? s->dirs[0].fd : walk(s, name, dlen, at, flags, d);
 	if (dfd < 0)
 		return dfd;
 	rl = strlen(s->root);
@@ -312,7 +360,8 @@ static int add(struct src *s, const char *name, size_t len, uint64_t at,
 	path[len + 1 + rl] = '/';
 	memcpy(path + len + 2 + rl, name, len);
 	path[2 * len + 2 + rl] = 0;
-	fd = open_reg(dfd, path + (slash ? dlen + 1 : 0), path, at, flags,
+	fd = s->shadow ? open_remote(s, path, len, at, flags, &st, d) :
+	     open_reg(dfd, path + (slash ? dlen + 1 : 0), path, at, flags,
 		      &st, d);
 	if (fd < 0) {
 		free(path);
@@ -362,6 +411,8 @@ int src_same(const struct src *s, uint32_t i, struct diag *d)
 	const struct src_member *m = &s->m[i];
 	struct stat st;
 
+	if (s->shadow)		/* its ETag is checked by every read */
+		return 0;
 	if (fstatat(m->dfd, m->leaf, &st, 0))
 		return diag_errno(d, errno == ENOENT ? -ESTALE : -errno,
 				  "%s: %s", m->path, strerror(errno));
@@ -380,6 +431,9 @@ int src_dir_of(struct src *s, const char *name, const char **leaf,
 
 	if (why)
 		return diag_corrupt(d, DIAG_NO_OFFSET, "'%s' %s", name, why);
+	if (s->shadow)
+		return diag_errno(d, -EROFS, "%s: a remote checkpoint is "
+				  "read-only", s->root);
 	slash = strrchr(name, '/');
 	*leaf = slash ? slash + 1 : name;
 	return walk(s, name, slash ? (size_t)(slash - name) : 0,
@@ -399,6 +453,8 @@ void src_free(struct src *s)
 			close(s->dirs[k].fd);
 		free(s->dirs[k].name);
 	}
+	if (s->shadow)
+		srcr_unshadow(s->shadow);
 	free(s->dirs);
 	free(s->names);
 	free(s->m);
@@ -409,12 +465,49 @@ void src_free(struct src *s)
 int src_open_path(const char *path, struct stat *st, struct diag *d)
 {
 	bool kind;
-	int fd = open_kind(AT_FDCWD, path, true, st, &kind);
+	int fd;
 
+	if (rmt_is_url(path))
+		return srcr_open(path, st, d);
+	fd = open_kind(AT_FDCWD, path, true, st, &kind);
 	if (fd >= 0)
 		return fd;
 	if (kind)
 		return diag_errno(d, -EINVAL, "%s, not a regular file or a "
 				  "folder", kind_of(st->st_mode));
 	return diag_errno(d, fd, "%s", strerror(-fd));
+}
+
+bool src_is_url(const char *path)
+{
+	return rmt_is_url(path);
+}
+
+const char *src_shown(const char *path, char *out, size_t size)
+{
+	if (rmt_is_url(path))
+		return srcr_shown(path, out, size);
+	snprintf(out, size, "%s", path);
+	return out;
+}
+
+void src_hide_urls(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		char shown[4096];
+		size_t n;
+
+		if (!rmt_is_url(argv[i]))
+			continue;
+		srcr_shown(argv[i], shown, sizeof(shown));
+		n = strlen(shown);
+		if (n <= strlen(argv[i])) {	/* ps shows it hidden too */
+			memcpy(argv[i], shown, n + 1);
+		} else {
+			char *copy = strdup(shown);	/* the process's */
+
+			if (copy)
+				argv[i] = copy;
+		}
+	}
 }

@@ -23,6 +23,10 @@
  *               the mount to show exactly what the OS would
  *
  * A format never calls open(2) on a member by itself.
+ *
+ * A path may be a URL (http://, https://, s3://): the object or folder
+ * behind it is opened instead, read-only, through core/remote
+ * (src_remote.h says how), with the same guarantees.
  */
 #ifndef PT_SOURCE_SOURCE_H
 #define PT_SOURCE_SOURCE_H
@@ -120,5 +124,18 @@ void src_access_narrow(struct src_access *a, const struct src_member *m);
  * (O_RDONLY) with *@st filled, or -errno with @d set.
  */
 int src_open_path(const char *path, struct stat *st, struct diag *d);
+
+/* Is @path a URL (a remote object or folder)? */
+bool src_is_url(const char *path);
+
+/* @path as messages show it: a URL with its user and password hidden
+ * (what is shown still opens it), anything else as it is; into @out,
+ * which is returned. */
+const char *src_shown(const char *path, char *out, size_t size);
+
+/* Each URL among @argv[1..@argc) replaced by its shown form (in place
+ * where it fits, so ps shows it hidden too): call first in main(), and
+ * no message, log or JSON output ever holds a URL's password. */
+void src_hide_urls(int argc, char **argv);
 
 #endif
