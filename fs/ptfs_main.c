@@ -18,6 +18,10 @@
  *                        over another file system's mount (never over
  *                        a ptfs mount)
  *   -o ro                no edits
+ *   -o insecure, endpoint=URL, cache=SIZE, connections=N
+ *                        a remote checkpoint (a URL; always read-only):
+ *                        https unchecked, an S3-compatible store, the
+ *                        block cache, parallel range requests
  * fstab: /data/model.pt /mnt/model fuse.ptfs ro,allow_other 0 0
  */
 #define _XOPEN_SOURCE 700	/* realpath */
@@ -25,7 +29,10 @@
 #include "ptfs.h"
 
 #include "diag/diag.h"
+#include "remote/remote.h"
+#include "source/source.h"
 #include "util/heap.h"
+#include "util/units.h"
 #include "util/io.h"
 
 #include <errno.h>
@@ -50,6 +57,10 @@ struct opts {
 	int views;
 	int nonempty;
 	int ro;
+	int insecure;
+	char *endpoint;
+	char *cache;
+	unsigned conns;
 	int show_help;
 	int show_version;
 };
@@ -65,6 +76,10 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("inplace", inplace),
 	OPT("views", views),
 	OPT("nonempty", nonempty),	/* ptfs's check: libfuse 3 has none */
+	OPT("insecure", insecure),
+	{ "endpoint=%s", offsetof(struct opts, endpoint), 0 },
+	{ "cache=%s", offsetof(struct opts, cache), 0 },
+	{ "connections=%u", offsetof(struct opts, conns), 0 },
 	/* seen, and kept for the kernel */
 	{ "ro", offsetof(struct opts, ro), 1 },
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
@@ -135,6 +150,13 @@ static void usage(const char *prog)
 	       "    -o nonempty            mount over a directory that is not "
 	       "empty, or over\n"
 	       "                           another file system's mount point\n"
+	       "  a remote CHECKPOINT (http://, https://, s3://; read-only):\n"
+	       "    -o insecure            https without checking the "
+	       "certificate\n"
+	       "    -o endpoint=URL        an S3-compatible store "
+	       "(AWS_ENDPOINT_URL)\n"
+	       "    -o cache=SIZE          the block cache (256M)\n"
+	       "    -o connections=N       parallel range requests (8)\n"
 	       "    -f                     stay in the foreground\n"
 	       "    -d                     print every request (-o debug; "
 	       "implies -f)\n"
@@ -392,6 +414,31 @@ static int absolutize(char **opt, const char *what)
 	return 0;
 }
 
+/* -o insecure, endpoint=, cache=, connections=: 0, or 2 said. */
+static int remote_conf(const struct opts *o)
+{
+	struct rmt_conf conf = { .insecure = o->insecure,
+				 .endpoint = o->endpoint, .conns = o->conns };
+
+	if (o->cache && (!util_parse_size(o->cache, &conf.cache) ||
+			 !conf.cache)) {
+		fprintf(stderr, "ptfs: -o cache=%s: not a size (256M, 1G)\n",
+			o->cache);
+		return 2;
+	}
+	if (o->conns > 64) {
+		fprintf(stderr, "ptfs: -o connections=%u: at most 64\n",
+			o->conns);
+		return 2;
+	}
+	if (rmt_configure(&conf)) {
+		fprintf(stderr, "ptfs: -o endpoint=%s: not an http:// or "
+			"https:// URL\n", o->endpoint);
+		return 2;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -403,6 +450,7 @@ int main(int argc, char **argv)
 	int rc = 1;
 
 	util_heap_setup();
+	src_hide_urls(argc, argv);	/* no password in a line or in ps */
 	/* ptfs umount|status|revert ...: a client of a running mount */
 	rc = ptfs_cli_main(argc, argv);
 	if (rc >= 0)
@@ -434,6 +482,8 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 	if (absolutize(&o.overlay, "overlay") || absolutize(&o.output, "output"))
+		goto out_args;
+	if (remote_conf(&o))
 		goto out_args;
 	if (o.inplace && o.output) {
 		fprintf(stderr, "ptfs: -o inplace and -o output= exclude each "
@@ -467,12 +517,13 @@ int main(int argc, char **argv)
 	if (ptfs_mountpoint_check(co.mountpoint, o.nonempty))
 		goto out_close;
 	{
+		/* formats nothing could be written back as, output= or not
+		   (and a remote checkpoint) */
+		const char *never = ckpt_readonly_why(fs.c);
 		/* a legacy (torch < 1.6) file is written back as a zip */
-		const char *why = o.ro ? NULL : not_writable(o.ckpt);
+		const char *why = o.ro || never ? NULL : not_writable(o.ckpt);
 		struct ovl_opts oo = { .dir = o.overlay, .discard = o.discard,
 				       .inplace = o.inplace };
-		/* formats nothing could be written back as, output= or not */
-		const char *never = ckpt_readonly_why(fs.c);
 		const struct ckpt_fmt *fmt = ckpt_fmt(fs.c);
 		uint32_t nf = ckpt_nfindings(fs.c);
 
@@ -568,6 +619,8 @@ out_args:
 	free(o.ckpt);
 	free(o.overlay);
 	free(o.output);
+	free(o.endpoint);
+	free(o.cache);
 	fuse_opt_free_args(&args);
 	return rc;
 }

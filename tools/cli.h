@@ -26,7 +26,8 @@ struct diag;
 #define CLI_COMMON_HELP \
 	"\nCommon options:\n" \
 	CLI_HELP_JSON CLI_HELP_QUIET CLI_HELP_HELP CLI_HELP_VERSION \
-	"A file name - is standard input (or output, where one is written).\n"
+	"A file name - is standard input (or output, where one is written).\n" \
+	CLI_HELP_REMOTE
 
 /* Exit codes shared by the tools (each man page says what 1 means). */
 #define CLI_OK		0	/* done, nothing to report */
@@ -38,6 +39,20 @@ struct diag;
  * usage errors repeat ("[OPTIONS] CHECKPOINT..."); call first in main().
  */
 void cli_init(const char *argv0, const char *synopsis);
+
+/*
+ * The remote options every tool takes, taken out of @argv (*@argc
+ * updated) before the tool's getopt_long(), and the URLs among the
+ * arguments hidden (src_hide_urls()); call after cli_init().  0, or
+ * CLI_ERROR after a usage error.  CLI_HELP_REMOTE is their --help.
+ */
+int cli_remote_args(int *argc, char **argv);
+#define CLI_HELP_REMOTE \
+	"\nRemote checkpoints (a URL for a path: http://, https://, s3://):\n" \
+	"      --insecure        https without checking the certificate\n" \
+	"      --endpoint URL    an S3-compatible store (AWS_ENDPOINT_URL)\n" \
+	"      --cache SIZE      the block cache (256M)\n" \
+	"      --connections N   parallel range requests (8)\n"
 
 /* Full buffering for stdout (1 MiB), unlocked: for tools that write much
  * of it from one thread.  Call before the first output. */

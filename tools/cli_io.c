@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "diag/diag.h"
 #include "json_out.h"
+#include "source/source.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -194,6 +195,11 @@ enum cli_out cli_output(const char *arg, char **target)
 	*target = NULL;
 	if (!strcmp(arg, "-"))
 		return CLI_OUT_STDOUT;
+	if (src_is_url(arg)) {
+		cli_error("%s: ptfs reads URLs and writes local files only: "
+			  "write it here, then upload it", arg);
+		return CLI_OUT_REFUSED;
+	}
 	if (lstat(arg, &l))
 		return errno == ENOENT ? CLI_OUT_FILE :
 		       (cli_error("%s: %s", arg, strerror(errno)),

@@ -379,6 +379,8 @@ int main(int argc, char **argv)
 	int opt, status = 2;
 
 	cli_init(argv[0], "[OPTIONS] A B [KEY-PATH...]");
+	if (cli_remote_args(&argc, argv))
+		return CLI_ERROR;
 	while ((opt = getopt_long(argc, argv, "qvjhV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'q': o.quiet = true; break;

@@ -19,6 +19,7 @@
 #include "json_out.h"
 #include "ptls.h"
 #include "pickle/pkl.h"
+#include "source/source.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -520,7 +521,7 @@ static bool is_file(const char *arg)
 {
 	struct stat st;
 
-	return !strcmp(arg, "-") || !stat(arg, &st);
+	return !strcmp(arg, "-") || src_is_url(arg) || !stat(arg, &st);
 }
 
 /*
@@ -602,6 +603,8 @@ int main(int argc, char **argv)
 	int opt, status = CLI_OK, nfiles = 0;
 
 	cli_init(argv[0], "[OPTIONS] CHECKPOINT [KEY-PATH...]...");
+	if (cli_remote_args(&argc, argv))
+		return CLI_ERROR;
 	while ((opt = getopt_long(argc, argv, "jtTscL:HSqvhV", longopts,
 				  NULL)) != -1) {
 		switch (opt) {

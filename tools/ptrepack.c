@@ -259,6 +259,8 @@ int main(int argc, char **argv)
 	int ch, rc, sfd;
 
 	cli_init(argv[0], "[OPTIONS] IN OUT [KEYPATH...]");
+	if (cli_remote_args(&argc, argv))
+		return CLI_ERROR;
 	while ((ch = getopt_long(argc, argv, "PdC::A:nvqjhV", lopts,
 				 NULL)) != -1) {
 		switch (ch) {
@@ -372,6 +374,12 @@ int main(int argc, char **argv)
 	o.progress = progress;
 	o.progress_arg = &pr;
 	rc = fstat(c->fd, &sb) ? -errno : 0;
+	if (c->remote) {	/* a stand-in's 0444 is no owner's choice */
+		mode_t mask = umask(0);
+
+		umask(mask);
+		sb.st_mode = S_IFREG | (0666 & ~mask);
+	}
 	/* converted storages are spooled beside OUT, or in $TMPDIR for a
 	   stream */
 	if (!rc && cv.to)

@@ -278,6 +278,8 @@ int main(int argc, char **argv)
 	int ch, status = CLI_OK;
 
 	cli_init(argv[0], "[OPTIONS] CHECKPOINT...");
+	if (cli_remote_args(&argc, argv))
+		return CLI_ERROR;
 	while ((ch = getopt_long(argc, argv, "qnjhV", lopts, NULL)) != -1) {
 		switch (ch) {
 		case 'q': o.quiet = true; o.json = false; break;
