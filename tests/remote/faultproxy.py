@@ -26,11 +26,15 @@
 #            reader.  The client's If-Match goes to nginx as it came, so
 #            nginx answers 412 for the old ETag; without one the reply
 #            carries the new ETag
+#   flip     PATH while the switch is off, PATH.v2 once GET /_flip has
+#            turned it on (If-Match as for change): the object changes
+#            at a moment the test chooses, under a mount
 #   e404     404 Not Found; e403: 403 Forbidden (one-line refusals)
 #
-# GET /_reset sets every count back to 0 (the tests call it before each
-# case).  One log line per request (proxylib.Log): method, path as asked,
-# status, body bytes sent, Range, If-Match, the SPEC, what was done.
+# GET /_reset sets every count back to 0 and the switch off (the tests
+# call it before each case); GET /_flip turns the switch on.  One log
+# line per request (proxylib.Log): method, path as asked, status, body
+# bytes sent, Range, If-Match, the SPEC, what was done, the time.
 import os
 import re
 import sys
@@ -40,7 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import proxylib  # noqa: E402
 
 MODES = ("drop", "short", "e500", "e503", "e429", "norange", "change",
-         "e404", "e403")
+         "flip", "e404", "e403")
 SPEC = re.compile(r"^(?P<mode>[a-z]+[0-9]*)(?:@(?P<start>\d+))?"
                   r"(?:x(?P<count>\d+))?$")
 
@@ -49,6 +53,7 @@ class State:
     def __init__(self):
         self.lock = threading.Lock()
         self.counts = {}
+        self.flipped = False
 
     def hit(self, key):
         """The request number of @key (SPEC, PATH), from 1."""
@@ -60,6 +65,7 @@ class State:
     def reset(self):
         with self.lock:
             self.counts.clear()
+            self.flipped = False
 
 
 STATE = State()
@@ -71,11 +77,14 @@ class Fault(proxylib.Handler):
 
     def do_GET(self):
         path, spec, what = self.path, "-", "pass"
-        if path == "/_reset":
-            STATE.reset()
-            sent = self.reply(200, b"reset\n")
+        if path in ("/_reset", "/_flip"):
+            if path == "/_reset":
+                STATE.reset()
+            else:
+                STATE.flipped = True
+            sent = self.reply(200, path[2:].encode() + b"\n")
             LOG.write(self.command, path, 200, sent, None, None, "-",
-                      "reset")
+                      path[2:])
             return
         m = re.match(r"^/fault/([^/]+)(/.*)$", path)
         mode = None
@@ -93,6 +102,8 @@ class Fault(proxylib.Handler):
             count = int(sm.group("count")) if sm.group("count") else dflt
             n = STATE.hit((spec, path)) if self.command == "GET" else 0
             active = n >= start and (count is None or n < start + count)
+            if mode == "flip":
+                active = STATE.flipped
             if not active:
                 mode = None
         status, sent = self.forward(path, mode)
@@ -114,7 +125,7 @@ class Fault(proxylib.Handler):
         if mode == "norange":
             headers.pop("Range", None)
             headers.pop("range", None)
-        upath = path + ".v2" if mode == "change" else path
+        upath = path + ".v2" if mode in ("change", "flip") else path
         try:
             resp, _ = UP.request(self.command, upath, headers)
         except OSError as e:

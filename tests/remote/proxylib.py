@@ -12,6 +12,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 
 # request headers passed upstream (the rest, Host and hop-by-hop ones
 # included, are not)
@@ -32,15 +33,16 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 class Log:
     """One line per request, tab-separated: method, path, status, body
-    bytes sent, Range, If-Match, who (a key id or '-'), a note."""
+    bytes sent, Range, If-Match, who (a key id or '-'), a note, and the
+    time it was written (seconds since the epoch, 3 decimals)."""
 
     def __init__(self, path):
         self.f = open(path, "a", buffering=1)
         self.lock = threading.Lock()
 
     def write(self, *fields):
-        line = "\t".join(str(f) if f not in (None, "") else "-"
-                         for f in fields)
+        line = "\t".join([str(f) if f not in (None, "") else "-"
+                          for f in fields] + ["%.3f" % time.time()])
         with self.lock:
             self.f.write(line + "\n")
 

@@ -4,17 +4,20 @@
 # stopped when the test ends however it ends.  Standard library (plus
 # python3-botocore in sigv4_front.py); run by /usr/bin/python3.
 #
-#   servers.py start SCRATCH SERVEDIR    start them all; prints NAME=VALUE
-#                                        lines (below) for the shell to
-#                                        eval; exit 1 with one line when
-#                                        one cannot start (77: nginx or
-#                                        s3rver not installed)
+#   servers.py start SCRATCH SERVEDIR [PID] > ENV; . ENV
+#                                        start them all; prints NAME=VALUE
+#                                        lines (below, quoted for sh);
+#                                        exit 1 with one line when one
+#                                        cannot start (77 and a line on
+#                                        stdout: nginx, node or s3rver
+#                                        not installed)
 #   servers.py stop SCRATCH              stop them (also done when the
 #                                        process that ran start exits)
 #
 # start forks a supervisor (its pid in SCRATCH/supervisor.pid) that owns
-# the servers and stops them all when `stop` asks, when the caller of
-# `start` (its parent: the test's shell) is gone, or when one of them dies.
+# the servers and stops them all when `stop` asks, when process PID is
+# gone (default: the caller of `start`, its parent: give the shell's $$
+# when start runs in a subshell, as in $(...)), or when one of them dies.
 #
 #   PT_HTTP=http://127.0.0.1:P     nginx, SERVEDIR at /: single and
 #                                  multiple ranges, If-Match; and at
@@ -43,6 +46,7 @@
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -287,7 +291,8 @@ def supervise(scratch, served, watch, ready_fd):
         f.write("%d\n" % os.getpid())
     try:
         srv.start()
-        msg = "".join("%s=%s\n" % kv for kv in sorted(srv.env.items()))
+        msg = "".join("%s=%s\n" % (k, shlex.quote(v))
+                      for k, v in sorted(srv.env.items()))
         with open(os.path.join(scratch, "env"), "w") as f:
             f.write(msg)
         os.write(ready_fd, b"ok\n" + msg.encode())
@@ -317,7 +322,7 @@ def supervise(scratch, served, watch, ready_fd):
     os._exit(0)
 
 
-def start(scratch, served):
+def start(scratch, served, watch):
     for prog, what in (("nginx", "nginx-light"), ("node", "nodejs")):
         if shutil.which(prog) is None and not os.path.exists(
                 "/usr/sbin/" + prog):
@@ -329,7 +334,6 @@ def start(scratch, served):
               S3RVER)
         return 77
     os.makedirs(scratch, exist_ok=True)
-    watch = os.getppid()
     r, w = os.pipe()
     if os.fork() == 0:
         os.close(r)
@@ -363,11 +367,12 @@ def stop(scratch):
 
 
 def main(argv):
-    if len(argv) == 4 and argv[1] == "start":
-        return start(argv[2], argv[3])
+    if len(argv) in (4, 5) and argv[1] == "start":
+        return start(argv[2], argv[3],
+                     int(argv[4]) if len(argv) == 5 else os.getppid())
     if len(argv) == 3 and argv[1] == "stop":
         return stop(argv[2])
-    sys.stderr.write("usage: servers.py start SCRATCH SERVEDIR | "
+    sys.stderr.write("usage: servers.py start SCRATCH SERVEDIR [PID] | "
                      "stop SCRATCH\n")
     return 2
 
