@@ -3,6 +3,9 @@
 # refusals (403, 401, 404): one line naming the status, a non-zero exit,
 # no object bytes.  ptls of model.pt must print what ptls prints of the
 # local file.
+# $noenv is unquoted on purpose (a command and its options, for
+# timeout(1) to run); AWS_SECRET_ACCESS_KEY is exported by run.sh
+# shellcheck disable=SC2086,SC2034
 
 # same_ls LABEL: the last tool printed ptls $S/model.pt's lines; a result
 same_ls() {
@@ -49,7 +52,7 @@ if want s3_profile_default; then
 		"$PT_S3_KEY_ID" "$PT_S3_SECRET" >"$h/.aws/credentials"
 	printf '[default]\nregion = %s\n' "$PT_S3_REGION" >"$h/.aws/config"
 	tool s3_profile_default $noenv HOME="$h" "$ptls" "$Z"
-	same_ls s3_profile_default "~/.aws's [default] profile, its region"
+	same_ls s3_profile_default "the [default] profile of HOME/.aws, its region"
 fi
 if want s3_default_region; then
 	tool s3_default_region env -u AWS_REGION \

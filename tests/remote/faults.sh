@@ -86,7 +86,6 @@ if want fault_mount_flip; then
 		skip fault_mount_flip "FUSE cannot be used here"
 	else
 		curl -s "$PT_FAULT/_reset" >/dev/null
-		m=$WORK/mnt/flip
 		if mount_pair fault_mount_flip "$PT_FAULT/fault/flip/model.pt" \
 		    "$S/model.pt"; then
 			: >"$DET"

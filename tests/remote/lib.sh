@@ -55,16 +55,16 @@ stop_servers() {
 }
 
 # fixture FORMAT: sets REL (its path under $S, folders with a trailing
-# /) and ECON (econ.py's WHAT)
+# /), ECON (econ.py's WHAT) and KEY (a tensor for ptdump --values)
 fixture() {
 	case $1 in
-	zip) REL=model.pt ECON=zip:model.pt ;;
-	legacy) REL=legacy.pt ECON=any:legacy.pt ;;
-	st) REL=model.safetensors ECON=st:model.safetensors ;;
-	hfbin) REL=hf_bin/ ECON=hf:hf_bin:3 ;;
-	hfst) REL=hf_st/ ECON=hf:hf_st:3 ;;
-	dcp1) REL=dcp1/ ECON=dcp:dcp1 ;;
-	dcp2) REL=dcp2/ ECON=dcp:dcp2 ;;
+	zip) REL=model.pt ECON=zip:model.pt KEY=steps ;;
+	legacy) REL=legacy.pt ECON=any:legacy.pt KEY=steps ;;
+	st) REL=model.safetensors ECON=st:model.safetensors KEY=d.int ;;
+	hfbin) REL=hf_bin/ ECON=hf:hf_bin:3 KEY=norm.half ;;
+	hfst) REL=hf_st/ ECON=hf:hf_st:3 KEY=norm.half ;;
+	dcp1) REL=dcp1/ ECON=dcp:dcp1 KEY=model/layers.5.weight ;;
+	dcp2) REL=dcp2/ ECON=dcp:dcp2 KEY=model/cols ;;
 	esac
 	LOCAL=$S/${REL%/}
 }
@@ -251,6 +251,24 @@ fmt_cases() {
 		cmp -s "$DET.a" "$DET.b" ||
 			note "not the local file's lines: $(diff "$DET.a" "$DET.b" | grep '^[<>]' | head -n 2 | tr '\n' ' ')"
 		check "${_c}_verify" "$(head -n 1 "$WORK/out/${_c}_verify.out")"
+	fi
+	if want "${_c}_dump"; then
+		: >"$DET"
+		for _a in "" "--values $KEY"; do
+			# shellcheck disable=SC2086
+			tool "$2.local.dump" "$ptdump" $_a "$LOCAL"
+			_lrc=$RC
+			# shellcheck disable=SC2086
+			tool "${_c}_dump" "$ptdump" $_a "$_u"
+			[ "$RC" = 0 ] && [ "$_lrc" = 0 ] ||
+				note "ptdump $_a: exit $RC ($_lrc for the local file): $(head -n 1 "$WORK/out/${_c}_dump.err")"
+			literal "$WORK/out/$2.local.dump.out" "$LOCAL" @ >"$DET.a"
+			literal "$WORK/out/${_c}_dump.out" "$_u" @ >"$DET.c"
+			literal "$DET.c" "${_u%/}" @ >"$DET.b"
+			cmp -s "$DET.a" "$DET.b" ||
+				note "ptdump $_a: not the local file's lines: $(diff "$DET.a" "$DET.b" | grep '^[<>]' | head -n 2 | tr '\n' ' ')"
+		done
+		check "${_c}_dump" "ptdump and ptdump --values $KEY: $(wc -l <"$WORK/out/${_c}_dump.out") lines as the local file's"
 	fi
 	if want "${_c}_diff"; then
 		tool "${_c}_diff" "$ptdiff" "$LOCAL" "$_u"

@@ -11,12 +11,14 @@
 # sigv4_front.py and faultproxy.py on the fixtures' folder; they stop
 # with the test.  Cases (-k, tests/fs/lib/cases.sh; -k list names them):
 #
-#   TRANSPORT_FORMAT_ls|verify|diff|repack|mount, TRANSPORT http (nginx)
-#   or s3 (the credentials bucket), FORMAT zip, legacy, st, hfbin, hfst,
-#   dcp1, dcp2:
+#   TRANSPORT_FORMAT_ls|verify|dump|diff|repack|mount, TRANSPORT http
+#   (nginx) or s3 (the credentials bucket), FORMAT zip, legacy, st,
+#   hfbin, hfst, dcp1, dcp2:
 #     ls      ptls URL prints what ptls LOCAL prints; its requests and
 #             body bytes in the server's log within the limits (econ.py)
 #     verify  ptverify URL exits 0, its lines LOCAL's with the URL
+#     dump    ptdump URL and ptdump --values KEY URL (one tensor's
+#             values) print LOCAL's lines, the URL for the path
 #     diff    ptdiff LOCAL URL: 0 differences, exit 0
 #     repack  ptrepack URL out.pt (and out.safetensors for st) is byte
 #             for byte ptrepack LOCAL's
@@ -52,8 +54,8 @@ fs=$here/../fs
 fs_args "1.13|2 BINDIR" 2 2 "$@"
 b=$2
 ptls=$b/ptls ptverify=$b/ptverify ptdiff=$b/ptdiff ptrepack=$b/ptrepack
-PTFS=$b/ptfs
-fs_progs ptls ptverify ptdiff ptrepack PTFS
+ptdump=$b/ptdump PTFS=$b/ptfs
+fs_progs ptls ptverify ptdiff ptrepack ptdump PTFS
 . "$fs/../torch/select.sh"
 torch_select_writer "$version" "" ptfs-remote
 WORK=$work
@@ -66,8 +68,18 @@ DET=$WORK/det
 : >"$DET"
 
 # ---- fixtures, by the torch under test (DCP: torch 2.x), then servers
-gen_fixtures || { summary; exit 1; }
-start_servers || exit $?
+# (-k list: the case names alone)
+if [ "$PT_CASE" = list ]; then
+	for v in PT_HTTP PT_HTTP_LOG PT_HTTP_USER PT_HTTP_PASS PT_FAULT \
+	    PT_FAULT_LOG PT_S3_ENDPOINT PT_S3_LOG PT_S3_BUCKET PT_S3_PUBLIC \
+	    PT_S3_REGION PT_S3_KEY_ID PT_S3_SECRET PT_S3_TMP_KEY_ID \
+	    PT_S3_TMP_SECRET PT_S3_TOKEN; do
+		eval "$v=-"
+	done
+else
+	gen_fixtures || { summary; exit 1; }
+	start_servers || exit $?
+fi
 # the tools see no proxy, no user's ~/.aws; S3 by the environment
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy \
 	AWS_PROFILE AWS_SESSION_TOKEN AWS_DEFAULT_REGION AWS_CONFIG_FILE \
@@ -78,7 +90,7 @@ AWS_ACCESS_KEY_ID=$PT_S3_KEY_ID AWS_SECRET_ACCESS_KEY=$PT_S3_SECRET
 export NO_PROXY no_proxy HOME AWS_ENDPOINT_URL AWS_REGION \
 	AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
 FUSE=
-if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null 2>&1 &&
+if [ "$PT_CASE" != list ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null 2>&1 &&
     start_daemon "$S/model.pt" "$WORK/mnt/probe" "$WORK/probe.err" -o ro
 then
 	FUSE=1
@@ -100,5 +112,5 @@ done
 # ---- faults through faultproxy.py
 . "$here/faults.sh"
 
-secrets_check
+[ "$PT_CASE" = list ] || secrets_check
 conclude
