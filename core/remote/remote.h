@@ -98,15 +98,32 @@ int rmt_pread(struct rmt_obj *o, void *buf, size_t len, uint64_t off,
 
 void rmt_close(struct rmt_obj *o);
 
+/* An object a listing names (borrowed for the callback). */
+struct rmt_entry {
+	const char *name;	/* relative to the folder ("sub/x.pt") */
+	uint64_t size;
+	const char *etag;	/* as the listing quotes it, or "" */
+	int64_t mtime;		/* LastModified, 0 when unknown */
+};
+
 /*
- * The objects under the folder @url (ending in '/'): @fn(arg, name, size)
- * for each, its name relative to the folder ("sub/x.pt").  S3: one
- * ListObjectsV2 request per 1000 keys.  Plain HTTP has no listing:
- * -ENOTSUP, @d untouched.  @fn returns 0 to go on or -errno to stop.
+ * The objects under the folder @url (ending in '/'): @fn(arg, entry) for
+ * each.  S3: one ListObjectsV2 request per 1000 keys.  Plain HTTP has no
+ * listing: -ENOTSUP, @d untouched.  @fn returns 0 to go on or -errno to
+ * stop.
  */
-int rmt_list(const char *url, int (*fn)(void *arg, const char *name,
-					uint64_t size), void *arg,
-	     struct diag *d);
+int rmt_list(const char *url, int (*fn)(void *arg,
+					const struct rmt_entry *e),
+	     void *arg, struct diag *d);
+
+/*
+ * Open the object @e of a listing of the folder whose URL is @url's
+ * without a request: its size, ETag and mtime are the listing's, and the
+ * first read is pinned to them (If-Match), so a change since the listing
+ * is -ESTALE as any other.  Without an ETag it is rmt_open().
+ */
+int rmt_open_listed(const char *url, const struct rmt_entry *e,
+		    struct rmt_obj **out, struct diag *d);
 
 /* Requests sent and body bytes received since the process started (for
  * tests and the benchmark's own accounting). */

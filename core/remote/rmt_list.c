@@ -6,6 +6,7 @@
  * read, with the five XML entities and character references decoded.
  * Plain HTTP has no listing.
  */
+#define _DEFAULT_SOURCE 1	/* timegm */
 #include "rmt_int.h"
 
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "diag/diag.h"
 #include "util/sbuf.h"
@@ -70,9 +72,23 @@ static char *xml_text(const char *p, const char *end, const char *tag,
 	return s;
 }
 
+/* "2026-12-02T14:42:00.000Z" as seconds since the epoch, or 0. */
+static int64_t iso_time(const char *s)
+{
+	struct tm tm = { 0 };
+
+	if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon,
+			 &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+			 &tm.tm_sec) != 6)
+		return 0;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	return (int64_t)timegm(&tm);
+}
+
 struct page {
 	const char *prefix;
-	int (*fn)(void *arg, const char *name, uint64_t size);
+	int (*fn)(void *arg, const struct rmt_entry *e);
 	void *arg;
 	char *next;		/* the continuation token, or NULL */
 };
@@ -91,7 +107,7 @@ static int page_walk(struct page *pg, const char *body, const char *name,
 		return diag_set(d, -EPROTO, DIAG_NO_OFFSET,
 				"%s: the listing is not a ListBucketResult", name);
 	while (!rc && (p = strstr(p, "<Contents>"))) {
-		char *key, *size;
+		char *key, *size, *etag, *when;
 
 		end = strstr(p, "</Contents>");
 		if (!end)
@@ -99,12 +115,17 @@ static int page_walk(struct page *pg, const char *body, const char *name,
 					"%s: the listing is cut short", name);
 		key = xml_text(p, end, "Key", &oom);
 		size = xml_text(p, end, "Size", &oom);
+		etag = xml_text(p, end, "ETag", &oom);
+		when = xml_text(p, end, "LastModified", &oom);
 		if (key && size && !strncmp(key, pg->prefix, plen) &&
 		    key[plen])
-			rc = pg->fn(pg->arg, key + plen,
-				    strtoull(size, NULL, 10));
+			rc = pg->fn(pg->arg, &(struct rmt_entry){
+				key + plen, strtoull(size, NULL, 10),
+				etag ? etag : "", iso_time(when) });
 		free(key);
 		free(size);
+		free(etag);
+		free(when);
 		p = end;
 	}
 	if (oom)
@@ -124,9 +145,9 @@ static int page_walk(struct page *pg, const char *body, const char *name,
 	return oom ? diag_nomem(d) : rc;
 }
 
-int rmt_list(const char *url, int (*fn)(void *arg, const char *name,
-					uint64_t size), void *arg,
-	     struct diag *d)
+int rmt_list(const char *url, int (*fn)(void *arg,
+					const struct rmt_entry *e),
+	     void *arg, struct diag *d)
 {
 	struct page pg = { .fn = fn, .arg = arg };
 	char *bucket, *key, *prefix = NULL, *token = NULL, nm[256];

@@ -9,6 +9,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +80,35 @@ out_free:
 	free(r.buf);
 	free(o);
 	return rc;
+}
+
+int rmt_open_listed(const char *url, const struct rmt_entry *e,
+		    struct rmt_obj **out, struct diag *d)
+{
+	struct rmt_obj *o;
+	int rc;
+
+	*out = NULL;
+	if (!e->etag[0] || strlen(e->etag) >= RMT_TAG)
+		return rmt_open(url, out, d);
+	if (rmt_cache_start())
+		return diag_nomem(d);
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return diag_nomem(d);
+	rc = rmt_target_init(&o->t, url, d);
+	if (rc) {
+		free(o);
+		return rc;
+	}
+	o->id = atomic_fetch_add(&next_id, 1);
+	o->size = e->size;
+	o->mtime = e->mtime;
+	snprintf(o->etag, sizeof(o->etag), "%s", e->etag);
+	for (int i = 0; i < RMT_STREAMS; i++)
+		o->st[i].next_off = UINT64_MAX;
+	*out = o;
+	return 0;
 }
 
 uint64_t rmt_size(const struct rmt_obj *o)

@@ -41,7 +41,16 @@ struct hidden {
 				   "***"), and as given */
 };
 
+/* an object a listing named: opened from it, without a request */
+struct known {
+	char *url, *etag, *name;
+	uint64_t size;
+	int64_t mtime;
+};
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct known *known;
+static size_t nknown;
 static struct opened *opened;
 static size_t nopened;
 static struct shadow *shadows;
@@ -195,7 +204,16 @@ static int open_object(const char *url, struct diag *d)
 	real = real_url(url);
 	if (!real)
 		return diag_nomem(d);
-	rc = rmt_open(real, &o, d);
+	rc = 1;
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < nknown && rc == 1; i++)
+		if (!strcmp(known[i].url, url))
+			rc = rmt_open_listed(real, &(struct rmt_entry){
+				known[i].name, known[i].size, known[i].etag,
+				known[i].mtime }, &o, d);
+	pthread_mutex_unlock(&lock);
+	if (rc == 1)
+		rc = rmt_open(real, &o, d);
 	free(real);
 	if (rc)
 		return rc;
@@ -243,13 +261,43 @@ static int place(const char *dir, const char *name, uint64_t size)
 }
 
 struct lister {
-	const char *dir;
+	const char *dir, *url;
 	unsigned n;
 };
 
-static int listed(void *arg, const char *name, uint64_t size)
+/* Note object @e of folder @url: open_object() needs no request. */
+static int know(const char *url, const struct rmt_entry *e)
+{
+	struct known *v;
+	char *u = srcr_join(url, e->name, strlen(e->name));
+	int rc = -ENOMEM;
+
+	pthread_mutex_lock(&lock);
+	v = u ? grow(known, nknown, sizeof(*v)) : NULL;
+	if (v) {
+		known = v;
+		v[nknown] = (struct known){ u, strdup(e->etag),
+					    strdup(e->name), e->size,
+					    e->mtime };
+		if (v[nknown].etag && v[nknown].name) {
+			nknown++;
+			rc = 0;
+		} else {
+			free(v[nknown].etag);
+			free(v[nknown].name);
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	if (rc)
+		free(u);
+	return rc;
+}
+
+static int listed(void *arg, const struct rmt_entry *e)
 {
 	struct lister *l = arg;
+	const char *name = e->name;
+	uint64_t size = e->size;
 	size_t len = strlen(name);
 	int rc;
 
@@ -262,7 +310,9 @@ static int listed(void *arg, const char *name, uint64_t size)
 	if (++l->n > 100000)
 		return -E2BIG;
 	rc = place(l->dir, name, size);
-	return rc == -EEXIST ? 0 : rc;
+	if (rc == -EEXIST)
+		return 0;
+	return rc ? rc : know(l->url, e);
 }
 
 /* Is object @url/@name there?  1 (a placeholder made in @dir), 0, or
@@ -337,7 +387,7 @@ static const char *make_shadow(const char *url, bool probing,
 {
 	static bool hooked;
 	const char *tmp = getenv("TMPDIR");
-	struct lister l = { NULL, 0 };
+	struct lister l = { NULL, url, 0 };
 	struct shadow *v;
 	char *path, *real;
 	int rc;
@@ -462,6 +512,24 @@ void srcr_unshadow(const char *path)
 	free(gone);
 }
 
+/* @q's failure into @d, which names @url (the user's path) already:
+ * a line that begins with it, or with it and a '/', is said without. */
+static int said(struct diag *d, const struct diag *q, const char *url)
+{
+	size_t n = strlen(url);
+	const char *m = q->msg;
+
+	while (n && url[n - 1] == '/')
+		n--;
+	if (!strncmp(m, url, n)) {
+		size_t k = n + (m[n] == '/');
+
+		if (!strncmp(m + k, ": ", 2))
+			m += k + 2;
+	}
+	return diag_set(d, q->err, q->off, "%s", m);
+}
+
 /* Does the folder @fd hold nothing?  (It stays open.) */
 static bool empty(int fd)
 {
@@ -504,25 +572,28 @@ int srcr_open(const char *url, struct stat *st, struct diag *d)
 
 		diag_init(&q, NULL);
 		fd = srcr_open_object(url, st, s3, &q);
-		if (fd >= 0 || (fd == -ENOENT && s3))
-			;
-		else if (!strncmp(q.msg, url, n) && !strncmp(q.msg + n, ": ", 2))
-			/* the line names the URL already (the user's path) */
-			return diag_set(d, q.err, q.off, "%s", q.msg + n + 2);
-		else
-			return diag_set(d, q.err, q.off, "%s", q.msg);
-		if (fd >= 0)
-			return fd;
+		if (fd >= 0 || (fd == -ENOENT && s3)) {
+			if (fd >= 0)
+				return fd;
+		} else {
+			return said(d, &q, url);
+		}
 	}
 	f = folder_url(url);
 	if (!f)
 		return diag_nomem(d);
 	path = find_shadow(f, false);
-	if (!path)
-		path = make_shadow(f, true, d);
+	if (!path) {
+		struct diag q;
+
+		diag_init(&q, NULL);
+		path = make_shadow(f, true, &q);
+		if (!path) {
+			free(f);
+			return said(d, &q, url);
+		}
+	}
 	free(f);
-	if (!path)
-		return d->err;
 	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, st)) {
 		int rc = -errno;

@@ -42,10 +42,10 @@ static void *run(void *arg)
 	return NULL;
 }
 
-static int show(void *arg, const char *name, uint64_t size)
+static int show(void *arg, const struct rmt_entry *e)
 {
 	(void)arg;
-	printf("%s %" PRIu64 "\n", name, size);
+	printf("%s %" PRIu64 " %s\n", e->name, e->size, e->etag);
 	return 0;
 }
 
