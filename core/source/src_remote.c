@@ -343,8 +343,9 @@ static int probe_one(const char *url, const char *dir, const char *name,
 }
 
 /* Over plain HTTP, which lists nothing: the marks the formats bid by,
- * probed in turn, and the first found kept (a DCP's .metadata, else its
- * run of __N.metadata, else a Hugging Face index). */
+ * probed in turn, and the first found kept: a DCP's .metadata, a Hugging
+ * Face index, else a run of __N.metadata (what ranks write apart).  Each
+ * absent one costs a request: naming the index costs none. */
 static int probe(const char *url, const char *dir, struct diag *d)
 {
 	static const char *const index[] = {
@@ -357,18 +358,16 @@ static int probe(const char *url, const char *dir, struct diag *d)
 
 	if (rc)
 		return rc < 0 ? rc : 0;
+	for (size_t i = 0; index[i]; i++)
+		if ((rc = probe_one(url, dir, index[i], d)))
+			return rc < 0 ? rc : 0;
 	for (r = 0; r < 4096; r++) {
 		snprintf(name, sizeof(name), "__%u.metadata", r);
 		rc = probe_one(url, dir, name, d);
 		if (rc <= 0)
 			break;
 	}
-	if (rc < 0 || r)
-		return rc < 0 ? rc : 0;
-	for (size_t i = 0; index[i]; i++)
-		if ((rc = probe_one(url, dir, index[i], d)))
-			return rc < 0 ? rc : 0;
-	return 0;
+	return rc < 0 ? rc : 0;
 }
 
 static void remove_dir(const char *path);
@@ -530,10 +529,11 @@ static int said(struct diag *d, const struct diag *q, const char *url)
 	return diag_set(d, q->err, q->off, "%s", m);
 }
 
-/* Does the folder @fd hold nothing?  (It stays open.) */
+/* Does the folder @fd hold nothing?  (It stays open, and where it was:
+ * a dup would share, and move, its position.) */
 static bool empty(int fd)
 {
-	int k = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	int k = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = k >= 0 ? fdopendir(k) : NULL;
 	struct dirent *de;
 	bool none = true;
@@ -610,9 +610,9 @@ int srcr_open(const char *url, struct stat *st, struct diag *d)
 				"HTTP 404 Not Found: no object, and no object "
 				"under that prefix" : "a folder over plain "
 				"HTTP is not listed, and none of .metadata, "
-				"__0.metadata, model.safetensors.index.json, "
-				"pytorch_model.bin.index.json is in it: name "
-				"the checkpoint's file or index");
+				"model.safetensors.index.json, "
+				"pytorch_model.bin.index.json, __0.metadata is "
+				"in it: name the checkpoint's file or index");
 	}
 	return fd;
 }

@@ -193,7 +193,9 @@ int ptz_copy_data(struct ptz_writer *w, const struct ptz_source *src,
 	uint64_t done = 0;
 	int rc;
 
-	if (src->has_crc && !src->read && !w->no_copy_range) {
+	/* a stand-in's bytes are not the kernel's to copy (util/io.h) */
+	if (src->has_crc && !src->read && !w->no_copy_range &&
+	    !io_backed(src->fd)) {
 		rc = copy_range(w, src, w->cursor, &done, d);
 		if (rc <= 0)
 			return rc;
