@@ -295,6 +295,8 @@ int rmt_pread(struct rmt_obj *o, void *buf, size_t len, uint64_t off,
 		return -ENODATA;
 	if (!len)
 		return 0;
+	if (atomic_load(&o->stale))	/* said once, when it was found */
+		return -ESTALE;
 	if (rmt_cache_start())
 		return diag_nomem(d);
 	b0 = off / RMT_BLOCK;
@@ -349,5 +351,7 @@ int rmt_pread(struct rmt_obj *o, void *buf, size_t len, uint64_t off,
 	*pp = fl.next;
 	pthread_cond_broadcast(&c_cond);
 	pthread_mutex_unlock(&c_lock);
+	if (rc == -ESTALE)
+		atomic_store(&o->stale, true);
 	return rc;
 }

@@ -13,6 +13,7 @@
 #error "rmt_int.h is internal to core/remote and its tests"
 #endif
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -74,6 +75,7 @@ struct rmt_obj {
 	int64_t mtime;
 	char etag[RMT_TAG];	/* "" when the server sent none */
 	char lastmod[RMT_TAG];	/* the Last-Modified header as sent */
+	_Atomic bool stale;	/* it changed: every read is -ESTALE */
 	/* sequential streams (readers of one object at once, under the
 	 * cache lock): where each one's last read ended, its readahead
 	 * window, and when it was last used (for replacing the oldest) */

@@ -133,6 +133,8 @@ int io_pread_diag(int fd, void *buf, size_t len, uint64_t off,
 			return diag_corrupt(d, off, "file ends inside %s (was "
 					    "it truncated?)", what ? what :
 					    "the data");
+		if (rc == -ESTALE)	/* said by the first read that saw it */
+			return rc;
 		return rc && !diag_failed(d) ? diag_errno(d, rc, "cannot read "
 				"%zu bytes at offset 0x%llx: %s", len,
 				(unsigned long long)off, strerror(-rc)) : rc;

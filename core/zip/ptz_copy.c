@@ -123,6 +123,8 @@ static int read_src(int fd, void *p, size_t n, uint64_t off, struct diag *d)
 static int copy_range(struct ptz_writer *w, const struct ptz_source *src,
 		      uint64_t at, uint64_t *done, struct diag *d)
 {
+	if (io_backed(src->fd))	/* the kernel cannot read it (util/io.h) */
+		return 1;
 	while (*done < src->len) {
 		uint64_t left = src->len - *done, a = w->share_align;
 		loff_t in = (loff_t)(src->off + *done);
@@ -193,9 +195,7 @@ int ptz_copy_data(struct ptz_writer *w, const struct ptz_source *src,
 	uint64_t done = 0;
 	int rc;
 
-	/* a stand-in's bytes are not the kernel's to copy (util/io.h) */
-	if (src->has_crc && !src->read && !w->no_copy_range &&
-	    !io_backed(src->fd)) {
+	if (src->has_crc && !src->read && !w->no_copy_range) {
 		rc = copy_range(w, src, w->cursor, &done, d);
 		if (rc <= 0)
 			return rc;
