@@ -109,6 +109,9 @@ class Fault(proxylib.Handler):
         status, sent = self.forward(path, mode)
         if mode:
             what = mode
+        if getattr(self, "aborted", False):
+            UP.drop()
+            what += ",client closed"
         LOG.write(self.command, self.path, status, sent,
                   self.headers.get("Range"), self.headers.get("If-Match"),
                   spec, what)
@@ -133,9 +136,10 @@ class Fault(proxylib.Handler):
         length = int(resp.getheader("Content-Length") or 0)
         if mode in ("drop", "short") and self.command == "GET" and \
                 length >= 2:
-            return resp.status, self.relay(
-                resp, limit=length // 2,
-                cut="rst" if mode == "drop" else "fin")
+            sent = self.relay(resp, limit=length // 2,
+                              cut="rst" if mode == "drop" else "fin")
+            UP.drop()	# the rest of the body unread
+            return resp.status, sent
         return resp.status, self.relay(resp)
 
 

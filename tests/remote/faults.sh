@@ -1,6 +1,7 @@
 # faults.sh - run.sh's fault cases (sourced; lib.sh's helpers): ptrepack
-# of model.pt through faultproxy.py (/fault/SPEC/model.pt, SPEC as its
-# header says), the result compared with ptrepack of the local file.
+# --drop-values of model.pt into a .safetensors through faultproxy.py
+# (/fault/SPEC/model.pt, SPEC as its header says): every tensor byte
+# read, the result compared with the same of the local file.
 #
 #   retry   the tool must recover: exit 0, the local bytes
 #   either  exit 0 and the local bytes, or one line and a non-zero exit
@@ -8,23 +9,26 @@
 # Never wrong bytes, never a file left behind by a failed ptrepack, and
 # the fault must have been hit (its line in faultproxy.py's log).
 
-FREF=$WORK/out/fault.ref.pt
+FREF=$WORK/out/fault.ref.safetensors
 
 # fault_case NAME SPEC retry|either|refuse [PATTERN]
 fault_case() {
 	_fn=fault_$1 _spec=$2 _want=$3 _pat=${4:-.}
-	[ -f "$FREF" ] || "$ptrepack" "$S/model.pt" "$FREF" >/dev/null 2>&1
+	[ -f "$FREF" ] || "$ptrepack" --drop-values "$S/model.pt" "$FREF" \
+		>/dev/null 2>&1
 	curl -s "$PT_FAULT/_reset" >/dev/null
 	_fo=$(mark "$PT_FAULT_LOG")
-	_out=$WORK/out/$_fn.pt
+	_out=$WORK/out/$_fn.safetensors
 	rm -f "$_out"
 	_t0=$(date +%s)
-	tool "$_fn" "$ptrepack" "$PT_FAULT/fault/$_spec/model.pt" "$_out"
+	tool "$_fn" "$ptrepack" --drop-values "$PT_FAULT/fault/$_spec/model.pt" \
+		"$_out"
 	_secs=$(($(date +%s) - _t0))
 	mark "$PT_FAULT_LOG" >/dev/null
 	tail -c +$((_fo + 1)) "$PT_FAULT_LOG" >"$WORK/out/$_fn.log"
 	_mode=${_spec%%[@x]*}
-	_hits=$(awk -F'\t' -v m="$_mode" '$8 == m' "$WORK/out/$_fn.log" | wc -l)
+	_hits=$(awk -F'\t' -v m="$_mode" '$8 == m || index($8, m ",") == 1' \
+		"$WORK/out/$_fn.log" | wc -l)
 	_reqs=$(wc -l <"$WORK/out/$_fn.log")
 	_err=$WORK/out/$_fn.err
 	: >"$DET"

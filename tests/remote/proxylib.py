@@ -68,6 +68,13 @@ class Upstream:
         self.host, self.port = host, port
         self.local = threading.local()
 
+    def drop(self):
+        """Close this thread's connection (a body left unread on it)."""
+        conn = getattr(self.local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self.local.conn = None
+
     def request(self, method, path, headers, body=None):
         """(response, connection); a dropped kept-alive connection is
         opened again once."""
@@ -118,7 +125,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         most that many body bytes (the rest is read and thrown away).
         @cut: after @limit bytes, end the connection ("fin" a clean close,
         "rst" a reset) instead of finishing the body.  Returns the body
-        bytes sent."""
+        bytes sent; a client that went away sets self.aborted (the
+        caller drops the upstream connection, its body unread)."""
+        self.aborted = False
         length = resp.getheader("Content-Length")
         self.send_response(status or resp.status)
         for k in BACK:
@@ -148,7 +157,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if limit is not None and sent + len(c) > limit:
                 c = c[:max(0, limit - sent)]
             if c:
-                self.wfile.write(c)
+                try:
+                    self.wfile.write(c)
+                except OSError:	# the client closed: a reader that
+                    self.aborted = True	# refused what it was sent
+                    self.close_connection = True
+                    return sent
                 sent += len(c)
             if limit is not None and sent >= limit:
                 break

@@ -182,7 +182,8 @@ class Servers:
 
     def pyserver(self, name, *args):
         pf = os.path.join(self.d, name + ".port")
-        p = self.spawn([PY, os.path.join(HERE, name + ".py"), pf] +
+        # -B: no __pycache__ written into the source tree
+        p = self.spawn([PY, "-B", os.path.join(HERE, name + ".py"), pf] +
                        [str(a) for a in args], name + ".out")
         port, why = wait_file(pf, p, name)
         if why:

@@ -99,6 +99,9 @@ class Front(proxylib.Handler):
                       code)
             return
         status, sent, note = self.forward(body)
+        if getattr(self, "aborted", False):
+            UP.drop()
+            note += ",client closed"
         LOG.write(self.command, self.path, status, sent, rng, im, who, note)
 
     def check(self, body):
