@@ -147,7 +147,16 @@ char *srcr_join(const char *root, const char *name, size_t len)
 static int obj_read(void *obj, void *buf, size_t len, uint64_t off,
 		    struct diag *d)
 {
-	return rmt_pread(obj, buf, len, off, d);
+	const char *name = rmt_name(obj);
+	char *at;
+	int rc = rmt_pread(obj, buf, len, off, d);
+	size_t n = strlen(name);
+
+	/* a line about the checkpoint itself names it once, in front */
+	if (rc && d && d->err && d->path && !strcmp(d->path, name) &&
+	    (at = strstr(d->msg, name)) && !strncmp(at + n, ": ", 2))
+		memmove(at, at + n + 2, strlen(at + n + 2) + 1);
+	return rc;
 }
 
 /* The stand-in of open object @o (which it takes): fd or -errno. */
