@@ -219,6 +219,18 @@ mount_compare() {
 	fi
 }
 
+
+# same_lines LOCAL_OUT URL_OUT PREFIX: the lines of URL_OUT, the URL ($_u)
+# written as the local path, must be those of LOCAL_OUT ($LOCAL's); a
+# note (PREFIX first) says how they differ
+same_lines() {
+	literal "$1" "$LOCAL" @ >"$DET.a"
+	literal "$2" "$_u" @ >"$DET.c"
+	literal "$DET.c" "${_u%/}" @ >"$DET.b"
+	cmp -s "$DET.a" "$DET.b" ||
+		note "$3not the local file's lines: $(diff "$DET.a" "$DET.b" | grep '^[<>]' | head -n 2 | tr '\n' ' ')"
+}
+
 # fmt_cases T F: the ls, verify, diff, repack and mount cases of format F
 # over transport T
 fmt_cases() {
@@ -245,11 +257,8 @@ fmt_cases() {
 		: >"$DET"
 		[ "$RC" = 0 ] && [ "$_lrc" = 0 ] ||
 			note "ptverify: exit $RC ($_lrc for the local file): $(head -n 1 "$WORK/out/${_c}_verify.err")"
-		literal "$WORK/out/$2.local.verify.out" "$LOCAL" @ >"$DET.a"
-		literal "$WORK/out/${_c}_verify.out" "$_u" @ >"$DET.c"
-		literal "$DET.c" "${_u%/}" @ >"$DET.b"
-		cmp -s "$DET.a" "$DET.b" ||
-			note "not the local file's lines: $(diff "$DET.a" "$DET.b" | grep '^[<>]' | head -n 2 | tr '\n' ' ')"
+		same_lines "$WORK/out/$2.local.verify.out" \
+			"$WORK/out/${_c}_verify.out" ""
 		check "${_c}_verify" "$(head -n 1 "$WORK/out/${_c}_verify.out")"
 	fi
 	if want "${_c}_dump"; then
@@ -262,11 +271,8 @@ fmt_cases() {
 			tool "${_c}_dump" "$ptdump" $_a "$_u"
 			[ "$RC" = 0 ] && [ "$_lrc" = 0 ] ||
 				note "ptdump $_a: exit $RC ($_lrc for the local file): $(head -n 1 "$WORK/out/${_c}_dump.err")"
-			literal "$WORK/out/$2.local.dump.out" "$LOCAL" @ >"$DET.a"
-			literal "$WORK/out/${_c}_dump.out" "$_u" @ >"$DET.c"
-			literal "$DET.c" "${_u%/}" @ >"$DET.b"
-			cmp -s "$DET.a" "$DET.b" ||
-				note "ptdump $_a: not the local file's lines: $(diff "$DET.a" "$DET.b" | grep '^[<>]' | head -n 2 | tr '\n' ' ')"
+			same_lines "$WORK/out/$2.local.dump.out" \
+				"$WORK/out/${_c}_dump.out" "ptdump $_a: "
 		done
 		check "${_c}_dump" "ptdump and ptdump --values $KEY: $(wc -l <"$WORK/out/${_c}_dump.out") lines as the local file's"
 	fi

@@ -159,26 +159,34 @@ class Servers:
         user, pw = "ptuser", secrets.token_hex(8)
         with open(os.path.join(nd, "htpasswd"), "w") as f:
             f.write("%s:{PLAIN}%s\n" % (user, pw))
-        for attempt in range(5):
-            port = free_port()
-            conf = os.path.join(nd, "nginx.conf")
+        conf = os.path.join(nd, "nginx.conf")
+
+        def argv(port):
             with open(conf, "w") as f:
                 f.write(NGINX_CONF % {
                     "d": nd, "root": self.root, "port": port})
-            p = self.spawn(["nginx", "-p", nd, "-c", conf, "-e",
-                            os.path.join(nd, "error.log")], "nginx.out")
-            why = wait_port(port, p, "nginx")
-            if why is None:
-                break
-            self.procs.remove(p)
-            p.kill()
-            p.wait()
-        else:
-            raise Fail("%s: %s" % (why, self.tail("nginx/error.log")))
+            return ["nginx", "-p", nd, "-c", conf, "-e",
+                    os.path.join(nd, "error.log")]
+        port = self.on_free_port("nginx", argv, "nginx.out",
+                                 "nginx/error.log")
         self.env.update(PT_HTTP="http://127.0.0.1:%d" % port,
                         PT_HTTP_USER=user, PT_HTTP_PASS=pw,
                         PT_HTTP_LOG=os.path.join(nd, "access.log"))
         return port
+
+    def on_free_port(self, name, argv, out, log):
+        """Start argv(PORT) on a free port, up to 5 tries (another
+        process may take the port between the pick and the bind)."""
+        for attempt in range(5):
+            port = free_port()
+            p = self.spawn(argv(port), out)
+            why = wait_port(port, p, name)
+            if why is None:
+                return port
+            self.procs.remove(p)
+            p.kill()
+            p.wait()
+        raise Fail("%s: %s" % (why, self.tail(log)))
 
     def pyserver(self, name, *args):
         pf = os.path.join(self.d, name + ".port")
@@ -193,20 +201,11 @@ class Servers:
     def s3(self):
         store = os.path.join(self.d, "s3rver")
         os.makedirs(store, exist_ok=True)
-        for attempt in range(5):
-            port = free_port()
-            p = self.spawn(["node", S3RVER, "-d", store, "-a", "127.0.0.1",
-                            "-p", str(port), "--silent",
-                            "--configure-bucket", BUCKET,
-                            "--configure-bucket", PUBLIC], "s3rver.out")
-            why = wait_port(port, p, "s3rver")
-            if why is None:
-                break
-            self.procs.remove(p)
-            p.kill()
-            p.wait()
-        else:
-            raise Fail("%s: %s" % (why, self.tail("s3rver.out")))
+        port = self.on_free_port(
+            "s3rver", lambda port: [
+                "node", S3RVER, "-d", store, "-a", "127.0.0.1", "-p",
+                str(port), "--silent", "--configure-bucket", BUCKET,
+                "--configure-bucket", PUBLIC], "s3rver.out", "s3rver.out")
         self.upload(port)
         keys = {
             "AKPT" + secrets.token_hex(8).upper(): {
