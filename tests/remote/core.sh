@@ -12,8 +12,8 @@
 # by 4 threads), open_cost (an open is one request, and the driver's
 # counters are the log's), faults (each faultproxy.py mode), s3_creds
 # (environment, session token, ~/.aws profile, public bucket, and the
-# refusals: wrong secret, no token, anonymous, 404), s3_list (names and
-# sizes of a folder), http_auth (a URL password works, and is *** in the
+# refusals: wrong secret, no token, anonymous, 404), s3_list (names,
+# sizes and ETags of a folder), http_auth (a URL password works, and is *** in the
 # 401 line), secrets.  Exit 0, 1, or 77 (no nginx, node or s3rver).
 set -u
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
@@ -167,7 +167,12 @@ if want s3_list; then
 	env AWS_ACCESS_KEY_ID="$PT_S3_KEY_ID" AWS_SECRET_ACCESS_KEY="$PT_S3_SECRET" \
 		"$G" --list "s3://$PT_S3_BUCKET/" >"$WORK/list" 2>"$WORK/err" ||
 		note "--list: $(head -n 1 "$WORK/err")"
-	(cd "$S" && find . -type f -printf '%P %s\n' | sort) >"$WORK/want"
+	# each name, size and ETag (s3rver's: the MD5 of the body, quoted,
+	# what a read is pinned to when the listing opens it)
+	(cd "$S" && find . -type f -printf '%P %s\n' | sort |
+		while read -r _n _s; do
+			echo "$_n $_s \"$(md5sum <"$_n" | cut -d' ' -f1)\""
+		done) >"$WORK/want"
 	sort "$WORK/list" | cmp -s - "$WORK/want" ||
 		note "the listing is not find's: $(sort "$WORK/list" | diff - "$WORK/want" | head -n 3 | tr '\n' ' ')"
 	check s3_list "$(wc -l <"$WORK/want") objects, names and sizes as find says"
