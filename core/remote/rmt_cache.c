@@ -109,7 +109,8 @@ static void lru_front(struct blk *b)
 	c_lru.next = b;
 }
 
-static void blk_free(struct blk *b)
+/* Take @b out of the cache, its memory still the caller's. */
+static void blk_unhook(struct blk *b)
 {
 	struct blk **pp = &c_hash[slot(b->oid, b->idx)];
 
@@ -118,6 +119,11 @@ static void blk_free(struct blk *b)
 	*pp = b->hnext;
 	lru_unlink(b);
 	c_nblk--;
+}
+
+static void blk_free(struct blk *b)
+{
+	blk_unhook(b);
 	free(b);
 }
 
@@ -140,9 +146,17 @@ static void put_locked(const struct rmt_obj *o, uint64_t off,
 			lru_front(b);
 			continue;
 		}
-		while (c_nblk && c_nblk >= c_max)
-			blk_free(c_lru.prev);
-		if (!c_max || !(b = malloc(sizeof(*b) + n)))
+		/* a full cache reuses the block it evicts: freed and
+		   malloc'd again, blocks wander between the FUSE threads'
+		   malloc arenas, and each arena keeps what it was given
+		   (VmHWM 315-486 MiB for a 256 MiB cache) */
+		b = NULL;
+		while (c_nblk && c_nblk >= c_max) {
+			free(b);
+			b = c_lru.prev;
+			blk_unhook(b);
+		}
+		if (!c_max || (!b && !(b = malloc(sizeof(*b) + RMT_BLOCK))))
 			return;		/* a cache is an optimisation */
 		b->oid = o->id;
 		b->idx = idx;

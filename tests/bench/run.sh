@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 scripts/setup.sh build >/dev/null
 # the baselines the mount is measured against
-for p in fuse-zip archivemount; do
+for p in fuse-zip archivemount httpfs2 rclone; do
 	command -v "$p" >/dev/null ||
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$p" >/dev/null
 done
@@ -27,5 +27,7 @@ fi
 /usr/bin/python3 tests/bench/bench_hfshards.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 # ptverify against the number of DCP chunks, ptls on repeated chunk references
 /usr/bin/python3 tests/bench/bench_dcpverify.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
+# remote checkpoints over nginx: ptls URL and ptfs URL against curl, httpfs2, rclone
+/usr/bin/python3 tests/bench/bench_remote.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 # DCP both ways: needs the torch 2.x root (scripts/torch2-root.sh)
 /usr/bin/python3 tests/bench/bench_dcp.py build
