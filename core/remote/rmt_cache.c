@@ -3,7 +3,9 @@
  * through, and rmt_pread() over it.
  *
  * Blocks are RMT_BLOCK (16 KiB) pieces of an object, in one hash table and
- * one LRU list, rmt_cf.cache bytes in all.  A read copies the blocks it
+ * one LRU list, rmt_cf.cache bytes in all.  A fetch writes into blocks
+ * taken from the cache's least recently used (its bytes are copied once,
+ * out of curl's buffer), and hands them to the cache when it is done.  A read copies the blocks it
  * finds and fetches the run from its first missing block to its last in
  * one request; a read that starts where the previous one ended grows a
  * readahead window (128 KiB doubling to 16 MiB), so that FUSE's 128 KiB
@@ -47,6 +49,12 @@ static struct blk **c_hash;
 static uint64_t c_mask, c_nblk, c_max;
 static struct blk c_lru = { .prev = &c_lru, .next = &c_lru };
 static struct inflight *c_flying;
+/* blocks not in the cache, kept for the next fetch (hnext links them),
+ * and every block there is: freed and malloc'd again, blocks wander
+ * between the FUSE threads' malloc arenas, each of which keeps what it
+ * was given (VmHWM 460 MiB for a 256 MiB cache) */
+static struct blk *c_spare;
+static uint64_t c_total;
 static uint64_t c_ramax;
 
 int rmt_cache_start(void)
@@ -121,22 +129,25 @@ static void blk_unhook(struct blk *b)
 	c_nblk--;
 }
 
-static void blk_free(struct blk *b)
+static void spare(struct blk *b);
+static int take(struct blk **v, uint64_t n);
+
+static void blk_drop(struct blk *b)
 {
 	blk_unhook(b);
-	free(b);
+	spare(b);
 }
 
 static void put_locked(const struct rmt_obj *o, uint64_t off,
 		       const unsigned char *buf, uint64_t len)
 {
 	uint64_t idx = (off + RMT_BLOCK - 1) / RMT_BLOCK;
+	struct blk *b;
 
 	for (; idx * RMT_BLOCK < off + len; idx++) {
 		uint64_t start = idx * RMT_BLOCK;
 		uint64_t n = o->size - start < RMT_BLOCK ? o->size - start :
 			     RMT_BLOCK;
-		struct blk *b;
 
 		if (start + n > off + len)
 			break;
@@ -146,17 +157,7 @@ static void put_locked(const struct rmt_obj *o, uint64_t off,
 			lru_front(b);
 			continue;
 		}
-		/* a full cache reuses the block it evicts: freed and
-		   malloc'd again, blocks wander between the FUSE threads'
-		   malloc arenas, and each arena keeps what it was given
-		   (VmHWM 315-486 MiB for a 256 MiB cache) */
-		b = NULL;
-		while (c_nblk && c_nblk >= c_max) {
-			free(b);
-			b = c_lru.prev;
-			blk_unhook(b);
-		}
-		if (!c_max || (!b && !(b = malloc(sizeof(*b) + RMT_BLOCK))))
+		if (take(&b, 1))
 			return;		/* a cache is an optimisation */
 		b->oid = o->id;
 		b->idx = idx;
@@ -166,6 +167,11 @@ static void put_locked(const struct rmt_obj *o, uint64_t off,
 		c_hash[slot(o->id, idx)] = b;
 		lru_front(b);
 		c_nblk++;
+	}
+	while (c_nblk > c_max) {
+		b = c_lru.prev;
+		blk_unhook(b);
+		spare(b);
 	}
 }
 
@@ -185,7 +191,7 @@ void rmt_cache_drop(const struct rmt_obj *o)
 		for (struct blk *b = c_lru.next, *n; b != &c_lru; b = n) {
 			n = b->next;
 			if (b->oid == o->id)
-				blk_free(b);
+				blk_drop(b);
 		}
 	pthread_mutex_unlock(&c_lock);
 }
@@ -209,9 +215,9 @@ static void copy_out(const unsigned char *src, uint64_t soff, uint64_t slen,
 		memcpy(buf + (a - off), src + (a - soff), e - a);
 }
 
-/* Bytes [@p, @p + @n) of @o into @dst, as one range or up to
- * rmt_cf.conns parallel ones. */
-static int fetch(struct rmt_obj *o, unsigned char *dst, uint64_t p,
+/* Bytes [@p, @p + @n) of @o (@p a block's) into the blocks @dst, as
+ * one range or up to rmt_cf.conns parallel ones. */
+static int fetch(struct rmt_obj *o, unsigned char *const *dst, uint64_t p,
 		 uint64_t n, struct diag *d)
 {
 	uint64_t k = 1, part;
@@ -234,37 +240,124 @@ static int fetch(struct rmt_obj *o, unsigned char *dst, uint64_t p,
 	for (uint64_t i = 0; i < k; i++) {
 		r[i].off = p + i * part;
 		r[i].len = i + 1 < k ? part : n - i * part;
-		r[i].buf = dst + i * part;
+		r[i].blk = dst + i * part / RMT_BLOCK;
 	}
 	rc = rmt_http_ranges(&o->t, o, r, (unsigned)k, d);
 	free(r);
 	return rc;
 }
 
+/* Block @b (out of the cache) kept for a later fetch, or freed when
+ * there are more blocks than the cache holds (a burst of fetches). */
+static void spare(struct blk *b)
+{
+	if (c_total > c_max) {
+		free(b);
+		c_total--;
+		return;
+	}
+	b->hnext = c_spare;
+	c_spare = b;
+}
+
 /*
- * Fetch bytes [@fs, @fe) of @o, RMT_PIECE at a time (the memory one read
- * holds), copy what [@off, @off + @len) wants of them into @buf and keep
- * them.  A piece inside the caller's buffer is fetched into it.
+ * @n blocks for a fetch, out of the cache's budget: the least recently
+ * used ones when it is full (reused as they are: no malloc, no fresh
+ * pages to fault in and clear), else new ones.  Under c_lock.  0, or
+ * -ENOMEM with none taken.
+ */
+static int take(struct blk **v, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		struct blk *b = c_spare;
+
+		if (b) {
+			c_spare = b->hnext;
+		} else if (c_total >= c_max && c_lru.prev != &c_lru) {
+			b = c_lru.prev;
+			blk_unhook(b);
+		} else if ((b = malloc(sizeof(*b) + RMT_BLOCK))) {
+			c_total++;	/* past c_max only while all fly */
+		} else {
+			while (i)
+				spare(v[--i]);
+			return -ENOMEM;
+		}
+		v[i] = b;
+	}
+	return 0;
+}
+
+/* The fetched blocks @v (@n of them, from byte @p of @o) into the cache,
+ * which then sheds its least recently used beyond its size.  Under
+ * c_lock. */
+static void keep(const struct rmt_obj *o, uint64_t p, struct blk **v,
+		 uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		struct blk *b = v[i];
+		uint64_t start = p + i * RMT_BLOCK;
+
+		b->oid = o->id;
+		b->idx = start / RMT_BLOCK;
+		b->len = (uint32_t)(o->size - start < RMT_BLOCK ?
+				    o->size - start : RMT_BLOCK);
+		if (lookup(b->oid, b->idx)) {	/* another read's, as good */
+			spare(b);
+			continue;
+		}
+		b->hnext = c_hash[slot(b->oid, b->idx)];
+		c_hash[slot(b->oid, b->idx)] = b;
+		lru_front(b);
+		c_nblk++;
+	}
+	while (c_nblk > c_max) {
+		struct blk *b = c_lru.prev;
+
+		blk_unhook(b);
+		spare(b);
+	}
+}
+
+/*
+ * Fetch bytes [@fs, @fe) of @o (@fs a block's), RMT_PIECE at a time (the
+ * memory one read holds), straight into cache blocks, and copy what
+ * [@off, @off + @len) wants of them into @buf.
  */
 static int fetch_span(struct rmt_obj *o, unsigned char *buf, uint64_t off,
 		      uint64_t len, uint64_t fs, uint64_t fe, struct diag *d)
 {
 	for (uint64_t p = fs; p < fe;) {
 		uint64_t n = fe - p < RMT_PIECE ? fe - p : RMT_PIECE;
-		bool inside = p >= off && p + n <= off + len;
-		unsigned char *tmp = inside ? buf + (p - off) : malloc(n);
-		int rc;
+		uint64_t nb = (n + RMT_BLOCK - 1) / RMT_BLOCK;
+		struct blk **v = malloc(nb * sizeof(*v));
+		unsigned char **data = malloc(nb * sizeof(*data));
+		int rc = v && data ? 0 : -ENOMEM;
 
-		if (!tmp)
-			return diag_nomem(d);
-		rc = fetch(o, tmp, p, n, d);
 		if (!rc) {
-			if (!inside)
-				copy_out(tmp, p, n, buf, off, len);
-			rmt_cache_put(o, p, tmp, n);
+			pthread_mutex_lock(&c_lock);
+			rc = take(v, nb);
+			pthread_mutex_unlock(&c_lock);
 		}
-		if (!inside)
-			free(tmp);
+		if (rc) {
+			free(v);
+			free(data);
+			return diag_nomem(d);
+		}
+		for (uint64_t i = 0; i < nb; i++)
+			data[i] = v[i]->data;
+		rc = fetch(o, data, p, n, d);
+		for (uint64_t i = 0; !rc && i < nb; i++)
+			copy_out(v[i]->data, p + i * RMT_BLOCK, i + 1 < nb ?
+				 RMT_BLOCK : n - i * RMT_BLOCK, buf, off, len);
+		pthread_mutex_lock(&c_lock);
+		if (!rc)
+			keep(o, p, v, nb);
+		for (uint64_t i = 0; rc && i < nb; i++)
+			spare(v[i]);
+		pthread_mutex_unlock(&c_lock);
+		free(v);
+		free(data);
 		if (rc)
 			return rc;
 		p += n;

@@ -193,8 +193,18 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *arg)
 			x->overflow = true;
 			return 0;
 		}
-		memcpy(x->r->buf + x->got, p, n);
-		x->got += n;
+		if (!x->r->blk) {
+			memcpy(x->r->buf + x->got, p, n);
+			x->got += n;
+		}
+		for (size_t k, left = x->r->blk ? n : 0; left; left -= k) {
+			size_t at = x->got % RMT_BLOCK;
+
+			k = RMT_BLOCK - at < left ? RMT_BLOCK - at : left;
+			memcpy(x->r->blk[x->got / RMT_BLOCK] + at, p, k);
+			p += k;
+			x->got += k;
+		}
 	} else if (rmt_ok_status(x->status)) {
 		if (x->body.n + n > RMT_BODY_MAX || x->body.oom) {
 			x->overflow = true;

@@ -100,6 +100,9 @@ void rmt_cache_drop(const struct rmt_obj *o);
 struct rmt_range {
 	uint64_t off, len;
 	unsigned char *buf;
+	/* or, when not NULL, the cache blocks the body goes to: its byte i
+	   into blk[i / RMT_BLOCK] at i % RMT_BLOCK (@off is a block's) */
+	unsigned char *const *blk;
 	uint64_t got;		/* body bytes kept */
 	uint64_t total;		/* the object's size, from the reply */
 	char etag[RMT_TAG], lastmod[RMT_TAG];
