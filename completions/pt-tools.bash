@@ -13,7 +13,8 @@
 
 _pt_tools_opts()
 {
-	local common="--json --quiet --help --version -j -q -h -V"
+	local common="--json --quiet --help --version -j -q -h -V
+		--insecure --endpoint --cache --connections"
 
 	case $1 in
 	ptls) echo "$common --tensors --tree --depth --human-readable --totals
@@ -166,7 +167,8 @@ _ptfs()
 	COMPREPLY=()
 	if [[ $prev == -o ]]; then
 		mapfile -t COMPREPLY < <(compgen -W "timeout= overlay= output=
-			discard inplace views ro nonempty allow_other" -- "$cur")
+			discard inplace views ro nonempty insecure endpoint= cache=
+			connections= allow_other" -- "$cur")
 		compopt -o nospace 2>/dev/null
 		return 0
 	fi
