@@ -15,9 +15,11 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 
 struct diag;
+struct rmt_entry;
 
 /*
  * @url (a file, or a folder: ending in '/', or an S3 prefix) opened: the
@@ -49,5 +51,21 @@ char *srcr_join(const char *root, const char *name, size_t len);
  * the hidden part is kept, so srcr_open() of what this returns still
  * reaches the object.  Returns @out. */
 const char *srcr_shown(const char *url, char *out, size_t size);
+
+/* ---- between src_remote.c (objects) and src_shadow.c (folders) ---- */
+
+/* @url with a hidden authority put back (malloc'd), or NULL. */
+char *srcr_real(const char *url);
+
+/* Note object @e of the folder @url, so that opening it needs no
+ * request (rmt_open_listed()).  0 or -ENOMEM. */
+int srcr_know(const char *url, const struct rmt_entry *e);
+
+/* @v, an array of @n elements of @each bytes, with room for one more
+ * (doubled at powers of two), or NULL. */
+static inline void *srcr_grow(void *v, size_t n, size_t each)
+{
+	return (n & (n - 1)) ? v : realloc(v, (n ? 2 * n : 4) * each);
+}
 
 #endif
