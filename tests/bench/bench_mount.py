@@ -47,7 +47,7 @@ import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ckpt_gen import gpt2_state, make, many_state  # noqa: E402
-from benchlib import mounted, vm  # noqa: E402
+from benchlib import mounted, run_main, vm  # noqa: E402
 
 ARG = sys.argv[1] if len(sys.argv) > 1 else "build"
 PTFS = os.path.abspath(ARG if os.path.isfile(ARG) else os.path.join(ARG, "ptfs"))
@@ -517,18 +517,6 @@ def main(mounts):
               "yes" if mem_ok else "no"))
 
 
-def on_term(signum, frame):
-    raise KeyboardInterrupt
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGHUP, on_term)
     m = Mounts()
-    try:
-        main(m)
-    except KeyboardInterrupt:
-        print("\ninterrupted; unmounting", file=sys.stderr)
-        sys.exit(130)
-    finally:
-        m.close()
+    run_main(lambda: main(m), m.close)

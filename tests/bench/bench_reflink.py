@@ -45,7 +45,6 @@ write-back < 64 MiB.
 """
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -53,6 +52,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_writeback import (Daemons, Sampler, mounted, vm,  # noqa: E402
                              warm)
+from benchlib import run_main  # noqa: E402
 from ckpt_gen import make  # noqa: E402
 
 ARG = sys.argv[1] if len(sys.argv) > 1 else "build"
@@ -368,19 +368,11 @@ def main(loops, daemons):
         print("%-48s %-8s %s" % (g, "met" if ok else "NOT met", v))
 
 
-def on_term(signum, frame):
-    raise KeyboardInterrupt
+def cleanup(lp, dm):
+    dm.close()
+    lp.close()
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGHUP, on_term)
     lp, dm = Loops(), Daemons()
-    try:
-        main(lp, dm)
-    except KeyboardInterrupt:
-        print("\ninterrupted; unmounting", file=sys.stderr)
-        sys.exit(130)
-    finally:
-        dm.close()
-        lp.close()
+    run_main(lambda: main(lp, dm), lambda: cleanup(lp, dm))

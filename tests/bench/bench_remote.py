@@ -36,7 +36,6 @@ import collections
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -47,7 +46,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 import remote_gen  # noqa: E402
 import servers  # noqa: E402
-from benchlib import mounted, vm  # noqa: E402
+from benchlib import mounted, run_main, vm  # noqa: E402
 from bench_mount import read_all, tensor_files  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
@@ -442,20 +441,12 @@ def run(env, log, mounts, scratch, big, hf, hffiles, sizes, tensor_bytes,
              h <= lim, "%.1f MiB, limit %.0f MiB" % (h / MIB, lim / MIB))
 
 
-def on_term(signum, frame):
-    raise KeyboardInterrupt
+def cleanup(m, tmp):
+    m.close()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGHUP, on_term)
     tmp = tempfile.mkdtemp(prefix="ptfs-bench-remote-")
     m = Mounts(tmp)
-    try:
-        main(m, tmp)
-    except KeyboardInterrupt:
-        print("\ninterrupted; unmounting", file=sys.stderr)
-        sys.exit(130)
-    finally:
-        m.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+    run_main(lambda: main(m, tmp), lambda: cleanup(m, tmp))

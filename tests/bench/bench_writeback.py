@@ -39,7 +39,6 @@ Every mount is unmounted on exit (errors and Ctrl-C included).
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -48,7 +47,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ckpt_gen import gpt2_state, make  # noqa: E402
-from benchlib import mounted, vm  # noqa: E402
+from benchlib import mounted, run_main, vm  # noqa: E402
 
 ARG = sys.argv[1] if len(sys.argv) > 1 else "build"
 PTFS = os.path.abspath(ARG if os.path.isfile(ARG) else os.path.join(ARG, "ptfs"))
@@ -402,23 +401,15 @@ def main(daemons):
         sys.exit(1)
 
 
-def on_term(signum, frame):
-    raise KeyboardInterrupt
+def cleanup(d):
+    d.close()
+    for n in ("cp", "ptfs", "fusezip", "torch"):
+        for suffix in ("", ".tmp"):
+            p = os.path.join(WORK, "wb-%s.pt%s" % (n, suffix))
+            if os.path.exists(p):
+                os.unlink(p)
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGHUP, on_term)
     d = Daemons()
-    try:
-        main(d)
-    except KeyboardInterrupt:
-        print("\ninterrupted; unmounting", file=sys.stderr)
-        sys.exit(130)
-    finally:
-        d.close()
-        for n in ("cp", "ptfs", "fusezip", "torch"):
-            for suffix in ("", ".tmp"):
-                p = os.path.join(WORK, "wb-%s.pt%s" % (n, suffix))
-                if os.path.exists(p):
-                    os.unlink(p)
+    run_main(lambda: main(d), lambda: cleanup(d))

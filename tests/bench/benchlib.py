@@ -1,8 +1,11 @@
 """benchlib.py - what several benchmarks measure with: the best of n
 timed runs, whether a path is a mount point, a process's peak or
-current memory (VmHWM/VmRSS) from /proc, and where torch 2.x's root is.
+current memory (VmHWM/VmRSS) from /proc, where torch 2.x's root is, and
+a main that unmounts whatever ends it.
 """
 import os
+import signal
+import sys
 import time
 
 # torch 2.x's root (sh scripts/torch2-root.sh makes it)
@@ -34,3 +37,21 @@ def vm(pid, key):
     except OSError:
         pass
     return None
+
+
+def _on_term(signum, frame):
+    raise KeyboardInterrupt
+
+
+def run_main(body, cleanup):
+    """body(), with SIGTERM and SIGHUP taken as Ctrl-C (exit 130), and
+    cleanup() (unmount, stop) however it ends"""
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGHUP, _on_term)
+    try:
+        body()
+    except KeyboardInterrupt:
+        print("\ninterrupted; unmounting", file=sys.stderr)
+        sys.exit(130)
+    finally:
+        cleanup()
