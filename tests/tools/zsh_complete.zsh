@@ -18,16 +18,22 @@ zpty -w z 'compadd() {
 }'
 zpty -w z 'for t in ptls ptdump ptverify ptrepack ptdiff ptfs; do
 	print -r -- "<"M">$t=$_comps[$t]"; done'
-zpty -w z "bindkey '^I' complete-word; print '<RE''ADY>'"
+# TAB completes, then says so: the next keys are typed only after it, so
+# that none is pending while a completion runs (zle gives up a listing
+# when keys wait, which a loaded machine made happen)
+zpty -w z 'ctab() { zle complete-word; print -rn -- "<CO""MPLETED>"; }'
+zpty -w z "zle -N ctab; bindkey '^I' ctab; print '<RE''ADY>'"
 zpty -r z out '*<READY>*' || exit 4
 print -r -- "$out" | tr -d '\r' | grep -o '<M>[^<]*' | sed 's/^<M>/0	/'
 n=0
 for l in "$@"; do
 	n=$((n + 1))
 	zpty -w -n z "$l"$'\t'
+	zpty -r z out '*<COMPLETED>*' || exit 5
+	got=$out
 	zpty -w -n z $'\C-u'"print '<DO''NE>'"$'\n'
 	zpty -r z out '*<DONE>*' || exit 5
-	print -r -- "$out" | tr -d '\r' | grep -o '<M>[^<]*' |
+	print -r -- "$got$out" | tr -d '\r' | grep -o '<M>[^<]*' |
 		sed "s/^<M>/$n	/" | sort -u
 done
 zpty -w z exit
