@@ -288,18 +288,20 @@ fmt_cases() {
 		: >"$DET"
 		_exts=pt
 		[ "$2" = st ] || [ "$2" = hfst ] && _exts="pt safetensors"
+		# OUT/: a DCP directory, from a folder
+		case $2 in hf*|dcp*) _exts="$_exts dcp/" ;; esac
 		for _x in $_exts; do
 			_lo=$WORK/out/$2.local.$_x _ro=$WORK/out/${_c}.$_x
-			rm -f "$_lo" "$_ro"
+			rm -rf "$_lo" "$_ro"
 			tool "$2.local.repack" "$ptrepack" "$LOCAL" "$_lo"
 			[ "$RC" = 0 ] || note "ptrepack $LOCAL $_x: exit $RC: $(head -n 1 "$WORK/out/$2.local.repack.err")"
 			tool "${_c}_repack" "$ptrepack" "$_u" "$_ro"
 			[ "$RC" = 0 ] || note "ptrepack $_u $_x: exit $RC: $(head -n 1 "$WORK/out/${_c}_repack.err")"
-			[ -f "$_lo" ] && [ -f "$_ro" ] && ! cmp -s "$_lo" "$_ro" &&
-				note "out.$_x differs from the local file's: $(cmp "$_lo" "$_ro" 2>&1 | head -n 1)"
-			rm -f "$_lo" "$_ro"
+			[ -e "$_lo" ] && [ -e "$_ro" ] && ! diff -r "$_lo" "$_ro" >/dev/null 2>&1 &&
+				note "out.$_x differs from the local file's: $(diff -r "$_lo" "$_ro" 2>&1 | head -n 1)"
+			rm -rf "$_lo" "$_ro"
 		done
-		check "${_c}_repack" "ptrepack into .${_exts% *}${_exts#pt}: the local file's bytes"
+		check "${_c}_repack" "ptrepack into $(echo "$_exts" | sed 's/\([a-z/]*\)/.\1/g'): the local file's bytes"
 	fi
 	if want "${_c}_mount"; then
 		if [ -z "$FUSE" ]; then
