@@ -419,6 +419,7 @@ static int remote_conf(const struct opts *o)
 {
 	struct rmt_conf conf = { .insecure = o->insecure,
 				 .endpoint = o->endpoint, .conns = o->conns };
+	struct diag d;
 
 	if (o->cache && (!util_parse_size(o->cache, &conf.cache) ||
 			 !conf.cache)) {
@@ -426,14 +427,9 @@ static int remote_conf(const struct opts *o)
 			o->cache);
 		return 2;
 	}
-	if (o->conns > 64) {
-		fprintf(stderr, "ptfs: -o connections=%u: at most 64\n",
-			o->conns);
-		return 2;
-	}
-	if (rmt_configure(&conf)) {
-		fprintf(stderr, "ptfs: -o endpoint=%s: not an http:// or "
-			"https:// URL\n", o->endpoint);
+	diag_init(&d, NULL);
+	if (rmt_configure(&conf, &d)) {
+		fprintf(stderr, "ptfs: -o: %s\n", d.msg);
 		return 2;
 	}
 	return 0;

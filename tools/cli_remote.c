@@ -6,6 +6,7 @@
  */
 #include "cli.h"
 
+#include "diag/diag.h"
 #include "remote/remote.h"
 #include "source/source.h"
 #include "util/units.h"
@@ -39,6 +40,7 @@ static bool takes(char **argv, int *i, int argc, const char *name,
 int cli_remote_args(int *argc, char **argv)
 {
 	struct rmt_conf conf = { 0 };
+	struct diag d;
 	int out = 1;
 
 	src_hide_urls(*argc, argv);
@@ -64,9 +66,11 @@ int cli_remote_args(int *argc, char **argv)
 			char *end;
 			unsigned long n = v ? strtoul(v, &end, 10) : 0;
 
-			if (v && (*end || !n || n > 64 || *v == '-'))
+			if (v && (*end || !n || n > RMT_CONNS_MAX ||
+				  *v == '-'))
 				return cli_usage("--connections %s: not a "
-						 "number from 1 to 64", v);
+						 "number from 1 to %d", v,
+						 RMT_CONNS_MAX);
 			conf.conns = (unsigned)n;
 		} else {
 			argv[out++] = argv[i];
@@ -77,8 +81,8 @@ int cli_remote_args(int *argc, char **argv)
 	}
 	argv[out] = NULL;
 	*argc = out;
-	if (rmt_configure(&conf))
-		return cli_usage("--endpoint %s: not an http:// or https:// "
-				 "URL", conf.endpoint ? conf.endpoint : "");
+	diag_init(&d, NULL);
+	if (rmt_configure(&conf, &d))
+		return cli_usage("%s", d.msg);
 	return 0;
 }

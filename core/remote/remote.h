@@ -56,10 +56,14 @@ struct rmt_conf {
 	const char *endpoint;	/* S3 endpoint URL (AWS_ENDPOINT_URL) */
 };
 
+#define RMT_CONNS_MAX	64	/* rmt_conf.conns at most */
+
 /* Set before the first rmt_open() or rmt_list() (copied; the cache is
- * sized and the AWS settings are read at the first).  0, or -EINVAL when
- * too late, conns > 64, retries > 100 or a cache under 16 KiB. */
-int rmt_configure(const struct rmt_conf *conf);
+ * sized and the AWS settings are read at the first).  0, or -EINVAL with
+ * @d saying which setting is refused (too late, conns over
+ * RMT_CONNS_MAX, retries over 100, a cache under one 16 KiB block, an
+ * endpoint that is no http:// or https:// URL). */
+int rmt_configure(const struct rmt_conf *conf, struct diag *d);
 
 /* Is @s a URL this layer opens (http://, https://, s3://)? */
 bool rmt_is_url(const char *s);

@@ -8,6 +8,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,18 +18,32 @@
 
 static _Atomic uint64_t next_id = 1;
 
-int rmt_configure(const struct rmt_conf *conf)
+int rmt_configure(const struct rmt_conf *conf, struct diag *d)
 {
 	static char *endpoint;
+	const char *e = conf->endpoint;
 
 	/* the cache is sized and the AWS settings read at the first use */
-	if (!conf || rmt_cache_started() || conf->conns > 64 ||
-	    conf->retries > 100 || (conf->cache && conf->cache < RMT_BLOCK))
-		return -EINVAL;
+	if (rmt_cache_started())
+		return diag_errno(d, -EINVAL, "remote settings changed after "
+				  "the first remote read");
+	if (conf->cache && conf->cache < RMT_BLOCK)
+		return diag_errno(d, -EINVAL, "a block cache of %" PRIu64
+				  " bytes: at least %u KiB (one block)",
+				  conf->cache, RMT_BLOCK >> 10);
+	if (conf->conns > RMT_CONNS_MAX)
+		return diag_errno(d, -EINVAL, "%u connections: at most %d",
+				  conf->conns, RMT_CONNS_MAX);
+	if (conf->retries > 100)
+		return diag_errno(d, -EINVAL, "%u retries: at most 100",
+				  conf->retries);
+	if (e && strncmp(e, "http://", 7) && strncmp(e, "https://", 8))
+		return diag_errno(d, -EINVAL, "endpoint '%s': not an http:// "
+				  "or https:// URL", e);
 	free(endpoint);
-	endpoint = conf->endpoint ? strdup(conf->endpoint) : NULL;
-	if (conf->endpoint && !endpoint)
-		return -EINVAL;
+	endpoint = e ? strdup(e) : NULL;
+	if (e && !endpoint)
+		return diag_nomem(d);
 	rmt_cf.cache = conf->cache ? conf->cache : 256u << 20;
 	rmt_cf.conns = conf->conns ? conf->conns : 8;
 	rmt_cf.retries = conf->retries ? conf->retries : 5;

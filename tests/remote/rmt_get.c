@@ -103,11 +103,11 @@ int main(int argc, char **argv)
 			"[--threads N] [--stat] [--count] [--list] URL [OFF LEN]...\n");
 		return 2;
 	}
-	if (rmt_configure(&conf)) {
-		fprintf(stderr, "rmt_get: bad settings\n");
+	diag_init(&d, NULL);
+	if (rmt_configure(&conf, &d)) {
+		fprintf(stderr, "rmt_get: %s\n", d.msg);
 		return 2;
 	}
-	diag_init(&d, NULL);
 	if (list) {
 		rc = rmt_list(argv[i], show, NULL, &d);
 		goto out;

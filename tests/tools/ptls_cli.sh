@@ -46,6 +46,11 @@ expect 0 "" -- --help
 expect 0 "ptls 0" -- --version
 expect 2 "usage" -- --bogus
 expect 2 "usage" --
+# the remote options: each refusal names what is wrong with it
+expect 2 "cache of 1024 bytes" -- --cache 1K http://127.0.0.1:1/x.pt
+expect 2 "not a size" -- --cache 1T http://127.0.0.1:1/x.pt
+expect 2 "not a number from 1 to 64" -- --connections 65 http://127.0.0.1:1/x.pt
+expect 2 "endpoint 'foo': not an http:// or https:// URL" -- --endpoint foo s3://b/x.pt
 expect 2 "No such file" -- "$tmp/missing.pt"
 
 "$ptls" --json "$sample" >"$tmp/j" && python3 -m json.tool "$tmp/j" >/dev/null &&
