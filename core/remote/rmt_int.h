@@ -55,9 +55,6 @@ int rmt_target_list(struct rmt_target *t, const char *bucket,
 void rmt_target_release(struct rmt_target *t);
 /* Split "s3://BUCKET/KEY" into malloc'd parts: 0, -EINVAL, -ENOMEM. */
 int rmt_s3_split(const char *url, char **bucket, char **key);
-/* Append @s percent-encoded as SigV4 wants (unreserved kept; '/' kept
- * when @slash). */
-void rmt_pct(struct sbuf *b, const char *s, bool slash);
 
 /* Credentials, region and endpoint as the AWS CLI finds them (loaded
  * once; borrowed for the process). */

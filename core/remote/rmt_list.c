@@ -185,11 +185,11 @@ int rmt_list(const char *url, int (*fn)(void *arg,
 		/* SigV4's canonical query: names sorted, values encoded */
 		if (token) {
 			sb_puts(&q, "continuation-token=");
-			rmt_pct(&q, token, false);
+			sb_pct(&q, token, strlen(token), false);
 			sb_puts(&q, "&");
 		}
 		sb_puts(&q, "list-type=2&prefix=");
-		rmt_pct(&q, prefix, false);
+		sb_pct(&q, prefix, strlen(prefix), false);
 		free(token);
 		token = NULL;
 		if (q.oom) {

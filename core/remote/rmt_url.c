@@ -94,23 +94,6 @@ const char *rmt_redact(const char *url, char *out, size_t size)
 	return out;
 }
 
-void rmt_pct(struct sbuf *b, const char *s, bool slash)
-{
-	static const char hex[] = "0123456789ABCDEF";
-
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		char e[3] = { '%', hex[c >> 4], hex[c & 15] };
-
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-		    c == '.' || c == '~' || (slash && c == '/'))
-			sb_add(b, s, 1);
-		else
-			sb_add(b, e, 3);
-	}
-}
-
 int rmt_s3_split(const char *url, char **bucket, char **key)
 {
 	const char *b, *slash;
@@ -251,7 +234,7 @@ int rmt_target_init(struct rmt_target *t, const char *url, struct diag *d)
 				"%s: not s3://BUCKET/KEY", url);
 	}
 	sb_puts(&path, "/");
-	rmt_pct(&path, key, true);
+	sb_pct(&path, key, strlen(key), true);
 	if (path.oom || !path.p)
 		rc = diag_nomem(d);
 	else

@@ -16,6 +16,7 @@
 #include "diag/diag.h"
 #include "remote/remote.h"
 #include "util/io.h"
+#include "util/sbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -109,26 +110,14 @@ char *srcr_real(const char *url)
 
 char *srcr_join(const char *root, const char *name, size_t len)
 {
+	struct sbuf b = { 0 };
 	size_t rl = strlen(root);
-	char *u = malloc(rl + 1 + 3 * len + 1), *q;
 
-	if (!u)
-		return NULL;
-	memcpy(u, root, rl);
-	q = u + rl;
+	sb_add(&b, root, rl);
 	if (rl && root[rl - 1] != '/')
-		*q++ = '/';
-	for (size_t i = 0; i < len; i++) {
-		unsigned char ch = (unsigned char)name[i];
-
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || strchr("-._~/", ch))
-			*q++ = (char)ch;
-		else
-			q += sprintf(q, "%%%02X", ch);
-	}
-	*q = 0;
-	return u;
+		sb_add(&b, "/", 1);
+	sb_pct(&b, name, len, true);
+	return sb_detach(&b, NULL);
 }
 
 static int obj_read(void *obj, void *buf, size_t len, uint64_t off,

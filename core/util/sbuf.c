@@ -129,3 +129,20 @@ char *sb_detach(struct sbuf *b, size_t *len)
 	}
 	return b->p ? b->p : strdup("");
 }
+
+void sb_pct(struct sbuf *b, const char *s, size_t n, bool slash)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char e[3] = { '%', hex[c >> 4], hex[c & 15] };
+
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+		    c == '.' || c == '~' || (slash && c == '/'))
+			sb_add(b, s + i, 1);
+		else
+			sb_add(b, e, 3);
+	}
+}

@@ -28,6 +28,10 @@ void sb_utf8(struct sbuf *b, uint32_t c);
  * control characters escaped (\b \f \n \r \t, else \u00xx), the rest
  * as is. */
 void sb_json_str(struct sbuf *b, const char *s, size_t n);
+/* @n bytes of @s percent-encoded as a URL's path or query part (and as
+ * AWS Signature V4 canonicalizes one): the unreserved A-Z a-z 0-9 - _ .
+ * ~ kept, '/' kept when @slash, any other byte as %XX. */
+void sb_pct(struct sbuf *b, const char *s, size_t n, bool slash);
 /* Number of characters (UTF-8 code points) in @b, as Python's len(). */
 size_t sb_chars(const struct sbuf *b);
 /* Cut @b back to its first @n bytes (nothing if it is shorter). */
