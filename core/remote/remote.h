@@ -121,8 +121,8 @@ int rmt_list(const char *url, int (*fn)(void *arg,
 	     void *arg, struct diag *d);
 
 /*
- * Open the object @e of a listing of the folder whose URL is @url's
- * without a request: its size, ETag and mtime are the listing's, and the
+ * Open the object at @url, which a listing named as @e (@e->name is not
+ * read), without a request: its size, ETag and mtime are the listing's, and the
  * first read is pinned to them (If-Match), so a change since the listing
  * is -ESTALE as any other.  Without an ETag it is rmt_open().
  */

@@ -120,7 +120,7 @@ uint32_t src_alias(const struct src *s, uint32_t i)
 }
 
 /* What is wrong with @name as a member's name, or NULL. */
-static const char *bad_name(const char *name, size_t len)
+const char *src_bad_name(const char *name, size_t len)
 {
 	size_t i = 0;
 
@@ -322,7 +322,7 @@ int src_add(struct src *s, const char *name, size_t len, uint64_t at,
 static int add(struct src *s, const char *name, size_t len, uint64_t at,
 	       unsigned flags, struct diag *d)
 {
-	const char *why = bad_name(name, len), *slash;
+	const char *why = src_bad_name(name, len), *slash;
 	struct src_member *m;
 	struct stat st;
 	size_t dlen, rl;
@@ -427,7 +427,7 @@ int src_dir_of(struct src *s, const char *name, const char **leaf,
 	       struct diag *d)
 {
 	size_t len = strlen(name);
-	const char *why = bad_name(name, len), *slash;
+	const char *why = src_bad_name(name, len), *slash;
 
 	if (why)
 		return diag_corrupt(d, DIAG_NO_OFFSET, "'%s' %s", name, why);

@@ -39,7 +39,7 @@ struct hidden {
 
 /* an object a listing named: opened from it, without a request */
 struct known {
-	char *url, *etag, *name;
+	char *url, *etag;
 	uint64_t size;
 	int64_t mtime;
 };
@@ -120,18 +120,30 @@ char *srcr_join(const char *root, const char *name, size_t len)
 	return sb_detach(&b, NULL);
 }
 
+void srcr_unname(char *msg, const char *url)
+{
+	size_t n = strlen(url), k;
+	char *at;
+
+	while (n && url[n - 1] == '/')
+		n--;
+	for (at = msg; n && *at && strncmp(at, url, n); at++)
+		;
+	if (!n || !*at)
+		return;
+	k = n + (at[n] == '/');
+	if (!strncmp(at + k, ": ", 2))
+		memmove(at, at + k + 2, strlen(at + k + 2) + 1);
+}
+
 static int obj_read(void *obj, void *buf, size_t len, uint64_t off,
 		    struct diag *d)
 {
-	const char *name = rmt_name(obj);
-	char *at;
 	int rc = rmt_pread(obj, buf, len, off, d);
-	size_t n = strlen(name);
 
 	/* a line about the checkpoint itself names it once, in front */
-	if (rc && d && d->err && d->path && !strcmp(d->path, name) &&
-	    (at = strstr(d->msg, name)) && !strncmp(at + n, ": ", 2))
-		memmove(at, at + n + 2, strlen(at + n + 2) + 1);
+	if (rc && d && d->err && d->path && !strcmp(d->path, rmt_name(obj)))
+		srcr_unname(d->msg, rmt_name(obj));
 	return rc;
 }
 
@@ -194,8 +206,8 @@ static int open_object(const char *url, struct diag *d)
 	for (size_t i = 0; i < nknown && rc == 1; i++)
 		if (!strcmp(known[i].url, url))
 			rc = rmt_open_listed(real, &(struct rmt_entry){
-				known[i].name, known[i].size, known[i].etag,
-				known[i].mtime }, &o, d);
+				.size = known[i].size, .etag = known[i].etag,
+				.mtime = known[i].mtime }, &o, d);
 	pthread_mutex_unlock(&lock);
 	if (rc == 1)
 		rc = rmt_open(real, &o, d);
@@ -229,15 +241,11 @@ int srcr_know(const char *url, const struct rmt_entry *e)
 	v = u ? srcr_grow(known, nknown, sizeof(*v)) : NULL;
 	if (v) {
 		known = v;
-		v[nknown] = (struct known){ u, strdup(e->etag),
-					    strdup(e->name), e->size,
+		v[nknown] = (struct known){ u, strdup(e->etag), e->size,
 					    e->mtime };
-		if (v[nknown].etag && v[nknown].name) {
+		if (v[nknown].etag) {
 			nknown++;
 			rc = 0;
-		} else {
-			free(v[nknown].etag);
-			free(v[nknown].name);
 		}
 	}
 	pthread_mutex_unlock(&lock);

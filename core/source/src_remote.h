@@ -52,7 +52,16 @@ char *srcr_join(const char *root, const char *name, size_t len);
  * reaches the object.  Returns @out. */
 const char *srcr_shown(const char *url, char *out, size_t size);
 
-/* ---- between src_remote.c (objects) and src_shadow.c (folders) ---- */
+/* ---- between source.c, src_remote.c (objects) and src_shadow.c
+ * (folders) ---- */
+
+/* Why member name @name (@len bytes) is refused (source.h's rules: "is
+ * empty", "has a '..' component", ...), or NULL. */
+const char *src_bad_name(const char *name, size_t len);
+
+/* @msg with its first "@url: " (or "@url/: ", @url's trailing '/'s
+ * aside) taken out: a line whose diagnostic names @url already. */
+void srcr_unname(char *msg, const char *url);
 
 /* @url with a hidden authority put back (malloc'd), or NULL. */
 char *srcr_real(const char *url);

@@ -65,20 +65,14 @@ struct lister {
 static int listed(void *arg, const struct rmt_entry *e)
 {
 	struct lister *l = arg;
-	const char *name = e->name;
-	uint64_t size = e->size;
-	size_t len = strlen(name);
 	int rc;
 
-	/* S3 keys may hold what a path may not: those are no members */
-	if (!len || name[len - 1] == '/' || *name == '/' ||
-	    strstr(name, "//") || !strcmp(name, ".") || !strcmp(name, "..") ||
-	    !strncmp(name, "./", 2) || !strncmp(name, "../", 3) ||
-	    strstr(name, "/./") || strstr(name, "/../"))
+	/* S3 keys may hold what a member's name may not: no members */
+	if (src_bad_name(e->name, strlen(e->name)))
 		return 0;
 	if (++l->n > 100000)
 		return -E2BIG;
-	rc = place(l->dir, name, size);
+	rc = place(l->dir, e->name, e->size);
 	if (rc == -EEXIST)
 		return 0;
 	return rc ? rc : srcr_know(l->url, e);
@@ -276,22 +270,11 @@ void srcr_unshadow(const char *path)
 	free(gone);
 }
 
-/* @q's failure into @d, which names @url (the user's path) already:
- * a line that begins with it, or with it and a '/', is said without. */
-static int said(struct diag *d, const struct diag *q, const char *url)
+/* @q's failure into @d, which names @url (the user's path) already. */
+static int said(struct diag *d, struct diag *q, const char *url)
 {
-	size_t n = strlen(url);
-	const char *m = q->msg;
-
-	while (n && url[n - 1] == '/')
-		n--;
-	if (!strncmp(m, url, n)) {
-		size_t k = n + (m[n] == '/');
-
-		if (!strncmp(m + k, ": ", 2))
-			m += k + 2;
-	}
-	return diag_set(d, q->err, q->off, "%s", m);
+	srcr_unname(q->msg, url);
+	return diag_set(d, q->err, q->off, "%s", q->msg);
 }
 
 /* Does the folder @fd hold nothing?  (It stays open, and where it was:
@@ -337,12 +320,10 @@ int srcr_open(const char *url, struct stat *st, struct diag *d)
 
 		diag_init(&q, NULL);
 		fd = srcr_open_object(url, st, s3, &q);
-		if (fd >= 0 || (fd == -ENOENT && s3)) {
-			if (fd >= 0)
-				return fd;
-		} else {
+		if (fd >= 0)
+			return fd;
+		if (fd != -ENOENT || !s3)
 			return said(d, &q, url);
-		}
 	}
 	f = folder_url(url);
 	if (!f)
