@@ -129,6 +129,15 @@ static void blk_unhook(struct blk *b)
 	c_nblk--;
 }
 
+/* Put @b (its oid and idx set) into the cache, most recently used. */
+static void blk_hook(struct blk *b)
+{
+	b->hnext = c_hash[slot(b->oid, b->idx)];
+	c_hash[slot(b->oid, b->idx)] = b;
+	lru_front(b);
+	c_nblk++;
+}
+
 static void spare(struct blk *b);
 static int take(struct blk **v, uint64_t n);
 
@@ -136,6 +145,13 @@ static void blk_drop(struct blk *b)
 {
 	blk_unhook(b);
 	spare(b);
+}
+
+/* Shed the least recently used blocks beyond the cache's size. */
+static void shed(void)
+{
+	while (c_nblk > c_max)
+		blk_drop(c_lru.prev);
 }
 
 static void put_locked(const struct rmt_obj *o, uint64_t off,
@@ -163,16 +179,9 @@ static void put_locked(const struct rmt_obj *o, uint64_t off,
 		b->idx = idx;
 		b->len = (uint32_t)n;
 		memcpy(b->data, buf + (start - off), n);
-		b->hnext = c_hash[slot(o->id, idx)];
-		c_hash[slot(o->id, idx)] = b;
-		lru_front(b);
-		c_nblk++;
+		blk_hook(b);
 	}
-	while (c_nblk > c_max) {
-		b = c_lru.prev;
-		blk_unhook(b);
-		spare(b);
-	}
+	shed();
 }
 
 void rmt_cache_put(const struct rmt_obj *o, uint64_t off,
@@ -302,21 +311,12 @@ static void keep(const struct rmt_obj *o, uint64_t p, struct blk **v,
 		b->idx = start / RMT_BLOCK;
 		b->len = (uint32_t)(o->size - start < RMT_BLOCK ?
 				    o->size - start : RMT_BLOCK);
-		if (lookup(b->oid, b->idx)) {	/* another read's, as good */
+		if (lookup(b->oid, b->idx))	/* another read's, as good */
 			spare(b);
-			continue;
-		}
-		b->hnext = c_hash[slot(b->oid, b->idx)];
-		c_hash[slot(b->oid, b->idx)] = b;
-		lru_front(b);
-		c_nblk++;
+		else
+			blk_hook(b);
 	}
-	while (c_nblk > c_max) {
-		struct blk *b = c_lru.prev;
-
-		blk_unhook(b);
-		spare(b);
-	}
+	shed();
 }
 
 /*
