@@ -113,6 +113,14 @@ static bool parse_crange(const char *s, uint64_t *a, uint64_t *b,
 	return !*e && *a <= *b && *b < *total;
 }
 
+/* The object pinned to @pin's ETag has another now, @now: -ESTALE. */
+static int changed(struct diag *d, const struct rmt_target *t,
+		   const struct rmt_obj *pin, const char *now)
+{
+	return diag_set(d, -ESTALE, DIAG_NO_OFFSET, "changed under the mount: "
+			"%s: its ETag was %s, now %s", t->name, pin->etag, now);
+}
+
 int rmt_judge(struct rmt_xfer *x, const struct rmt_target *t,
 		 const struct rmt_obj *pin, char *why, size_t wsize,
 		 struct diag *d)
@@ -137,9 +145,7 @@ int rmt_judge(struct rmt_xfer *x, const struct rmt_target *t,
 	status_text(x, txt, sizeof(txt));
 	if (rmt_ok_status(x->status) && pin && pin->etag[0] &&
 	    strcmp(x->etag, pin->etag))
-		return diag_set(d, -ESTALE, DIAG_NO_OFFSET,
-				"changed under the mount: %s: its ETag was %s, now %s",
-				t->name, pin->etag, x->etag[0] ? x->etag : "none");
+		return changed(d, t, pin, x->etag[0] ? x->etag : "none");
 	if (rmt_ok_status(x->status) && pin && !pin->etag[0] && pin->lastmod[0] &&
 	    strcmp(x->lastmod, pin->lastmod))
 		return diag_set(d, -ESTALE, DIAG_NO_OFFSET,
@@ -188,10 +194,8 @@ int rmt_judge(struct rmt_xfer *x, const struct rmt_target *t,
 			return diag_set(d, -EIO, DIAG_NO_OFFSET, "%s: %s",
 					t->name, txt);
 		if (pin->etag[0])
-			return diag_set(d, -ESTALE, DIAG_NO_OFFSET,
-					"changed under the mount: %s: its ETag was %s, now %s",
-					t->name, pin->etag,
-					x->etag[0] ? x->etag : "another");
+			return changed(d, t, pin,
+				       x->etag[0] ? x->etag : "another");
 		return diag_set(d, -ESTALE, DIAG_NO_OFFSET,
 				"changed under the mount: %s: modified since %s",
 				t->name, pin->lastmod);
