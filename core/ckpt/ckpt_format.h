@@ -15,6 +15,7 @@
  *   safetensors   safetensors                   core/fmt/st/ckpt_fmt_st.c
  *   HF folder     hf-sharded                    core/fmt/hf/ckpt_fmt_hf.c
  *   DCP           dcp                           core/fmt/dcp/ckpt_fmt_dcp.c
+ *   rank set      ranks                         core/fmt/ranks/ckpt_fmt_ranks.c
  *
  * The model (core/ckpt) calls no function of a format in core/fmt/: it
  * reaches one only through c->fmt, so no call cycle spans two folders.
@@ -319,6 +320,7 @@ int ckpt_rule_npy(const struct ckpt *c, const char *what, bool reshape,
 
 /* The descriptors (ckpt_fmt_*.c). */
 extern const struct ckpt_fmt ckpt_fmt_zip, ckpt_fmt_legacy, ckpt_fmt_tar,
-	ckpt_fmt_torchscript, ckpt_fmt_safetensors, ckpt_fmt_hf, ckpt_fmt_dcp;
+	ckpt_fmt_torchscript, ckpt_fmt_safetensors, ckpt_fmt_hf, ckpt_fmt_dcp,
+	ckpt_fmt_ranks;
 
 #endif

@@ -56,6 +56,12 @@ struct ckpt_build {
 	int (*persid)(struct ckpt_build *b, const struct pkl_value *pid,
 		      struct ckpt_tensor **out);
 	void *persid_arg;
+	/* a format's own tensors (a rank set's DTensors, ckpt_ranks.c):
+	   1 with *@out the tensor value @v is, 0 when it is not one (built
+	   as usual), -errno with b->d set */
+	int (*subclass)(struct ckpt_build *b, const struct pkl_value *v,
+			struct ckpt_tensor **out);
+	void *subclass_arg;
 	/* the LINK nodes by target id, made on the first ckpt_node_drop()
 	   of a container (arena) */
 	struct ckpt_node **links;

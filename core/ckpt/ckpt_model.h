@@ -47,6 +47,8 @@ enum ckpt_format {
 				   shard files), read-only for now */
 	CKPT_DCP,		/* a torch.distributed.checkpoint directory,
 				   read-only for now (ckpt_dcp.c) */
+	CKPT_RANKS,		/* per-rank torch.save files of one job, as
+				   one state dict (core/fmt/ranks) */
 };
 
 /* What a format is called and can do: its descriptor (ckpt_format.h:
@@ -125,6 +127,9 @@ struct ckpt {
 	struct src *src;
 	/* CKPT_DCP: the data files and each tensor's chunks (ckpt_dcp.h) */
 	struct ckpt_dcp *dcp;
+	/* CKPT_RANKS: the rank files (ckpt_ranks.h); its pieces are read
+	   with c->dcp's chunk table */
+	struct ckpt_ranks *ranks;
 	/* a model of several pickles (a sharded folder's shards, a DCP
 	   directory's values): where each one's nodes begin (ckpt_int.h) */
 	struct ckpt_vdoc *vdocs;

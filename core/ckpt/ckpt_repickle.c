@@ -41,6 +41,21 @@ static int hook_value(struct pkl_emit *e, const struct pkl_value *v,
 	return rc ? rc : 1;
 }
 
+/* Does directory @dir hold a tensor its format made, with no pickle value
+ * (a rank set's DTensor as full_tensor() gives it)?  Then the directory is
+ * written from the tree, that tensor from the model. */
+static bool holds_made(const struct ckpt_node *dir)
+{
+	for (uint32_t i = 0; i < dir->dir->nkids; i++) {
+		const struct ckpt_node *k = dir->dir->kids[i];
+
+		if (k && !ckpt_is_row(k) && k->kind == CKPT_N_TENSOR &&
+		    !k->val)
+			return true;
+	}
+	return false;
+}
+
 /* Tensor node @n written from the model, once (then fetched, as pickle
    does with a tensor that two keys name). */
 static int emit_fresh_node(struct wb *w, const struct ckpt_node *n)
@@ -556,8 +571,8 @@ int ckpt_repickle(struct ckpt *c, struct ckpt_repickle *r, struct diag *d)
 		struct ckpt_node *n = c->nodes[i];
 
 		if ((n->kind == CKPT_N_DIR || n->kind == CKPT_N_SEQ) &&
-		    n->val && !ckpt_dir_clean(n) && !ckpt_node_vdoc(c, n) &&
-		    !w.dirty[n->val->id])
+		    n->val && (!ckpt_dir_clean(n) || holds_made(n)) &&
+		    !ckpt_node_vdoc(c, n) && !w.dirty[n->val->id])
 			w.dirty[n->val->id] = n;
 	}
 	for (uint32_t i = 0; i < c->nstorages; i++)

@@ -571,10 +571,28 @@ static int wrapper(struct ckpt_build *b, const struct pkl_value *v,
 	return rc;
 }
 
+/* The node of tensor @t, made from @v (NULL: from no pickle value). */
+static int tensor_node(struct ckpt_build *b, const struct pkl_value *v,
+		       struct ckpt_tensor *t, struct ckpt_node **out)
+{
+	struct ckpt_node *n = node_new(b, CKPT_N_TENSOR, v, t->parameter ?
+				       "Parameter" : "Tensor");
+
+	if (!n)
+		return diag_nomem(b->d);
+	n->tensor = t;
+	if (!t->shown) {
+		t->shown = true;
+		b->c->nshown++;
+	}
+	*out = n;
+	return 0;
+}
+
 static int build(struct ckpt_build *b, struct ckpt_node *parent,
 		 const struct pkl_value *v, int depth, struct ckpt_node **out)
 {
-	struct ckpt_node *n;
+	struct ckpt_tensor *t;
 	const char *type;
 	char *text;
 	size_t len = 0;
@@ -583,6 +601,13 @@ static int build(struct ckpt_build *b, struct ckpt_node *parent,
 	if (depth > CKPT_MAX_DEPTH)
 		return diag_corrupt(b->d, v->off, "objects nested deeper than "
 				    "%d levels", CKPT_MAX_DEPTH);
+	if (b->subclass && (rc = b->subclass(b, v, &t)) != 0) {
+		/* no pickle value of its own: written from the model */
+		rc = rc < 0 ? rc : tensor_node(b, NULL, t, out);
+		if (rc)
+			return rc;
+		goto done;
+	}
 	if (ckpt_wrapper_state(v)) {
 		rc = wrapper(b, v, ckpt_wrapper_state(v), depth, out);
 		if (rc)
@@ -590,21 +615,10 @@ static int build(struct ckpt_build *b, struct ckpt_node *parent,
 		goto done;
 	}
 	if (ckpt_is_tensor_value(v)) {
-		struct ckpt_tensor *t;
-
 		rc = ckpt_tensor_value(b, v, &t);
+		rc = rc ? rc : tensor_node(b, v, t, out);
 		if (rc)
 			return rc;
-		n = node_new(b, CKPT_N_TENSOR, v, t->parameter ? "Parameter" :
-			     "Tensor");
-		if (!n)
-			return diag_nomem(b->d);
-		n->tensor = t;
-		if (!t->shown) {
-			t->shown = true;
-			b->c->nshown++;
-		}
-		*out = n;
 		goto done;
 	}
 	switch (v->kind) {

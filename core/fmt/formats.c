@@ -23,6 +23,7 @@
 #include "foreign.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,7 +33,7 @@
  * first bytes, the formats whose start says what they are first (a
  * legacy pickle or a safetensors header may hold "ustar" or "PK"). */
 const struct ckpt_fmt *const ckpt_formats[] = {
-	&ckpt_fmt_dcp, &ckpt_fmt_hf, &ckpt_fmt_zip, &ckpt_fmt_tar,
+	&ckpt_fmt_dcp, &ckpt_fmt_ranks, &ckpt_fmt_hf, &ckpt_fmt_zip, &ckpt_fmt_tar,
 	&ckpt_fmt_safetensors, &ckpt_fmt_legacy, &ckpt_fmt_torchscript, NULL
 };
 
@@ -99,6 +100,11 @@ static int open_as(struct ckpt *c, const struct stat *st, unsigned flags,
 	int rc;
 
 	if (S_ISDIR(st->st_mode)) {
+		/* a pattern of names that opened its folder (open_path()) */
+		for (size_t i = 0; !m && ckpt_formats[i]; i++)
+			if (ckpt_formats[i]->bid_name && strchr(base, '*') &&
+			    ckpt_formats[i]->bid_name(base))
+				m = ckpt_formats[i];
 		for (size_t i = 0; !m && ckpt_formats[i]; i++)
 			if (ckpt_formats[i]->bid_dir &&
 			    ckpt_formats[i]->bid_dir(c->fd))
@@ -126,6 +132,31 @@ static int open_as(struct ckpt *c, const struct stat *st, unsigned flags,
 	return rc;
 }
 
+/*
+ * @path opened as src_open_path() does, but a name with a '*' that is no
+ * file and that a format bids for (DIR/model_world_size_4_rank_*.pt, one
+ * set of a folder of rank files) opens its folder: the format reads the
+ * pattern from c->path.
+ */
+static int open_path(const char *path, struct stat *st, struct diag *d)
+{
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	char dir[4096];
+
+	if (src_is_url(path) || !strchr(base, '*') || !access(path, F_OK))
+		return src_open_path(path, st, d);
+	for (size_t i = 0; ckpt_formats[i]; i++)
+		if (ckpt_formats[i]->bid_name &&
+		    ckpt_formats[i]->bid_name(base)) {
+			snprintf(dir, sizeof(dir), "%.*s", !slash ? 1 :
+				 slash == path ? 1 : (int)(slash - path),
+				 slash ? path : ".");
+			return src_open_path(dir, st, d);
+		}
+	return src_open_path(path, st, d);
+}
+
 int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
 		   struct diag *d)
 {
@@ -149,7 +180,7 @@ int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
 		}
 	}
 	/* never blocks: a fifo or device is refused before any open */
-	c->fd = src_open_path(path, &st, d);
+	c->fd = open_path(path, &st, d);
 	rc = c->fd < 0 ? c->fd : open_as(c, &st, flags, d);
 	if (rc) {
 		if (c->fd < 0)

@@ -1,0 +1,146 @@
+/*
+ * ckpt_fmt_ranks.c - the descriptor of a per-rank set: the files
+ * PREFIX_world_size_N_rank_R.pt that each rank of an FSDP2 job wrote with
+ * torch.save(model.state_dict()), read as the one state dict
+ * full_tensor() of each DTensor would give (ckpt_ranks.h).
+ *
+ *   bid        a folder holding a *_world_size_N_rank_0.pt, or the
+ *              pattern DIR/PREFIX_world_size_N_rank_*.pt as a path
+ *   reads      a DTensor's bytes from its ranks' pieces in place, with
+ *              the DCP reader's chunk table (c->dcp, ckpt_dcp_read.c)
+ *   findings   what a rank holds otherwise than rank 0 (ptverify)
+ *   write-back none: it mounts read-only (readonly_why(); CAP_WRITE says
+ *              its model can be written out); ptrepack writes it as one
+ *              file, a safetensors file, an HF folder or a DCP directory
+ */
+#include "ckpt_ranks.h"
+#include "ckpt/ckpt_format.h"
+#include "fmt/dcp/ckpt_dcp.h"
+#include "fmt/dcp/ckpt_dcpapi.h"
+
+#include <stdio.h>
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* the pattern a user gives for one set of a folder */
+static bool bid_name(const char *base)
+{
+	size_t pl;
+	uint32_t n, r;
+
+	return ckpt_ranks_name(base, &pl, &n, &r) && r == UINT32_MAX;
+}
+
+static bool bid_dir(int dirfd)
+{
+	int fd = dup(dirfd);
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	bool found = false;
+	size_t pl;
+	uint32_t n, r;
+
+	if (!dir) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	rewinddir(dir);	/* the fd's offset is shared with its dups */
+	while (!found && (de = readdir(dir)))
+		found = ckpt_ranks_name(de->d_name, &pl, &n, &r) && r == 0;
+	closedir(dir);
+	return found;
+}
+
+static int open_ranks(struct ckpt *c, unsigned flags, struct diag *d)
+{
+	return ckpt_ranks_open(c, flags, d);
+}
+
+static uint32_t nfindings(const struct ckpt *c)
+{
+	return c->ranks->nfindings + (c->ranks->nmore > 0);
+}
+
+static const char *finding(const struct ckpt *c, uint32_t i, uint64_t *off,
+			   char *buf, size_t size)
+{
+	const struct ckpt_ranks *rk = c->ranks;
+
+	*off = DIAG_NO_OFFSET;
+	if (i < rk->nfindings)
+		return rk->findings[i].msg;
+	snprintf(buf, size, "%u more disagreements between the ranks",
+		 rk->nmore);
+	return buf;
+}
+
+/* user.ranks: each piece, its box and where it lies */
+static void tensor_attrs(const struct ckpt *c, const struct ckpt_tensor *t,
+			 ckpt_attr_fn fn, void *arg)
+{
+	size_t len;
+	char *text = ckpt_dcp_chunks_text(c, t, &len);
+
+	if (!text)
+		return;
+	if (len < 65536)
+		fn(arg, "user.ranks", text);
+	free(text);
+}
+
+/* each rank file's own checks: its records and their CRC-32s */
+static uint32_t verify(struct ckpt *c, bool no_crc, uint64_t *checked,
+		       ckpt_problem_fn fn, void *arg)
+{
+	uint32_t n = 0;
+
+	for (uint32_t r = 0; r < c->ranks->n; r++)
+		n += ckpt_verify(c->ranks->parts[r], no_crc, checked, fn, arg);
+	return n;
+}
+
+/* A storage's bytes: its pieces' rank files.  A value: rank 0's. */
+static int members(const struct ckpt *c, const struct ckpt_storage *s,
+		   const struct ckpt_node *n, ckpt_member_fn fn, void *arg)
+{
+	const struct ckpt_dcp *p = c->dcp;
+	uint32_t b = 0, e = 0;
+	int rc = 0;
+
+	(void)n;
+	if (!s)
+		return fn(c, 0, arg);
+	if (p->first && s->index < c->nstorages) {
+		b = p->first[s->index];
+		e = p->first[s->index + 1];
+	}
+	for (uint32_t k = b; k < e && !rc; k++)
+		rc = fn(c, p->files[p->items[p->chunks[k].item].file].member,
+			arg);
+	return rc;
+}
+
+/* its model is written out (ptrepack), but not back into the ranks */
+static const char *readonly_why(const struct ckpt *c)
+{
+	(void)c;
+	return "per-rank shard sets";
+}
+
+const struct ckpt_fmt ckpt_fmt_ranks = {
+	.id = CKPT_RANKS, .name = "ranks", .files = "per-rank shard sets",
+	.one = "a per-rank shard set", .caps = CKPT_CAP_WRITE, .converted =
+	", from per-rank shards",
+	.findings_are = "the ranks disagree",
+	.bid_name = bid_name, .bid_dir = bid_dir, .open = open_ranks,
+	.nfindings = nfindings, .finding = finding,
+	.tensor_attrs = tensor_attrs, .verify = verify,
+	.storage_data = ckpt_dcp_storage_data, .pieced = dcp_pieced,
+	.pieced_tensor = dcp_tensor, .pieced_where = dcp_where,
+	.pieced_read = ckpt_dcp_read, .close = ckpt_ranks_close,
+	.members = members, .readonly_why = readonly_why,
+};

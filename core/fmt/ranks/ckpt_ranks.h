@@ -1,0 +1,95 @@
+/*
+ * ckpt_ranks.h - a set of per-rank training files, read as one state
+ * dict: what ckpt_ranks.c (the open), ckpt_ranks_dt.c (a DTensor's piece)
+ * and ckpt_fmt_ranks.c (the descriptor) share.  Internal to core/fmt.
+ *
+ * The layout (FSDP2's fully_shard, then torch.save(model.state_dict())
+ * on every rank, as veRL, SkyRL and accelerate save it):
+ *
+ *   DIR/PREFIX_world_size_N_rank_R.pt   R = 0 .. N-1, one prefix
+ *                                       ("model", "optim", "extra_state")
+ *
+ * Each file is a torch.save zip of the same structure.  Where a value is
+ * a DTensor it holds that rank's piece:
+ *
+ *   DTensor                  _rebuild_from_type_v2(_rebuild_wrapper_
+ *                            subclass, DTensor, (global size, stride,
+ *                            dtype, ...), state)
+ *     _local_tensor          the piece: contiguous, a plain tensor
+ *     _spec/placements/i     Shard(dim) | Replicate() per mesh dimension
+ *     _spec/mesh/_coordinate_on_dim/i   this rank's place in the mesh
+ *     _spec/mesh/_layout/axes/i/shape   mesh dimension i's size (product)
+ *
+ * The set's tree is rank 0's pickle with each DTensor made the plain
+ * tensor full_tensor() would give: its global shape, one storage whose
+ * bytes are pieced from the ranks' pieces in place, exactly as a DCP
+ * tensor is from its chunks (ckpt_dcp.h: the same chunk table and reads,
+ * c->dcp).  Everything else is rank 0's; where another rank disagrees the
+ * open keeps a finding (ptverify, the mount's status).
+ */
+#ifndef PT_FMT_RANKS_CKPT_RANKS_H
+#define PT_FMT_RANKS_CKPT_RANKS_H
+
+#include "ckpt/ckpt_int.h"
+
+#define RANKS_MAX	4096u	/* ranks of a set */
+#define RANKS_FINDINGS	64u	/* disagreements kept */
+
+/* A piece of a DTensor on one rank: its box in the global tensor. */
+struct rk_piece {
+	int64_t off[CKPT_MAX_DIMS], size[CKPT_MAX_DIMS];
+	bool replica;		/* some mesh dimension replicates it */
+	const struct ckpt_tensor *local;	/* _local_tensor (its rank's) */
+};
+
+/* One finding: a rank that disagrees with rank 0. */
+struct rk_finding {
+	char *msg;		/* arena */
+};
+
+struct ckpt_ranks {
+	const char *dir;	/* the folder, as given (arena) */
+	char prefix[64];	/* "model", "optim" */
+	uint32_t n;		/* world size: ranks 0 .. n - 1 */
+	struct ckpt **parts;	/* by rank, opened through the door */
+	const char **names;	/* by rank: the file's name (arena) */
+	/* rank 0's DTensor nodes by pickle value (open addressing) */
+	const struct ckpt_node **dt;
+	struct ckpt_tensor **made;	/* the tensor each became */
+	uint32_t dtcap;
+	struct ckpt_storage **sorted;	/* rank 0's storages by key */
+	uint32_t plain;		/* storages given their chunk so far */
+	struct rk_finding findings[RANKS_FINDINGS];
+	uint32_t nfindings, nmore;	/* kept, and past those */
+};
+
+/* ckpt_ranks.c: open the set in folder c->fd (@flags the open's). */
+int ckpt_ranks_open(struct ckpt *c, unsigned flags, struct diag *d);
+/* ckpt_ranks.c: is @name "PREFIX_world_size_N_rank_R.pt"?  Then *@plen
+ * the prefix's length, *@n and *@r. */
+bool ckpt_ranks_name(const char *name, size_t *plen, uint32_t *n,
+		     uint32_t *r);
+void ckpt_ranks_close(struct ckpt *c);
+
+/*
+ * ckpt_ranks_dt.c: the piece DTensor node @dt (of rank @r's file @name)
+ * holds, checked against the global tensor @g (its dtype and shape):
+ * 0 and *@p, or -errno with @d set (one line naming @name and @key).
+ */
+int rk_piece_of(const struct ckpt_node *dt, const struct ckpt_tensor *g,
+		const char *name, const char *key, struct rk_piece *p,
+		struct diag *d);
+/* ckpt_ranks_dt.c: is @n a DTensor's node (a wrapper of that class)? */
+bool rk_is_dtensor(const struct ckpt_node *n);
+
+/*
+ * ckpt_ranks_agree.c: compare rank @r's tree with rank 0's, everything
+ * but the DTensors' pieces: a value, a key or a plain tensor's dtype and
+ * shape that differs is a finding.
+ */
+int rk_agree(struct ckpt *c, uint32_t r, struct diag *d);
+/* ckpt_ranks_agree.c: note a finding (printf-like); 0 or -ENOMEM. */
+int rk_note(struct ckpt *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif
