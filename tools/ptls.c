@@ -243,8 +243,13 @@ static void text_shards(const struct ckpt *c)
 	uint32_t n = ckpt_nparts(c), nf = ckpt_nfindings(c);
 	struct ckpt_folder f;
 
-	if (!ckpt_folder(c, &f))
+	if (!ckpt_folder(c, &f)) {
+		if (nf && ckpt_fmt(c)->findings_are)	/* a rank set's */
+			printf("# %s %u time%s (ptverify lists them)\n",
+			       ckpt_fmt(c)->findings_are, nf, nf == 1 ? "" :
+			       "s");
 		return;
+	}
 	printf("# index %s: %u keys in %u shard%s, %u other file%s in the "
 	       "folder", f.index, f.nentries, n, n == 1 ? "" : "s", f.nfiles,
 	       f.nfiles == 1 ? "" : "s");

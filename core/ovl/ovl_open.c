@@ -382,6 +382,30 @@ out:
 	return rc;
 }
 
+/*
+ * The absolute path of @path: realpath(), or for a name that is no file
+ * (a pattern that opened its folder's set: DIR/model_world_size_4_rank_
+ * *.pt) its folder's real path and the name.  malloc'd, NULL: errno.
+ */
+static char *abs_path(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir, *out, *real = realpath(path, NULL);
+
+	if (real || errno != ENOENT)
+		return real;
+	dir = slash ? strndup(path, slash == path ? 1 : slash - path) :
+	      strdup(".");
+	real = dir ? realpath(dir, NULL) : NULL;
+	out = real ? malloc(strlen(real) + strlen(path) + 2) : NULL;
+	if (out)
+		sprintf(out, "%s/%s", strcmp(real, "/") ? real : "",
+			slash ? slash + 1 : path);
+	free(dir);
+	free(real);
+	return out;
+}
+
 int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 	     struct ovl **out, struct diag *d)
 {
@@ -399,7 +423,7 @@ int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,
 	v->nstorages0 = c->nstorages;
 	v->nnodes0 = c->nnodes;
 	/* a remote checkpoint: its URL as shown, and no overlay folder */
-	v->path = c->remote ? strdup(c->path) : realpath(path, NULL);
+	v->path = c->remote ? strdup(c->path) : abs_path(path);
 	if (c->remote)
 		v->readonly = true;
 	if (!v->path || fstat(c->fd, &v->base)) {

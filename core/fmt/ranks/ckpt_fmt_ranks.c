@@ -17,6 +17,7 @@
 #include "ckpt/ckpt_format.h"
 #include "fmt/dcp/ckpt_dcp.h"
 #include "fmt/dcp/ckpt_dcpapi.h"
+#include "zip/ptz_verify.h"
 
 #include <stdio.h>
 
@@ -92,14 +93,69 @@ static void tensor_attrs(const struct ckpt *c, const struct ckpt_tensor *t,
 	free(text);
 }
 
-/* each rank file's own checks: its records and their CRC-32s */
+/* One rank file's zip checks (core/zip/ptz_verify.c), named by it. */
+struct rank_check {
+	ckpt_problem_fn fn;
+	void *arg;
+	const struct ckpt *part;
+	uint64_t *checked;
+	uint32_t n;
+};
+
+static void zip_problem(void *arg, const char *check, uint64_t off,
+			const char *msg)
+{
+	struct rank_check *rc = arg;
+	const char *base = strrchr(rc->part->path, '/');
+	char line[1024];
+
+	snprintf(line, sizeof(line), "%s: %s", base ? base + 1 :
+		 rc->part->path, msg);
+	rc->n++;
+	rc->fn(rc->arg, check, rc->part->path, off, line);
+}
+
+static void zip_step(void *arg, uint64_t n)
+{
+	*((struct rank_check *)arg)->checked += n;
+}
+
+/* what the ranks disagree on, then each rank file's records, CRC-32s and
+ * layout, as ptverify checks a single file */
 static uint32_t verify(struct ckpt *c, bool no_crc, uint64_t *checked,
 		       ckpt_problem_fn fn, void *arg)
 {
+	const struct ckpt_ranks *rk = c->ranks;
 	uint32_t n = 0;
+	char buf[128];
 
-	for (uint32_t r = 0; r < c->ranks->n; r++)
-		n += ckpt_verify(c->ranks->parts[r], no_crc, checked, fn, arg);
+	for (uint32_t i = 0; i < nfindings(c); i++, n++) {
+		uint64_t off;
+
+		fn(arg, "ranks", rk->parts[0]->path, DIAG_NO_OFFSET,
+		   finding(c, i, &off, buf, sizeof(buf)));
+	}
+	for (uint32_t r = 0; r < rk->n; r++) {
+		struct ckpt *p = rk->parts[r];
+		struct ptz_use *u = malloc((p->nstorages + 1) * sizeof(*u));
+		struct rank_check rc = { fn, arg, p, checked, 0 };
+		struct ptz_verify zv = {
+			.z = &p->zip, .no_crc = no_crc,
+			.big_endian = p->byteorder &&
+				      !strcmp(p->byteorder, "big"),
+			.uses = u, .nuses = u ? p->nstorages : 0,
+			.problem = zip_problem, .step = zip_step, .arg = &rc,
+		};
+
+		for (uint32_t i = 0; u && i < p->nstorages; i++)
+			u[i] = (struct ptz_use){ p->storages[i]->rec,
+				p->storages[i]->key, p->storages[i]->nbytes,
+				p->storages[i]->pkl_off };
+		ptz_verify_records(&zv);
+		ptz_verify_archive(&zv);
+		free(u);
+		n += rc.n;
+	}
 	return n;
 }
 

@@ -14,6 +14,7 @@
                      python values; expected_model.pt
     OUT/other_2/     fsdp2_2's model saved from another model (Linear(6,7)):
                      a rank file from it is of another run
+    OUT/drift_2/     a value the ranks hold otherwise (epoch 3 and 4)
   check GOT EXPECTED torch.load both: the same containers, keys, values,
                      tensors (dtype, shape, requires_grad, bytes)
   bytes EXPECTED MNT every tensor of EXPECTED against its file in the mount
@@ -68,6 +69,12 @@ def run(rank, world, out, store, kind):
             exp_o = full(osd)
             if rank == 0:
                 torch.save(exp_o, f"{out}/expected_optim.pt")
+    elif kind == "drift":
+        m1 = init_device_mesh("cpu", (world,))
+        sd = {"w": distribute_tensor(torch.arange(6.0), m1, [Shard(0)]),
+              "epoch": 3 + rank}
+        torch.save(sd, f"{out}/model_world_size_{world}_rank_{rank}.pt")
+        exp_m = full(sd)
     else:
         m1 = init_device_mesh("cpu", (world,))
         m2 = init_device_mesh("cpu", (2, 2))
@@ -103,7 +110,8 @@ def run(rank, world, out, store, kind):
 def gen(out):
     import torch.multiprocessing as mp
     for name, world, kind in (("fsdp2_2", 2, "fsdp2"), ("fsdp2_4", 4, "fsdp2"),
-                              ("dt_4", 4, "dt"), ("other_2", 2, "other")):
+                              ("dt_4", 4, "dt"), ("other_2", 2, "other"),
+                              ("drift_2", 2, "drift")):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         store = os.path.join(out, name + ".store")
