@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,7 +38,9 @@ static bool bid_name(const char *base)
 
 static bool bid_dir(int dirfd)
 {
-	int fd = dup(dirfd);
+	/* its own open file: a dup would share (and move) the offset the
+	   next bidder's listing starts from */
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
 	bool found = false;
@@ -49,7 +52,6 @@ static bool bid_dir(int dirfd)
 			close(fd);
 		return false;
 	}
-	rewinddir(dir);	/* the fd's offset is shared with its dups */
 	while (!found && (de = readdir(dir)))
 		found = ckpt_ranks_name(de->d_name, &pl, &n, &r) && r == 0;
 	closedir(dir);

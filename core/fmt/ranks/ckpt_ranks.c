@@ -60,7 +60,8 @@ bool ckpt_ranks_name(const char *name, size_t *plen, uint32_t *n,
 static int scan(struct ckpt *c, const char *want, struct diag *d)
 {
 	struct ckpt_ranks *rk = c->ranks;
-	int fd = dup(src_root_fd(c->src));
+	int fd = openat(src_root_fd(c->src), ".", O_RDONLY | O_DIRECTORY |
+			O_CLOEXEC);	/* its own offset (not a dup's) */
 	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
 	uint32_t n, r, seen = 0, *have = NULL;
@@ -72,7 +73,6 @@ static int scan(struct ckpt *c, const char *want, struct diag *d)
 			close(fd);
 		return diag_errno(d, -errno, "cannot list: %s", strerror(errno));
 	}
-	rewinddir(dir);	/* the fd's offset is shared with its dups */
 	if (want)
 		snprintf(rk->prefix, sizeof(rk->prefix), "%s", want);
 	while (!rc && (de = readdir(dir))) {
