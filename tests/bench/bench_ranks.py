@@ -12,7 +12,8 @@ Then, warm cache, each contender's best of 2 runs:
 
   ptrepack 'four/model_world_size_4_rank_*.pt' one.pt
   the Python route: 4 ranks in a gloo group, each torch.load()s its file,
-      full_tensor() of every DTensor, rank 0 torch.save()s the dict
+      full_tensor() of every DTensor in place, rank 0 torch.save()s the
+      state dict
       (its time is the work's alone, from after the import and the group's
       start to the save's end; its RSS the largest rank's, rank 0's)
 
@@ -52,9 +53,10 @@ def run(rank):
     torch.save(m.state_dict(), "%(d)s/four/model_world_size_4_rank_%%d.pt"
                %% rank)
     dist.destroy_process_group()
-os.makedirs("%(d)s/four", exist_ok=True)
-mp.spawn(run, nprocs=4)
-os.unlink("%(d)s/store")
+if __name__ == "__main__":
+    os.makedirs("%(d)s/four", exist_ok=True)
+    mp.spawn(run, nprocs=4)
+    os.unlink("%(d)s/store")
 """
 
 ROUTE = """
@@ -66,15 +68,24 @@ def run(rank):
     t = time.monotonic()
     sd = torch.load("%(d)s/four/model_world_size_4_rank_%%d.pt" %% rank,
                     weights_only=False)
-    full = {k: v.full_tensor() for k, v in sd.items()}
+    for k in sd:    # in place: the OrderedDict and its _metadata kept
+        sd[k] = sd[k].full_tensor()
     if rank == 0:
-        torch.save(full, "%(d)s/ref.pt")
+        torch.save(sd, "%(d)s/ref.pt")
         print("call", time.monotonic() - t, flush=True)
     dist.barrier()
     dist.destroy_process_group()
-mp.spawn(run, nprocs=4)
-os.unlink("%(d)s/store2")
+if __name__ == "__main__":
+    mp.spawn(run, nprocs=4)
+    os.unlink("%(d)s/store2")
 """
+
+
+def script(name, code):
+    """@code written as WORK/@name (spawned ranks import their main)"""
+    with open(os.path.join(WORK, name), "w") as f:
+        f.write(code % {"d": INNER})
+    return ["chroot", ROOT, "python3", INNER + "/" + name]
 
 
 def timed(argv):
@@ -110,8 +121,7 @@ def main():
     if not os.path.exists(os.path.join(four, "model_world_size_4_rank_3.pt")):
         shutil.rmtree(WORK, ignore_errors=True)
         os.makedirs(WORK)
-        subprocess.run(["chroot", ROOT, "python3", "-c", GEN % {"d": INNER}],
-                       check=True, stdout=subprocess.DEVNULL,
+        subprocess.run(script("gen.py", GEN), check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
     size = sum(os.path.getsize(os.path.join(four, f))
                for f in os.listdir(four))
@@ -123,7 +133,7 @@ def main():
     ref = os.path.join(WORK, "ref.pt")
     pt = best([os.path.join(BUILD, "ptrepack"),
                os.path.join(four, "model_world_size_4_rank_*.pt"), one], one)
-    route = best(["chroot", ROOT, "python3", "-c", ROUTE % {"d": INNER}], ref)
+    route = best(script("route.py", ROUTE), ref)
     same = subprocess.run([os.path.join(BUILD, "ptdiff"), "-q", one, ref])
     print("consolidating a 4-rank FSDP2 checkpoint, %.0f MB in 4 files:"
           % (size / MB))

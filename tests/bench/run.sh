@@ -31,3 +31,5 @@ fi
 /usr/bin/python3 tests/bench/bench_remote.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 # DCP both ways: needs the torch 2.x root (scripts/torch2-root.sh)
 /usr/bin/python3 tests/bench/bench_dcp.py build
+# per-rank FSDP2 shards consolidated, against the Python route: torch 2.x root
+/usr/bin/python3 tests/bench/bench_ranks.py build
