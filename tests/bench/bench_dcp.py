@@ -36,7 +36,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import TORCH2_ROOT as ROOT  # noqa: E402
+from benchlib import TORCH2_ROOT as ROOT, timed_call  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 INNER = "/tmp/ptfs-bench-dcp"
@@ -80,19 +80,7 @@ print(len(a))
 
 
 def timed(argv):
-    """(wall seconds, peak RSS bytes) of one command; a python one prints
-    the seconds of its call itself, torch's import left out."""
-    t = time.monotonic()
-    p = subprocess.run(["/usr/bin/time", "-f", "%M"] + argv,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True)
-    wall = time.monotonic() - t
-    if p.returncode:
-        sys.exit("bench_dcp: %s failed: %s" % (argv[0], p.stderr.strip()))
-    said = [ln for ln in p.stdout.splitlines() if ln.startswith("call ")]
-    if said:
-        wall = float(said[-1].split()[1])
-    return wall, int(p.stderr.strip().splitlines()[-1]) * 1024
+    return timed_call(argv, "bench_dcp")
 
 
 def py(code):

@@ -5,6 +5,7 @@ a main that unmounts whatever ends it.
 """
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -20,6 +21,23 @@ def best(fn, n):
         fn()
         times.append(time.perf_counter() - t)
     return min(times)
+
+
+def timed_call(argv, who):
+    """(wall seconds, peak RSS bytes) of one command under /usr/bin/time;
+    a python one that prints "call SECONDS" gives the seconds of its work
+    itself (torch's import left out).  A failure exits, naming @who."""
+    t = time.monotonic()
+    p = subprocess.run(["/usr/bin/time", "-f", "%M"] + argv,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True)
+    wall = time.monotonic() - t
+    if p.returncode:
+        sys.exit("%s: %s failed: %s" % (who, argv[0], p.stderr.strip()))
+    said = [ln for ln in p.stdout.splitlines() if ln.startswith("call ")]
+    if said:
+        wall = float(said[-1].split()[1])
+    return wall, int(p.stderr.strip().splitlines()[-1]) * 1024
 
 
 def mounted(mnt):

@@ -16,6 +16,7 @@
  * (ckpt_dcp_item.c).
  */
 #include "ckpt_dcp.h"
+#include "ckpt_dcpapi.h"
 #include "util/io.h"
 #include "util/sbuf.h"
 
@@ -265,8 +266,8 @@ long long ckpt_dcp_read(struct ckpt *c, const struct ckpt_tensor *t,
 	return (long long)len;
 }
 
-char *ckpt_dcp_chunks_text(const struct ckpt *c, const struct ckpt_tensor *t,
-			   size_t *len)
+static char *chunks_text(const struct ckpt *c, const struct ckpt_tensor *t,
+			 size_t *len)
 {
 	const struct ckpt_dcp *p = c->dcp;
 	struct sbuf b = { 0 };
@@ -296,6 +297,17 @@ char *ckpt_dcp_chunks_text(const struct ckpt *c, const struct ckpt_tensor *t,
 		sb_puts(&b, "\n");
 	}
 	return sb_detach(&b, len);
+}
+
+void ckpt_dcp_chunks_attr(const struct ckpt *c, const struct ckpt_tensor *t,
+			  const char *name, ckpt_attr_fn fn, void *arg)
+{
+	size_t len;
+	char *text = chunks_text(c, t, &len);
+
+	if (text && len < 65536)	/* an xattr value's limit */
+		fn(arg, name, text);
+	free(text);
 }
 
 void ckpt_dcp_release(struct ckpt *c)

@@ -7,6 +7,7 @@
 #ifndef PT_CKPT_CKPT_DCPAPI_H
 #define PT_CKPT_CKPT_DCPAPI_H
 
+#include "ckpt/ckpt_format.h"
 #include "ckpt/ckpt_model.h"
 
 /* ---- DCP directories (ckpt_dcp.c, ckpt_dcp_read.c) ---- */
@@ -16,12 +17,13 @@
 bool ckpt_dcp_in_value(const struct ckpt *c, const struct ckpt_node *n);
 
 /*
- * DCP tensor @t's chunks as text, one line each: "offsets=0,4 sizes=8,4
- * file=__1_0.distcp offset=1261 length=1577" (malloc'd, NUL-terminated,
- * *@len without the NUL); NULL for other tensors or on ENOMEM.
+ * The attribute @name of a tensor @t in chunks (user.dcp.chunks, a rank
+ * set's user.ranks): its chunks, one line each, "offsets=0,4 sizes=8,4
+ * file=__1_0.distcp offset=1261 length=1577", given to @fn; none for
+ * another tensor, or when it would pass an xattr value's 64 KiB.
  */
-char *ckpt_dcp_chunks_text(const struct ckpt *c, const struct ckpt_tensor *t,
-			   size_t *len);
+void ckpt_dcp_chunks_attr(const struct ckpt *c, const struct ckpt_tensor *t,
+			  const char *name, ckpt_attr_fn fn, void *arg);
 
 /*
  * Check a DCP directory through: what a lenient open found (holes and

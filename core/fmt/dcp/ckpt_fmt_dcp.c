@@ -122,14 +122,7 @@ static const struct ckpt_rules rules = {
 static void tensor_attrs(const struct ckpt *c, const struct ckpt_tensor *t,
 			 ckpt_attr_fn fn, void *arg)
 {
-	size_t len;
-	char *text = ckpt_dcp_chunks_text(c, t, &len);
-
-	if (!text)
-		return;
-	if (len < 65536)
-		fn(arg, "user.dcp.chunks", text);
-	free(text);
+	ckpt_dcp_chunks_attr(c, t, "user.dcp.chunks", fn, arg);
 }
 
 static int many_dir(const struct ckpt *c, const char **dir,

@@ -85,14 +85,7 @@ static const char *finding(const struct ckpt *c, uint32_t i, uint64_t *off,
 static void tensor_attrs(const struct ckpt *c, const struct ckpt_tensor *t,
 			 ckpt_attr_fn fn, void *arg)
 {
-	size_t len;
-	char *text = ckpt_dcp_chunks_text(c, t, &len);
-
-	if (!text)
-		return;
-	if (len < 65536)
-		fn(arg, "user.ranks", text);
-	free(text);
+	ckpt_dcp_chunks_attr(c, t, "user.ranks", fn, arg);
 }
 
 /* One rank file's zip checks (core/zip/ptz_verify.c), named by it. */
