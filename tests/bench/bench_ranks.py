@@ -109,8 +109,8 @@ def main():
     if not os.path.exists(os.path.join(four, "model_world_size_4_rank_3.pt")):
         shutil.rmtree(WORK, ignore_errors=True)
         os.makedirs(WORK)
-        subprocess.run(script("gen.py", GEN), check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        subprocess.run(script("gen.py", GEN), check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     size = sum(os.path.getsize(os.path.join(four, f))
                for f in os.listdir(four))
     for f in os.listdir(four):

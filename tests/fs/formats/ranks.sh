@@ -18,7 +18,7 @@
 #               object (containers, keys, requires_grad, bytes), model and
 #               Adam optimizer state; dt_4/ (Shard(0), Shard(1), uneven,
 #               Replicate, 2x2 meshes, bfloat16) also into a .safetensors
-#               that ptdiff finds equal to the set
+#               and a DCP directory that ptdiff finds equal to the set
 #   refusals    a missing rank, a rank file of another run, pieces that
 #               overlap, a folder of two sets: one line, exit 2, nothing
 #               written; a value the ranks disagree on: shown by ptls,
@@ -134,6 +134,16 @@ else
 	note "ptrepack to safetensors: $(head -n 1 "$WORK/st.txt")"
 fi
 check "dt_4: safetensors" "ptdiff finds the set and the file equal"
+# a DCP directory, gathered from the ranks' pieces
+if run_limited 60 "$ptrepack" "$out/dt_4" "$out/dt_4.dcp/" >"$WORK/dcp.txt" \
+    2>&1; then
+	r=$(run_limited 60 "$ptdiff" "$out/dt_4" "$out/dt_4.dcp" 2>&1) ||
+		note "ptdiff: exit $?: $r"
+	[ -f "$out/dt_4.dcp/.metadata" ] || note "no .metadata written"
+else
+	note "ptrepack to a DCP directory: $(head -n 1 "$WORK/dcp.txt")"
+fi
+check "dt_4: DCP directory" "ptdiff finds the set and the directory equal"
 
 # ------------------------------------------------------ refusals
 refuse() {	# LABEL DIR EXPECTED-TEXT: ptls, ptfs and ptrepack refuse it
