@@ -32,6 +32,7 @@
 #include "remote/remote.h"
 #include "source/source.h"
 #include "util/heap.h"
+#include "util/path.h"
 #include "util/units.h"
 #include "util/io.h"
 
@@ -313,39 +314,6 @@ static const char *not_writable(const char *path)
 	return why;
 }
 
-/*
- * @path made absolute against the caller's directory (the daemon changes
- * to / when it detaches): the directory part resolved, the last name kept
- * as given, so a file that does not exist yet is fine.  malloc'd; NULL
- * with errno set.
- */
-static char *absolute(const char *path)
-{
-	char *copy = strdup(path), *slash, *dir, *out = NULL;
-	const char *base;
-
-	if (!copy)
-		return NULL;
-	slash = strrchr(copy, '/');
-	while (slash && slash > copy && !slash[1]) {	/* "dir/" */
-		*slash = 0;
-		slash = strrchr(copy, '/');
-	}
-	if (slash) {
-		*slash = 0;
-		base = slash + 1;
-		dir = realpath(slash == copy ? "/" : copy, NULL);
-	} else {
-		base = copy;
-		dir = realpath(".", NULL);
-	}
-	if (dir && (out = malloc(strlen(dir) + strlen(base) + 2)))
-		sprintf(out, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", base);
-	free(dir);
-	free(copy);
-	return out;
-}
-
 /* Is @path the directory @mnt or inside it?  (Both absolute.) */
 static bool inside(const char *path, const char *mnt)
 {
@@ -403,7 +371,7 @@ static int absolutize(char **opt, const char *what)
 		fprintf(stderr, "ptfs: -o %s= needs a path\n", what);
 		return 2;
 	}
-	abs = absolute(*opt);
+	abs = util_abs_path(*opt);
 	if (!abs) {
 		fprintf(stderr, "ptfs: -o %s=%s: %s\n", what, *opt,
 			strerror(errno));

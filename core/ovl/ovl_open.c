@@ -6,6 +6,7 @@
 #define _GNU_SOURCE 1
 #include "ovl_int.h"
 #include "util/io.h"
+#include "util/path.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -389,21 +390,9 @@ out:
  */
 static char *abs_path(const char *path)
 {
-	const char *slash = strrchr(path, '/');
-	char *dir, *out, *real = realpath(path, NULL);
+	char *real = realpath(path, NULL);
 
-	if (real || errno != ENOENT)
-		return real;
-	dir = slash ? strndup(path, slash == path ? 1 : slash - path) :
-	      strdup(".");
-	real = dir ? realpath(dir, NULL) : NULL;
-	out = real ? malloc(strlen(real) + strlen(path) + 2) : NULL;
-	if (out)
-		sprintf(out, "%s/%s", strcmp(real, "/") ? real : "",
-			slash ? slash + 1 : path);
-	free(dir);
-	free(real);
-	return out;
+	return real || errno != ENOENT ? real : util_abs_path(path);
 }
 
 int ovl_open(struct ckpt *c, const char *path, const struct ovl_opts *o,

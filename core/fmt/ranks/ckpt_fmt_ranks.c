@@ -58,11 +58,6 @@ static bool bid_dir(int dirfd)
 	return found;
 }
 
-static int open_ranks(struct ckpt *c, unsigned flags, struct diag *d)
-{
-	return ckpt_ranks_open(c, flags, d);
-}
-
 static uint32_t nfindings(const struct ckpt *c)
 {
 	return c->ranks->nfindings + (c->ranks->nmore > 0);
@@ -75,7 +70,7 @@ static const char *finding(const struct ckpt *c, uint32_t i, uint64_t *off,
 
 	*off = DIAG_NO_OFFSET;
 	if (i < rk->nfindings)
-		return rk->findings[i].msg;
+		return rk->findings[i];
 	snprintf(buf, size, "%u more disagreements between the ranks",
 		 rk->nmore);
 	return buf;
@@ -187,7 +182,7 @@ const struct ckpt_fmt ckpt_fmt_ranks = {
 	.one = "a per-rank shard set", .caps = CKPT_CAP_WRITE, .converted =
 	", from per-rank shards",
 	.findings_are = "the ranks disagree",
-	.bid_name = bid_name, .bid_dir = bid_dir, .open = open_ranks,
+	.bid_name = bid_name, .bid_dir = bid_dir, .open = ckpt_ranks_open,
 	.nfindings = nfindings, .finding = finding,
 	.tensor_attrs = tensor_attrs, .verify = verify,
 	.storage_data = ckpt_dcp_storage_data, .pieced = dcp_pieced,

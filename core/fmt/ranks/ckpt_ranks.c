@@ -176,8 +176,8 @@ static uint32_t slot_of(const struct ckpt_ranks *rk, const void *v)
 }
 
 /* Every DTensor node under @n (LINKs are shown twice: once). */
-static int index_dt(struct ckpt *c, const struct ckpt_node *n, uint32_t *cnt,
-		    bool put)
+static void index_dt(struct ckpt *c, const struct ckpt_node *n,
+		     uint32_t *cnt, bool put)
 {
 	struct ckpt_ranks *rk = c->ranks;
 
@@ -185,12 +185,11 @@ static int index_dt(struct ckpt *c, const struct ckpt_node *n, uint32_t *cnt,
 		if (put && n->val)
 			rk->dt[slot_of(rk, n->val)] = n;
 		++*cnt;
-		return 0;
+		return;
 	}
 	for (uint32_t i = 0; i < n->dir->nkids; i++)
 		if (n->dir->kids[i])
 			index_dt(c, n->dir->kids[i], cnt, put);
-	return 0;
 }
 
 /* The key path of node @n of rank 0's tree, "a/b/c". */

@@ -42,11 +42,6 @@ struct rk_piece {
 	const struct ckpt_tensor *local;	/* _local_tensor (its rank's) */
 };
 
-/* One finding: a rank that disagrees with rank 0. */
-struct rk_finding {
-	char *msg;		/* arena */
-};
-
 struct ckpt_ranks {
 	const char *dir;	/* the folder, as given (arena) */
 	char prefix[64];	/* "model", "optim" */
@@ -59,7 +54,8 @@ struct ckpt_ranks {
 	uint32_t dtcap;
 	struct ckpt_storage **sorted;	/* rank 0's storages by key */
 	uint32_t plain;		/* storages given their chunk so far */
-	struct rk_finding findings[RANKS_FINDINGS];
+	/* what a rank holds otherwise than rank 0, one line each (arena) */
+	const char *findings[RANKS_FINDINGS];
 	uint32_t nfindings, nmore;	/* kept, and past those */
 };
 

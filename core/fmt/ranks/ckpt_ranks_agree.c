@@ -31,9 +31,9 @@ int rk_note(struct ckpt *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	rk->findings[rk->nfindings].msg = arena_strndup(&c->arena, buf,
-							strlen(buf));
-	if (!rk->findings[rk->nfindings].msg)
+	rk->findings[rk->nfindings] = arena_strndup(&c->arena, buf,
+						    strlen(buf));
+	if (!rk->findings[rk->nfindings])
 		return -ENOMEM;
 	rk->nfindings++;
 	return 0;
