@@ -27,20 +27,18 @@
  * Memory: the flattened keys and one value's pickle; tensor bytes stream
  * through ckpt_tensor_read() 1 MiB at a time, so a sharded or DCP input
  * is gathered piece by piece.  OUT is built under a temporary name beside
- * it, fsync'd and renamed (OUT absent, or an empty directory): a failure
- * or crash leaves OUT as it was, and at most that temporary.
+ * it, fsync'd and renamed (ckpt_newdir.h): a failure or crash leaves OUT
+ * as it was, and at most that temporary.
  */
-#define _GNU_SOURCE		/* getrandom, O_DIRECTORY */
 #include "ckpt_dcp_save.h"
+#include "ckpt/ckpt_newdir.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -425,62 +423,6 @@ static int input_ok(const struct ckpt *c, struct diag *d)
 	return ckpt_whole_parts(c, d);
 }
 
-/* OUT may be absent or an empty directory (rename() replaces that). */
-static int target_ok(const char *out, struct diag *d)
-{
-	struct stat st;
-	struct dirent *de;
-	DIR *dir;
-
-	if (lstat(out, &st))
-		return errno == ENOENT ? 0 :
-		       diag_errno(d, -errno, "%s: %s", out, strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return diag_errno(d, -EEXIST, "%s: exists and is not a "
-				  "directory: a DCP output is a new "
-				  "directory", out);
-	dir = opendir(out);
-	if (!dir)
-		return diag_errno(d, -errno, "%s: %s", out, strerror(errno));
-	while ((de = readdir(dir)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			break;
-	closedir(dir);
-	return de ? diag_errno(d, -ENOTEMPTY, "%s: a directory that is not "
-			       "empty: a DCP output goes into a new or empty "
-			       "one", out) : 0;
-}
-
-/*
- * A new directory ".OUT.ptfs-new.XXXXXX" beside @out, made by mkdir with
- * mode 0777 so the umask decides, as for any directory the user makes
- * (mkdtemp's 0700 would stay on OUT after the rename).  0 or -errno.
- */
-static int make_tmp(const char *out, char **tmp)
-{
-	static const char abc[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-	unsigned char r[6];
-	char *x;
-
-	*tmp = io_beside(out, CKPT_TMP_SUFFIX "XXXXXX");
-	if (!*tmp)
-		return -ENOMEM;
-	x = *tmp + strlen(*tmp) - 6;
-	for (int tries = 0; tries < 100; tries++) {
-		if (getrandom(r, sizeof(r), 0) != sizeof(r))
-			break;
-		for (int i = 0; i < 6; i++)
-			x[i] = abc[r[i] % (sizeof(abc) - 1)];
-		if (!mkdir(*tmp, 0777))
-			return 0;
-		if (errno != EEXIST)
-			break;
-	}
-	free(*tmp);
-	*tmp = NULL;
-	return errno && errno != EEXIST ? -errno : -EEXIST;
-}
-
 static int write_all(struct dsave *s, int dfd, struct diag *d)
 {
 	unsigned char *pkl = NULL;
@@ -516,8 +458,6 @@ static int write_all(struct dsave *s, int dfd, struct diag *d)
 		rc = diag_errno(d, -errno, ".metadata: %s", strerror(errno));
 	if (fd >= 0)
 		close(fd);
-	if (!rc && fsync(dfd))
-		rc = diag_errno(d, -errno, "%s", strerror(errno));
 	free(pkl);
 	return rc;
 }
@@ -528,48 +468,23 @@ int ckpt_dcp_save(struct ckpt *c, const char *dst,
 {
 	struct dsave s = { .c = c, .o = o, .d = d, .fd = -1 };
 	struct sbuf fqn = { 0 };
-	char *out = strdup(dst), *tmp = NULL;
-	size_t n = out ? strlen(out) : 0;
-	bool renamed = false;
-	int dfd = -1, rc;
+	struct newdir nd = { .dfd = -1 };
+	int rc;
 
-	if (!out)
-		return diag_nomem(d);
-	while (n > 1 && out[n - 1] == '/')	/* "OUT/" names OUT */
-		out[--n] = 0;
 	rc = input_ok(c, d);
 	if (!rc)
 		rc = ckpt_whole(c, d);	/* values are written as parsed */
 	if (!rc)
-		rc = target_ok(out, d);
+		rc = newdir_begin(&nd, dst, "a DCP output", d);
 	if (!rc)
 		rc = walk(&s, c->root, &fqn);
 	free(fqn.p);
 	if (!rc)
 		rc = unique(&s);
-	if (!rc && (rc = make_tmp(out, &tmp)))
-		diag_errno(d, rc, "cannot make a directory beside %s: %s", out,
-			   strerror(-rc));
-	if (!rc) {
-		dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-			   O_CLOEXEC);
-		rc = dfd < 0 ? diag_errno(d, -errno, "%s: %s", tmp,
-					  strerror(errno)) :
-		     write_all(&s, dfd, d);
-	}
-	if (!rc && rename(tmp, out))
-		rc = diag_errno(d, -errno, "cannot rename the new directory "
-				"to %s: %s", out, strerror(errno));
-	renamed = !rc;
-	if (!rc && (rc = io_fsync_dir_of(out)))
-		diag_errno(d, rc, "%s: fsync of its directory: %s", out,
-			   strerror(-rc));
-	if (rc && !renamed && dfd >= 0) {
-		/* ours, made above: exactly what we created in it */
-		unlinkat(dfd, DCP_DATA_FILE, 0);
-		unlinkat(dfd, ".metadata", 0);
-		rmdir(tmp);
-	}
+	if (!rc)
+		rc = write_all(&s, nd.dfd, d);
+	if (!rc)
+		rc = newdir_commit(&nd, d);
 	if (!rc && st) {
 		st->keys = s.n;
 		for (uint32_t i = 0; i < s.n; i++)
@@ -578,10 +493,7 @@ int ckpt_dcp_save(struct ckpt *c, const char *dst,
 	}
 	if (s.fd >= 0)
 		close(s.fd);
-	if (dfd >= 0)
-		close(dfd);
-	free(tmp);
-	free(out);
+	newdir_end(&nd);
 	free(s.v);
 	free(s.el);
 	arena_release(&s.arena);
