@@ -157,11 +157,19 @@ static void check_file(struct ver *v)
 	if (c->zip.nentries)
 		check_zip(v);
 	ckpt_verify(c, v->o->no_crc, &v->checked, fmt_problem, v);
-	for (uint32_t i = 0; i < c->nglobals; i++) {
-		char text[8192];
+	/* a rank set's parts are its rank files: each one's own, by name */
+	for (uint32_t k = 0; k < ckpt_nparts(c); k++) {
+		struct ckpt_part p;
 
-		fmt_global_text(c, i, "", text, sizeof(text));
-		problem(v, "global", c->globals[i].off, "%s", text);
+		ckpt_part_at(c, k, &p);
+		for (uint32_t i = 0; p.c && i < p.c->nglobals; i++) {
+			char text[8192];
+
+			fmt_global_text(p.c, i, "", text, sizeof(text));
+			problem(v, "global", p.c->globals[i].off, "%s%s%s",
+				p.c != c ? p.name : "", p.c != c ? ": " : "",
+				text);
+		}
 	}
 }
 

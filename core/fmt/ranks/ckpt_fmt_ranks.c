@@ -8,6 +8,8 @@
  *              pattern DIR/PREFIX_world_size_N_rank_*.pt as a path
  *   reads      a DTensor's bytes from its ranks' pieces in place, with
  *              the DCP reader's chunk table (c->dcp, ckpt_dcp_read.c)
+ *   parts      the rank files: each one's unsafe globals are listed
+ *              with its name and offsets (ptls --check, ptverify)
  *   findings   what a rank holds otherwise than rank 0 (ptverify)
  *   write-back none: it mounts read-only (readonly_why(); CAP_WRITE says
  *              its model can be written out); ptrepack writes it as one
@@ -74,6 +76,22 @@ static const char *finding(const struct ckpt *c, uint32_t i, uint64_t *off,
 	snprintf(buf, size, "%u more disagreements between the ranks",
 		 rk->nmore);
 	return buf;
+}
+
+/* its parts are the rank files: each one's globals are its own to show
+ * (ptls --check, ptverify), named by that file with its offsets */
+static uint32_t nparts(const struct ckpt *c)
+{
+	return c->ranks->n;
+}
+
+static void part(const struct ckpt *c, uint32_t k, struct ckpt_part *p)
+{
+	struct ckpt *r = c->ranks->parts[k];
+
+	*p = (struct ckpt_part){ c->ranks->names[k], r,
+				 r->root && r->root->dir ?
+				 r->root->dir->nkids : 0 };
 }
 
 /* user.ranks: each piece, its box and where it lies */
@@ -183,7 +201,7 @@ const struct ckpt_fmt ckpt_fmt_ranks = {
 	", from per-rank shards",
 	.findings_are = "the ranks disagree",
 	.bid_name = bid_name, .bid_dir = bid_dir, .open = ckpt_ranks_open,
-	.nfindings = nfindings, .finding = finding,
+	.nparts = nparts, .part = part, .nfindings = nfindings, .finding = finding,
 	.tensor_attrs = tensor_attrs, .verify = verify,
 	.storage_data = ckpt_dcp_storage_data, .pieced = dcp_pieced,
 	.pieced_tensor = dcp_tensor, .pieced_where = dcp_where,

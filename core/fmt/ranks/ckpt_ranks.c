@@ -136,6 +136,27 @@ static int scan(struct ckpt *c, const char *want, struct diag *d)
 	return rc;
 }
 
+/* A global of the DTensor's own (its class, placements, mesh): the tree
+ * holds none of those, so they are not the file's to answer for. */
+static bool dtensor_global(const char *m)
+{
+	return !strncmp(m, "torch.distributed.tensor", 24) ||
+	       !strcmp(m, "torch.distributed.device_mesh") ||
+	       !strcmp(m, "torch.distributed._mesh_layout");
+}
+
+/* A rank file's unsafe globals (ptls --check, ptverify name it with its
+ * offsets): all but the DTensor's own. */
+static void keep_own_globals(struct ckpt *p)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < p->nglobals; i++)
+		if (!dtensor_global(p->globals[i].module))
+			p->globals[n++] = p->globals[i];
+	p->nglobals = n;
+}
+
 /* Rank @r's file, opened through the door as a torch.save zip. */
 static int open_rank(struct ckpt *c, uint32_t r, unsigned flags,
 		     struct diag *d)
@@ -158,6 +179,7 @@ static int open_rank(struct ckpt *c, uint32_t r, unsigned flags,
 	    rk->parts[r]->root->kind != CKPT_N_DIR)
 		return diag_unsupported(d, DIAG_NO_OFFSET, "%s is not a "
 					"torch.save zip of a state dict", name);
+	keep_own_globals(rk->parts[r]);
 	return 0;
 }
 
@@ -425,16 +447,14 @@ static int dtensor(struct ckpt_build *b, const struct pkl_value *v,
 	return rc ? rc : 1;
 }
 
-/* Rank 0's globals, but the DTensor's own: the tree holds none of those. */
+/* Rank 0's globals, but the DTensor's own. */
 static void note_global(const struct pkl_value *g, void *arg)
 {
 	struct dcp_walk *w = arg;
 	const char *m = g->u.global.module;
 
 	if (diag_failed(w->d) || ckpt_global_allowed(m, g->u.global.name) ||
-	    !strncmp(m, "torch.distributed.tensor", 24) ||
-	    !strcmp(m, "torch.distributed.device_mesh") ||
-	    !strcmp(m, "torch.distributed._mesh_layout"))
+	    dtensor_global(m))
 		return;
 	if (ckpt_global_add(w->c, g))
 		diag_nomem(w->d);

@@ -45,6 +45,12 @@ static int shown(const struct ckpt_node *n)
 	return n->textlen > 40 ? 40 : (int)n->textlen;
 }
 
+/* "a" or "an" before @type */
+static const char *article(const char *type)
+{
+	return type && type[0] && strchr("aeiouAEIOU", type[0]) ? "an" : "a";
+}
+
 /* Tensors @a (rank 0's) and @b (rank @r's) alike: dtype, shape, bytes. */
 static int same_tensor(struct ckpt *c, uint32_t r, const struct ckpt_tensor *a,
 		       const struct ckpt_tensor *b, const char *key)
@@ -82,8 +88,9 @@ static int walk(struct ckpt *c, uint32_t r, const struct ckpt_node *a,
 		return 0;	/* pieces (rk_piece_of), or shown elsewhere */
 	if (a->kind != b->kind || (a->type && b->type &&
 				   strcmp(a->type, b->type)))
-		return rk_note(c, "'%s': rank %u holds a %s, rank 0 a %s",
-			       k ? key : ".", r, b->type ? b->type : "?",
+		return rk_note(c, "'%s': rank %u holds %s %s, rank 0 %s %s",
+			       k ? key : ".", r, article(b->type),
+			       b->type ? b->type : "?", article(a->type),
 			       a->type ? a->type : "?");
 	switch (a->kind) {
 	case CKPT_N_VALUE:

@@ -23,7 +23,9 @@
 #   refusals    a missing rank, a rank file of another run, pieces that
 #               overlap, a folder of two sets: one line, exit 2, nothing
 #               written; a value the ranks disagree on: shown by ptls,
-#               ptverify exit 1 naming it, the mount's note
+#               ptverify exit 1 naming it, the mount's note; a global
+#               only rank 1's file holds: ptls --check and ptverify name
+#               that file and its offset
 #
 # Exit 0 all passed, 1 a failure, 77 skipped (no FUSE; PT_NO_TORCH2=1).
 set -u
@@ -54,7 +56,7 @@ stop_daemon "$WORK/mnt/probe"
 
 # ------------------------------------------------------ the sets (torch 2.x)
 mkdir -p "$gwork/py" && cp "$here/ranks_check.py" "$gwork/py/" || exit 1
-if [ -f "$testenv/fixtures/ranks/drift_2/expected_model.pt" ] &&
+if [ -f "$testenv/fixtures/ranks/evil_2/expected_model.pt" ] &&
     cp -a "$testenv/fixtures/ranks" "$gwork/out"; then
 	pass "generated (torch 2.x)" "$(cat "$gwork/out/.stamp")"
 else
@@ -198,5 +200,16 @@ else
 	note "ptfs: $(head -n 1 "$WORK/ptfs.err")"
 fi
 check "a disagreement" "shown by ptls and the mount, ptverify exit 1"
+
+# ------------------------------------------------------ a rank's own global
+e=$out/evil_2 r1=model_world_size_2_rank_1.pt
+r=$("$ptls" --check "$e" 2>&1)
+[ $? = 1 ] || note "ptls --check: exit not 1"
+case $r in *"Evil"*"$r1 offset 0x"*) ;; *) note "ptls --check: $r" ;; esac
+r=$("$ptverify" "$e" 2>&1)
+[ $? = 1 ] || note "ptverify: exit not 1"
+case $r in *"$r1: "*"Evil"*) ;; *) note "ptverify: $r" ;; esac
+case $r in *DTensor*|*DeviceMesh*) note "ptverify: $r" ;; esac
+check "an unsafe global of rank 1" "ptls --check and ptverify name its file"
 
 summary

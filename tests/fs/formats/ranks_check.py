@@ -15,6 +15,8 @@
     OUT/other_2/     fsdp2_2's model saved from another model (Linear(6,7)):
                      a rank file from it is of another run
     OUT/drift_2/     a value the ranks hold otherwise (epoch 3 and 4)
+    OUT/evil_2/      rank 1 alone holds an object of a class of this
+                     script's (an unsafe global rank 0's file lacks)
   check GOT EXPECTED torch.load both: the same containers, keys, values,
                      tensors (dtype, shape, requires_grad, bytes)
   bytes EXPECTED MNT every tensor of EXPECTED against its file in the mount
@@ -23,6 +25,10 @@ import os
 import sys
 
 import torch
+
+
+class Evil:
+    """An object torch's weights-only loader refuses to rebuild."""
 
 
 def full(v):
@@ -69,10 +75,12 @@ def run(rank, world, out, store, kind):
             exp_o = full(osd)
             if rank == 0:
                 torch.save(exp_o, f"{out}/expected_optim.pt")
-    elif kind == "drift":
+    elif kind in ("drift", "evil"):
         m1 = init_device_mesh("cpu", (world,))
         sd = {"w": distribute_tensor(torch.arange(6.0), m1, [Shard(0)]),
-              "epoch": 3 + rank}
+              "epoch": 3 + rank if kind == "drift" else 3}
+        if kind == "evil":
+            sd["hook"] = Evil() if rank == 1 else None
         torch.save(sd, f"{out}/model_world_size_{world}_rank_{rank}.pt")
         exp_m = full(sd)
     else:
@@ -111,7 +119,8 @@ def gen(out):
     import torch.multiprocessing as mp
     for name, world, kind in (("fsdp2_2", 2, "fsdp2"), ("fsdp2_4", 4, "fsdp2"),
                               ("dt_4", 4, "dt"), ("other_2", 2, "other"),
-                              ("drift_2", 2, "drift")):
+                              ("drift_2", 2, "drift"),
+                              ("evil_2", 2, "evil")):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         store = os.path.join(out, name + ".store")
