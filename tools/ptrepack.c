@@ -50,11 +50,20 @@ static void usage(FILE *f)
 	      "layout, or as a\nsafetensors file; with KEYPATHs "
 	      "(\"model\"), what torch.save(ck[KEY]) writes,\nand a "
 	      "dict of them for several.\n\n"
-	      "      --format F     pt, safetensors or dcp (default: by OUT's "
-	      "name,\n"
+	      "      --format F     pt, safetensors, dcp or hf (default: by "
+	      "OUT's name,\n"
 	      "                     .safetensors, .pt/.pth/.bin/.ckpt, or "
 	      "dcp for a\n"
 	      "                     trailing '/'; else IN's format)\n"
+	      "      --max-shard-size SIZE  write OUT/ as a Hugging Face "
+	      "folder of\n"
+	      "                     safetensors shards of at most SIZE (5GB "
+	      "= 5*10^9,\n"
+	      "                     5GiB = 5*2^30), as save_pretrained "
+	      "cuts them\n"
+	      "      --ranks M      DCP output: as M ranks would save it, "
+	      "each tensor\n"
+	      "                     cut into M chunks as Shard(0) cuts it\n"
 	      "      --drop-values  safetensors output: leave out python "
 	      "values instead\n"
 	      "                     of refusing them\n"
@@ -231,6 +240,8 @@ int main(int argc, char **argv)
 		{ "torch", required_argument, NULL, 'T' + 256 },
 		{ "format", required_argument, NULL, 'f' + 256 },
 		{ "drop-values", no_argument, NULL, 'D' + 256 },
+		{ "ranks", required_argument, NULL, 'R' + 256 },
+		{ "max-shard-size", required_argument, NULL, 'M' + 256 },
 		{ "no-crc", no_argument, NULL, 'n' },
 		CLI_LOPT_VERBOSE,
 		CLI_LOPT_QUIET,
@@ -241,6 +252,7 @@ int main(int argc, char **argv)
 	};
 	struct ckpt_write_stats st = { 0 };
 	struct ckpt_dcp_stats ds = { 0 };
+	struct ckpt_hf_stats hs = { 0 };
 	struct ckpt_write_opts o = { .stats = &st };
 	struct cli_progress pr;
 	bool verbose = false, json = false, quiet = false, no_crc = false;
@@ -299,6 +311,18 @@ int main(int argc, char **argv)
 		case 'D' + 256:
 			so.drop = true;
 			break;
+		case 'R' + 256:
+			a = strtoul(optarg, &end, 10);
+			if (*end || end == optarg || !a || a > 65536)
+				return cli_usage("--ranks %s: not a number of "
+						 "ranks from 1 to 65536",
+						 optarg);
+			o.dcp_ranks = (uint32_t)a;
+			break;
+		case 'M' + 256:
+			if (st_opt_shard_size(&so, optarg))
+				return CLI_ERROR;
+			break;
 		case 'n':
 			no_crc = true;
 			break;
@@ -333,8 +357,11 @@ int main(int argc, char **argv)
 	out = argv[optind + 1];
 	if (st_opt_dcp(&so, out) && cv.to)
 		return cli_usage("--dtype: not for a DCP output");
-	/* a DCP directory is made new, beside OUT (ckpt_dcp_save()) */
-	how = st_opt_dcp(&so, out) ? CLI_OUT_FILE : cli_output(out, &target);
+	if (o.dcp_ranks && !st_opt_dcp(&so, out))
+		return cli_usage("--ranks: only for a DCP output (OUT/)");
+	/* a DCP directory or an HF folder is made new, beside OUT
+	   (ckpt_newdir.h) */
+	how = st_opt_newdir(&so, out) ? CLI_OUT_FILE : cli_output(out, &target);
 	if (how == CLI_OUT_REFUSED)
 		return CLI_ERROR;
 	/* what is wrong with IN: one line, and one JSON object under -j
@@ -398,6 +425,8 @@ int main(int argc, char **argv)
 			rc = diag_errno(&d, -errno, "%s", strerror(errno));
 	} else if (!rc && o.to == CKPT_OUT_DCP) {
 		rc = ckpt_dcp_save(c, out, &o, &ds, &d);
+	} else if (!rc && o.to == CKPT_OUT_HF) {
+		rc = ckpt_hf_write(c, out, &o, &hs, &d);
 	} else if (!rc) {
 		rc = ckpt_save(c, target ? target : out, &o, &sb, NULL, NULL,
 			       &d);
@@ -415,8 +444,10 @@ int main(int argc, char **argv)
 	}
 	/* the archive owns stdout when OUT is -: the summary goes aside */
 	sf = how == CLI_OUT_STDOUT ? stderr : stdout;
-	if (!quiet && o.to != CKPT_OUT_DCP)
+	if (!quiet && o.to != CKPT_OUT_DCP && o.to != CKPT_OUT_HF)
 		st_opt_report(&so, c, &o);
+	if (!quiet && o.to == CKPT_OUT_HF)
+		hf_report(&so, &hs);
 	/* why not the protocol it was: ptrepack(1), "The pickle" */
 	if (!quiet && st.repickled && st.proto_was > 2)
 		fprintf(stderr, "%s: note: data.pkl was pickle protocol %d, "
@@ -425,6 +456,8 @@ int main(int argc, char **argv)
 			"protocol 5)\n", cli_prog(), st.proto_was);
 	if ((verbose || json) && !quiet && o.to == CKPT_OUT_DCP)
 		dcp_summary(sf, cli_name(argv[optind]), out, c, &ds, json);
+	else if ((verbose || json) && !quiet && o.to == CKPT_OUT_HF)
+		hf_summary(sf, cli_name(argv[optind]), out, c, &hs, json);
 	else if ((verbose || json) && !quiet)
 	{
 		if (st_opt_out_st(&o, c))

@@ -7,9 +7,12 @@
  */
 #include "ptrepack_st.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 #include "json_out.h"
@@ -23,9 +26,38 @@ int st_opt_parse(struct st_opt *s, const char *arg)
 		s->out = CKPT_OUT_ZIP;
 	else if (!strcmp(arg, "dcp"))
 		s->out = CKPT_OUT_DCP;
+	else if (!strcmp(arg, "hf"))
+		s->out = CKPT_OUT_HF;
 	else
-		return cli_usage("--format %s: not pt, safetensors or dcp", arg);
+		return cli_usage("--format %s: not pt, safetensors, dcp or hf",
+				 arg);
 	return 0;
+}
+
+int st_opt_shard_size(struct st_opt *s, const char *arg)
+{
+	static const struct { const char *unit; double mul; } units[] = {
+		{ "TiB", 1099511627776.0 }, { "GiB", 1073741824.0 },
+		{ "MiB", 1048576.0 }, { "KiB", 1024.0 }, { "TB", 1e12 },
+		{ "GB", 1e9 }, { "MB", 1e6 }, { "KB", 1e3 }, { "", 1.0 },
+	};
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	while (*end == ' ')
+		end++;
+	for (size_t i = 0; end > arg && !errno && arg[0] >= '0' &&
+	     arg[0] <= '9' && i < sizeof(units) / sizeof(*units); i++)
+		if (!strcasecmp(end, units[i].unit) && v * units[i].mul >= 1 &&
+		    v * units[i].mul < 1.8e19) {
+			/* int(value * multiplier), as the hub rounds */
+			s->max_shard = (uint64_t)(v * units[i].mul);
+			return 0;
+		}
+	return cli_usage("--max-shard-size %s: not a size such as 5GB, 500MB "
+			 "or 2GiB", arg);
 }
 
 bool st_opt_dcp(const struct st_opt *s, const char *out)
@@ -33,7 +65,13 @@ bool st_opt_dcp(const struct st_opt *s, const char *out)
 	size_t n = strlen(out);
 
 	return s->out == CKPT_OUT_DCP ||
-	       (s->out == CKPT_OUT_SAME && n > 1 && out[n - 1] == '/');
+	       (s->out == CKPT_OUT_SAME && !s->max_shard && n > 1 &&
+		out[n - 1] == '/');
+}
+
+bool st_opt_newdir(const struct st_opt *s, const char *out)
+{
+	return st_opt_dcp(s, out) || s->max_shard || s->out == CKPT_OUT_HF;
 }
 
 static bool ends_with(const char *s, const char *tail)
@@ -67,6 +105,23 @@ int st_opt_apply(struct st_opt *s, const char *out, const struct ckpt *c,
 	static const char *const pt[] = { ".pt", ".pth", ".bin", ".ckpt" };
 
 	o->to = (uint8_t)s->out;
+	if (s->max_shard && s->out != CKPT_OUT_SAME && s->out != CKPT_OUT_HF)
+		return cli_usage("--max-shard-size: only for a Hugging Face "
+				 "folder output (--format hf)");
+	if (s->max_shard || s->out == CKPT_OUT_HF) {
+		if (o->repickle || o->drop_unused || o->clone_pct || o->align)
+			return cli_usage("--repickle, --drop-unused, --clone "
+					 "and --align are not for a Hugging "
+					 "Face folder output");
+		o->to = CKPT_OUT_HF;
+		/* save_pretrained's default (transformers 5) */
+		o->max_shard = s->max_shard ? s->max_shard :
+			       UINT64_C(50000000000);
+		o->st_drop = s->drop;
+		o->note = note;
+		o->note_arg = s;
+		return 0;
+	}
 	if (st_opt_dcp(s, out)) {
 		if (o->repickle || o->drop_unused || o->clone_pct ||
 		    o->align || s->drop)
@@ -203,5 +258,47 @@ void st_summary(FILE *f, const char *in, const char *out,
 		fprintf(f, ", %u tied name%s in __metadata__", st->aliases,
 			st->aliases == 1 ? "" : "s");
 	fprintf(f, ", %s (was %s)\n", cli_size(st->size, a, sizeof(a)),
+		cli_size(in_size(c), b, sizeof(b)));
+}
+
+void hf_report(const struct st_opt *s, const struct ckpt_hf_stats *st)
+{
+	if (st->ties)
+		fprintf(stderr, "%s: note: %u tied name%s left out (the first "
+			"name of a tensor is kept, as transformers keeps the "
+			"tie's source)%s\n", cli_prog(), st->ties,
+			st->ties == 1 ? "" : "s",
+			s->verbose ? "" : "; -v names them");
+	if (st->dropped_values)
+		fprintf(stderr, "%s: note: %u non-tensor value%s left out "
+			"(--drop-values)%s\n", cli_prog(), st->dropped_values,
+			st->dropped_values == 1 ? "" : "s",
+			s->verbose ? "" : "; -v names them");
+	if (st->views)
+		fprintf(stderr, "%s: note: %u tensor%s written as contiguous "
+			"copies of views (strided, or part of a larger "
+			"storage)%s\n", cli_prog(), st->views,
+			st->views == 1 ? "" : "s",
+			s->verbose ? "" : "; -v names them");
+}
+
+void hf_summary(FILE *f, const char *in, const char *out,
+		const struct ckpt *c, const struct ckpt_hf_stats *st,
+		bool json)
+{
+	char a[16], b[16];
+
+	if (json) {
+		repack_json_head(f, in, out);
+		fprintf(f, ",\"format\":\"hf\",\"shards\":%u,\"tensors\":%u,"
+			"\"ties\":%u,\"total_size\":%" PRIu64 ",\"size\":%"
+			PRIu64 "}\n", st->shards, st->tensors, st->ties,
+			st->total_size, st->size);
+		return;
+	}
+	fprintf(f, "%s: Hugging Face folder, %u shard%s, %u tensor%s, %s "
+		"(was %s)\n", out, st->shards, st->shards == 1 ? "" : "s",
+		st->tensors, st->tensors == 1 ? "" : "s",
+		cli_size(st->size, a, sizeof(a)),
 		cli_size(in_size(c), b, sizeof(b)));
 }

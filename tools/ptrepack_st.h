@@ -16,18 +16,32 @@
 
 struct st_opt {
 	int out;		/* --format: enum ckpt_out, SAME if not given */
+	uint64_t max_shard;	/* --max-shard-size (implies CKPT_OUT_HF) */
 	bool drop;		/* --drop-values */
 	bool verbose;		/* a note per tensor (-v) */
 	bool quiet;		/* -q: not even DCP's notes */
 	const char *in;		/* the input's name, for the notes */
 };
 
-/* --format @arg ("pt", "safetensors" or "dcp"); 0 or CLI_ERROR (said
- * why). */
+/* --format @arg ("pt", "safetensors", "dcp" or "hf"); 0 or CLI_ERROR
+ * (said why). */
 int st_opt_parse(struct st_opt *s, const char *arg);
 
-/* Is OUT a DCP directory: --format dcp, or an OUT that ends in '/'? */
+/*
+ * --max-shard-size @arg as huggingface_hub reads it (parse_size_to_int):
+ * a number, maybe with a fraction, then KB, MB, GB or TB (powers of
+ * 1000); also KiB, MiB, GiB, TiB (powers of 1024), or bare bytes.  0 or
+ * CLI_ERROR (said why).
+ */
+int st_opt_shard_size(struct st_opt *s, const char *arg);
+
+/* Is OUT a DCP directory: --format dcp, or an OUT that ends in '/'
+ * (without --format hf or --max-shard-size)? */
 bool st_opt_dcp(const struct st_opt *s, const char *out);
+
+/* Is OUT a new directory: a DCP one, or a Hugging Face folder
+ * (--format hf, --max-shard-size)? */
+bool st_opt_newdir(const struct st_opt *s, const char *out);
 
 /*
  * The format of OUT: --format, else by OUT's name (".safetensors": a
@@ -58,6 +72,15 @@ void repack_json_head(FILE *f, const char *in, const char *out);
 void dcp_summary(FILE *f, const char *in, const char *out,
 		 const struct ckpt *c, const struct ckpt_dcp_stats *st,
 		 bool json);
+
+/* After a Hugging Face folder is written: on stderr, the tied names left
+ * out (each with -v) and the values left out. */
+void hf_report(const struct st_opt *s, const struct ckpt_hf_stats *st);
+
+/* The summary line (-v) or JSON object (-j) of a Hugging Face folder. */
+void hf_summary(FILE *f, const char *in, const char *out,
+		const struct ckpt *c, const struct ckpt_hf_stats *st,
+		bool json);
 
 /* The summary line (-v) or JSON object (-j) of a safetensors output. */
 void st_summary(FILE *f, const char *in, const char *out,

@@ -17,7 +17,9 @@
  * metadata has already).  Other views of a storage (a slice, a
  * transpose) are written as contiguous copies of their own: save_model
  * drops them, relying on the model to tie them again, and a file has no
- * model.
+ * model.  A Hugging Face folder (tie_first_seen) keeps a tie under its
+ * first name in the state dict's order instead, as transformers keeps the
+ * tie's source (model.embed_tokens.weight before lm_head.weight).
  */
 #include "ckpt_stint.h"
 
@@ -166,6 +168,7 @@ static int add(struct st_flat *f, struct ckpt_node *n, struct ckpt_tensor *t,
 	e->len = path->n;
 	e->node = n;
 	e->t = t;
+	e->seq = f->n;
 	e->kept = f->n++;
 	return 0;
 }
@@ -253,6 +256,16 @@ static int by_view(const void *a, const void *b)
 	return r ? r : by_name(x, y);
 }
 
+/* ... the first seen first among equal views (tie_first_seen) */
+static int by_view_seen(const void *a, const void *b)
+{
+	const struct st_ent *x = *(const struct st_ent *const *)a;
+	const struct st_ent *y = *(const struct st_ent *const *)b;
+	int r = view_cmp(x->t, y->t);
+
+	return r ? r : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
 /* Names sorted; a name given twice refused; aliases found. */
 static int ties(struct st_flat *f)
 {
@@ -272,10 +285,12 @@ static int ties(struct st_flat *f)
 		return diag_nomem(f->d);
 	for (uint32_t i = 0; i < f->n; i++)
 		v[i] = &f->e[i];
-	qsort(v, f->n, sizeof(*v), by_view);
+	qsort(v, f->n, sizeof(*v), f->tie_first_seen ? by_view_seen :
+	      by_view);
 	for (uint32_t i = 1; i < f->n; i++)
 		if (!view_cmp(v[i - 1]->t, v[i]->t)) {
-			/* v[i - 1] is first by name among its equals */
+			/* v[i - 1] is first (by name, or seen) among its
+			   equals */
 			v[i]->kept = v[i - 1]->kept;
 			f->aliases++;
 		}

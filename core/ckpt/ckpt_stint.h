@@ -18,6 +18,8 @@ struct st_ent {
 	struct ckpt_tensor *t;
 	uint32_t kept;		/* the entry holding its tensor: itself, or
 				   the first name of its tie (an alias) */
+	uint32_t seq;		/* its place in the tree's (state dict's)
+				   order */
 	uint64_t begin, end;	/* data_offsets, once laid out */
 };
 
@@ -27,6 +29,9 @@ struct st_flat {
 	void (*note)(void *arg, const char *key, const char *what);
 	void *note_arg;
 	const uint8_t *part;	/* ckpt_write_opts.part: root slots kept */
+	bool tie_first_seen;	/* a tie is kept under its first name in
+				   the tree's order (transformers), not in
+				   sorted order (save_model) */
 	struct ckpt_node *const *roots;	/* ckpt_write_opts.roots */
 	const char *const *root_keys;
 	uint32_t nroots;
@@ -54,5 +59,18 @@ void ckpt_st_flat_release(struct st_flat *f);
  */
 int ckpt_st_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 		  bool clone, struct diag *d);
+
+/*
+ * ckpt_stwrite.c: of flat map @f, the kept entries i with @pick[i]
+ * non-zero as one safetensors file into @fd (a new, empty file), its
+ * __metadata__ the JSON members @meta ("\"format\":\"pt\""), no aliases
+ * recorded: one shard of a Hugging Face folder (ckpt_hfout.c).  Adds to
+ * *@st (views, written, copied; size: this file's bytes).  0 or -errno
+ * with @d set.
+ */
+int ckpt_st_write_part(struct ckpt *c, int fd, struct st_flat *f,
+		       const uint8_t *pick, const char *meta,
+		       const struct ckpt_write_opts *o,
+		       struct ckpt_write_stats *st, struct diag *d);
 
 #endif

@@ -59,6 +59,8 @@ struct stw {
 	const struct ckpt_write_opts *o;
 	struct diag *d;
 	struct st_flat f;
+	const char *meta;	/* __metadata__'s members as given (a
+				   folder's shard), or NULL */
 	struct st_ent **order;	/* the tensors written, in header order */
 	uint32_t n;
 	uint64_t base;		/* 8 + N: where the data starts */
@@ -145,6 +147,10 @@ static void metadata(struct stw *w, struct sbuf *b)
 	const struct ckpt *c = w->o->meta ? w->o->meta : w->c;
 	bool conv = c->format != CKPT_SAFETENSORS, first = true;
 
+	if (w->meta) {
+		sb_printf(b, "\"" CKPT_ST_META "\":{%s},", w->meta);
+		return;
+	}
 	if (!c->meta_given && !c->nmeta && !w->f.aliases && !conv)
 		return;
 	sb_puts(b, "\"" CKPT_ST_META "\":{");
@@ -379,12 +385,47 @@ static int write_all(struct stw *w, const struct sbuf *hdr, bool cloned)
 	return rc;
 }
 
+/* The kept entries of w->f with @pick set (all: NULL) in header order,
+ * the header, then the file.  0 or -errno. */
+static int write_flat(struct stw *w, const uint8_t *pick, bool clone)
+{
+	struct sbuf hdr = { 0 };
+	bool cloned = false;
+	int rc = 0;
+
+	w->order = malloc((w->f.n + 1) * sizeof(*w->order));
+	if (!w->order)
+		return diag_nomem(w->d);
+	for (uint32_t i = 0; i < w->f.n; i++)
+		if (w->f.e[i].kept == i && (!pick || pick[i]))
+			w->order[w->n++] = &w->f.e[i];
+	qsort(w->order, w->n, sizeof(*w->order), canonical);
+	rc = header(w, &hdr);
+	for (uint32_t i = 0; !rc && i < w->n; i++)
+		note_view(w, w->order[i]);
+	if (!rc && clone)
+		rc = same_places(w, &hdr, &clone);
+	if (!rc && clone) {
+		rc = ckpt_clone_file(w->fd, w->c->fd);
+		cloned = !rc;
+		rc = rc < 0 ? diag_errno(w->d, rc, "cannot clone the "
+					 "checkpoint into the new file: %s",
+					 strerror(-rc)) : 0;
+	}
+	if (!rc)
+		rc = write_all(w, &hdr, cloned);
+	w->st.size = w->base + w->total;
+	w->st.cloned = cloned;
+	free(hdr.p);
+	free(w->order);
+	w->order = NULL;
+	return rc;
+}
+
 int ckpt_st_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 		  bool clone, struct diag *d)
 {
 	struct stw w = { .c = c, .fd = fd, .o = o, .d = d };
-	struct sbuf hdr = { 0 };
-	bool cloned = false;
 	int rc;
 
 	w.f.drop = o->st_drop;
@@ -395,42 +436,32 @@ int ckpt_st_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	w.f.note = o->note;
 	w.f.note_arg = o->note_arg;
 	rc = ckpt_st_flatten(c, &w.f, d);
-	if (!rc) {
-		w.order = malloc((w.f.n + 1) * sizeof(*w.order));
-		if (!w.order)
-			rc = diag_nomem(d);
-	}
-	for (uint32_t i = 0; !rc && i < w.f.n; i++)
-		if (w.f.e[i].kept == i)
-			w.order[w.n++] = &w.f.e[i];
-	if (!rc) {
-		qsort(w.order, w.n, sizeof(*w.order), canonical);
-		rc = header(&w, &hdr);
-	}
-	for (uint32_t i = 0; !rc && i < w.n; i++)
-		note_view(&w, w.order[i]);
-	if (!rc && clone)
-		rc = same_places(&w, &hdr, &clone);
-	if (!rc && clone) {
-		rc = ckpt_clone_file(fd, c->fd);
-		cloned = !rc;
-		rc = rc < 0 ? diag_errno(d, rc, "cannot clone the checkpoint "
-					 "into the new file: %s",
-					 strerror(-rc)) : 0;
-	}
 	if (!rc)
-		rc = write_all(&w, &hdr, cloned);
+		rc = write_flat(&w, NULL, clone);
 	if (!rc && o->stats) {
-		w.st.size = w.base + w.total;
-		w.st.cloned = cloned;
 		w.st.records = w.st.storages = w.n;
 		w.st.tensors = w.n;
 		w.st.aliases = w.f.aliases;
 		w.st.dropped_values = w.f.dropped;
 		*o->stats = w.st;
 	}
-	free(hdr.p);
-	free(w.order);
 	ckpt_st_flat_release(&w.f);
+	return rc;
+}
+
+int ckpt_st_write_part(struct ckpt *c, int fd, struct st_flat *f,
+		       const uint8_t *pick, const char *meta,
+		       const struct ckpt_write_opts *o,
+		       struct ckpt_write_stats *st, struct diag *d)
+{
+	struct stw w = { .c = c, .fd = fd, .o = o, .d = d, .f = *f,
+			 .meta = meta };
+	int rc = write_flat(&w, pick, false);
+
+	st->views += w.st.views;
+	st->written += w.st.written;
+	st->copied += w.st.copied;
+	st->tensors += w.n;
+	st->size = w.st.size;
 	return rc;
 }

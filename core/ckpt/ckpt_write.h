@@ -45,6 +45,8 @@ enum ckpt_out {
 	CKPT_OUT_ZIP,		/* a torch zip archive */
 	CKPT_OUT_ST,		/* a safetensors file (ckpt_stwrite.c) */
 	CKPT_OUT_DCP,		/* a DCP directory (ckpt_dcp_save()) */
+	CKPT_OUT_HF,		/* a Hugging Face sharded folder
+				   (ckpt_hf_write()) */
 };
 
 struct stat;
@@ -81,6 +83,12 @@ struct ckpt_write_opts {
 	/* safetensors output: the checkpoint whose __metadata__ is kept (a
 	   folder's shard); NULL: the one written */
 	const struct ckpt *meta;
+	/* DCP output: as this many ranks would save it, every tensor of
+	   at least one dimension cut as Shard(0) cuts it (0, 1: one rank) */
+	uint32_t dcp_ranks;
+	/* Hugging Face folder output: a shard's bytes at most (a tensor
+	   larger gets a shard of its own); 0: one file */
+	uint64_t max_shard;
 	/* ckpt_save(): the temporary is ".NAME.ptfs-new.<tmp_tag>" made with
 	   O_EXCL (NULL: a mkstemp() name); @check runs before anything is
 	   read (CKPT_SAVE_START, @st NULL) and just before the rename
@@ -113,6 +121,31 @@ struct ckpt_dcp_stats {
 };
 int ckpt_dcp_save(struct ckpt *c, const char *out,
 		  const struct ckpt_write_opts *o, struct ckpt_dcp_stats *st,
+		  struct diag *d);
+
+/*
+ * ckpt_hfout.c: write @c as a new Hugging Face sharded folder @out
+ * (absent, or an empty directory), as transformers' save_pretrained
+ * writes a model's state dict (ckpt_hfout.c has the rules): safetensors
+ * shards of at most o->max_shard bytes cut in state-dict order,
+ * model-0000K-of-0000N.safetensors (one: model.safetensors, no index),
+ * and model.safetensors.index.json.  A tensor seen under several names
+ * through the same view is written once, under its first name (o->note
+ * hears of each other).  Python values are refused, or with o->st_drop
+ * left out.  Built under a temporary name and renamed (ckpt_newdir.h).
+ * 0 or -errno with @d set.
+ */
+struct ckpt_hf_stats {
+	uint32_t shards;	/* safetensors files written */
+	uint32_t tensors;	/* tensors in them */
+	uint32_t ties;		/* names left out: ties of a tensor written */
+	uint32_t views;		/* tensors written as contiguous copies */
+	uint32_t dropped_values;	/* values left out (st_drop) */
+	uint64_t total_size;	/* the index's metadata.total_size */
+	uint64_t size;		/* bytes of every file written */
+};
+int ckpt_hf_write(struct ckpt *c, const char *out,
+		  const struct ckpt_write_opts *o, struct ckpt_hf_stats *st,
 		  struct diag *d);
 
 /*

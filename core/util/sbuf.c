@@ -70,12 +70,12 @@ void sb_utf8(struct sbuf *b, uint32_t c)
 }
 
 /* A JSON string as serde_json writes it. */
-void sb_json_str(struct sbuf *b, const char *s, size_t n)
+/* A JSON string's body: '"', '\\' and control characters escaped. */
+static void json_body(struct sbuf *b, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t run = 0;
 
-	sb_add(b, "\"", 1);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char ch = (unsigned char)s[i];
 		char esc[7] = { '\\', 0 };
@@ -99,6 +99,40 @@ void sb_json_str(struct sbuf *b, const char *s, size_t n)
 		sb_puts(b, esc);
 	}
 	sb_add(b, s + run, n - run);
+}
+
+void sb_json_str(struct sbuf *b, const char *s, size_t n)
+{
+	sb_add(b, "\"", 1);
+	json_body(b, s, n);
+	sb_add(b, "\"", 1);
+}
+
+void sb_json_ascii(struct sbuf *b, const char *s, size_t n)
+{
+	size_t i = 0, run = 0, len;
+	uint32_t cp;
+
+	sb_add(b, "\"", 1);
+	while (i < n) {
+		if ((unsigned char)s[i] < 0x80) {
+			i++;
+			continue;
+		}
+		len = utf8_get((const unsigned char *)s + i, n - i, &cp);
+		if (!len)	/* not UTF-8: the byte as a code point */
+			len = 1, cp = (unsigned char)s[i];
+		json_body(b, s + run, i - run);	/* the ASCII before it */
+		if (cp > 0xffff)
+			sb_printf(b, "\\u%04x\\u%04x",
+				  0xd800 + ((cp - 0x10000) >> 10),
+				  0xdc00 + ((cp - 0x10000) & 0x3ff));
+		else
+			sb_printf(b, "\\u%04x", cp);
+		i += len;
+		run = i;
+	}
+	json_body(b, s + run, n - run);
 	sb_add(b, "\"", 1);
 }
 

@@ -28,6 +28,10 @@ void sb_utf8(struct sbuf *b, uint32_t c);
  * control characters escaped (\b \f \n \r \t, else \u00xx), the rest
  * as is. */
 void sb_json_str(struct sbuf *b, const char *s, size_t n);
+/* ... as Python's json.dumps writes it by default (ensure_ascii): the
+ * same, and every code point past 0x7f as \uxxxx (a surrogate pair past
+ * 0xffff).  @s is valid UTF-8 (names checked by ckpt_st_name_ok()). */
+void sb_json_ascii(struct sbuf *b, const char *s, size_t n);
 /* @n bytes of @s percent-encoded as a URL's path or query part (and as
  * AWS Signature V4 canonicalizes one): the unreserved A-Z a-z 0-9 - _ .
  * ~ kept, '/' kept when @slash, any other byte as %XX. */
