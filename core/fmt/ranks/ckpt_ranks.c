@@ -2,15 +2,16 @@
  * ckpt_ranks.c - the open of a per-rank set (ckpt_ranks.h has the
  * layout): find the set's files in the folder, open each through the
  * door (a torch.save zip), build rank 0's pickle as the tree with each
- * DTensor made its global tensor (the builder's subclass hook), and give
- * every storage its chunks: a DTensor's one per rank that holds a piece
- * of it, a plain tensor's (an optimizer's step) rank 0's record.
+ * sharded tensor (DTensor, ShardedTensor) made its global tensor (the
+ * builder's subclass hook), and give every storage its chunks: a sharded
+ * tensor's one per piece a rank holds, a plain tensor's (an optimizer's
+ * step) rank 0's record.
  *
  * Refused, each with one line: a rank missing, files of two world sizes
  * or of two sets side by side (a folder with model_ and optim_ files:
- * give one, DIR/optim_world_size_N_rank_*.pt), a rank whose DTensor
- * differs in dtype or global shape, pieces that overlap or leave
- * elements uncovered.
+ * give one, DIR/optim_world_size_N_rank_*.pt), a rank whose sharded
+ * tensor differs in kind, dtype or global shape, pieces that overlap or
+ * leave elements uncovered.
  */
 #include "ckpt_ranks.h"
 #include "fmt/dcp/ckpt_dcp.h"
@@ -136,17 +137,21 @@ static int scan(struct ckpt *c, const char *want, struct diag *d)
 	return rc;
 }
 
-/* A global of the DTensor's own (its class, placements, mesh): the tree
- * holds none of those, so they are not the file's to answer for. */
+/* A global of a sharded tensor's own (its class, placements, mesh, shard
+ * metadata): the tree holds none of those, so they are not the file's to
+ * answer for.  (ShardedTensor's getattr(ShardedTensor, "ProcessGroupState")
+ * is a builtin's, and stays listed: torch.load runs it.) */
 static bool dtensor_global(const char *m)
 {
 	return !strncmp(m, "torch.distributed.tensor", 24) ||
 	       !strcmp(m, "torch.distributed.device_mesh") ||
-	       !strcmp(m, "torch.distributed._mesh_layout");
+	       !strcmp(m, "torch.distributed._mesh_layout") ||
+	       !strncmp(m, "torch.distributed._shard.", 25) ||
+	       !strcmp(m, "torch.distributed.remote_device");
 }
 
 /* A rank file's unsafe globals (ptls --check, ptverify name it with its
- * offsets): all but the DTensor's own. */
+ * offsets): all but the sharded tensors' own. */
 static void keep_own_globals(struct ckpt *p)
 {
 	uint32_t n = 0;
@@ -183,7 +188,7 @@ static int open_rank(struct ckpt *c, uint32_t r, unsigned flags,
 	return 0;
 }
 
-/* ---- rank 0's DTensors, by pickle value ---- */
+/* ---- rank 0's sharded tensors, by pickle value ---- */
 
 static uint32_t slot_of(const struct ckpt_ranks *rk, const void *v)
 {
@@ -197,13 +202,13 @@ static uint32_t slot_of(const struct ckpt_ranks *rk, const void *v)
 	}
 }
 
-/* Every DTensor node under @n (LINKs are shown twice: once). */
+/* Every sharded tensor node under @n (LINKs are shown twice: once). */
 static void index_dt(struct ckpt *c, const struct ckpt_node *n,
 		     uint32_t *cnt, bool put)
 {
 	struct ckpt_ranks *rk = c->ranks;
 
-	if (rk_is_dtensor(n)) {
+	if (rk_is_sharded(n)) {
 		if (put && n->val)
 			rk->dt[slot_of(rk, n->val)] = n;
 		++*cnt;
@@ -338,64 +343,74 @@ static bool overlap(const int64_t *ao, const int64_t *as, const int64_t *bo,
 	return true;
 }
 
-/* The chunks of global tensor @t (DTensor @key), one per rank's piece. */
-static int pieces(struct ckpt *c, struct ckpt_tensor *t, const char *key,
-		  struct diag *d)
+/* Piece @pc of global tensor @t (@key) on rank @r: a chunk, unless it is
+ * empty or a replica of one already there (*@covered grows by its
+ * elements).  Chunks from @c0 on are @t's. */
+static int piece(struct ckpt *c, struct ckpt_tensor *t, const char *key,
+		 uint32_t r, uint32_t c0, const struct rk_piece *pc,
+		 uint64_t *covered, struct diag *d)
 {
 	struct ckpt_ranks *rk = c->ranks;
 	struct ckpt_dcp *p = c->dcp;
-	uint32_t c0 = p->nchunks;
+	int nd = t->ndim;
+	uint64_t vol = 1;
+
+	for (int i = 0; i < nd; i++)
+		vol *= (uint64_t)pc->size[i];
+	if (!vol)
+		return 0;
+	for (uint32_t k = c0; k < p->nchunks; k++) {
+		const struct dcp_chunk *ch = &p->chunks[k];
+
+		if (!overlap(ch->offsets, ch->sizes, pc->off, pc->size, nd))
+			continue;
+		if (pc->replica && !memcmp(ch->offsets, pc->off, nd * 8) &&
+		    !memcmp(ch->sizes, pc->size, nd * 8))
+			return 0;	/* a replica: the first is read */
+		return diag_corrupt(d, pc->local->pkl_off, "%s: '%s': its "
+				    "piece overlaps %s's", rk->names[r], key,
+				    p->files[p->items[ch->item].file].name);
+	}
+	*covered += vol;
+	return chunk(c, r, pc->local->storage, pc->local->offset, nd, pc->off,
+		     pc->size, key, pc->local->pkl_off, d);
+}
+
+/* The chunks of global tensor @t (sharded tensor @key), one per piece. */
+static int pieces(struct ckpt *c, struct ckpt_tensor *t,
+		  const struct ckpt_node *dt0, const char *key, struct diag *d)
+{
+	struct ckpt_ranks *rk = c->ranks;
+	uint32_t c0 = c->dcp->nchunks;
 	uint64_t covered = 0;
-	int nd = t->ndim, rc = 0;
+	int rc = 0;
 
 	for (uint32_t r = 0; r < rk->n && !rc; r++) {
 		const struct ckpt_node *dt = ckpt_node_by_path(rk->parts[r],
 							       key);
 		struct rk_piece pc;
-		uint64_t vol = 1;
-		bool twin = false;
 
-		if (!rk_is_dtensor(dt))
+		if (!rk_is_sharded(dt) || strcmp(dt->type, dt0->type))
 			return diag_corrupt(d, DIAG_NO_OFFSET, "%s holds no "
-					    "DTensor '%s', which rank 0 has: "
-					    "files of two runs?",
-					    rk->names[r], key);
-		rc = rk_piece_of(dt, t, rk->names[r], key, &pc, d);
-		for (int i = 0; !rc && i < nd; i++)
-			vol *= (uint64_t)pc.size[i];
-		if (rc || !vol)
-			continue;
-		for (uint32_t k = c0; k < p->nchunks && !rc; k++) {
-			const struct dcp_chunk *ch = &p->chunks[k];
-
-			if (!overlap(ch->offsets, ch->sizes, pc.off, pc.size,
-				     nd))
-				continue;
-			twin = !memcmp(ch->offsets, pc.off, nd * 8) &&
-			       !memcmp(ch->sizes, pc.size, nd * 8);
-			if (!twin || !pc.replica)
-				rc = diag_corrupt(d, pc.local->pkl_off, "%s: "
-						  "DTensor '%s': its piece "
-						  "overlaps %s's", rk->names[r],
-						  key, p->files[p->items[
-						  ch->item].file].name);
-			break;
+					    "%s '%s', which rank 0 has: files "
+					    "of two runs?", rk->names[r],
+					    dt0->type, key);
+		for (uint32_t i = 0; i < rk_npieces(dt) && !rc; i++) {
+			rc = rk_piece_of(dt, t, r, i, rk->names[r], key, &pc,
+					 d);
+			if (!rc)
+				rc = piece(c, t, key, r, c0, &pc, &covered, d);
 		}
-		if (rc || twin)
-			continue;	/* a replica: the first is read */
-		covered += vol;
-		rc = chunk(c, r, pc.local->storage, pc.local->offset, nd,
-			   pc.off, pc.size, key, pc.local->pkl_off, d);
 	}
 	if (!rc && covered != t->numel)
-		rc = diag_corrupt(d, t->pkl_off, "DTensor '%s': the ranks' "
-				  "pieces cover %llu of its %llu elements",
-				  key, (unsigned long long)covered,
+		rc = diag_corrupt(d, t->pkl_off, "'%s': the ranks' pieces cover "
+				  "%llu of its %llu elements", key,
+				  (unsigned long long)covered,
 				  (unsigned long long)t->numel);
 	return rc ? rc : ckpt_dcp_storage_done(c, key, t, d);
 }
 
-/* The builder's hook: rank 0's DTensor @v as its global tensor. */
+/* The builder's hook: rank 0's sharded tensor @v as its global tensor. */
 static int dtensor(struct ckpt_build *b, const struct pkl_value *v,
 		   struct ckpt_tensor **out)
 {
@@ -429,7 +444,7 @@ static int dtensor(struct ckpt_build *b, const struct pkl_value *v,
 	t->requires_grad = g->requires_grad;
 	t->pkl_off = v->off;
 	if (!ckpt_tensor_c_strides(t))
-		return diag_corrupt(b->d, v->off, "DTensor '%s': strides "
+		return diag_corrupt(b->d, v->off, "'%s': strides "
 				    "overflow", key);
 	rc = ckpt_tensor_check(c, t, b->d);
 	snprintf(skey, sizeof(skey), "g%u", c->nstorages);
@@ -440,14 +455,14 @@ static int dtensor(struct ckpt_build *b, const struct pkl_value *v,
 		return rc;
 	t->storage = st;
 	st->ntensors++;
-	rc = pieces(c, t, fqn, b->d);
+	rc = pieces(c, t, rk->dt[s], fqn, b->d);
 	rk->plain = c->nstorages;
 	rk->made[s] = t;
 	*out = t;
 	return rc ? rc : 1;
 }
 
-/* Rank 0's globals, but the DTensor's own. */
+/* Rank 0's globals, but the sharded tensors' own. */
 static void note_global(const struct pkl_value *g, void *arg)
 {
 	struct dcp_walk *w = arg;
@@ -460,7 +475,7 @@ static void note_global(const struct pkl_value *g, void *arg)
 		diag_nomem(w->d);
 }
 
-/* The tree: rank 0's pickle, its DTensors the global tensors. */
+/* The tree: rank 0's pickle, its sharded tensors the global tensors. */
 static int build(struct ckpt *c, struct diag *d)
 {
 	struct ckpt_ranks *rk = c->ranks;
@@ -480,9 +495,9 @@ static int build(struct ckpt *c, struct diag *d)
 	index_dt(c, p0->root, &n, true);
 	memcpy(rk->sorted, p0->storages, p0->nstorages * sizeof(*rk->sorted));
 	qsort(rk->sorted, p0->nstorages, sizeof(*rk->sorted), by_key);
-	/* the document is the set's now (its nodes still point into it) */
+	/* the document is the set's now (its nodes still point into it);
+	   rank 0's part still reads it (its globals' holders), borrowed */
 	c->doc = p0->doc;
-	p0->doc = NULL;
 	pkl_doc_each_global(c->doc, note_global, &w);
 	rc = diag_failed(d) ? d->err : ckpt_build_begin(c, d);
 	if (rc)
@@ -573,6 +588,8 @@ void ckpt_ranks_close(struct ckpt *c)
 	if (!rk)
 		return;
 	ckpt_dcp_release(c);
+	if (rk->parts && rk->parts[0] && rk->parts[0]->doc == c->doc)
+		rk->parts[0]->doc = NULL;	/* the set's: freed with it */
 	for (uint32_t r = 0; rk->parts && r < rk->n; r++)
 		ckpt_close(rk->parts[r]);
 	free(rk->parts);

@@ -1,10 +1,12 @@
 /*
  * ckpt_ranks.h - a set of per-rank training files, read as one state
- * dict: what ckpt_ranks.c (the open), ckpt_ranks_dt.c (a DTensor's piece)
- * and ckpt_fmt_ranks.c (the descriptor) share.  Internal to core/fmt.
+ * dict: what ckpt_ranks.c (the open), ckpt_ranks_dt.c (a sharded
+ * tensor's pieces) and ckpt_fmt_ranks.c (the descriptor) share.
+ * Internal to core/fmt.
  *
  * The layout (FSDP2's fully_shard, then torch.save(model.state_dict())
- * on every rank, as veRL, SkyRL and accelerate save it):
+ * on every rank, as veRL, SkyRL and accelerate save it; or FSDP1 under
+ * StateDictType.SHARDED_STATE_DICT, its ShardedTensors saved alike):
  *
  *   DIR/PREFIX_world_size_N_rank_R.pt   R = 0 .. N-1, one prefix
  *                                       ("model", "optim", "extra_state")
@@ -20,7 +22,10 @@
  *     _spec/mesh/_coordinate_on_dim/i   this rank's place in the mesh
  *     _spec/mesh/_layout/axes/i/shape   mesh dimension i's size (product)
  *
- * The set's tree is rank 0's pickle with each DTensor made the plain
+ * or a ShardedTensor, pickled the same way, whose local shards name their
+ * boxes themselves (ckpt_ranks_dt.c has both layouts).
+ *
+ * The set's tree is rank 0's pickle with each sharded tensor made the plain
  * tensor full_tensor() would give: its global shape, one storage whose
  * bytes are pieced from the ranks' pieces in place, exactly as a DCP
  * tensor is from its chunks (ckpt_dcp.h: the same chunk table and reads,
@@ -35,7 +40,7 @@
 #define RANKS_MAX	4096u	/* ranks of a set */
 #define RANKS_FINDINGS	64u	/* disagreements kept */
 
-/* A piece of a DTensor on one rank: its box in the global tensor. */
+/* A piece of a sharded tensor on one rank: its box in the global one. */
 struct rk_piece {
 	int64_t off[CKPT_MAX_DIMS], size[CKPT_MAX_DIMS];
 	bool replica;		/* some mesh dimension replicates it */
@@ -48,7 +53,7 @@ struct ckpt_ranks {
 	uint32_t n;		/* world size: ranks 0 .. n - 1 */
 	struct ckpt **parts;	/* by rank, opened through the door */
 	const char **names;	/* by rank: the file's name (arena) */
-	/* rank 0's DTensor nodes by pickle value (open addressing) */
+	/* rank 0's sharded tensor nodes by pickle value (open addressing) */
 	const struct ckpt_node **dt;
 	struct ckpt_tensor **made;	/* the tensor each became */
 	uint32_t dtcap;
@@ -68,15 +73,20 @@ bool ckpt_ranks_name(const char *name, size_t *plen, uint32_t *n,
 void ckpt_ranks_close(struct ckpt *c);
 
 /*
- * ckpt_ranks_dt.c: the piece DTensor node @dt (of rank @r's file @name)
- * holds, checked against the global tensor @g (its dtype and shape):
- * 0 and *@p, or -errno with @d set (one line naming @name and @key).
+ * ckpt_ranks_dt.c: piece @i (of rk_npieces()) of sharded tensor node @dt
+ * (a DTensor or a ShardedTensor of rank @r's file @name), checked against
+ * the global tensor @g (its dtype and shape): 0 and *@p, or -errno with
+ * @d set (one line naming @name and @key).
  */
 int rk_piece_of(const struct ckpt_node *dt, const struct ckpt_tensor *g,
-		const char *name, const char *key, struct rk_piece *p,
-		struct diag *d);
-/* ckpt_ranks_dt.c: is @n a DTensor's node (a wrapper of that class)? */
-bool rk_is_dtensor(const struct ckpt_node *n);
+		uint32_t r, uint32_t i, const char *name, const char *key,
+		struct rk_piece *p, struct diag *d);
+/* ckpt_ranks_dt.c: the pieces node @dt holds: a DTensor 1, a
+ * ShardedTensor its local shards (0 or more) */
+uint32_t rk_npieces(const struct ckpt_node *dt);
+/* ckpt_ranks_dt.c: is @n a sharded tensor's node (a wrapper of class
+ * DTensor or ShardedTensor)? */
+bool rk_is_sharded(const struct ckpt_node *n);
 
 /*
  * ckpt_ranks_agree.c: compare rank @r's tree with rank 0's, everything

@@ -83,7 +83,7 @@ static int walk(struct ckpt *c, uint32_t r, const struct ckpt_node *a,
 	size_t k = strlen(key);
 	int rc = 0;
 
-	if (rk_is_dtensor(a) || (a->kind == CKPT_N_LINK &&
+	if (rk_is_sharded(a) || (a->kind == CKPT_N_LINK &&
 				 b->kind == CKPT_N_LINK))
 		return 0;	/* pieces (rk_piece_of), or shown elsewhere */
 	if (a->kind != b->kind || (a->type && b->type &&

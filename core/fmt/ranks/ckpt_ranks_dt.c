@@ -1,8 +1,29 @@
 /*
- * ckpt_ranks_dt.c - where a rank's DTensor piece lies in the global
- * tensor, from its own pickle: the placements, the mesh's sizes and the
- * rank's coordinate in it, as DTensor computes them
- * (compute_local_shape_and_global_offset, mesh dimensions in order):
+ * ckpt_ranks_dt.c - where a rank's pieces of a sharded tensor lie in the
+ * global tensor, from its own pickle.  Two kinds, both pickled as wrapper
+ * subclasses (_rebuild_wrapper_subclass: the global size, stride and
+ * dtype) with a state of their own:
+ *
+ *   DTensor (FSDP2, torch.distributed.tensor)     state: a dict
+ *     _local_tensor                  the one piece, a plain tensor
+ *     _spec/placements, _spec/mesh   where it lies (below)
+ *   ShardedTensor (FSDP1 SHARDED_STATE_DICT,      state: a 5-tuple
+ *   torch.distributed._shard.sharded_tensor)
+ *     0                              the rank's local shards: a list of
+ *                                    Shard, each
+ *       tensor                       the piece, a plain tensor
+ *       metadata/shard_offsets       its box in the global tensor
+ *       metadata/shard_sizes
+ *       metadata/placement/_rank     the rank holding it: this one
+ *     1                              ShardedTensorMetadata (every rank's
+ *                                    boxes; the coverage check below the
+ *                                    caller makes is what counts)
+ *     2..4                           process group, sharding spec, rrefs
+ *
+ * A ShardedTensor's box is given; a DTensor's is computed from the
+ * placements, the mesh's sizes and the rank's coordinate in it, as
+ * DTensor computes them (compute_local_shape_and_global_offset, mesh
+ * dimensions in order):
  *
  *   Shard(d) on mesh dim i of size k, coordinate c, current extent L:
  *     full  = ceil(L / k)
@@ -21,6 +42,7 @@
 #include "ckpt_ranks.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,13 +79,89 @@ static int ints_of(const struct ckpt_node *seq, int64_t *v, int max)
 	return (int)seq->dir->nkids;
 }
 
-bool rk_is_dtensor(const struct ckpt_node *n)
+/* Is wrapper node @n's class @cls (a dotted name's last part)? */
+static bool is_class(const struct ckpt_node *n, const char *cls)
 {
 	const char *t = n ? n->type : NULL;
-	size_t k = t ? strlen(t) : 0;
+	size_t k = t ? strlen(t) : 0, m = strlen(cls);
 
-	return n && n->kind == CKPT_N_DIR && n->tensor && k >= 7 &&
-	       !strcmp(t + k - 7, "DTensor") && (k == 7 || t[k - 8] == '.');
+	return n && n->kind == CKPT_N_DIR && n->tensor && k >= m &&
+	       !strcmp(t + k - m, cls) && (k == m || t[k - m - 1] == '.');
+}
+
+static bool is_st(const struct ckpt_node *n)
+{
+	return is_class(n, "ShardedTensor");
+}
+
+bool rk_is_sharded(const struct ckpt_node *n)
+{
+	return is_class(n, "DTensor") || is_st(n);
+}
+
+uint32_t rk_npieces(const struct ckpt_node *n)
+{
+	const struct ckpt_node *shards = is_st(n) ? kid(n, "0") : NULL;
+
+	if (!is_st(n))
+		return 1;
+	return shards && shards->kind == CKPT_N_SEQ ? shards->dir->nkids : 0;
+}
+
+/* The piece must be a plain tensor of the box, dtype and contiguous. */
+static int piece_ok(const struct ckpt_tensor *lt, const struct ckpt_tensor *g,
+		    const struct rk_piece *p, const char *name,
+		    const char *key, const char *what, struct diag *d)
+{
+	if (lt->dtype != g->dtype || lt->ndim != g->ndim ||
+	    memcmp(lt->shape, p->size, g->ndim * sizeof(*p->size)))
+		return diag_corrupt(d, lt->pkl_off, "%s: '%s': its %s is not "
+				    "the piece its placement gives this rank",
+				    name, key, what);
+	if (lt->numel && (!lt->contiguous || lt->kind != CKPT_T_STRIDED))
+		return diag_unsupported(d, lt->pkl_off, "%s: '%s': its %s is a "
+					"view, not contiguous", name, key,
+					what);
+	return 0;
+}
+
+/* Local shard @i of ShardedTensor @st on rank @r. */
+static int st_piece(const struct ckpt_node *st, const struct ckpt_tensor *g,
+		    uint32_t r, uint32_t i, const char *name, const char *key,
+		    struct rk_piece *p, struct diag *d)
+{
+	const struct ckpt_node *sh = kid(st, "0"), *md, *t;
+	int64_t rank = -1;
+	uint64_t at = st->val ? st->val->off : DIAG_NO_OFFSET;
+	char ix[16];
+
+	snprintf(ix, sizeof(ix), "%u", i);
+	sh = kid(sh, ix);
+	md = kid(sh, "metadata");
+	t = kid(sh, "tensor");
+	memset(p, 0, sizeof(*p));
+	if (!t || t->kind != CKPT_N_TENSOR ||
+	    ints_of(kid(md, "shard_offsets"), p->off, CKPT_MAX_DIMS) !=
+	    g->ndim ||
+	    ints_of(kid(md, "shard_sizes"), p->size, CKPT_MAX_DIMS) !=
+	    g->ndim || !int_of(kid(kid(md, "placement"), "_rank"), &rank))
+		return diag_corrupt(d, at, "%s: ShardedTensor '%s': local "
+				    "shard %u has no tensor, box of %d "
+				    "dimensions or placement", name, key, i,
+				    g->ndim);
+	if (rank != (int64_t)r)
+		return diag_corrupt(d, at, "%s: ShardedTensor '%s': local "
+				    "shard %u is placed on rank %lld, not this "
+				    "file's rank %u", name, key, i,
+				    (long long)rank, r);
+	for (int k = 0; k < g->ndim; k++)
+		if (p->off[k] < 0 || p->size[k] < 0 ||
+		    p->off[k] > g->shape[k] - p->size[k])
+			return diag_corrupt(d, at, "%s: ShardedTensor '%s': "
+					    "local shard %u lies outside its "
+					    "global shape", name, key, i);
+	p->local = t->tensor;
+	return piece_ok(t->tensor, g, p, name, key, "local shard", d);
 }
 
 /* Mesh dimension sizes (from _layout/axes/i/shape, each a product). */
@@ -91,13 +189,22 @@ static int mesh_sizes(const struct ckpt_node *mesh, int64_t *sz)
 }
 
 int rk_piece_of(const struct ckpt_node *dt, const struct ckpt_tensor *g,
-		const char *name, const char *key, struct rk_piece *p,
-		struct diag *d)
+		uint32_t r, uint32_t idx, const char *name, const char *key,
+		struct rk_piece *p, struct diag *d)
 {
 	const struct ckpt_node *spec = kid(dt, "_spec"), *pl, *mesh, *loc;
 	int64_t sizes[RK_MESH_DIMS], coord[RK_MESH_DIMS];
-	const struct ckpt_tensor *o = dt->tensor, *lt;
+	const struct ckpt_tensor *o = dt->tensor;
 	int nm, nc;
+
+	if (o->dtype != g->dtype || o->ndim != g->ndim ||
+	    memcmp(o->shape, g->shape, g->ndim * sizeof(*g->shape)))
+		return diag_corrupt(d, dt->val ? dt->val->off : DIAG_NO_OFFSET,
+				    "%s: '%s' has another dtype or global "
+				    "shape than rank 0's: ranks of two "
+				    "different runs?", name, key);
+	if (is_st(dt))
+		return st_piece(dt, g, r, idx, name, key, p, d);
 
 	pl = kid(spec, "placements");
 	mesh = kid(spec, "mesh");
@@ -116,12 +223,6 @@ int rk_piece_of(const struct ckpt_node *dt, const struct ckpt_tensor *g,
 				    "each of its %u placements (is the rank "
 				    "outside the mesh?)", name, key,
 				    pl->dir->nkids);
-	if (o->dtype != g->dtype || o->ndim != g->ndim ||
-	    memcmp(o->shape, g->shape, g->ndim * sizeof(*g->shape)))
-		return diag_corrupt(d, dt->val ? dt->val->off : DIAG_NO_OFFSET,
-				    "%s: DTensor '%s' has another dtype or "
-				    "global shape than rank 0's: ranks of "
-				    "two different runs?", name, key);
 	memset(p, 0, sizeof(*p));
 	memcpy(p->size, g->shape, g->ndim * sizeof(*g->shape));
 	for (int i = 0; i < nm; i++) {
@@ -155,16 +256,6 @@ int rk_piece_of(const struct ckpt_node *dt, const struct ckpt_tensor *g,
 		p->size[dim] = (p->size[dim] < start + full ? p->size[dim] :
 				start + full) - start;
 	}
-	lt = loc->tensor;
-	if (lt->dtype != g->dtype || lt->ndim != g->ndim ||
-	    memcmp(lt->shape, p->size, g->ndim * sizeof(*p->size)))
-		return diag_corrupt(d, lt->pkl_off, "%s: DTensor '%s': its "
-				    "_local_tensor is not the piece its "
-				    "placements give this rank", name, key);
-	if (lt->numel && (!lt->contiguous || lt->kind != CKPT_T_STRIDED))
-		return diag_unsupported(d, lt->pkl_off, "%s: DTensor '%s': "
-					"its _local_tensor is a view, not "
-					"contiguous", name, key);
-	p->local = lt;
-	return 0;
+	p->local = loc->tensor;
+	return piece_ok(loc->tensor, g, p, name, key, "_local_tensor", d);
 }

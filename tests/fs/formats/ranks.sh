@@ -11,13 +11,16 @@
 # the same group beside them; copied here.  Under VERSION:
 #
 #   listed      ptls DIR and DIR/PREFIX_world_size_N_rank_*.pt, ptverify
-#               ok (every rank file's records and CRC-32s)
+#               ok (every rank file's records and CRC-32s; an FSDP1 set's
+#               files each hold ShardedTensor's builtins.getattr, which
+#               torch's weights-only loader refuses: that, and no more)
 #   mounted     every tensor's bytes as full_tensor() has them, user.ranks
 #               naming each piece's rank file; read-only (EROFS), no rank
 #               file changed
 #   one file    ptrepack SET ONE.pt: torch.load gives full_tensor()'s
 #               object (containers, keys, requires_grad, bytes), model and
-#               Adam optimizer state; dt_4/ (Shard(0), Shard(1), uneven,
+#               Adam optimizer state, FSDP2's DTensors and FSDP1's
+#               ShardedTensors (against their gather()); dt_4/ (Shard(0), Shard(1), uneven,
 #               Replicate, 2x2 meshes, bfloat16) also into a .safetensors
 #               and a DCP directory that ptdiff finds equal to the set
 #   refusals    a missing rank, a rank file of another run, pieces that
@@ -77,7 +80,7 @@ py() {	# ranks_check.py under the torch being tested, paths as it sees them
 sums() { (cd "$1" && find . -type f | sort | xargs sha256sum) | sha256sum; }
 
 for set in fsdp2_2:model fsdp2_2:optim fsdp2_4:model fsdp2_4:optim \
-    dt_4:model; do
+    dt_4:model fsdp1_2:model fsdp1_2:optim fsdp1_4:model; do
 	n=${set%:*} p=${set#*:}
 	w=$(ls "$out/$n" | sed -n 's/.*_world_size_\([0-9]*\)_rank_0.pt/\1/p' |
 	    head -n 1)
@@ -89,16 +92,25 @@ for set in fsdp2_2:model fsdp2_2:optim fsdp2_4:model fsdp2_4:optim \
 		note "ptls: exit $?: $(head -n 1 "$WORK/ls.txt")"
 	grep -q "; ranks format" "$WORK/ls.txt" ||
 		note "ptls: $(tail -n 1 "$WORK/ls.txt")"
-	r=$(run_limited 60 "$ptverify" "$arg" 2>&1) ||
-		note "ptverify: exit $?: $r"
-	case $r in *": ok (ranks, "*) ;; *) note "ptverify: $r" ;; esac
-	check "$n $p: listed" "ptls, ptverify ok"
+	r=$(run_limited 60 "$ptverify" "$arg" 2>&1)
+	rc=$?
+	case $n in
+	fsdp1_*)	# ShardedTensor's process-group state: getattr, per rank
+		[ "$rc" = 1 ] || note "ptverify: exit $rc: $r"
+		[ "$(printf '%s\n' "$r" | grep -c "_rank_[0-9]*.pt: unsafe global __builtin__.getattr")" = "$w" ] &&
+			[ "$(printf '%s\n' "$r" | grep -vc "__builtin__.getattr")" = 1 ] ||
+			note "ptverify: $r" ;;
+	*)	[ "$rc" = 0 ] || note "ptverify: exit $rc: $r"
+		case $r in *": ok (ranks, "*) ;; *) note "ptverify: $r" ;; esac ;;
+	esac
+	check "$n $p: listed" "ptls, ptverify ok (FSDP1: getattr in each rank file, and nothing else)"
 	# ------------------------------------------------------ a mount
 	m=$WORK/mnt/$n-$p
 	if start_daemon "$arg" "$m" "$WORK/ptfs.err"; then
 		py bytes "$out/$n/expected_$p.pt" "$m" >"$WORK/bytes.txt" 2>&1 ||
 			note "bytes: $(head -n 1 "$WORK/bytes.txt")"
-		case $n:$p in	# a DTensor's file
+		case $n:$p in	# a DTensor's or ShardedTensor's file
+		fsdp1_*:optim) f=$m/state/0.weight/exp_avg ;;
 		*:optim) f=$m/state/0/exp_avg ;;
 		dt_4:*) f=$m/grid ;;
 		*) f=$m/0.weight ;;

@@ -12,6 +12,13 @@
                      uneven sizes, Replicate(), a 2x2 mesh (Shard(0),
                      Shard(1)) and (Shard(0), Replicate()), bfloat16, int64,
                      python values; expected_model.pt
+    OUT/fsdp1_2/     FSDP1 (FullyShardedDataParallel) of the same model on 2
+                     ranks under StateDictType.SHARDED_STATE_DICT: its
+                     ShardedTensors, model_ and optim_ (Adam, by
+                     FSDP.optim_state_dict); expected_*.pt from each
+                     ShardedTensor's gather() under the same group
+    OUT/fsdp1_4/     the same on 4 ranks, model only (rank 3 holds an
+                     empty list of local shards for the 3-row tensors)
     OUT/other_2/     fsdp2_2's model saved from another model (Linear(6,7)):
                      a rank file from it is of another run
     OUT/drift_2/     a value the ranks hold otherwise (epoch 3 and 4)
@@ -32,8 +39,18 @@ class Evil:
 
 
 def full(v):
-    """The object with every DTensor made its full_tensor()."""
+    """The object with every DTensor made its full_tensor(), and every
+    ShardedTensor what its gather() gives (on rank 0; None elsewhere)."""
+    import torch.distributed as dist
     from torch.distributed.tensor import DTensor
+    from torch.distributed._shard.sharded_tensor import ShardedTensor
+    if isinstance(v, ShardedTensor):
+        out = (torch.empty(v.size(), dtype=v.dtype)
+               if dist.get_rank() == 0 else None)
+        v.gather(dst=0, out=out)
+        if out is not None:
+            out.requires_grad_(v.requires_grad)
+        return out
     if isinstance(v, DTensor) and v.dtype == torch.bfloat16:
         # gloo gathers no bfloat16: through float32, exactly
         return v.to(torch.float32).full_tensor().to(torch.bfloat16)
@@ -75,6 +92,28 @@ def run(rank, world, out, store, kind):
             exp_o = full(osd)
             if rank == 0:
                 torch.save(exp_o, f"{out}/expected_optim.pt")
+    elif kind == "fsdp1":
+        import warnings
+        from torch.distributed.fsdp import (FullyShardedDataParallel as FSDP,
+                                            StateDictType)
+        warnings.simplefilter("ignore")
+        m = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Linear(7, 3))
+        m = FSDP(m, device_id=torch.device("cpu"), use_orig_params=True)
+        opt = torch.optim.Adam(m.parameters(), lr=0.1)
+        m(torch.randn(2, 5)).sum().backward()
+        opt.step()
+        with FSDP.state_dict_type(m, StateDictType.SHARDED_STATE_DICT):
+            sd = m.state_dict()
+            osd = FSDP.optim_state_dict(m, opt)
+        torch.save(sd, f"{out}/model_world_size_{world}_rank_{rank}.pt")
+        if world == 2:
+            torch.save(osd, f"{out}/optim_world_size_{world}_rank_{rank}.pt")
+        # (not FULL_STATE_DICT: its optimizer state gives exp_avg_sq as
+        # exp_avg too, under torch 2.14)
+        exp_m = full(sd)
+        exp_o = full(osd)
+        if rank == 0 and world == 2:
+            torch.save(exp_o, f"{out}/expected_optim.pt")
     elif kind in ("drift", "evil"):
         m1 = init_device_mesh("cpu", (world,))
         sd = {"w": distribute_tensor(torch.arange(6.0), m1, [Shard(0)]),
@@ -118,7 +157,9 @@ def run(rank, world, out, store, kind):
 def gen(out):
     import torch.multiprocessing as mp
     for name, world, kind in (("fsdp2_2", 2, "fsdp2"), ("fsdp2_4", 4, "fsdp2"),
-                              ("dt_4", 4, "dt"), ("other_2", 2, "other"),
+                              ("dt_4", 4, "dt"), ("fsdp1_2", 2, "fsdp1"),
+                              ("fsdp1_4", 4, "fsdp1"),
+                              ("other_2", 2, "other"),
                               ("drift_2", 2, "drift"),
                               ("evil_2", 2, "evil")):
         d = os.path.join(out, name)
