@@ -12,20 +12,26 @@
  *             requires_grad, _MEM_FORMAT_ENCODING(0), False),
  *         'size': torch.Size((D0, ...)),
  *         'chunks': [ChunkStorageMetadata.__new__() BUILD {
- *             'offsets': torch.Size((0, ...)), 'sizes': the size }] }
+ *             'offsets': torch.Size((ROW, 0, ...)),
+ *             'sizes': torch.Size((ROWS, D1, ...)) }, ...] }
  *       or, for a value: BytesStorageMetadata.__new__() },
  *     'planner_data': { FQN: (the path: str keys, int list indices) },
  *     'storage_data': { MetadataIndex.__new__() BUILD { 'fqn': FQN,
- *             'offset': torch.Size((0, ...)) (tensors only), 'index': None }:
- *         _StorageInfo.__new__() BUILD { 'relative_path': '__0_0.distcp',
- *             'offset': ITEM'S OFFSET, 'length': ITEM'S LENGTH } },
+ *             'offset': the chunk's offsets (tensors only),
+ *             'index': None, or M ranks: the chunk's place in 'chunks' }:
+ *         _StorageInfo.__new__() BUILD { 'relative_path': '__R_0.distcp',
+ *             'offset': ITEM'S OFFSET, 'length': ITEM'S LENGTH }, ... },
  *     'storage_meta': None, 'version': '1.0.0' }
  *
- * Every tensor is one chunk of its whole shape; storage_meta is None (the
- * reader puts an empty StorageMeta there).
+ * One rank: every tensor is one chunk of its whole shape, in
+ * __0_0.distcp, and the dicts go in key order.  M ranks: the chunks,
+ * their files and the dicts' orders are ckpt_dcp_split.c's.  storage_meta
+ * is None (the reader puts an empty StorageMeta there; a real save's
+ * names its path and a random save_id).
  */
 #include "ckpt_dcp_save.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,8 +126,23 @@ static int properties(struct pkl_emit *e, const struct ckpt_tensor *t)
 	return rc ? rc : op(e, PKL_OP_BUILD);
 }
 
-static int tensor_meta(struct pkl_emit *e, const struct ckpt_tensor *t)
+/* a chunk's offsets, or its sizes (@sizes): Shard(0)'s rows of @x */
+static int box(struct pkl_emit *e, const struct ckpt_tensor *t,
+	       const struct dcp_item *x, bool sizes)
 {
+	int64_t v[CKPT_MAX_DIMS];
+
+	for (int i = 0; i < t->ndim; i++)
+		v[i] = sizes ? t->shape[i] : 0;
+	if (t->ndim)
+		v[0] = sizes ? x->rows : x->row;
+	return size(e, v, t->ndim, false);
+}
+
+static int tensor_meta(struct pkl_emit *e, const struct dcp_leaf *l,
+		       const struct dcp_plan *p)
+{
+	const struct ckpt_tensor *t = l->x->tensor;
 	int rc = open_obj(e, MOD, "TensorStorageMetadata");
 
 	if (!rc)
@@ -136,20 +157,23 @@ static int tensor_meta(struct pkl_emit *e, const struct ckpt_tensor *t)
 		rc = str(e, "chunks");
 	if (!rc)
 		rc = op(e, PKL_OP_EMPTY_LIST);
-	if (!rc)
+	if (!rc && l->nitem > 1)
+		rc = pkl_emit_mark(e);
+	for (uint32_t i = l->item; i < l->item + l->nitem && !rc; i++) {
 		rc = open_obj(e, MOD, "ChunkStorageMetadata");
+		if (!rc)
+			rc = str(e, "offsets");
+		if (!rc)
+			rc = box(e, t, &p->it[i], false);
+		if (!rc)
+			rc = str(e, "sizes");
+		if (!rc)
+			rc = box(e, t, &p->it[i], true);
+		if (!rc)
+			rc = close_obj(e);
+	}
 	if (!rc)
-		rc = str(e, "offsets");
-	if (!rc)
-		rc = size(e, t->shape, t->ndim, true);
-	if (!rc)
-		rc = str(e, "sizes");
-	if (!rc)
-		rc = size(e, t->shape, t->ndim, false);
-	if (!rc)
-		rc = close_obj(e);
-	if (!rc)
-		rc = op(e, PKL_OP_APPEND);
+		rc = op(e, l->nitem > 1 ? PKL_OP_APPENDS : PKL_OP_APPEND);
 	return rc ? rc : close_obj(e);
 }
 
@@ -168,11 +192,16 @@ static int path(struct pkl_emit *e, const struct dcp_elem *el,
 	return rc ? rc : op(e, PKL_OP_TUPLE);
 }
 
-static int storage(struct pkl_emit *e, const struct dcp_leaf *l)
+static int storage(struct pkl_emit *e, const struct dcp_leaf *v,
+		   const struct dcp_plan *p, uint32_t i)
 {
+	const struct dcp_item *x = &p->it[i];
+	const struct dcp_leaf *l = &v[x->leaf];
 	const struct ckpt_tensor *t = l->tensor ? l->x->tensor : NULL;
+	char file[DCP_FILE_MAX];
 	int rc = open_obj(e, MOD, "MetadataIndex");
 
+	snprintf(file, sizeof(file), DCP_FILE_FMT, x->rank);
 	if (!rc)
 		rc = str(e, "fqn");
 	if (!rc)
@@ -180,11 +209,14 @@ static int storage(struct pkl_emit *e, const struct dcp_leaf *l)
 	if (!rc && t)
 		rc = str(e, "offset");
 	if (!rc && t)
-		rc = size(e, t->shape, t->ndim, true);
+		rc = box(e, t, x, false);
 	if (!rc)
 		rc = str(e, "index");
+	/* the index hint create_default_global_save_plan() rewrites: the
+	   chunk's place in its list (one rank: None, as written before) */
 	if (!rc)
-		rc = op(e, PKL_OP_NONE);
+		rc = t && p->ranks > 1 ? pkl_emit_int(e, dcp_chunk(v, p, i)) :
+		     op(e, PKL_OP_NONE);
 	if (!rc)
 		rc = close_obj(e);
 	if (!rc)
@@ -193,45 +225,55 @@ static int storage(struct pkl_emit *e, const struct dcp_leaf *l)
 	if (!rc)
 		rc = str(e, "relative_path");
 	if (!rc)
-		rc = str(e, DCP_DATA_FILE);
+		rc = str(e, file);
 	if (!rc)
 		rc = str(e, "offset");
 	if (!rc)
-		rc = pkl_emit_int(e, (int64_t)l->off);
+		rc = pkl_emit_int(e, (int64_t)x->off);
 	if (!rc)
 		rc = str(e, "length");
 	if (!rc)
-		rc = pkl_emit_int(e, (int64_t)l->size);
+		rc = pkl_emit_int(e, (int64_t)x->size);
 	return rc ? rc : close_obj(e);
 }
 
-/* A dict of one entry per leaf: @what 0 metadata, 1 path, 2 storage. */
+/*
+ * A dict of one entry per key (@what 0 metadata, 1 path) or per item (2
+ * storage), in the order torch writes them: one rank, the keys' own; M
+ * ranks, the state_dict_metadata keys and the items as the ranks write
+ * them (ckpt_dcp_split.c).
+ */
 static int leaf_dict(struct pkl_emit *e, const struct dcp_leaf *v,
-		     uint32_t n, const struct dcp_elem *el, int what)
+		     uint32_t n, const struct dcp_elem *el,
+		     const struct dcp_plan *p, int what)
 {
+	bool multi = p->ranks > 1;
+	uint32_t cnt = what == 2 ? p->nit : n;
 	int rc = op(e, PKL_OP_EMPTY_DICT);
 
-	for (uint32_t i = 0; i < n && !rc; i++) {
-		const struct dcp_leaf *l = &v[i];
+	for (uint32_t i = 0; i < cnt && !rc; i++) {
+		uint32_t j = !multi || what == 1 ? i :
+			     what == 2 ? p->wr[i] : p->keys[i];
+		const struct dcp_leaf *l = &v[what == 2 ? p->it[j].leaf : j];
 
 		if (i % 1000 == 0)	/* pickle's batches */
 			rc = pkl_emit_mark(e);
 		if (!rc && what != 2)
 			rc = pkl_emit_str(e, l->fqn, l->len);
 		if (!rc)
-			rc = what == 2 ? storage(e, l) :
+			rc = what == 2 ? storage(e, v, p, j) :
 			     what == 1 ? path(e, el, l) :
-			     l->tensor ? tensor_meta(e, l->x->tensor) :
+			     l->tensor ? tensor_meta(e, l, p) :
 			     new_obj(e, MOD, "BytesStorageMetadata");
-		if (!rc && (i % 1000 == 999 || i + 1 == n))
+		if (!rc && (i % 1000 == 999 || i + 1 == cnt))
 			rc = op(e, PKL_OP_SETITEMS);
 	}
 	return rc;
 }
 
 int ckpt_dcp_metadata(const struct dcp_leaf *v, uint32_t n,
-		      const struct dcp_elem *el, unsigned char **pkl,
-		      size_t *len, struct diag *d)
+		      const struct dcp_elem *el, const struct dcp_plan *p,
+		      unsigned char **pkl, size_t *len, struct diag *d)
 {
 	static const char *const field[] = {
 		"state_dict_metadata", "planner_data", "storage_data",
@@ -244,7 +286,7 @@ int ckpt_dcp_metadata(const struct dcp_leaf *v, uint32_t n,
 	for (int i = 0; i < 3 && !rc; i++) {
 		rc = str(e, field[i]);
 		if (!rc)
-			rc = leaf_dict(e, v, n, el, i);
+			rc = leaf_dict(e, v, n, el, p, i);
 	}
 	if (!rc)
 		rc = str(e, "storage_meta");

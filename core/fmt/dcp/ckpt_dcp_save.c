@@ -2,33 +2,37 @@
  * ckpt_dcp_save.c - write a checkpoint as a torch.distributed.checkpoint
  * (DCP) directory: what torch_save_to_dcp() (format_utils.py) makes of a
  * torch.save file, the files FileSystemWriter writes from one process
- * (multi-file-formats.md 2.1-2.3), streamed instead of loaded:
+ * (multi-file-formats.md 2.1-2.3), streamed instead of loaded; or, with
+ * o->dcp_ranks M > 1, what M ranks write holding each tensor as Shard(0)
+ * (ckpt_dcp_split.c: which chunks, in which rank's file):
  *
- *   OUT/__0_0.distcp   the items, one after another, each a complete
+ *   OUT/__R_0.distcp   rank R's items (one rank: __0_0.distcp, all of
+ *                      them), one after another, each a complete
  *                      torch.save archive whose zip offsets count from
  *                      its own first byte (records "archive/..."):
  *                      the python values first (torch.save(value)), then
- *                      the tensors (torch.save of the tensor made
+ *                      the tensors (torch.save of the tensor's chunk made
  *                      contiguous: one storage of exactly its bytes)
  *   OUT/.metadata      a pickle of torch's Metadata dataclass naming
- *                      every key's item (ckpt_dcp_meta.c has its layout)
+ *                      every key's items (ckpt_dcp_meta.c has its layout)
  *
  * The state dict is flattened as DCP's traverse_state_dict() does (torch
  * >= 2.4, _traverse.py): dicts always, under str(key); a list only when
  * it holds a tensor, a dict or such a list, its items by index; anything
  * else (a tuple, an object, a plain list, a scalar) is one value.  The
- * key (FQN) is the path joined with '.'.  Every tensor is one chunk of
- * its whole shape.  Like torch, an empty dict leaves no key and a dict's
- * attributes are not kept: the caller hears of each (o->note).  Refused
- * with one line naming the key: a value that holds a tensor (torch would
- * pickle it whole), tensors DCP cannot hold, a key that is not str or int,
- * two paths with one FQN.
+ * key (FQN) is the path joined with '.'.  One rank: every tensor is one
+ * chunk of its whole shape.  Like torch, an empty dict leaves no key and
+ * a dict's attributes are not kept: the caller hears of each (o->note).
+ * Refused with one line naming the key: a value that holds a tensor
+ * (torch would pickle it whole), tensors DCP cannot hold, a key that is
+ * not str or int, two paths with one FQN.
  *
- * Memory: the flattened keys and one value's pickle; tensor bytes stream
- * through ckpt_tensor_read() 1 MiB at a time, so a sharded or DCP input
- * is gathered piece by piece.  OUT is built under a temporary name beside
- * it, fsync'd and renamed (ckpt_newdir.h): a failure or crash leaves OUT
- * as it was, and at most that temporary.
+ * Memory: the flattened keys, their items (M ranks: up to M a tensor) and
+ * one value's pickle; tensor bytes stream through ckpt_tensor_read() 1 MiB
+ * at a time, so a sharded or DCP input is gathered piece by piece.  OUT
+ * is built under a temporary name beside it, fsync'd and renamed
+ * (ckpt_newdir.h): a failure or crash leaves OUT as it was, and at most
+ * that temporary.
  */
 #include "ckpt_dcp_save.h"
 #include "ckpt/ckpt_newdir.h"
@@ -65,8 +69,10 @@ struct dsave {
 	uint32_t nel, elcap;
 	struct dcp_elem stack[CKPT_MAX_DEPTH + 2];
 	int depth;
-	int fd;			/* DCP_DATA_FILE */
+	struct dcp_plan plan;	/* the items: where each goes */
+	int fd;			/* the file being written */
 	uint64_t at;		/* its size so far */
+	uint64_t done;		/* every file's bytes so far */
 	uint64_t total;		/* the tensors' bytes, for progress */
 	uint64_t visits;	/* nodes looked at: shared containers are
 				   flattened once per path, so a DAG of them
@@ -330,16 +336,23 @@ static int value_pickle(struct dsave *s, struct dcp_leaf *l,
 	return rc;
 }
 
+/* torch.save() of the contiguous copy of @t's rows of @x (0-dim: all) */
 static int tensor_pickle(struct dsave *s, const struct ckpt_tensor *t,
+			 const struct dcp_item *x, uint64_t nbytes,
 			 unsigned char **pkl, size_t *len)
 {
-	struct ckpt_storage st = { .nbytes = ckpt_tensor_nbytes(t) };
+	struct ckpt_storage st = { .nbytes = nbytes };
 	struct ckpt_tensor it = *t;
 	int64_t dims[2 * CKPT_MAX_DIMS];
 	struct pkl_emit *e;
 	int rc;
 
 	memcpy(dims, t->shape, t->ndim * sizeof(*dims));
+	if (t->ndim) {
+		dims[0] = x->rows;
+		it.numel = x->rows ? t->numel / (uint64_t)t->shape[0] *
+				     (uint64_t)x->rows : 0;
+	}
 	it.shape = dims;
 	it.storage = &st;
 	it.offset = 0;
@@ -363,19 +376,31 @@ static int put(struct ptz_writer *w, const char *name, const void *p,
 	return ptz_writer_add(w, name, &src, d);
 }
 
-/* Item of @l at the end of DCP_DATA_FILE, as torch.save writes a stream. */
-static int put_item(struct dsave *s, struct dcp_leaf *l)
+/*
+ * Item @x at the end of the file being written, as torch.save writes a
+ * stream: a value's pickle, or a tensor's rows [row, row + rows) (the
+ * whole of a 0-dim one), bytes [row * R, (row + rows) * R) of its
+ * row-major copy for R bytes a row.
+ */
+static int put_item(struct dsave *s, struct dcp_item *x)
 {
+	struct dcp_leaf *l = &s->v[x->leaf];
 	const struct ckpt_tensor *t = l->tensor ? l->x->tensor : NULL;
+	uint64_t nb = t ? ckpt_tensor_nbytes(t) : 0, rowb = 0;
 	struct ckpt_tread tr = { s->c, t };
-	struct ptz_source data = { .read = ckpt_tread, .read_arg = &tr,
-				   .len = t ? ckpt_tensor_nbytes(t) : 0 };
+	struct ptz_source data = { .read = ckpt_tread, .read_arg = &tr };
 	struct ptz_writer w;
 	unsigned char *pkl = NULL;
 	size_t len = 0;
 	int rc;
 
-	rc = t ? tensor_pickle(s, t, &pkl, &len) :
+	if (t && t->ndim) {
+		rowb = t->shape[0] ? nb / (uint64_t)t->shape[0] : 0;
+		nb = rowb * (uint64_t)x->rows;
+		data.off = rowb * (uint64_t)x->row;
+	}
+	data.len = nb;
+	rc = t ? tensor_pickle(s, t, x, nb, &pkl, &len) :
 	     value_pickle(s, l, &pkl, &len);
 	if (!rc)
 		rc = ptz_writer_init(&w, s->fd, 64, s->d);
@@ -397,9 +422,10 @@ static int put_item(struct dsave *s, struct dcp_leaf *l)
 	if (!rc)
 		rc = ptz_writer_finish(&w, s->d);
 	if (!rc) {
-		l->off = s->at;
-		l->size = w.cursor;
+		x->off = s->at;
+		x->size = w.cursor;
 		s->at += w.cursor;
+		s->done += w.cursor;
 	}
 	ptz_writer_release(&w);
 	free(pkl);
@@ -423,31 +449,46 @@ static int input_ok(const struct ckpt *c, struct diag *d)
 	return ckpt_whole_parts(c, d);
 }
 
+/* Rank @r's file: its items from wr[*@j] on, values first (an empty
+   file when it holds none, as FileSystemWriter leaves it) */
+static int write_rank(struct dsave *s, int dfd, uint32_t r, uint32_t *j)
+{
+	const struct dcp_plan *p = &s->plan;
+	char name[DCP_FILE_MAX];
+	int rc = 0;
+
+	snprintf(name, sizeof(name), DCP_FILE_FMT, r);
+	s->fd = openat(dfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+		       O_CLOEXEC, 0644);
+	if (s->fd < 0)
+		return diag_errno(s->d, -errno, "%s: %s", name,
+				  strerror(errno));
+	s->at = 0;
+	for (; *j < p->nit && p->it[p->wr[*j]].rank == r && !rc; ++*j) {
+		rc = put_item(s, &p->it[p->wr[*j]]);
+		if (!rc && s->o->progress)
+			s->o->progress(s->o->progress_arg, s->done, s->total);
+	}
+	if (!rc && fsync(s->fd))
+		rc = diag_errno(s->d, -errno, "%s: %s", name, strerror(errno));
+	close(s->fd);
+	s->fd = -1;
+	return rc;
+}
+
 static int write_all(struct dsave *s, int dfd, struct diag *d)
 {
 	unsigned char *pkl = NULL;
 	size_t len = 0;
-	int fd, rc = 0;
+	uint32_t j = 0;
+	int fd, rc;
 
-	s->fd = openat(dfd, DCP_DATA_FILE, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
-		       O_CLOEXEC, 0644);
-	if (s->fd < 0)
-		return diag_errno(d, -errno, "%s: %s", DCP_DATA_FILE,
-				  strerror(errno));
-	/* values first, then tensors, as FileSystemWriter orders them */
-	for (int pass = 0; pass < 2 && !rc; pass++)
-		for (uint32_t i = 0; i < s->n && !rc; i++)
-			if (s->v[i].tensor == (pass == 1)) {
-				rc = put_item(s, &s->v[i]);
-				if (!rc && s->o->progress)
-					s->o->progress(s->o->progress_arg,
-						       s->at, s->total);
-			}
-	if (!rc && fsync(s->fd))
-		rc = diag_errno(d, -errno, "%s: %s", DCP_DATA_FILE,
-				strerror(errno));
+	rc = ckpt_dcp_split(s->v, s->n, s->o->dcp_ranks, &s->plan, d);
+	for (uint32_t r = 0; r < s->plan.ranks && !rc; r++)
+		rc = write_rank(s, dfd, r, &j);
 	if (!rc)
-		rc = ckpt_dcp_metadata(s->v, s->n, s->el, &pkl, &len, d);
+		rc = ckpt_dcp_metadata(s->v, s->n, s->el, &s->plan, &pkl, &len,
+				       d);
 	fd = rc ? -1 : openat(dfd, ".metadata", O_WRONLY | O_CREAT | O_EXCL |
 			      O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (!rc && fd < 0)
@@ -489,11 +530,10 @@ int ckpt_dcp_save(struct ckpt *c, const char *dst,
 		st->keys = s.n;
 		for (uint32_t i = 0; i < s.n; i++)
 			st->tensors += s.v[i].tensor;
-		st->size = s.at;
+		st->size = s.done;
 	}
-	if (s.fd >= 0)
-		close(s.fd);
 	newdir_end(&nd);
+	ckpt_dcp_plan_release(&s.plan);
 	free(s.v);
 	free(s.el);
 	arena_release(&s.arena);
