@@ -291,14 +291,17 @@ void hf_summary(FILE *f, const char *in, const char *out,
 	if (json) {
 		repack_json_head(f, in, out);
 		fprintf(f, ",\"format\":\"hf\",\"shards\":%u,\"tensors\":%u,"
-			"\"ties\":%u,\"total_size\":%" PRIu64 ",\"size\":%"
-			PRIu64 "}\n", st->shards, st->tensors, st->ties,
-			st->total_size, st->size);
+			"\"ties\":%u,\"copied\":%u,\"total_size\":%" PRIu64
+			",\"size\":%" PRIu64 "}\n", st->shards, st->tensors,
+			st->ties, st->copied, st->total_size, st->size);
 		return;
 	}
-	fprintf(f, "%s: Hugging Face folder, %u shard%s, %u tensor%s, %s "
-		"(was %s)\n", out, st->shards, st->shards == 1 ? "" : "s",
-		st->tensors, st->tensors == 1 ? "" : "s",
-		cli_size(st->size, a, sizeof(a)),
+	fprintf(f, "%s: Hugging Face folder, %u shard%s, %u tensor%s",
+		out, st->shards, st->shards == 1 ? "" : "s", st->tensors,
+		st->tensors == 1 ? "" : "s");
+	if (st->copied)
+		fprintf(f, ", %u other file%s copied", st->copied,
+			st->copied == 1 ? "" : "s");
+	fprintf(f, ", %s (was %s)\n", cli_size(st->size, a, sizeof(a)),
 		cli_size(in_size(c), b, sizeof(b)));
 }

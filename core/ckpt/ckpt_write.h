@@ -108,7 +108,9 @@ enum { CKPT_SAVE_START, CKPT_SAVE_RENAME, CKPT_SAVE_NEW, CKPT_SAVE_RETIRE };
  * ckpt_dcp_save.c: write @c as a new DCP directory @out (absent, or an
  * empty directory), what torch_save_to_dcp() makes of it: one
  * __0_0.distcp of torch.save items and a .metadata, flattened as DCP
- * flattens a state dict.  Uses o->progress and o->note (an empty dict or
+ * flattens a state dict; with o->dcp_ranks M > 1, what M ranks' dcp.save
+ * of it as Shard(0) DTensors writes, __R_0.distcp each (ckpt_dcp_split.c).
+ * Uses o->progress and o->note (an empty dict or
  * a dict's attributes, which DCP cannot keep, are left out and said
  * there); the other options are a torch zip's.  Built under a temporary
  * name beside @out and renamed: on failure @out is as it was.  0 or
@@ -117,7 +119,7 @@ enum { CKPT_SAVE_START, CKPT_SAVE_RENAME, CKPT_SAVE_NEW, CKPT_SAVE_RETIRE };
 struct ckpt_dcp_stats {
 	uint32_t keys;		/* flattened keys written */
 	uint32_t tensors;	/* of which tensors */
-	uint64_t size;		/* bytes of __0_0.distcp */
+	uint64_t size;		/* bytes of the .distcp files */
 };
 int ckpt_dcp_save(struct ckpt *c, const char *out,
 		  const struct ckpt_write_opts *o, struct ckpt_dcp_stats *st,
@@ -132,7 +134,8 @@ int ckpt_dcp_save(struct ckpt *c, const char *out,
  * and model.safetensors.index.json.  A tensor seen under several names
  * through the same view is written once, under its first name (o->note
  * hears of each other).  Python values are refused, or with o->st_drop
- * left out.  Built under a temporary name and renamed (ckpt_newdir.h).
+ * left out.  A sharded folder's other files (config.json...) are copied.
+ * Built under a temporary name and renamed (ckpt_newdir.h).
  * 0 or -errno with @d set.
  */
 struct ckpt_hf_stats {
@@ -141,6 +144,7 @@ struct ckpt_hf_stats {
 	uint32_t ties;		/* names left out: ties of a tensor written */
 	uint32_t views;		/* tensors written as contiguous copies */
 	uint32_t dropped_values;	/* values left out (st_drop) */
+	uint32_t copied;	/* a sharded folder's other files copied */
 	uint64_t total_size;	/* the index's metadata.total_size */
 	uint64_t size;		/* bytes of every file written */
 };

@@ -22,7 +22,11 @@
  *     }
  *   }
  *
- * One shard is model.safetensors and no index.  The cut, in state-dict
+ * One shard is model.safetensors and no index.  A sharded folder's other
+ * files (config.json, generation_config.json, the tokenizer's) are copied
+ * beside them, read through the source as the mount shows them, so that
+ * from_pretrained(OUT) loads the model; a name the output has already is
+ * not copied (o->note says so).  The cut, in state-dict
  * order: a tensor goes into the current shard unless that would take it
  * past SIZE, when a new shard starts; a tensor larger than SIZE gets a
  * shard of its own, and the current one stays open after it.  A tensor
@@ -44,8 +48,10 @@
  * through ckpt_stwrite.c.  The folder is built under a temporary name
  * beside OUT and renamed (ckpt_newdir.h).
  */
+#include "ckpt/ckpt_member.h"
 #include "ckpt/ckpt_newdir.h"
 #include "ckpt/ckpt_stint.h"
+#include "source/source.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -173,7 +179,7 @@ static int put_file(int dfd, const char *name, const void *p, size_t len,
 		    struct diag *d)
 {
 	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-			O_CLOEXEC, 0644);
+			O_CLOEXEC, 0666);
 	int rc = fd < 0 ? -errno : io_pwrite_full(fd, p, len, 0);
 
 	if (!rc && fsync(fd))
@@ -208,6 +214,58 @@ static int index_text(struct hfo *h, struct sbuf *b)
 	return b->oom ? diag_nomem(h->d) : 0;
 }
 
+/* Is @name one of the files written (a shard, the index)? */
+static bool ours(const struct hfo *h, const char *name)
+{
+	char buf[64];
+
+	if (!strcmp(name, HF_INDEX) && h->nshards > 1)
+		return true;
+	for (uint32_t k = 0; k < h->nshards; k++)
+		if (!strcmp(name, shard_name(h, k, buf, sizeof(buf))))
+			return true;
+	return false;
+}
+
+/* A folder's other files, copied byte for byte (mode as the umask has
+ * it for a new file, as save_pretrained's config.json is made). */
+static int copy_others(struct hfo *h, int dfd, struct ckpt_hf_stats *st)
+{
+	uint32_t n = 0;
+	int rc = ckpt_folder_files(h->c, &n);
+
+	if (rc < 0)
+		return diag_errno(h->d, rc, "cannot open the folder's files: %s",
+				  strerror(-rc));
+	for (uint32_t i = 0; i < n; i++) {
+		const struct src_member *m = ckpt_folder_file(h->c, i);
+		int fd;
+
+		if (!m)
+			continue;	/* not a regular file beneath the root */
+		if (ours(h, m->leaf) || strchr(m->name, '/')) {
+			if (h->o->note)
+				h->o->note(h->o->note_arg, m->name, "a file of "
+					   "the folder the output writes "
+					   "itself: not copied");
+			continue;
+		}
+		fd = openat(dfd, m->leaf, O_WRONLY | O_CREAT | O_EXCL |
+			    O_NOFOLLOW | O_CLOEXEC, 0666);
+		rc = fd < 0 ? -errno : io_copy_range(m->fd, 0, fd, 0, m->size);
+		if (!rc && fsync(fd))
+			rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		if (rc)
+			return diag_errno(h->d, rc, "%s: cannot copy it: %s",
+					  m->path, strerror(-rc));
+		st->copied++;
+		st->size += m->size;
+	}
+	return 0;
+}
+
 static int write_shards(struct hfo *h, int dfd, struct ckpt_hf_stats *st)
 {
 	struct ckpt_write_opts o = *h->o;
@@ -221,7 +279,7 @@ static int write_shards(struct hfo *h, int dfd, struct ckpt_hf_stats *st)
 	for (uint32_t k = 0; k < h->nshards && !rc; k++) {
 		const char *name = shard_name(h, k, buf, sizeof(buf));
 		int fd = openat(dfd, name, O_RDWR | O_CREAT | O_EXCL |
-				O_NOFOLLOW | O_CLOEXEC, 0644);
+				O_NOFOLLOW | O_CLOEXEC, 0666);
 
 		if (fd < 0) {
 			rc = diag_errno(h->d, -errno, "%s: %s", name,
@@ -279,6 +337,8 @@ int ckpt_hf_write(struct ckpt *c, const char *out,
 		rc = put_file(nd.dfd, HF_INDEX, idx.p, idx.n, d);
 		st->size += idx.n;
 	}
+	if (!rc)
+		rc = copy_others(&h, nd.dfd, st);
 	if (!rc)
 		rc = newdir_commit(&nd, d);
 	newdir_end(&nd);

@@ -224,4 +224,4 @@ case $r in *"$r1: "*"Evil"*) ;; *) note "ptverify: $r" ;; esac
 case $r in *DTensor*|*DeviceMesh*) note "ptverify: $r" ;; esac
 check "an unsafe global of rank 1" "ptls --check and ptverify name its file"
 
-summary
+conclude

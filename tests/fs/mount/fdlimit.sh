@@ -97,3 +97,4 @@ ls -A "$WORK" | grep -q '^\.b\.pt\.ptfs$\|^\.b\.pt\..*tmp' &&
 	note "left beside the file: $(ls -A "$WORK" | grep '^\.b\.pt' | tr '\n' ' ')"
 check "hard limit 300: the accepted edits written back" "torch.load sees exactly $k"
 summary
+[ "$nfail" -eq 0 ]
