@@ -301,7 +301,9 @@ static const char *not_writable(const char *path)
 	char *copy = strdup(path), *slash;
 	const char *why = NULL;
 
-	if (access(path, W_OK))
+	/* (a rank set's pattern, DIR/PREFIX_world_size_N_rank_*.pt, names
+	   no file: its folder says) */
+	if (access(path, W_OK) && errno != ENOENT)
 		why = "the file is not writable";
 	if (copy && !why) {
 		slash = strrchr(copy, '/');
@@ -534,7 +536,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "ptfs: %s\n", dropped);
 		else
 			ptfs_say_staged(&fs);
-		if (ovl_inplace_finished(fs.ovl)) {
+		if (ovl_finished(fs.ovl)) {
 			/* the checkpoint holds the edits now: mount it afresh */
 			ovl_close(fs.ovl);
 			ckpt_close(fs.c);

@@ -218,11 +218,13 @@ static int umount_main(const char *mnt, bool quiet, bool verbose)
 	pfd = fd >= 0 ? ptfs_open_ctl(&m, "progress", O_RDONLY) : -1;
 	if (fd >= 0 && commit(fd, pfd, mnt, &err) != 7) {
 		if (err == ENOTCONN || err == ECONNABORTED) {
+			/* (a rank set committed but not all renamed is
+			   made the new one by that mount) */
 			fprintf(stderr, "ptfs: %s: the ptfs daemon died during "
-				"write-back: the checkpoint is the old file or "
-				"the complete new one, and the edits stay "
-				"staged; run fusermount3 -u %s and mount it "
-				"again\n", mnt, mnt);
+				"write-back: the checkpoint is the old one "
+				"with the edits still staged, or the complete "
+				"new one once mounted again; run fusermount3 "
+				"-u %s and mount it again\n", mnt, mnt);
 		} else {
 			n = pread(fd, msg, sizeof(msg) - 1, 0);
 			msg[n > 0 ? n : 0] = 0;

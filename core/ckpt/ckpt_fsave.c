@@ -1,9 +1,11 @@
 /*
  * ckpt_fsave.c - the commit of a write-back into a checkpoint of many
  * files: new data files under new names, the commit file (an index,
- * .metadata) renamed over the old one, the old files removed after.  The
- * steps, and what a crash at each leaves, are in ckpt_fsave.h; docs/
- * design.md ("Writing a sharded folder back") says why.
+ * .metadata) renamed over the old one, the old files removed after; or,
+ * for a set whose files keep their names (a rank set), temporaries
+ * renamed over them once the journal holds the plan.  The steps, and
+ * what a crash at each leaves, are in ckpt_fsave.h; docs/design.md
+ * ("Writing a sharded folder back", "Per-rank shard sets") says why.
  */
 #define _GNU_SOURCE 1	/* asprintf, realpath */
 #include "ckpt_fsave.h"
@@ -64,16 +66,36 @@ static char *abs_name(int dfd, const char *name)
 	return out;
 }
 
-int fsave_init(struct fsave *w, struct ckpt *c, const struct ckpt_write_opts *o,
-	       uint32_t max, struct diag *d)
+/* What fsave_init() and fsave_init_swap() share. */
+static int begin(struct fsave *w, struct ckpt *c,
+		 const struct ckpt_write_opts *o, uint32_t max, struct diag *d)
 {
 	*w = (struct fsave){ .c = c, .o = o, .d = d };
 	w->dfd = ckpt_many_dir(c, &w->dir, &w->commit);
 	if (w->dfd < 0)
 		return diag_errno(d, -EINVAL, "not a checkpoint of many files");
 	w->f = calloc(max + 1u, sizeof(*w->f));
-	if (!w->f)
-		return diag_nomem(d);
+	return w->f ? 0 : diag_nomem(d);
+}
+
+int fsave_init_swap(struct fsave *w, struct ckpt *c,
+		    const struct ckpt_write_opts *o, uint32_t max,
+		    struct diag *d)
+{
+	int rc = begin(w, c, o, max, d);
+
+	w->swap = true;
+	return rc ? rc : o->check ? o->check(o->check_arg, CKPT_SAVE_START,
+					     NULL, NULL, d) : 0;
+}
+
+int fsave_init(struct fsave *w, struct ckpt *c, const struct ckpt_write_opts *o,
+	       uint32_t max, struct diag *d)
+{
+	int rc = begin(w, c, o, max, d);
+
+	if (rc)
+		return rc;
 	if (asprintf(&w->tmp, ".%s" CKPT_TMP_SUFFIX "%s", w->commit,
 		     o->tmp_tag ? o->tmp_tag : "0") < 0) {
 		w->tmp = NULL;
@@ -94,6 +116,21 @@ static const char *leaf(const char *name)
 	return slash ? slash + 1 : name;
 }
 
+/* Candidate @g for the temporary of @name, beside it (malloc'd, or NULL):
+ * ".LEAF.ptfs-new.TAG", then ".LEAF.ptfs-new.TAG.G". */
+static char *tmp_name(const struct fsave *w, const char *name, unsigned g)
+{
+	const char *l = leaf(name);
+	const char *tag = w->o->tmp_tag ? w->o->tmp_tag : "0";
+	char *out;
+	int n = g ? asprintf(&out, "%.*s.%s" CKPT_TMP_SUFFIX "%s.%u",
+			     (int)(l - name), name, l, tag, g) :
+		asprintf(&out, "%.*s.%s" CKPT_TMP_SUFFIX "%s", (int)(l - name),
+			 name, l, tag);
+
+	return n < 0 ? NULL : out;
+}
+
 int fsave_new(struct fsave *w, uint32_t src, uint32_t member)
 {
 	struct fsave_file *f = &w->f[w->nf];
@@ -103,7 +140,8 @@ int fsave_new(struct fsave *w, uint32_t src, uint32_t member)
 	/* beside it, in the directory the source opened beneath the root
 	   (never through a symlink, never by a path) */
 	for (unsigned g = 0; g < GEN_MAX && fd < 0; g++) {
-		char *cand = ckpt_gen_name(old->name, g);
+		char *cand = w->swap ? tmp_name(w, old->name, g) :
+			     ckpt_gen_name(old->name, g);
 
 		if (!cand)
 			return diag_nomem(w->d);
@@ -249,6 +287,63 @@ int fsave_commit(struct fsave *w, const struct stat *ist)
 		return diag_errno(w->d, -errno, "%s: fsync: %s", w->dir,
 				  strerror(errno));
 	return 0;
+}
+
+int fsave_swap(struct fsave *w)
+{
+	char *plan = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&plan, &len);
+	int rc = f ? 0 : diag_nomem(w->d), err = 0;
+
+	for (uint32_t k = 0; k < w->nf && !rc; k++) {
+		const struct src_member *m = fsave_old(w, &w->f[k]);
+		struct stat st;
+
+		if (fstat(m->fd, &st))
+			rc = diag_errno(w->d, -errno, "%s: %s", m->path,
+					strerror(errno));
+		else
+			fprintf(f, "%llu %llu %llu %llu %zu %zu %s%s\n",
+				(unsigned long long)w->f[k].st.st_dev,
+				(unsigned long long)w->f[k].st.st_ino,
+				(unsigned long long)st.st_dev,
+				(unsigned long long)st.st_ino,
+				strlen(w->f[k].name), strlen(m->name),
+				w->f[k].name, m->name);
+	}
+	if (f && fclose(f) && !rc)
+		rc = diag_nomem(w->d);
+	/* the commit point: from here on the next mount finishes it */
+	if (!rc && w->o->check)
+		rc = w->o->check(w->o->check_arg, CKPT_SAVE_SWAP, plan, NULL,
+				 w->d);
+	free(plan);
+	if (rc)
+		return rc;
+	w->committed = true;
+	for (uint32_t k = 0; k < w->nf; k++) {
+		const struct src_member *m = fsave_old(w, &w->f[k]);
+
+		/* each one tried: what fails is left for the next mount */
+		if (renameat(m->dfd, leaf(w->f[k].name), m->dfd, m->leaf) &&
+		    !err)
+			err = diag_errno(w->d, -errno, "%s: cannot rename %s "
+					 "over it: %s; the write-back is "
+					 "committed, and the next mount "
+					 "finishes it", m->path,
+					 w->f[k].name, strerror(errno));
+	}
+	for (uint32_t k = 0; k < w->nf && !err; k++) {
+		const struct src_member *m = fsave_old(w, &w->f[k]);
+
+		if ((!k || m->dfd != fsave_old(w, &w->f[k - 1])->dfd) &&
+		    fsync(m->dfd))
+			err = diag_errno(w->d, -errno, "%s: fsync of its "
+					 "folder: %s", m->path,
+					 strerror(errno));
+	}
+	return err;
 }
 
 void fsave_end(struct fsave *w, int rc)

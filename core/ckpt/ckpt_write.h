@@ -96,13 +96,19 @@ struct ckpt_write_opts {
 	   write-back with nothing changed.  A sharded folder's write-back
 	   (ckpt_hf_save()) also calls it for each new shard file, made
 	   and empty (CKPT_SAVE_NEW, @tmp its name in the folder), and for
-	   each old one to remove after the commit (CKPT_SAVE_RETIRE) */
+	   each old one to remove after the commit (CKPT_SAVE_RETIRE).  A
+	   rank set's (ckpt_fsave.h, fsave_init_swap()) starts with @tmp
+	   NULL and commits with CKPT_SAVE_SWAP: @tmp is then the plan of
+	   renames to journal (fsave_swap()), @st NULL */
 	const char *tmp_tag;
 	int (*check)(void *arg, int stage, const char *tmp,
 		     const struct stat *st, struct diag *d);
 	void *check_arg;
 };
-enum { CKPT_SAVE_START, CKPT_SAVE_RENAME, CKPT_SAVE_NEW, CKPT_SAVE_RETIRE };
+enum {
+	CKPT_SAVE_START, CKPT_SAVE_RENAME, CKPT_SAVE_NEW, CKPT_SAVE_RETIRE,
+	CKPT_SAVE_SWAP,
+};
 
 /*
  * ckpt_dcp_save.c: write @c as a new DCP directory @out (absent, or an
@@ -191,6 +197,18 @@ int ckpt_hf_save(struct ckpt *c, const struct ckpt_write_opts *o,
  */
 int ckpt_dcp_wb(struct ckpt *c, const struct ckpt_write_opts *o,
 		struct diag *d);
+
+/*
+ * ckpt_ranks_wb.c: the same for per-rank shard set @c, whose files keep
+ * their names: each rank file holding a changed piece, a replica of one
+ * or a copy of a changed plain tensor is written whole under a temporary
+ * beside it (a clone, the runs and each record's CRC-32 patched), the
+ * plan of renames journaled (the commit point), then each renamed over
+ * its rank file (ckpt_fsave.h).  Same-size tensor edits only; -EROFS for
+ * a set with a compressed record.  0 or -errno with @d set.
+ */
+int ckpt_ranks_wb(struct ckpt *c, const struct ckpt_write_opts *o,
+		  struct diag *d);
 
 /*
  * Write the checkpoint to @target safely: a symbolic link's target is

@@ -550,9 +550,9 @@ const struct ckpt_write_stats *ovl_wstats(const struct ovl *v)
 	return &v->wstats;
 }
 
-bool ovl_inplace_finished(const struct ovl *v)
+bool ovl_finished(const struct ovl *v)
 {
-	return v->inplace_finished;
+	return v->inplace_finished || v->swap_finished;
 }
 
 bool ovl_staged(const struct ckpt_node *n)

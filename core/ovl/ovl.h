@@ -104,9 +104,10 @@ const char *ovl_note(const struct ovl *v);
 bool ovl_committed(const struct ovl *v);
 /* What ovl_commit() wrote. */
 const struct ckpt_write_stats *ovl_wstats(const struct ovl *v);
-/* Did ovl_open() finish an interrupted in-place write-back and forget
- * the overlay (open again)? */
-bool ovl_inplace_finished(const struct ovl *v);
+/* Did ovl_open() finish an interrupted write-back (one in place, or a
+ * rank set's renames) and forget the overlay?  Then the checkpoint holds
+ * the edits: open it again. */
+bool ovl_finished(const struct ovl *v);
 
 /* Is tensor or value node @n being rewritten (a scratch file or text,
  * until close)?  Is a view of it, and then which (*@view, enum ckpt_view)

@@ -76,11 +76,11 @@ int ovl_ident_of(int fd, uint64_t cdir_off, uint64_t cdir_size,
 
 /*
  * The identity of a checkpoint of many files (a sharded folder, a DCP
- * directory): its commit file's (the index, .metadata), with the CRC-32
- * of each data file's (dev, ino, size, mtime) and the directory's (dev,
- * ino) in place of a central directory's.  Through the descriptors
- * (@path NULL), or what the names are now (the directory @path, or its
- * commit file's path).
+ * directory, a rank set): its commit file's (the index, .metadata, rank
+ * 0's file), with the CRC-32 of each data file's (dev, ino, size, mtime)
+ * and the directory's (dev, ino) in place of a central directory's.
+ * Through the descriptors (@path NULL), or what the names are now (the
+ * directory @path, its commit file's path or a rank set's pattern).
  */
 static int ident_many(const struct ckpt *c, const char *path,
 		      struct ovl_ident *id)
@@ -89,15 +89,26 @@ static int ident_many(const struct ckpt *c, const char *path,
 	int dfd = ckpt_many_dir(c, &dir, &commit), dfile;
 	struct stat st;
 	uint32_t crc = 0;
+	bool named = false;	/* @path names a file in the folder */
 	int fd = path ? openat(dfd, commit, O_RDONLY | O_CLOEXEC |
 			       O_NONBLOCK) : c->fd;
 	int rc = fd < 0 ? -errno : ovl_ident_of(fd, 0, 0, id);
 
 	if (path && fd >= 0)
 		close(fd);
-	if (!rc && (path ? stat(path, &st) : fstat(dfd, &st)))
+	if (!rc && path && stat(path, &st)) {
+		/* a rank set's pattern (DIR/PREFIX_world_size_N_rank_*.pt)
+		   names no file: its folder is the one */
+		if (errno == ENOENT)
+			named = true;
+		else
+			rc = -errno;
+	} else if (!rc && path) {
+		named = !S_ISDIR(st.st_mode);
+	} else if (!rc && fstat(dfd, &st)) {
 		rc = -errno;
-	if (!rc && path && !S_ISDIR(st.st_mode)) {
+	}
+	if (!rc && named) {
 		char *d = strdup(path), *slash = d ? strrchr(d, '/') : NULL;
 
 		if (slash)

@@ -70,6 +70,12 @@ struct ovl {
 	struct ovl_mfile *mfiles;	/* JR_NEWFILE, JR_RETIRE read at
 					   open (ovl_many.c) */
 	uint32_t nmfiles;
+	struct ovl_swap *swaps;	/* the last JR_SWAP read at open */
+	uint32_t nswaps;
+	bool swapped;		/* this mount's write-back journaled its
+				   JR_SWAP: committed, whatever follows */
+	bool swap_finished;	/* ovl_open() finished the renames of one
+				   and forgot the overlay: open again */
 	struct stat base;	/* the checkpoint as opened */
 	struct ovl_ident id;	/* and its identity */
 	char *note;		/* one line for the user (read-only mounts
@@ -374,9 +380,32 @@ struct ovl_mfile {
 	bool retire;		/* JR_RETIRE: an old data file */
 };
 
-/* The write-back's CKPT_SAVE_NEW or CKPT_SAVE_RETIRE: the record. */
+/* A rename of a JR_SWAP: temporary @temp over file @final, names in the
+ * folder, with the temporary's and the old file's (dev, ino). */
+struct ovl_swap {
+	char *temp, *final;
+	uint64_t tdev, tino, odev, oino;
+};
+
+/* The write-back's CKPT_SAVE_NEW, CKPT_SAVE_RETIRE (@name, @st) or
+ * CKPT_SAVE_SWAP (@name the plan, @st NULL): the record. */
 int ovl_many_record(struct ovl *v, int stage, const char *name,
 		    const struct stat *st, struct diag *d);
+/* Reading the journal: remember JR_SWAP @r (the last one counts). */
+int ovl_swap_note(struct ovl *v, const struct jrec *r, struct diag *d);
+/*
+ * At open, a JR_SWAP read: the write-back committed.  Rename each
+ * temporary still there (its journaled dev, ino) over its file, which
+ * must be the old one or already the new one (else nothing is renamed:
+ * -ESTALE), fsync the folder, remove what the journal names and forget
+ * the overlay (v->swap_finished, a note for the user): 0.  A read-only
+ * mount refuses (-EROFS): it would show a mix of old and new files.  1:
+ * the set is whole as it is (every file old and no temporary left, the
+ * record outliving a write-back that undid itself; or, read-only, every
+ * file new), the record forgotten: go on as without it.  Else -errno
+ * with @d set.
+ */
+int ovl_swap_finish(struct ovl *v, struct diag *d);
 /* Reading the journal: remember JR_NEWFILE / JR_RETIRE @r. */
 int ovl_many_note(struct ovl *v, const struct jrec *r, struct diag *d);
 /*

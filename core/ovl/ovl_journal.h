@@ -59,6 +59,13 @@ enum {
 	JR_RETIRE = 'O',	/* name in the folder, dev, ino: a shard the
 				   write-back replaces, removed once its new
 				   index is in place (JR_COMMIT matched) */
+	JR_SWAP = 'S',		/* the plan of a write-back that keeps its
+				   files' names (a rank set), one line per
+				   file: "TDEV TINO ODEV OINO TLEN FLEN
+				   TEMPFINAL" (ckpt_fsave.h): its commit
+				   point.  The next mount renames each
+				   temporary still there over its file
+				   (ovl_many.c), then forgets the overlay */
 	JR_INPLACE = 'P',	/* dev, ino, size of the checkpoint, then
 				   the plan: "entry storage|- crc\n" per
 				   changed record (ovl_inplace.c); journaled

@@ -328,6 +328,8 @@ static int load(struct ovl *v, bool discard, struct diag *d)
 				rc = diag_nomem(d);
 		} else if (r.op == JR_NEWFILE || r.op == JR_RETIRE) {
 			rc = ovl_many_note(v, &r, d);
+		} else if (r.op == JR_SWAP) {
+			rc = ovl_swap_note(v, &r, d);
 		} else if (r.op == JR_COMMIT) {
 			matched = ovl_commit_is(&r, &v->id);
 			v->inplace_done = v->inplace_pending;
@@ -359,6 +361,12 @@ static int load(struct ovl *v, bool discard, struct diag *d)
 				"%s", v->jpath, strerror(errno));
 		goto out;
 	}
+	/* a rank set's write-back committed, its renames not all done:
+	   finished whatever the edits' header says (some files are new),
+	   and then the edits are in the files */
+	if (v->nswaps && (rc = ovl_swap_finish(v, d)) <= 0)
+		goto out;
+	rc = 0;
 	/* a folder's write-back killed: new files, or (committed) old */
 	ovl_many_tidy(v, matched);
 	if (mine && !(v->inplace_done && matched && !v->readonly))
@@ -570,8 +578,16 @@ static int save_check(void *arg, int stage, const char *tmp,
 		struct jrec w = { .op = JR_TEMP };
 
 		rc = ovl_ensure_dir(v, d);
+		if (rc || !tmp)	/* a rank set's: its temporaries come */
+			return rc;
 		jr_field(&w, tmp);
-		return rc ? rc : jr_append(v, &w, d);
+		return jr_append(v, &w, d);
+	}
+	if (stage == CKPT_SAVE_SWAP) {
+		/* the commit point: from here the next mount finishes it */
+		rc = ovl_many_record(v, stage, tmp, NULL, d);
+		v->swapped = !rc;
+		return rc;
 	}
 	return target ? ovl_commit_append(v, st, d) : 0;
 }
@@ -610,6 +626,10 @@ int ovl_commit(struct ovl *v, const char *output, struct diag *d)
 					     &v->base, d);
 		v->output = NULL;
 	}
+	/* committed (JR_SWAP) but not all renamed: no more edits, and the
+	   journal stays for the next mount, which finishes it */
+	if (rc && v->swapped)
+		v->committed = true;
 	if (rc)
 		return rc;
 	v->committed = true;
