@@ -305,10 +305,13 @@ static void header_text(const struct ckpt *c)
 		fmt_meta_text(c);
 		return;
 	}
-	/* a folder of many files without an index: a DCP directory */
-	printf("# %s: %s %s", c->path, ckpt_fmt(c)->name,
+	/* a folder of many files without an index: a DCP directory, a rank
+	   set, and what commits it (.metadata, the journal) */
+	printf("# %s: %s %s%s", c->path, ckpt_fmt(c)->name,
 	       c->zip.nentries ? "archive" : ckpt_can(c, CKPT_CAP_MANY) ?
-	       "directory, .metadata" : "stream");
+	       "directory, " : "stream",
+	       !c->zip.nentries && ckpt_can(c, CKPT_CAP_MANY) ?
+	       ckpt_fmt(c)->commit : "");
 	if (c->zip.nentries)
 		printf(", prefix '%s', version %d, %u records", c->zip.prefix,
 		       c->version, c->zip.nentries);

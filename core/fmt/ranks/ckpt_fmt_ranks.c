@@ -11,9 +11,21 @@
  *   parts      the rank files: each one's unsafe globals are listed
  *              with its name and offsets (ptls --check, ptverify)
  *   findings   what a rank holds otherwise than rank 0 (ptverify)
- *   write-back none: it mounts read-only (readonly_why(); CAP_WRITE says
- *              its model can be written out); ptrepack writes it as one
- *              file, a safetensors file, an HF folder or a DCP directory
+ *   write-back into its own rank files, which keep their names: each
+ *              file holding a changed piece, a replica of one or a copy
+ *              of a changed plain tensor written anew beside it, then
+ *              renamed over it, the journal the commit point
+ *              (ckpt_ranks_wb.c); read-only when a tensor's record is
+ *              compressed.  ptrepack writes it as one file, a
+ *              safetensors file, an HF folder or a DCP directory
+ *
+ * So it takes same-size edits of a tensor's bytes (through its file or
+ * its .npy view, in place or a whole .npy of the same dtype and shape)
+ * and nothing else: every rank's pickle names the keys and holds the
+ * values, and is written back as it is.  Refused when made, with one
+ * line (EPERM): a key renamed, removed or added, a new directory, an
+ * attribute, a value, the .txt view, a .npy of another shape, and a plain
+ * tensor some rank holds no copy of alike (each rank's copy is written).
  */
 #include "ckpt_ranks.h"
 #include "ckpt/ckpt_format.h"
@@ -21,9 +33,12 @@
 #include "fmt/dcp/ckpt_dcpapi.h"
 #include "zip/ptz_verify.h"
 
+#include "source/source.h"
+
 #include <stdio.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,23 +203,114 @@ static int members(const struct ckpt *c, const struct ckpt_storage *s,
 	return rc;
 }
 
-/* its model is written out (ptrepack), but not back into the ranks */
+/* a compressed record cannot be patched where it lies */
 static const char *readonly_why(const struct ckpt *c)
 {
-	(void)c;
-	return "per-rank shard sets";
+	return rk_packed(c) ? "per-rank shard sets with a compressed record" :
+	       NULL;
 }
+
+static int many_dir(const struct ckpt *c, const char **dir,
+		    const char **commit)
+{
+	/* no file commits it (the journal does): rank 0's names the set */
+	*dir = c->ranks->dir;
+	*commit = c->ranks->names[0];
+	return c->dcp->dirfd;
+}
+
+static bool many_file(const struct ckpt *c, uint32_t i, const char **name,
+		      int *fd)
+{
+	if (i >= c->ranks->n)
+		return false;
+	*name = c->ranks->names[i];
+	*fd = src_at(c->src, c->ranks->member[i])->fd;
+	return true;
+}
+
+static int save(struct ckpt *c, const char *target,
+		const struct ckpt_write_opts *o, const struct stat *like,
+		struct diag *d)
+{
+	(void)target;
+	(void)like;
+	return ckpt_ranks_wb(c, o, d);
+}
+
+/* ---- the edits it takes ---- */
+
+static int shape(const struct ckpt *c, const char *what, struct diag *d)
+{
+	(void)c;
+	return diag_errno(d, -EPERM, "%s: a per-rank shard set takes tensor "
+			  "bytes only (the file or its .npy); attributes, "
+			  "values and .txt views are in every rank's pickle, "
+			  "written back as it is", what);
+}
+
+static int dir(const struct ckpt *c, const struct ckpt_node *n,
+	       struct diag *d)
+{
+	(void)c;
+	return diag_errno(d, -EPERM, "%s%sa per-rank shard set keeps its keys "
+			  "(every rank's pickle names them, and is written "
+			  "back as it is); ptrepack writes it as one file that "
+			  "takes any edit", n->name, n->name[0] ? ": " : "");
+}
+
+static int add(const struct ckpt *c, const char *name, struct diag *d)
+{
+	(void)c;
+	return diag_errno(d, -EPERM, "%s: a per-rank shard set takes no new "
+			  "keys (every rank's pickle names them); ptrepack "
+			  "writes it as one file that takes any edit", name);
+}
+
+/* a piece's bytes go to its rank and each replica; a plain tensor's to
+ * every rank's own copy, which must be there alike */
+static int data(const struct ckpt *c, const struct ckpt_storage *s,
+		struct diag *d)
+{
+	struct rk_copy cp;
+	int rc = 0;
+
+	if (ckpt_pieced_tensor(c, s))
+		return 0;
+	for (uint32_t r = 0; r < c->ranks->n && !rc; r++)
+		rc = rk_twin(c, s, r, &cp, d);
+	return rc;
+}
+
+static int npy(const struct ckpt *c, const char *what, bool reshape,
+	       struct diag *d)
+{
+	(void)c;
+	if (!reshape)
+		return 0;
+	return diag_errno(d, -EPERM, "%s.npy: another shape would be a new "
+			  "tensor, and a per-rank shard set keeps each "
+			  "tensor's shape (its pieces are slabs of it); write "
+			  "a .npy of the tensor's shape, or ptrepack the set",
+			  what);
+}
+
+static const struct ckpt_rules rules = {
+	.shape = shape, .dir = dir, .add = add, .data = data, .npy = npy,
+};
 
 const struct ckpt_fmt ckpt_fmt_ranks = {
 	.id = CKPT_RANKS, .name = "ranks", .files = "per-rank shard sets",
-	.one = "a per-rank shard set", .caps = CKPT_CAP_WRITE, .converted =
-	", from per-rank shards",
+	.one = "a per-rank shard set", .caps = CKPT_CAP_WRITE | CKPT_CAP_MANY,
+	.commit = "journal", .converted = ", from per-rank shards",
 	.findings_are = "the ranks disagree",
 	.bid_name = bid_name, .bid_dir = bid_dir, .open = ckpt_ranks_open,
+	.rules = &rules,
 	.nparts = nparts, .part = part, .nfindings = nfindings, .finding = finding,
 	.tensor_attrs = tensor_attrs, .verify = verify,
 	.storage_data = ckpt_dcp_storage_data, .pieced = dcp_pieced,
 	.pieced_tensor = dcp_tensor, .pieced_where = dcp_where,
 	.pieced_read = ckpt_dcp_read, .close = ckpt_ranks_close,
-	.members = members, .readonly_why = readonly_why,
+	.members = members, .many_dir = many_dir, .many_file = many_file,
+	.readonly_why = readonly_why, .save = save,
 };

@@ -175,6 +175,7 @@ static int open_rank(struct ckpt *c, uint32_t r, unsigned flags,
 	if (k < 0)
 		return k;
 	diag_init(&dr, src_at(c->src, (uint32_t)k)->path);
+	rk->member[r] = (uint32_t)k;
 	k = c->open_part(src_at(c->src, (uint32_t)k), flags, &rk->parts[r],
 			 &dr);
 	if (k)
@@ -219,8 +220,8 @@ static void index_dt(struct ckpt *c, const struct ckpt_node *n,
 			index_dt(c, n->dir->kids[i], cnt, put);
 }
 
-/* The key path of node @n of rank 0's tree, "a/b/c". */
-static char *path_of(const struct ckpt_node *n, char *buf, size_t size)
+/* The key path of node @n of a rank's tree, "a/b/c". */
+char *rk_path_of(const struct ckpt_node *n, char *buf, size_t size)
 {
 	const struct ckpt_node *v[CKPT_MAX_DEPTH + 1];
 	size_t k = 0, m = 0;
@@ -258,7 +259,7 @@ static int file_of(struct ckpt *c, uint32_t r, int fd, struct diag *d)
 	f = &p->files[p->nfiles];
 	*f = (struct dcp_file){ .name = c->ranks->names[r],
 				.path = c->ranks->parts[r]->path, .fd = fd,
-				.member = r,
+				.member = c->ranks->member[r],
 				.size = c->ranks->parts[r]->file_size };
 	return (int)p->nfiles++;
 }
@@ -299,7 +300,7 @@ static int chunk(struct ckpt *c, uint32_t r, struct ckpt_storage *s,
 		return rc;
 	p->chunks[p->nchunks - 1].data = data;
 	p->chunks[p->nchunks - 1].done = true;
-	return 0;
+	return rk_copy_add(c, p->nchunks - 1, r, s, el, d);
 }
 
 static int by_key(const void *a, const void *b)
@@ -364,9 +365,11 @@ static int piece(struct ckpt *c, struct ckpt_tensor *t, const char *key,
 
 		if (!overlap(ch->offsets, ch->sizes, pc->off, pc->size, nd))
 			continue;
+		/* a replica: the first is read, every one written */
 		if (pc->replica && !memcmp(ch->offsets, pc->off, nd * 8) &&
 		    !memcmp(ch->sizes, pc->size, nd * 8))
-			return 0;	/* a replica: the first is read */
+			return rk_copy_add(c, k, r, pc->local->storage,
+					   pc->local->offset, d);
 		return diag_corrupt(d, pc->local->pkl_off, "%s: '%s': its "
 				    "piece overlaps %s's", rk->names[r], key,
 				    p->files[p->items[ch->item].file].name);
@@ -433,7 +436,7 @@ static int dtensor(struct ckpt_build *b, const struct pkl_value *v,
 	if (rc)
 		return rc;
 	g = rk->dt[s]->tensor;
-	path_of(rk->dt[s], key, sizeof(key));
+	rk_path_of(rk->dt[s], key, sizeof(key));
 	fqn = arena_strndup(&c->arena, key, strlen(key));
 	t = fqn ? ckpt_tensor_new(b, g->ndim) : NULL;
 	if (!t)
@@ -561,7 +564,8 @@ int ckpt_ranks_open(struct ckpt *c, unsigned flags, struct diag *d)
 	if (rc)
 		return rc;
 	rk->parts = calloc(rk->n, sizeof(*rk->parts));
-	if (!rk->parts)
+	rk->member = arena_alloc(&c->arena, rk->n * sizeof(*rk->member));
+	if (!rk->parts || !rk->member)
 		return diag_nomem(d);
 	/* whole: the set's tree is built from rank 0's document anew */
 	for (r = 0; r < rk->n && !rc; r++)
@@ -596,5 +600,6 @@ void ckpt_ranks_close(struct ckpt *c)
 	free(rk->dt);
 	free(rk->made);
 	free(rk->sorted);
+	free(rk->copies);
 	c->ranks = NULL;
 }

@@ -30,7 +30,10 @@
  * bytes are pieced from the ranks' pieces in place, exactly as a DCP
  * tensor is from its chunks (ckpt_dcp.h: the same chunk table and reads,
  * c->dcp).  Everything else is rank 0's; where another rank disagrees the
- * open keeps a finding (ptverify, the mount's status).
+ * open keeps a finding (ptverify, the mount's status).  A write-back
+ * (ckpt_ranks_wb.c) puts a changed chunk's bytes into every rank that
+ * holds them: its piece, its replicas (Replicate() placements), and for
+ * a plain tensor every rank's own copy.
  */
 #ifndef PT_FMT_RANKS_CKPT_RANKS_H
 #define PT_FMT_RANKS_CKPT_RANKS_H
@@ -47,12 +50,26 @@ struct rk_piece {
 	const struct ckpt_tensor *local;	/* _local_tensor (its rank's) */
 };
 
+/* A place that holds chunk @chunk's bytes: its piece on @rank (the one
+ * the chunk table reads), or a replica of it on another rank. */
+struct rk_copy {
+	uint32_t chunk;		/* in c->dcp->chunks */
+	uint32_t rank;
+	const struct ckpt_storage *s;	/* the rank's storage (its record) */
+	uint64_t data;		/* file offset of the chunk's byte 0 there */
+};
+
 struct ckpt_ranks {
 	const char *dir;	/* the folder, as given (arena) */
 	char prefix[64];	/* "model", "optim" */
 	uint32_t n;		/* world size: ranks 0 .. n - 1 */
 	struct ckpt **parts;	/* by rank, opened through the door */
 	const char **names;	/* by rank: the file's name (arena) */
+	uint32_t *member;	/* by rank: its file in c->src */
+	/* every place a chunk's bytes lie, pieces and replicas (a plain
+	   tensor's other ranks' copies are found when needed: rk_twin()) */
+	struct rk_copy *copies;
+	uint32_t ncopies, copies_cap;
 	/* rank 0's sharded tensor nodes by pickle value (open addressing) */
 	const struct ckpt_node **dt;
 	struct ckpt_tensor **made;	/* the tensor each became */
@@ -84,6 +101,9 @@ int rk_piece_of(const struct ckpt_node *dt, const struct ckpt_tensor *g,
 /* ckpt_ranks_dt.c: the pieces node @dt holds: a DTensor 1, a
  * ShardedTensor its local shards (0 or more) */
 uint32_t rk_npieces(const struct ckpt_node *dt);
+/* ckpt_ranks.c: the key path of node @n of a rank's tree into @buf. */
+char *rk_path_of(const struct ckpt_node *n, char *buf, size_t size);
+
 /* ckpt_ranks_dt.c: is @n a sharded tensor's node (a wrapper of class
  * DTensor or ShardedTensor)? */
 bool rk_is_sharded(const struct ckpt_node *n);
@@ -97,5 +117,22 @@ int rk_agree(struct ckpt *c, uint32_t r, struct diag *d);
 /* ckpt_ranks_agree.c: note a finding (printf-like); 0 or -ENOMEM. */
 int rk_note(struct ckpt *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* ckpt_ranks_wb.c: chunk @k's bytes lie in rank @r's storage @s from
+ * element @el on (its piece, or a replica): 0 or -errno with @d set. */
+int rk_copy_add(struct ckpt *c, uint32_t k, uint32_t r,
+		struct ckpt_storage *s, uint64_t el, struct diag *d);
+/* ckpt_ranks_wb.c: is some rank's tensor record compressed?  (Its bytes
+ * cannot be patched where they lie: the set mounts read-only.) */
+bool rk_packed(const struct ckpt *c);
+
+/*
+ * ckpt_ranks_wb.c: rank @r's copy of plain storage @s (a tensor of the
+ * set that is no DTensor: read from rank 0, but every rank holds its
+ * own), the storage of the tensor at the same key in rank @r's file,
+ * alike in dtype and size: 0 and *@out, or -EPERM with @d set.
+ */
+int rk_twin(const struct ckpt *c, const struct ckpt_storage *s, uint32_t r,
+	    struct rk_copy *out, struct diag *d);
 
 #endif
