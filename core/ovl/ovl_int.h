@@ -418,4 +418,9 @@ void ovl_many_tidy(struct ovl *v, bool committed);
 /* Forget them, removing nothing. */
 void ovl_many_forget(struct ovl *v);
 
+/* ovl_replay.c: apply edit record @r again (its data is already in
+ * place).  0 or -errno with @d set (a record that names what is not
+ * there is corrupt). */
+int ovl_replay_one(struct ovl *v, const struct jrec *r, struct diag *d);
+
 #endif
