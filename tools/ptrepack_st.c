@@ -181,6 +181,22 @@ static uint32_t torch2_only(const struct ckpt *c, char *names, size_t size)
 	return n;
 }
 
+/* The notes on tensors written as copies of views and values left out. */
+static void copies_notes(const struct st_opt *s, uint32_t views,
+			 uint32_t dropped)
+{
+	if (views)
+		fprintf(stderr, "%s: note: %u tensor%s written as contiguous "
+			"copies of views (strided, or part of a larger "
+			"storage)%s\n", cli_prog(), views, views == 1 ? "" : "s",
+			s->verbose ? "" : "; -v names them");
+	if (dropped)
+		fprintf(stderr, "%s: note: %u non-tensor value%s left out "
+			"(--drop-values)%s\n", cli_prog(), dropped,
+			dropped == 1 ? "" : "s",
+			s->verbose ? "" : "; -v names them");
+}
+
 void st_opt_report(const struct st_opt *s, const struct ckpt *c,
 		   const struct ckpt_write_opts *o)
 {
@@ -198,17 +214,7 @@ void st_opt_report(const struct st_opt *s, const struct ckpt *c,
 				names);
 		return;
 	}
-	if (st->views)
-		fprintf(stderr, "%s: note: %u tensor%s written as contiguous "
-			"copies of views (strided, or part of a larger "
-			"storage)%s\n", cli_prog(), st->views,
-			st->views == 1 ? "" : "s",
-			s->verbose ? "" : "; -v names them");
-	if (st->dropped_values)
-		fprintf(stderr, "%s: note: %u non-tensor value%s left out "
-			"(--drop-values)%s\n", cli_prog(), st->dropped_values,
-			st->dropped_values == 1 ? "" : "s",
-			s->verbose ? "" : "; -v names them");
+	copies_notes(s, st->views, st->dropped_values);
 }
 
 void repack_json_head(FILE *f, const char *in, const char *out)
@@ -269,17 +275,7 @@ void hf_report(const struct st_opt *s, const struct ckpt_hf_stats *st)
 			"tie's source)%s\n", cli_prog(), st->ties,
 			st->ties == 1 ? "" : "s",
 			s->verbose ? "" : "; -v names them");
-	if (st->dropped_values)
-		fprintf(stderr, "%s: note: %u non-tensor value%s left out "
-			"(--drop-values)%s\n", cli_prog(), st->dropped_values,
-			st->dropped_values == 1 ? "" : "s",
-			s->verbose ? "" : "; -v names them");
-	if (st->views)
-		fprintf(stderr, "%s: note: %u tensor%s written as contiguous "
-			"copies of views (strided, or part of a larger "
-			"storage)%s\n", cli_prog(), st->views,
-			st->views == 1 ? "" : "s",
-			s->verbose ? "" : "; -v names them");
+	copies_notes(s, st->views, st->dropped_values);
 }
 
 void hf_summary(FILE *f, const char *in, const char *out,

@@ -44,17 +44,6 @@ DET=$WORK/details
 : >"$DET"
 fs_py dcp_reshard_check.py
 
-# pycheck LABEL ARG...: dcp_reshard_check.py ARG..., pass or fail on it
-pycheck() {
-	_l=$1
-	shift
-	if fs_pyrun rep "$@"; then
-		pass "$_l" "$(grep "^ok$TAB" "$WORK/rep" | cut -f2)"
-	else
-		cat "$WORK/rep.err" >>"$WORK/rep"
-		fail "$_l" "$(head -n 1 "$WORK/rep")" "$WORK/rep"
-	fi
-}
 # ranks LABEL M OUT: the M-rank save and load, a process of its own (the
 # script server cannot spawn ranks)
 ranks() {
@@ -77,16 +66,16 @@ repack() {
 }
 
 d=$WORK/d
-pycheck "generated" gen "$inner/d" || { summary; exit 1; }
+fs_pycheck "generated" gen "$inner/d" || { summary; exit 1; }
 repack "one rank" "$d/sd.pt" "$d/one/"
 
 if want cut; then
 for m in 2 3; do
 	repack "cut $m: written" --ranks "$m" "$d/one" "$d/out-$m/"
 	ranks "cut $m: dcp.load under $m ranks" "$m" "$inner/d/out-$m"
-	pycheck "cut $m: .metadata as dcp.save's" meta "$inner/d/ref-$m" \
+	fs_pycheck "cut $m: .metadata as dcp.save's" meta "$inner/d/ref-$m" \
 		"$inner/d/out-$m"
-	pycheck "cut $m: dcp.load from one process" load "$inner/d/out-$m"
+	fs_pycheck "cut $m: dcp.load from one process" load "$inner/d/out-$m"
 done
 fi
 
@@ -98,17 +87,17 @@ if want again; then
 		run_limited 60 "$ptrepack" --ranks 2 "$d/one" "$d/out-2/" >/dev/null
 	[ -d "$d/ref-3" ] || ranks "again: dcp.save by 3 ranks" 3 "$inner/d/one"
 	repack "again: written" --ranks 3 "$d/out-2" "$d/again/"
-	pycheck "again: boxes as dcp.save's" boxes "$inner/d/ref-3" \
+	fs_pycheck "again: boxes as dcp.save's" boxes "$inner/d/ref-3" \
 		"$inner/d/again"
-	pycheck "again: as torch's planner" plan "$inner/d/out-2" \
+	fs_pycheck "again: as torch's planner" plan "$inner/d/out-2" \
 		"$inner/d/again" 3
-	pycheck "again: dcp.load from one process" load "$inner/d/again"
+	fs_pycheck "again: dcp.load from one process" load "$inner/d/again"
 fi
 
 if want planner; then
 	for f in sd tie; do
 		repack "planner $f: written" --ranks 10 "$d/$f.pt" "$d/p10-$f/"
-		pycheck "planner $f: as torch's" plan "$inner/d/$f.pt" \
+		fs_pycheck "planner $f: as torch's" plan "$inner/d/$f.pt" \
 			"$inner/d/p10-$f" 10
 	done
 fi

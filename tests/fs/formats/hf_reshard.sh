@@ -44,20 +44,9 @@ DET=$WORK/details
 : >"$DET"
 fs_py hf_reshard_check.py
 
-# pycheck LABEL ARG...: hf_reshard_check.py ARG..., pass or fail on it
-pycheck() {
-	_l=$1
-	shift
-	if fs_pyrun rep "$@"; then
-		pass "$_l" "$(grep "^ok$TAB" "$WORK/rep" | cut -f2)"
-	else
-		cat "$WORK/rep.err" >>"$WORK/rep"
-		fail "$_l" "$(head -n 1 "$WORK/rep")" "$WORK/rep"
-	fi
-}
 
 h=$WORK/h
-pycheck "generated" gen "$inner/h" 100KB 200KB 50MB || { summary; exit 1; }
+fs_pycheck "generated" gen "$inner/h" 100KB 200KB 50MB || { summary; exit 1; }
 tf=false
 [ -d "$h/ref-200KB" ] && tf=true
 for size in 100KB 200KB 50MB; do
@@ -71,10 +60,10 @@ for size in 100KB 200KB 50MB; do
 		note "no note of the tie: $(head -n 1 "$WORK/rp.txt")"
 	check "cut $size: written" "the tie lm_head.weight left out, and said"
 	if $tf; then
-		pycheck "cut $size: as save_pretrained" same "$inner/h/ref-$size" \
+		fs_pycheck "cut $size: as save_pretrained" same "$inner/h/ref-$size" \
 			"$inner/h/out-$size"
 	fi
-	pycheck "cut $size: union" union "$inner/h/out-$size" "$inner/h/sd.pt"
+	fs_pycheck "cut $size: union" union "$inner/h/out-$size" "$inner/h/sd.pt"
 done
 if $tf; then
 	# a folder cut again: its config.json and generation_config.json
@@ -89,9 +78,9 @@ if $tf; then
 		check "a folder cut again: its files" "config.json, generation_config.json copied"
 		# (a folder keeps no state-dict order: its keys are cut in the
 		# order it lists them, so not as save_pretrained's 100KB)
-		pycheck "a folder cut again: union" union "$inner/h/re" \
+		fs_pycheck "a folder cut again: union" union "$inner/h/re" \
 			"$inner/h/sd.pt"
-		pycheck "loads" load "$inner/h/re" "$inner/h/sd.pt"
+		fs_pycheck "loads" load "$inner/h/re" "$inner/h/sd.pt"
 	else
 		fail "a folder cut again" "ptrepack: $(head -n 1 "$WORK/rp.txt")"
 	fi
@@ -105,7 +94,7 @@ if [ -f "$testenv/fixtures/ranks/fsdp2_4/expected_model.pt" ] &&
 	if run_limited 60 "$ptrepack" --max-shard-size 0.1KB \
 	    "$h/fsdp2_4/model_world_size_4_rank_*.pt" "$h/ranks/" \
 	    >"$WORK/rp.txt" 2>&1; then
-		pycheck "ranks" union "$inner/h/ranks" \
+		fs_pycheck "ranks" union "$inner/h/ranks" \
 			"$inner/h/fsdp2_4/expected_model.pt"
 	else
 		fail "ranks" "ptrepack: $(head -n 1 "$WORK/rp.txt")"

@@ -42,17 +42,8 @@ fs_py njt_check.py
 probe_fuse "$fs/../data/sample.pt" "$WORK/mnt/probe" "$WORK/probe.err" -o ro
 stop_daemon "$WORK/mnt/probe"
 
-# check LABEL ARG...: njt_check.py ARG..., pass or fail on its report
-check() {
-	_l=$1
-	shift
-	if fs_pyrun rep "$@"; then
-		pass "$_l" "$(grep "^ok$TAB" "$WORK/rep" | cut -f2)"
-	else
-		cat "$WORK/rep.err" >>"$WORK/rep"
-		fail "$_l" "$(head -n 1 "$WORK/rep")" "$WORK/rep"
-	fi
-}
+# check LABEL ARG...: the script with ARG..., pass or fail on its report
+check() { fs_pycheck "$@"; }
 
 check "generate" gen "$inner/n" || { summary; exit 1; }
 f=$WORK/n/njt.pt

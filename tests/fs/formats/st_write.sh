@@ -54,17 +54,8 @@ mkdir -p "$WORK/mnt" "$WORK/py" "$D" || exit 1
 fs_py st_write_check.py st_check.py
 I=$inner/st
 
-# check LABEL ARG...: st_write_check.py ARG..., pass or fail on its report
-check() {
-	_l=$1
-	shift
-	if fs_pyrun rep "$@"; then
-		pass "$_l" "$(grep "^ok$TAB" "$WORK/rep" | cut -f2)"
-	else
-		cat "$WORK/rep.err" >>"$WORK/rep"
-		fail "$_l" "$(head -n 1 "$WORK/rep")" "$WORK/rep"
-	fi
-}
+# check LABEL ARG...: the script with ARG..., pass or fail on its report
+check() { fs_pycheck "$@"; }
 # repack LABEL ARG...: ptrepack ARG... must succeed; stderr in $WORK/rp.err
 repack() {
 	_l=$1

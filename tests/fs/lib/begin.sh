@@ -19,6 +19,9 @@
 #                               All calls of a script go to one python
 #                               (lib/tserve.py), which imports torch once;
 #                               PT_NO_TSERVE=1: a process per call
+#   fs_pycheck LABEL ARG...      fs_pyrun rep ARG..., then pass LABEL with
+#                               its "ok<TAB>detail" line, or fail with its
+#                               first line and the rest (lib.sh's)
 #
 # Then the caller sources lib.sh (which reads $WORK and $PTFS).
 
@@ -92,6 +95,17 @@ fs_pyrun() {	# (run_limited is lib.sh's)
 	else
 		run_limited 300 chroot "$root" python3 "$inner/py/$FS_PY" "$@" \
 			>"$WORK/$_rep" 2>"$WORK/$_rep.err"
+	fi
+}
+
+fs_pycheck() {
+	_pl=$1
+	shift
+	if fs_pyrun rep "$@"; then
+		pass "$_pl" "$(grep "^ok$TAB" "$WORK/rep" | cut -f2)"
+	else
+		cat "$WORK/rep.err" >>"$WORK/rep"
+		fail "$_pl" "$(head -n 1 "$WORK/rep")" "$WORK/rep"
 	fi
 }
 
