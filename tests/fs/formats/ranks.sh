@@ -52,13 +52,12 @@ trap release_work EXIT
 trap 'exit 130' INT TERM HUP
 DET=$WORK/details
 : >"$DET"
-mkdir -p "$WORK/mnt" "$WORK/py" || exit 1
-cp "$here/ranks_check.py" "$WORK/py/" || exit 1
+mkdir -p "$WORK/mnt" || exit 1
+fs_py ranks_check.py	# (one python for all its calls: begin.sh)
 probe_fuse "$sample" "$WORK/mnt/probe" "$WORK/probe.err" -o ro
 stop_daemon "$WORK/mnt/probe"
 
 # ------------------------------------------------------ the sets (torch 2.x)
-mkdir -p "$gwork/py" && cp "$here/ranks_check.py" "$gwork/py/" || exit 1
 if [ -f "$testenv/fixtures/ranks/evil_2/expected_model.pt" ] &&
     cp -a "$testenv/fixtures/ranks" "$gwork/out"; then
 	pass "generated (torch 2.x)" "$(cat "$gwork/out/.stamp")"
@@ -70,11 +69,11 @@ fi
 out=$gwork/out
 py() {	# ranks_check.py under the torch being tested, paths as it sees them
 	if [ "$version" = 1.13 ]; then
-		/usr/bin/python3 "$WORK/py/ranks_check.py" "$@"
+		fs_pycall ranks_check.py "$@"
 	else
 		_a= ; for _x in "$@"; do _a="$_a ${_x#"$groot"}"; done
 		# shellcheck disable=SC2086
-		chroot "$groot" python3 "$ginner/py/ranks_check.py" $_a
+		fs_pycall ranks_check.py $_a
 	fi
 }
 sums() { (cd "$1" && find . -type f | sort | xargs sha256sum) | sha256sum; }

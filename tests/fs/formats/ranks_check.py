@@ -68,12 +68,11 @@ def full(v):
     return v
 
 
-def run(rank, world, out, store, kind):
+def make(rank, world, out, kind):
+    """Set @kind into @out, this rank's files (every rank calls it)."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import distribute_tensor, Shard, Replicate
-    dist.init_process_group("gloo", init_method="file://" + store,
-                            rank=rank, world_size=world)
     torch.manual_seed(0)
     if kind in ("fsdp2", "other"):
         from torch.distributed.fsdp import fully_shard
@@ -151,21 +150,35 @@ def run(rank, world, out, store, kind):
     if rank == 0:
         torch.save(exp_m, f"{out}/expected_model.pt")
     dist.barrier()
+
+
+def run(rank, world, jobs, store):
+    """Every set of one world size in one process group: torch is
+    imported once per rank, not once per set."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method="file://" + store,
+                            rank=rank, world_size=world)
+    for out, kind in jobs:
+        make(rank, world, out, kind)
     dist.destroy_process_group()
 
 
 def gen(out):
     import torch.multiprocessing as mp
-    for name, world, kind in (("fsdp2_2", 2, "fsdp2"), ("fsdp2_4", 4, "fsdp2"),
-                              ("dt_4", 4, "dt"), ("fsdp1_2", 2, "fsdp1"),
-                              ("fsdp1_4", 4, "fsdp1"),
-                              ("other_2", 2, "other"),
-                              ("drift_2", 2, "drift"),
-                              ("evil_2", 2, "evil")):
-        d = os.path.join(out, name)
-        os.makedirs(d, exist_ok=True)
-        store = os.path.join(out, name + ".store")
-        mp.spawn(run, args=(world, d, store, kind), nprocs=world)
+    sets = (("fsdp2_2", 2, "fsdp2"), ("fsdp2_4", 4, "fsdp2"),
+            ("dt_4", 4, "dt"), ("fsdp1_2", 2, "fsdp1"),
+            ("fsdp1_4", 4, "fsdp1"),
+            ("other_2", 2, "other"),
+            ("drift_2", 2, "drift"),
+            ("evil_2", 2, "evil"))
+    for world in (2, 4):
+        jobs = []
+        for name, w, kind in sets:
+            if w == world:
+                jobs.append((os.path.join(out, name), kind))
+                os.makedirs(jobs[-1][0], exist_ok=True)
+        store = os.path.join(out, f"world{world}.store")
+        mp.spawn(run, args=(world, jobs, store), nprocs=world)
         if os.path.exists(store):
             os.unlink(store)
     print("ok\tranks sets written by torch", torch.__version__)
