@@ -98,6 +98,20 @@ int newdir_begin(struct newdir *nd, const char *dst, const char *what,
 	return 0;
 }
 
+int newdir_put(struct newdir *nd, const char *name, const void *p,
+	       size_t len, unsigned mode, struct diag *d)
+{
+	int fd = openat(nd->dfd, name, O_WRONLY | O_CREAT | O_EXCL |
+			O_NOFOLLOW | O_CLOEXEC, mode);
+	int rc = fd < 0 ? -errno : io_pwrite_full(fd, p, len, 0);
+
+	if (!rc && fsync(fd))
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	return rc ? diag_errno(d, rc, "%s: %s", name, strerror(-rc)) : 0;
+}
+
 int newdir_commit(struct newdir *nd, struct diag *d)
 {
 	int rc;

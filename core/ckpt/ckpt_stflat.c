@@ -336,11 +336,19 @@ static int walk_roots(struct st_flat *f, struct sbuf *path)
 	return rc;
 }
 
-int ckpt_st_flatten(struct ckpt *c, struct st_flat *f, struct diag *d)
+int ckpt_st_flatten(struct ckpt *c, const struct ckpt_write_opts *o,
+		    struct st_flat *f, struct diag *d)
 {
 	struct sbuf path = { 0 };
 	int rc;
 
+	f->drop = o->st_drop;
+	f->note = o->note;
+	f->note_arg = o->note_arg;
+	f->part = o->part;
+	f->roots = o->roots;
+	f->root_keys = o->root_keys;
+	f->nroots = o->nroots;
 	f->d = d;
 	if (c->byteorder && !strcmp(c->byteorder, "big"))
 		return diag_unsupported(d, DIAG_NO_OFFSET, "a big-endian "

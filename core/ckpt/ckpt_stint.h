@@ -45,11 +45,13 @@ struct st_flat {
 };
 
 /*
- * Flatten @c's tree into @f (set its "in" fields first; release @f either
- * way).  0 or -errno with @d set: -ENOTSUP for what safetensors cannot
- * hold, -EINVAL for a name it cannot have.
+ * Flatten @c's tree into @f, its "in" fields from @o (st_drop, note,
+ * part, roots; tie_first_seen is the caller's, set first); release @f
+ * either way.  0 or -errno with @d set: -ENOTSUP for what safetensors
+ * cannot hold, -EINVAL for a name it cannot have.
  */
-int ckpt_st_flatten(struct ckpt *c, struct st_flat *f, struct diag *d);
+int ckpt_st_flatten(struct ckpt *c, const struct ckpt_write_opts *o,
+		    struct st_flat *f, struct diag *d);
 void ckpt_st_flat_release(struct st_flat *f);
 
 /*

@@ -428,14 +428,7 @@ int ckpt_st_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	struct stw w = { .c = c, .fd = fd, .o = o, .d = d };
 	int rc;
 
-	w.f.drop = o->st_drop;
-	w.f.part = o->part;
-	w.f.roots = o->roots;
-	w.f.root_keys = o->root_keys;
-	w.f.nroots = o->nroots;
-	w.f.note = o->note;
-	w.f.note_arg = o->note_arg;
-	rc = ckpt_st_flatten(c, &w.f, d);
+	rc = ckpt_st_flatten(c, o, &w.f, d);
 	if (!rc)
 		rc = write_flat(&w, NULL, clone);
 	if (!rc && o->stats) {

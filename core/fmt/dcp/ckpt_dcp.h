@@ -254,6 +254,9 @@ int ckpt_dcp_check_chunks(struct ckpt *c, struct diag *d);
  * chunk.  0 or -errno with @d set (naming the .distcp file).
  */
 int ckpt_dcp_resolve(struct ckpt *c, uint32_t k, struct diag *d);
+/* ckpt_dcp_item.c: the storage whose chunks hold chunk @k (a binary
+ * search over first[]). */
+uint32_t dcp_chunk_storage(const struct ckpt *c, uint32_t k);
 
 /* ckpt_dcp_item.c: free what ckpt_dcp_resolve() kept of the items. */
 void ckpt_dcp_tpls_free(struct ckpt_dcp *p);

@@ -205,8 +205,7 @@ static void held_of(const struct ckpt *ic, struct held *h)
 		h->rec = ptz_cd_index(&ic->zip, t->storage->rec);
 }
 
-/* The storage that chunk @k belongs to (binary search over first[]). */
-static uint32_t storage_of_chunk(const struct ckpt *c, uint32_t k)
+uint32_t dcp_chunk_storage(const struct ckpt *c, uint32_t k)
 {
 	uint32_t lo = 0, hi = c->nstorages;
 
@@ -268,7 +267,7 @@ static int resolve_locked(struct ckpt *c, uint32_t k, struct diag *d)
 {
 	struct ckpt_dcp *p = c->dcp;
 	struct dcp_chunk *ch = &p->chunks[k];
-	const struct ckpt_storage *s = c->storages[storage_of_chunk(c, k)];
+	const struct ckpt_storage *s = c->storages[dcp_chunk_storage(c, k)];
 	const struct ckpt_tensor *want = p->tens[s->index];
 	const char *path = d->path;
 	struct ptz_reader quick = { 0 }, *z = &quick;

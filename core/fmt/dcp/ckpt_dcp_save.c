@@ -476,29 +476,21 @@ static int write_rank(struct dsave *s, int dfd, uint32_t r, uint32_t *j)
 	return rc;
 }
 
-static int write_all(struct dsave *s, int dfd, struct diag *d)
+static int write_all(struct dsave *s, struct newdir *nd, struct diag *d)
 {
 	unsigned char *pkl = NULL;
 	size_t len = 0;
 	uint32_t j = 0;
-	int fd, rc;
+	int rc;
 
 	rc = ckpt_dcp_split(s->v, s->n, s->o->dcp_ranks, &s->plan, d);
 	for (uint32_t r = 0; r < s->plan.ranks && !rc; r++)
-		rc = write_rank(s, dfd, r, &j);
+		rc = write_rank(s, nd->dfd, r, &j);
 	if (!rc)
 		rc = ckpt_dcp_metadata(s->v, s->n, s->el, &s->plan, &pkl, &len,
 				       d);
-	fd = rc ? -1 : openat(dfd, ".metadata", O_WRONLY | O_CREAT | O_EXCL |
-			      O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (!rc && fd < 0)
-		rc = diag_errno(d, -errno, ".metadata: %s", strerror(errno));
-	if (!rc && (rc = io_pwrite_full(fd, pkl, len, 0)))
-		diag_errno(d, rc, ".metadata: %s", strerror(-rc));
-	if (!rc && fsync(fd))
-		rc = diag_errno(d, -errno, ".metadata: %s", strerror(errno));
-	if (fd >= 0)
-		close(fd);
+	if (!rc)
+		rc = newdir_put(nd, ".metadata", pkl, len, 0644, d);
 	free(pkl);
 	return rc;
 }
@@ -523,7 +515,7 @@ int ckpt_dcp_save(struct ckpt *c, const char *dst,
 	if (!rc)
 		rc = unique(&s);
 	if (!rc)
-		rc = write_all(&s, nd.dfd, d);
+		rc = write_all(&s, &nd, d);
 	if (!rc)
 		rc = newdir_commit(&nd, d);
 	if (!rc && st) {

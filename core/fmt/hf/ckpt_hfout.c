@@ -72,8 +72,6 @@ struct hfo {
 	const struct ckpt_write_opts *o;
 	struct diag *d;
 	struct st_flat f;
-	struct st_ent **seen;	/* the kept entries in state-dict order */
-	uint32_t n;
 	uint32_t *shard;	/* by flat entry: its shard (aliases too) */
 	uint32_t nshards;
 	uint64_t total;		/* total_size */
@@ -97,15 +95,6 @@ static uint64_t cut_size(const uint32_t *users, const struct st_ent *e)
 	return users[s->index] > 1 ? ckpt_tensor_nbytes(e->t) : s->nbytes;
 }
 
-static uint64_t numel(const struct ckpt_tensor *t)
-{
-	uint64_t n = 1;
-
-	for (int k = 0; k < t->ndim; k++)
-		n *= (uint64_t)t->shape[k];
-	return n;
-}
-
 /* Each kept entry's shard, as split_state_dict_into_shards_factory()
  * cuts them; aliases are told of. */
 static int plan(struct hfo *h)
@@ -113,26 +102,29 @@ static int plan(struct hfo *h)
 	uint64_t max = h->o->max_shard, cur = 0;
 	uint32_t open = UINT32_MAX;	/* the shard being filled */
 	uint32_t *users = calloc(h->c->nstorages + 1, sizeof(*users));
+	/* the kept entries in state-dict order */
+	struct st_ent **seen = malloc((h->f.n + 1) * sizeof(*seen));
+	uint32_t n = 0;
 	char what[600];
 
-	h->seen = malloc((h->f.n + 1) * sizeof(*h->seen));
 	h->shard = calloc(h->f.n + 1, sizeof(*h->shard));
-	if (!h->seen || !h->shard || !users) {
+	if (!seen || !h->shard || !users) {
 		free(users);
+		free(seen);
 		return diag_nomem(h->d);
 	}
 	for (uint32_t i = 0; i < h->f.n; i++)
 		if (h->f.e[i].kept == i) {
-			h->seen[h->n++] = &h->f.e[i];
+			seen[n++] = &h->f.e[i];
 			users[h->f.e[i].t->storage->index]++;
 		}
-	qsort(h->seen, h->n, sizeof(*h->seen), by_seq);
-	for (uint32_t i = 0; i < h->n; i++) {
-		struct st_ent *e = h->seen[i];
+	qsort(seen, n, sizeof(*seen), by_seq);
+	for (uint32_t i = 0; i < n; i++) {
+		struct st_ent *e = seen[i];
 		uint64_t sz = cut_size(users, e);
 
 		h->total += sz;
-		h->params += numel(e->t);
+		h->params += e->t->numel;
 		if (sz > max) {
 			h->shard[e - h->f.e] = h->nshards++;
 			continue;
@@ -160,6 +152,7 @@ static int plan(struct hfo *h)
 		}
 	}
 	free(users);
+	free(seen);
 	return 0;
 }
 
@@ -172,21 +165,6 @@ static const char *shard_name(const struct hfo *h, uint32_t k, char *buf,
 	snprintf(buf, size, "model-%05u-of-%05u.safetensors", k + 1,
 		 h->nshards);
 	return buf;
-}
-
-/* A new file @name in the folder with @len bytes of @p, fsync'd. */
-static int put_file(int dfd, const char *name, const void *p, size_t len,
-		    struct diag *d)
-{
-	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-			O_CLOEXEC, 0666);
-	int rc = fd < 0 ? -errno : io_pwrite_full(fd, p, len, 0);
-
-	if (!rc && fsync(fd))
-		rc = -errno;
-	if (fd >= 0)
-		close(fd);
-	return rc ? diag_errno(d, rc, "%s: %s", name, strerror(-rc)) : 0;
 }
 
 /* The index, as json.dumps(index, indent=2, sort_keys=True) writes it:
@@ -314,15 +292,9 @@ int ckpt_hf_write(struct ckpt *c, const char *out,
 	struct sbuf idx = { 0 };
 	int rc;
 
-	h.f.drop = o->st_drop;
-	h.f.note = o->note;
-	h.f.note_arg = o->note_arg;
-	h.f.roots = o->roots;
-	h.f.root_keys = o->root_keys;
-	h.f.nroots = o->nroots;
 	h.f.tie_first_seen = true;
 	*st = (struct ckpt_hf_stats){ 0 };
-	rc = ckpt_st_flatten(c, &h.f, d);
+	rc = ckpt_st_flatten(c, o, &h.f, d);
 	if (!rc && !h.f.n)
 		rc = diag_unsupported(d, DIAG_NO_OFFSET, "no tensors to "
 				      "write: a Hugging Face folder holds "
@@ -334,7 +306,7 @@ int ckpt_hf_write(struct ckpt *c, const char *out,
 	if (!rc)
 		rc = write_shards(&h, nd.dfd, st);
 	if (!rc && h.nshards > 1 && !(rc = index_text(&h, &idx))) {
-		rc = put_file(nd.dfd, HF_INDEX, idx.p, idx.n, d);
+		rc = newdir_put(&nd, HF_INDEX, idx.p, idx.n, 0666, d);
 		st->size += idx.n;
 	}
 	if (!rc)
@@ -349,7 +321,6 @@ int ckpt_hf_write(struct ckpt *c, const char *out,
 		st->total_size = h.total;
 	}
 	free(idx.p);
-	free(h.seen);
 	free(h.shard);
 	ckpt_st_flat_release(&h.f);
 	return rc;

@@ -141,7 +141,7 @@ static int scan(struct ckpt *c, const char *want, struct diag *d)
  * metadata): the tree holds none of those, so they are not the file's to
  * answer for.  (ShardedTensor's getattr(ShardedTensor, "ProcessGroupState")
  * is a builtin's, and stays listed: torch.load runs it.) */
-static bool dtensor_global(const char *m)
+static bool sharded_global(const char *m)
 {
 	return !strncmp(m, "torch.distributed.tensor", 24) ||
 	       !strcmp(m, "torch.distributed.device_mesh") ||
@@ -157,7 +157,7 @@ static void keep_own_globals(struct ckpt *p)
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < p->nglobals; i++)
-		if (!dtensor_global(p->globals[i].module))
+		if (!sharded_global(p->globals[i].module))
 			p->globals[n++] = p->globals[i];
 	p->nglobals = n;
 }
@@ -465,25 +465,11 @@ static int dtensor(struct ckpt_build *b, const struct pkl_value *v,
 	return rc ? rc : 1;
 }
 
-/* Rank 0's globals, but the sharded tensors' own. */
-static void note_global(const struct pkl_value *g, void *arg)
-{
-	struct dcp_walk *w = arg;
-	const char *m = g->u.global.module;
-
-	if (diag_failed(w->d) || ckpt_global_allowed(m, g->u.global.name) ||
-	    dtensor_global(m))
-		return;
-	if (ckpt_global_add(w->c, g))
-		diag_nomem(w->d);
-}
-
 /* The tree: rank 0's pickle, its sharded tensors the global tensors. */
 static int build(struct ckpt *c, struct diag *d)
 {
 	struct ckpt_ranks *rk = c->ranks;
 	struct ckpt *p0 = rk->parts[0];
-	struct dcp_walk w = { c, d };
 	uint32_t n = 0;
 	int rc;
 
@@ -499,10 +485,11 @@ static int build(struct ckpt *c, struct diag *d)
 	memcpy(rk->sorted, p0->storages, p0->nstorages * sizeof(*rk->sorted));
 	qsort(rk->sorted, p0->nstorages, sizeof(*rk->sorted), by_key);
 	/* the document is the set's now (its nodes still point into it);
-	   rank 0's part still reads it (its globals' holders), borrowed */
+	   rank 0's part still reads it (its globals' holders), borrowed.
+	   The set's unsafe globals are its parts' (each rank file's own,
+	   kept at its open): c->globals stays empty */
 	c->doc = p0->doc;
-	pkl_doc_each_global(c->doc, note_global, &w);
-	rc = diag_failed(d) ? d->err : ckpt_build_begin(c, d);
+	rc = ckpt_build_begin(c, d);
 	if (rc)
 		return rc;
 	c->b->subclass = dtensor;

@@ -130,23 +130,6 @@ int rk_twin(const struct ckpt *c, const struct ckpt_storage *s, uint32_t r,
 	return 0;
 }
 
-/* The set's storage whose chunks hold chunk @k. */
-static uint32_t storage_of(const struct ckpt *c, uint32_t k)
-{
-	const uint32_t *first = c->dcp->first;
-	uint32_t lo = 0, hi = c->nstorages;
-
-	while (hi - lo > 1) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (first[mid] <= k)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 struct wb {
 	struct dcp_wb r;	/* the runs, the marks (ckpt_dcp_wb.h) */
 	struct fsave fs;
@@ -186,7 +169,7 @@ static int put_copy(struct wb *w, const struct rk_copy *cp, int fd,
 		    const char *name)
 {
 	struct ckpt *c = w->r.c;
-	int rc = dcp_wb_put(&w->r, storage_of(c, cp->chunk), cp->chunk, fd,
+	int rc = dcp_wb_put(&w->r, dcp_chunk_storage(c, cp->chunk), cp->chunk, fd,
 			    cp->data, name);
 
 	return rc ? rc : dcp_wb_crc(&w->r, &c->ranks->parts[cp->rank]->zip,
