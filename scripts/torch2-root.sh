@@ -17,9 +17,15 @@ set -eu
 root=${PT_TORCH2_ROOT:-/var/cache/ptfs/torch2-root}
 pkgs=python3-torch,python3-numpy
 
+# usable: the root has its python, torch and numpy.  The modules are
+# found, not imported (an import of torch costs 2 s of CPU, and every
+# torch 2.x test asks): a root is moved into place only after they
+# imported (below), and a torch that breaks later fails its tests with
+# torch's own message.
 usable() {
 	[ -x "$root/usr/bin/python3" ] &&
-		chroot "$root" python3 -c 'import torch, numpy' >/dev/null 2>&1
+		chroot "$root" python3 -c 'import importlib.util as u, sys
+sys.exit(not (u.find_spec("torch") and u.find_spec("numpy")))' >/dev/null 2>&1
 }
 
 # transformers, whose save_pretrained and from_pretrained the Hugging Face

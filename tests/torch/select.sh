@@ -45,12 +45,29 @@ torch2_root() {
 	sh "$_t2" | tail -n 1
 }
 
+# torch_version PYTHON...: torch's version as its package records it, on
+# stdout; status 1 and the reason when PYTHON has no torch or no numpy.
+# It finds the modules without importing them: an import of torch costs
+# 1 to 2.5 s of CPU, and the suite asks about 150 times (docs/testing.md).
+# A torch that is installed but cannot be imported fails the test at its
+# first real use, with torch's own message.
+torch_version() {
+	"$@" -c 'import importlib.util as u, importlib.metadata as m, sys
+for n in ("torch", "numpy"):
+    if u.find_spec(n) is None:
+        sys.exit("No module named %r" % n)
+try:
+    print(m.version("torch"))
+except m.PackageNotFoundError:
+    print("unknown")' 2>&1
+}
+
 torch_select() {
 	if [ "$1" = 1.13 ]; then
 		py=/usr/bin/python3
 		[ -x "$py" ] || no_torch "$1" "$py not found"
-		_why=$("$py" -c 'import torch, numpy' 2>&1) ||
-			no_torch "$1" "$(printf '%s\n' "$_why" | grep -v UCX | tail -n 1)"
+		_why=$(torch_version "$py") ||
+			no_torch "$1" "$(printf '%s\n' "$_why" | tail -n 1)"
 		work=$(mktemp -d "${PT_SCRATCH_DIR:-${TMPDIR:-/tmp}}/$3.XXXXXX") ||
 			exit 1
 		inner=$work

@@ -43,7 +43,7 @@ version=2
 fs_torch "" ptfs-rt
 version=$under_test
 py13=/usr/bin/python3
-"$py13" -c 'import torch' >/dev/null 2>&1 || no_torch 1.13 "$py13 has no torch"
+torch_version "$py13" >/dev/null || no_torch 1.13 "$py13 has no torch"
 . "$fs/lib/lib.sh"
 
 cleanup() {

@@ -178,7 +178,7 @@ elif [ "${PT_NO_TORCH2:-0}" = 1 ]; then
 else
 	fail "torch 2.x" "no torch 2.x root (sh scripts/torch2-root.sh says why)"
 fi
-if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+if torch_version /usr/bin/python3 >/dev/null; then
 	check "torch 1.13" run_limited 900 /usr/bin/python3 \
 		"$WORK/big_check.py" torch "$CK" $NSMALL $BIG
 else

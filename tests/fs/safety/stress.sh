@@ -70,7 +70,8 @@ left=$(ls -A "$D" | grep -vx model.pt | tr '\n' ' ')
 	fail "nothing beside the checkpoint" "also: $left"
 
 # torch 1.13 (Debian) and 2.x (chroot) load what was written back
-if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+. "$fs/../torch/select.sh"
+if torch_version /usr/bin/python3 >/dev/null; then
 	out=$(/usr/bin/python3 "$here/stress.py" torch "$D/model.pt" "$procs" "$threads" "$rounds" 2>&1 | tail -n 1)
 	case $out in
 	ok*) pass "torch 1.13" "${out#ok }" ;;
@@ -80,7 +81,6 @@ else
 	skip "torch 1.13" "no torch in /usr/bin/python3"
 fi
 root= root_why=
-. "$fs/../torch/select.sh"
 root=$(torch2_root 2>"$WORK/torch2.why") || root=
 root_why=$(tail -n 1 "$WORK/torch2.why")
 if [ -n "$root" ] && [ -d "$root/tmp" ]; then
