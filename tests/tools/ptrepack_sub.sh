@@ -18,15 +18,19 @@ case $ptrepack in /*) ;; *) ptrepack=$(pwd)/$ptrepack ;; esac
 
 . "$here/../torch/select.sh"
 torch_select "$version" "" ptrepack-sub
-trap 'rm -rf "$work"' EXIT
+# ptrepack_sub.py's calls go to one python (tests/fs/lib/begin.sh's script
+# server), which imports torch once
+fs=$here/../fs WORK=$work TAB=$(printf '\t')
+. "$fs/lib/begin.sh"
+trap 'fs_tserve_stop; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM HUP
 
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 
-cp "$here/ptrepack_sub.py" "$work/" || exit 1
-run_py "$inner/ptrepack_sub.py" gen "$inner" >"$work/gen.log" 2>&1 || {
+fs_py ptrepack_sub.py
+fs_pycall ptrepack_sub.py gen "$inner" >"$work/gen.log" 2>&1 || {
 	echo "ptrepack_sub.py gen failed under torch $version:" >&2
 	grep -v "UCX\|cpuinfo" "$work/gen.log" | tail -n 5 >&2
 	exit 1
@@ -39,8 +43,8 @@ case_() {
 	shift
 	if ! "$ptrepack" "$@" 2>"$work/err"; then
 		bad "$c: ptrepack $*: $(cat "$work/err")"
-	elif run_py "$inner/ptrepack_sub.py" check "$inner" "$c" \
-		2>"$work/check.err"; then
+	elif fs_pycall ptrepack_sub.py check "$inner" "$c" 2>"$work/check.err"
+	then
 		ok "$c: torch $version loads what torch.save would write"
 	else
 		bad "$c: $(grep -v "UCX\|cpuinfo" "$work/check.err" | tail -n 1)"
