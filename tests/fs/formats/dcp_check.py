@@ -132,14 +132,22 @@ def full(name):
     return sample(dt, shape, sum(map(ord, name)))
 
 
-def rank_main(rank, ws, store, out, kind):
+def rank_main(rank, ws, store, jobs):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method="file://" + store,
+                            rank=rank, world_size=ws)
+    for out, kind in jobs:
+        save_rank(ws, out, kind)
+    dist.destroy_process_group()
+
+
+def save_rank(ws, out, kind):
+    """This rank's part of the DCP directory OUT of KIND."""
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor import distribute_tensor as dt
-    dist.init_process_group("gloo", init_method="file://" + store,
-                            rank=rank, world_size=ws)
 
     def distribute_tensor(t, mesh, placements):
         # every rank has the whole tensor: no scatter (gloo has none for
@@ -168,15 +176,16 @@ def rank_main(rank, ws, store, out, kind):
     dcp.save(sd, storage_writer=dcp.FileSystemWriter(out),
              use_collectives=kind != "nocoll")
     dist.barrier()
-    dist.destroy_process_group()
 
 
-def ranks(out, kind, ws):
+def ranks(jobs, ws):
+    """Each (OUT, KIND) of JOBS saved by WS ranks: one process group, so
+    that the ranks' processes (2.5 s of CPU each to start) serve them all."""
     import torch.multiprocessing as mp
-    store = out + ".store"
+    store = jobs[0][0] + ".store"
     if os.path.exists(store):
         os.unlink(store)
-    mp.start_processes(rank_main, args=(ws, store, out, kind), nprocs=ws,
+    mp.start_processes(rank_main, args=(ws, store, jobs), nprocs=ws,
                        join=True, start_method="spawn")
     os.unlink(store) if os.path.exists(store) else None
 
@@ -316,9 +325,9 @@ def gen(out, marker=None):
     dcp.save(plain_state(), storage_writer=dcp.FileSystemWriter(d))
     d = os.path.join(out, "objs")
     dcp.save(objs_state(), storage_writer=dcp.FileSystemWriter(d))
-    ranks(os.path.join(out, "rows"), "rows", 3)
-    ranks(os.path.join(out, "grid"), "grid", 4)
-    ranks(os.path.join(out, "nocoll"), "nocoll", 3)
+    ranks([(os.path.join(out, "rows"), "rows"),
+           (os.path.join(out, "nocoll"), "nocoll")], 3)
+    ranks([(os.path.join(out, "grid"), "grid")], 4)
     for name in ("plain", "objs", "rows", "grid"):
         e = {}
         d = os.path.join(out, name)
