@@ -20,7 +20,7 @@
 #   PT_NO_TORCH2=1     go without torch 2.x (its checks are skipped and say so)
 #   PT_SHARED_DIR=DIR  where the optional real-world corpus is
 #                      (default: ../shared beside the clone, if it is there)
-#   PT_TEST_JOBS=N     tests run at once (default: twice the cores; most
+#   PT_TEST_JOBS=N     tests run at once (default: three per core; most
 #                      of a mount test's time is spent waiting)
 # Exit status 0 only if every test that ran passed.
 set -eu
@@ -34,7 +34,7 @@ case ${1:-} in
 *) echo "usage: sh scripts/test.sh [--quick | --long]" >&2; exit 2 ;;
 esac
 shared=${PT_SHARED_DIR:-$(cd .. && pwd)/shared}
-jobs=${PT_TEST_JOBS:-$(($(nproc) * 2))}
+jobs=${PT_TEST_JOBS:-$(($(nproc) * 3))}
 t0=$(date +%s)
 since() { echo "$(($(date +%s) - $1)) s"; }
 
