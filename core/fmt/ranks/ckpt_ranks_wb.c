@@ -169,8 +169,8 @@ static int put_copy(struct wb *w, const struct rk_copy *cp, int fd,
 		    const char *name)
 {
 	struct ckpt *c = w->r.c;
-	int rc = dcp_wb_put(&w->r, dcp_chunk_storage(c, cp->chunk), cp->chunk, fd,
-			    cp->data, name);
+	int rc = dcp_wb_put(&w->r, dcp_chunk_storage(c, cp->chunk), cp->chunk,
+			    fd, cp->data, name);
 
 	return rc ? rc : dcp_wb_crc(&w->r, &c->ranks->parts[cp->rank]->zip,
 				    cp->s->rec, fd, name);
