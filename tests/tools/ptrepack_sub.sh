@@ -20,7 +20,7 @@ case $ptrepack in /*) ;; *) ptrepack=$(pwd)/$ptrepack ;; esac
 torch_select "$version" "" ptrepack-sub
 # ptrepack_sub.py's calls go to one python (tests/fs/lib/begin.sh's script
 # server), which imports torch once
-fs=$here/../fs WORK=$work TAB=$(printf '\t')
+fs=$here/../fs WORK=$work
 . "$fs/lib/begin.sh"
 trap 'fs_tserve_stop; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM HUP

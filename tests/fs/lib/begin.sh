@@ -27,6 +27,7 @@
 
 LC_ALL=C
 export LC_ALL
+TAB=$(printf '\t')	# the script server's field separator (below)
 
 fs_args() {
 	_usage=$1 _min=$2 _max=$3
