@@ -1,8 +1,8 @@
 #!/bin/sh
 # torch2-root.sh - the torch 2.x the tests check against: a minimal Debian
-# unstable root holding its python3-torch and numpy (and safetensors and
-# transformers where sid has them), made
-# once with debootstrap from the mirror apt already uses, then reused.
+# unstable root holding its python3-torch and numpy (and safetensors,
+# transformers and gguf-py where sid has them), made once with debootstrap
+# from the mirror apt already uses, then reused.
 # Root only.  Prints the root's path on its last line; exit 1 with one line
 # on stderr when it cannot be made (no mirror, no network, no space).
 #
@@ -28,23 +28,27 @@ usable() {
 sys.exit(not (u.find_spec("torch") and u.find_spec("numpy")))' >/dev/null 2>&1
 }
 
-# transformers, whose save_pretrained and from_pretrained the Hugging Face
-# folder checks compare with; optional, tried once (a root made before it
-# was wanted gets it on its next use)
-with_transformers() {
-	[ -e "$1/var/lib/ptfs-transformers-tried" ] && return 0
-	chroot "$1" sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-transformers' \
-		>>"$root.log" 2>&1 ||
-		echo "torch2-root: no python3-transformers in sid (optional)" >&2
+# the optional packages of the checks, each tried once (a root made before
+# one was wanted gets it on its next use): transformers, whose
+# save_pretrained and from_pretrained the Hugging Face folder checks
+# compare with, and gguf-py (python3-gguf), the GGUF checks' oracle
+extras="python3-transformers python3-gguf"
+with_extras() {
+	for p in $extras; do
+		[ -e "$1/var/lib/ptfs-tried-$p" ] && continue
+		chroot "$1" sh -c "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $p" \
+			>>"$root.log" 2>&1 ||
+			echo "torch2-root: no $p in sid (optional)" >&2
+		: >"$1/var/lib/ptfs-tried-$p"
+	done
 	chroot "$1" apt-get clean >/dev/null 2>&1 || true
-	: >"$1/var/lib/ptfs-transformers-tried"
 }
 
 mkdir -p "$(dirname "$root")"
 exec 9>"$root.lock"
 flock 9
 if usable; then
-	with_transformers "$root"
+	with_extras "$root"
 	echo "$root"
 	exit 0
 fi
@@ -85,7 +89,7 @@ fi
 # safetensors' own reader, for the multi-format checks; optional
 chroot "$root.partial" sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-safetensors' \
 	>>"$root.log" 2>&1 || echo "torch2-root: no python3-safetensors in sid (optional)" >&2
-with_transformers "$root.partial"
+with_extras "$root.partial"
 chroot "$root.partial" apt-get clean >/dev/null 2>&1 || true
 mv "$root.partial" "$root"
 echo "torch2-root: $(chroot "$root" python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null | tail -n 1)" >&2
