@@ -6,7 +6,8 @@
  * removed child leaves its slot empty; a new one is appended; see
  * docs/design.md, "Editing and write-back").  Only directories own a
  * struct ckpt_dir; every other node points at the empty, read-only
- * ckpt_no_dir.
+ * ckpt_no_dir.  Also the root of a flat format (a dict of its tensors
+ * by name: safetensors, GGUF), ckpt_flat_root().
  */
 #include "ckpt_int.h"
 
@@ -334,3 +335,41 @@ int ckpt_dir_swap(struct ckpt *c, struct ckpt_node *dir,
 	slot_set(dir->dir, n->name, n->index);
 	return 0;
 }
+
+/* (ckpt_int_build.h) */
+int ckpt_flat_root(struct ckpt *c, const char *(*fn)(void *arg, uint32_t i,
+						   size_t *len),
+		   void *arg, uint32_t n, struct diag *d)
+{
+	struct ckpt_node **kids = calloc(n + 1u, sizeof(*kids));
+	int rc = 0;
+
+	c->root = ckpt_node_synth(c->b, CKPT_N_DIR, "dict");
+	if (!kids || !c->root)
+		rc = diag_nomem(d);
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		size_t len;
+		const char *name = fn(arg, i, &len);
+		struct ckpt_node *k = ckpt_node_synth(c->b, CKPT_N_TENSOR,
+						      "Tensor");
+
+		if (!k) {
+			rc = diag_nomem(d);
+			break;
+		}
+		k->tensor = c->tensors[i];	/* one per name, in order */
+		k->tensor->shown = true;
+		c->nshown++;
+		k->key = ckpt_str_key(c, name, len);
+		k->name = k->key ? ckpt_key_name(c, k->key) : NULL;
+		k->step = CKPT_S_KEY;
+		if (!k->name)
+			rc = diag_nomem(d);
+		kids[i] = k;
+	}
+	if (!rc)
+		rc = ckpt_dir_fill(c->b, c->root, kids, n);
+	free(kids);
+	return rc;
+}
+

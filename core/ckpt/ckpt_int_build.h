@@ -164,6 +164,16 @@ int ckpt_dir_adopt(struct ckpt *c, struct ckpt_node *dir,
 int ckpt_dir_fill(struct ckpt_build *b, struct ckpt_node *dir,
 		  struct ckpt_node *const *add, uint32_t n);
 
+/*
+ * ckpt_dir.c: the root of a flat format (safetensors, GGUF): a dict of
+ * c->tensors[0..@n) in order, tensor i under the name @fn gives for i
+ * (@len bytes, UTF-8, unescaped), each shown once.  0 or -errno with @d
+ * set.
+ */
+int ckpt_flat_root(struct ckpt *c, const char *(*fn)(void *arg, uint32_t i,
+						   size_t *len),
+		   void *arg, uint32_t n, struct diag *d);
+
 /* ckpt_build.c: @t's own ckpt_tensor_ext, to write: a copy of the one it
  * shared (ckpt_no_ext, or a Parameter's inner tensor's); NULL on ENOMEM. */
 struct ckpt_tensor_ext *ckpt_tensor_ext_own(struct ckpt *c,

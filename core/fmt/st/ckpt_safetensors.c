@@ -578,37 +578,12 @@ static int layout(struct st *s)
 }
 
 /* The root: a dict of the tensors in header order. */
-static int tree(struct st *s)
+static const char *ent_name(void *arg, uint32_t i, size_t *len)
 {
-	struct ckpt *c = s->c;
-	struct ckpt_node **kids = calloc(s->n + 1u, sizeof(*kids));
-	int rc = 0;
+	const struct st *s = arg;
 
-	c->root = ckpt_node_synth(c->b, CKPT_N_DIR, "dict");
-	if (!kids || !c->root)
-		rc = diag_nomem(s->d);
-	for (uint32_t i = 0; i < s->n && !rc; i++) {
-		struct ckpt_node *n = ckpt_node_synth(c->b, CKPT_N_TENSOR,
-						      "Tensor");
-
-		if (!n) {
-			rc = diag_nomem(s->d);
-			break;
-		}
-		n->tensor = c->tensors[i];	/* one per member, in order */
-		n->tensor->shown = true;
-		c->nshown++;
-		n->key = ckpt_str_key(c, s->e[i].name, s->e[i].nlen);
-		n->name = n->key ? ckpt_key_name(c, n->key) : NULL;
-		n->step = CKPT_S_KEY;
-		if (!n->name)
-			rc = diag_nomem(s->d);
-		kids[i] = n;
-	}
-	if (!rc)
-		rc = ckpt_dir_fill(c->b, c->root, kids, s->n);
-	free(kids);
-	return rc;
+	*len = s->e[i].nlen;
+	return s->e[i].name;
 }
 
 bool ckpt_safetensors_head(const unsigned char *h, size_t n)
@@ -654,7 +629,7 @@ int ckpt_safetensors_open(struct ckpt *c, struct diag *d)
 	if (!rc)
 		rc = layout(&s);
 	if (!rc)
-		rc = tree(&s);
+		rc = ckpt_flat_root(c, ent_name, &s, s.n, d);
 	if (!rc && s.nmeta) {
 		c->meta = arena_alloc(&c->arena, s.nmeta * sizeof(*c->meta));
 		if (!c->meta)
