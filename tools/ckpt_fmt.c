@@ -91,24 +91,44 @@ void fmt_meta_text(const struct ckpt *c)
 	for (uint32_t i = 0; i < c->nmeta; i++) {
 		printable(k, c->meta[i].key, c->meta[i].klen, false);
 		printable(v, c->meta[i].val, c->meta[i].vlen, false);
-		printf("# metadata %s: %s\n", k, v);
+		if (c->meta[i].type)
+			printf("# metadata %s (%s): %s\n", k, c->meta[i].type,
+			       v);
+		else
+			printf("# metadata %s: %s\n", k, v);
 	}
 }
 
 void fmt_json_meta(struct jw *w, const struct ckpt *c)
 {
 	jw_lit(w, ",\"metadata\":");
-	if (!(ckpt_fmt(c)->out == CKPT_OUT_ST)) {
+	if (!ckpt_can(c, CKPT_CAP_FLAT)) {
 		jw_lit(w, "null");
 		return;
 	}
 	jw_putc(w, '{');
 	for (uint32_t i = 0; i < c->nmeta; i++) {
+		const struct ckpt_meta *m = &c->meta[i];
+
 		if (i)
 			jw_putc(w, ',');
-		jw_str(w, c->meta[i].key, c->meta[i].klen);
+		jw_str(w, m->key, m->klen);
 		jw_putc(w, ':');
-		jw_str(w, c->meta[i].val, c->meta[i].vlen);
+		if (!m->type) {
+			jw_str(w, m->val, m->vlen);
+			continue;
+		}
+		/* typed: a string as one, else its text is JSON (a scalar
+		   nan or inf as a string) */
+		jw_lit(w, "{\"type\":");
+		jw_cstr(w, m->type);
+		jw_lit(w, ",\"value\":");
+		if (!strcmp(m->type, "string") || !strcmp(m->val, "nan") ||
+		    !strcmp(m->val, "inf") || !strcmp(m->val, "-inf"))
+			jw_str(w, m->val, m->vlen);
+		else
+			jw_add(w, m->val, m->vlen);
+		jw_putc(w, '}');
 	}
 	jw_putc(w, '}');
 }

@@ -297,11 +297,11 @@ static void header_text(const struct ckpt *c)
 		       "shard's)\n", c->path, f.index, ckpt_nparts(c));
 		return;
 	}
-	if ((ckpt_fmt(c)->out == CKPT_OUT_ST)) {
-		printf("# %s: safetensors file, header %" PRIu64 " bytes at "
-		       "0x8, data at 0x%" PRIx64 ", %u metadata entr%s\n",
-		       c->path, c->hdr_len, 8 + c->hdr_len, c->nmeta,
-		       c->nmeta == 1 ? "y" : "ies");
+	if (ckpt_can(c, CKPT_CAP_FLAT)) {
+		char what[200];
+
+		ckpt_fmt(c)->describe(c, what, sizeof(what));
+		printf("# %s: %s\n", c->path, what);
 		fmt_meta_text(c);
 		return;
 	}

@@ -161,7 +161,7 @@ static int by_data_off(const void *a, const void *b)
 /* The header line of a file without records (legacy, safetensors). */
 static void stream_head(const struct ckpt *c, const struct dump_opts *o)
 {
-	bool st = (ckpt_fmt(c)->out == CKPT_OUT_ST);
+	bool st = ckpt_can(c, CKPT_CAP_FLAT);
 
 	if (o->json) {
 		fputs("{\"file\":", stdout);
@@ -225,8 +225,8 @@ static int legacy_records(const char *path, const struct dump_opts *o)
 	stream_head(c, o);
 	for (uint32_t i = 0; i < c->nstorages; i++) {
 		const struct ckpt_storage *s = v[i];
-		/* safetensors: storage k is tensor k, the root's child k */
-		const char *name = (ckpt_fmt(c)->out == CKPT_OUT_ST) ?
+		/* a flat format: storage k is tensor k, the root's child k */
+		const char *name = ckpt_can(c, CKPT_CAP_FLAT) ?
 				   c->root->dir->kids[s->index]->name : NULL;
 		char count[16] = "";
 

@@ -60,6 +60,10 @@ struct stat;
 #define CKPT_CAP_VALUES 32u	/* holds python values beside tensors: a
 				   new file of text among values becomes
 				   one (ckpt_value_new()) */
+#define CKPT_CAP_FLAT	64u	/* a header of key/value metadata (c->meta)
+				   over a flat map of names to tensors,
+				   storage k the root's child k, in file
+				   order (safetensors, GGUF) */
 
 /*
  * The edits a format's write-back can hold: each is checked when the edit
@@ -155,6 +159,9 @@ struct ckpt_fmt {
 	const struct ckpt_rules *rules;
 
 	/* --- what the layers above show --- */
+	/* CAP_FLAT: its header in one phrase for ptdump ("safetensors file,
+	   header 120 bytes at 0x8, ...") */
+	void (*describe)(const struct ckpt *c, char *buf, size_t size);
 	bool (*folder)(const struct ckpt *c, struct ckpt_folder *f);
 	uint32_t (*nparts)(const struct ckpt *c);
 	void (*part)(const struct ckpt *c, uint32_t k, struct ckpt_part *p);

@@ -25,10 +25,13 @@ struct ckpt_fmt;
 struct pkl_doc;
 struct pkl_value;
 
-/* One __metadata__ entry of a safetensors file (may hold NULs). */
+/* One metadata entry of a flat format (may hold NULs): a safetensors
+ * file's __metadata__ (str -> str), a GGUF file's key/values (typed). */
 struct ckpt_meta {
 	const char *key, *val;	/* NUL-terminated too */
 	size_t klen, vlen;
+	const char *type;	/* GGUF: "u32", "array[string]" ... and @val
+				   its text (gguf_kv.c); NULL: a string */
 };
 
 /* A global the pickle imports that torch's weights-only loader refuses. */

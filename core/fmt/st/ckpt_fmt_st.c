@@ -141,13 +141,21 @@ static int save(struct ckpt *c, const char *target,
 	return ckpt_save(c, target, o, like, NULL, NULL, d);
 }
 
+static void describe(const struct ckpt *c, char *buf, size_t size)
+{
+	snprintf(buf, size, "safetensors file, header %" PRIu64 " bytes at "
+		 "0x8, data at 0x%" PRIx64 ", %u metadata entr%s", c->hdr_len,
+		 8 + c->hdr_len, c->nmeta, c->nmeta == 1 ? "y" : "ies");
+}
+
 const struct ckpt_fmt ckpt_fmt_safetensors = {
 	.id = CKPT_SAFETENSORS, .name = "safetensors",
 	.files = "safetensors files", .one = "a safetensors file",
-	.caps = CKPT_CAP_WRITE | CKPT_CAP_OFFSETS, .rewrite_as = "file",
+	.caps = CKPT_CAP_WRITE | CKPT_CAP_OFFSETS | CKPT_CAP_FLAT,
+	.rewrite_as = "file",
 	.out = CKPT_OUT_ST,
 	.converted = ", converted from safetensors",
 	.bid = bid, .open = open_st, .rules = &ckpt_st_rules,
-	.records = records, .tensor_attrs = tensor_attrs, .verify = verify,
+	.describe = describe, .records = records, .tensor_attrs = tensor_attrs, .verify = verify,
 	.save = save,
 };

@@ -201,7 +201,7 @@ static int meta_map(struct st *s)
 		return 0;
 	}
 	while (!rc && again) {
-		struct ckpt_meta m;
+		struct ckpt_meta m = { 0 };
 		uint64_t at;
 
 		blanks(s);
