@@ -54,7 +54,15 @@ static void usage(FILE *f)
 	      "OUT's name,\n"
 	      "                     .safetensors, .pt/.pth/.bin/.ckpt, or "
 	      "dcp for a\n"
-	      "                     trailing '/'; else IN's format)\n"
+	      "                     trailing '/'; else IN's format)\n", f);
+	/* the formats with writers of their own, from the table */
+	for (size_t i = 0; ckpt_formats[i]; i++)
+		if (ckpt_formats[i]->write)
+			fprintf(f, "                     or %s (%s), with "
+				"--%s-OPTION VALUE: ptrepack(1)\n",
+				ckpt_formats[i]->name, ckpt_formats[i]->out_ext,
+				ckpt_formats[i]->name);
+	fputs(
 	      "      --max-shard-size SIZE  write OUT/ as a Hugging Face "
 	      "folder of\n"
 	      "                     safetensors shards of at most SIZE (5GB "
@@ -271,7 +279,7 @@ int main(int argc, char **argv)
 	int ch, rc, sfd;
 
 	cli_init(argv[0], "[OPTIONS] IN OUT [KEYPATH...]");
-	if (cli_remote_args(&argc, argv))
+	if (cli_remote_args(&argc, argv) || st_opt_fmt_args(&so, &argc, argv))
 		return CLI_ERROR;
 	while ((ch = getopt_long(argc, argv, "PdC::A:nvqjhV", lopts,
 				 NULL)) != -1) {
@@ -463,7 +471,7 @@ int main(int argc, char **argv)
 		if (st_opt_out_st(&o, c))
 			st_summary(sf, cli_name(argv[optind]),
 				   how == CLI_OUT_STDOUT ? "(stdout)" : out, c,
-				   &st, json);
+				   &o, json);
 		else
 			summary(sf, cli_name(argv[optind]),
 				how == CLI_OUT_STDOUT ? "(stdout)" : out, c, &st,

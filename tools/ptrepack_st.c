@@ -18,6 +18,20 @@
 #include "json_out.h"
 #include "ptrepack_in.h"
 
+/* ", or gguf": the formats a writer of the table adds, for usage text */
+static const char *writers(void)
+{
+	static char buf[128];
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; ckpt_formats[i]; i++)
+		if (ckpt_formats[i]->write && n < sizeof(buf))
+			n += (size_t)snprintf(buf + n, sizeof(buf) - n, ", %s",
+					      ckpt_formats[i]->name);
+	return buf;
+}
+
 int st_opt_parse(struct st_opt *s, const char *arg)
 {
 	if (!strcmp(arg, "safetensors"))
@@ -28,9 +42,57 @@ int st_opt_parse(struct st_opt *s, const char *arg)
 		s->out = CKPT_OUT_DCP;
 	else if (!strcmp(arg, "hf"))
 		s->out = CKPT_OUT_HF;
+	else if ((s->fmt = ckpt_fmt_writer(arg, false)))
+		s->out = CKPT_OUT_FMT;
 	else
-		return cli_usage("--format %s: not pt, safetensors, dcp or hf",
-				 arg);
+		return cli_usage("--format %s: not one of pt, safetensors, dcp, hf%s",
+				 arg, writers());
+	return 0;
+}
+
+/* --NAME-OPTION VALUE (or =VALUE) of format NAME's writer, taken out of
+ * @argv as "OPTION=VALUE" for it. */
+int st_opt_fmt_args(struct st_opt *s, int *argc, char **argv)
+{
+	int k = 1;
+
+	for (int i = 1; i < *argc; i++) {
+		const char *a = argv[i], *dash, *eq;
+		const struct ckpt_fmt *f = NULL;
+		char name[32], *arg;
+
+		if (!strcmp(a, "--")) {
+			while (i < *argc)
+				argv[k++] = argv[i++];
+			break;
+		}
+		dash = !strncmp(a, "--", 2) ? strchr(a + 2, '-') : NULL;
+		if (dash && (size_t)(dash - a - 2) < sizeof(name)) {
+			memcpy(name, a + 2, (size_t)(dash - a - 2));
+			name[dash - a - 2] = 0;
+			f = ckpt_fmt_writer(name, false);
+		}
+		if (!f) {
+			argv[k++] = argv[i];
+			continue;
+		}
+		eq = strchr(dash, '=');
+		if (!eq && i + 1 >= *argc)
+			return cli_usage("%s: needs a value", a);
+		arg = eq ? strdup(dash + 1) : malloc(strlen(dash) +
+						     strlen(argv[i + 1]) + 1);
+		if (arg && !eq)
+			sprintf(arg, "%s=%s", dash + 1, argv[++i]);
+		if (!arg || s->nargs == sizeof(s->args) / sizeof(*s->args))
+			return cli_usage("%s: too many writer options", a);
+		if (s->fmt_named && s->fmt_named != f)
+			return cli_usage("%s: options of two formats' writers",
+					 a);
+		s->fmt_named = f;
+		s->args[s->nargs++] = arg;
+	}
+	*argc = k;
+	argv[k] = NULL;
 	return 0;
 }
 
@@ -105,6 +167,25 @@ int st_opt_apply(struct st_opt *s, const char *out, const struct ckpt *c,
 	static const char *const pt[] = { ".pt", ".pth", ".bin", ".ckpt" };
 
 	o->to = (uint8_t)s->out;
+	if (o->to == CKPT_OUT_SAME && (s->fmt = ckpt_fmt_writer(out, true)))
+		o->to = CKPT_OUT_FMT;
+	if (s->fmt_named && (o->to != CKPT_OUT_FMT || s->fmt != s->fmt_named))
+		return cli_usage("--%s-%.*s: only for a %s output", s->fmt_named->name,
+				 (int)strcspn(s->args[0], "="), s->args[0],
+				 s->fmt_named->name);
+	if (o->to == CKPT_OUT_FMT) {
+		if (o->repickle || o->drop_unused || o->clone_pct || o->align)
+			return cli_usage("--repickle, --drop-unused, --clone "
+					 "and --align are for a torch zip "
+					 "output, not %s", s->fmt->name);
+		o->fmt = s->fmt;
+		o->fmt_args = (const char *const *)s->args;
+		o->nfmt_args = s->nargs;
+		o->st_drop = s->drop;
+		o->note = note;
+		o->note_arg = s;
+		return 0;
+	}
 	if (s->max_shard && s->out != CKPT_OUT_SAME && s->out != CKPT_OUT_HF)
 		return cli_usage("--max-shard-size: only for a Hugging Face "
 				 "folder output (--format hf)");
@@ -156,7 +237,7 @@ int st_opt_apply(struct st_opt *s, const char *out, const struct ckpt *c,
 
 bool st_opt_out_st(const struct ckpt_write_opts *o, const struct ckpt *c)
 {
-	return o->to == CKPT_OUT_ST ||
+	return o->to == CKPT_OUT_ST || o->to == CKPT_OUT_FMT ||
 	       (o->to == CKPT_OUT_SAME && (ckpt_fmt(c)->out == CKPT_OUT_ST));
 }
 
@@ -245,20 +326,24 @@ void dcp_summary(FILE *f, const char *in, const char *out,
 }
 
 void st_summary(FILE *f, const char *in, const char *out,
-		const struct ckpt *c, const struct ckpt_write_stats *st,
+		const struct ckpt *c, const struct ckpt_write_opts *o,
 		bool json)
 {
+	const struct ckpt_write_stats *st = o->stats;
+	const char *fmt = o->to == CKPT_OUT_FMT ? o->fmt->name :
+			  o->to == CKPT_OUT_SAME && ckpt_fmt(c)->write ?
+			  ckpt_fmt(c)->name : "safetensors";
 	char a[16], b[16];
 
 	if (json) {
 		repack_json_head(f, in, out);
-		fprintf(f, ",\"format\":\"safetensors\",\"tensors\":%u,"
+		fprintf(f, ",\"format\":\"%s\",\"tensors\":%u,"
 			"\"aliases\":%u,\"views\":%u,\"dropped_values\":%u,"
-			"\"size\":%" PRIu64 "}\n", st->tensors, st->aliases,
+			"\"size\":%" PRIu64 "}\n", fmt, st->tensors, st->aliases,
 			st->views, st->dropped_values, st->size);
 		return;
 	}
-	fprintf(f, "%s: safetensors, %u tensor%s", out, st->tensors,
+	fprintf(f, "%s: %s, %u tensor%s", out, fmt, st->tensors,
 		st->tensors == 1 ? "" : "s");
 	if (st->aliases)
 		fprintf(f, ", %u tied name%s in __metadata__", st->aliases,

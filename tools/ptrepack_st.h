@@ -21,7 +21,17 @@ struct st_opt {
 	bool verbose;		/* a note per tensor (-v) */
 	bool quiet;		/* -q: not even DCP's notes */
 	const char *in;		/* the input's name, for the notes */
+	/* CKPT_OUT_FMT: the format whose writer writes OUT, and the
+	   options given to it (--NAME-OPTION VALUE as "OPTION=VALUE") */
+	const struct ckpt_fmt *fmt, *fmt_named;
+	char *args[64];
+	uint32_t nargs;
 };
+
+/* Take the options of a format's writer (--gguf-type q8_0: any format
+ * of the table with a writer, by its name) out of @argv, before getopt;
+ * 0 or CLI_ERROR (said why). */
+int st_opt_fmt_args(struct st_opt *s, int *argc, char **argv);
 
 /* --format @arg ("pt", "safetensors", "dcp" or "hf"); 0 or CLI_ERROR
  * (said why). */
@@ -46,14 +56,16 @@ bool st_opt_newdir(const struct st_opt *s, const char *out);
 /*
  * The format of OUT: --format, else by OUT's name (".safetensors": a
  * safetensors file; ".pt", ".pth", ".bin", ".ckpt": a torch zip; a
- * trailing '/': a DCP directory), else the input's own.  Puts it and the safetensors options into @o; options
+ * trailing '/': a DCP directory; a format's out_ext: its writer's), else
+ * the input's own.  Puts it and the safetensors options into @o; options
  * that only a torch zip has, given for a safetensors output, are a usage
  * error.  0 or CLI_ERROR (said why).
  */
 int st_opt_apply(struct st_opt *s, const char *out, const struct ckpt *c,
 		 struct ckpt_write_opts *o);
 
-/* Is the output a safetensors file (after st_opt_apply())? */
+/* Is the output one flat file: safetensors, or a format's writer's (after
+ * st_opt_apply())? */
 bool st_opt_out_st(const struct ckpt_write_opts *o, const struct ckpt *c);
 
 /*
@@ -84,7 +96,7 @@ void hf_summary(FILE *f, const char *in, const char *out,
 
 /* The summary line (-v) or JSON object (-j) of a safetensors output. */
 void st_summary(FILE *f, const char *in, const char *out,
-		const struct ckpt *c, const struct ckpt_write_stats *st,
+		const struct ckpt *c, const struct ckpt_write_opts *o,
 		bool json);
 
 #endif

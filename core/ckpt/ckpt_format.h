@@ -147,7 +147,10 @@ struct ckpt_fmt {
 					   times" ("the index and its shards
 					   disagree"), or NULL */
 	uint8_t out;		/* what CKPT_OUT_SAME writes it as: 0 (a
-				   torch zip) or CKPT_OUT_ST */
+				   torch zip), CKPT_OUT_ST, or CKPT_OUT_FMT
+				   (its own writer, below) */
+	const char *out_ext;	/* with a writer: OUT's name ending in it
+				   is written by it (".gguf") */
 
 	/* --- opening: the first descriptor that bids opens the file --- */
 	bool (*bid)(const unsigned char *h, size_t n);	/* its first bytes */
@@ -227,11 +230,22 @@ struct ckpt_fmt {
 	   (one phrase, "... mount read-only" follows), or NULL */
 	const char *(*readonly_why)(const struct ckpt *c);
 
+	/* a writer of the format: any checkpoint @c (the model, edits and
+	   conversions included) as one file of it into @fd, with
+	   o->fmt_args (ptrepack OUT.ext, --format NAME; the format's own
+	   write-back with .out CKPT_OUT_FMT) */
+	int (*write)(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
+		     struct diag *d);
+
 	/* write-back of the edited model to @target (NULL: where it lies) */
 	int (*save)(struct ckpt *c, const char *target,
 		    const struct ckpt_write_opts *o, const struct stat *like,
 		    struct diag *d);
 };
+
+/* The format that writes files named @name (its out_ext), or that is
+ * called @name (--format), with a writer; NULL if none. */
+const struct ckpt_fmt *ckpt_fmt_writer(const char *name, bool by_ext);
 
 /* The descriptor of @c (c->fmt). */
 const struct ckpt_fmt *ckpt_fmt(const struct ckpt *c);

@@ -534,6 +534,10 @@ int ckpt_write_into(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	if (o->to == CKPT_OUT_ST ||
 	    (o->to == CKPT_OUT_SAME && ckpt_fmt(c)->out == CKPT_OUT_ST))
 		return ckpt_st_write(c, fd, o, clone, d);
+	if (o->to == CKPT_OUT_FMT)
+		return o->fmt->write(c, fd, o, d);
+	if (o->to == CKPT_OUT_SAME && ckpt_fmt(c)->out == CKPT_OUT_FMT)
+		return ckpt_fmt(c)->write(c, fd, o, d);
 	if (ckpt_can(c, CKPT_CAP_MANY)) {
 		if (o->to != CKPT_OUT_ZIP)
 			return diag_unsupported(d, DIAG_NO_OFFSET, "%s are "

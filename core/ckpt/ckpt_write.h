@@ -47,11 +47,19 @@ enum ckpt_out {
 	CKPT_OUT_DCP,		/* a DCP directory (ckpt_dcp_save()) */
 	CKPT_OUT_HF,		/* a Hugging Face sharded folder
 				   (ckpt_hf_write()) */
+	CKPT_OUT_FMT,		/* one file of format @fmt, by its
+				   descriptor's writer (ckpt_format.h) */
 };
 
 struct stat;
 struct ckpt_write_opts {
 	uint8_t to;		/* enum ckpt_out */
+	/* CKPT_OUT_FMT: the format, and its writer's options ("type=q8_0",
+	   "kv=KEY=VALUE": ptrepack's --NAME-OPTION VALUE), checked by the
+	   writer before it writes a byte */
+	const struct ckpt_fmt *fmt;
+	const char *const *fmt_args;
+	uint32_t nfmt_args;
 	/* safetensors output: leave out python values and objects instead
 	   of refusing them; @note, if set, hears of each tensor written as
 	   a contiguous copy of a view and of each value left out (@key the

@@ -11,6 +11,10 @@
  *              pointer, a pre-1.0 container; an HTML page and the
  *              other formats of foreign.c last)
  *
+ * The table also names the writers a format has (ckpt_fmt_writer(): by
+ * --format's name or OUT's extension), so ptrepack writes a new format
+ * without knowing it.
+ *
  * A layer above core/ckpt: the formats call the model, the model reaches
  * a format only through its descriptor (c->fmt), and a folder's open
  * opens its parts through c->open_part, which is this door.  So a format
@@ -82,6 +86,25 @@ static const struct ckpt_fmt *sniff(struct ckpt *c, struct diag *d)
 	return diag_corrupt(d, 0, "not a PyTorch checkpoint (starts with "
 			    "%02x %02x %02x %02x)", h[0], n > 1 ? h[1] : 0,
 			    n > 2 ? h[2] : 0, n > 3 ? h[3] : 0), NULL;
+}
+
+const struct ckpt_fmt *ckpt_fmt_writer(const char *name, bool by_ext)
+{
+	size_t n = strlen(name);
+
+	for (size_t i = 0; ckpt_formats[i]; i++) {
+		const struct ckpt_fmt *f = ckpt_formats[i];
+		const char *ext = f->out_ext;
+
+		if (!f->write)
+			continue;
+		if (!by_ext && !strcmp(name, f->name))
+			return f;
+		if (by_ext && ext && n > strlen(ext) &&
+		    !strcmp(name + n - strlen(ext), ext))
+			return f;
+	}
+	return NULL;
 }
 
 int ckpt_open(const char *path, struct ckpt **out, struct diag *d)
