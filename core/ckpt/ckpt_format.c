@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 const struct ckpt_fmt *ckpt_fmt(const struct ckpt *c)
 {
@@ -96,6 +98,54 @@ void ckpt_tensor_attrs(const struct ckpt *c, const struct ckpt_tensor *t,
 
 	if (m->tensor_attrs)
 		m->tensor_attrs(c, t, fn, arg);
+}
+
+bool ckpt_coded(const struct ckpt *c, const struct ckpt_tensor *t,
+		struct ckpt_coded *k)
+{
+	const struct ckpt_fmt *m = ckpt_fmt(c);
+
+	return m->coded && t && m->coded(c, t, k) && k->decode;
+}
+
+#define CODED_BLOCKS	1024u	/* decoded at a time */
+
+int ckpt_coded_values(const struct ckpt_coded *k, ckpt_bytes_fn read,
+		      void *arg, float *dst, uint64_t first, uint64_t n,
+		      struct diag *d)
+{
+	unsigned char *raw = malloc((size_t)CODED_BLOCKS * k->bytes);
+	float *val = malloc((size_t)CODED_BLOCKS * k->block * sizeof(*val));
+	uint64_t b = first / k->block, end = first + n;
+	int rc = raw && val ? 0 : diag_nomem(d);
+
+	while (!rc && first < end) {
+		uint64_t nb = (end - b * k->block + k->block - 1) / k->block;
+		uint64_t skip = first - b * k->block, take;
+		long long got;
+
+		nb = nb < CODED_BLOCKS ? nb : CODED_BLOCKS;
+		got = read(arg, raw, nb * k->bytes, b * k->bytes);
+		if (got < 0) {
+			rc = (int)got;
+			break;
+		}
+		if ((uint64_t)got != nb * k->bytes) {
+			rc = diag_errno(d, -EIO, "%s block %" PRIu64 ": short "
+					"read", k->name, b);
+			break;
+		}
+		k->decode(raw, val, nb);
+		take = nb * k->block - skip;
+		take = take < end - first ? take : end - first;
+		memcpy(dst, val + skip, take * sizeof(*val));
+		dst += take;
+		first += take;
+		b += nb;
+	}
+	free(raw);
+	free(val);
+	return rc;
 }
 
 uint32_t ckpt_verify(struct ckpt *c, bool no_crc, uint64_t *checked,

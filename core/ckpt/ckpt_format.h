@@ -120,6 +120,22 @@ struct ckpt_folder {
 /* A record shown under .ptfs/records/ (ckpt_records()). */
 typedef int (*ckpt_record_fn)(void *arg, const char *name, uint64_t off,
 			      uint64_t len, struct ptz_entry *e);
+/* A tensor whose bytes hold its values coded in blocks (a GGUF Q8_0
+ * tensor, ckpt_coded()): what the values are. */
+struct ckpt_coded {
+	const char *name;	/* the coding ("Q8_0") */
+	int ndim;
+	int64_t shape[8];	/* the values' shape, torch order */
+	uint64_t numel;		/* values */
+	uint32_t block, bytes;	/* values and bytes per block */
+	/* decode @n blocks at @src into @n * block float32 values */
+	void (*decode)(const unsigned char *src, float *dst, uint64_t n);
+};
+/* Read @len bytes at @pos of a coded tensor's bytes into @buf: the bytes
+ * read, or -errno with the reader's diag set. */
+typedef long long (*ckpt_bytes_fn)(void *arg, void *buf, uint64_t len,
+				   uint64_t pos);
+
 /* An extended attribute of a tensor (ckpt_tensor_attrs()). */
 typedef void (*ckpt_attr_fn)(void *arg, const char *name, const char *value);
 /* A member file of a checkpoint's source (its index in c->src). */
@@ -177,6 +193,9 @@ struct ckpt_fmt {
 	int (*records)(const struct ckpt *c, ckpt_record_fn fn, void *arg);
 	void (*tensor_attrs)(const struct ckpt *c, const struct ckpt_tensor *t,
 			     ckpt_attr_fn fn, void *arg);
+	/* are @t's values coded in its bytes (ckpt_coded())? */
+	bool (*coded)(const struct ckpt *c, const struct ckpt_tensor *t,
+		      struct ckpt_coded *k);
 	/* its own checks beyond the records' (ptverify): problems found */
 	uint32_t (*verify)(struct ckpt *c, bool no_crc, uint64_t *checked,
 			   ckpt_problem_fn fn, void *arg);
@@ -284,6 +303,25 @@ int ckpt_records(const struct ckpt *c, ckpt_record_fn fn, void *arg);
  * user.dcp.chunks ...). */
 void ckpt_tensor_attrs(const struct ckpt *c, const struct ckpt_tensor *t,
 		       ckpt_attr_fn fn, void *arg);
+/*
+ * Are tensor @t's values coded in blocks of its bytes, with a decoding
+ * ptfs knows (a GGUF Q8_0 or Q4_K tensor; BF16 of a big-endian GGUF)?
+ * Then *@k says how, and its views (.npy, .txt), ptdiff and ptrepack
+ * --dtype use its values, float32; its bytes stay its file.  A coded
+ * tensor must not be retyped or reshaped: its bytes are not elements.
+ */
+bool ckpt_coded(const struct ckpt *c, const struct ckpt_tensor *t,
+		struct ckpt_coded *k);
+/*
+ * Values [@first, @first + @n) of coded tensor @k as float32 into @dst,
+ * its bytes read through @read(@arg, ...) (the overlay's reader, or the
+ * model's), a bounded number of blocks at a time.  0 or -errno (from
+ * @read, or -EIO with @d set on a short read).
+ */
+int ckpt_coded_values(const struct ckpt_coded *k, ckpt_bytes_fn read,
+		      void *arg, float *dst, uint64_t first, uint64_t n,
+		      struct diag *d);
+
 /* The format's checks (ptverify); problems found. */
 uint32_t ckpt_verify(struct ckpt *c, bool no_crc, uint64_t *checked,
 		     ckpt_problem_fn fn, void *arg);

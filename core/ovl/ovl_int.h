@@ -327,6 +327,28 @@ void ovl_revert_named(struct ovl *v, uint32_t i);
 
 /* Is the checkpoint big-endian? */
 bool ovl_view_big(const struct ovl *v);
+/*
+ * What tensor node @n's views show (ovl_view.c): elements of @dt in byte
+ * order @big, @ndim sizes @shape (a new file's: flat), @numel of them;
+ * for a coded tensor (ckpt_coded()) its values, float32 in host order.
+ * @shape may point into the struct: keep it while it is used.
+ */
+struct ovl_vsrc {
+	const struct ckpt_dtype *dt;
+	bool big, coded;
+	int ndim;
+	const int64_t *shape;
+	uint64_t numel;
+	int64_t flat;
+	struct ckpt_coded k;
+};
+void ovl_view_src(const struct ovl *v, const struct ckpt_node *n,
+		  struct ovl_vsrc *s);
+/* Elements [@first, @first + @cnt) of what @s shows into @buf (decoded
+ * for a coded tensor): 0 or -errno (-EIO on a short read). */
+int ovl_view_elems(struct ovl *v, struct ckpt_node *n,
+		   const struct ovl_vsrc *s, void *buf, uint64_t first,
+		   uint64_t cnt, struct diag *d);
 /* Elements tensor node @n's file holds now. */
 uint64_t ovl_view_numel(const struct ovl *v, const struct ckpt_node *n);
 /* An unlinked scratch file in the overlay directory: fd or -errno. */

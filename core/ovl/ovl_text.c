@@ -41,25 +41,13 @@
 #define MEASURERS	8
 #define PART_MIN	64
 
-/* The tensor's shape as the text shows it (a new file: flat). */
-static int text_shape(struct ovl *v, const struct ckpt_node *n,
-		      int64_t *flat, const int64_t **shape, uint64_t *numel)
-{
-	const struct ckpt_tensor *t = n->tensor;
-
-	*numel = ovl_size(v, n) / t->dtype->size;
-	*flat = (int64_t)*numel;
-	*shape = t->shape;
-	if (t->fresh && !t->shape_set) {
-		*shape = flat;
-		return 1;
-	}
-	return t->ndim;
-}
-
 int ovl_text_check(struct ovl *v, struct ckpt_node *n, struct diag *d)
 {
-	uint64_t numel = ovl_size(v, n) / n->tensor->dtype->size;
+	struct ovl_vsrc s;
+	uint64_t numel;
+
+	ovl_view_src(v, n, &s);
+	numel = s.numel;
 
 	if (numel > TEXT_MAX_ELEMS)
 		return diag_set(d, -EFBIG, DIAG_NO_OFFSET, "%s: %" PRIu64
@@ -88,23 +76,17 @@ static struct ovl_text *entry(struct ovl *v, const struct ckpt_node *n,
 	return &v->texts.v[n->id];
 }
 
-/* Chunk @j's elements into @in; how many, or -errno. */
+/* Chunk @j's elements (as @s shows them) into @in; how many, or -errno. */
 static long long chunk_in(struct ovl *v, struct ckpt_node *n,
-			  const struct ovl_text *e, uint64_t j,
-			  unsigned char *in, struct diag *d)
+			  const struct ovl_vsrc *s, const struct ovl_text *e,
+			  uint64_t j, unsigned char *in, struct diag *d)
 {
-	const struct ckpt_dtype *dt = n->tensor->dtype;
 	uint64_t first = j * CHUNK_ELEMS;
 	uint64_t k = e->numel - first < CHUNK_ELEMS ? e->numel - first :
 		     CHUNK_ELEMS;
-	long long got = ovl_read(v, n, in, k * dt->size,
-				 first * dt->size, d);
+	int rc = ovl_view_elems(v, n, s, in, first, k, d);
 
-	if (got < 0)
-		return got;
-	if ((uint64_t)got != k * dt->size)
-		return diag_errno(d, -EIO, "%s: short read", n->name);
-	return (long long)k;
+	return rc ? rc : (long long)k;
 }
 
 /* Make room for every mark of @e. */
@@ -137,17 +119,17 @@ struct part {
 static void *measure_part(void *arg)
 {
 	struct part *p = arg;
-	const struct ckpt_dtype *dt = p->n->tensor->dtype;
-	bool big = ovl_view_big(p->v);
+	struct ovl_vsrc s;
 
+	ovl_view_src(p->v, p->n, &s);
 	for (uint64_t j = p->j0; j < p->j1; j++) {
-		long long k = chunk_in(p->v, p->n, p->e, j, p->in, &p->d);
+		long long k = chunk_in(p->v, p->n, &s, p->e, j, p->in, &p->d);
 
 		if (k < 0) {
 			p->rc = (int)k;
 			break;
 		}
-		p->e->marks[j + 1] = view_text_measure(dt, big, p->in,
+		p->e->marks[j + 1] = view_text_measure(s.dt, s.big, p->in,
 						       (uint64_t)k);
 	}
 	return NULL;
@@ -213,15 +195,15 @@ static int measure_rest(struct ovl *v, struct ckpt_node *n,
 static int learn(struct ovl *v, struct ckpt_node *n, struct ovl_text *e,
 		 uint64_t off, struct diag *d)
 {
-	const struct ckpt_dtype *dt = n->tensor->dtype;
-	bool big = ovl_view_big(v);
+	struct ovl_vsrc s;
 	uint64_t *m;
 
+	ovl_view_src(v, n, &s);
 	if (off == UINT64_MAX && e->nchunks + 1 - e->nmarks >= 2 * PART_MIN)
 		return measure_rest(v, n, e, d);
 	while (e->nmarks <= e->nchunks && e->marks[e->nmarks - 1] <= off) {
 		uint64_t j = e->nmarks - 1;
-		long long k = chunk_in(v, n, e, j, v->texts.in, d);
+		long long k = chunk_in(v, n, &s, e, j, v->texts.in, d);
 
 		if (k < 0)
 			return (int)k;
@@ -236,7 +218,8 @@ static int learn(struct ovl *v, struct ckpt_node *n, struct ovl_text *e,
 			e->cap = cap;
 		}
 		e->marks[j + 1] = e->marks[j] +
-			view_text_measure(dt, big, v->texts.in, (uint64_t)k);
+			view_text_measure(s.dt, s.big, v->texts.in,
+					  (uint64_t)k);
 		e->nmarks++;
 	}
 	return 0;
@@ -249,21 +232,19 @@ static long long format_chunk(struct ovl *v, struct ckpt_node *n,
 			      struct diag *d)
 {
 	struct ovl_texts *t = &v->texts;
-	const int64_t *shape;
-	uint64_t numel;
-	int64_t flat;
-	int ndim = text_shape(v, n, &flat, &shape, &numel);
+	struct ovl_vsrc s;
 	long long k;
 
 	if (t->out_valid && t->out_node == n->id && t->out_chunk == j)
 		return (long long)t->out_len;
 	t->out_valid = false;
-	k = chunk_in(v, n, e, j, t->in, d);
+	ovl_view_src(v, n, &s);
+	k = chunk_in(v, n, &s, e, j, t->in, d);
 	if (k < 0)
 		return k;
-	t->out_len = view_text_format(n->tensor->dtype, ovl_view_big(v), ndim,
-				      shape, j * CHUNK_ELEMS, t->in,
-				      (uint64_t)k, t->out);
+	t->out_len = view_text_format(s.dt, s.big, s.ndim, s.shape,
+				      j * CHUNK_ELEMS, t->in, (uint64_t)k,
+				      t->out);
 	t->formatted += (uint64_t)k;
 	t->out_node = n->id;
 	t->out_chunk = j;
@@ -276,10 +257,8 @@ static int start(struct ovl *v, struct ckpt_node *n, struct ovl_text *e,
 		 struct diag *d)
 {
 	char line[CKPT_MAX_DIMS * 22 + 64];
-	const int64_t *shape;
-	uint64_t numel;
-	int64_t flat;
-	int ndim, rc;
+	struct ovl_vsrc s;
+	int rc;
 
 	if (!v->texts.in) {
 		v->texts.in = malloc((size_t)CHUNK_ELEMS * 16);
@@ -297,17 +276,17 @@ static int start(struct ovl *v, struct ckpt_node *n, struct ovl_text *e,
 	rc = ovl_text_check(v, n, d);
 	if (rc)
 		return rc;
-	ndim = text_shape(v, n, &flat, &shape, &numel);
+	ovl_view_src(v, n, &s);
 	e->marks = malloc(16 * sizeof(*e->marks));
 	if (!e->marks)
 		return diag_nomem(d);
 	v->texts.ncached++;
 	e->cap = 16;
-	e->marks[0] = view_text_header(n->tensor->dtype, ndim, shape, line,
+	e->marks[0] = view_text_header(s.dt, s.ndim, s.shape, line,
 				       sizeof(line));
 	e->nmarks = 1;
-	e->numel = numel;
-	e->nchunks = (numel + CHUNK_ELEMS - 1) / CHUNK_ELEMS;
+	e->numel = s.numel;
+	e->nchunks = (s.numel + CHUNK_ELEMS - 1) / CHUNK_ELEMS;
 	return 0;
 }
 
@@ -342,13 +321,10 @@ long long ovl_text_read(struct ovl *v, struct ckpt_node *n, char *buf,
 		goto out;
 	if (off < e->marks[0]) {
 		char line[CKPT_MAX_DIMS * 22 + 64];
-		const int64_t *shape;
-		uint64_t numel;
-		int64_t flat;
-		int ndim = text_shape(v, n, &flat, &shape, &numel);
+		struct ovl_vsrc s;
 
-		view_text_header(n->tensor->dtype, ndim, shape, line,
-				 sizeof(line));
+		ovl_view_src(v, n, &s);
+		view_text_header(s.dt, s.ndim, s.shape, line, sizeof(line));
 		done = e->marks[0] - off < size ? e->marks[0] - off : size;
 		memcpy(buf, line + off, done);
 	}

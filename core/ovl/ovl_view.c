@@ -8,6 +8,11 @@
  * whole in a scratch file (node->ed->vstage) and applied at close(), in the
  * overlay's usual order (ovl_view_apply.c).  This file has the reading
  * and the staging.
+ *
+ * A coded tensor (ckpt_coded(): a GGUF Q8_0 tensor) is its bytes, and its
+ * views are its values: float32 of the coding's shape, decoded from the
+ * bytes as they stand (edits included) at each read.  They are read-only:
+ * values written would have to be coded again, which is no edit of bytes.
  */
 #define _GNU_SOURCE 1	/* O_TMPFILE */
 #include "ovl_int.h"
@@ -31,9 +36,90 @@
  */
 #define TEXT_MAX_ELEMS	(UINT64_C(1) << 28)
 
+/* Is @n's tensor coded (its views its decoded values)? */
+static bool coded(const struct ovl *v, const struct ckpt_node *n,
+		  struct ckpt_coded *k)
+{
+	return !n->pending && n->kind == CKPT_N_TENSOR &&
+	       ckpt_coded(v->c, n->tensor, k);
+}
+
+struct bytes {
+	struct ovl *v;
+	struct ckpt_node *n;
+	struct diag *d;
+};
+
+static long long node_bytes(void *arg, void *buf, uint64_t len, uint64_t pos)
+{
+	struct bytes *b = arg;
+
+	return ovl_read(b->v, b->n, buf, len, pos, b->d);
+}
+
+/* Values [@first, @first + @n) of coded @n's tensor as float32. */
+static int coded_values(struct ovl *v, struct ckpt_node *n,
+			const struct ckpt_coded *k, float *dst, uint64_t first,
+			uint64_t cnt, struct diag *d)
+{
+	struct bytes b = { v, n, d };
+
+	return ckpt_coded_values(k, node_bytes, &b, dst, first, cnt, d);
+}
+
+static int coded_refused(const struct ckpt_node *n, const struct ckpt_coded *k,
+			 struct diag *d)
+{
+	return diag_errno(d, -EPERM, "%s: its views are its %s values "
+			  "decoded, read-only (write the tensor's own bytes)",
+			  ovl_label(n), k->name);
+}
+
 bool ovl_view_big(const struct ovl *v)
 {
 	return v->c->byteorder && !strcmp(v->c->byteorder, "big");
+}
+
+void ovl_view_src(const struct ovl *v, const struct ckpt_node *n,
+		  struct ovl_vsrc *s)
+{
+	const struct ckpt_tensor *t = n->tensor;
+
+	s->coded = coded(v, n, &s->k);
+	if (s->coded) {
+		s->dt = ckpt_dtype_by_name("float32");
+		s->big = false;
+		s->ndim = s->k.ndim;
+		s->shape = s->k.shape;
+		s->numel = s->k.numel;
+		return;
+	}
+	s->dt = t->dtype;
+	s->big = ovl_view_big(v);
+	s->numel = ovl_view_numel(v, n);
+	s->flat = (int64_t)s->numel;
+	s->ndim = t->ndim;
+	s->shape = t->shape;
+	if (t->fresh && !t->shape_set) {
+		s->ndim = 1;
+		s->shape = &s->flat;
+	}
+}
+
+int ovl_view_elems(struct ovl *v, struct ckpt_node *n,
+		   const struct ovl_vsrc *s, void *buf, uint64_t first,
+		   uint64_t cnt, struct diag *d)
+{
+	long long got;
+
+	if (s->coded)
+		return coded_values(v, n, &s->k, buf, first, cnt, d);
+	got = ovl_read(v, n, buf, cnt * s->dt->size, first * s->dt->size, d);
+	if (got < 0)
+		return (int)got;
+	if ((uint64_t)got != cnt * s->dt->size)
+		return diag_errno(d, -EIO, "%s: short read", ovl_label(n));
+	return 0;
 }
 
 bool ovl_view_ok(const struct ckpt_node *n)
@@ -67,24 +153,23 @@ uint64_t ovl_view_numel(const struct ovl *v, const struct ckpt_node *n)
 size_t ovl_npy_header(const struct ovl *v, const struct ckpt_node *n,
 		      unsigned char *buf)
 {
-	const struct ckpt_tensor *t = n->tensor;
-	int64_t len;
+	struct ovl_vsrc s;
 
-	if (t->fresh && !t->shape_set) {
-		len = (int64_t)ovl_view_numel(v, n);
-		return view_npy_header(t->dtype, ovl_view_big(v), 1, &len, buf);
-	}
-	return view_npy_header(t->dtype, ovl_view_big(v), t->ndim, t->shape, buf);
+	ovl_view_src(v, n, &s);
+	return view_npy_header(s.dt, s.big, s.ndim, s.shape, buf);
 }
 
 uint64_t ovl_npy_size(const struct ovl *v, const struct ckpt_node *n)
 {
 	unsigned char h[VIEW_NPY_HEADER_MAX];
+	struct ckpt_coded k;
 
 	if (n->ed->vstage && n->ed->vstage->view == CKPT_V_NPY)
 		return n->ed->vstage->len;
 	if (n->pending)
 		return 0;
+	if (coded(v, n, &k))
+		return ovl_npy_header(v, n, h) + k.numel * 4;
 	return ovl_npy_header(v, n, h) + ovl_view_numel(v, n) * n->tensor->dtype->size;
 }
 
@@ -102,11 +187,37 @@ static long long stage_read(struct ovl *v, const struct ckpt_stage *st,
 	return rc ? ovl_sys_err(v, d, rc, "read") : (long long)len;
 }
 
+/* Bytes [@pos, @pos + @len) of coded @n's values (float32, host order:
+ * little-endian, as the header says), after @done bytes of header. */
+static long long coded_read(struct ovl *v, struct ckpt_node *n,
+			    const struct ckpt_coded *k, char *buf,
+			    uint64_t len, uint64_t pos, struct diag *d,
+			    uint64_t done)
+{
+	uint64_t total = k->numel * 4, first, cnt;
+	float *val;
+	int rc;
+
+	if (pos >= total)
+		return (long long)done;
+	len = len < total - pos ? len : total - pos;
+	first = pos / 4;
+	cnt = (pos + len + 3) / 4 - first;
+	if (!(val = malloc(cnt * sizeof(*val))))
+		return diag_nomem(d);
+	rc = coded_values(v, n, k, val, first, cnt, d);
+	if (!rc)
+		memcpy(buf, (char *)val + pos % 4, len);
+	free(val);
+	return rc ? rc : (long long)(done + len);
+}
+
 long long ovl_npy_read(struct ovl *v, struct ckpt_node *n, void *buf,
 		       uint64_t len, uint64_t off, struct diag *d)
 {
 	unsigned char h[VIEW_NPY_HEADER_MAX];
 	uint64_t hl, k = 0;
+	struct ckpt_coded ck;
 	long long got;
 
 	if (n->ed->vstage && n->ed->vstage->view == CKPT_V_NPY)
@@ -120,6 +231,9 @@ long long ovl_npy_read(struct ovl *v, struct ckpt_node *n, void *buf,
 	}
 	if (k == len)
 		return k;
+	if (coded(v, n, &ck))
+		return coded_read(v, n, &ck, (char *)buf + k, len - k,
+				  off + k - hl, d, k);
 	got = ovl_read(v, n, (char *)buf + k, len - k, off + k - hl, d);
 	return got < 0 ? got : got + (long long)k;
 }
@@ -141,6 +255,8 @@ int ovl_locate(struct ovl *v, struct ckpt_node *n, int view, uint64_t off,
 		loc->size = n->ed->vstage->len;
 	} else if (view == CKPT_V_TXT || n->pending) {
 		loc->size = 0;		/* formatted (fs/), or not yet there */
+	} else if (coded(v, n, &(struct ckpt_coded){ 0 })) {
+		loc->size = ovl_npy_size(v, n);	/* decoded at each read */
 	} else {
 		hl = ovl_npy_header(v, n, h);
 		loc->size = ovl_npy_size(v, n);
@@ -158,44 +274,33 @@ int ovl_locate(struct ovl *v, struct ckpt_node *n, int view, uint64_t off,
 int ovl_text_render(struct ovl *v, struct ckpt_node *n, int fd,
 		    uint64_t *size, struct diag *d)
 {
-	const struct ckpt_tensor *t = n->tensor;
-	const struct ckpt_dtype *dt = t->dtype;
-	uint64_t numel = ovl_view_numel(v, n), pos;
-	int64_t len = (int64_t)numel;
-	const int64_t *shape = t->shape;
-	int ndim = t->ndim;
+	struct ovl_vsrc s;
 	char line[CKPT_MAX_DIMS * 22 + 64];
-	unsigned char *in = malloc((size_t)TEXT_ELEMS * dt->size);
-	char *out = malloc((size_t)TEXT_ELEMS * VIEW_TEXT_ELEM_MAX);
-	int rc = in && out ? 0 : diag_nomem(d);
+	unsigned char *in;
+	char *out;
+	uint64_t pos;
+	int rc;
 
-	if (t->fresh && !t->shape_set) {
-		ndim = 1;
-		shape = &len;
-	}
-	if (!rc && numel > TEXT_MAX_ELEMS)
+	ovl_view_src(v, n, &s);
+	in = malloc((size_t)TEXT_ELEMS * s.dt->size);
+	out = malloc((size_t)TEXT_ELEMS * VIEW_TEXT_ELEM_MAX);
+	rc = in && out ? 0 : diag_nomem(d);
+	if (!rc && s.numel > TEXT_MAX_ELEMS)
 		rc = diag_set(d, -EFBIG, DIAG_NO_OFFSET, "%s: %" PRIu64 " "
 			      "elements, too many for a text view (at most "
-			      "%" PRIu64 ")", ovl_label(n), numel,
+			      "%" PRIu64 ")", ovl_label(n), s.numel,
 			      TEXT_MAX_ELEMS);
-	pos = view_text_header(dt, ndim, shape, line, sizeof(line));
+	pos = view_text_header(s.dt, s.ndim, s.shape, line, sizeof(line));
 	if (!rc && (rc = io_pwrite_full(fd, line, pos, 0)))
 		rc = ovl_sys_err(v, d, rc, "cannot render the text view");
-	for (uint64_t e = 0; e < numel && !rc; e += TEXT_ELEMS) {
-		uint64_t k = numel - e < TEXT_ELEMS ? numel - e : TEXT_ELEMS;
-		long long got = ovl_read(v, n, in, k * dt->size, e * dt->size,
-					 d);
+	for (uint64_t e = 0; e < s.numel && !rc; e += TEXT_ELEMS) {
+		uint64_t m = s.numel - e < TEXT_ELEMS ? s.numel - e : TEXT_ELEMS;
 		size_t w;
 
-		if (got < 0) {
-			rc = (int)got;
+		if ((rc = ovl_view_elems(v, n, &s, in, e, m, d)))
 			break;
-		}
-		if ((uint64_t)got != k * dt->size) {
-			rc = diag_errno(d, -EIO, "%s: short read", ovl_label(n));
-			break;
-		}
-		w = view_text_format(dt, ovl_view_big(v), ndim, shape, e, in, k, out);
+		w = view_text_format(s.dt, s.big, s.ndim, s.shape, e, in, m,
+				     out);
 		rc = io_pwrite_full(fd, out, w, pos);
 		if (rc)
 			rc = ovl_sys_err(v, d, rc, "cannot render the text view");
@@ -292,8 +397,11 @@ long long ovl_view_write(struct ovl *v, struct ckpt_node *n, int view,
 			 struct diag *d)
 {
 	struct ckpt_stage *st = n->ed->vstage;
+	struct ckpt_coded ck;
 	int rc = ovl_check_writable(v, d);
 
+	if (!rc && coded(v, n, &ck))
+		rc = coded_refused(n, &ck, d);
 	if (!rc)
 		rc = view == CKPT_V_NPY ? ckpt_rule_npy(v->c, ovl_label(n),
 							false, d) :
@@ -342,8 +450,11 @@ long long ovl_view_write(struct ovl *v, struct ckpt_node *n, int view,
 int ovl_view_truncate(struct ovl *v, struct ckpt_node *n, int view,
 		      uint64_t size, struct diag *d)
 {
+	struct ckpt_coded k;
 	int rc = ovl_check_writable(v, d);
 
+	if (!rc && coded(v, n, &k))
+		rc = coded_refused(n, &k, d);
 	if (!rc)
 		rc = view == CKPT_V_NPY ? ckpt_rule_npy(v->c, ovl_label(n),
 							false, d) :
