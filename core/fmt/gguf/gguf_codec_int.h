@@ -53,6 +53,12 @@ static inline uint16_t gguf_f32_to_f16(float f)
 	return view_f32_to_f16(f);
 }
 
+/* The int8 of byte @b (no implementation-defined narrowing). */
+static inline int gguf_s8(unsigned char b)
+{
+	return b < 0x80 ? b : b - 256;
+}
+
 /* ---- gguf_quant.c ---- */
 void gguf_dequant_q4_0(const unsigned char *src, float *dst, uint64_t n);
 void gguf_dequant_q4_1(const unsigned char *src, float *dst, uint64_t n);

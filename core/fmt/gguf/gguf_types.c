@@ -87,7 +87,7 @@ static int64_t sext(uint64_t v, unsigned bits)
 static void i8_dequant(const unsigned char *src, float *dst, uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++)
-		dst[i] = (float)sext(src[i], 8);
+		dst[i] = (float)gguf_s8(src[i]);
 }
 
 static void i16_dequant(const unsigned char *src, float *dst, uint64_t n)
@@ -119,13 +119,13 @@ static void i64_dequant(const unsigned char *src, float *dst, uint64_t n)
 static const struct gguf_type types[] = {
 	PLAIN(0, "F32", 4, "float32", f32_dequant, f32_quant),
 	PLAIN(1, "F16", 2, "float16", f16_dequant, f16_quant),
-	BLOCK(2, "Q4_0", 32, 18, NULL),
-	BLOCK(3, "Q4_1", 32, 20, NULL),
+	BLOCK(2, "Q4_0", 32, 18, gguf_dequant_q4_0),
+	BLOCK(3, "Q4_1", 32, 20, gguf_dequant_q4_1),
 	/* 4, 5: Q4_2 and Q4_3, removed from ggml */
-	BLOCK(6, "Q5_0", 32, 22, NULL),
-	BLOCK(7, "Q5_1", 32, 24, NULL),
+	BLOCK(6, "Q5_0", 32, 22, gguf_dequant_q5_0),
+	BLOCK(7, "Q5_1", 32, 24, gguf_dequant_q5_1),
 	[8] = { .id = 8, .name = "Q8_0", .block = 32, .bytes = 34,
-		.dequant = NULL, .quant = NULL },
+		.dequant = gguf_dequant_q8_0, .quant = gguf_quant_q8_0 },
 	BLOCK(9, "Q8_1", 32, 36, NULL),
 	BLOCK(10, "Q2_K", 256, 84, NULL),
 	BLOCK(11, "Q3_K", 256, 110, NULL),
