@@ -18,7 +18,7 @@
 
 /* The types ptfs decodes and encodes: what the vectors must cover. */
 static const uint32_t dequant_ids[] = {
-	0, 1, 2, 3, 6, 7, 8, 24, 25, 26, 27, 28, 30,
+	0, 1, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 30,
 };
 static const uint32_t quant_ids[] = { 0, 1, 8, 30 };
 
