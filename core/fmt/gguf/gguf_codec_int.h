@@ -1,11 +1,12 @@
 /*
  * gguf_codec_int.h - what the codec files of core/fmt/gguf share: the
  * block codecs the type table points at, the f16 scale helpers, and the
- * floating-point rules every codec depends on to match gguf-py's numpy
+ * floating-point rules the codecs depend on to match gguf-py's numpy
  * float32 arithmetic bit for bit: no fast-math, float evaluated as float,
- * and no a*b+c fused into one rounding (numpy rounds the product first).
- * CMakeLists.txt compiles these files with -ffp-contract=off, as GCC
- * ignores the STDC pragma.
+ * and no a*b+c fused into one rounding as numpy never fuses.  (Today's
+ * products are exact, so a fused one would give the same bits; the rule
+ * is for code to come.)  CMakeLists.txt compiles these files with
+ * -ffp-contract=off, as GCC ignores the STDC pragma.
  */
 #ifndef PT_FMT_GGUF_GGUF_CODEC_INT_H
 #define PT_FMT_GGUF_GGUF_CODEC_INT_H
@@ -23,8 +24,9 @@
 #if defined(__FAST_MATH__)
 #error "the GGUF codecs must not be built with -ffast-math"
 #endif
-#if FLT_EVAL_METHOD != 0
-#error "the GGUF codecs need float arithmetic in float (FLT_EVAL_METHOD 0)"
+/* 0, or 16 (GNU C: _Float16 evaluated as float) keep float in float */
+#if FLT_EVAL_METHOD < 0 || FLT_EVAL_METHOD == 1 || FLT_EVAL_METHOD == 2
+#error "the GGUF codecs need float arithmetic done in float"
 #endif
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF

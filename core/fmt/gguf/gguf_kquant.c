@@ -35,10 +35,11 @@
  *             - 32                          y = d*sc*q
  *   Q8_K  q = qs[e]                         y = d*q
  *
- * sc (and m) is that of sub-block e/16 (Q2, Q3, Q6) or e/32 (Q4, Q5); each
- * product d*sc rounds to float first, then times q, then minus dmin*m, in
- * numpy's order.  ggml-quants.c's dequantize_row_q*_K compute the same
- * expressions, bar an FMA a compiler may fuse there.
+ * sc (and m) is that of sub-block e/16 (Q2, Q3, Q6) or e/32 (Q4, Q5),
+ * computed in float32 in numpy's order, (d*sc)*q - dmin*m, as
+ * ggml-quants.c's dequantize_row_q*_K also do.  An f16 times a 6-bit
+ * scale times a 6-bit q is exact in float32, so only the subtraction
+ * rounds (an FMA would give the same bits); Q8_K's f32 d * q rounds once.
  */
 #include "fmt/gguf/gguf_codec_int.h"
 
@@ -70,7 +71,7 @@ static void k4_scale_min(const unsigned char *s, int j, int *sc, int *m)
 	}
 }
 
-/* y = dl * q - ml with the product rounded first: numpy's order */
+/* y = dl * q - ml, the product (exact here) first: numpy's order */
 static float mul_sub(float dl, float q, float ml)
 {
 	float t = dl * q;

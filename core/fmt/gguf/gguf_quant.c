@@ -17,10 +17,11 @@
  *
  * Element j < 16 is qs[j]'s low nibble, element j + 16 its high one; Q5
  * adds bit j of qh (little-endian) as the fifth bit.  Values: Q4_0
- * d * (q - 8), Q5_0 d * (q - 16), Q4_1 and Q5_1 d * q + m (the product
- * rounded first), Q8_0 q * d.  ggml-quants.c's dequantize_row_* compute
- * the same expressions, but a compiler may fuse its x*d + m (GCC does in
- * GNU mode with FMA); gguf-py never does, and neither does this file.
+ * d * (q - 8), Q5_0 d * (q - 16), Q4_1 and Q5_1 d * q + m, Q8_0 q * d,
+ * in float32 as numpy computes them; ggml-quants.c's dequantize_row_*
+ * compute the same expressions.  An f16 d times a 5-bit q is exact in
+ * float32, so only the + m rounds, and a fused multiply-add (which ggml
+ * built with FMA may use) gives the same bits.
  */
 #include "fmt/gguf/gguf_codec_int.h"
 
