@@ -6,6 +6,7 @@
  * (made by tests/unit/gguf_vectors.py, whose header gives the layout).
  */
 #include <criterion/criterion.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -26,6 +26,8 @@
 #include "fmt/gguf/gguf_codec_int.h"
 
 #include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 /* The element values of a 4- or 5-bit block into q[32]: nibbles of the
  * 16 bytes at @qs, plus bit j of @qh as bit 4 of element j. */
@@ -38,69 +40,68 @@ static void nibbles(const unsigned char *qs, uint32_t qh, int q[32])
 }
 
 /*
- * One block of 4 or 5 bits at @b: the f16 d at 0, an f16 m at 2 when
- * @has_m, a u32 qh next when @has_qh, then qs.  Without m the value is
- * d * (q - @zero); with m, d * q + m.
+ * @n blocks of 4 or 5 bits at @src: each the f16 d at 0, an f16 m at 2
+ * when @has_m, a u32 qh next when @has_qh, then qs.  Without m the value
+ * is d * (q - @zero); with m, d * q + m.
  */
-static void dequant_nibbles(const unsigned char *b, float *y, bool has_m,
-			    bool has_qh, int zero)
+static void dequant_nibbles(const unsigned char *src, float *dst, uint64_t n,
+			    bool has_m, bool has_qh, int zero)
 {
-	const unsigned char *p = b + 2;
-	float d = gguf_f16_at(b), m = 0, t;
-	uint32_t qh = 0;
-	int q[32];
+	size_t size = 18 + 2 * has_m + 4 * has_qh;
 
-	if (has_m) {
-		m = gguf_f16_at(p);
-		p += 2;
-	}
-	if (has_qh) {
-		qh = le32(p);
-		p += 4;
-	}
-	nibbles(p, qh, q);
-	for (int j = 0; j < 32; j++) {
+	for (uint64_t i = 0; i < n; i++, src += size, dst += 32) {
+		const unsigned char *p = src + 2;
+		float d = gguf_f16_at(src), m = 0, t;
+		uint32_t qh = 0;
+		int q[32];
+
 		if (has_m) {
-			t = d * (float)q[j];
-			y[j] = t + m;
-		} else {
-			y[j] = d * (float)(q[j] - zero);
+			m = gguf_f16_at(p);
+			p += 2;
+		}
+		if (has_qh) {
+			qh = le32(p);
+			p += 4;
+		}
+		nibbles(p, qh, q);
+		for (int j = 0; j < 32; j++) {
+			if (has_m) {
+				t = d * (float)q[j];
+				dst[j] = t + m;
+			} else {
+				dst[j] = d * (float)(q[j] - zero);
+			}
 		}
 	}
 }
 
 void gguf_dequant_q4_0(const unsigned char *src, float *dst, uint64_t n)
 {
-	for (uint64_t i = 0; i < n; i++)
-		dequant_nibbles(src + 18 * i, dst + 32 * i, false, false, 8);
+	dequant_nibbles(src, dst, n, false, false, 8);
 }
 
 void gguf_dequant_q4_1(const unsigned char *src, float *dst, uint64_t n)
 {
-	for (uint64_t i = 0; i < n; i++)
-		dequant_nibbles(src + 20 * i, dst + 32 * i, true, false, 0);
+	dequant_nibbles(src, dst, n, true, false, 0);
 }
 
 void gguf_dequant_q5_0(const unsigned char *src, float *dst, uint64_t n)
 {
-	for (uint64_t i = 0; i < n; i++)
-		dequant_nibbles(src + 22 * i, dst + 32 * i, false, true, 16);
+	dequant_nibbles(src, dst, n, false, true, 16);
 }
 
 void gguf_dequant_q5_1(const unsigned char *src, float *dst, uint64_t n)
 {
-	for (uint64_t i = 0; i < n; i++)
-		dequant_nibbles(src + 24 * i, dst + 32 * i, true, true, 0);
+	dequant_nibbles(src, dst, n, true, true, 0);
 }
 
 void gguf_dequant_q8_0(const unsigned char *src, float *dst, uint64_t n)
 {
-	for (uint64_t i = 0; i < n; i++) {
-		const unsigned char *b = src + 34 * i;
-		float d = gguf_f16_at(b);
+	for (uint64_t i = 0; i < n; i++, src += 34, dst += 32) {
+		float d = gguf_f16_at(src);
 
 		for (int j = 0; j < 32; j++)
-			dst[32 * i + j] = (float)gguf_s8(b[2 + j]) * d;
+			dst[j] = (float)gguf_s8(src[2 + j]) * d;
 	}
 }
 

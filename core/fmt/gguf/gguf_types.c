@@ -19,6 +19,8 @@
 #include "fmt/gguf/gguf_types.h"
 #include "fmt/gguf/gguf_codec_int.h"
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <strings.h>
 
 static void f32_dequant(const unsigned char *src, float *dst, uint64_t n)
