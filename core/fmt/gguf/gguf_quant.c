@@ -150,7 +150,7 @@ void gguf_quant_q8_0(const float *src, unsigned char *dst, uint64_t n)
 		id = d == 0 ? 0 : 1 / d;
 		for (int j = 0; j < 32; j++) {
 			q = np_roundf(x[j] * id);
-			b[2 + j] = isnan(q) ? 0 : (unsigned char)((int)q & 0xff);
+			b[2 + j] = isnan(q) ? 0 : (unsigned char)(int)q;
 		}
 		ord_store(b, 2, false, gguf_f32_to_f16(d));
 	}
