@@ -74,6 +74,10 @@ int pd_compare_elems(struct pd_ctx *x, const struct ckpt_tensor *ta,
  */
 bool pd_cross_comparable(const struct ckpt_tensor *a,
 			 const struct ckpt_tensor *b);
+/* The shape @t's values have: a coded tensor's (ckpt_coded(), then true
+ * and *@k filled), else its own. */
+bool pd_coded_shape(struct ckpt *c, const struct ckpt_tensor *t, int *ndim,
+		    const int64_t **shape, struct ckpt_coded *k);
 int pd_compare_cross(struct pd_ctx *x, const struct ckpt_tensor *ta,
 		     const struct ckpt_tensor *tb, struct pd_elems *out);
 

@@ -198,12 +198,52 @@ static bool values_differ(const struct pd_opts *o, const struct pd_elems *e)
 	return e->nan || isinf(e->max_abs) || !(e->rel_l2 <= o->rel_l2);
 }
 
+/*
+ * A coded tensor on either side (a GGUF Q8_0 tensor against the float32
+ * one it was made from): their values are compared, float32 decoded, as
+ * across dtypes; the codings differ as an attribute ("coding": a dtype
+ * difference, which --ignore-dtype ignores).
+ */
+static int compare_coded(struct pd_ctx *x, struct pd_item *it)
+{
+	const struct ckpt_tensor *a = it->a->tensor, *b = it->b->tensor;
+	const int64_t *sa, *sb;
+	struct ckpt_coded ka, kb;
+	int na, nb;
+	bool ca = pd_coded_shape(x->a, a, &na, &sa, &ka);
+	bool cb = pd_coded_shape(x->b, b, &nb, &sb, &kb);
+	char da[96], db[96];	/* an attribute's room: pd_attr */
+	int rc = 0;
+
+	if (!x->o->ignore_dtype &&
+	    pd_str_differ(ca ? ka.name : a->dtype->name,
+			  cb ? kb.name : b->dtype->name))
+		pd_add_attr(it, "coding", ca ? ka.name : a->dtype->name,
+			    cb ? kb.name : b->dtype->name);
+	if (na != nb || memcmp(sa, sb, (size_t)na * sizeof(*sa))) {
+		fmt_dims(da, sizeof(da), sa, na);
+		fmt_dims(db, sizeof(db), sb, nb);
+		pd_add_attr(it, "values_shape", da, db);
+		return 0;
+	}
+	if ((ca || pd_cross_comparable(a, a)) &&
+	    (cb || pd_cross_comparable(b, b))) {
+		rc = pd_compare_cross(x, a, b, &it->el);
+		it->compared = !rc;
+		it->values = !rc && values_differ(x->o, &it->el);
+	}
+	return rc;
+}
+
 int pd_compare_tensors(struct pd_ctx *x, struct pd_item *it)
 {
 	const struct ckpt_tensor *a = it->a->tensor, *b = it->b->tensor;
+	struct ckpt_coded k;
 	int rc;
 
 	x->path = it->path;
+	if (ckpt_coded(x->a, a, &k) || ckpt_coded(x->b, b, &k))
+		return compare_coded(x, it);
 	it->dtype = strcmp(a->dtype->name, b->dtype->name) != 0;
 	it->shape = a->ndim != b->ndim ||
 		    memcmp(a->shape, b->shape, a->ndim * sizeof(*a->shape));

@@ -5,7 +5,9 @@
  * XCHUNK elements, each element decoded to a double (view_get(), float8
  * with core/stats' decoder), compared as numpy.isclose() does with
  * --atol/--rtol.  Complex, quantized and raw dtypes are not compared
- * across dtypes (the dtype difference is reported alone).
+ * across dtypes (the dtype difference is reported alone).  A coded
+ * tensor (ckpt_coded(): a GGUF Q8_0 tensor) is its values, float32,
+ * decoded from its bytes.
  */
 #include "ptdiff.h"
 
@@ -54,36 +56,90 @@ static double value(const struct ckpt_dtype *dt, bool big,
 	}
 }
 
+/* One side of the comparison: a tensor's elements, or a coded one's
+ * values. */
+struct side {
+	struct ckpt *c;
+	const struct ckpt_tensor *t;
+	const struct ckpt_dtype *dt;
+	bool big, coded;
+	struct ckpt_coded k;
+	unsigned char *buf;
+	struct diag *d;
+};
+
+static void side_init(struct side *s, struct ckpt *c,
+		      const struct ckpt_tensor *t, bool big,
+		      unsigned char *buf, struct diag *d)
+{
+	*s = (struct side){ .c = c, .t = t, .dt = t->dtype, .big = big,
+			    .buf = buf, .d = d };
+	if ((s->coded = ckpt_coded(c, t, &s->k))) {
+		s->dt = ckpt_dtype_by_name("float32");
+		s->big = false;
+	}
+}
+
+static long long tensor_bytes(void *arg, void *buf, uint64_t len,
+			      uint64_t pos)
+{
+	struct side *s = arg;
+
+	return ckpt_tensor_read(s->c, s->t, buf, len, pos, s->d);
+}
+
+/* Elements [@i, @i + @k) of @s into s->buf: 0 or -errno. */
+static int side_read(struct side *s, uint64_t i, uint64_t k)
+{
+	size_t size = s->dt->size;
+	long long got;
+
+	if (s->coded)
+		return ckpt_coded_values(&s->k, tensor_bytes, s,
+					 (float *)s->buf, i, k, s->d);
+	got = ckpt_tensor_read(s->c, s->t, s->buf, k * size, i * size, s->d);
+	if (got >= 0 && (uint64_t)got != k * size)
+		got = diag_set(s->d, -EIO, DIAG_NO_OFFSET, "tensor data ends "
+			       "early");
+	return got < 0 ? (int)got : 0;
+}
+
+bool pd_coded_shape(struct ckpt *c, const struct ckpt_tensor *t, int *ndim,
+		    const int64_t **shape, struct ckpt_coded *k)
+{
+	if (!ckpt_coded(c, t, k)) {
+		*ndim = t->ndim;
+		*shape = t->shape;
+		return false;
+	}
+	*ndim = k->ndim;
+	*shape = k->shape;
+	return true;
+}
+
 int pd_compare_cross(struct pd_ctx *x, const struct ckpt_tensor *ta,
 		     const struct ckpt_tensor *tb, struct pd_elems *out)
 {
-	struct pd_elems r = { .numel = ta->numel };
-	size_t sa = ta->dtype->size, sb = tb->dtype->size;
+	struct side sa, sb;
+	struct pd_elems r;
 	double d2 = 0, b2 = 0;
+	uint64_t numel;
 
-	for (uint64_t i = 0; i < ta->numel;) {
-		uint64_t k = ta->numel - i < XCHUNK ? ta->numel - i : XCHUNK;
-		long long got;
+	side_init(&sa, x->a, ta, x->big_a, x->buf_a, x->da);
+	side_init(&sb, x->b, tb, x->big_b, x->buf_b, x->db);
+	numel = sa.coded ? sa.k.numel : ta->numel;
+	r = (struct pd_elems){ .numel = numel };
+	for (uint64_t i = 0; i < numel;) {
+		uint64_t k = numel - i < XCHUNK ? numel - i : XCHUNK;
+		int rc = side_read(&sa, i, k);
 
-		got = ckpt_tensor_read(x->a, ta, x->buf_a, k * sa, i * sa,
-				       x->da);
-		if (got >= 0 && (uint64_t)got != k * sa)
-			got = diag_set(x->da, -EIO, DIAG_NO_OFFSET,
-				       "tensor data ends early");
-		if (got < 0)
-			return (int)got;
-		got = ckpt_tensor_read(x->b, tb, x->buf_b, k * sb, i * sb,
-				       x->db);
-		if (got >= 0 && (uint64_t)got != k * sb)
-			got = diag_set(x->db, -EIO, DIAG_NO_OFFSET,
-				       "tensor data ends early");
-		if (got < 0)
-			return (int)got;
+		if (rc || (rc = side_read(&sb, i, k)))
+			return rc;
 		for (uint64_t j = 0; j < k; j++) {
-			double a = value(ta->dtype, x->big_a,
-					 x->buf_a + j * sa);
-			double b = value(tb->dtype, x->big_b,
-					 x->buf_b + j * sb);
+			double a = value(sa.dt, sa.big,
+					 sa.buf + j * sa.dt->size);
+			double b = value(sb.dt, sb.big,
+					 sb.buf + j * sb.dt->size);
 			double d = fabs(a - b);
 			bool nan = isnan(a) || isnan(b);
 
@@ -115,7 +171,7 @@ close:
 				r.max_rel = INFINITY;
 		}
 		i += k;
-		x->done += k * sa;
+		x->done += k * ta->dtype->size;
 		if (x->tick)
 			x->tick(x);
 	}

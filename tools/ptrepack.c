@@ -265,7 +265,7 @@ int main(int argc, char **argv)
 	struct cli_progress pr;
 	bool verbose = false, json = false, quiet = false, no_crc = false;
 	struct in_roots roots = { 0 };
-	struct cvt_opt cv = { .tmpfd = -1 };
+	struct cvt_opt cv = { .tmpfd = -1, .dec_fd = -1 };
 	struct st_opt so = { 0 };
 	enum cli_out how;
 	char *target = NULL;
@@ -417,6 +417,10 @@ int main(int argc, char **argv)
 	}
 	/* converted storages are spooled beside OUT, or in $TMPDIR for a
 	   stream */
+	if (!rc)
+		rc = cvt_opt_decode(&cv, c, &o, how == CLI_OUT_STDOUT ||
+				    how == CLI_OUT_STREAM ? spool_near() :
+				    target ? target : out, &d);
 	if (!rc && cv.to)
 		rc = cvt_opt_run(&cv, c, how == CLI_OUT_STDOUT ||
 				 how == CLI_OUT_STREAM ? spool_near() :

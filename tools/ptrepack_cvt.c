@@ -47,6 +47,7 @@ int cvt_opt_parse(struct cvt_opt *o, int ch, const char *arg)
 int cvt_opt_check(struct cvt_opt *o, uint8_t clone_pct)
 {
 	o->tmpfd = -1;
+	o->dec_fd = -1;
 	if (!o->to && o->only)
 		return cli_usage("--only needs --dtype");
 	if (o->to && clone_pct)
@@ -83,6 +84,27 @@ int cvt_opt_run(struct cvt_opt *o, struct ckpt *c, const char *out,
 	return rc;
 }
 
+int cvt_opt_decode(struct cvt_opt *o, struct ckpt *c,
+		   const struct ckpt_write_opts *w, const char *out,
+		   struct diag *d)
+{
+	const struct ckpt_dtype *to = o->to ? o->to :
+				      ckpt_dtype_by_name("bfloat16");
+	int rc;
+
+	/* its own format's writer keeps the codes */
+	if ((w->to == CKPT_OUT_FMT && w->fmt == ckpt_fmt(c)) ||
+	    (w->to == CKPT_OUT_SAME && ckpt_fmt(c)->out == CKPT_OUT_FMT))
+		return 0;
+	rc = cvt_decode(c, to, o->fl, out, &o->dec_fd, &o->dec, d);
+	if (!rc && o->dec.tensors)
+		fprintf(stderr, "%s: note: %u %s tensor%s decoded to %s (%s)\n",
+			cli_prog(), o->dec.tensors, ckpt_fmt(c)->name,
+			o->dec.tensors == 1 ? "" : "s", to->name,
+			o->to ? "--dtype" : "the default; --dtype chooses");
+	return rc;
+}
+
 void cvt_opt_report(const struct cvt_opt *o)
 {
 	char a[16], b[16];
@@ -98,5 +120,8 @@ void cvt_opt_release(struct cvt_opt *o)
 {
 	if (o->tmpfd >= 0)
 		close(o->tmpfd);
+	if (o->dec_fd >= 0)
+		close(o->dec_fd);
 	o->tmpfd = -1;
+	o->dec_fd = -1;
 }

@@ -16,6 +16,8 @@ struct cvt_opt {
 	enum cvt_flavour fl;		/* --torch */
 	int tmpfd;			/* the converted storages, or -1 */
 	struct cvt_stats st;
+	int dec_fd;			/* the decoded coded tensors, or -1 */
+	struct cvt_stats dec;
 };
 
 /* Take option @ch ('t', 'o', 'T') with @arg; 0 or CLI_ERROR (said why). */
@@ -30,6 +32,13 @@ int cvt_opt_run(struct cvt_opt *o, struct ckpt *c, const char *out,
 		struct diag *d);
 
 /* One line on stdout: what was converted. */
+/* Coded tensors (a GGUF file's Q8_0 tensors) written by a writer other
+   than their format's own are decoded first: to --dtype's type, else
+   bfloat16, with a note on stderr saying so.  0 or -errno with @d set. */
+int cvt_opt_decode(struct cvt_opt *o, struct ckpt *c,
+		   const struct ckpt_write_opts *w, const char *out,
+		   struct diag *d);
+
 void cvt_opt_report(const struct cvt_opt *o);
 
 /* Close the temporary file.  A zeroed struct is fine. */

@@ -7,6 +7,7 @@
  *   cvt.c         elements: one run of elements from one dtype to another
  *   cvt_ckpt.c    checkpoints: storages re-typed in the model, so that the
  *                 writer emits new records and a new data.pkl
+ *   cvt_coded.c   coded tensors (a GGUF Q8_0 tensor) decoded into a dtype
  *
  * torch converts every pair through float32 (c10's Half, BFloat16 and
  * Float8 types are built from a float; a double is first rounded to
@@ -132,5 +133,30 @@ int cvt_ckpt(struct ckpt *c, const struct ckpt_dtype *to,
 	     const struct ckpt_dtype *const *plan, enum cvt_flavour fl,
 	     const char *near, int *tmpfd, struct cvt_stats *st,
 	     struct diag *d);
+
+/* Storage @s is now @n elements of @to at @off of @fd (converted there):
+ * the storage half of a re-type, its tensors the caller's. */
+void cvt_storage_set(struct ckpt_storage *s, uint64_t n,
+		     const struct ckpt_dtype *to, int fd, uint64_t off);
+
+/* A temporary file beside @near (the output path), unlinked at once: its
+ * fd, or -errno with @d set. */
+int cvt_tmpfile(const char *near, struct diag *d);
+
+/* ---- coded tensors (cvt_coded.c) ---- */
+
+/*
+ * Decode every coded tensor of @c (ckpt_coded(): a GGUF block type) into
+ * @to (cvt_supported(), floating): its values, float32, converted as
+ * .to(@to) converts float32, written into a temporary file beside @near
+ * (*@tmpfd; -1 when there was none), its storage re-typed to them and
+ * the tensor of @to with the values' shape, C strides.  What a writer of
+ * another format then writes is the values.  @st counts them (tensors,
+ * bytes in and out).  0 or -errno with @d set; after a failure @c must
+ * not be written.
+ */
+int cvt_decode(struct ckpt *c, const struct ckpt_dtype *to,
+	       enum cvt_flavour fl, const char *near, int *tmpfd,
+	       struct cvt_stats *st, struct diag *d);
 
 #endif

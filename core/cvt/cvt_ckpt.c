@@ -136,8 +136,12 @@ static void retype_storage(struct ckpt_storage *s,
 			   const struct ckpt_dtype *from,
 			   const struct ckpt_dtype *to, int fd, uint64_t off)
 {
-	uint64_t n = s->nbytes / from->size;
+	cvt_storage_set(s, s->nbytes / from->size, to, fd, off);
+}
 
+void cvt_storage_set(struct ckpt_storage *s, uint64_t n,
+		     const struct ckpt_dtype *to, int fd, uint64_t off)
+{
 	ckpt_storage_uninflate(s);
 	s->retyped = to;
 	/* torch.save writes the new dtypes as UntypedStorage of bytes */
@@ -331,6 +335,23 @@ out:
 	return rc;
 }
 
+int cvt_tmpfile(const char *near, struct diag *d)
+{
+	char *tmp = io_beside(near, ".ptfs-cvt.XXXXXX");
+	int fd;
+
+	if (!tmp)
+		return diag_nomem(d);
+	fd = mkstemp(tmp);
+	if (fd < 0)
+		fd = diag_errno(d, -errno, "cannot create a temporary file "
+				"beside %s: %s", near, strerror(errno));
+	else
+		unlink(tmp);
+	free(tmp);
+	return fd;
+}
+
 int cvt_ckpt(struct ckpt *c, const struct ckpt_dtype *to,
 	     const struct ckpt_dtype *const *plan, enum cvt_flavour fl,
 	     const char *near, int *tmpfd, struct cvt_stats *st,
@@ -338,7 +359,6 @@ int cvt_ckpt(struct ckpt *c, const struct ckpt_dtype *to,
 {
 	struct cvt_stats none;
 	uint64_t off = 0;
-	char *tmp;
 	int fd, rc = 0;
 	bool any = false;
 
@@ -349,18 +369,9 @@ int cvt_ckpt(struct ckpt *c, const struct ckpt_dtype *to,
 		any |= plan[k] != NULL;
 	if (!any)
 		return 0;
-	tmp = io_beside(near, ".ptfs-cvt.XXXXXX");
-	if (!tmp)
-		return diag_nomem(d);
-	fd = mkstemp(tmp);
-	if (fd < 0) {
-		rc = diag_errno(d, -errno, "cannot create a temporary file "
-				"beside %s: %s", near, strerror(errno));
-		free(tmp);
-		return rc;
-	}
-	unlink(tmp);
-	free(tmp);
+	fd = cvt_tmpfile(near, d);
+	if (fd < 0)
+		return fd;
 	for (uint32_t k = 0; k < c->nstorages && !rc; k++) {
 		struct ckpt_storage *s = c->storages[k];
 
