@@ -52,6 +52,7 @@ enum ckpt_format {
 				   read-only for now (ckpt_dcp.c) */
 	CKPT_RANKS,		/* per-rank torch.save files of one job, as
 				   one state dict (core/fmt/ranks) */
+	CKPT_GGUF,		/* a GGUF file (core/fmt/gguf) */
 };
 
 /* What a format is called and can do: its descriptor (ckpt_format.h:
@@ -133,6 +134,9 @@ struct ckpt {
 	/* CKPT_RANKS: the rank files (ckpt_ranks.h); its pieces are read
 	   with c->dcp's chunk table */
 	struct ckpt_ranks *ranks;
+	/* CKPT_GGUF: its key/values and tensor infos (core/fmt/gguf/gguf.h,
+	   in the arena) */
+	struct gguf *gguf;
 	/* a model of several pickles (a sharded folder's shards, a DCP
 	   directory's values): where each one's nodes begin (ckpt_int.h) */
 	struct ckpt_vdoc *vdocs;

@@ -25,6 +25,7 @@
 #include "source/source.h"
 #include "util/io.h"
 #include "foreign.h"
+#include "gguf/ckpt_fmt_gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,7 +38,8 @@
  * first bytes, the formats whose start says what they are first (a
  * legacy pickle or a safetensors header may hold "ustar" or "PK"). */
 const struct ckpt_fmt *const ckpt_formats[] = {
-	&ckpt_fmt_dcp, &ckpt_fmt_ranks, &ckpt_fmt_hf, &ckpt_fmt_zip, &ckpt_fmt_tar,
+	&ckpt_fmt_dcp, &ckpt_fmt_ranks, &ckpt_fmt_hf, &ckpt_fmt_gguf,
+	&ckpt_fmt_zip, &ckpt_fmt_tar,
 	&ckpt_fmt_safetensors, &ckpt_fmt_legacy, &ckpt_fmt_torchscript, NULL
 };
 
