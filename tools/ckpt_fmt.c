@@ -263,15 +263,34 @@ void fmt_json_storage(struct jw *w, const struct ckpt_storage *s)
 	jw_cstr(w, s->location);
 }
 
+bool fmt_shown(const struct ckpt *c, const struct ckpt_tensor *t,
+	       const char **type, int *ndim, const int64_t **shape,
+	       struct ckpt_coded *k)
+{
+	bool coded = ckpt_coded(c, t, k);
+
+	*type = coded ? k->name : t->dtype->name;
+	*ndim = coded ? k->ndim : t->ndim;
+	*shape = coded ? k->shape : t->shape;
+	return coded;
+}
+
 void fmt_json_tensor(struct jw *w, const struct ckpt *c,
 		     const struct ckpt_tensor *t)
 {
 	const struct ckpt_shard *sh = ckpt_tensor_shard(c, t);
+	struct ckpt_coded k;
 
 	jw_lit(w, ",\"tensor\":");
 	jw_u64(w, t->index);
 	jw_putc(w, ',');
 	json_view(w, t);
+	if (ckpt_coded(c, t, &k)) {	/* its bytes above, its values here */
+		jw_lit(w, ",\"coding\":");
+		jw_cstr(w, k.name);
+		jw_lit(w, ",\"values_shape\":");
+		json_dims(w, k.shape, k.ndim);
+	}
 	jw_lit(w, ",\"device\":");
 	jw_cstr(w, ckpt_tensor_device(t));
 	jw_lit(w, ",\"requires_grad\":");

@@ -5,10 +5,12 @@
 #ifndef PT_TOOLS_FMTOUT_H
 #define PT_TOOLS_FMTOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct ckpt;
+struct ckpt_coded;
 struct ckpt_node;
 struct ckpt_storage;
 struct ckpt_tensor;
@@ -31,6 +33,12 @@ void fmt_printable(char *out, const struct ckpt_node *n);
  * "shard" it is read from in a sharded folder).
  */
 void fmt_json_key(struct jw *w, const struct ckpt_node *n);
+/* What the listings call @t's type and shape: a coded tensor's coding
+ * and values' shape (ckpt_coded(): "Q8_0" (4096, 4096); then true, *@k
+ * filled), else its dtype and shape. */
+bool fmt_shown(const struct ckpt *c, const struct ckpt_tensor *t,
+	       const char **type, int *ndim, const int64_t **shape,
+	       struct ckpt_coded *k);
 void fmt_json_value(struct jw *w, const struct ckpt_node *n);
 void fmt_json_tensor(struct jw *w, const struct ckpt *c,
 		     const struct ckpt_tensor *t);

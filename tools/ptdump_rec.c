@@ -175,11 +175,14 @@ static void stream_head(const struct ckpt *c, const struct dump_opts *o)
 		fputs(",\"storages\":[", stdout);
 		return;
 	}
-	if (st)
-		printf("# %s: safetensors file, no zip records; header of %"
-		       PRIu64 " bytes at 0x8, %u tensors, data ends at 0x%"
-		       PRIx64 ", file %" PRIu64 " bytes\n", o->name,
-		       c->hdr_len, c->nstorages, c->data_end, c->file_size);
+	if (st) {
+		char what[200];
+
+		ckpt_fmt(c)->describe(c, what, sizeof(what));
+		printf("# %s: %s; no zip records, %u tensors, data ends at 0x%"
+		       PRIx64 ", file %" PRIu64 " bytes\n", o->name, what,
+		       c->nstorages, c->data_end, c->file_size);
+	}
 	else
 		printf("# %s: legacy stream (torch < 1.6), no zip records; "
 		       "main pickle at 0x%" PRIx64 ", %u storage blocks, file "

@@ -102,6 +102,10 @@ static void measure_leaf(const struct ckpt_node *n, const struct opts *o,
 			 struct widths *w)
 {
 	const struct ckpt_tensor *t = n->tensor;
+	const int64_t *shape;
+	const char *type;
+	struct ckpt_coded k;
+	int nd;
 
 	if (!listed(n, o))
 		return;
@@ -110,8 +114,9 @@ static void measure_leaf(const struct ckpt_node *n, const struct opts *o,
 		w->type = MAX(w->type, (int)strlen(n->type));
 		return;
 	}
-	w->type = MAX(w->type, (int)strlen(t->dtype->name));
-	w->shape = MAX(w->shape, fmt_dims_len(t->shape, t->ndim));
+	fmt_shown(o->c, t, &type, &nd, &shape, &k);
+	w->type = MAX(w->type, (int)strlen(type));
+	w->shape = MAX(w->shape, fmt_dims_len(shape, nd));
 	w->stride = MAX(w->stride,
 			fmt_dims_len(ckpt_tensor_stride(t), t->ndim));
 	w->key = MAX(w->key, t->storage ? (int)strlen(t->storage->key) : 1);
@@ -154,20 +159,24 @@ static int text_leaf(const struct ckpt_node *n, const char *path,
 {
 	char shape[1024], stride[1024], fl[80], sz[32];
 	const struct ckpt_tensor *t = n->tensor;
-	const char *key, *dev;
+	const char *key, *dev, *type;
+	const int64_t *dims;
+	struct ckpt_coded k;
+	int nd;
 
 	if (!listed(n, o))
 		return 0;
 	if (ckpt_node_is_dir(n) && n->dir->nkids)
 		return text_dir_line(n, path, o, w);
 	if (n->kind == CKPT_N_TENSOR) {
-		fmt_dims(shape, sizeof(shape), t->shape, t->ndim);
+		fmt_shown(o->c, t, &type, &nd, &dims, &k);
+		fmt_dims(shape, sizeof(shape), dims, nd);
 		fmt_dims(stride, sizeof(stride), ckpt_tensor_stride(t), t->ndim);
 		key = t->storage ? t->storage->key : "-";
 		dev = ckpt_tensor_device(t);
 		return printf("%-*s  %-*s  %-*s  stride %-*s  offset %-4" PRIu64
 			      "  storage %-*s  %s  %-5s  %s\n",
-			      w->path, path, w->type, t->dtype->name, w->shape,
+			      w->path, path, w->type, type, w->shape,
 			      shape, w->stride, stride, t->offset, w->key, key,
 			      size_cell(ckpt_tensor_nbytes(t), o, sz,
 					sizeof(sz)),

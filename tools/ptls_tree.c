@@ -54,10 +54,14 @@ static void tensor_text(const struct ckpt_tensor *t, const struct opts *o)
 {
 	char shape[1024], stride[1024], fl[80], h[16];
 	const char *f = fmt_flags(t, fl, sizeof(fl));
-	const char *dev = ckpt_tensor_device(t);
+	const char *dev = ckpt_tensor_device(t), *type;
+	const int64_t *dims;
+	struct ckpt_coded k;
+	int nd;
 
-	fmt_dims(shape, sizeof(shape), t->shape, t->ndim);
-	printf("%s %s", t->dtype->name, shape);
+	fmt_shown(o->c, t, &type, &nd, &dims, &k);
+	fmt_dims(shape, sizeof(shape), dims, nd);
+	printf("%s %s", type, shape);
 	if (!t->contiguous) {
 		fmt_dims(stride, sizeof(stride), ckpt_tensor_stride(t), t->ndim);
 		printf(" stride %s", stride);

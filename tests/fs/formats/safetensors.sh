@@ -87,7 +87,7 @@ for n in $names; do
 	done
 	run_limited 60 "$ptdump" --records "$f" >"$WORK/rec.txt" 2>&1 ||
 		echo "ptdump --records: exit $?" >>"$det"
-	grep -q "safetensors file, no zip records" "$WORK/rec.txt" ||
+	grep -q "safetensors file, header .*; no zip records" "$WORK/rec.txt" ||
 		echo "ptdump --records: $(head -n 1 "$WORK/rec.txt")" >>"$det"
 	out=$(run_limited 60 "$ptverify" "$f" 2>&1) ||
 		echo "ptverify: exit $?: $out" >>"$det"
