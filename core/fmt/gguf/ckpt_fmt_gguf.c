@@ -140,8 +140,9 @@ static uint32_t verify(struct ckpt *c, bool no_crc, uint64_t *checked,
 	if (quantized && !gguf_find(g, "general.quantization_version") && ++n)
 		fn(arg, "gguf", c->path, 24, "quantized tensors but no "
 		   "general.quantization_version key");
-	return n + ckpt_trailing(c, c->data_end, "tensor's data", "", fn,
-				 arg);
+	/* gguf-py pads the last tensor's data to the alignment too */
+	return n + ckpt_trailing(c, (c->data_end + g->align - 1) / g->align *
+				 g->align, "tensor's padded data", "", fn, arg);
 }
 
 const struct ckpt_fmt ckpt_fmt_gguf = {
