@@ -39,6 +39,8 @@ enum ptfs_kind {
 	PTFS_VIEW,		/* KEY.npy / KEY.txt of a tensor node */
 	PTFS_FILES,		/* .ptfs/files/: a sharded folder's files */
 	PTFS_FILE,		/* .ptfs/files/<name>: one of them, read-only */
+	PTFS_META,		/* .ptfs/<format>/: a flat format's metadata */
+	PTFS_METAV,		/* .ptfs/<format>/KEY: one entry's value */
 };
 
 /* The control files under .ptfs/ of a writable mount (ptfs_ctl.c). */
@@ -145,6 +147,7 @@ struct ptfs {
 	struct ptfs_file *files;
 	uint32_t nfiles;
 	bool has_files;		/* .ptfs/files/ exists */
+	bool has_meta;		/* .ptfs/<format>/ exists (ptfs_meta.c) */
 	bool no_open;		/* the kernel can skip OPEN (see op_open) */
 	/* write-back progress, bytes of record data (atomics: read without
 	   the lock, which write-back holds) */
@@ -178,6 +181,34 @@ void ptfs_ino_release(struct ptfs *fs);
  * of file @k - 1, and the one called @name (0: none).
  */
 int ptfs_files_init(struct ptfs *fs);
+
+/*
+ * ptfs_meta.c: a flat format's metadata entries as files under
+ * .ptfs/<format>/ (the folder: ptfs_meta_ino(fs, 0); entry i: 1 + i).
+ * The folder's name, its inodes, an entry's kind from k (its place
+ * after the folder: 0 or -ENOENT), readdir entry i (1, 0 past the last,
+ * -1 no entry there), lookup, size and read of entry i, and a writer's
+ * open, write, truncate, flush (which sets the entry: 0 or -errno with
+ * @d set) and release.
+ */
+void ptfs_meta_init(struct ptfs *fs);
+fuse_ino_t ptfs_meta_ino(const struct ptfs *fs, uint64_t k);
+const char *ptfs_meta_dir(const struct ptfs *fs);
+int ptfs_meta_get(const struct ptfs *fs, uint64_t k, struct ptfs_ino *out);
+int ptfs_meta_dirent(const struct ptfs *fs, uint64_t i, const char **name,
+		     fuse_ino_t *ino);
+fuse_ino_t ptfs_meta_lookup(const struct ptfs *fs, const char *name);
+bool ptfs_meta_writable(const struct ptfs *fs);
+uint64_t ptfs_meta_size(const struct ptfs *fs, uint32_t i);
+long long ptfs_meta_read(const struct ptfs *fs, uint32_t i, char *buf,
+			 size_t size, uint64_t off);
+int ptfs_meta_open(struct ptfs *fs, uint32_t i, struct fuse_file_info *fi);
+long long ptfs_meta_write(struct fuse_file_info *fi, const char *buf,
+			  size_t size, uint64_t off);
+int ptfs_meta_truncate(struct fuse_file_info *fi, uint64_t size);
+int ptfs_meta_flush(struct ptfs *fs, struct fuse_file_info *fi,
+		    struct diag *d);
+void ptfs_meta_release(struct fuse_file_info *fi);
 void ptfs_files_release(struct ptfs *fs);
 fuse_ino_t ptfs_files_ino(const struct ptfs *fs, uint32_t k);
 fuse_ino_t ptfs_files_lookup(const struct ptfs *fs, const char *name);

@@ -103,6 +103,7 @@ void ptfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		   struct fuse_file_info *fi);
 void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		      const char *value, size_t size, int flags);
+void ptfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
 /* ---- ptfs_mnt.c: which ptfs mount a path is in; mount points ---- */
 

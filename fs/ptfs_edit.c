@@ -299,6 +299,8 @@ void ptfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		;
 	} else if (ptfs_ino_get(fs, ino, &i)) {
 		n = -ENOENT;
+	} else if (i.kind == PTFS_METAV) {
+		n = ptfs_meta_write(fi, buf, size, (uint64_t)off);
 	} else if (i.kind == PTFS_CTL) {
 		ptfs_unlock(fs);
 		/* a request; it answers when done (the reason of a failure
@@ -358,7 +360,6 @@ void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	double tmo;
 	int rc = 0;
 
-	(void)fi;
 	diag_init(&d, fs->c->path);
 	/*
 	 * Modes, owners and times are the mount's and the checkpoint's.  A
@@ -381,6 +382,8 @@ void ptfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		rc = -EROFS;
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && i.kind == PTFS_NODE)
 		rc = ovl_truncate(fs->ovl, i.node, attr->st_size, &d);
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && i.kind == PTFS_METAV)
+		rc = ptfs_meta_truncate(fi, (uint64_t)attr->st_size);
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && i.kind == PTFS_VIEW)
 		rc = ovl_view_truncate(fs->ovl, i.node, i.view, attr->st_size,
 				       &d);
@@ -475,9 +478,41 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 	ptfs_reply_err(req, rc, &d);
 }
 
+/* Is @ino a metadata file (.ptfs/<format>/KEY)?  Its fi->fh is its
+ * writer's (ptfs_meta.c). */
+static bool meta_file(struct ptfs *fs, fuse_ino_t ino)
+{
+	struct ptfs_ino i;
+	bool yes;
+
+	ptfs_rdlock(fs);
+	yes = !ptfs_ino_get(fs, ino, &i) && i.kind == PTFS_METAV;
+	ptfs_unlock(fs);
+	return yes;
+}
+
 void ptfs_op_flush(fuse_req_t req, fuse_ino_t ino,
 		     struct fuse_file_info *fi)
 {
+	struct ptfs *fs = ptfs_fs(req);
+	struct ptfs_ino i = { .kind = PTFS_METAV };
+	struct diag d;
+	int rc;
+
+	/* a metadata file's writer sets its entry, one line if refused */
+	if (fi->fh && fi->fh != PTFS_FH_WRITER && meta_file(fs, ino)) {
+		diag_init(&d, fs->c->path);
+		if ((rc = ptfs_edit_lock(fs, &d))) {
+			ptfs_unlock(fs);
+			return ptfs_reply_err(req, rc, &d);
+		}
+		rc = ptfs_meta_flush(fs, fi, &d);
+		ptfs_refused_ino(fs, &i, rc, &d);
+		ptfs_unlock(fs);
+		ptfs_inval_inode(fs, ino);
+		ptfs_inval_wait(fs);
+		return ptfs_reply_err(req, rc, &d);
+	}
 	/*
 	 * Only a writer's close() applies a replacement: a reader closing
 	 * the file while cp writes it must not apply half of it.
@@ -494,6 +529,11 @@ void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
 	struct ptfs_ino i;
 	struct diag d;
 
+	/* a metadata file's writer (ptfs_meta.c): set at its flush */
+	if (fi->fh && fi->fh != PTFS_FH_WRITER && meta_file(fs, ino)) {
+		ptfs_meta_release(fi);
+		return (void)fuse_reply_err(req, 0);
+	}
 	/* the control files keep something per open (ptfs_ctl.c) */
 	if (fi->fh != PTFS_FH_WRITER)
 		ptfs_ctl_release(fs, fi);
@@ -599,6 +639,30 @@ static int set_key(struct ptfs *fs, struct ckpt_node *n, const char *value,
 	return 0;
 }
 
+/* removexattr: user.meta.KEY of the root (the rest: EPERM). */
+void ptfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct ptfs *fs = ptfs_fs(req);
+	struct ptfs_ino i;
+	struct diag d;
+	int rc;
+
+	if (fs->readonly || !fs->ovl)
+		return ptfs_reply_err(req, -EROFS, NULL);
+	diag_init(&d, fs->c->path);
+	if ((rc = ptfs_edit_lock(fs, &d))) {
+		ptfs_unlock(fs);
+		return ptfs_reply_err(req, rc, &d);
+	}
+	rc = ptfs_ino_get(fs, ino, &i) ? -ENOENT :
+	     !i.node ? -EPERM : ovl_removexattr(fs->ovl, i.node, name, &d);
+	if (rc != -ENOENT)
+		ptfs_refused_ino(fs, &i, rc, &d);
+	ptfs_unlock(fs);
+	ptfs_inval_wait(fs);
+	ptfs_reply_err(req, rc, &d);
+}
+
 void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
@@ -618,6 +682,8 @@ void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return ptfs_reply_err(req, rc, &d);
 	}
 	rc = ptfs_ino_get(fs, ino, &i) ? -ENOENT :
+	     i.kind == PTFS_ROOT && i.node && !strncmp(name, "user.meta.", 10) ?
+	     ovl_setxattr(fs->ovl, i.node, name, value, size, &d) :
 	     i.kind != PTFS_NODE ? -EPERM :
 	     !strcmp(name, "user.key") ? set_key(fs, i.node, value, size, &d) :
 	     ovl_setxattr(fs->ovl, i.node, name, value, size, &d);

@@ -21,6 +21,8 @@
  *   F = P + 2 + nstor + nrecs + PTFS_NCTL
  *                            .ptfs/files/ of a sharded folder, and F + 1 + k
  *                            its file k (ptfs_files.c)
+ *   M = F + 1 + nfiles       .ptfs/<format>/ of a flat format, and M + 1 + i
+ *                            its metadata entry i (ptfs_meta.c)
  *   2^41 + node->id          KEY.npy of tensor node KEY
  *   2^42 + node->id          KEY.txt of tensor node KEY
  *
@@ -61,6 +63,7 @@ bool ptfs_ino_is_dir(const struct ptfs *fs, fuse_ino_t ino)
 	case PTFS_PLUMB:
 	case PTFS_STORAGES:
 	case PTFS_FILES:
+	case PTFS_META:
 		return true;
 	case PTFS_NODE:
 		return ckpt_node_is_dir(i.node);
@@ -122,6 +125,7 @@ int ptfs_ino_init(struct ptfs *fs)
 	case CKPT_N_VALUE: fs->root_name = "value"; break;
 	default: fs->root_name = "object"; break;
 	}
+	ptfs_meta_init(fs);
 	rc = ptfs_files_init(fs);	/* a folder's other files, if any */
 	return rc ? rc : ckpt_records(c, add_rec, fs);
 }
@@ -210,6 +214,8 @@ int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out)
 		out->index--;
 		return 0;
 	}
+	if (ino >= PTFS_NCTL + 1 + fs->nfiles)
+		return ptfs_meta_get(fs, ino - PTFS_NCTL - 1 - fs->nfiles, out);
 	return -ENOENT;
 }
 
@@ -387,11 +393,17 @@ static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
 		break;
 	case PTFS_PLUMB:
 		st->st_mode = S_IFDIR | perm_dir(fs, false);
-		st->st_nlink = 3 + fs->has_files;
+		st->st_nlink = 3 + fs->has_files + fs->has_meta;
 		break;
 	case PTFS_FILES:
+	case PTFS_META:
 		st->st_mode = S_IFDIR | perm_dir(fs, false);
 		st->st_nlink = 2;
+		break;
+	case PTFS_METAV:
+		st->st_mode = S_IFREG | perm_r(fs) |
+			      (ptfs_meta_writable(fs) ? perm_w(fs) : 0);
+		st->st_size = ptfs_meta_size(fs, i.index);
 		break;
 	case PTFS_FILE:
 		st->st_mode = S_IFREG | perm_r(fs);
@@ -517,6 +529,8 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 		*name = fs->files[i].m->leaf;
 		*ino = ptfs_files_ino(fs, (uint32_t)i + 1);
 		return 1;
+	case PTFS_META:
+		return ptfs_meta_dirent(fs, i, name, ino);
 	case PTFS_PLUMB:
 		/* a sharded folder: storages/, files/ (it is read-only) */
 		if (fs->has_files && i == fs->nrecs + 1) {
@@ -524,8 +538,16 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 			*ino = ptfs_files_ino(fs, 0);
 			return 1;
 		}
-		if (i > fs->nrecs && i - fs->nrecs - 1 < PTFS_NCTL &&
-		    fs->ovl && !fs->readonly) {
+		/* a flat format: its metadata folder (and no control files
+		   are in between: PTFS_NCTL counts from nrecs + 2) */
+		if (fs->has_meta && i == fs->nrecs + 1 + PTFS_NCTL) {
+			*name = ptfs_meta_dir(fs);
+			*ino = ptfs_meta_ino(fs, 0);
+			return 1;
+		}
+		if (i > fs->nrecs && i - fs->nrecs - 1 < PTFS_NCTL) {
+			if (!fs->ovl || fs->readonly)
+				return fs->has_meta ? -1 : 0;
 			*name = ptfs_ctl_files[i - fs->nrecs - 1].name;
 			*ino = ptfs_ctl_ino(fs, (int)(i - fs->nrecs - 1));
 			return 1;
@@ -605,11 +627,15 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 		}
 	case PTFS_FILES:
 		return ptfs_files_lookup(fs, name);
+	case PTFS_META:
+		return ptfs_meta_lookup(fs, name);
 	case PTFS_PLUMB:
 		if (!strcmp(name, "storages"))
 			return fs->plumb + 1;
 		if (fs->has_files && !strcmp(name, "files"))
 			return ptfs_files_ino(fs, 0);
+		if (fs->has_meta && !strcmp(name, ptfs_meta_dir(fs)))
+			return ptfs_meta_ino(fs, 0);
 		for (uint32_t i = 0; i < fs->nrecs; i++)
 			if (!strcmp(name, fs->recs[i].name))
 				return fs->plumb + 2 + fs->nstor + i;

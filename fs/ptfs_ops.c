@@ -272,6 +272,8 @@ static int write_errno(const struct ptfs *fs, const struct ptfs_ino *i)
 		return -EISDIR;
 	case PTFS_CTL:
 		return ptfs_ctl_files[i->ctl].writable ? 0 : -EACCES;
+	case PTFS_METAV:
+		return ptfs_meta_writable(fs) ? 0 : -EPERM;
 	case PTFS_STORAGE:
 	case PTFS_VIEW:
 		return 0;
@@ -348,8 +350,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	   text view is formatted anew after every edit */
 	fi->keep_cache = i.kind != PTFS_CTL &&
 			 !(i.kind == PTFS_VIEW && i.view == CKPT_V_TXT);
-	fi->direct_io = i.kind == PTFS_CTL;
+	fi->direct_io = i.kind == PTFS_CTL || i.kind == PTFS_METAV;
+	fi->keep_cache = fi->keep_cache && i.kind != PTFS_METAV;
 	if (i.kind == PTFS_CTL && (rc = ptfs_ctl_open(fs, i.ctl, fi)))
+		return ptfs_reply_err(req, rc, NULL);
+	if (i.kind == PTFS_METAV && (rc = ptfs_meta_open(fs, i.index, fi)))
 		return ptfs_reply_err(req, rc, NULL);
 	fuse_reply_open(req, fi);
 }
@@ -404,9 +409,9 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	(void)ino;
-	ptfs_reply_err(req, strncmp(name, "user.", 5) ? -EOPNOTSUPP : -EPERM,
-		       NULL);
+	if (strncmp(name, "user.", 5))
+		return ptfs_reply_err(req, -EOPNOTSUPP, NULL);
+	ptfs_op_removexattr(req, ino, name);
 }
 
 /* listxattr: the names, in a buffer that grows with them */

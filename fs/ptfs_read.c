@@ -312,6 +312,18 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	case PTFS_CTL:
 		ptfs_ctl_read(req, fs, i.ctl, size, off, fi);
 		break;
+	case PTFS_METAV: {
+		char *b = malloc(size ? size : 1);
+		long long got = b ? ptfs_meta_read(fs, i.index, b, size,
+						   (uint64_t)off) : -ENOMEM;
+
+		if (got < 0)
+			ptfs_reply_err(req, got, NULL);
+		else
+			fuse_reply_buf(req, b, (size_t)got);
+		free(b);
+		break;
+	}
 	case PTFS_FILE:
 		size = clip(fs->files[i.index].m->size, off, size);
 		if (size)

@@ -119,7 +119,8 @@ static void meta_xattrs(const struct ckpt *c, struct xwalk *x)
 		const struct ckpt_meta *m = &c->meta[i];
 		char name[PTFS_XATTR_NAME_MAX + 1];
 
-		if (m->klen > PTFS_XATTR_NAME_MAX - strlen(META_PREFIX) ||
+		if (m->removed ||
+		    m->klen > PTFS_XATTR_NAME_MAX - strlen(META_PREFIX) ||
 		    memchr(m->key, 0, m->klen) || m->vlen > XATTR_VALUE_MAX ||
 		    memchr(m->val, 0, m->vlen))
 			continue;

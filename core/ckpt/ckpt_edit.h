@@ -14,6 +14,17 @@
 /* A new node (no pickle value), appended to c->nodes; NULL on ENOMEM. */
 struct ckpt_node *ckpt_node_fresh(struct ckpt *c, int kind, const char *type);
 
+/*
+ * ckpt_meta.c: metadata entry @key (@klen bytes) set to @val (@vlen),
+ * added (last) when there is none, or removed; the format's meta rule
+ * checks the text first (without one, -EPERM: its metadata is kept as
+ * it is).  0 or -errno with @d set; nothing changes on an error.
+ */
+int ckpt_meta_set(struct ckpt *c, const char *key, size_t klen,
+		  const char *val, size_t vlen, struct diag *d);
+int ckpt_meta_remove(struct ckpt *c, const char *key, size_t klen,
+		     struct diag *d);
+
 /* A new storage: uint8, 0 bytes, on "cpu", fd -1 (the overlay sets it). */
 struct ckpt_storage *ckpt_storage_fresh(struct ckpt *c);
 

@@ -35,6 +35,7 @@
 
 struct ckpt;
 struct ckpt_dtype;
+struct ckpt_meta;
 struct ckpt_node;
 struct ckpt_storage;
 struct ckpt_tensor;
@@ -94,6 +95,12 @@ struct ckpt_rules {
 		      const char *name, struct diag *d);
 	/* extended attribute @name set or removed */
 	int (*xattr)(const struct ckpt *c, const char *name, struct diag *d);
+	/* metadata entry @key set to @val (@old: its entry, NULL for a new
+	   key, which gets type *@type): the text must be one the writer can
+	   encode.  Without it metadata is not edited (EPERM) */
+	int (*meta)(const struct ckpt *c, const struct ckpt_meta *old,
+		    const char *key, const char *val, size_t len,
+		    const char **type, struct diag *d);
 	/* the .npy view of tensor @what written: its bytes into the tensor
 	   (@reshape false), or a .npy of another shape that makes a new
 	   tensor under that name (true).  Without it: the shape rule for

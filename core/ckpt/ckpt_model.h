@@ -32,6 +32,12 @@ struct ckpt_meta {
 	size_t klen, vlen;
 	const char *type;	/* GGUF: "u32", "array[string]" ... and @val
 				   its text (gguf_kv.c); NULL: a string */
+	bool edited;		/* set or added through the mount
+				   (ckpt_meta_set()): the writer encodes
+				   @val, it copies no bytes */
+	bool removed;		/* removed through the mount: kept in its
+				   place (the mount numbers entries by it),
+				   shown and written by nobody */
 };
 
 /* A global the pickle imports that torch's weights-only loader refuses. */

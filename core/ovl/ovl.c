@@ -398,6 +398,46 @@ static bool parse_bool(const char *s, size_t n, bool *out)
 }
 
 
+#define META	"user.meta."
+
+/*
+ * user.meta.KEY of the root: the checkpoint's metadata entry KEY set
+ * (@value) or, @value NULL, removed (ckpt_meta_set()); journaled as a
+ * JR_XATTR of the root, with no value for a removal.
+ */
+static int meta_edit(struct ovl *v, const char *name, const char *value,
+		     size_t len, struct diag *d)
+{
+	const char *key = name + strlen(META);
+	struct jrec r = { .op = JR_XATTR };
+	int rc = value ? ckpt_meta_set(v->c, key, strlen(key), value, len, d) :
+		 ckpt_meta_remove(v->c, key, strlen(key), d);
+
+	if (rc || v->replaying)
+		return rc;
+	rc = ovl_ensure_dir(v, d);
+	jr_field(&r, "");
+	jr_field(&r, name);
+	if (value) {
+		r.f[r.nf] = value;
+		r.len[r.nf++] = len;
+	}
+	return rc ? rc : jr_append(v, &r, d);
+}
+
+int ovl_removexattr(struct ovl *v, struct ckpt_node *n, const char *name,
+		    struct diag *d)
+{
+	int rc = ovl_check_writable(v, d);
+
+	if (rc)
+		return rc;
+	if (n != v->c->root || strncmp(name, META, strlen(META)))
+		return diag_errno(d, -EPERM, "%s: %s cannot be removed",
+				  ovl_label(n), name);
+	return meta_edit(v, name, NULL, 0, d);
+}
+
 int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 		 const char *value, size_t len, struct diag *d)
 {
@@ -407,6 +447,8 @@ int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 	bool b;
 	int rc = ovl_check_writable(v, d);
 
+	if (!rc && n == v->c->root && !strncmp(name, META, strlen(META)))
+		return meta_edit(v, name, value, len, d);
 	if (!rc)
 		rc = ckpt_rule_xattr(v->c, name, d);
 	/* a folder's new tensor takes its dtype and shape, no other one */

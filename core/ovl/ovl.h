@@ -188,9 +188,13 @@ int ovl_rename(struct ovl *v, struct ckpt_node *dir, const char *name,
 	       struct diag *d);
 /* user.dtype, user.shape, user.requires_grad, user.parameter of a new
  * file; user.dtype of a tensor with values (the checkpoint's, or one made
- * from a .npy) converts its storage's values (ovl_retype.c) */
+ * from a .npy) converts its storage's values (ovl_retype.c); user.meta.KEY
+ * of the root sets metadata entry KEY (ckpt_meta_set()), which
+ * ovl_removexattr() removes */
 int ovl_setxattr(struct ovl *v, struct ckpt_node *n, const char *name,
 		 const char *value, size_t len, struct diag *d);
+int ovl_removexattr(struct ovl *v, struct ckpt_node *n, const char *name,
+		    struct diag *d);
 
 /* ---- data of a tensor or value file */
 uint64_t ovl_size(const struct ovl *v, const struct ckpt_node *n);

@@ -90,8 +90,10 @@ int ovl_replay_one(struct ovl *v, const struct jrec *r, struct diag *d)
 		break;
 	case JR_XATTR:
 		nname = field_str(r, 1);
-		rc = r->nf != 3 || !nname ? diag_corrupt(d, DIAG_NO_OFFSET,
-							 "bad xattr record") :
+		/* two fields: a removal (of user.meta.KEY) */
+		rc = (r->nf != 3 && r->nf != 2) || !nname ?
+		     diag_corrupt(d, DIAG_NO_OFFSET, "bad xattr record") :
+		     r->nf == 2 ? ovl_removexattr(v, dir, nname, d) :
 		     ovl_setxattr(v, dir, nname, r->f[2], r->len[2], d);
 		break;
 	default:
