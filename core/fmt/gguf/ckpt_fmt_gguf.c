@@ -19,9 +19,14 @@
 #include "ckpt_fmt_gguf.h"
 #include "gguf.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "util/le.h"
+#include "util/sbuf.h"
 
 static bool bid(const unsigned char *h, size_t n)
 {
@@ -100,6 +105,40 @@ static bool coded(const struct ckpt *c, const struct ckpt_tensor *t,
 	return true;
 }
 
+/*
+ * A key/value set through the mount: its text must encode as its type
+ * (a new key is a string); general.alignment stays a power of two.
+ */
+static int meta_rule(const struct ckpt *c, const struct ckpt_meta *old,
+		     const char *key, const char *val, size_t len,
+		     const char **type, struct diag *d)
+{
+	struct sbuf b = { 0 };
+	char *bytes;
+	size_t n;
+	int rc;
+
+	if (!old)
+		*type = "string";
+	rc = gguf_kv_encode(key, *type, val, len, c->gguf->big, &b, d);
+	bytes = sb_detach(&b, &n);
+	if (!rc && !bytes)
+		rc = diag_nomem(d);
+	if (!rc && !strcmp(key, "general.alignment")) {
+		uint32_t a = strcmp(*type, "u32") ? 0 :
+			     (uint32_t)ord_load((unsigned char *)bytes, 4,
+						c->gguf->big);
+
+		if (!a || (a & (a - 1)))
+			rc = diag_errno(d, -EINVAL, "general.alignment: a u32 "
+					"power of two, as gguf-py insists");
+	}
+	free(bytes);
+	return rc;
+}
+
+static const struct ckpt_rules rules = { .meta = meta_rule };
+
 /* What llama.cpp's reader refuses or warns of that gguf-py reads. */
 static uint32_t verify(struct ckpt *c, bool no_crc, uint64_t *checked,
 		       ckpt_problem_fn fn, void *arg)
@@ -149,7 +188,7 @@ const struct ckpt_fmt ckpt_fmt_gguf = {
 	.id = CKPT_GGUF, .name = "gguf", .files = "GGUF files",
 	.one = "a GGUF file", .caps = CKPT_CAP_OFFSETS | CKPT_CAP_FLAT,
 	.converted = ", converted from GGUF",
-	.bid = bid, .open = open_gguf, .describe = describe,
+	.bid = bid, .open = open_gguf, .rules = &rules, .describe = describe,
 	.records = records, .tensor_attrs = tensor_attrs, .coded = coded,
 	.verify = verify,
 };

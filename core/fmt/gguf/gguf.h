@@ -103,6 +103,17 @@ const char *gguf_type_name(unsigned vtype);
 int gguf_kv_text(const struct gguf *g, int fd, const struct gguf_kv *kv,
 		 char **out, size_t *len, struct diag *d);
 
+/*
+ * gguf_kvset.c: the bytes of a value of type @type ("u32", "string",
+ * "array[i32]") written as @text (as gguf_kv_text() writes it: an array
+ * as JSON) in byte order @big, appended to @out: what follows the u32
+ * value type in the file (an array's element type and count included).
+ * 0, or -EINVAL with @d set naming @key.
+ */
+struct sbuf;
+int gguf_kv_encode(const char *key, const char *type, const char *text,
+		   size_t len, bool big, struct sbuf *out, struct diag *d);
+
 /* ckpt_gguf.c: does tensor @t's data read as its torch dtype in @g (a
  * plain type, and not BF16 in a big-endian file)?  Else it is bytes. */
 bool gguf_plain(const struct gguf *g, const struct gguf_tensor *t);
