@@ -43,6 +43,7 @@ fs_progs ptrepack
 fs_torch "" ptfs-ggufwrite
 PTFS=/nonexistent	# lib.sh's; nothing is mounted here
 . "$fs/lib/lib.sh"
+. "$fs/lib/repack.sh"
 trap release_work EXIT
 trap 'exit 130' INT TERM HUP
 D=$WORK/g
@@ -52,30 +53,6 @@ I=$inner/g
 arch="general.architecture=llama"
 
 check() { fs_pycheck "$@"; }
-# repack LABEL ARG...: ptrepack ARG... must succeed
-repack() {
-	_l=$1
-	shift
-	run_limited 120 "$ptrepack" "$@" >"$WORK/rp.out" 2>"$WORK/rp.err" && return 0
-	fail "$_l" "ptrepack $*: exit $?: $(head -n 1 "$WORK/rp.err")"
-	return 1
-}
-# refused LABEL WORDS OUT ARG...: ptrepack ARG... exits 2 with one line
-# holding WORDS, and neither OUT nor a temporary file is left
-refused() {
-	_l=$1 _w=$2 _o=$3
-	shift 3
-	run_limited 60 "$ptrepack" "$@" >"$WORK/rp.out" 2>"$WORK/rp.err"
-	_rc=$?
-	_left=$(ls -A "$(dirname "$_o")" | grep -c -e "^$(basename "$_o")\$" \
-		-e 'ptfs-new')
-	if [ $_rc -eq 2 ] && [ "$(wc -l <"$WORK/rp.err")" -eq 1 ] &&
-	   grep -q -- "$_w" "$WORK/rp.err" && [ "$_left" -eq 0 ]; then
-		pass "$_l" "exit 2: $(cat "$WORK/rp.err")"
-	else
-		fail "$_l" "exit $_rc, $_left files left: $(head -n 2 "$WORK/rp.err")"
-	fi
-}
 # to LABEL SRC OUT TYPE KV...: ptrepack SRC OUT (--gguf-type TYPE unless
 # "-", --gguf-kv KV...), then the check against GGUFWriter
 to() {

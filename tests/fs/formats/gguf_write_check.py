@@ -312,14 +312,6 @@ def oracle(path, named, want, kvs):
     return expect, [(k, vt, v) for k, v, vt in kv]
 
 
-def first_diff(a, b):
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
-
-
 def expect(src, out, typ, *kvs):
     bad = []
     named = tensors_of(src)
@@ -328,7 +320,8 @@ def expect(src, out, typ, *kvs):
     exp, kv = oracle(ref, named, want, kvs)
     got, ora = open(out, "rb").read(), open(ref, "rb").read()
     if got != ora:
-        i = first_diff(got, ora)
+        i = next((i for i, (x, y) in enumerate(zip(got, ora)) if x != y),
+                 min(len(got), len(ora)))
         bad.append("%s: %d bytes, GGUFWriter's %d: they differ from "
                    "offset %d (0x%x)" % (out, len(got), len(ora), i, i))
     r = gguf.GGUFReader(out)
