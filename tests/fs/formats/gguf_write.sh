@@ -4,7 +4,7 @@
 # checked against gguf-py (GGUFWriter's bytes, GGUFReader, gguf.quants):
 # torch 2.x only, the root where gguf-py is installed.  No mount.
 #
-#   usage: sh tests/fs/formats/gguf_write.sh [-k CASE] VERSION PTREPACK
+#   usage: sh tests/fs/formats/gguf_write.sh [-k CASE] VERSION PTFS PTREPACK
 #
 # gguf_write_check.py makes the fixtures and checks the results:
 #
@@ -25,29 +25,33 @@
 #             Q8_0 codec of gguf_types.h against gguf.quants)
 #   refused   bad options, no architecture, a python value (--drop-values
 #             leaves it out), a bool tensor: exit 2, one line, no OUT
+#   mount     a little- and a big-endian GGUF mounted, 4 bytes written, a
+#             tensor renamed, one removed, one added (float32, 4x4), then
+#             ptfs umount: the file holds just that, in its byte order
+#             (skipped while GGUF mounts are read-only)
 #
 # Prints one line per check and "N passed, N failed".  Exit 0 all passed,
-# 1 a failure, 77 skipped (VERSION 1.13, which has no gguf-py).
+# 1 a failure, 77 skipped (VERSION 1.13, which has no gguf-py).  Never
+# leaves a mount behind.
 set -u
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
 fs=${here%/*}	# tests/fs: lib/ and the other areas
 . "$fs/lib/cases.sh"
 . "$fs/lib/begin.sh"
-fs_args "1.13|2 PTREPACK" 2 2 "$@"
-ptrepack=$2
+fs_args "1.13|2 PTFS PTREPACK" 3 3 "$@"
+PTFS=$2 ptrepack=$3
 if [ "$version" != 2 ]; then
 	echo "gguf-py is in the torch 2.x root only: skipping"
 	exit 77
 fi
-fs_progs ptrepack
+fs_progs PTFS ptrepack
 fs_torch "" ptfs-ggufwrite
-PTFS=/nonexistent	# lib.sh's; nothing is mounted here
 . "$fs/lib/lib.sh"
 . "$fs/lib/repack.sh"
 trap release_work EXIT
 trap 'exit 130' INT TERM HUP
 D=$WORK/g
-mkdir -p "$WORK/py" "$D" || exit 1
+mkdir -p "$WORK/mnt" "$WORK/py" "$D" || exit 1
 fs_py gguf_write_check.py gguf_gen.py
 I=$inner/g
 arch="general.architecture=llama"
@@ -160,5 +164,44 @@ if repack "--drop-values" --drop-values "$D/values.pt" "$D/drop.gguf" \
 fi
 fi
 
-summary
-[ "$nfail" -eq 0 ]
+# ------------------------------------------------------ the mount
+if want mount; then
+if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
+	skip "mount" "no /dev/fuse or no fusermount3"
+else
+mnt=$WORK/mnt/m
+awk 'BEGIN { for (i = 0; i < 64; i++) printf "%c", 65 + i % 26 }' \
+	>"$D/new.bin"
+for f in all big; do
+	mkdir -p "$D/m"
+	cp "$D/gen/$f.gguf" "$D/m/m.gguf"
+	if ! start_daemon "$D/m/m.gguf" "$mnt" "$WORK/m.err"; then
+		fail "mount: $f" "not mounted: $(head -n 1 "$WORK/m.err")"
+		continue
+	fi
+	if ! printf 'ABCD' 2>/dev/null | dd of="$mnt/f32.w" bs=1 seek=4 \
+	     conv=notrunc 2>/dev/null; then
+		stop_daemon "$mnt"
+		skip "mount: $f" "GGUF mounts are read-only: no write-back yet"
+		continue
+	fi
+	mv "$mnt/q.q4_0" "$mnt/renamed.q4_0" && rm "$mnt/i32.v" &&
+		cp "$D/new.bin" "$mnt/newt" &&
+		setfattr -n user.dtype -v float32 "$mnt/newt" &&
+		setfattr -n user.shape -v 4,4 "$mnt/newt" ||
+		fail "mount: $f" "an edit failed"
+	out=$(run_limited 60 "$PTFS" umount "$mnt" 2>&1)
+	rc=$?
+	stop_daemon "$mnt"
+	if [ $rc -eq 0 ]; then
+		check "mount: $f" edited "$I/gen/$f.gguf" "$I/m/m.gguf" \
+			"$I/new.bin"
+	else
+		fail "mount: $f" "ptfs umount: exit $rc: $out"
+	fi
+	rm -rf "$D/m"
+done
+fi
+fi
+
+conclude

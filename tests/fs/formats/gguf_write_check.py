@@ -31,6 +31,9 @@ GGUFReader, gguf.quants) is the oracle.  Uses gguf_gen.py beside it.
                      plain floating tensors converted by the rule (in A's
                      byte order), the block-quantized and integer ones
                      the same bytes
+  edited A B NEW     B, GGUF A written back through a mount after the
+                     edits gguf_write.sh makes (a write, a rename, a
+                     removal, a new tensor of NEW's bytes): just those
 
 Prints "ok<TAB>summary" and exits 0, or the problems and exits 1.
 """
@@ -438,12 +441,44 @@ def retype(a, b, typ):
     return bad, "%d tensors: %s" % (len(rb.tensors), " ".join(sorted(kinds)))
 
 
+def edited(a, b, new):
+    """B, GGUF A written back after the mount's edits (gguf_write.sh):
+    4 bytes "ABCD" at 4 of f32.w, q.q4_0 renamed to renamed.q4_0, i32.v
+    removed, newt added from the bytes of file NEW as float32 (4, 4)."""
+    bad = []
+    ra, rb = gguf.GGUFReader(a), gguf.GGUFReader(b)
+    with open(new, "rb") as f:
+        nb = f.read()
+    want = []
+    for t in ra.tensors:
+        data = t.data.tobytes()
+        if t.name == "i32.v":
+            continue
+        if t.name == "f32.w":
+            data = data[:4] + b"ABCD" + data[8:]
+        name = "renamed.q4_0" if t.name == "q.q4_0" else t.name
+        want.append((name, t.tensor_type.name, list(t.shape), data))
+    want.append(("newt", "F32", [4, 4], nb))
+    got = [(t.name, t.tensor_type.name, [int(x) for x in t.shape],
+            t.data.tobytes()) for t in rb.tensors]
+    if [g[:3] for g in got] != [w[:3] for w in want]:
+        bad.append("tensors %s, expected %s" % ([g[:2] for g in got][-3:],
+                                                [w[:2] for w in want][-3:]))
+    bad += ["%s: its bytes differ" % g[0] for g, w in zip(got, want)
+            if g[3] != w[3]]
+    if fields_of(ra) != fields_of(rb) or ra.byte_order != rb.byte_order:
+        bad.append("the key/values or the byte order changed")
+    return bad, "%d tensors: a write, a rename, a removal, a new one" % (
+        len(got))
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "gen":
         print("ok\t" + gen(args[0]))
         return 0
-    bad, what = {"expect": expect, "same": same, "retype": retype}[cmd](*args)
+    bad, what = {"expect": expect, "same": same, "retype": retype,
+                 "edited": edited}[cmd](*args)
     if bad:
         print("\n".join(bad))
         return 1
