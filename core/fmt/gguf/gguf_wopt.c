@@ -94,7 +94,8 @@ static struct gw_kv *append(struct gw_head *h, struct diag *d)
 static bool parse_int(const char *s, unsigned type, uint64_t *out)
 {
 	static const struct { int64_t lo; uint64_t hi; } range[GGUF_NVTYPES] = {
-		[GGUF_U8] = { 0, UINT8_MAX }, [GGUF_I8] = { INT8_MIN, INT8_MAX },
+		[GGUF_U8] = { 0, UINT8_MAX },
+		[GGUF_I8] = { INT8_MIN, INT8_MAX },
 		[GGUF_U16] = { 0, UINT16_MAX },
 		[GGUF_I16] = { INT16_MIN, INT16_MAX },
 		[GGUF_U32] = { 0, UINT32_MAX },
@@ -179,8 +180,9 @@ static int set_kv(struct gw_head *h, const char *key, size_t klen,
 		return diag_errno(d, -EINVAL, "--gguf-kv %s: the key must be "
 				  "UTF-8 text, not empty", arg);
 	if (!encode(&nk, type, text, h->big, &why))
-		return diag_errno(d, -EINVAL, "--gguf-kv %s: '%s' is not a %s "
-				  "(%s)", arg, text, gguf_type_name(type), why);
+		return diag_errno(d, -EINVAL, "--gguf-kv %s: '%s' is not of "
+				  "type %s (%s)", arg, text,
+				  gguf_type_name(type), why);
 	nk.key = nk.own_key = strndup(key, klen);
 	nk.klen = (uint32_t)klen;
 	if (!nk.val || !nk.key) {
@@ -190,14 +192,14 @@ static int set_kv(struct gw_head *h, const char *key, size_t klen,
 	if (!strcmp(nk.key, ALIGN_KEY) && (type != GGUF_U32 ||
 	    !(a = ord_load(nk.val, 4, h->big)) || (a & (a - 1)))) {
 		kv_clear(&nk);
-		return diag_errno(d, -EINVAL, "--gguf-kv %s: " ALIGN_KEY " is a "
-				  "u32 power of two (" ALIGN_KEY ":u32=64)",
-				  arg);
+		return diag_errno(d, -EINVAL, "--gguf-kv %s: " ALIGN_KEY
+				  " is a u32 power of two (" ALIGN_KEY
+				  ":u32=64)", arg);
 	}
 	if (!strcmp(nk.key, ARCH_KEY) && type != GGUF_STRING) {
 		kv_clear(&nk);
-		return diag_errno(d, -EINVAL, "--gguf-kv %s: " ARCH_KEY " is a "
-				  "string", arg);
+		return diag_errno(d, -EINVAL, "--gguf-kv %s: " ARCH_KEY
+				  " is a string", arg);
 	}
 	kv = find(h, nk.key, klen);
 	if (!kv && !(kv = append(h, d))) {

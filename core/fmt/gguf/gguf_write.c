@@ -6,7 +6,7 @@
  *
  *   OFFSET  SIZE  FIELD
  *   0       4     magic "GGUF"
- *   4       4     u32 version 3
+ *   4       4     u32 version 3 (a version 2 source too: the same layout)
  *   8       8     u64 tensor count
  *   16      8     u64 key/value count
  *   24      ...   key/values in order (gguf_wopt.c): string key, u32 type,
@@ -66,7 +66,7 @@
 
 #define GGUF_VERSION	3u
 #define OUT_BUF		(1u << 20)
-#define CHUNK		(1u << 18)	/* elements read and converted at once */
+#define CHUNK		(1u << 18)	/* elements read, converted at once */
 #define NAME_MAX_LEN	65535u		/* what gguf_parse.c reads back */
 
 struct gw_tensor {
@@ -93,8 +93,8 @@ struct gw {
 	uint64_t pos;		/* output offset of buf[0] */
 	unsigned char *buf;	/* OUT_BUF bytes */
 	size_t used;
-	uint64_t data;		/* where the data section starts */
-	uint64_t total;		/* its bytes, padding included */
+	uint64_t total;		/* bytes of the data section, padding
+				   included */
 	struct ckpt_write_stats st;
 };
 
@@ -224,7 +224,8 @@ static bool always_f32(const char *name)
 		"v.position_embd.weight", "a.position_embd.weight",
 		"blk.{bid}.altup_correct_coef.weight",
 		"blk.{bid}.altup_predict_coef.weight",
-		"blk.{bid}.ssm_conv1d_q.weight", "blk.{bid}.ssm_conv1d_k.weight",
+		"blk.{bid}.ssm_conv1d_q.weight",
+		"blk.{bid}.ssm_conv1d_k.weight",
 		"blk.{bid}.ssm_conv1d_v.weight",
 	};
 
@@ -339,22 +340,6 @@ static int by_seq(const void *a, const void *b)
 	return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-/* Bytes of the key/values and infos: where the data starts. */
-static uint64_t header_size(const struct gw *w)
-{
-	uint64_t n = 24;
-
-	for (uint32_t i = 0; i < w->h.n; i++) {
-		const struct gw_kv *kv = &w->h.kv[i];
-
-		n += 8 + kv->klen + 4 + (kv->type == GGUF_ARRAY ? 12 : 0) +
-		     kv->len;
-	}
-	for (uint32_t i = 0; i < w->n; i++)
-		n += 8 + w->t[i].e->len + 4 + 8 * w->t[i].ndim + 4 + 8;
-	return (n + w->h.align - 1) / w->h.align * w->h.align;
-}
-
 static int plan(struct gw *w)
 {
 	const struct st_ent **order = malloc((w->f.n + 1) * sizeof(*order));
@@ -384,7 +369,6 @@ static int plan(struct gw *w)
 	if (!rc && quantized)
 		rc = gguf_whead_u32(&w->h, "general.quantization_version", 2,
 				    w->d);
-	w->data = header_size(w);
 	return rc;
 }
 
@@ -447,8 +431,9 @@ static int read_full(struct gw *w, const struct st_ent *e, void *buf,
 	return 0;
 }
 
-/* Tensor @t's bytes, read and converted through @in, @f and @out. */
-static int convert(struct gw *w, const struct gw_tensor *t,
+/* Tensor @t's bytes read through the model into @in, swapped or
+ * converted (through @f into @out) as its plan says. */
+static int gather(struct gw *w, const struct gw_tensor *t,
 		   unsigned char *in, float *f, unsigned char *out)
 {
 	const struct gguf_type *from = t->from, *to = t->to;
@@ -503,7 +488,7 @@ static int put_tensor(struct gw *w, const struct gw_tensor *t,
 	note_view(w, t->e);
 	if (t->from != t->to || t->swap_in != t->swap_out ||
 	    !ct->contiguous || ckpt_storage_pieced(w->c, ct->storage))
-		rc = convert(w, t, in, f, out);
+		rc = gather(w, t, in, f, out);
 	else if (!(rc = ckpt_storage_data(w->c, ct->storage, &fd, &off, w->d)))
 		rc = copy_in(w, fd, off + ct->offset * ct->dtype->size,
 			     t->nbytes, t->e->name);
