@@ -8,11 +8,12 @@
 #
 # gguf_write_check.py makes the fixtures and checks the results:
 #
-#   to_gguf   sd.safetensors, sd.pt, nested.pt, an HF folder (its
-#             config.json's model_type), a file beside a config.json
-#             naming architectures only, --format gguf OUT.bin, typed
-#             --gguf-kv values and a custom alignment: each byte for byte
-#             what GGUFWriter writes, and GGUFReader reads it back
+#   to_gguf   sd.safetensors, sd.pt and its big-endian copy, nested.pt,
+#             an HF folder (its config.json's model_type), a file beside
+#             a config.json naming architectures only, --format gguf
+#             OUT.bin, typed --gguf-kv values and a custom alignment: each
+#             byte for byte what GGUFWriter writes, and GGUFReader reads
+#             it back
 #   types     --gguf-type f32, f16, bf16 (convert_hf_to_gguf.py's rule of
 #             which tensors stay F32): GGUFWriter's bytes, the data
 #             gguf.quants.quantize's of the float32 values
@@ -52,7 +53,7 @@ trap release_work EXIT
 trap 'exit 130' INT TERM HUP
 D=$WORK/g
 mkdir -p "$WORK/mnt" "$WORK/py" "$D" || exit 1
-fs_py gguf_write_check.py gguf_gen.py
+fs_py gguf_write_check.py gguf_gen.py formats_check.py
 I=$inner/g
 arch="general.architecture=llama"
 
@@ -78,6 +79,9 @@ to "safetensors" st/sd.safetensors st.gguf - "$arch" t.u32:u32=7 \
 	t.f:f32=0.1 t.d:f64=-2.5e-300 t.b:bool=true t.i:i64=-9 t.s=hello \
 	"t.u8:u8=255" "t.e:string="
 to "torch .pt" sd.pt pt.gguf - "$arch"
+# elements swapped into a little-endian file
+to "big-endian .pt" sdbe.pt be.gguf - "$arch"
+to "big-endian .pt, f16" sdbe.pt be16.gguf f16 "$arch"
 to "nested dicts, a list" nested.pt nested.gguf - general.architecture=gpt2 \
 	general.alignment:u32=64
 # the architecture from the folder's config.json, and from one beside

@@ -1,6 +1,6 @@
 """gguf_write_check.py - the GGUF writer (core/fmt/gguf/gguf_write.c) for
 tests/fs/formats/gguf_write.sh, torch 2.x only: gguf-py (GGUFWriter,
-GGUFReader, gguf.quants) is the oracle.  Uses gguf_gen.py beside it.
+GGUFReader, gguf.quants) is the oracle.  Uses gguf_gen.py and formats_check.py beside it.
 
   gen DIR            write into DIR: st/sd.safetensors (no config.json
                      beside it), arch/sd.safetensors beside a config.json
@@ -8,7 +8,8 @@ GGUFReader, gguf.quants) is the oracle.  Uses gguf_gen.py beside it.
                      dict: float32, float16, bfloat16, float64, int8,
                      int64, 0-d and 1-d, rows that are and are not whole
                      Q8_0 blocks, names the conversion rule keeps in F32,
-                     NaN, inf, subnormals), nested.pt (dicts and a list),
+                     NaN, inf, subnormals), sdbe.pt (its big-endian copy,
+                     formats_check.py's), nested.pt (dicts and a list),
                      values.pt (an int beside a tensor), flag.pt (a bool
                      tensor), hf/ (two safetensors shards, an index and a
                      config.json with model_type), gen/ (gguf_gen.py's
@@ -50,6 +51,10 @@ from gguf import GGMLQuantizationType as Q
 from gguf import GGUFValueType as V
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+_stdout = os.dup(1)
+import formats_check  # noqa: E402  (big_endian_copy)
+os.dup2(_stdout, 1)  # which that import pointed at stderr, for its own use
+os.close(_stdout)
 import gguf_gen  # noqa: E402  (the GGUF fixtures, gguf-py written)
 
 # GGUFWriter's notes (a key set twice) and numpy's on f16 overflow, which
@@ -151,6 +156,8 @@ def gen(d):
     with open(os.path.join(d, "arch", "config.json"), "w") as f:
         json.dump({"architectures": ["LlamaForCausalLM"]}, f)
     torch.save(sd, os.path.join(d, "sd.pt"))
+    formats_check.big_endian_copy(os.path.join(d, "sd.pt"),
+                                  os.path.join(d, "sdbe.pt"))
     torch.save(nested(), os.path.join(d, "nested.pt"))
     torch.save({"w": torch.ones(2, 32), "epoch": 3},
                os.path.join(d, "values.pt"))
@@ -166,7 +173,7 @@ def gen(d):
     gguf_gen.write(os.path.join(g, "bigplain.gguf"), big=True, quant=False)
     for name, big in (("w.gguf", False), ("wbig.gguf", True)):
         weights_gguf(os.path.join(g, name), big)
-    return "sd.safetensors, sd.pt, nested.pt, values.pt, flag.pt, hf/, gen/"
+    return "sd.safetensors, sd.pt, sdbe.pt, nested.pt, values.pt, flag.pt, hf/, gen/"
 
 
 def weights_gguf(path, big):
