@@ -194,6 +194,8 @@ void ptfs_counts_text(FILE *f, const struct ovl_summary *s)
 	plural(f, &first, s->count[OVL_C_NEW], first ? "key" : "",
 	       first ? "keys" : "", "added");
 	plural(f, &first, s->count[OVL_C_VALUE], "value", "values", "edited");
+	plural(f, &first, s->count[OVL_C_META], "metadata entry",
+	       "metadata entries", "changed");
 	if (first && s->changed)
 		fputs("changes", f);
 }
@@ -220,7 +222,7 @@ void ptfs_discarded_text(FILE *f, const struct ovl *v,
 static const char *const change_word[OVL_C_NKINDS] = {
 	[OVL_C_DATA] = "changed", [OVL_C_RENAME] = "renamed",
 	[OVL_C_REMOVE] = "removed", [OVL_C_NEW] = "added",
-	[OVL_C_VALUE] = "value",
+	[OVL_C_VALUE] = "value", [OVL_C_META] = "metadata",
 };
 
 /* The staged edits, one per line, and how many were not listed. */
@@ -243,6 +245,9 @@ static void changes_text(FILE *f, const struct ptfs *fs,
 			fputs(slash, f);
 		} else if (c->kind == OVL_C_VALUE) {
 			fprintf(f, ": %s -> %s", c->from, c->to);
+		} else if (c->kind == OVL_C_META) {
+			fprintf(f, c->to ? " = %.200s" : " removed",
+				c->to ? c->to : "");
 		} else {
 			fputs(slash, f);
 		}
@@ -320,7 +325,7 @@ static void changes_json(FILE *f, const struct ptfs *fs,
 			fputs(",\"from\":", f);
 			json_cstr(f, c->from);
 		}
-		if (c->kind == OVL_C_VALUE) {
+		if (c->kind == OVL_C_VALUE || c->kind == OVL_C_META) {
 			fputs(",\"to\":", f);
 			json_cstr(f, c->to);
 		}

@@ -156,6 +156,9 @@ bool ckpt_dir_clean(const struct ckpt_node *dir)
 
 bool ckpt_changed(const struct ckpt *c)
 {
+	for (uint32_t i = 0; i < c->nmeta; i++)
+		if (ckpt_meta_changed(&c->meta[i]))
+			return true;	/* metadata edited (ckpt_meta.c) */
 	/* (a row is never changed: a change makes it a node first) */
 	for (uint32_t i = 0; i < c->nstorages; i++)
 		if (!ckpt_is_row(c->storages[i]) && c->storages[i]->retyped)

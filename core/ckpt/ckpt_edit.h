@@ -24,6 +24,8 @@ int ckpt_meta_set(struct ckpt *c, const char *key, size_t klen,
 		  const char *val, size_t vlen, struct diag *d);
 int ckpt_meta_remove(struct ckpt *c, const char *key, size_t klen,
 		     struct diag *d);
+/* Does entry @m differ from the file's (set, added, or removed)? */
+bool ckpt_meta_changed(const struct ckpt_meta *m);
 
 /* A new storage: uint8, 0 bytes, on "cpu", fd -1 (the overlay sets it). */
 struct ckpt_storage *ckpt_storage_fresh(struct ckpt *c);

@@ -50,12 +50,18 @@ int ckpt_meta_set(struct ckpt *c, const char *key, size_t klen,
 		memcpy(v, c->meta, c->nmeta * sizeof(*v));
 		c->meta = v;
 		m = &v[c->nmeta++];
-		*m = (struct ckpt_meta){ .key = k, .klen = klen, .type = type };
+		*m = (struct ckpt_meta){ .key = k, .klen = klen, .type = type,
+					 .added = true };
 	}
 	m->val = text;
 	m->vlen = vlen;
 	m->edited = true;
 	return 0;
+}
+
+bool ckpt_meta_changed(const struct ckpt_meta *m)
+{
+	return m->removed ? !m->added : m->edited;
 }
 
 int ckpt_meta_remove(struct ckpt *c, const char *key, size_t klen,

@@ -38,6 +38,7 @@ struct ckpt_meta {
 	bool removed;		/* removed through the mount: kept in its
 				   place (the mount numbers entries by it),
 				   shown and written by nobody */
+	bool added;		/* not in the file: added through the mount */
 };
 
 /* A global the pickle imports that torch's weights-only loader refuses. */

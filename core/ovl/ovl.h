@@ -337,6 +337,8 @@ enum ovl_change_kind {
 				   it was at open) */
 	OVL_C_NEW,		/* a new key (the top of a new subtree) */
 	OVL_C_VALUE,		/* a python value edited: from -> to */
+	OVL_C_META,		/* a metadata entry set or added (path: its
+				   key, to: its text) or removed (to NULL) */
 	OVL_C_NKINDS
 };
 

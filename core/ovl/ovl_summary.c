@@ -300,6 +300,18 @@ int ovl_summarize(const struct ovl *v, size_t max, struct ovl_summary *s,
 		rc = add(&a, OVL_C_REMOVE, n, ovl_home_path(n), NULL, NULL,
 			 false);
 	}
+	/* metadata entries (ckpt_meta.c): set or added, and removed */
+	for (uint32_t i = 0; i < c->nmeta && !rc; i++) {
+		const struct ckpt_meta *m = &c->meta[i];
+		char *to;
+
+		if (!ckpt_meta_changed(m) || !room(&a, OVL_C_META))
+			continue;
+		to = m->removed ? NULL : strndup(m->val, m->vlen);
+		rc = !m->removed && !to ? diag_nomem(d) :
+		     add(&a, OVL_C_META, c->root, strndup(m->key, m->klen),
+			 NULL, to, false);
+	}
 out:
 	free(live);
 	free(standin);
