@@ -1,15 +1,18 @@
 /*
  * gguf_kvset.c - a key/value's value from its text: the inverse of
  * gguf_kv.c, for an edit through the mount (setfattr -n
- * user.meta.general.name) and for the writer of an edited or a new key.
+ * user.meta.general.name), ptrepack's --gguf-kv KEY:TYPE=VALUE, and the
+ * writer of an edited or a new key (gguf_wopt.c): one encoder.
  *
  *   type          text                    bytes (the file's byte order)
  *   u8 .. i64     a decimal integer in    1, 2, 4 or 8
  *                 the type's range
- *   f32, f64      a number, nan, inf      4 or 8 (f32: rounded as a C
- *                                         cast of the double rounds)
- *   bool          true or false           1: 1 or 0
- *   string        any bytes               u64 length, the bytes
+ *   f32, f64      a number, nan, inf      4 or 8 (f32: the double
+ *                                         rounded once, refused past
+ *                                         float's range, as gguf-py's
+ *                                         struct.pack('f') refuses it)
+ *   bool          true, false, 1 or 0     1: 1 or 0
+ *   string        UTF-8 text              u64 length, the bytes
  *   array[T]      a JSON array of T's     u32 T, u64 count, the elements
  *                 (strings as JSON
  *                 strings)
@@ -19,6 +22,7 @@
  */
 #include "ckpt/ckpt_int.h"
 #include "gguf.h"
+#include "pickle/pkl_int.h"	/* pkl_utf8_valid() */
 #include "util/jread.h"
 #include "util/le.h"
 #include "util/sbuf.h"
@@ -29,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static int vtype_of(const char *name)
 {
@@ -79,15 +84,17 @@ static bool scalar(unsigned t, const char *s, bool big, struct sbuf *b)
 		return true;
 	}
 	case GGUF_BOOL:
-		if (strcmp(s, "true") && strcmp(s, "false"))
+		if (strcasecmp(s, "true") && strcasecmp(s, "false") &&
+		    strcmp(s, "1") && strcmp(s, "0"))
 			return false;
-		put(b, s[0] == 't', 1, big);
+		put(b, s[0] == 't' || s[0] == 'T' || s[0] == '1', 1, big);
 		return true;
 	default: {	/* f32, f64 */
 		double v = strtod(s, &end);
 		uint64_t u;
 
-		if (end == s || *end)
+		if (end == s || *end || (errno == ERANGE && isinf(v)) ||
+		    (t == GGUF_F32 && isfinite(v) && isinf((float)v)))
 			return false;
 		if (t == GGUF_F32) {
 			float f = (float)v;
@@ -137,6 +144,8 @@ static int array(const char *key, const char *type, unsigned et,
 		char num[64];
 
 		if (et == GGUF_STRING && e->kind == JREAD_STR) {
+			if (!pkl_utf8_valid((const unsigned char *)e->s, e->n))
+				rc = bad(d, key, type, "not UTF-8 text");
 			put(b, e->n, 8, big);
 			sb_add(b, e->s, e->n);
 			continue;
@@ -172,6 +181,8 @@ int gguf_kv_encode(const char *key, const char *type, const char *text,
 	if (t < 0 || t == GGUF_ARRAY)
 		return bad(d, key, type, "unknown type");
 	if (t == GGUF_STRING) {
+		if (!pkl_utf8_valid((const unsigned char *)text, len))
+			return bad(d, key, type, "not UTF-8 text");
 		put(out, len, 8, big);
 		sb_add(out, text, len);
 		return 0;
@@ -180,7 +191,7 @@ int gguf_kv_encode(const char *key, const char *type, const char *text,
 		return diag_nomem(d);
 	s[strcspn(s, "\n")] = 0;	/* echo's newline */
 	t = scalar((unsigned)t, s, big, out) ? 0 :
-	    bad(d, key, type, t == GGUF_BOOL ? "true or false" :
+	    bad(d, key, type, t == GGUF_BOOL ? "true, false, 1 or 0" :
 		"a number in the type's range");
 	free(s);
 	return t;

@@ -13,15 +13,19 @@
  * again keeps its place and takes the new type and value):
  *
  *   from a GGUF file   its own, each type and value copied from the file,
- *                      in its byte order; then the options' new keys
+ *                      in its byte order, but those edited through the
+ *                      mount (c->meta, ckpt_meta.c: removed, set or
+ *                      added, encoded from their text); then the
+ *                      options' new keys
  *   from anything else general.architecture (from kv=, else config.json
  *                      beside the input: "model_type", else
  *                      "architectures"[0]), then the options' keys
  *
- * Values packed as GGUFWriter._pack_val packs them: integers in their
- * width, f32 a double rounded once to float (struct.pack('f'), which
- * refuses one past float's range), bool one byte 0 or 1, a string its u64
- * length and its UTF-8 bytes.  general.alignment must be a u32 power of
+ * Values packed as GGUFWriter._pack_val packs them, by gguf_kv_encode()
+ * (gguf_kvset.c, which the mount's edits are checked with): integers in
+ * their width, f32 a double rounded once to float (struct.pack('f'),
+ * which refuses one past float's range), bool one byte 0 or 1, a string
+ * its u64 length and its UTF-8 bytes.  general.alignment must be a u32 power of
  * two, general.architecture a string.  Anything wrong is one line and
  * -EINVAL before a byte of the file is written.
  */
@@ -34,6 +38,7 @@
 #include "util/io.h"
 #include "util/jread.h"
 #include "util/le.h"
+#include "util/sbuf.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -90,80 +95,38 @@ static struct gw_kv *append(struct gw_head *h, struct diag *d)
 	return &h->kv[h->n++];
 }
 
-/* An integer of GGUF type @type: decimal, in its range. */
-static bool parse_int(const char *s, unsigned type, uint64_t *out)
+/*
+ * @kv's value from @text as a value of type @type ("u32", "array[i32]"):
+ * gguf_kv_encode()'s bytes, an array's element type and count taken out
+ * of them into its fields.  0, or -EINVAL with @d set.
+ */
+static int encode(struct gw_kv *kv, const char *key, const char *type,
+		  const char *text, size_t len, bool big, struct diag *d)
 {
-	static const struct { int64_t lo; uint64_t hi; } range[GGUF_NVTYPES] = {
-		[GGUF_U8] = { 0, UINT8_MAX },
-		[GGUF_I8] = { INT8_MIN, INT8_MAX },
-		[GGUF_U16] = { 0, UINT16_MAX },
-		[GGUF_I16] = { INT16_MIN, INT16_MAX },
-		[GGUF_U32] = { 0, UINT32_MAX },
-		[GGUF_I32] = { INT32_MIN, INT32_MAX },
-		[GGUF_U64] = { 0, UINT64_MAX },
-		[GGUF_I64] = { INT64_MIN, INT64_MAX },
-	};
-	bool neg = *s == '-';
-	const char *p = s + (*s == '-' || *s == '+');
-	uint64_t v = 0;
+	struct sbuf b = { 0 };
+	unsigned char *p;
+	size_t n;
+	int rc = gguf_kv_encode(key, type, text, len, big, &b, d);
 
-	if (!*p)
-		return false;
-	for (; *p; p++) {
-		if (*p < '0' || *p > '9' || v > (UINT64_MAX - 9) / 10)
-			return false;
-		v = v * 10 + (uint64_t)(*p - '0');
+	p = (unsigned char *)sb_detach(&b, &n);
+	if (!rc && !p)
+		rc = diag_nomem(d);
+	if (rc) {
+		free(p);
+		return rc;
 	}
-	if (neg ? v > (uint64_t)-(range[type].lo + 1) + 1 : v > range[type].hi)
-		return false;
-	*out = neg ? (uint64_t)0 - v : v;
-	return true;
-}
-
-/* @text as a value of @type into @kv, in byte order @big; false: not one
- * (*@why says what it must be). */
-static bool encode(struct gw_kv *kv, unsigned type, const char *text,
-		   bool big, const char **why)
-{
-	unsigned size = gguf_value_size(type);
-	size_t n = strlen(text);
-	char *end;
-	uint64_t u = 0;
-	double v;
-
-	*why = "a number in its range";
-	if (type == GGUF_STRING) {
-		*why = "UTF-8 text";
-		if (!pkl_utf8_valid((const unsigned char *)text, n))
-			return false;
-		size = 8;
-	} else if (type == GGUF_BOOL) {
-		*why = "true, false, 1 or 0";
-		if (!strcasecmp(text, "true") || !strcmp(text, "1"))
-			u = 1;
-		else if (strcasecmp(text, "false") && strcmp(text, "0"))
-			return false;
-	} else if (type == GGUF_F32 || type == GGUF_F64) {
-		errno = 0;
-		v = strtod(text, &end);
-		if (!n || *end || (errno == ERANGE && isinf(v)))
-			return false;
-		/* struct.pack('f') refuses what rounds past float's range */
-		if (type == GGUF_F32 && isfinite(v) && isinf((float)v))
-			return false;
-		u = type == GGUF_F32 ? f32_bits((float)v) : f64_bits(v);
-	} else if (!parse_int(text, type, &u)) {
-		return false;
+	if (!strncmp(type, "array[", 6)) {
+		kv->type = GGUF_ARRAY;
+		kv->atype = (uint8_t)ord_load(p, 4, big);
+		kv->count = ord_load(p + 4, 8, big);
+		memmove(p, p + 12, n - 12);
+		n -= 12;
+	} else {
+		kv->type = (uint8_t)vtype_by_name(type, strlen(type));
 	}
-	kv->len = size + (type == GGUF_STRING ? n : 0);
-	kv->val = malloc(kv->len + 1);
-	if (!kv->val)
-		return true;	/* the caller sees val NULL */
-	ord_store(kv->val, size, big, type == GGUF_STRING ? n : u);
-	if (type == GGUF_STRING)
-		memcpy(kv->val + 8, text, n);
-	kv->type = (uint8_t)type;
-	return true;
+	kv->val = p;
+	kv->len = n;
+	return 0;
 }
 
 /* @key (@klen bytes) = @text as a value of @type, set in @h (replacing
@@ -173,16 +136,21 @@ static int set_kv(struct gw_head *h, const char *key, size_t klen,
 		  struct diag *d)
 {
 	struct gw_kv nk = { 0 }, *kv;
-	const char *why;
+	struct diag quiet;
 	uint64_t a;
 
 	if (!klen || !pkl_utf8_valid((const unsigned char *)key, klen))
 		return diag_errno(d, -EINVAL, "--gguf-kv %s: the key must be "
 				  "UTF-8 text, not empty", arg);
-	if (!encode(&nk, type, text, h->big, &why))
+	diag_init(&quiet, d->path);
+	if (encode(&nk, arg, gguf_type_name(type), text, strlen(text),
+		   h->big, &quiet))
 		return diag_errno(d, -EINVAL, "--gguf-kv %s: '%s' is not of "
 				  "type %s (%s)", arg, text,
-				  gguf_type_name(type), why);
+				  gguf_type_name(type),
+				  type == GGUF_STRING ? "UTF-8 text" :
+				  type == GGUF_BOOL ? "true, false, 1 or 0" :
+				  "a number in its range");
 	nk.key = nk.own_key = strndup(key, klen);
 	nk.klen = (uint32_t)klen;
 	if (!nk.val || !nk.key) {
@@ -397,11 +365,27 @@ int gguf_whead(struct ckpt *c, const struct ckpt_write_opts *o,
 	int rc;
 
 	h->big = g && g->big;
-	for (uint64_t i = 0; g && i < g->nkv; i++) {
-		struct gw_kv *kv = append(h, d);
+	/* its key/values as the mount left them (c->meta: entry i is the
+	   file's key/value i, then keys added; ckpt_meta.c) */
+	for (uint32_t i = 0; g && i < c->nmeta; i++) {
+		const struct ckpt_meta *m = &c->meta[i];
+		struct gw_kv *kv;
 
-		if (!kv)
+		if (m->removed)
+			continue;
+		if (!(kv = append(h, d)))
 			return -ENOMEM;
+		if (m->edited) {
+			kv->key = kv->own_key = strndup(m->key, m->klen);
+			kv->klen = (uint32_t)m->klen;
+			if (!kv->key)
+				return diag_nomem(d);
+			rc = encode(kv, m->key, m->type, m->val, m->vlen,
+				    h->big, d);
+			if (rc)
+				return rc;
+			continue;
+		}
 		*kv = (struct gw_kv){ .key = g->kv[i].key,
 				      .klen = g->kv[i].klen,
 				      .type = g->kv[i].type,
@@ -418,7 +402,7 @@ int gguf_whead(struct ckpt *c, const struct ckpt_write_opts *o,
 	h->align = GGUF_ALIGN_DEFAULT;
 	if (a && a->src)
 		h->align = g->align;	/* the parser checked it */
-	else if (a)
+	else if (a && a->type == GGUF_U32)	/* the meta rule checked it */
 		h->align = (uint32_t)ord_load(a->val, 4, h->big);
 	return 0;
 }
