@@ -79,13 +79,19 @@ int ckpt_key_text(const struct ckpt_node *k, uint32_t index,
 				  "key", k->name) : 0;
 }
 
+/* The format written, as the refusals name it. */
+static const char *fmt_of(const struct st_flat *f)
+{
+	return f->out ? f->out : "safetensors";
+}
+
 /* Append '.' and @k's key to @path. */
 static int key_of(struct st_flat *f, const struct ckpt_node *k,
 		  uint32_t index, struct sbuf *path)
 {
 	if (path->n)
 		sb_add(path, ".", 1);
-	return ckpt_key_text(k, index, path, "safetensors", f->d);
+	return ckpt_key_text(k, index, path, fmt_of(f), f->d);
 }
 
 /* A python value or object at @path: left out on request, else refused. */
@@ -98,10 +104,10 @@ static int value(struct st_flat *f, const struct ckpt_node *x,
 
 	if (!f->drop)
 		return diag_unsupported(f->d, DIAG_NO_OFFSET, "%s: %s %s, not "
-					"a tensor: safetensors files hold "
-					"tensors only (ptrepack --drop-values "
-					"leaves such values out)", path, a,
-					type);
+					"a tensor: %s files hold tensors only "
+					"(ptrepack --drop-values leaves such "
+					"values out)", path, a, type,
+					fmt_of(f));
 	f->dropped++;
 	if (f->note) {
 		snprintf(what, sizeof(what), "%s %s, not a tensor: left out",
@@ -117,15 +123,15 @@ static int holdable(struct st_flat *f, const struct ckpt_tensor *t,
 {
 	if (t->kind == CKPT_T_QUANTIZED)
 		return diag_unsupported(f->d, t->pkl_off, "%s: a quantized "
-					"tensor: safetensors has no quantized "
-					"dtypes", path);
+					"tensor: %s has no quantized dtypes "
+					"of torch's", path, fmt_of(f));
 	if (t->kind != CKPT_T_STRIDED || !t->storage)
 		return diag_unsupported(f->d, t->pkl_off, "%s: a %s tensor "
-					"has no data safetensors can hold",
-					path, t->kind == CKPT_T_META ? "meta" :
+					"has no data %s can hold", path,
+					t->kind == CKPT_T_META ? "meta" :
 					t->kind == CKPT_T_INLINE ? "numpy" :
-					"storage");
-	if (!t->dtype->st)
+					"storage", fmt_of(f));
+	if (!t->dtype->st && !f->out)
 		return diag_unsupported(f->d, t->pkl_off, "%s: safetensors has "
 					"no dtype for %s", path,
 					t->dtype->name);
@@ -147,7 +153,7 @@ static int add(struct st_flat *f, struct ckpt_node *n, struct ckpt_tensor *t,
 	struct st_ent *e;
 	int rc = holdable(f, t, path->p);
 
-	if (!rc)
+	if (!rc && !f->out)
 		rc = ckpt_st_name_ok(path->p, path->n, f->d);
 	if (rc)
 		return rc;
@@ -320,12 +326,12 @@ static int walk_roots(struct st_flat *f, struct sbuf *path)
 		else if (f->nroots == 1)
 			rc = diag_unsupported(f->d, DIAG_NO_OFFSET, "%s: %s "
 					      "%s, not a dict of tensors (a "
-					      "safetensors file is one)",
+					      "%s file is one)",
 					      f->root_keys[i],
 					      x->type && x->type[0] &&
 					      strchr("aeiou", x->type[0]) ?
 					      "an" : "a", x->type ? x->type :
-					      "value");
+					      "value", fmt_of(f));
 		else if (x->kind == CKPT_N_TENSOR)
 			rc = add(f, f->roots[i], x->tensor, path);
 		else
@@ -350,7 +356,7 @@ int ckpt_st_flatten(struct ckpt *c, const struct ckpt_write_opts *o,
 	f->root_keys = o->root_keys;
 	f->nroots = o->nroots;
 	f->d = d;
-	if (c->byteorder && !strcmp(c->byteorder, "big"))
+	if (!f->out && c->byteorder && !strcmp(c->byteorder, "big"))
 		return diag_unsupported(d, DIAG_NO_OFFSET, "a big-endian "
 					"checkpoint: safetensors files are "
 					"little-endian");

@@ -35,6 +35,10 @@ struct st_flat {
 	struct ckpt_node *const *roots;	/* ckpt_write_opts.roots */
 	const char *const *root_keys;
 	uint32_t nroots;
+	const char *out;	/* another format's writer ("GGUF"): named in
+				   the refusals, and the byte order, dtypes
+				   and names are its to check; NULL:
+				   safetensors */
 	/* out: every name, sorted by name (bytes) */
 	struct st_ent *e;
 	uint32_t n, cap;
@@ -46,9 +50,9 @@ struct st_flat {
 
 /*
  * Flatten @c's tree into @f, its "in" fields from @o (st_drop, note,
- * part, roots; tie_first_seen is the caller's, set first); release @f
- * either way.  0 or -errno with @d set: -ENOTSUP for what safetensors
- * cannot hold, -EINVAL for a name it cannot have.
+ * part, roots; tie_first_seen and out are the caller's, set first);
+ * release @f either way.  0 or -errno with @d set: -ENOTSUP for what
+ * safetensors (f->out) cannot hold, -EINVAL for a name it cannot have.
  */
 int ckpt_st_flatten(struct ckpt *c, const struct ckpt_write_opts *o,
 		    struct st_flat *f, struct diag *d);

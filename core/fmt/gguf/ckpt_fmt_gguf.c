@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pickle/pkl_int.h"	/* pkl_utf8_valid() */
 #include "util/le.h"
 #include "util/sbuf.h"
 
@@ -137,7 +138,72 @@ static int meta_rule(const struct ckpt *c, const struct ckpt_meta *old,
 	return rc;
 }
 
-static const struct ckpt_rules rules = { .meta = meta_rule };
+/* A GGUF type for torch dtype @dt (float32: F32), or NULL. */
+static const struct gguf_type *type_for(const struct ckpt_dtype *dt)
+{
+	const struct gguf_type *t;
+
+	for (unsigned k = 0; (t = gguf_type_at(k)); k++)
+		if (t->torch && !strcmp(t->torch, dt->name))
+			return t;
+	return NULL;
+}
+
+static int mkdir_rule(const struct ckpt *c, const char *name,
+		      struct diag *d)
+{
+	(void)c;
+	return diag_errno(d, -EPERM, "%s: GGUF files hold no directories, "
+			  "only tensors (a '.' in a name is how they nest)",
+			  name);
+}
+
+static int dtype_rule(const struct ckpt *c, const struct ckpt_dtype *dt,
+		      struct diag *d)
+{
+	(void)c;
+	if (type_for(dt))
+		return 0;
+	return diag_errno(d, -EINVAL, "GGUF has no type for %s", dt->name);
+}
+
+/*
+ * A tensor a key takes: of a GGUF type (a coded one keeps its own; a new
+ * file is bytes until its user.dtype is set, and the writer refuses one
+ * left so), at most 4 dimensions, no flags.
+ */
+static int tensor_rule(const struct ckpt *c, const struct ckpt_tensor *t,
+		       const char *name, struct diag *d)
+{
+	struct ckpt_coded k;
+
+	if (!t->fresh && !ckpt_coded(c, t, &k) && !type_for(t->dtype))
+		return diag_errno(d, -EINVAL, "%s: GGUF has no type for %s",
+				  name, t->dtype->name);
+	if (t->ndim > GGUF_MAX_DIMS)
+		return diag_errno(d, -EINVAL, "%s: %u dimensions, over "
+				  "GGUF's %d", name, t->ndim, GGUF_MAX_DIMS);
+	if (t->requires_grad || t->parameter)
+		return diag_errno(d, -EPERM, "%s: GGUF files keep no %s flag",
+				  name, t->parameter ? "Parameter" :
+				  "requires_grad");
+	return 0;
+}
+
+static int key_rule(const struct ckpt *c, const char *k, size_t len,
+		    struct diag *d)
+{
+	(void)c;
+	if (len > 65535 || !pkl_utf8_valid((const unsigned char *)k, len))
+		return diag_errno(d, -EINVAL, "%.80s: a GGUF name is UTF-8 "
+				  "text of at most 65535 bytes", k);
+	return 0;
+}
+
+static const struct ckpt_rules rules = {
+	.meta = meta_rule, .mkdir = mkdir_rule, .dtype = dtype_rule,
+	.tensor = tensor_rule, .key = key_rule,
+};
 
 /* What llama.cpp's reader refuses or warns of that gguf-py reads. */
 static uint32_t verify(struct ckpt *c, bool no_crc, uint64_t *checked,
@@ -184,10 +250,20 @@ static uint32_t verify(struct ckpt *c, bool no_crc, uint64_t *checked,
 				 g->align, "tensor's padded data", "", fn, arg);
 }
 
+static int save(struct ckpt *c, const char *target,
+		const struct ckpt_write_opts *o, const struct stat *like,
+		struct diag *d)
+{
+	return ckpt_save(c, target, o, like, NULL, NULL, d);
+}
+
 const struct ckpt_fmt ckpt_fmt_gguf = {
 	.id = CKPT_GGUF, .name = "gguf", .files = "GGUF files",
-	.one = "a GGUF file", .caps = CKPT_CAP_OFFSETS | CKPT_CAP_FLAT,
-	.converted = ", converted from GGUF",
+	.one = "a GGUF file",
+	.caps = CKPT_CAP_WRITE | CKPT_CAP_OFFSETS | CKPT_CAP_FLAT,
+	.rewrite_as = "file", .out = CKPT_OUT_FMT, .out_ext = ".gguf",
+	.converted = ", converted from GGUF", .write = gguf_write,
+	.save = save,
 	.bid = bid, .open = open_gguf, .rules = &rules, .describe = describe,
 	.records = records, .tensor_attrs = tensor_attrs, .coded = coded,
 	.verify = verify,

@@ -17,6 +17,7 @@
 #include "gguf_types.h"
 
 struct ckpt;
+struct ckpt_write_opts;
 struct diag;
 
 #define GGUF_MAGIC		"GGUF"
@@ -120,5 +121,10 @@ bool gguf_plain(const struct gguf *g, const struct gguf_tensor *t);
 
 /* ckpt_gguf.c: the model of the GGUF file c->fd. */
 int ckpt_gguf_open(struct ckpt *c, struct diag *d);
+
+/* gguf_write.c: @c (any checkpoint, with its edits) as one GGUF file
+ * into @fd, with o->fmt_args (type=, kv=); the descriptor's write. */
+int gguf_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
+	       struct diag *d);
 
 #endif

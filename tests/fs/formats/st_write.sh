@@ -47,6 +47,7 @@ fs_progs PTFS ptrepack
 fs_need_fuse
 fs_torch "" ptfs-stwrite
 . "$fs/lib/lib.sh"
+. "$fs/lib/repack.sh"
 trap release_work EXIT
 trap 'exit 130' INT TERM HUP
 D=$WORK/st
@@ -56,14 +57,6 @@ I=$inner/st
 
 # check LABEL ARG...: the script with ARG..., pass or fail on its report
 check() { fs_pycheck "$@"; }
-# repack LABEL ARG...: ptrepack ARG... must succeed; stderr in $WORK/rp.err
-repack() {
-	_l=$1
-	shift
-	run_limited 120 "$ptrepack" "$@" >"$WORK/rp.out" 2>"$WORK/rp.err" && return 0
-	fail "$_l" "ptrepack $*: exit $?: $(head -n 1 "$WORK/rp.err")"
-	return 1
-}
 # logs_ok LABEL FILE: the daemon's stderr holds its one-line notes only
 # (refused edits, a resumed overlay), no sanitizer report
 logs_ok() {
@@ -71,22 +64,6 @@ logs_ok() {
 	DAEMON_LOGS_OK=1 daemon_problems "$2" "$WORK/dp" ||
 		fail "$1: daemon log" "$(head -n 2 "$WORK/dp" | tail -n 1)" \
 			"$WORK/dp"
-}
-# refused LABEL WORDS OUT ARG...: ptrepack ARG... exits 2 with one line
-# holding WORDS, and neither OUT nor a temporary file is left
-refused() {
-	_l=$1 _w=$2 _o=$3
-	shift 3
-	run_limited 60 "$ptrepack" "$@" >"$WORK/rp.out" 2>"$WORK/rp.err"
-	_rc=$?
-	_left=$(ls -A "$(dirname "$_o")" | grep -c -e "^$(basename "$_o")\$" \
-		-e 'ptfs-new')
-	if [ $_rc -eq 2 ] && [ "$(wc -l <"$WORK/rp.err")" -eq 1 ] &&
-	   grep -q -- "$_w" "$WORK/rp.err" && [ "$_left" -eq 0 ]; then
-		pass "$_l" "exit 2: $(cat "$WORK/rp.err")"
-	else
-		fail "$_l" "exit $_rc, $_left files left: $(head -n 2 "$WORK/rp.err")"
-	fi
 }
 
 probe_fuse "$fs/../data/sample.pt" "$WORK/mnt/probe" "$WORK/probe.err" -o ro
