@@ -266,7 +266,9 @@ int main(int argc, char **argv)
 	bool verbose = false, json = false, quiet = false, no_crc = false;
 	struct in_roots roots = { 0 };
 	struct cvt_opt cv = { .tmpfd = -1, .dec_fd = -1 };
-	struct st_opt so = { 0 };
+	/* static: the writer options it holds (malloc'd) stay reachable to
+	   the end, whichever return ends main */
+	static struct st_opt so;
 	enum cli_out how;
 	char *target = NULL;
 	const char *out;
