@@ -47,7 +47,8 @@
  * One pass: the header is planned whole, then written through a 1 MiB
  * buffer (a GGUF's key/values copied from its file), then the data,
  * copied in the kernel, or read through the model (overlay edits, views,
- * DCP chunks) and converted 256 Ki elements at a time: memory does not
+ * DCP chunks) and converted 1 Mi elements at a time, on up to 4 threads
+ * (convert()): memory does not
  * grow with the tensors.
  */
 #include "ckpt/ckpt_stint.h"
@@ -59,6 +60,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +68,8 @@
 
 #define GGUF_VERSION	3u
 #define OUT_BUF		(1u << 20)
-#define CHUNK		(1u << 18)	/* elements read, converted at once */
+#define CHUNK		(1u << 20)	/* elements read, converted at once */
+#define CONVERTERS	4		/* threads converting a chunk, at most */
 #define NAME_MAX_LEN	65535u		/* what gguf_parse.c reads back */
 
 struct gw_tensor {
@@ -431,6 +434,67 @@ static int read_full(struct gw *w, const struct st_ent *e, void *buf,
 	return 0;
 }
 
+/* One converter's share of a chunk: @nel values from @in, through @f,
+ * into @out (whole blocks of both types). */
+struct part {
+	const struct gguf_type *from, *to;
+	const unsigned char *in;
+	float *f;
+	unsigned char *out;
+	uint64_t nel;
+};
+
+static void *convert_part(void *arg)
+{
+	const struct part *p = arg;
+
+	p->from->dequant(p->in, p->f, p->nel / p->from->block);
+	p->to->quant(p->f, p->out, p->nel / p->to->block);
+	return NULL;
+}
+
+/*
+ * @nel values of @from at @in into @to at @out (through @f), the chunk
+ * cut into up to CONVERTERS shares of whole blocks on as many threads as
+ * there are CPUs (the codecs are pure: each share is the same bits as
+ * the whole).  A share whose thread cannot start is done here.
+ */
+static void convert(const struct gguf_type *from, const struct gguf_type *to,
+		    const unsigned char *in, float *f, unsigned char *out,
+		    uint64_t nel)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int n = cpus < 1 ? 1 : cpus > CONVERTERS ? CONVERTERS : (int)cpus;
+	uint64_t unit = (uint64_t)from->block * to->block, done = 0;
+	struct part p[CONVERTERS];
+	pthread_t tid[CONVERTERS];
+	bool started[CONVERTERS] = { false };
+
+	/* a share of whole blocks of both types: 256 values at least */
+	while (unit < 256)
+		unit *= 2;
+	if (nel / unit < (uint64_t)n)
+		n = 1;
+	for (int i = 0; i < n; i++) {
+		uint64_t k = i == n - 1 ? nel - done :
+			     nel / unit / (uint64_t)n * unit;
+
+		p[i] = (struct part){ from, to,
+			in + done / from->block * from->bytes, f + done,
+			out + done / to->block * to->bytes, k };
+		done += k;
+	}
+	for (int i = 1; i < n; i++)
+		started[i] = !pthread_create(&tid[i], NULL, convert_part, &p[i]);
+	convert_part(&p[0]);
+	for (int i = 1; i < n; i++) {
+		if (started[i])
+			pthread_join(tid[i], NULL);
+		else
+			convert_part(&p[i]);
+	}
+}
+
 /* Tensor @t's bytes read through the model into @in, swapped or
  * converted (through @f into @out) as its plan says. */
 static int gather(struct gw *w, const struct gw_tensor *t,
@@ -455,8 +519,7 @@ static int gather(struct gw *w, const struct gw_tensor *t,
 			rc = put(w, in, n);
 			continue;
 		}
-		from->dequant(in, f, nel);
-		to->quant(f, out, nel / to->block);
+		convert(from, to, in, f, out, nel);
 		if (t->swap_out)
 			gguf_swap(to, out, nel);
 		rc = put(w, out, nel / to->block * to->bytes);
