@@ -133,4 +133,12 @@ int cvt_ckpt(struct ckpt *c, const struct ckpt_dtype *to,
 	     const char *near, int *tmpfd, struct cvt_stats *st,
 	     struct diag *d);
 
+/*
+ * A new temporary file beside @near (the output path; a trailing '/' is
+ * a directory's, which gets it beside itself), unlinked at once, so that
+ * converted bytes lie on the output's file system: its descriptor (the
+ * caller closes it), or -errno with @d set.
+ */
+int cvt_tmpfile(const char *near, struct diag *d);
+
 #endif

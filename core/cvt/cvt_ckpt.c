@@ -331,6 +331,29 @@ out:
 	return rc;
 }
 
+int cvt_tmpfile(const char *near, struct diag *d)
+{
+	size_t n = strlen(near);
+	char *base = strdup(near), *tmp;
+	int fd;
+
+	/* a directory output (OUT/): beside the directory */
+	while (base && n > 1 && base[n - 1] == '/')
+		base[--n] = 0;
+	tmp = base ? io_beside(base, ".ptfs-cvt.XXXXXX") : NULL;
+	free(base);
+	if (!tmp)
+		return diag_nomem(d);
+	fd = mkstemp(tmp);
+	if (fd < 0)
+		fd = diag_errno(d, -errno, "cannot create a temporary file "
+				"beside %s: %s", near, strerror(errno));
+	else
+		unlink(tmp);
+	free(tmp);
+	return fd;
+}
+
 int cvt_ckpt(struct ckpt *c, const struct ckpt_dtype *to,
 	     const struct ckpt_dtype *const *plan, enum cvt_flavour fl,
 	     const char *near, int *tmpfd, struct cvt_stats *st,
@@ -338,7 +361,6 @@ int cvt_ckpt(struct ckpt *c, const struct ckpt_dtype *to,
 {
 	struct cvt_stats none;
 	uint64_t off = 0;
-	char *tmp;
 	int fd, rc = 0;
 	bool any = false;
 
@@ -349,18 +371,9 @@ int cvt_ckpt(struct ckpt *c, const struct ckpt_dtype *to,
 		any |= plan[k] != NULL;
 	if (!any)
 		return 0;
-	tmp = io_beside(near, ".ptfs-cvt.XXXXXX");
-	if (!tmp)
-		return diag_nomem(d);
-	fd = mkstemp(tmp);
-	if (fd < 0) {
-		rc = diag_errno(d, -errno, "cannot create a temporary file "
-				"beside %s: %s", near, strerror(errno));
-		free(tmp);
-		return rc;
-	}
-	unlink(tmp);
-	free(tmp);
+	fd = cvt_tmpfile(near, d);
+	if (fd < 0)
+		return fd;
 	for (uint32_t k = 0; k < c->nstorages && !rc; k++) {
 		struct ckpt_storage *s = c->storages[k];
 
