@@ -32,8 +32,8 @@ int qnt_opt_parse(struct qnt_opt *q, int ch, const char *arg)
 		else if (!strcmp(arg, "fp32") || !strcmp(arg, "float32"))
 			q->to = ckpt_dtype_by_name("float32");
 		else
-			return cli_usage("--dequant %s: not bf16, float16 (fp16) "
-					 "or float32", arg);
+			return cli_usage("--dequant %s: not bf16, float16 "
+					 "(fp16) or float32", arg);
 		return 0;
 	}
 	if (strncmp(arg, "fp8-block", 9) || (arg[9] && arg[9] != ':'))
@@ -88,7 +88,7 @@ int qnt_opt_run(struct qnt_opt *q, struct ckpt *c, const char *near,
 	};
 	int rc;
 
-	rc = q->to ? cvt_dequant(c, &so, &q->tmpfd, &q->st, d) :
+	rc = q->to ? cvt_dequant(c, &so, &q->made, &q->st, d) :
 	     cvt_quant(c, &so, &q->tmpfd, &q->st, d);
 	if (rc)
 		return rc;
@@ -150,6 +150,8 @@ void qnt_opt_release(struct qnt_opt *q)
 	if (q->tmpfd >= 0)
 		close(q->tmpfd);
 	q->tmpfd = -1;
+	cvt_made_free(q->made);
+	q->made = NULL;
 	free(q->said.p);
 	q->said = (struct sbuf){ 0 };
 }

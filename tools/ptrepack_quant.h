@@ -20,8 +20,9 @@ struct qnt_opt {
 	uint32_t block;			/* --quant fp8-block[:N]: N, or 0 */
 	const char *only;		/* --only GLOB, taken from --dtype's */
 	bool verbose;			/* say each weight */
-	int tmpfd;			/* the converted weights, or -1 */
-	bool cfg_removed;		/* config.json lost quantization_config */
+	int tmpfd;			/* --quant's weights, scales, or -1 */
+	struct cvt_made *made;		/* --dequant's weights, or NULL */
+	bool cfg_removed;		/* config.json lost its quant. config */
 	struct cvt_scale_stats st;
 	struct sbuf said;		/* -v: a line per weight, kept until
 					   the output is written */
@@ -53,8 +54,8 @@ int qnt_opt_run(struct qnt_opt *q, struct ckpt *c, const char *near,
 void qnt_opt_report(const struct qnt_opt *q, FILE *f, const char *out,
 		    uint32_t shards);
 
-/* Close the temporary file, free the lines.  A zeroed struct is fine
-   once tmpfd is -1. */
+/* Close the temporary file, free the weights made and the lines.  A
+   zeroed struct is fine once tmpfd is -1; before ckpt_close(). */
 void qnt_opt_release(struct qnt_opt *q);
 
 #endif

@@ -132,8 +132,8 @@ int cvt_hfcfg_rewrite(void *arg, const char *name, int fd, uint64_t size,
 	if (strcmp(name, "config.json"))
 		return 0;
 	if (size > CFG_MAX)
-		return diag_set(d, -EFBIG, DIAG_NO_OFFSET, "%s: %llu bytes: too "
-				"large for a config.json", name,
+		return diag_set(d, -EFBIG, DIAG_NO_OFFSET, "%s: %llu bytes: "
+				"too large for a config.json", name,
 				(unsigned long long)size);
 	t = malloc(size + 1);
 	if (!t)

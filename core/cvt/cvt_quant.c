@@ -83,14 +83,17 @@ static bool default_pick(const char *path)
 
 /* A weight to quantize. */
 struct qw {
-	struct ckpt_node *w;
+	struct ckpt_node *w;	/* first: cvt_scale_collect() */
 	uint64_t rows, cols, br, bc;	/* br x bc blocks */
 };
 
-/* Node @n as a weight to quantize (0), or not (1), or why not (-EINVAL). */
-static int pick(const struct ckpt *c, struct ckpt_node *n,
-		const struct cvt_scale_opt *o, struct qw *q, struct diag *d)
+/* Node @n as a weight to quantize (0), or not (1), or why not (-EINVAL):
+ * a cvt_scale_pick_fn over a struct qw. */
+static int pick(const struct ckpt *c, struct ckpt_node *n, const void *arg,
+		void *item, struct diag *d)
 {
+	const struct cvt_scale_opt *o = arg;
+	struct qw *q = item;
 	const struct ckpt_tensor *t = n->tensor;
 	const struct ckpt_dtype *e4 = ckpt_dtype_by_name("float8_e4m3fn");
 	char *path = ckpt_node_path(n), name[CKPT_NAME_MAX + 16];
@@ -126,52 +129,6 @@ static int pick(const struct ckpt *c, struct ckpt_node *n,
 	q->cols = (uint64_t)t->shape[1];
 	q->br = (q->rows + o->block - 1) / o->block;
 	q->bc = (q->cols + o->block - 1) / o->block;
-	return 0;
-}
-
-static int pick_all(const struct ckpt *c, const struct cvt_scale_opt *o,
-		    struct qw **out, uint32_t *nout, struct diag *d)
-{
-	struct qw *v = NULL, q;
-	uint32_t k = 0, cap = 0;
-	int rc = 0;
-
-	for (uint32_t i = 0; i < c->nnodes && !rc; i++) {
-		struct ckpt_node *n = c->nodes[i];
-
-		if (n->kind != CKPT_N_TENSOR || n->dead || !n->tensor ||
-		    !n->parent)
-			continue;
-		rc = pick(c, n, o, &q, d);
-		if (rc == 1) {
-			rc = 0;
-			continue;
-		}
-		if (!rc && k == cap) {
-			uint32_t more = cap ? 2 * cap : 16;
-			struct qw *g = realloc(v, more * sizeof(*v));
-
-			if (g) {
-				v = g;
-				cap = more;
-			} else {
-				rc = diag_nomem(d);
-			}
-		}
-		for (uint32_t j = 0; j < k && !rc; j++)
-			if (v[j].w->tensor->storage == q.w->tensor->storage)
-				rc = cvt_scale_refuse(d, n, "shares its storage "
-						      "with %s: quantize one "
-						      "(--only)", v[j].w->name);
-		if (!rc)
-			v[k++] = q;
-	}
-	if (rc) {
-		free(v);
-		return rc;
-	}
-	*out = v;
-	*nout = k;
 	return 0;
 }
 
@@ -292,11 +249,8 @@ int cvt_quant(struct ckpt *c, const struct cvt_scale_opt *o, int *tmpfd,
 
 	*tmpfd = -1;
 	memset(st, 0, sizeof(*st));
-	if (c->byteorder && !strcmp(c->byteorder, "big"))
-		return diag_unsupported(d, DIAG_NO_OFFSET, "a big-endian "
-					"checkpoint: --quant writes "
-					"little-endian scales only");
-	rc = pick_all(c, o, &v, &n, d);
+	rc = cvt_scale_collect(c, pick, o, sizeof(*v), (void **)&v, &n,
+			       d);
 	if (!rc && n && (fd = cvt_tmpfile(o->near, d)) < 0)
 		rc = fd;
 	for (uint32_t i = 0; i < n && !rc; i++) {

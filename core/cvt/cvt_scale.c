@@ -47,7 +47,8 @@
 
 /* One weight and its scale, as dequantization sees them. */
 struct pair {
-	struct ckpt_node *w, *s, *in;	/* weight, scale, input_scale */
+	struct ckpt_node *w;	/* first: cvt_scale_collect() */
+	struct ckpt_node *s, *in;	/* scale, input_scale */
 	const struct ckpt_dtype *from;	/* the weight's float8 */
 	uint64_t rows, cols;	/* the weight as rows x cols */
 	uint64_t bm, bn;	/* one scale per bm x bn block */
@@ -214,12 +215,13 @@ static int selected(const struct ckpt_node *n, const char *glob)
  * Scale node @s (a tensor named BASE_scale_inv or BASE_scale, BASE being
  * "weight" or "X.weight") as a pair into @p: 0; 1 when @s is no scale
  * name or --only does not match its weight; -EINVAL when it is one but
- * something does not fit.
+ * something does not fit.  A cvt_scale_pick_fn.
  */
 static int find_pair(const struct ckpt *c, struct ckpt_node *s,
-		     const struct cvt_scale_opt *o, struct pair *p,
-		     struct diag *d)
+		     const void *arg, void *item, struct diag *d)
 {
+	const struct cvt_scale_opt *o = arg;
+	struct pair *p = item;
 	size_t n = strlen(s->name), len;
 	const struct ckpt_tensor *w, *t = s->tensor;
 	bool inv = n > 10 && !strcmp(s->name + n - 10, "_scale_inv");
@@ -268,43 +270,58 @@ static int find_pair(const struct ckpt *c, struct ckpt_node *s,
 	return 0;
 }
 
-/* Every pair of @c, checked: *@out (malloc'd) and *@n. */
-static int find_pairs(const struct ckpt *c, const struct cvt_scale_opt *o,
-		      struct pair **out, uint32_t *n, struct diag *d)
+int cvt_scale_collect(const struct ckpt *c, cvt_scale_pick_fn fn,
+		      const void *arg, size_t size, void **out, uint32_t *n,
+		      struct diag *d)
 {
-	struct pair *v = NULL, p;
+	unsigned char *v = NULL, *item;
 	uint32_t k = 0, cap = 0;
-	int rc = 0;
+	int rc;
+
+	if (c->byteorder && !strcmp(c->byteorder, "big"))
+		return diag_unsupported(d, DIAG_NO_OFFSET, "a big-endian "
+					"checkpoint: scales are read and "
+					"written little-endian only");
+	item = malloc(size);
+	rc = item ? 0 : diag_nomem(d);
 
 	for (uint32_t i = 0; i < c->nnodes && !rc; i++) {
-		struct ckpt_node *s = c->nodes[i];
+		struct ckpt_node *t = c->nodes[i], *w;
 
-		if (s->kind != CKPT_N_TENSOR || s->dead || !s->tensor ||
-		    !s->parent)
+		if (t->kind != CKPT_N_TENSOR || t->dead || !t->tensor ||
+		    !t->parent)
 			continue;
-		rc = find_pair(c, s, o, &p, d);
+		rc = fn(c, t, arg, item, d);
 		if (rc == 1) {
-			rc = 0;		/* not a scale, or not selected */
+			rc = 0;		/* not one, or not selected */
 			continue;
 		}
 		if (!rc && k == cap) {
 			uint32_t more = cap ? 2 * cap : 16;
-			struct pair *g = realloc(v, more * sizeof(*v));
+			unsigned char *g = realloc(v, more * size);
 
-			if (!g)
+			if (g) {
+				v = g;
+				cap = more;
+			} else {
 				rc = diag_nomem(d);
-			else
-				v = g, cap = more;
+			}
+		}
+		memcpy(&w, item, sizeof(w));
+		for (uint32_t j = 0; j < k && !rc; j++) {
+			struct ckpt_node *u;
+
+			memcpy(&u, v + j * size, sizeof(u));
+			if (u->tensor->storage == w->tensor->storage)
+				rc = cvt_scale_refuse(d, w, "shares its "
+						      "storage with %s: "
+						      "convert one of them "
+						      "(--only)", u->name);
 		}
 		if (!rc)
-			v[k++] = p;
+			memcpy(v + k++ * size, item, size);
 	}
-	for (uint32_t i = 0; i < k && !rc; i++)
-		for (uint32_t j = 0; j < i && !rc; j++)
-			if (v[j].w->tensor->storage == v[i].w->tensor->storage)
-				rc = cvt_scale_refuse(d, v[i].w, "shares its "
-						      "storage with %s, also "
-						      "scaled", v[j].w->name);
+	free(item);
 	if (rc) {
 		free(v);
 		return rc;
@@ -315,89 +332,194 @@ static int find_pairs(const struct ckpt *c, const struct cvt_scale_opt *o,
 }
 
 /*
- * Elements [@e0, @e0 + @n) of @p's weight (@w, float8 codes) times their
- * scales (@sc, sr x sc) into @x, as float32: @lut widens a code.
+ * The weights made when read (ckpt_made, ckpt_model.h): each dequantized
+ * weight's storage is re-typed in place with no bytes anywhere, and the
+ * writer's reads of it come here; its float8 bytes are read through a
+ * copy of the storage and tensor as they were (any format's own reads,
+ * a shard's, a DCP tensor's chunks), CHUNK elements at a time.
  */
-static void scale_run(const struct pair *p, const float *sc,
-		      const float *lut, const uint8_t *w, uint64_t e0,
-		      uint64_t n, float *x)
+struct cvt_made {
+	struct ckpt_made hooks;	/* c->made */
+	struct ckpt *c;
+	const struct ckpt_dtype *to;
+	struct pair *v;		/* the pairs */
+	struct ckpt_storage *raw_s;	/* their weights' storages as they */
+	struct ckpt_tensor *raw_t;	/* were, and tensors over those */
+	uint32_t n, nst;
+	uint32_t *by;		/* by storage index: pair + 1, or 0 */
+	uint32_t cur;		/* the pair whose scales sc holds, + 1 */
+	uint64_t row;		/* the block row tab is for, + 1 */
+	const struct ckpt_dtype *lut_of;
+	float lut[256], x[256];
+	float *sc;
+	unsigned char *tab;	/* per block of the row: 256 results */
+	uint8_t *in, *out;
+};
+
+static const struct ckpt_tensor *made_tensor(void *arg,
+					     const struct ckpt_storage *s)
+{
+	struct cvt_made *m = arg;
+	uint32_t k = s->index < m->nst ? m->by[s->index] : 0;
+
+	return k && m->v[k - 1].w->tensor->storage == s ?
+	       m->v[k - 1].w->tensor : NULL;
+}
+
+/* Pair @k's scales in m->sc and its float8's widening in m->lut. */
+static int made_load(struct cvt_made *m, uint32_t k, struct diag *d)
+{
+	const struct ckpt_dtype *f32 = ckpt_dtype_by_name("float32");
+	const struct pair *p = &m->v[k];
+	const struct ckpt_tensor *s = p->s->tensor;
+	uint64_t len = s->numel * sizeof(float);
+	uint8_t codes[256];
+	long long got;
+	float *sc;
+	unsigned char *tab;
+
+	if (m->cur == k + 1)
+		return 0;
+	sc = realloc(m->sc, len + 1);
+	if (sc)
+		m->sc = sc;
+	tab = sc ? realloc(m->tab, p->sc * 256 * m->to->size) : NULL;
+	if (!tab)
+		return diag_nomem(d);
+	m->tab = tab;
+	m->row = 0;
+	got = ckpt_tensor_read(m->c, s, sc, len, 0, d);
+	if (got >= 0 && (uint64_t)got != len)
+		got = diag_corrupt(d, DIAG_NO_OFFSET, "%s ends early",
+				   p->s->name);
+	if (got < 0)
+		return (int)got;
+	if (m->lut_of != p->from) {
+		for (unsigned i = 0; i < 256; i++)
+			codes[i] = (uint8_t)i;
+		cvt_elems(p->from, f32, false, CVT_TORCH2, codes, m->lut, 256);
+		m->lut_of = p->from;
+	}
+	m->cur = k + 1;
+	return 0;
+}
+
+/*
+ * Block row @br of pair @p: for each of its blocks the 256 float8 codes
+ * times the block's scale, in float32, rounded to m->to.  A block's
+ * elements are then a lookup each, bit for bit what the multiply and
+ * cvt_elems() give one by one (each code meets the same scale).
+ */
+static void made_tables(struct cvt_made *m, const struct pair *p,
+			uint64_t br)
+{
+	const struct ckpt_dtype *f32 = ckpt_dtype_by_name("float32");
+	size_t one = 256 * m->to->size;
+
+	for (uint64_t j = 0; j < p->sc; j++) {
+		float s = m->sc[br * p->sc + j];
+
+		for (unsigned i = 0; i < 256; i++)
+			m->x[i] = m->lut[i] * s;
+		cvt_elems(f32, m->to, false, CVT_TORCH2, m->x, m->tab + j * one,
+			  256);
+	}
+	m->row = br + 1;
+}
+
+/* Elements [@e0, @e0 + @n) of @p's weight (@w, float8 codes), scaled and
+ * rounded, into @out. */
+static void made_run(struct cvt_made *m, const struct pair *p,
+		     const uint8_t *w, uint64_t e0, uint64_t n, void *out)
 {
 	uint64_t r = e0 / p->cols, col = e0 % p->cols;
+	unsigned char *o = out;
 
 	while (n) {
-		const float *row = sc + (r / p->bm) * p->sc;
 		uint64_t end = p->cols - col < n ? p->cols : col + n;
 
+		if (m->row != r / p->bm + 1)
+			made_tables(m, p, r / p->bm);
 		n -= end - col;
 		while (col < end) {
 			uint64_t b = col / p->bn, stop = (b + 1) * p->bn;
-			float s = row[b];
+			const unsigned char *t = m->tab + b * 256 * m->to->size;
 
 			if (stop > end)
 				stop = end;
-			for (; col < stop; col++)
-				*x++ = lut[*w++] * s;
+			/* memcpy: @out need not be aligned; each is one move */
+			if (m->to->size == 2)
+				for (; col < stop; col++, o += 2)
+					memcpy(o, t + 2 * *w++, 2);
+			else
+				for (; col < stop; col++, o += 4)
+					memcpy(o, t + 4 * *w++, 4);
 		}
 		r++;
 		col = 0;
 	}
 }
 
-/* Pair @p's new bytes, elements of @to, into @fd at @off. */
-static int dequant_one(struct ckpt *c, const struct pair *p,
-		       const struct ckpt_dtype *to, int fd, uint64_t off,
-		       struct diag *d)
+static long long made_read(void *arg, const struct ckpt_tensor *t, void *buf,
+			   uint64_t len, uint64_t pos, struct diag *d)
 {
-	const struct ckpt_dtype *f32 = ckpt_dtype_by_name("float32");
-	const struct ckpt_tensor *w = p->w->tensor, *s = p->s->tensor;
-	uint64_t n = w->numel;
-	float lut[256], *sc = malloc(s->numel * sizeof(float) + 1);
-	float *x = malloc(CHUNK * sizeof(float));
-	uint8_t codes[256], *in = malloc(CHUNK), *out = malloc(CHUNK *
-							       to->size);
-	long long got;
-	int rc = 0;
+	struct cvt_made *m = arg;
+	uint32_t k = m->by[t->storage->index] - 1;
+	const struct pair *p = &m->v[k];
+	uint64_t osz = m->to->size, numel = p->rows * p->cols, done = 0;
+	int rc = made_load(m, k, d);
 
-	if (!sc || !x || !in || !out) {
-		rc = diag_nomem(d);
-		goto out;
-	}
-	for (unsigned i = 0; i < 256; i++)
-		codes[i] = (uint8_t)i;
-	cvt_elems(p->from, f32, false, CVT_TORCH2, codes, lut, 256);
-	got = ckpt_tensor_read(c, s, sc, s->numel * sizeof(float), 0, d);
-	if (got >= 0 && (uint64_t)got != s->numel * sizeof(float))
-		got = diag_corrupt(d, DIAG_NO_OFFSET, "%s ends early",
-				   p->s->name);
-	rc = got < 0 ? (int)got : 0;
-	for (uint64_t i = 0; i < n && !rc; i += CHUNK) {
-		uint64_t k = n - i < CHUNK ? n - i : CHUNK;
+	if (rc)
+		return rc;
+	if (pos >= numel * osz)
+		return 0;
+	if (len > numel * osz - pos)
+		len = numel * osz - pos;
+	while (done < len) {
+		uint64_t e0 = (pos + done) / osz, skip = (pos + done) % osz;
+		uint64_t ne = (skip + len - done + osz - 1) / osz, n;
+		long long got;
 
-		got = ckpt_tensor_read(c, w, in, k, i, d);
-		if (got >= 0 && (uint64_t)got != k)
+		ne = ne < CHUNK ? ne : CHUNK;
+		got = ckpt_tensor_read(m->c, &m->raw_t[k], m->in, ne, e0, d);
+		if (got >= 0 && (uint64_t)got != ne)
 			got = diag_corrupt(d, DIAG_NO_OFFSET, "%s ends early",
 					   p->w->name);
-		if (got < 0) {
-			rc = (int)got;
-			break;
+		if (got < 0)
+			return got;
+		n = ne * osz - skip < len - done ? ne * osz - skip : len - done;
+		if (!skip && n == ne * osz) {	/* whole elements: in place */
+			made_run(m, p, m->in, e0, ne, (char *)buf + done);
+		} else {
+			made_run(m, p, m->in, e0, ne, m->out);
+			memcpy((unsigned char *)buf + done, m->out + skip, n);
 		}
-		scale_run(p, sc, lut, in, i, k, x);
-		cvt_elems(f32, to, false, CVT_TORCH2, x, out, k);
-		rc = io_pwrite_full(fd, out, k * to->size,
-				    off + i * to->size);
-		if (rc)
-			diag_errno(d, rc, "%s dequantized: %s", p->w->name,
-				   strerror(-rc));
+		done += n;
 	}
-out:
-	free(sc);
-	free(x);
-	free(in);
-	free(out);
-	return rc;
+	return (long long)len;
+}
+
+void cvt_made_free(struct cvt_made *m)
+{
+	if (!m)
+		return;
+	if (m->c->made == &m->hooks)
+		m->c->made = NULL;
+	for (uint32_t i = 0; i < m->n; i++)
+		ckpt_storage_uninflate(&m->raw_s[i]);
+	free(m->v);
+	free(m->raw_s);
+	free(m->raw_t);
+	free(m->by);
+	free(m->sc);
+	free(m->tab);
+	free(m->in);
+	free(m->out);
+	free(m);
 }
 
 /* What -v says of @p. */
+
 static void tell(const struct cvt_scale_opt *o, const struct pair *p)
 {
 	char what[400], a[64], b[64];
@@ -420,37 +542,78 @@ static void tell(const struct cvt_scale_opt *o, const struct pair *p)
 	free(path);
 }
 
-int cvt_dequant(struct ckpt *c, const struct cvt_scale_opt *o, int *tmpfd,
-		struct cvt_scale_stats *st, struct diag *d)
+/* The pairs as made-when-read weights of @c: *@out. */
+static int made_new(struct ckpt *c, const struct ckpt_dtype *to,
+		    struct pair *v, uint32_t n, struct cvt_made **out,
+		    struct diag *d)
 {
-	struct pair *v = NULL;
-	uint64_t off = 0;
-	uint32_t n = 0;
-	int fd = -1, rc;
+	struct cvt_made *m = calloc(1, sizeof(*m));
 
-	*tmpfd = -1;
-	memset(st, 0, sizeof(*st));
-	if (c->byteorder && !strcmp(c->byteorder, "big"))
-		return diag_unsupported(d, DIAG_NO_OFFSET, "a big-endian "
-					"checkpoint: --dequant reads "
-					"little-endian scales only");
-	rc = find_pairs(c, o, &v, &n, d);
-	if (!rc && n && (fd = cvt_tmpfile(o->near, d)) < 0)
-		rc = fd;
-	for (uint32_t i = 0; i < n && !rc; i++) {
+	if (m) {
+		m->v = v;
+		m->n = n;
+		m->nst = c->nstorages;
+		m->raw_s = calloc(n + 1, sizeof(*m->raw_s));
+		m->raw_t = calloc(n + 1, sizeof(*m->raw_t));
+		m->by = calloc(m->nst + 1, sizeof(*m->by));
+		m->in = malloc(CHUNK);
+		m->out = malloc(CHUNK * to->size);
+	}
+	if (!m || !m->raw_s || !m->raw_t || !m->by || !m->in || !m->out) {
+		if (m)
+			cvt_made_free(m);
+		else
+			free(v);
+		return diag_nomem(d);
+	}
+	m->c = c;
+	m->to = to;
+	m->hooks = (struct ckpt_made){ made_tensor, made_read, m };
+	for (uint32_t i = 0; i < n; i++) {
 		struct ckpt_tensor *w = v[i].w->tensor;
-		struct ckpt_storage *s = w->storage;
-		uint64_t was = s->nbytes;
 
-		rc = dequant_one(c, &v[i], o->to, fd, off, d);
-		if (rc)
-			break;
+		/* the record as it was; an inflated copy is made again for
+		   it (the re-type below drops the storage's) */
+		m->raw_s[i] = *w->storage;
+		m->raw_s[i].zdone = false;
+		m->raw_t[i] = *w;
+		m->raw_t[i].storage = &m->raw_s[i];
+		m->by[w->storage->index] = i + 1;
+	}
+	*out = m;
+	return 0;
+}
+
+int cvt_dequant(struct ckpt *c, const struct cvt_scale_opt *o,
+		struct cvt_made **made, struct cvt_scale_stats *st,
+		struct diag *d)
+{
+	struct cvt_made *m = NULL;
+	struct pair *v = NULL;
+	uint32_t n = 0;
+	int rc;
+
+	*made = NULL;
+	memset(st, 0, sizeof(*st));
+	rc = cvt_scale_collect(c, find_pair, o, sizeof(*v), (void **)&v, &n,
+			       d);
+	if (rc || !n) {
+		free(v);
+		return rc;
+	}
+	rc = made_new(c, o->to, v, n, &m, d);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < n; i++) {
+		struct ckpt_storage *s = v[i].w->tensor->storage;
+
 		tell(o, &v[i]);
-		cvt_storage_retype(c, s, v[i].from, o->to, fd, off);
 		st->weights++;
-		st->bytes_in += was;
+		st->bytes_in += s->nbytes;
+		/* no bytes anywhere: fd -1 fails any read that bypasses
+		   c->made */
+		cvt_storage_retype(c, s, v[i].from, o->to, -1, 0);
 		st->bytes_out += s->nbytes;
-		off += s->nbytes;
 		ckpt_node_drop(c, v[i].s->parent, v[i].s);
 		st->scales++;
 		if (v[i].in && !v[i].in->dead) {
@@ -458,12 +621,7 @@ int cvt_dequant(struct ckpt *c, const struct cvt_scale_opt *o, int *tmpfd,
 			st->scales++;
 		}
 	}
-	free(v);
-	if (rc) {
-		if (fd >= 0)
-			close(fd);
-		return rc;
-	}
-	*tmpfd = fd;
+	c->made = &m->hooks;
+	*made = m;
 	return 0;
 }

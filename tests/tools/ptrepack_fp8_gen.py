@@ -18,7 +18,9 @@ torch 2.x: 1.13 has no float8).  Inputs (in OUTDIR/in):
                 and what the reference leaves alone (embed_tokens, norms,
                 lm_head, a MoE router's gate, a 1-d bias); as plain.pt,
                 plain.safetensors, plain_hf/ and plain_dcp/
-  bad_*.safetensors  one fault each, for refusals
+  bad_*.safetensors  one fault each, for refusals; bad_tie.pt: two
+                names of one float8 storage, each with a scale, and of
+                one float32 one
 
 Expected results (OUTDIR/want), computed here in torch on CPU:
   dequant_block_{bf16,fp16,fp32}.pt, dequant_ct_bf16.pt: the block loops
@@ -247,4 +249,10 @@ bad = {
 }
 for k, sd in bad.items():
     save_file(sd, os.path.join(IN, 'bad_%s.safetensors' % k))
+# two names of one storage (torch.save keeps the tie; safetensors cannot)
+tw, tx = codes((100, 70), E4), torch.randn(100, 70)
+torch.save({'a.weight': tw, 'b.weight': tw, 'a.weight_scale_inv':
+            torch.rand(1, 1), 'b.weight_scale_inv': torch.rand(1, 1),
+            'x.weight': tx, 'y.weight': tx},
+           os.path.join(IN, 'bad_tie.pt'))
 print('generated under torch', torch.__version__)
