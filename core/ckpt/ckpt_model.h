@@ -78,7 +78,7 @@ bool ckpt_many_file(const struct ckpt *c, uint32_t i, const char **name,
 
 /*
  * Storages whose bytes are made when they are read, not kept anywhere
- * (ptrepack --dequant, core/cvt/cvt_scale.c: a float8 weight comes out
+ * (ptrepack --dequant, core/cvt/cvt_dequant.c: a float8 weight comes out
  * widened as the writer reads it, never staged whole).  @tensor: the
  * tensor over all of storage @s when @s is one (identity: a copy of the
  * struct is not), else NULL; @read: bytes [@pos, @pos + @len) of its

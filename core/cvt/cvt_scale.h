@@ -3,7 +3,8 @@
  * (ptrepack --dequant and --quant; docs/user-guide.md, "Scaled float8").
  *
  *   cvt_scale.c   the pairs (X.weight beside X.weight_scale_inv or
- *                 X.weight_scale), their checks, and dequantization
+ *                 X.weight_scale) and their checks; what both ways share
+ *   cvt_dequant.c dequantization, made as the writer reads
  *   cvt_quant.c   block quantization as DeepSeek-V3's weight_quant does it
  *   cvt_hfcfg.c   config.json without its quantization_config
  *
@@ -90,7 +91,7 @@ void cvt_made_free(struct cvt_made *m);
 int cvt_quant(struct ckpt *c, const struct cvt_scale_opt *o, int *tmpfd,
 	      struct cvt_scale_stats *st, struct diag *d);
 
-/* ---- shared by cvt_scale.c and cvt_quant.c ---- */
+/* ---- shared by both ways ---- */
 
 /*
  * May storage @s be converted as one weight @t (@to its new dtype):
