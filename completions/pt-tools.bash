@@ -23,8 +23,8 @@ _pt_tools_opts()
 		--head --start --count --stride -p -a -r -n" ;;
 	ptverify) echo "$common --no-crc -n" ;;
 	ptrepack) echo "$common --repickle --drop-unused --clone --align
-		--dtype --only --torch --format --drop-values --max-shard-size
-		--ranks --no-crc --verbose -P -d -C -A -n -v" ;;
+		--dtype --only --torch --dequant --quant --format --drop-values
+		--max-shard-size --ranks --no-crc --verbose -P -d -C -A -n -v" ;;
 	ptdiff) echo "$common --atol --rtol --rel-l2 --nan-differ --ignore-layout
 		--ignore-dtype --count --sort --verbose -v" ;;
 	# ptfs's own (--discard is its umount's, named in its synopsis; the
@@ -97,6 +97,14 @@ _pt_tools()
 	--torch)
 		mapfile -t COMPREPLY < <(compgen -W "2 1.13" -- "$cur")
 		return 0 ;;
+	--dequant)
+		mapfile -t COMPREPLY < <(compgen -W "bf16 float16 float32" \
+			-- "$cur")
+		return 0 ;;
+	--quant)
+		mapfile -t COMPREPLY < <(compgen -W "fp8-block fp8-block:128" \
+			-- "$cur")
+		return 0 ;;
 	--format)
 		mapfile -t COMPREPLY < <(compgen -W "pt safetensors dcp hf" -- "$cur")
 		return 0 ;;
@@ -140,6 +148,7 @@ _pt_tools()
 		for ((i = 1; i < COMP_CWORD; i++)); do
 			case ${COMP_WORDS[i]} in
 			--atol|--rtol|--rel-l2|--count|--dtype|--only|--torch|\
+			--dequant|--quant|\
 			--format|--align|-A|--max-shard-size|--ranks) ((i++)) ;;
 			-*) ;;
 			*) ((npos++)) || ckpt=${COMP_WORDS[i]} ;;

@@ -29,6 +29,7 @@
 #include "cli_io.h"
 #include "ptrepack_cvt.h"
 #include "ptrepack_in.h"
+#include "ptrepack_quant.h"
 #include "ptrepack_st.h"
 #include "diag/diag.h"
 #include "json_out.h"
@@ -55,13 +56,24 @@ static void usage(FILE *f)
 	      "                     .safetensors, .pt/.pth/.bin/.ckpt, or "
 	      "dcp for a\n"
 	      "                     trailing '/'; else IN's format)\n", f);
-	/* the formats with writers of their own, from the table */
-	for (size_t i = 0; ckpt_formats[i]; i++)
-		if (ckpt_formats[i]->write)
-			fprintf(f, "                     or %s (%s), with "
-				"--%s-OPTION VALUE: ptrepack(1)\n",
-				ckpt_formats[i]->name, ckpt_formats[i]->out_ext,
-				ckpt_formats[i]->name);
+	/* the formats with writers of their own, from the table, and
+	   their writers' options (the completions read them here) */
+	for (size_t i = 0; ckpt_formats[i]; i++) {
+		const struct ckpt_fmt *w = ckpt_formats[i];
+		const char *o = w->out_opts ? w->out_opts : "";
+
+		if (!w->write)
+			continue;
+		fprintf(f, "                     or %s (%s); its writer's "
+			"options:", w->name, w->out_ext);
+		while (*o) {
+			size_t n = strcspn(o, " ");
+
+			fprintf(f, " --%s-%.*s", w->name, (int)n, o);
+			o += n + (o[n] == ' ');
+		}
+		fputs(" VALUE (ptrepack(1))\n", f);
+	}
 	fputs(
 	      "      --max-shard-size SIZE  write OUT/ as a Hugging Face "
 	      "folder of\n"
@@ -96,8 +108,19 @@ static void usage(FILE *f)
 	      "float8_e5m2,\n"
 	      "                     float8_e4m3fnuz, float8_e5m2fnuz), rounding "
 	      "as .to() does\n"
-	      "      --only GLOB    with --dtype: only tensors whose key path "
-	      "matches GLOB\n"
+	      "      --dequant TYPE scaled float8 weights (X.weight with "
+	      "X.weight_scale_inv\n"
+	      "                     or X.weight_scale) to TYPE (bf16, float16, "
+	      "float32),\n"
+	      "                     the scale tensors dropped\n"
+	      "      --quant fp8-block[:N]  2-d *.weight tensors to "
+	      "float8_e4m3fn in NxN\n"
+	      "                     blocks (default 128) with "
+	      "X.weight_scale_inv, as\n"
+	      "                     DeepSeek-V3 ships them\n"
+	      "      --only GLOB    with --dtype, --dequant or --quant: only "
+	      "tensors whose\n"
+	      "                     key path matches GLOB\n"
 	      "      --torch VER    with --dtype: NaN patterns of torch VER "
 	      "(2 or 1.13)\n"
 	      "  -n, --no-crc       do not check the records' CRC-32s first "
@@ -246,6 +269,8 @@ int main(int argc, char **argv)
 		{ "dtype", required_argument, NULL, 't' + 256 },
 		{ "only", required_argument, NULL, 'o' + 256 },
 		{ "torch", required_argument, NULL, 'T' + 256 },
+		{ "dequant", required_argument, NULL, 'q' + 256 },
+		{ "quant", required_argument, NULL, 'Q' + 256 },
 		{ "format", required_argument, NULL, 'f' + 256 },
 		{ "drop-values", no_argument, NULL, 'D' + 256 },
 		{ "ranks", required_argument, NULL, 'R' + 256 },
@@ -266,12 +291,13 @@ int main(int argc, char **argv)
 	bool verbose = false, json = false, quiet = false, no_crc = false;
 	struct in_roots roots = { 0 };
 	struct cvt_opt cv = { .tmpfd = -1, .dec_fd = -1 };
+	struct qnt_opt qo = { .tmpfd = -1 };
 	/* static: the writer options it holds (malloc'd) stay reachable to
 	   the end, whichever return ends main */
 	static struct st_opt so;
 	enum cli_out how;
 	char *target = NULL;
-	const char *out;
+	const char *out, *near;
 	FILE *sf;
 	struct ckpt *c;
 	struct diag d;
@@ -312,6 +338,11 @@ int main(int argc, char **argv)
 		case 'o' + 256:
 		case 'T' + 256:
 			if (cvt_opt_parse(&cv, ch - 256, optarg))
+				return CLI_ERROR;
+			break;
+		case 'q' + 256:
+		case 'Q' + 256:
+			if (qnt_opt_parse(&qo, ch - 256, optarg))
 				return CLI_ERROR;
 			break;
 		case 'f' + 256:
@@ -362,7 +393,8 @@ int main(int argc, char **argv)
 			  "subtree into a .pt first)", argv[optind + 1]);
 		return CLI_ERROR;
 	}
-	if (cvt_opt_check(&cv, o.clone_pct))
+	if (qnt_opt_check(&qo, &cv, o.clone_pct) ||
+	    cvt_opt_check(&cv, o.clone_pct))
 		return CLI_ERROR;
 	out = argv[optind + 1];
 	if (st_opt_dcp(&so, out) && cv.to)
@@ -419,14 +451,15 @@ int main(int argc, char **argv)
 	}
 	/* converted storages are spooled beside OUT, or in $TMPDIR for a
 	   stream */
+	near = how == CLI_OUT_STDOUT || how == CLI_OUT_STREAM ? spool_near() :
+	       target ? target : out;
 	if (!rc)
-		rc = cvt_opt_decode(&cv, c, &o, how == CLI_OUT_STDOUT ||
-				    how == CLI_OUT_STREAM ? spool_near() :
-				    target ? target : out, &d);
+		rc = cvt_opt_decode(&cv, c, &o, near, &d);
 	if (!rc && cv.to)
-		rc = cvt_opt_run(&cv, c, how == CLI_OUT_STDOUT ||
-				 how == CLI_OUT_STREAM ? spool_near() :
-				 target ? target : out, &d);
+		rc = cvt_opt_run(&cv, c, near, &d);
+	qo.verbose = verbose;
+	if (!rc && qnt_opt_on(&qo))
+		rc = qnt_opt_run(&qo, c, near, &o, &d);
 	if (!rc && how == CLI_OUT_STDOUT) {
 		diag_init(&d, "(stdout)");
 		rc = write_stream(c, STDOUT_FILENO, &o, &sb, &d);
@@ -452,6 +485,7 @@ int main(int argc, char **argv)
 			diag_errno(&d, rc, "%s", strerror(-rc));
 		cli_diag(&d);
 		cvt_opt_release(&cv);
+		qnt_opt_release(&qo);
 		in_roots_release(&roots);
 		ckpt_close(c);
 		return CLI_ERROR;
@@ -485,7 +519,12 @@ int main(int argc, char **argv)
 	}
 	if (verbose && cv.to && !json && !quiet && how != CLI_OUT_STDOUT)
 		cvt_opt_report(&cv);
+	if (qnt_opt_on(&qo) && !quiet)
+		qnt_opt_report(&qo, json || how == CLI_OUT_STDOUT ? stderr :
+			       stdout, out, o.to == CKPT_OUT_HF ?
+			       (hs.shards ? hs.shards : 1) : 0);
 	cvt_opt_release(&cv);
+	qnt_opt_release(&qo);
 	in_roots_release(&roots);
 	ckpt_close(c);
 	return cli_finish(CLI_OK);

@@ -174,19 +174,27 @@ int ckpt_write_back(struct ckpt *c, const char *output, const char *path,
 
 /* ---- storage reads ---- */
 
+/* The tensor over made storage @s (ckpt_model.h), or NULL. */
+static const struct ckpt_tensor *made(const struct ckpt *c,
+				      const struct ckpt_storage *s)
+{
+	return c->made && s ? c->made->tensor(c->made->arg, s) : NULL;
+}
+
 bool ckpt_storage_pieced(const struct ckpt *c, const struct ckpt_storage *s)
 {
 	const struct ckpt_fmt *m = ckpt_fmt(c);
 
-	return m->pieced && m->pieced(c, s);
+	return made(c, s) || (m->pieced && m->pieced(c, s));
 }
 
 const struct ckpt_tensor *ckpt_pieced_tensor(const struct ckpt *c,
 					     const struct ckpt_storage *s)
 {
 	const struct ckpt_fmt *m = ckpt_fmt(c);
+	const struct ckpt_tensor *t = made(c, s);
 
-	return m->pieced_tensor ? m->pieced_tensor(c, s) : NULL;
+	return t ? t : m->pieced_tensor ? m->pieced_tensor(c, s) : NULL;
 }
 
 int ckpt_pieced_where(struct ckpt *c, const struct ckpt_tensor *t,
@@ -195,6 +203,9 @@ int ckpt_pieced_where(struct ckpt *c, const struct ckpt_tensor *t,
 {
 	const struct ckpt_fmt *m = ckpt_fmt(c);
 
+	if (made(c, t->storage))
+		return diag_unsupported(d, DIAG_NO_OFFSET, "its bytes are made "
+					"when read: they lie nowhere");
 	if (!m->pieced_where)
 		return diag_set(d, -EINVAL, DIAG_NO_OFFSET, "not a tensor in "
 				"pieces");
@@ -207,6 +218,8 @@ long long ckpt_pieced_read(struct ckpt *c, const struct ckpt_tensor *t,
 {
 	const struct ckpt_fmt *m = ckpt_fmt(c);
 
+	if (made(c, t->storage))
+		return c->made->read(c->made->arg, t, buf, len, pos, d);
 	if (!m->pieced_read)
 		return diag_set(d, -EINVAL, DIAG_NO_OFFSET, "not a tensor in "
 				"pieces");

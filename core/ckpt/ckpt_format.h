@@ -341,9 +341,11 @@ int ckpt_write_back(struct ckpt *c, const char *output, const char *path,
 
 /*
  * Does storage @s gather its bytes from more than one place (a DCP tensor
- * split into chunks, not staged in an overlay)?  Then ckpt_storage_data()
- * has no answer for it; ckpt_tensor_read() and ckpt_pieced_where() do, and
- * ckpt_pieced_tensor() is the tensor over all of it (else NULL).
+ * split into chunks, not staged in an overlay), or are they made when
+ * read (c->made: ptrepack --dequant)?  Then ckpt_storage_data() has no
+ * answer for it; ckpt_tensor_read() and ckpt_pieced_where() do (a made
+ * storage has no where: -ENOTSUP), and ckpt_pieced_tensor() is the
+ * tensor over all of it (else NULL).
  */
 bool ckpt_storage_pieced(const struct ckpt *c, const struct ckpt_storage *s);
 const struct ckpt_tensor *ckpt_pieced_tensor(const struct ckpt *c,

@@ -87,6 +87,23 @@ bool ckpt_many_file(const struct ckpt *c, uint32_t i, const char **name,
 		    int *fd);
 
 
+/*
+ * Storages whose bytes are made when they are read, not kept anywhere
+ * (ptrepack --dequant, core/cvt/cvt_dequant.c: a float8 weight comes out
+ * widened as the writer reads it, never staged whole).  @tensor: the
+ * tensor over all of storage @s when @s is one (identity: a copy of the
+ * struct is not), else NULL; @read: bytes [@pos, @pos + @len) of its
+ * row-major contents into @buf, as ckpt_tensor_read().  The writers ask
+ * through ckpt_storage_pieced(), so each streams them.
+ */
+struct ckpt_made {
+	const struct ckpt_tensor *(*tensor)(void *arg,
+					    const struct ckpt_storage *s);
+	long long (*read)(void *arg, const struct ckpt_tensor *t, void *buf,
+			  uint64_t len, uint64_t pos, struct diag *d);
+	void *arg;
+};
+
 struct ckpt {
 	const char *path;	/* borrowed (a URL: as shown, in the arena) */
 	int fd;			/* owned */
@@ -144,6 +161,8 @@ struct ckpt {
 	/* CKPT_GGUF: its key/values and tensor infos (core/fmt/gguf/gguf.h,
 	   in the arena) */
 	struct gguf *gguf;
+	/* storages made when read (see above), or NULL; borrowed */
+	const struct ckpt_made *made;
 	/* a model of several pickles (a sharded folder's shards, a DCP
 	   directory's values): where each one's nodes begin (ckpt_int.h) */
 	struct ckpt_vdoc *vdocs;

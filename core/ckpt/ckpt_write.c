@@ -98,16 +98,17 @@ static int storage_source(struct out *w, struct ckpt_storage *s,
 
 	memset(src, 0, sizeof(*src));
 	src->len = cut ? w->r->keep[s->index] : s->nbytes;
-	if (s->fd != owner->fd) {
-		src->fd = s->fd;
-		src->off = s->data_off + from;	/* 0 in an overlay file */
-		rc = 0;
-	} else if (ckpt_storage_pieced(c, s)) {
-		/* a DCP tensor cut in chunks: gathered in order */
+	if (ckpt_storage_pieced(c, s)) {
+		/* a DCP tensor cut in chunks (never one staged in an
+		   overlay), or one made when read: gathered in order */
 		w->pieced = (struct ckpt_tread){ c, ckpt_pieced_tensor(c, s) };
 		src->read = ckpt_tread;
 		src->read_arg = &w->pieced;
 		src->off = from;
+		rc = 0;
+	} else if (s->fd != owner->fd) {
+		src->fd = s->fd;
+		src->off = s->data_off + from;	/* 0 in an overlay file */
 		rc = 0;
 	} else {
 		/* a deflated record is written stored, from its inflated

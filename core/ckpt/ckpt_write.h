@@ -51,6 +51,7 @@ enum ckpt_out {
 				   descriptor's writer (ckpt_format.h) */
 };
 
+struct sbuf;
 struct stat;
 struct ckpt_write_opts {
 	uint8_t to;		/* enum ckpt_out */
@@ -97,6 +98,13 @@ struct ckpt_write_opts {
 	/* Hugging Face folder output: a shard's bytes at most (a tensor
 	   larger gets a shard of its own); 0: one file */
 	uint64_t max_shard;
+	/* Hugging Face folder output: a sharded folder's other file @name
+	   (@size bytes at @fd), about to be copied: 1 with its new bytes in
+	   @out (the caller frees out->p), 0 to copy it as it is, or -errno
+	   with @d set (ptrepack --dequant's config.json); NULL: copy all */
+	int (*rewrite)(void *arg, const char *name, int fd, uint64_t size,
+		       struct sbuf *out, struct diag *d);
+	void *rewrite_arg;
 	/* ckpt_save(): the temporary is ".NAME.ptfs-new.<tmp_tag>" made with
 	   O_EXCL (NULL: a mkstemp() name); @check runs before anything is
 	   read (CKPT_SAVE_START, @st NULL) and just before the rename

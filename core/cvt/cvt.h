@@ -139,8 +139,12 @@ int cvt_ckpt(struct ckpt *c, const struct ckpt_dtype *to,
 void cvt_storage_set(struct ckpt_storage *s, uint64_t n,
 		     const struct ckpt_dtype *to, int fd, uint64_t off);
 
-/* A temporary file beside @near (the output path), unlinked at once: its
- * fd, or -errno with @d set. */
+/*
+ * A new temporary file beside @near (the output path; a trailing '/' is
+ * a directory's, which gets it beside itself), unlinked at once, so that
+ * converted bytes lie on the output's file system: its descriptor (the
+ * caller closes it), or -errno with @d set.
+ */
 int cvt_tmpfile(const char *near, struct diag *d);
 
 /* ---- coded tensors (cvt_coded.c) ---- */

@@ -337,9 +337,15 @@ out:
 
 int cvt_tmpfile(const char *near, struct diag *d)
 {
-	char *tmp = io_beside(near, ".ptfs-cvt.XXXXXX");
+	size_t n = strlen(near);
+	char *base = strdup(near), *tmp;
 	int fd;
 
+	/* a directory output (OUT/): beside the directory */
+	while (base && n > 1 && base[n - 1] == '/')
+		base[--n] = 0;
+	tmp = base ? io_beside(base, ".ptfs-cvt.XXXXXX") : NULL;
+	free(base);
 	if (!tmp)
 		return diag_nomem(d);
 	fd = mkstemp(tmp);

@@ -24,6 +24,9 @@ else
 	echo "bench_reflink.py: needs root (loop devices), skipped"
 fi
 /usr/bin/python3 tests/bench/bench_cvt.py build/ptrepack "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
+# ptrepack --dequant of 2 GB of block float8 against cp and torch: the
+# torch 2.x root (its files go in the root's /tmp)
+/usr/bin/python3 tests/bench/bench_fp8.py build/ptrepack
 /usr/bin/python3 tests/bench/bench_hfshards.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 # ptverify against the number of DCP chunks, ptls on repeated chunk references
 /usr/bin/python3 tests/bench/bench_dcpverify.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"

@@ -80,36 +80,13 @@ conv legacy.pt bfloat16
 conv deflated.pt float16
 conv legacy.pt float64
 
-run_py "$inner/ptrepack_dtype_check.py" "$inner/manifest.tsv" \
-	>"$work/check.out" 2>"$work/check.err"
-grep -v "UCX\|cpuinfo" "$work/check.err" | tail -n 5
-while read -r word rest; do
-	case $word in
-	ok) ok "$rest" ;;
-	*) bad "$rest" ;;
-	esac
-done <<EOF
-$(grep -E '^(ok|FAIL) ' "$work/check.out")
-EOF
-[ "$(grep -cE '^(ok|FAIL) ' "$work/check.out")" = "$(grep -c . "$man")" ] ||
-	bad "ptrepack_dtype_check.py checked $(grep -cE '^(ok|FAIL) ' "$work/check.out") of $(grep -c . "$man") files"
+run_checks ptrepack_dtype_check.py manifest.tsv
 
-# refuse ARGS... : exit 2, one line on stderr naming why, no OUT
+# refuse WANT ARGS...: ptrepack ARGS... OUT refused, WANT named, no OUT
 refuse() {
 	want=$1
 	shift
-	rm -f "$work/no.pt"
-	"$ptrepack" "$@" "$work/no.pt" >"$work/out" 2>"$work/err"
-	st=$?
-	# one line; a usage error adds the synopsis and "Try ..."
-	if [ $st = 2 ] && [ "$(grep -vc "^usage: \|^Try " "$work/err")" = 1 ] &&
-	   head -n 1 "$work/err" | grep -q -- "$want" &&
-	   [ ! -e "$work/no.pt" ] &&
-	   ! grep -q "Sanitizer\|runtime error" "$work/err"; then
-		ok "refused $*: $(head -n 1 "$work/err")"
-	else
-		bad "ptrepack $*: status $st, stderr: $(cat "$work/err")"
-	fi
+	refused "$want" "$work/no.pt" "$ptrepack" "$@"
 }
 g=$work/gen
 refuse "shares storage" --dtype bfloat16 --only 'enc/*' "$g/tie.pt"

@@ -120,3 +120,47 @@ torch_select_writer() {
 	groot=$root gwork=$work ginner=$inner
 	[ "$1" = 2 ] || torch_select "$1" "$2" "$3"
 }
+
+# run_checks SCRIPT MANIFEST: run the python SCRIPT (in $inner) on
+# MANIFEST (a file in $work, one case a line), which prints "ok CASE" or
+# "FAIL CASE: why" for each; each becomes the caller's ok or bad (its
+# own functions), and a count that differs from MANIFEST's lines is one
+# bad more.  The script's stderr but torch's start-up noise is shown.
+run_checks() {
+	run_py "$inner/$1" "$inner/$2" >"$work/check.out" 2>"$work/check.err"
+	grep -v "UCX\|cpuinfo\|Warning\|return func" "$work/check.err" |
+		tail -n 5
+	while read -r _word _rest; do
+		case $_word in
+		ok) ok "$_rest" ;;
+		*) bad "$_rest" ;;
+		esac
+	done <<EOF
+$(grep -E '^(ok|FAIL) ' "$work/check.out")
+EOF
+	_n=$(grep -cE '^(ok|FAIL) ' "$work/check.out")
+	[ "$_n" = "$(grep -c . "$work/$2")" ] ||
+		bad "$1 checked $_n of $(grep -c . "$work/$2") cases"
+}
+
+# refused WANT OUT CMD ARG...: CMD ARG... OUT must fail as a refusal
+# does: exit 2, one line on stderr (a usage error's synopsis and "Try"
+# lines aside) whose first line matches WANT, no OUT, no sanitizer
+# report; the caller's ok or bad says so.
+refused() {
+	_want=$1 _out=$2
+	shift 2
+	rm -rf "$_out"
+	"$@" "$_out" >"$work/refused.out" 2>"$work/refused.err"
+	_st=$?
+	if [ $_st = 2 ] &&
+	   [ "$(grep -vc "^usage: \|^Try " "$work/refused.err")" = 1 ] &&
+	   head -n 1 "$work/refused.err" | grep -q -- "$_want" &&
+	   [ ! -e "$_out" ] &&
+	   ! grep -q "Sanitizer\|runtime error" "$work/refused.err"; then
+		shift
+		ok "refused $*: $(head -n 1 "$work/refused.err")"
+	else
+		bad "$*: status $_st, stderr: $(cat "$work/refused.err")"
+	fi
+}

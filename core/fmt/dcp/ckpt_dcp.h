@@ -83,6 +83,8 @@ struct ckpt_dcp {
 	struct dcp_chunk *chunks;
 	uint32_t nchunks, chunks_cap;
 	uint32_t *first;	/* by storage index, nstorages + 1 entries */
+	uint32_t ntables;	/* storages first, fqn and tens cover: a later
+				   one (ptrepack --quant's scales) has none */
 	const char **fqn;	/* by storage index: its flattened key */
 	struct ckpt_tensor **tens;	/* by storage index: the tensor of
 					   .metadata over it, or NULL (a

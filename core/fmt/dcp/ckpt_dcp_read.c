@@ -71,6 +71,7 @@ int ckpt_dcp_storage_done(struct ckpt *c, const char *fqn,
 	if (!v)
 		return diag_nomem(d);
 	p->tens = v;
+	p->ntables = n;
 	f[0] = 0;
 	f[n] = p->nchunks;
 	q[n - 1] = fqn ? fqn : c->storages[n - 1]->key;
@@ -114,7 +115,7 @@ static void chunks_of(const struct ckpt *c, const struct ckpt_storage *s,
 	const struct ckpt_dcp *p = c->dcp;
 
 	*b = *e = 0;
-	if (p && p->first && s->index < c->nstorages) {
+	if (p && p->first && s->index < p->ntables) {
 		*b = p->first[s->index];
 		*e = p->first[s->index + 1];
 	}
@@ -133,7 +134,7 @@ const struct ckpt_tensor *dcp_tensor(const struct ckpt *c,
 {
 	const struct ckpt_dcp *p = c->dcp;
 
-	return p && s->index < c->nstorages ? p->tens[s->index] : NULL;
+	return p && s->index < p->ntables ? p->tens[s->index] : NULL;
 }
 
 int ckpt_dcp_storage_data(struct ckpt *c, struct ckpt_storage *s, int *fd,

@@ -197,7 +197,9 @@ static bool ours(const struct hfo *h, const char *name)
 {
 	char buf[64];
 
-	if (!strcmp(name, HF_INDEX) && h->nshards > 1)
+	/* an index is the output's own or none: the input's would name
+	   shards that are not there */
+	if (ckpt_hf_index_name(name))
 		return true;
 	for (uint32_t k = 0; k < h->nshards; k++)
 		if (!strcmp(name, shard_name(h, k, buf, sizeof(buf))))
@@ -205,11 +207,46 @@ static bool ours(const struct hfo *h, const char *name)
 	return false;
 }
 
+/* @m's bytes, or o->rewrite's for it, into a new file of @nd. */
+static int copy_other(struct hfo *h, struct newdir *nd,
+		      const struct src_member *m, uint64_t *size)
+{
+	struct sbuf b = { 0 };
+	int fd, rc = 0;
+
+	if (h->o->rewrite)
+		rc = h->o->rewrite(h->o->rewrite_arg, m->name, m->fd, m->size,
+				   &b, h->d);
+	if (rc == 1) {
+		rc = newdir_put(nd, m->leaf, b.p, b.n, 0666, h->d);
+		*size = b.n;
+		free(b.p);
+		return rc;
+	}
+	free(b.p);
+	if (rc)
+		return rc;
+	fd = openat(nd->dfd, m->leaf, O_WRONLY | O_CREAT | O_EXCL |
+		    O_NOFOLLOW | O_CLOEXEC, 0666);
+	rc = fd < 0 ? -errno : io_copy_range(m->fd, 0, fd, 0, m->size);
+	if (!rc && fsync(fd))
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (rc)
+		return diag_errno(h->d, rc, "%s: cannot copy it: %s", m->path,
+				  strerror(-rc));
+	*size = m->size;
+	return 0;
+}
+
 /* A folder's other files, copied byte for byte (mode as the umask has
  * it for a new file, as save_pretrained's config.json is made). */
-static int copy_others(struct hfo *h, int dfd, struct ckpt_hf_stats *st)
+static int copy_others(struct hfo *h, struct newdir *nd,
+		       struct ckpt_hf_stats *st)
 {
 	uint32_t n = 0;
+	uint64_t size = 0;
 	int rc = ckpt_folder_files(h->c, &n);
 
 	if (rc < 0)
@@ -217,7 +254,6 @@ static int copy_others(struct hfo *h, int dfd, struct ckpt_hf_stats *st)
 				  strerror(-rc));
 	for (uint32_t i = 0; i < n; i++) {
 		const struct src_member *m = ckpt_folder_file(h->c, i);
-		int fd;
 
 		if (!m)
 			continue;	/* not a regular file beneath the root */
@@ -228,18 +264,11 @@ static int copy_others(struct hfo *h, int dfd, struct ckpt_hf_stats *st)
 					   "itself: not copied");
 			continue;
 		}
-		fd = openat(dfd, m->leaf, O_WRONLY | O_CREAT | O_EXCL |
-			    O_NOFOLLOW | O_CLOEXEC, 0666);
-		rc = fd < 0 ? -errno : io_copy_range(m->fd, 0, fd, 0, m->size);
-		if (!rc && fsync(fd))
-			rc = -errno;
-		if (fd >= 0)
-			close(fd);
+		rc = copy_other(h, nd, m, &size);
 		if (rc)
-			return diag_errno(h->d, rc, "%s: cannot copy it: %s",
-					  m->path, strerror(-rc));
+			return rc;
 		st->copied++;
-		st->size += m->size;
+		st->size += size;
 	}
 	return 0;
 }
@@ -310,7 +339,7 @@ int ckpt_hf_write(struct ckpt *c, const char *out,
 		st->size += idx.n;
 	}
 	if (!rc)
-		rc = copy_others(&h, nd.dfd, st);
+		rc = copy_others(&h, &nd, st);
 	if (!rc)
 		rc = newdir_commit(&nd, d);
 	newdir_end(&nd);
