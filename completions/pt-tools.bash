@@ -24,13 +24,28 @@ _pt_tools_opts()
 	ptverify) echo "$common --no-crc -n" ;;
 	ptrepack) echo "$common --repickle --drop-unused --clone --align
 		--dtype --only --torch --dequant --quant --format --drop-values
-		--max-shard-size --ranks --no-crc --verbose -P -d -C -A -n -v" ;;
+		--max-shard-size --ranks --no-crc --verbose -P -d -C -A -n -v
+		$(_pt_writer_opts)" ;;
 	ptdiff) echo "$common --atol --rtol --rel-l2 --nan-differ --ignore-layout
 		--ignore-dtype --count --sort --verbose -v" ;;
 	# ptfs's own (--discard is its umount's, named in its synopsis; the
 	# subcommands' options are offered after them, in _ptfs)
 	ptfs) echo "--help --version --discard -h -V -f -d -s -o" ;;
 	esac
+}
+
+# The formats with writers of their own (gguf) and those writers'
+# options (--gguf-type ...), as ptrepack --help lists them: a format's
+# writer brings its own.
+_pt_writers()
+{
+	"${PTREPACK:-ptrepack}" --help 2>/dev/null |
+		sed -n "s/^ *or \([a-z0-9]*\) (.*its writer's options:.*/\1/p"
+}
+_pt_writer_opts()
+{
+	"${PTREPACK:-ptrepack}" --help 2>/dev/null |
+		sed -n "s/.*its writer's options:\(.*\) VALUE .*/\1/p"
 }
 
 # Key paths of checkpoint $1 that extend $2 by one level (a container
@@ -106,7 +121,7 @@ _pt_tools()
 			-- "$cur")
 		return 0 ;;
 	--format)
-		mapfile -t COMPREPLY < <(compgen -W "pt safetensors dcp hf" -- "$cur")
+		mapfile -t COMPREPLY < <(compgen -W "pt safetensors dcp hf $(_pt_writers)" -- "$cur")
 		return 0 ;;
 	--values)
 		# the checkpoint may come after: look for one on the line

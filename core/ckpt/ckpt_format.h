@@ -174,6 +174,8 @@ struct ckpt_fmt {
 				   (its own writer, below) */
 	const char *out_ext;	/* with a writer: OUT's name ending in it
 				   is written by it (".gguf") */
+	const char *out_opts;	/* its writer's options, space-separated
+				   ("type kv": ptrepack --gguf-type) */
 
 	/* --- opening: the first descriptor that bids opens the file --- */
 	bool (*bid)(const unsigned char *h, size_t n);	/* its first bytes */

@@ -19,7 +19,7 @@ bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 
 # complete WORD... : what TAB offers for the last word, one per line
 complete_words() {
-	(cd "$tmp" && PTLS=$bin/ptls bash -c '. "$1"; shift
+	(cd "$tmp" && PTLS=$bin/ptls PTREPACK=$bin/ptrepack bash -c '. "$1"; shift
 		COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
 		COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
 		if [ "$1" = ptfs ]; then _ptfs; else _pt_tools; fi
@@ -155,7 +155,7 @@ if command -v zsh >/dev/null 2>&1; then
 	lines="$lines|ptls m.safetensors model.block.0.b|ptls dcp model/h|ptls hf/ model.e"
 	set -- ptls ptdump ptverify ptrepack ptdiff
 	for t; do lines="$lines|$t --"; done
-	(IFS='|'; cd "$tmp" && PTLS=$bin/ptls zsh -f "$src/tests/tools/zsh_complete.zsh" \
+	(IFS='|'; cd "$tmp" && PTLS=$bin/ptls PTREPACK=$bin/ptrepack zsh -f "$src/tests/tools/zsh_complete.zsh" \
 		"$tmp/zfunc" $lines) >"$tmp/zsh.out" 2>&1
 	# zoffers N: the matches for LINE N (0: tool=function)
 	zoffers() { sed -n "s/^$1	//p" "$tmp/zsh.out"; }

@@ -262,6 +262,7 @@ const struct ckpt_fmt ckpt_fmt_gguf = {
 	.one = "a GGUF file",
 	.caps = CKPT_CAP_WRITE | CKPT_CAP_OFFSETS | CKPT_CAP_FLAT,
 	.rewrite_as = "file", .out = CKPT_OUT_FMT, .out_ext = ".gguf",
+	.out_opts = "type kv",
 	.converted = ", converted from GGUF", .write = gguf_write,
 	.save = save,
 	.bid = bid, .open = open_gguf, .rules = &rules, .describe = describe,
