@@ -18,6 +18,10 @@
  *                        over another file system's mount (never over
  *                        a ptfs mount)
  *   -o ro                no edits
+ *   -o dequant=TYPE      a read-only view: scaled float8 weights
+ *                        (X.weight beside X.weight_scale_inv or
+ *                        X.weight_scale) as TYPE, made as they are read,
+ *                        their scales hidden (core/cvt/cvt_scale.h)
  *   -o insecure, endpoint=URL, cache=SIZE, connections=N
  *                        a remote checkpoint (a URL; always read-only):
  *                        https unchecked, an S3-compatible store, the
@@ -28,6 +32,7 @@
 #define _DEFAULT_SOURCE 1	/* vsyslog */
 #include "ptfs.h"
 
+#include "cvt/cvt_scale.h"
 #include "diag/diag.h"
 #include "remote/remote.h"
 #include "source/source.h"
@@ -62,6 +67,7 @@ struct opts {
 	char *endpoint;
 	char *cache;
 	unsigned conns;
+	char *dequant;		/* -o dequant=TYPE */
 	int show_help;
 	int show_version;
 };
@@ -81,6 +87,7 @@ static const struct fuse_opt opt_spec[] = {
 	{ "endpoint=%s", offsetof(struct opts, endpoint), 0 },
 	{ "cache=%s", offsetof(struct opts, cache), 0 },
 	{ "connections=%u", offsetof(struct opts, conns), 0 },
+	{ "dequant=%s", offsetof(struct opts, dequant), 0 },
 	/* seen, and kept for the kernel */
 	{ "ro", offsetof(struct opts, ro), 1 },
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
@@ -148,6 +155,10 @@ static void usage(const char *prog)
 	       "(always there\n"
 	       "                           by name) beside each tensor\n"
 	       "    -o ro                  read-only: no edits\n"
+	       "    -o dequant=TYPE        a read-only view with scaled float8 "
+	       "weights as\n"
+	       "                           TYPE (bf16, float16, float32), "
+	       "their scales hidden\n"
 	       "    -o nonempty            mount over a directory that is not "
 	       "empty, or over\n"
 	       "                           another file system's mount point\n"
@@ -405,12 +416,54 @@ static int remote_conf(const struct opts *o)
 	return 0;
 }
 
+/* The model's open: rows save a node per plain tensor, but -o dequant
+ * changes tensors, which rows never are (ckpt.h, "Rows"). */
+static unsigned open_flags(const struct opts *o)
+{
+	return o->dequant ? PTFS_OPEN & ~CKPT_OPEN_ROWS : PTFS_OPEN;
+}
+
+/*
+ * -o dequant=TYPE: the model's scaled float8 weights made TYPE values
+ * when read (*@made, freed before the model), their scales out of the
+ * tree, and the mount read-only: it is a view, with nothing to write
+ * back.  0, or 1 with one line said.
+ */
+static int dequant_view(struct ptfs *fs, struct opts *o,
+			struct cvt_made **made)
+{
+	struct cvt_scale_opt so = { .to = cvt_dequant_dtype(o->dequant) };
+	struct cvt_scale_stats st = { 0 };
+	char line[512];
+	struct diag d;
+
+	if (!so.to) {
+		fprintf(stderr, "ptfs: -o dequant=%s: not bf16, float16 (fp16) "
+			"or float32\n", o->dequant);
+		return 1;
+	}
+	diag_init(&d, o->ckpt);
+	if (cvt_dequant(fs->c, &so, made, &st, &d)) {
+		fprintf(stderr, "ptfs: %s\n", diag_line(&d, line, sizeof(line)));
+		return 1;
+	}
+	if (!st.weights) {
+		fprintf(stderr, "ptfs: %s: -o dequant: no scaled float8 weight "
+			"(X.weight beside X.weight_scale_inv or "
+			"X.weight_scale)\n", o->ckpt);
+		return 1;
+	}
+	o->ro = 1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct opts o = { .timeout = 3600 };
 	struct fuse_cmdline_opts co = { 0 };
 	struct ptfs fs = { 0 };
+	struct cvt_made *made = NULL;
 	struct diag d;
 	char line[512], *dropped = NULL;
 	int rc = 1;
@@ -459,7 +512,7 @@ int main(int argc, char **argv)
 	diag_init(&d, o.ckpt);
 	/* rows: what is only listed costs no node (ckpt.h, "Rows"); a long
 	   list of python scalars is one value file (docs/editing.md) */
-	if (ckpt_open_with(o.ckpt, PTFS_OPEN, &fs.c, &d)) {
+	if (ckpt_open_with(o.ckpt, open_flags(&o), &fs.c, &d)) {
 		fprintf(stderr, "ptfs: %s\n", diag_line(&d, line, sizeof(line)));
 		goto out_args;
 	}
@@ -468,6 +521,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ptfs: %s: %s: not mounted\n", o.ckpt, line);
 		goto out_close;
 	}
+	if (o.dequant && dequant_view(&fs, &o, &made))
+		goto out_close;
 	{
 		char *real = realpath(o.ckpt, NULL);
 
@@ -539,10 +594,13 @@ int main(int argc, char **argv)
 		if (ovl_finished(fs.ovl)) {
 			/* the checkpoint holds the edits now: mount it afresh */
 			ovl_close(fs.ovl);
+			cvt_made_free(made);
+			made = NULL;
 			ckpt_close(fs.c);
 			fs.ovl = NULL;
 			diag_init(&d, o.ckpt);
-			if (ckpt_open_with(o.ckpt, PTFS_OPEN, &fs.c, &d) ||
+			if (ckpt_open_with(o.ckpt, open_flags(&o), &fs.c, &d) ||
+			    (o.dequant && dequant_view(&fs, &o, &made)) ||
 			    ovl_open(fs.c, o.ckpt, &oo, &fs.ovl, &d)) {
 				fprintf(stderr, "ptfs: %s\n",
 					diag_line(&d, line, sizeof(line)));
@@ -579,6 +637,7 @@ out_close:
 	ptfs_ctl_release_all(&fs);
 	ptfs_ino_release(&fs);
 	ovl_close(fs.ovl);
+	cvt_made_free(made);	/* before the model it reads */
 	ckpt_close(fs.c);
 out_args:
 	free(co.mountpoint);
@@ -587,6 +646,7 @@ out_args:
 	free(o.output);
 	free(o.endpoint);
 	free(o.cache);
+	free(o.dequant);
 	fuse_opt_free_args(&args);
 	return rc;
 }

@@ -25,13 +25,7 @@ int qnt_opt_parse(struct qnt_opt *q, int ch, const char *arg)
 
 	q->tmpfd = -1;
 	if (ch == 'q') {
-		if (!strcmp(arg, "bf16") || !strcmp(arg, "bfloat16"))
-			q->to = ckpt_dtype_by_name("bfloat16");
-		else if (!strcmp(arg, "fp16") || !strcmp(arg, "float16"))
-			q->to = ckpt_dtype_by_name("float16");
-		else if (!strcmp(arg, "fp32") || !strcmp(arg, "float32"))
-			q->to = ckpt_dtype_by_name("float32");
-		else
+		if (!(q->to = cvt_dequant_dtype(arg)))
 			return cli_usage("--dequant %s: not bf16, float16 "
 					 "(fp16) or float32", arg);
 		return 0;

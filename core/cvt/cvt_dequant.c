@@ -196,6 +196,20 @@ static long long made_read(void *arg, const struct ckpt_tensor *t, void *buf,
 	return (long long)len;
 }
 
+const struct ckpt_dtype *cvt_dequant_dtype(const char *name)
+{
+	static const char *const names[][3] = {
+		{ "bf16", "bfloat16", "bfloat16" },
+		{ "fp16", "float16", "float16" },
+		{ "fp32", "float32", "float32" },
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
+		if (!strcmp(name, names[i][0]) || !strcmp(name, names[i][1]))
+			return ckpt_dtype_by_name(names[i][2]);
+	return NULL;
+}
+
 void cvt_made_free(struct cvt_made *m)
 {
 	if (!m)
@@ -281,6 +295,30 @@ static int made_new(struct ckpt *c, const struct ckpt_dtype *to,
 	return 0;
 }
 
+/*
+ * A weight's bytes found now, while it is still float8: a DCP chunk is
+ * checked against its tensor's dtype when it is first found, and once
+ * the tensor is re-typed it would be refused (as ptrepack --no-crc, and
+ * a mount, which read nothing first, were).  One place
+ * (ckpt_storage_data()) or each piece (ckpt_pieced_where() walks them,
+ * reading no data).  0 or -errno with @d set.
+ */
+static int pieces_found(struct ckpt *c, const struct ckpt_tensor *t,
+			struct diag *d)
+{
+	uint64_t size = ckpt_tensor_nbytes(t), pos = 0, off, len;
+	int fd, rc = 0;
+
+	if (!ckpt_storage_pieced(c, t->storage))
+		return ckpt_storage_data(c, t->storage, &fd, &off, d);
+	t = ckpt_pieced_tensor(c, t->storage);
+	while (!rc && t && pos < size) {
+		rc = ckpt_pieced_where(c, t, pos, &fd, &off, &len, d);
+		pos += len ? len : size - pos;
+	}
+	return rc;
+}
+
 int cvt_dequant(struct ckpt *c, const struct cvt_scale_opt *o,
 		struct cvt_made **made, struct cvt_scale_stats *st,
 		struct diag *d)
@@ -294,6 +332,8 @@ int cvt_dequant(struct ckpt *c, const struct cvt_scale_opt *o,
 	memset(st, 0, sizeof(*st));
 	rc = cvt_scale_collect(c, cvt_scale_pair, o, sizeof(*v), (void **)&v,
 			       &n, d);
+	for (uint32_t i = 0; i < n && !rc; i++)
+		rc = pieces_found(c, v[i].w->tensor, d);
 	if (rc || !n) {
 		free(v);
 		return rc;

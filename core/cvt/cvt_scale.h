@@ -74,6 +74,10 @@ int cvt_dequant(struct ckpt *c, const struct cvt_scale_opt *o,
 		struct cvt_made **made, struct cvt_scale_stats *st,
 		struct diag *d);
 
+/* The dtype --dequant (and ptfs -o dequant=) name: bf16 or bfloat16,
+ * fp16 or float16, fp32 or float32; NULL for any other. */
+const struct ckpt_dtype *cvt_dequant_dtype(const char *name);
+
 /* Free what cvt_dequant() made, and clear c->made.  NULL is fine. */
 void cvt_made_free(struct cvt_made *m);
 

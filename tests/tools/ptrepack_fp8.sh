@@ -82,6 +82,10 @@ for i in block.pt block.safetensors block_hf block_dcp; do
 			--dequant bf16
 	done
 done
+# --no-crc reads nothing before the weights are re-typed: a DCP chunk
+# must still be found as float8 (it was refused as "not one contiguous
+# bfloat16 tensor")
+conv block_dcp deq-nocrc.pt dequant_block_bf16.pt -- --no-crc --dequant bf16
 # for float16 and float32 a NaN's bits survive: where weight and scale
 # are both NaN any NaN is right (ptrepack_fp8_gen.py, nan_both.pt)
 conv block.safetensors deq-fp16.safetensors dequant_block_fp16.pt "" \
