@@ -7,7 +7,6 @@
  *   MAGIC                         FORMAT
  *   93 'NUMPY'                    NumPy .npy (numpy/lib/format.py)
  *   89 'HDF' 0d 0a 1a 0a          HDF5 (Keras .h5 models)
- *   'GGUF' u32le version          GGUF (llama.cpp, ggml docs/gguf.md)
  *   1f 8b / 28 b5 2f fd / fd '7zXZ' 00 / 'BZh'   gzip, zstd, xz, bzip2
  *   [EF BB BF] blanks '{' '"' | '[' value        JSON text
  */
@@ -69,13 +68,6 @@ bool ckpt_foreign(const unsigned char *h, size_t n, char *buf, size_t size)
 			snprintf(buf, size, "%s", magics[i].what);
 			return true;
 		}
-	if (n >= 8 && !memcmp(h, "GGUF", 4)) {
-		snprintf(buf, size, "GGUF file (version %u), a llama.cpp/ggml "
-			 "model, not a PyTorch checkpoint",
-			 (unsigned)h[4] | (unsigned)h[5] << 8 |
-			 (unsigned)h[6] << 16 | (unsigned)h[7] << 24);
-		return true;
-	}
 	if (is_json(h, n)) {
 		snprintf(buf, size, "JSON text, not a checkpoint (a config or "
 			 "index file? give a sharded model's folder to open "
