@@ -114,9 +114,13 @@ int ckpt_coded_values(const struct ckpt_coded *k, ckpt_bytes_fn read,
 		      void *arg, float *dst, uint64_t first, uint64_t n,
 		      struct diag *d)
 {
-	unsigned char *raw = malloc((size_t)CODED_BLOCKS * k->bytes);
-	float *val = malloc((size_t)CODED_BLOCKS * k->block * sizeof(*val));
 	uint64_t b = first / k->block, end = first + n;
+	/* buffers for the blocks asked for, up to CODED_BLOCKS: a mount's
+	   read of a few values must not cost a megabyte each time */
+	uint64_t span = (end + k->block - 1) / k->block - b;
+	size_t most = span < CODED_BLOCKS ? (span ? span : 1) : CODED_BLOCKS;
+	unsigned char *raw = malloc(most * k->bytes);
+	float *val = malloc(most * k->block * sizeof(*val));
 	int rc = raw && val ? 0 : diag_nomem(d);
 
 	while (!rc && first < end) {
@@ -124,7 +128,7 @@ int ckpt_coded_values(const struct ckpt_coded *k, ckpt_bytes_fn read,
 		uint64_t skip = first - b * k->block, take;
 		long long got;
 
-		nb = nb < CODED_BLOCKS ? nb : CODED_BLOCKS;
+		nb = nb < most ? nb : most;
 		got = read(arg, raw, nb * k->bytes, b * k->bytes);
 		if (got < 0) {
 			rc = (int)got;
