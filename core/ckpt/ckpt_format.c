@@ -152,6 +152,29 @@ int ckpt_coded_values(const struct ckpt_coded *k, ckpt_bytes_fn read,
 	return rc;
 }
 
+struct tensor_rd {
+	struct ckpt *c;
+	const struct ckpt_tensor *t;
+	struct diag *d;
+};
+
+static long long tensor_bytes(void *arg, void *buf, uint64_t len,
+			      uint64_t pos)
+{
+	struct tensor_rd *r = arg;
+
+	return ckpt_tensor_read(r->c, r->t, buf, len, pos, r->d);
+}
+
+int ckpt_tensor_coded_values(struct ckpt *c, const struct ckpt_tensor *t,
+			     const struct ckpt_coded *k, float *dst,
+			     uint64_t first, uint64_t n, struct diag *d)
+{
+	struct tensor_rd r = { c, t, d };
+
+	return ckpt_coded_values(k, tensor_bytes, &r, dst, first, n, d);
+}
+
 uint32_t ckpt_verify(struct ckpt *c, bool no_crc, uint64_t *checked,
 		     ckpt_problem_fn fn, void *arg)
 {

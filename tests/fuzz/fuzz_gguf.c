@@ -14,32 +14,15 @@
 #include <errno.h>
 #include <string.h>
 
-#include "ckpt/ckpt.h"
 #include "ckpt/ckpt_format.h"
-#include "diag/diag.h"
 
-#define CHUNK	(64u << 10)
 #define VALUES	4096u		/* decoded at each place */
-
-struct rd {
-	struct ckpt *c;
-	const struct ckpt_tensor *t;
-	struct diag *d;
-};
-
-static long long tensor_bytes(void *arg, void *buf, uint64_t len,
-			      uint64_t pos)
-{
-	struct rd *r = arg;
-
-	return ckpt_tensor_read(r->c, r->t, buf, len, pos, r->d);
-}
 
 /* A callback's strings are NUL-terminated (strlen is what ASan checks). */
 static void attr(void *arg, const char *name, const char *value)
 {
 	(void)arg;
-	if (!strlen(name) || strlen(value) > CHUNK)
+	if (!strlen(name) || strlen(value) > FUZZ_CHUNK)
 		abort();
 }
 
@@ -53,31 +36,15 @@ static void problem(void *arg, const char *check, const char *path,
 		abort();
 }
 
-static void read_at(struct ckpt *c, const struct ckpt_tensor *t,
-		    unsigned char *buf, uint64_t pos)
-{
-	uint64_t size = ckpt_tensor_size(t);
-	uint64_t want = size - pos < CHUNK ? size - pos : CHUNK;
-	struct diag d;
-	long long n;
-
-	diag_init(&d, "fuzz.gguf");
-	n = ckpt_tensor_read(c, t, buf, CHUNK, pos, &d);
-	if (n < 0 ? !d.msg[0] : (uint64_t)n != want)
-		abort();
-}
-
 /* Values [@first, @first + VALUES) of coded tensor @t, clipped. */
 static void values_at(struct ckpt *c, const struct ckpt_tensor *t,
 		      const struct ckpt_coded *k, float *val, uint64_t first)
 {
 	uint64_t n = k->numel - first < VALUES ? k->numel - first : VALUES;
 	struct diag d;
-	struct rd r = { c, t, &d };
 
 	diag_init(&d, "fuzz.gguf");
-	if (ckpt_coded_values(k, tensor_bytes, &r, val, first, n, &d) &&
-	    !d.msg[0])
+	if (ckpt_tensor_coded_values(c, t, k, val, first, n, &d) && !d.msg[0])
 		abort();
 }
 
@@ -111,7 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ckpt *c = NULL;
 	struct diag d;
 
-	if (!buf && !(buf = malloc(CHUNK)))
+	if (!buf && !(buf = malloc(FUZZ_CHUNK)))
 		abort();
 	if (!val && !(val = malloc(VALUES * sizeof(*val))))
 		abort();
@@ -143,8 +110,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		ckpt_tensor_attrs(c, t, attr, NULL);
 		if (n) {
-			read_at(c, t, buf, 0);
-			read_at(c, t, buf, n > CHUNK ? n - CHUNK : 0);
+			fuzz_read_at(c, t, buf, 0);
+			fuzz_read_at(c, t, buf, n > FUZZ_CHUNK ?
+				     n - FUZZ_CHUNK : 0);
 		}
 		coded(c, t, val);
 	}

@@ -17,44 +17,30 @@
 
 /* A GGUF file being built: little-endian, version 3. */
 struct gb {
-	unsigned char *p;
-	size_t n, cap;
+	struct bytes b;
 	uint64_t nkv, nt;
 };
-
-static void add(struct gb *b, const void *s, size_t n)
-{
-	if (b->n + n > b->cap) {
-		b->cap = (b->n + n) * 2;
-		b->p = realloc(b->p, b->cap);
-		cr_assert_not_null(b->p);
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-}
 
 static void u32(struct gb *b, uint32_t v)
 {
 	unsigned char e[4];
 
-	for (int i = 0; i < 4; i++)
-		e[i] = (unsigned char)(v >> 8 * i);
-	add(b, e, 4);
+	put_le32(e, v);
+	add(&b->b, e, 4);
 }
 
 static void u64(struct gb *b, uint64_t v)
 {
 	unsigned char e[8];
 
-	for (int i = 0; i < 8; i++)
-		e[i] = (unsigned char)(v >> 8 * i);
-	add(b, e, 8);
+	put_le64(e, v);
+	add(&b->b, e, 8);
 }
 
 static void str(struct gb *b, const void *s, size_t n)
 {
 	u64(b, n);
-	add(b, s, n);
+	add(&b->b, s, n);
 }
 
 /* A key and its type: the value follows. */
@@ -68,7 +54,7 @@ static void key(struct gb *b, const char *k, uint32_t type)
 static void begin(struct gb *b)
 {
 	memset(b, 0, sizeof(*b));
-	add(b, "GGUF", 4);
+	add(&b->b, "GGUF", 4);
 	u32(b, 3);
 	u64(b, 0);	/* tensors and key/values: set by finish() */
 	u64(b, 0);
@@ -79,12 +65,10 @@ static int finish(struct gb *b, struct ckpt **c, struct diag *d)
 {
 	const char *path;
 
-	for (int i = 0; i < 8; i++) {
-		b->p[8 + i] = (unsigned char)(b->nt >> 8 * i);
-		b->p[16 + i] = (unsigned char)(b->nkv >> 8 * i);
-	}
-	path = write_tmp(b->p, b->n);
-	free(b->p);
+	put_le64(b->b.p + 8, b->nt);
+	put_le64(b->b.p + 16, b->nkv);
+	path = write_tmp(b->b.p, b->b.n);
+	free(b->b.p);
 	diag_init(d, path);
 	return ckpt_open(path, c, d);
 }
@@ -146,7 +130,7 @@ Test(gguf_malformed, all_values_stay_under_the_meta_cap)
 		key(&b, name, 9);
 		u32(&b, 7);
 		u64(&b, n);
-		add(&b, v, n);
+		add(&b.b, v, n);
 	}
 	free(v);
 	cr_assert_eq(finish(&b, &c, &d), 0, "%s", d.msg);
