@@ -130,7 +130,8 @@ static void json_nonascii(struct sbuf *b, const char *s, size_t n,
 			i += len;
 			continue;
 		}
-		if (!len || !ascii)	/* not UTF-8: the byte as a code point */
+		/* not UTF-8 (or a surrogate): the byte as a code point */
+		if (!len || !ascii)
 			len = 1, cp = (unsigned char)s[i];
 		json_body(b, s + run, i - run);	/* the ASCII before it */
 		if (cp > 0xffff)

@@ -156,8 +156,8 @@ Test(gguf_malformed, strings_that_are_not_utf8_stay_json)
 	str(&b, "\xed\xa0\x80", 3);	/* a surrogate */
 	str(&b, "\xc3\xa9\n", 3);
 	cr_assert_eq(finish(&b, &c, &d), 0, "%s", d.msg);
-	cr_assert_str_eq(meta(c, "t")->val,
-			 "[\"\\u00ff\", \"\\u00ed\\u00a0\\u0080\", \"\xc3\xa9\\n\"]");
+	cr_assert_str_eq(meta(c, "t")->val, "[\"\\u00ff\", "
+			 "\"\\u00ed\\u00a0\\u0080\", \"\xc3\xa9\\n\"]");
 	ckpt_close(c);
 	assert_no_leaks();
 }
