@@ -80,14 +80,6 @@ static void side_init(struct side *s, struct ckpt *c,
 	}
 }
 
-static long long tensor_bytes(void *arg, void *buf, uint64_t len,
-			      uint64_t pos)
-{
-	struct side *s = arg;
-
-	return ckpt_tensor_read(s->c, s->t, buf, len, pos, s->d);
-}
-
 /* Elements [@i, @i + @k) of @s into s->buf: 0 or -errno. */
 static int side_read(struct side *s, uint64_t i, uint64_t k)
 {
@@ -95,8 +87,8 @@ static int side_read(struct side *s, uint64_t i, uint64_t k)
 	long long got;
 
 	if (s->coded)
-		return ckpt_coded_values(&s->k, tensor_bytes, s,
-					 (float *)s->buf, i, k, s->d);
+		return ckpt_tensor_coded_values(s->c, s->t, &s->k,
+						(float *)s->buf, i, k, s->d);
 	got = ckpt_tensor_read(s->c, s->t, s->buf, k * size, i * size, s->d);
 	if (got >= 0 && (uint64_t)got != k * size)
 		got = diag_set(s->d, -EIO, DIAG_NO_OFFSET, "tensor data ends "

@@ -114,9 +114,13 @@ int ckpt_coded_values(const struct ckpt_coded *k, ckpt_bytes_fn read,
 		      void *arg, float *dst, uint64_t first, uint64_t n,
 		      struct diag *d)
 {
-	unsigned char *raw = malloc((size_t)CODED_BLOCKS * k->bytes);
-	float *val = malloc((size_t)CODED_BLOCKS * k->block * sizeof(*val));
 	uint64_t b = first / k->block, end = first + n;
+	/* buffers for the blocks asked for, up to CODED_BLOCKS: a mount's
+	   read of a few values must not cost a megabyte each time */
+	uint64_t span = (end + k->block - 1) / k->block - b;
+	size_t most = span < CODED_BLOCKS ? (span ? span : 1) : CODED_BLOCKS;
+	unsigned char *raw = malloc(most * k->bytes);
+	float *val = malloc(most * k->block * sizeof(*val));
 	int rc = raw && val ? 0 : diag_nomem(d);
 
 	while (!rc && first < end) {
@@ -124,7 +128,7 @@ int ckpt_coded_values(const struct ckpt_coded *k, ckpt_bytes_fn read,
 		uint64_t skip = first - b * k->block, take;
 		long long got;
 
-		nb = nb < CODED_BLOCKS ? nb : CODED_BLOCKS;
+		nb = nb < most ? nb : most;
 		got = read(arg, raw, nb * k->bytes, b * k->bytes);
 		if (got < 0) {
 			rc = (int)got;
@@ -146,6 +150,29 @@ int ckpt_coded_values(const struct ckpt_coded *k, ckpt_bytes_fn read,
 	free(raw);
 	free(val);
 	return rc;
+}
+
+struct tensor_rd {
+	struct ckpt *c;
+	const struct ckpt_tensor *t;
+	struct diag *d;
+};
+
+static long long tensor_bytes(void *arg, void *buf, uint64_t len,
+			      uint64_t pos)
+{
+	struct tensor_rd *r = arg;
+
+	return ckpt_tensor_read(r->c, r->t, buf, len, pos, r->d);
+}
+
+int ckpt_tensor_coded_values(struct ckpt *c, const struct ckpt_tensor *t,
+			     const struct ckpt_coded *k, float *dst,
+			     uint64_t first, uint64_t n, struct diag *d)
+{
+	struct tensor_rd r = { c, t, d };
+
+	return ckpt_coded_values(k, tensor_bytes, &r, dst, first, n, d);
 }
 
 uint32_t ckpt_verify(struct ckpt *c, bool no_crc, uint64_t *checked,

@@ -330,6 +330,10 @@ bool ckpt_coded(const struct ckpt *c, const struct ckpt_tensor *t,
 int ckpt_coded_values(const struct ckpt_coded *k, ckpt_bytes_fn read,
 		      void *arg, float *dst, uint64_t first, uint64_t n,
 		      struct diag *d);
+/* The same, read from @t's bytes in the model (ckpt_tensor_read()). */
+int ckpt_tensor_coded_values(struct ckpt *c, const struct ckpt_tensor *t,
+			     const struct ckpt_coded *k, float *dst,
+			     uint64_t first, uint64_t n, struct diag *d);
 
 /* The format's checks (ptverify); problems found. */
 uint32_t ckpt_verify(struct ckpt *c, bool no_crc, uint64_t *checked,

@@ -23,20 +23,6 @@
 
 #define VALUES	(UINT64_C(1) << 18)	/* decoded at a time */
 
-struct rd {
-	struct ckpt *c;
-	const struct ckpt_tensor *t;
-	struct diag *d;
-};
-
-static long long tensor_bytes(void *arg, void *buf, uint64_t len,
-			      uint64_t pos)
-{
-	struct rd *r = arg;
-
-	return ckpt_tensor_read(r->c, r->t, buf, len, pos, r->d);
-}
-
 /* @t's values, converted to @to, into @fd at @off. */
 static int decode_one(struct ckpt *c, const struct ckpt_tensor *t,
 		      const struct ckpt_coded *k, const struct ckpt_dtype *to,
@@ -44,7 +30,6 @@ static int decode_one(struct ckpt *c, const struct ckpt_tensor *t,
 		      struct diag *d)
 {
 	const struct ckpt_dtype *f32 = ckpt_dtype_by_name("float32");
-	struct rd r = { c, t, d };
 	float *val = malloc(VALUES * sizeof(*val));
 	unsigned char *out = malloc(VALUES * to->size);
 	int rc = val && out ? 0 : diag_nomem(d);
@@ -52,7 +37,7 @@ static int decode_one(struct ckpt *c, const struct ckpt_tensor *t,
 	for (uint64_t i = 0; i < k->numel && !rc; i += VALUES) {
 		uint64_t n = k->numel - i < VALUES ? k->numel - i : VALUES;
 
-		rc = ckpt_coded_values(k, tensor_bytes, &r, val, i, n, d);
+		rc = ckpt_tensor_coded_values(c, t, k, val, i, n, d);
 		if (rc)
 			break;
 		cvt_elems(f32, to, false, fl, val, out, n);

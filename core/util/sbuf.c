@@ -108,7 +108,13 @@ void sb_json_str(struct sbuf *b, const char *s, size_t n)
 	sb_add(b, "\"", 1);
 }
 
-void sb_json_ascii(struct sbuf *b, const char *s, size_t n)
+/*
+ * sb_json_ascii() and sb_json_utf8(): a code point past 0x7f escaped
+ * (@ascii) or kept as it is; a byte that is not UTF-8 (or a surrogate's,
+ * which JSON's UTF-8 cannot hold, when kept) as \u00XX either way.
+ */
+static void json_nonascii(struct sbuf *b, const char *s, size_t n,
+			  bool ascii)
 {
 	size_t i = 0, run = 0, len;
 	uint32_t cp;
@@ -120,7 +126,12 @@ void sb_json_ascii(struct sbuf *b, const char *s, size_t n)
 			continue;
 		}
 		len = utf8_get((const unsigned char *)s + i, n - i, &cp);
-		if (!len)	/* not UTF-8: the byte as a code point */
+		if (!ascii && len && (cp < 0xd800 || cp > 0xdfff)) {
+			i += len;
+			continue;
+		}
+		/* not UTF-8 (or a surrogate): the byte as a code point */
+		if (!len || !ascii)
 			len = 1, cp = (unsigned char)s[i];
 		json_body(b, s + run, i - run);	/* the ASCII before it */
 		if (cp > 0xffff)
@@ -134,6 +145,16 @@ void sb_json_ascii(struct sbuf *b, const char *s, size_t n)
 	}
 	json_body(b, s + run, n - run);
 	sb_add(b, "\"", 1);
+}
+
+void sb_json_ascii(struct sbuf *b, const char *s, size_t n)
+{
+	json_nonascii(b, s, n, true);
+}
+
+void sb_json_utf8(struct sbuf *b, const char *s, size_t n)
+{
+	json_nonascii(b, s, n, false);
 }
 
 size_t sb_chars(const struct sbuf *b)

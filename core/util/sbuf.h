@@ -32,6 +32,10 @@ void sb_json_str(struct sbuf *b, const char *s, size_t n);
  * same, and every code point past 0x7f as \uxxxx (a surrogate pair past
  * 0xffff).  @s is valid UTF-8 (names checked by ckpt_st_name_ok()). */
 void sb_json_ascii(struct sbuf *b, const char *s, size_t n);
+/* ... as sb_json_str(), for bytes that may not be UTF-8 (a GGUF string):
+ * what is not, byte by byte, as \u00xx (as jw_str() writes it), so the
+ * text stays JSON that a strict reader takes. */
+void sb_json_utf8(struct sbuf *b, const char *s, size_t n);
 /* @n bytes of @s percent-encoded as a URL's path or query part (and as
  * AWS Signature V4 canonicalizes one): the unreserved A-Z a-z 0-9 - _ .
  * ~ kept, '/' kept when @slash, any other byte as %XX. */

@@ -12,29 +12,6 @@
 
 #include <string.h>
 
-#include "ckpt/ckpt.h"
-#include "diag/diag.h"
-
-#define CHUNK	(64u << 10)
-
-static void read_at(struct ckpt *c, const struct ckpt_tensor *t,
-		    unsigned char *buf, uint64_t pos)
-{
-	uint64_t size = ckpt_tensor_size(t);
-	uint64_t want = size - pos < CHUNK ? size - pos : CHUNK;
-	struct diag d;
-	long long n;
-
-	diag_init(&d, "fuzz.pt");
-	n = ckpt_tensor_read(c, t, buf, CHUNK, pos, &d);
-	if (n >= 0 && (uint64_t)n != want) {
-		fprintf(stderr, "tensor %u: read %lld bytes at %llu, want %llu\n",
-			t->index, n, (unsigned long long)pos,
-			(unsigned long long)want);
-		abort();
-	}
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static unsigned char *buf;
@@ -43,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ckpt *c = NULL;
 	struct diag d;
 
-	if (!buf && !(buf = malloc(CHUNK)))
+	if (!buf && !(buf = malloc(FUZZ_CHUNK)))
 		abort();
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	diag_init(&d, path);
@@ -58,9 +35,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		if (size_t_ == 0)
 			continue;
-		read_at(c, t, buf, 0);
-		read_at(c, t, buf, size_t_ / 2);
-		read_at(c, t, buf, size_t_ > CHUNK ? size_t_ - CHUNK : 0);
+		fuzz_read_at(c, t, buf, 0);
+		fuzz_read_at(c, t, buf, size_t_ / 2);
+		fuzz_read_at(c, t, buf, size_t_ > FUZZ_CHUNK ?
+			     size_t_ - FUZZ_CHUNK : 0);
 	}
 	for (uint32_t i = 0; i < c->nnodes && i < 4096; i++) {
 		char *p = ckpt_node_path(c->nodes[i]);

@@ -2,7 +2,10 @@
 """seeds.py OUTDIR [SHARED_DIR] - the seed corpora of the fuzz targets.
 
 Writes OUTDIR/<target>/<name> for zip, ckpt, write, pickle, npy, text and
-hfindex,
+hfindex, and for every target that brings its own seeds: a file
+tests/fuzz/seeds_TARGET.py whose seeds(shared) yields (data, hint) pairs
+(hint: a suffix for the file's name, "" for none) goes into OUTDIR/TARGET.
+The listed targets' seeds come
 from:
   - tests/data (sample.pt, values_p*.pkl) and the shared fixtures under
     SHARED_DIR/fixtures (torch-1.13, torch-2, real): whole files up to
@@ -19,6 +22,7 @@ Plain Python (zipfile, struct).  Seeds are copies made in a build
 directory, never committed.
 """
 import hashlib
+import importlib.util
 import json
 import os
 import struct
@@ -147,4 +151,12 @@ put("hfindex", (json.dumps({"metadata": {"total_size": 4096}, "weight_map": wm},
 put("hfindex", json.dumps({"weight_map": wm, "metadata": {
     "total_parameters": 7, "x": [1.5, None, True, {"y": "\u00e9"}]}}).encode())
 put("hfindex", b'{"weight_map": {"a": "../x.bin", "b\\u0000": "s/t.bin"}}')
+# a target's own seeds (tests/fuzz/seeds_TARGET.py)
+for n in sorted(os.listdir(here)):
+    if n.startswith("seeds_") and n.endswith(".py"):
+        spec = importlib.util.spec_from_file_location(n[:-3], os.path.join(here, n))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        for data, hint in mod.seeds(shared):
+            put(n[len("seeds_"):-3], data, hint)
 print(", ".join("%s %d" % kv for kv in sorted(counts.items())))

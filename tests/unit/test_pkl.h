@@ -131,23 +131,6 @@ static inline unsigned char *read_file(const char *path, size_t *n)
 	return p;
 }
 
-/* A growable byte buffer for generated inputs. */
-struct bytes {
-	unsigned char *p;
-	size_t n, cap;
-};
-
-static inline void add(struct bytes *b, const void *s, size_t n)
-{
-	if (b->n + n > b->cap) {
-		b->cap = (b->n + n) * 2;
-		b->p = realloc(b->p, b->cap);
-		cr_assert_not_null(b->p);
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-}
-
 /* @s (no NUL inside) @times over. */
 static inline void add_rep(struct bytes *b, const char *s, size_t times)
 {

@@ -22,6 +22,23 @@
 #define assert_no_leaks() ((void)0)
 #endif
 
+/* A growable byte buffer for generated inputs (add() appends). */
+struct bytes {
+	unsigned char *p;
+	size_t n, cap;
+};
+
+static inline void add(struct bytes *b, const void *s, size_t n)
+{
+	if (b->n + n > b->cap) {
+		b->cap = (b->n + n) * 2;
+		b->p = realloc(b->p, b->cap);
+		cr_assert_not_null(b->p);
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+}
+
 /* An anonymous scratch file (made in /tmp, unlinked at once). */
 static inline int tmp_fd(void)
 {

@@ -79,9 +79,12 @@ static int tensor(struct ckpt *c, const struct gguf *g,
 	return rc;
 }
 
-/* The key/values as c->meta, each value's text in the arena. */
+/* The key/values as c->meta, each value's text in the arena, all of
+ * them within GGUF_META_MAX (later ones cut). */
 static int meta(struct ckpt *c, const struct gguf *g, struct diag *d)
 {
+	size_t total = 0;
+
 	c->meta = arena_alloc(&c->arena, (g->nkv + 1) * sizeof(*c->meta));
 	if (!c->meta)
 		return diag_nomem(d);
@@ -90,10 +93,13 @@ static int meta(struct ckpt *c, const struct gguf *g, struct diag *d)
 		struct ckpt_meta *m = &c->meta[i];
 		char *text, type[32];
 		size_t len;
-		int rc = gguf_kv_text(g, c->fd, kv, &text, &len, d);
+		int rc = gguf_kv_text(g, c->fd, kv, GGUF_META_MAX - total,
+				      &text, &len, d);
 
 		if (rc)
 			return rc;
+		total += len < GGUF_META_MAX - total ? len : GGUF_META_MAX -
+			 total;
 		m->key = kv->key;
 		m->klen = kv->klen;
 		m->val = arena_strndup(&c->arena, text, len);

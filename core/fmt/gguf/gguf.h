@@ -95,14 +95,21 @@ unsigned gguf_value_size(unsigned vtype);
 /* "u32", "string", "array[string]" ...: @kv's type as the tools show it. */
 const char *gguf_type_name(unsigned vtype);
 
+/* The text of one value, and of all of them (c->meta): past these,
+ * values are cut ("...", gguf_kv.c). */
+#define GGUF_TEXT_MAX		(16u << 20)
+#define GGUF_META_MAX		(64u << 20)
+
 /*
  * @kv's value as text, read from @fd: numbers as C prints them back to the
  * same value ("%.9g" for f32), true/false, a string as it is, an array as
- * JSON ([1, 2], ["a", "b"]).  malloc'd into *@out (*@len bytes, NUL after
- * them).  0 or -errno with @d set.
+ * JSON ([1, 2], ["a", "b"]), cut past @max bytes (at most GGUF_TEXT_MAX;
+ * the words that say so take a few dozen more).
+ * malloc'd into *@out (*@len bytes, NUL after them).  0 or -errno with @d
+ * set.
  */
 int gguf_kv_text(const struct gguf *g, int fd, const struct gguf_kv *kv,
-		 char **out, size_t *len, struct diag *d);
+		 size_t max, char **out, size_t *len, struct diag *d);
 
 /*
  * gguf_kvset.c: the bytes of a value of type @type ("u32", "string",

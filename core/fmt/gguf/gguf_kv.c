@@ -10,10 +10,11 @@
  *   array         JSON: [1, 2], ["a", "b\n"]; non-finite floats as
  *                 the strings "nan", "inf", "-inf"
  *
- * The text of one value is capped at 16 MiB (a tokenizer's vocabulary
- * is a few MiB; a hostile array of 10^9 bytes must not cost 4 GB): past
- * it a string ends in "..." and an array in "... (N more)" (a string
- * of its own: the text stays JSON).
+ * The text of one value is capped at 16 MiB, and all of them at 64 MiB
+ * (gguf.h: a tokenizer's vocabulary is a few MiB; a hostile array of 10^9
+ * bools must not cost 7 GB): past it a string ends in "..." and an array
+ * in "... (N more)" (a string of its own: the text stays JSON, and bytes
+ * that are not UTF-8 are \u00xx in it, as ptls --json writes them).
  */
 #include "ckpt/ckpt_int.h"
 #include "gguf.h"
@@ -28,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TEXT_MAX	(16u << 20)
 #define CHUNK		65536u
 
 struct src {
@@ -106,12 +106,17 @@ static void number(struct sbuf *b, unsigned type, const unsigned char *p,
 			    v > 0 ? "inf" : "-inf");
 }
 
-/* A string of the value, its length first, into @b (as JSON when @json);
- * past TEXT_MAX bytes it is cut, and "..." says so. */
-static int string(struct src *s, struct sbuf *b, bool json)
+/*
+ * A string of the value, its length first, into @b (as JSON when @json),
+ * @b then under @max bytes: a string that would take it past is cut (in
+ * JSON a kept byte may take 6, \u00xx), "..." says so, and *@cut is set.
+ */
+static int string(struct src *s, struct sbuf *b, bool json, size_t max,
+		  bool *cut)
 {
 	unsigned char len[8];
 	uint64_t n, keep;
+	size_t room = (b->n < max ? max - b->n : 0) / (json ? 6 : 1);
 	char *p;
 	int rc = take(s, len, 8);
 
@@ -121,56 +126,60 @@ static int string(struct src *s, struct sbuf *b, bool json)
 	if (n > s->end - s->pos)
 		return diag_corrupt(s->d, s->pos, "a string runs past its "
 				    "value");
-	keep = n < TEXT_MAX ? n : TEXT_MAX;
+	keep = n < room ? n : room;
 	if (!(p = malloc(keep + 1)))
 		return diag_nomem(s->d);
 	for (uint64_t k = 0; k < keep && !rc; k += CHUNK)
 		rc = take(s, p + k, keep - k < CHUNK ? keep - k : CHUNK);
 	s->pos += n - keep;
+	*cut = keep < n;
 	if (!rc && json)
-		sb_json_str(b, p, keep);
+		sb_json_utf8(b, p, keep);
 	else if (!rc)
 		sb_add(b, p, keep);
-	if (!rc && keep < n && json)
+	if (!rc && *cut && json)
 		sb_cut(b, b->n - 1);	/* "...": inside the quotes */
-	if (!rc && keep < n)
+	if (!rc && *cut)
 		sb_puts(b, json ? "...\"" : "...");
 	free(p);
 	return rc;
 }
 
 int gguf_kv_text(const struct gguf *g, int fd, const struct gguf_kv *kv,
-		 char **out, size_t *len, struct diag *d)
+		 size_t max, char **out, size_t *len, struct diag *d)
 {
 	struct src *s = malloc(sizeof(*s));
 	struct sbuf b = { 0 };
 	unsigned type = kv->type == GGUF_ARRAY ? kv->atype : kv->type;
 	unsigned char e[8];
 	uint64_t i = 0;
+	bool cut = false;
 	int rc = 0;
 
 	if (!s)
 		return diag_nomem(d);
 	*s = (struct src){ .g = g, .fd = fd, .pos = kv->val,
 			   .end = kv->val + kv->len, .d = d };
+	max = max < GGUF_TEXT_MAX ? max : GGUF_TEXT_MAX;
 	if (kv->type != GGUF_ARRAY) {
 		if (type == GGUF_STRING)
-			rc = string(s, &b, false);
+			rc = string(s, &b, false, max, &cut);
 		else if (!(rc = take(s, e, gguf_value_size(type))))
 			number(&b, type, e, g->big, false);
 		goto done;
 	}
 	sb_puts(&b, "[");
-	for (; i < kv->count && !rc && b.n < TEXT_MAX; i++) {
+	for (; i < kv->count && !rc && !cut && b.n < max; i++) {
 		if (i)
 			sb_puts(&b, ", ");
 		if (type == GGUF_STRING)
-			rc = string(s, &b, true);
+			rc = string(s, &b, true, max, &cut);
 		else if (!(rc = take(s, e, gguf_value_size(type))))
 			number(&b, type, e, g->big, true);
 	}
 	if (i < kv->count)
-		sb_printf(&b, ", \"... (%" PRIu64 " more)\"", kv->count - i);
+		sb_printf(&b, "%s\"... (%" PRIu64 " more)\"", i ? ", " : "",
+			  kv->count - i);
 	sb_puts(&b, "]");
 done:
 	free(s);
