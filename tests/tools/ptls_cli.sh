@@ -133,7 +133,8 @@ expect 2 "arr.npy: offset 0x0: NumPy .npy array, not a checkpoint (numpy.load" -
 expect 2 "config.json: offset 0x0: JSON text, not a checkpoint (a config" -- "$tmp/config.json"
 expect 2 "HDF5 file, not a checkpoint (a Keras .h5" -- "$tmp/model.h5"
 expect 2 "gzip-compressed file, not a checkpoint (gunzip" -- "$tmp/model.pt.gz"
-expect 2 "GGUF file (version 3), a llama.cpp/ggml model" -- "$tmp/model.gguf"
+# (GGUF is a format: a truncated one is refused by its reader)
+expect 2 "the GGUF header runs past the end of the file" -- "$tmp/model.gguf"
 for f in arr.npy config.json model.h5 model.pt.gz model.gguf; do one_line "$tmp/$f"; done
 expect 2 "is a directory" -- "$tmp"
 
