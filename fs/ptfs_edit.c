@@ -639,39 +639,21 @@ static int set_key(struct ptfs *fs, struct ckpt_node *n, const char *value,
 	return 0;
 }
 
-/* removexattr: user.meta.KEY of the root (the rest: EPERM). */
-void ptfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+/*
+ * setxattr (@value) and removexattr (@value NULL) of @name: user.meta.KEY
+ * of the root (a metadata entry set or removed), user.key (a rename),
+ * the rest the overlay's (user.dtype converts; only new files take
+ * others).
+ */
+static void xattr_edit(fuse_req_t req, fuse_ino_t ino, const char *name,
+		       const char *value, size_t size)
 {
 	struct ptfs *fs = ptfs_fs(req);
+	bool meta = !strncmp(name, "user.meta.", 10);
 	struct ptfs_ino i;
 	struct diag d;
 	int rc;
 
-	if (fs->readonly || !fs->ovl)
-		return ptfs_reply_err(req, -EROFS, NULL);
-	diag_init(&d, fs->c->path);
-	if ((rc = ptfs_edit_lock(fs, &d))) {
-		ptfs_unlock(fs);
-		return ptfs_reply_err(req, rc, &d);
-	}
-	rc = ptfs_ino_get(fs, ino, &i) ? -ENOENT :
-	     !i.node ? -EPERM : ovl_removexattr(fs->ovl, i.node, name, &d);
-	if (rc != -ENOENT)
-		ptfs_refused_ino(fs, &i, rc, &d);
-	ptfs_unlock(fs);
-	ptfs_inval_wait(fs);
-	ptfs_reply_err(req, rc, &d);
-}
-
-void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-			const char *value, size_t size, int flags)
-{
-	struct ptfs *fs = ptfs_fs(req);
-	struct ptfs_ino i;
-	struct diag d;
-	int rc;
-
-	(void)flags;
 	if (strncmp(name, "user.", 5))
 		return ptfs_reply_err(req, -EOPNOTSUPP, NULL);
 	if (fs->readonly || !fs->ovl)
@@ -682,7 +664,9 @@ void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return ptfs_reply_err(req, rc, &d);
 	}
 	rc = ptfs_ino_get(fs, ino, &i) ? -ENOENT :
-	     i.kind == PTFS_ROOT && i.node && !strncmp(name, "user.meta.", 10) ?
+	     !value ? (!i.node ? -EPERM :
+		       ovl_removexattr(fs->ovl, i.node, name, &d)) :
+	     i.kind == PTFS_ROOT && i.node && meta ?
 	     ovl_setxattr(fs->ovl, i.node, name, value, size, &d) :
 	     i.kind != PTFS_NODE ? -EPERM :
 	     !strcmp(name, "user.key") ? set_key(fs, i.node, value, size, &d) :
@@ -696,4 +680,16 @@ void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	ptfs_unlock(fs);
 	ptfs_inval_wait(fs);
 	ptfs_reply_err(req, rc, &d);
+}
+
+void ptfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	xattr_edit(req, ino, name, NULL, 0);
+}
+
+void ptfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	(void)flags;
+	xattr_edit(req, ino, name, value ? value : "", size);
 }

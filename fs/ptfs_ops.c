@@ -407,13 +407,6 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	free(f.value);
 }
 
-static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
-{
-	if (strncmp(name, "user.", 5))
-		return ptfs_reply_err(req, -EOPNOTSUPP, NULL);
-	ptfs_op_removexattr(req, ino, name);
-}
-
 /* listxattr: the names, in a buffer that grows with them */
 struct xattr_names {
 	char *p;
@@ -522,6 +515,6 @@ const struct fuse_lowlevel_ops ptfs_ops = {
 	.getxattr = op_getxattr,
 	.setxattr = ptfs_op_setxattr,
 	.listxattr = op_listxattr,
-	.removexattr = op_removexattr,
+	.removexattr = ptfs_op_removexattr,
 	.statfs = op_statfs,
 };

@@ -179,7 +179,7 @@ if startd; then
 	    '{"kind": "renamed", "from": "b", "path": "b2", "dir": False} in j["staged"]' \
 	    '{"kind": "value", "path": "epoch", "from": "3", "to": "8", "dir": False} in j["staged"]' \
 	    'len(j["staged"]) == 4' \
-	    'j["counts"] == {"changed": 2, "renamed": 1, "removed": 0, "added": 0, "value": 1}' \
+	    'j["counts"] == {"changed": 2, "renamed": 1, "removed": 0, "added": 0, "value": 1, "metadata": 0}' \
 	    'j["daemon_pid"] > 0 and j["read_only"] is False and j["overlay"]["dir"].endswith(".model.pt.ptfs")' \
 	    '[(r["path"], r["errno"]) for r in j["refused"]] == [("epoch", "EINVAL")] and "python literal" in j["refused"][0]["message"]'; do
 		json "$want" "$WORK/st.json" || note "not true of status -j: $want: $(head -c 600 "$WORK/st.json")"

@@ -25,7 +25,8 @@
 #             with --ignore-dtype, the codings reported without it, a
 #             changed value found
 #   repack    ptrepack to safetensors (block types to bfloat16 by default)
-#             and to .pt with --dtype float32: torch's values bit for bit
+#             and to .pt with --dtype float32: torch's values bit for bit;
+#             torch 1.13 (/usr/bin/python3) loads the .pt to those values
 #   hostile   each header refused by ptls, ptverify and ptfs with one
 #             line naming the problem (and an offset), nothing mounted
 #
@@ -179,6 +180,22 @@ for n in all align64; do
 	fi
 	: >"$WORK/rp.det"
 done
+# torch 1.13 loads what ptrepack made of a GGUF: the values torch 2.x saved
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+	if out=$(run_limited 120 /usr/bin/python3 -c 'import sys, torch
+a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+assert list(a) == list(b), (list(a), list(b))
+for k in a:
+    x, y = a[k], b[k]
+    assert x.shape == y.shape and torch.equal(x.double(), y.double()), k
+print(torch.__version__, len(a))' "$g/all.f32.pt" "$g/all.pt" 2>&1); then
+		pass "torch 1.13 loads the .pt" "torch $out tensors, the values gguf-py reads"
+	else
+		fail "torch 1.13 loads the .pt" "$(printf '%s\n' "$out" | tail -n 2)"
+	fi
+else
+	skip "torch 1.13 loads the .pt" "no torch in /usr/bin/python3"
+fi
 fi
 
 # ------------------------------------------------------ hostile headers
