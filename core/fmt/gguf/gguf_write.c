@@ -447,9 +447,14 @@ struct part {
 static void *convert_part(void *arg)
 {
 	const struct part *p = arg;
+	const float *f = p->f;
 
-	p->from->dequant(p->in, p->f, p->nel / p->from->block);
-	p->to->quant(p->f, p->out, p->nel / p->to->block);
+	/* float32 in this host's order is its own float32 values */
+	if (p->from->id == 0 && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
+		f = (const float *)(const void *)p->in;
+	else
+		p->from->dequant(p->in, p->f, p->nel / p->from->block);
+	p->to->quant(f, p->out, p->nel / p->to->block);
 	return NULL;
 }
 
