@@ -36,3 +36,5 @@ fi
 /usr/bin/python3 tests/bench/bench_dcp.py build
 # per-rank FSDP2 shards consolidated, against the Python route: torch 2.x root
 /usr/bin/python3 tests/bench/bench_ranks.py build
+# a GGUF from a safetensors folder, against gguf-py's writer: torch 2.x root
+/usr/bin/python3 tests/bench/bench_gguf.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
