@@ -138,17 +138,6 @@ static int meta_rule(const struct ckpt *c, const struct ckpt_meta *old,
 	return rc;
 }
 
-/* A GGUF type for torch dtype @dt (float32: F32), or NULL. */
-static const struct gguf_type *type_for(const struct ckpt_dtype *dt)
-{
-	const struct gguf_type *t;
-
-	for (unsigned k = 0; (t = gguf_type_at(k)); k++)
-		if (t->torch && !strcmp(t->torch, dt->name))
-			return t;
-	return NULL;
-}
-
 static int mkdir_rule(const struct ckpt *c, const char *name,
 		      struct diag *d)
 {
@@ -162,7 +151,7 @@ static int dtype_rule(const struct ckpt *c, const struct ckpt_dtype *dt,
 		      struct diag *d)
 {
 	(void)c;
-	if (type_for(dt))
+	if (gguf_type_by_torch(dt->name))
 		return 0;
 	return diag_errno(d, -EINVAL, "GGUF has no type for %s", dt->name);
 }
@@ -177,7 +166,7 @@ static int tensor_rule(const struct ckpt *c, const struct ckpt_tensor *t,
 {
 	struct ckpt_coded k;
 
-	if (!t->fresh && !ckpt_coded(c, t, &k) && !type_for(t->dtype))
+	if (!t->fresh && !ckpt_coded(c, t, &k) && !gguf_type_by_torch(t->dtype->name))
 		return diag_errno(d, -EINVAL, "%s: GGUF has no type for %s",
 				  name, t->dtype->name);
 	if (t->ndim > GGUF_MAX_DIMS)

@@ -92,6 +92,10 @@ const struct gguf_kv *gguf_find(const struct gguf *g, const char *key);
 /* Bytes of one value of scalar type @vtype; 0 for a string or an array. */
 unsigned gguf_value_size(unsigned vtype);
 
+/* The scalar or string value type named @s (@n bytes: "u32"), or -1
+ * (also for "array"). */
+int gguf_vtype_by_name(const char *s, size_t n);
+
 /* "u32", "string", "array[string]" ...: @kv's type as the tools show it. */
 const char *gguf_type_name(unsigned vtype);
 

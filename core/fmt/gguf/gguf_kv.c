@@ -70,9 +70,8 @@ static void number(struct sbuf *b, unsigned type, const unsigned char *p,
 
 	switch (type) {
 	case GGUF_U8: case GGUF_U16: case GGUF_U32: case GGUF_U64:
-		sb_printf(b, "%" PRIu64, ord_load(p, 1u << (type == GGUF_U8 ?
-				0 : type == GGUF_U16 ? 1 : type == GGUF_U32 ?
-				2 : 3), big));
+		sb_printf(b, "%" PRIu64, ord_load(p, gguf_value_size(type),
+						  big));
 		return;
 	case GGUF_I8:
 		sb_printf(b, "%d", (int8_t)p[0]);

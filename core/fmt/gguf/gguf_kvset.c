@@ -35,20 +35,11 @@
 #include <string.h>
 #include <strings.h>
 
-static int vtype_of(const char *name)
-{
-	for (unsigned t = 0; t < GGUF_NVTYPES; t++)
-		if (!strcmp(name, gguf_type_name(t)))
-			return (int)t;
-	return -1;
-}
-
 static void put(struct sbuf *b, uint64_t v, unsigned size, bool big)
 {
 	unsigned char x[8];
 
-	for (unsigned i = 0; i < size; i++)
-		x[i] = (unsigned char)(v >> (8 * (big ? size - 1 - i : i)));
+	ord_store(x, size, big, v);
 	sb_add(b, x, size);
 }
 
@@ -172,13 +163,13 @@ int gguf_kv_encode(const char *key, const char *type, const char *text,
 
 		snprintf(et, sizeof(et), "%.*s", (int)strcspn(type + 6, "]"),
 			 type + 6);
-		t = vtype_of(et);
-		if (t < 0 || t == GGUF_ARRAY)
+		t = gguf_vtype_by_name(et, strlen(et));
+		if (t < 0)
 			return bad(d, key, type, "unknown element type");
 		return array(key, type, (unsigned)t, text, len, big, out, d);
 	}
-	t = vtype_of(type);
-	if (t < 0 || t == GGUF_ARRAY)
+	t = gguf_vtype_by_name(type, strlen(type));
+	if (t < 0)
 		return bad(d, key, type, "unknown type");
 	if (t == GGUF_STRING) {
 		if (!pkl_utf8_valid((const unsigned char *)text, len))

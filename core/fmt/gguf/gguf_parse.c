@@ -446,6 +446,15 @@ unsigned gguf_value_size(unsigned vtype)
 	return vtype < GGUF_NVTYPES ? scalar_size[vtype] : 0;
 }
 
+int gguf_vtype_by_name(const char *s, size_t n)
+{
+	for (unsigned t = 0; t < GGUF_NVTYPES; t++)
+		if (t != GGUF_ARRAY && strlen(gguf_type_name(t)) == n &&
+		    !memcmp(gguf_type_name(t), s, n))
+			return (int)t;
+	return -1;
+}
+
 const char *gguf_type_name(unsigned vtype)
 {
 	static const char *const names[GGUF_NVTYPES] = {

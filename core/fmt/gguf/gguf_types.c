@@ -235,6 +235,16 @@ const struct gguf_type *gguf_type_by_name(const char *name)
 	return NULL;
 }
 
+const struct gguf_type *gguf_type_by_torch(const char *dtype)
+{
+	const struct gguf_type *t;
+
+	for (unsigned k = 0; (t = gguf_type_at(k)); k++)
+		if (t->torch && !strcmp(t->torch, dtype))
+			return t;
+	return NULL;
+}
+
 const struct gguf_type *gguf_type_at(unsigned k)
 {
 	for (size_t i = 0; i < NTYPES; i++)

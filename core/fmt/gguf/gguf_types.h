@@ -60,6 +60,9 @@ const struct gguf_type *gguf_type_by_id(uint32_t id);
 /* The type named @name ("q8_0" or "Q8_0": case-insensitive), or NULL. */
 const struct gguf_type *gguf_type_by_name(const char *name);
 
+/* The plain type whose torch dtype is @dtype ("float32": F32), or NULL. */
+const struct gguf_type *gguf_type_by_torch(const char *dtype);
+
 /* The @k-th type of the table (from 0, in id order), or NULL past the
  * last: for listing them all. */
 const struct gguf_type *gguf_type_at(unsigned k);

@@ -54,16 +54,6 @@
 #define ARCH_KEY	"general.architecture"
 #define ALIGN_KEY	"general.alignment"
 
-/* The kv= types, by name; GGUF_ARRAY is not one. */
-static int vtype_by_name(const char *s, size_t n)
-{
-	for (unsigned t = 0; t < GGUF_NVTYPES; t++)
-		if (t != GGUF_ARRAY && strlen(gguf_type_name(t)) == n &&
-		    !memcmp(gguf_type_name(t), s, n))
-			return (int)t;
-	return -1;
-}
-
 static struct gw_kv *find(struct gw_head *h, const char *key, size_t n)
 {
 	for (uint32_t i = 0; i < h->n; i++)
@@ -122,7 +112,7 @@ static int encode(struct gw_kv *kv, const char *key, const char *type,
 		memmove(p, p + 12, n - 12);
 		n -= 12;
 	} else {
-		kv->type = (uint8_t)vtype_by_name(type, strlen(type));
+		kv->type = (uint8_t)gguf_vtype_by_name(type, strlen(type));
 	}
 	kv->val = p;
 	kv->len = n;
@@ -192,7 +182,7 @@ static int opt_kv(struct gw_head *h, const char *arg, struct diag *d)
 	for (colon = eq; colon > arg && colon[-1] != ':'; colon--)
 		;
 	if (colon-- > arg) {
-		type = vtype_by_name(colon + 1, (size_t)(eq - colon - 1));
+		type = gguf_vtype_by_name(colon + 1, (size_t)(eq - colon - 1));
 		if (type < 0)
 			return diag_errno(d, -EINVAL, "--gguf-kv %s: '%.*s' is "
 					  "not a type (u8 i8 u16 i16 u32 i32 "

@@ -288,17 +288,6 @@ static const struct gguf_tensor *info_of(const struct ckpt *c,
 	return gt;
 }
 
-/* The ggml type of dtype @dt, or NULL. */
-static const struct gguf_type *type_of(const struct ckpt_dtype *dt)
-{
-	const struct gguf_type *g;
-
-	for (unsigned k = 0; (g = gguf_type_at(k)); k++)
-		if (g->torch && !strcmp(g->torch, dt->name))
-			return g;
-	return NULL;
-}
-
 static int plan_tensor(struct gw *w, struct gw_tensor *t)
 {
 	const struct ckpt_tensor *ct = t->e->t;
@@ -317,7 +306,7 @@ static int plan_tensor(struct gw *w, struct gw_tensor *t)
 		t->ndim = gt->ndim;
 		memcpy(t->ne, gt->ne, sizeof(t->ne));
 	} else {
-		if (!(t->from = type_of(ct->dtype)))
+		if (!(t->from = gguf_type_by_torch(ct->dtype->name)))
 			return diag_unsupported(w->d, ct->pkl_off, "%s: GGUF "
 						"has no type for %s", name,
 						ct->dtype->name);
