@@ -64,7 +64,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #define GGUF_VERSION	3u
@@ -104,20 +103,14 @@ struct gw {
 
 /* ---- output: sequential, through w->buf ---- */
 
-/* @n bytes written at w->pos. */
-static void written(struct gw *w, uint64_t n)
-{
-	w->st.written += n;
-	w->pos += n;
-}
-
 static int flush(struct gw *w)
 {
 	int rc = w->used ? io_pwrite_full(w->fd, w->buf, w->used, w->pos) : 0;
 
 	if (rc)
 		return diag_errno(w->d, rc, "cannot write: %s", strerror(-rc));
-	written(w, w->used);
+	w->st.written += w->used;
+	w->pos += w->used;
 	w->used = 0;
 	return 0;
 }
@@ -132,7 +125,8 @@ static int put(struct gw *w, const void *p, size_t n)
 		if (rc)
 			return diag_errno(w->d, rc, "cannot write: %s",
 					  strerror(-rc));
-		written(w, n);
+		w->st.written += n;
+		w->pos += n;
 		return 0;
 	}
 	while (n && !rc) {
@@ -497,75 +491,29 @@ static void convert(const struct gguf_type *from, const struct gguf_type *to,
 
 /* Tensor @t's bytes read through the model into @in, swapped or
  * converted (through @f into @out) as its plan says. */
-/*
- * Where a tensor converted as it lies in one file (contiguous, in one
- * place, not swapped) can be read from in place: *@fd and *@off, true;
- * its chunks are then mapped, not copied into a buffer (the copy was a
- * sixth of an f16 conversion's time).  False: read through the model.
- */
-static bool in_place(struct gw *w, const struct gw_tensor *t, int *fd,
-		     uint64_t *off)
-{
-	const struct ckpt_tensor *ct = t->e->t;
-	struct diag quiet;
-
-	diag_init(&quiet, w->d->path);
-	/* (a remote checkpoint's stand-in is read through io_pread(): a
-	   mapping would see none of its bytes) */
-	if (t->from == t->to || t->swap_in || !ct->contiguous ||
-	    ckpt_storage_pieced(w->c, ct->storage) ||
-	    ckpt_storage_data(w->c, ct->storage, fd, off, &quiet) ||
-	    io_backed(*fd))
-		return false;
-	*off += ct->offset * ct->dtype->size;
-	return true;
-}
-
-/* @n bytes at @off of @fd mapped read-only (*@map, *@len to unmap): the
- * first of them, or NULL. */
-static const unsigned char *map_at(int fd, uint64_t off, uint64_t n,
-				   void **map, size_t *len)
-{
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), lead = off % page;
-
-	*len = (size_t)(n + lead);
-	*map = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd,
-		    (off_t)(off - lead));
-	return *map == MAP_FAILED ? NULL : (unsigned char *)*map + lead;
-}
-
 static int gather(struct gw *w, const struct gw_tensor *t,
 		   unsigned char *in, float *f, unsigned char *out)
 {
 	const struct gguf_type *from = t->from, *to = t->to;
-	uint64_t size = ckpt_tensor_nbytes(t->e->t), base = 0;
+	uint64_t size = ckpt_tensor_nbytes(t->e->t);
 	/* raw bytes: whole elements of any size at a time */
 	uint64_t step = from == to ? (uint64_t)CHUNK * 8 :
 			(uint64_t)CHUNK * from->bytes;
-	int fd = -1, rc = 0;
-	bool mapped = in_place(w, t, &fd, &base);
+	int rc = 0;
 
 	for (uint64_t pos = 0; pos < size && !rc; pos += step) {
 		uint64_t n = size - pos < step ? size - pos : step;
 		uint64_t nel = n / from->bytes * from->block;
-		const unsigned char *src = NULL;
-		void *map = MAP_FAILED;
-		size_t mlen = 0;
 
-		if (mapped)
-			src = map_at(fd, base + pos, n, &map, &mlen);
-		if (!src && (rc = read_full(w, t->e, in, n, pos)))
+		if ((rc = read_full(w, t->e, in, n, pos)))
 			break;
-		if (!src && (from == to ? t->swap_in != t->swap_out :
-			     t->swap_in))
+		if (from == to ? t->swap_in != t->swap_out : t->swap_in)
 			gguf_swap(from, in, nel);
 		if (from == to) {
 			rc = put(w, in, n);
 			continue;
 		}
-		convert(from, to, src ? src : in, f, out, nel);
-		if (map != MAP_FAILED)
-			munmap(map, mlen);
+		convert(from, to, in, f, out, nel);
 		if (t->swap_out)
 			gguf_swap(to, out, nel);
 		rc = put(w, out, nel / to->block * to->bytes);
