@@ -44,8 +44,8 @@
  * squeezed or name mapped, and a tensor whose type stays is copied (a
  * bfloat16 signalling NaN keeps its bits).
  *
- * One pass: the header is planned whole, then written through a 1 MiB
- * buffer (a GGUF's key/values copied from its file), then the data,
+ * One pass: the header is planned whole, then written through seqout
+ * (util/seqout.h: a GGUF's key/values copied from its file), then the data,
  * copied in the kernel, or read through the model (overlay edits, views,
  * DCP chunks) and converted 1 Mi elements at a time, on up to 4 threads
  * (convert()): memory does not
@@ -56,6 +56,7 @@
 #include "gguf_write.h"
 #include "pickle/pkl_int.h"
 #include "util/io.h"
+#include "util/seqout.h"
 #include "util/le.h"
 
 #include <errno.h>
@@ -67,7 +68,6 @@
 #include <unistd.h>
 
 #define GGUF_VERSION	3u
-#define OUT_BUF		(1u << 20)
 #define CHUNK		(1u << 20)	/* elements read, converted at once */
 #define CONVERTERS	4		/* threads converting a chunk, at most */
 #define NAME_MAX_LEN	65535u		/* what gguf_parse.c reads back */
@@ -93,53 +93,22 @@ struct gw {
 	struct gw_tensor *t;	/* in the model's order */
 	uint32_t n;
 	int fd;
-	uint64_t pos;		/* output offset of buf[0] */
-	unsigned char *buf;	/* OUT_BUF bytes */
-	size_t used;
+	struct seqout *out;
 	uint64_t total;		/* bytes of the data section, padding
 				   included */
 	struct ckpt_write_stats st;
 };
 
-/* ---- output: sequential, through w->buf ---- */
-
-static int flush(struct gw *w)
-{
-	int rc = w->used ? io_pwrite_full(w->fd, w->buf, w->used, w->pos) : 0;
-
-	if (rc)
-		return diag_errno(w->d, rc, "cannot write: %s", strerror(-rc));
-	w->st.written += w->used;
-	w->pos += w->used;
-	w->used = 0;
-	return 0;
-}
+/* ---- output: sequential, through w->out ---- */
 
 static int put(struct gw *w, const void *p, size_t n)
 {
-	const unsigned char *s = p;
-	int rc = 0;
+	int rc = seqout_put(w->out, p, n);
 
-	if (!w->used && n >= OUT_BUF) {
-		rc = io_pwrite_full(w->fd, p, n, w->pos);
-		if (rc)
-			return diag_errno(w->d, rc, "cannot write: %s",
-					  strerror(-rc));
-		w->st.written += n;
-		w->pos += n;
-		return 0;
-	}
-	while (n && !rc) {
-		size_t k = OUT_BUF - w->used < n ? OUT_BUF - w->used : n;
-
-		memcpy(w->buf + w->used, s, k);
-		w->used += k;
-		s += k;
-		n -= k;
-		if (w->used == OUT_BUF)
-			rc = flush(w);
-	}
-	return rc;
+	if (rc)
+		return diag_errno(w->d, rc, "cannot write: %s", strerror(-rc));
+	w->st.written += n;
+	return 0;
 }
 
 static int put_num(struct gw *w, uint64_t v, unsigned size)
@@ -173,14 +142,13 @@ static int pad(struct gw *w, uint64_t n)
 static int copy_in(struct gw *w, int fd, uint64_t off, uint64_t n,
 		   const char *what)
 {
-	int rc = flush(w);
+	int rc = seqout_copy(w->out, fd, off, n);
 
-	if (!rc && (rc = io_copy_range(fd, off, w->fd, w->pos, n)))
+	if (rc)
 		return diag_errno(w->d, rc, "%s: cannot copy its %" PRIu64
 				  " bytes: %s", what, n, strerror(-rc));
-	w->pos += n;
 	w->st.copied += n;
-	return rc;
+	return 0;
 }
 
 /* ---- the plan: each tensor's type, dims and place ---- */
@@ -403,7 +371,7 @@ static int put_header(struct gw *w)
 		if (!rc)
 			rc = put_num(w, t->off, 8);
 	}
-	return rc ? rc : pad(w, w->pos + w->used);
+	return rc ? rc : pad(w, seqout_pos(w->out));
 }
 
 /* @len bytes at @pos of tensor @e's contents, all of them. */
@@ -558,7 +526,7 @@ static int write_all(struct gw *w)
 	unsigned char *out = malloc((size_t)CHUNK * 4);
 	float *f = malloc((size_t)CHUNK * sizeof(float));
 	uint64_t done = 0;
-	int rc = in && out && f ? put_header(w) : diag_nomem(w->d);
+	int rc2, rc = in && out && f ? put_header(w) : diag_nomem(w->d);
 
 	for (uint32_t i = 0; i < w->n && !rc; i++) {
 		rc = put_tensor(w, &w->t[i], in, f, out);
@@ -566,9 +534,12 @@ static int write_all(struct gw *w)
 		if (!rc && w->o->progress)
 			w->o->progress(w->o->progress_arg, done, w->total);
 	}
-	if (!rc)
-		rc = flush(w);
-	if (!rc && ftruncate(w->fd, (off_t)w->pos))
+	w->st.size = seqout_pos(w->out);
+	rc2 = seqout_close(w->out);
+	w->out = NULL;
+	if (!rc && rc2)
+		rc = diag_errno(w->d, rc2, "cannot write: %s", strerror(-rc2));
+	if (!rc && ftruncate(w->fd, (off_t)w->st.size))
 		rc = diag_errno(w->d, -errno, "cannot set the file's size: %s",
 				strerror(errno));
 	free(in);
@@ -588,17 +559,15 @@ int gguf_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 		rc = ckpt_st_flatten(c, o, &w.f, d);
 	if (!rc)
 		rc = plan(&w);
-	if (!rc && !(w.buf = malloc(OUT_BUF)))
+	if (!rc && (rc = seqout_open(&w.out, fd, 0)))
 		rc = diag_nomem(d);
 	if (!rc)
 		rc = write_all(&w);
 	if (!rc && o->stats) {
-		w.st.size = w.pos;
 		w.st.tensors = w.st.records = w.st.storages = w.n;
 		w.st.dropped_values = w.f.dropped;
 		*o->stats = w.st;
 	}
-	free(w.buf);
 	free(w.t);
 	ckpt_st_flat_release(&w.f);
 	gguf_whead_release(&w.h);
