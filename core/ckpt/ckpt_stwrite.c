@@ -25,8 +25,8 @@
  * this form written back unchanged comes out byte for byte the same.
  *
  * Bytes are copied in the kernel (io_copy_range(): copy_file_range) and a
- * strided view is gathered through a 1 MiB buffer: memory does not grow
- * with the data.  When a safetensors checkpoint's header comes out the
+ * strided view or a converted tensor is gathered through a 1 MiB buffer,
+ * all in order through util/seqout.h: memory does not grow with the data.  When a safetensors checkpoint's header comes out the
  * same, the write starts from a clone of the file where the file system
  * can make one (FICLONE), and only staged tensors are written, in the
  * chunks written since their copy-up (their dirty maps).
@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "util/io.h"
+#include "util/seqout.h"
 #include "util/le.h"
 #include "util/sbuf.h"
 
@@ -56,6 +57,7 @@ static const char *const st_rank[] = {
 struct stw {
 	struct ckpt *c;
 	int fd;
+	struct seqout *out;	/* fd, from write_all() on */
 	const struct ckpt_write_opts *o;
 	struct diag *d;
 	struct st_flat f;
@@ -259,8 +261,10 @@ static int put_tensor(struct stw *w, const struct st_ent *e, uint64_t at)
 	if (t->contiguous && !pieced) {
 		uint64_t n = ckpt_tensor_nbytes(t);
 
-		rc = io_copy_range(fd, off + t->offset * t->dtype->size, w->fd,
-				   at, n);
+		rc = seqout_seek(w->out, at);
+		if (!rc)
+			rc = seqout_copy(w->out, fd,
+					 off + t->offset * t->dtype->size, n);
 		if (rc)
 			return diag_errno(w->d, rc, "%s: cannot copy its %llu "
 					  "bytes: %s", e->name,
@@ -268,6 +272,8 @@ static int put_tensor(struct stw *w, const struct st_ent *e, uint64_t at)
 		w->st.copied += n;
 		return 0;
 	}
+	if ((rc = seqout_seek(w->out, at)))
+		return diag_errno(w->d, rc, "cannot write: %s", strerror(-rc));
 	buf = malloc(GATHER_BUF);
 	if (!buf)
 		return diag_nomem(w->d);
@@ -281,7 +287,7 @@ static int put_tensor(struct stw *w, const struct st_ent *e, uint64_t at)
 					e->name);
 			break;
 		}
-		rc = io_pwrite_full(w->fd, buf, (size_t)got, at + pos);
+		rc = seqout_put(w->out, buf, (size_t)got);
 		if (rc)
 			rc = diag_errno(w->d, rc, "cannot write: %s",
 					strerror(-rc));
@@ -343,8 +349,9 @@ static int patch_staged(struct stw *w, const struct st_ent *e)
 		if (!(bits[i / 64] >> (i % 64) & 1))
 			continue;
 		n = n < chunk ? n : chunk;
-		rc = io_copy_range(s->fd, s->data_off + from, w->fd, at + from,
-				   n);
+		rc = seqout_seek(w->out, at + from);
+		if (!rc)
+			rc = seqout_copy(w->out, s->fd, s->data_off + from, n);
 		if (rc)
 			return diag_errno(w->d, rc, "%s: cannot copy: %s",
 					  e->name, strerror(-rc));
@@ -357,17 +364,20 @@ static int write_all(struct stw *w, const struct sbuf *hdr, bool cloned)
 {
 	unsigned char len[8];
 	uint64_t done = 0;
-	int rc = 0;
+	int rc2, rc = 0;
 
 	ord_store(len, 8, false, hdr->n);
+	if ((rc = seqout_open(&w->out, w->fd, 0)))
+		return diag_nomem(w->d);
 	if (!cloned) {
-		rc = io_pwrite_full(w->fd, len, 8, 0);
+		rc = seqout_put(w->out, len, 8);
 		if (!rc)
-			rc = io_pwrite_full(w->fd, hdr->p, hdr->n, 8);
+			rc = seqout_put(w->out, hdr->p, hdr->n);
 		if (rc)
-			return diag_errno(w->d, rc, "cannot write: %s",
-					  strerror(-rc));
-		w->st.written += 8 + hdr->n;
+			rc = diag_errno(w->d, rc, "cannot write: %s",
+					strerror(-rc));
+		else
+			w->st.written += 8 + hdr->n;
 	}
 	for (uint32_t i = 0; i < w->n && !rc; i++) {
 		const struct st_ent *e = w->order[i];
@@ -378,6 +388,10 @@ static int write_all(struct stw *w, const struct sbuf *hdr, bool cloned)
 		if (!rc && w->o->progress)
 			w->o->progress(w->o->progress_arg, done, w->total);
 	}
+	rc2 = seqout_close(w->out);
+	w->out = NULL;
+	if (!rc && rc2)
+		rc = diag_errno(w->d, rc2, "cannot write: %s", strerror(-rc2));
 	/* a clone may hold bytes after the data (ptverify names them) */
 	if (!rc && ftruncate(w->fd, (off_t)(w->base + w->total)))
 		rc = diag_errno(w->d, -errno, "cannot set the file's size: %s",
