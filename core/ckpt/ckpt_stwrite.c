@@ -25,8 +25,9 @@
  * this form written back unchanged comes out byte for byte the same.
  *
  * Bytes are copied in the kernel (io_copy_range(): copy_file_range) and a
- * strided view or a converted tensor is gathered through a 1 MiB buffer,
- * all in order through util/seqout.h: memory does not grow with the data.  When a safetensors checkpoint's header comes out the
+ * strided view or a converted tensor is read straight into the output's
+ * buffers, all in order through util/seqout.h: memory does not grow with
+ * the data.  When a safetensors checkpoint's header comes out the
  * same, the write starts from a clone of the file where the file system
  * can make one (FICLONE), and only staged tensors are written, in the
  * chunks written since their copy-up (their dirty maps).
@@ -45,7 +46,6 @@
 #include "util/sbuf.h"
 
 #define ST_HEADER_MAX	100000000u	/* the Rust reader's limit */
-#define GATHER_BUF	(1u << 20)
 
 /* tensor.rs's Dtype enum, in its order. */
 static const char *const st_rank[] = {
@@ -251,7 +251,6 @@ static int put_tensor(struct stw *w, const struct st_ent *e, uint64_t at)
 	const struct ckpt_tensor *t = e->t;
 	/* a DCP tensor cut in chunks has no one place: gathered below */
 	bool pieced = ckpt_storage_pieced(w->c, t->storage);
-	unsigned char *buf;
 	uint64_t off = 0;
 	int fd = -1, rc = pieced ? 0 : ckpt_storage_data(w->c, t->storage,
 							 &fd, &off, w->d);
@@ -274,12 +273,13 @@ static int put_tensor(struct stw *w, const struct st_ent *e, uint64_t at)
 	}
 	if ((rc = seqout_seek(w->out, at)))
 		return diag_errno(w->d, rc, "cannot write: %s", strerror(-rc));
-	buf = malloc(GATHER_BUF);
-	if (!buf)
-		return diag_nomem(w->d);
-	for (uint64_t pos = 0; pos < ckpt_tensor_nbytes(t) && !rc; ) {
-		long long got = ckpt_tensor_read(w->c, t, buf, GATHER_BUF, pos,
-						 w->d);
+	/* read straight into the output's buffer */
+	for (uint64_t pos = 0, n = ckpt_tensor_nbytes(t); pos < n && !rc; ) {
+		size_t room;
+		void *to = seqout_room(w->out, &room);
+		long long got = ckpt_tensor_read(w->c, t, to,
+						 room < n - pos ? room : n - pos,
+						 pos, w->d);
 
 		if (got <= 0) {
 			rc = got < 0 ? (int)got : diag_corrupt(w->d,
@@ -287,14 +287,13 @@ static int put_tensor(struct stw *w, const struct st_ent *e, uint64_t at)
 					e->name);
 			break;
 		}
-		rc = seqout_put(w->out, buf, (size_t)got);
+		rc = seqout_commit(w->out, (size_t)got);
 		if (rc)
 			rc = diag_errno(w->d, rc, "cannot write: %s",
 					strerror(-rc));
 		pos += (uint64_t)got;
 		w->st.written += (uint64_t)got;
 	}
-	free(buf);
 	return rc;
 }
 

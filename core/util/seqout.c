@@ -218,23 +218,38 @@ static int hand_off(struct seqout *s)
 	return rc;
 }
 
+void *seqout_room(struct seqout *s, size_t *n)
+{
+	struct obuf *b = &s->b[s->fill];
+
+	*n = BUF - b->used;	/* > 0: a full buffer is handed off */
+	return b->p + b->used;
+}
+
+int seqout_commit(struct seqout *s, size_t n)
+{
+	struct obuf *b = &s->b[s->fill];
+
+	b->used += n;
+	return b->used == BUF ? hand_off(s) : 0;
+}
+
 int seqout_put(struct seqout *s, const void *p, size_t n)
 {
 	const unsigned char *q = p;
+	int rc = 0;
 
-	while (n) {
-		struct obuf *b = &s->b[s->fill];
-		size_t k = BUF - b->used < n ? BUF - b->used : n;
-		int rc;
+	while (n && !rc) {
+		size_t room, k;
+		void *to = seqout_room(s, &room);
 
-		memcpy(b->p + b->used, q, k);
-		b->used += k;
+		k = room < n ? room : n;
+		memcpy(to, q, k);
 		q += k;
 		n -= k;
-		if (b->used == BUF && (rc = hand_off(s)))
-			return rc;
+		rc = seqout_commit(s, k);
 	}
-	return 0;
+	return rc;
 }
 
 uint64_t seqout_pos(const struct seqout *s)

@@ -31,6 +31,11 @@ int seqout_open(struct seqout **sp, int fd, uint64_t pos);
 /* Append @n bytes.  0, or the first write error (-errno), which sticks. */
 int seqout_put(struct seqout *s, const void *p, size_t n);
 
+/* Where the next bytes may be made in place: *@n > 0 bytes, valid until
+ * the next call on @s.  seqout_commit() appends the first @n of them. */
+void *seqout_room(struct seqout *s, size_t *n);
+int seqout_commit(struct seqout *s, size_t n);
+
 /* Go on at @pos (the bytes in between are left as they are).  0/-errno. */
 int seqout_seek(struct seqout *s, uint64_t pos);
 
