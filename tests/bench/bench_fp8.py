@@ -12,10 +12,13 @@ included) with their float32 weight_scale_inv (32, 60), 2.0 GB, written
 by numpy alone.  With a warm page cache (the file read once first):
 
   cp         cp IN OUT (best of 3)
+  cp+sync    cp IN OUT, then sync of the copy: cp as durable as ptrepack's
+             output, which it fsyncs before its rename
   cp 2x      cp of a file as large as the output (IN twice over, made
-             for it and removed), then sync of the copy (ptrepack fsyncs
-             OUT before its rename): what writing that many bytes durably
-             costs here
+             for it and removed), then sync of the copy: what writing
+             that many bytes durably through the page cache costs here
+  dd 2x      the same file by dd oflag=direct bs=4M conv=fsync: what
+             writing that many bytes durably costs the disk itself
   ptrepack   ptrepack --dequant bf16 IN OUT.safetensors (best of 3)
   torch      the reference in torch 2.x on the CPU, once: load_file, per
              weight w.float() * the scale over its 128x128 blocks,
@@ -23,7 +26,7 @@ by numpy alone.  With a warm page cache (the file read once first):
 
 and throughput in input bytes per second, its ratio to cp's, and peak RSS
 (GNU time's %M).  Goals: ptrepack at least 0.5x cp's throughput, at most
-64 MiB.  bfloat16 doubles the bytes, so "cp 2x" is the floor for any
+64 MiB.  bfloat16 doubles the bytes, so "dd 2x" is the floor for any
 tool on the same disk.  The two bfloat16 files must be equal byte for byte (ptrepack
 writes save_file's layout).  The machine is shared: run it idle.
 """
@@ -120,6 +123,11 @@ def main():
     subprocess.run(["sync"])
     res = {}
     for name, argv in (("cp", ["cp", src, copy]),
+                       ("cp+sync", ["sh", "-c", 'cp "$1" "$2" && sync "$2"',
+                                    "sh", src, copy]),
+                       ("dd 2x", ["dd", "if=" + double, "of=" + copy,
+                                  "bs=4M", "oflag=direct", "conv=fsync",
+                                  "status=none"]),
                        ("cp 2x", ["sh", "-c", 'cp "$1" "$2" && sync "$2"',
                                   "sh", double, copy]),
                        ("ptrepack", [PTREPACK, "--dequant", "bf16", src,
@@ -138,7 +146,7 @@ def main():
           "128x128 blocks) to bfloat16, warm cache; cp and ptrepack best "
           "of %d, torch once" % (os.path.basename(src), size / 1e9, N, RUNS))
     print("%-10s %8s %9s %10s %12s" % ("", "s", "MB/s", "x cp", "peak RSS"))
-    for name in ("cp", "cp 2x", "ptrepack", "torch"):
+    for name in ("cp", "cp+sync", "cp 2x", "dd 2x", "ptrepack", "torch"):
         t, rss = res[name]
         print("%-10s %8.2f %9.0f %10.2f %9.1f MiB" % (
             name, t, size / 1e6 / t, res["cp"][0] / t, rss / 2**20))
