@@ -64,9 +64,14 @@ static void direct_open(struct seqout *s)
 	struct statx sx;
 	char path[32];
 	size_t a;
+	int flags;
 
 	s->dfd = s->fd;
 	s->align = 1;
+	/* never more than @fd allows: not written through if read-only */
+	flags = fcntl(s->fd, F_GETFL);
+	if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY || flags & O_APPEND)
+		return;
 	if (statx(s->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) ||
 	    !(sx.stx_mask & STATX_DIOALIGN) || !sx.stx_dio_offset_align)
 		return;
@@ -288,6 +293,11 @@ int seqout_seek(struct seqout *s, uint64_t pos)
 	if (!(rc = drain(s)))
 		place(s, pos);
 	return rc;
+}
+
+int seqout_flush(struct seqout *s)
+{
+	return drain(s);
 }
 
 int seqout_copy(struct seqout *s, int in, uint64_t in_off, uint64_t n)

@@ -43,6 +43,11 @@ int seqout_seek(struct seqout *s, uint64_t pos);
  * (io_copy_range()).  0, -errno, or -ENODATA when @in ends early. */
 int seqout_copy(struct seqout *s, int in, uint64_t in_off, uint64_t n);
 
+/* Everything appended so far in the file (not synced), for a caller that
+ * writes the file itself next; then seqout_seek() past what it wrote.
+ * 0 or the first write error. */
+int seqout_flush(struct seqout *s);
+
 /* The offset the next byte goes to. */
 uint64_t seqout_pos(const struct seqout *s);
 

@@ -1,7 +1,9 @@
 /*
  * ptz_copy.c - how the bytes of an archive being written reach the file:
- * pwrite from the writer's staging buffer, copy_file_range from a record's
- * source (pread/pwrite where the kernel refuses), and, when writing
+ * from the writer's staging buffer, in order through util/seqout.h (a
+ * record read through user space straight into its buffers), or by
+ * pwrite against a base; copy_file_range from a record's source
+ * (pread/write where the kernel refuses); and, when writing
  * against a base (the archive being replaced, ptz_writer_base()), not at
  * all where the base has the same bytes at the same offset.
  *
@@ -53,21 +55,46 @@
 
 #include "diag/diag.h"
 #include "util/io.h"
+#include "util/seqout.h"
 
 #define COPY_CHUNK	(1u << 30)	/* largest pwrite */
 #define RANGE_CHUNK	0x7ffff000u	/* largest copy_file_range: what the
 					   kernel does in one call anyway */
 #define SPAN_GAP	256	/* equal bytes that end a differing span */
 
+/* Without a base the archive is written in order: through w->out, at
+ * archive offset @at (so after a kernel copy it goes on past it). */
+static int out_at(struct ptz_writer *w, uint64_t at, struct diag *d)
+{
+	int rc = w->out ? seqout_seek(w->out, w->origin + at) :
+		 seqout_open(&w->out, w->fd, w->origin + at);
+
+	return rc ? diag_errno(d, rc, "cannot write the archive: %s",
+			       strerror(-rc)) : 0;
+}
+
+static int out_done(struct ptz_writer *w, int rc, size_t n, struct diag *d)
+{
+	if (rc)
+		return diag_errno(d, rc, "cannot write the archive: %s",
+				  strerror(-rc));
+	w->st.written += n;
+	return 0;
+}
+
 int ptz_out_write(struct ptz_writer *w, const void *p, size_t n,
 		  uint64_t off, struct diag *d)
 {
 	const unsigned char *q = p;
+	int rc;
 
 	if (w->dry) {
 		w->st.written += n;
 		return 0;
 	}
+	if (!w->has_base)
+		return (rc = out_at(w, off, d)) ? rc :
+		       out_done(w, seqout_put(w->out, p, n), n, d);
 	while (n) {
 		ssize_t got = pwrite(w->fd, q, n > COPY_CHUNK ? COPY_CHUNK : n,
 				     (off_t)(w->origin + off));
@@ -171,18 +198,30 @@ static int copy_slow(struct ptz_writer *w, const struct ptz_source *src,
 		     uint64_t at, uint64_t *done, unsigned char *buf,
 		     uint32_t *crc, struct diag *d)
 {
+	/* in order: read straight into the output's buffer */
+	bool seq = !w->has_base && !w->dry;
+
 	while (*done < src->len) {
 		uint64_t left = src->len - *done;
-		size_t n = left > PTZ_WBUF ? PTZ_WBUF : (size_t)left;
-		int rc = src->read ? src->read(src->read_arg, buf, n,
-					       src->off + *done, d) :
-			 read_src(src->fd, buf, n, src->off + *done, d);
+		size_t n = left > PTZ_WBUF ? PTZ_WBUF : (size_t)left, room;
+		unsigned char *to = buf;
+		int rc = seq ? out_at(w, at + *done, d) : 0;
 
+		if (!rc && seq) {
+			to = seqout_room(w->out, &room);
+			n = n < room ? n : room;
+		}
 		if (!rc)
-			rc = ptz_out_write(w, buf, n, at + *done, d);
+			rc = src->read ? src->read(src->read_arg, to, n,
+						   src->off + *done, d) :
+			     read_src(src->fd, to, n, src->off + *done, d);
 		if (rc)
 			return rc;
-		*crc = libdeflate_crc32(*crc, buf, n);
+		*crc = libdeflate_crc32(*crc, to, n);
+		rc = seq ? out_done(w, seqout_commit(w->out, n), n, d) :
+		     ptz_out_write(w, to, n, at + *done, d);
+		if (rc)
+			return rc;
 		*done += n;
 	}
 	return 0;
@@ -196,7 +235,10 @@ int ptz_copy_data(struct ptz_writer *w, const struct ptz_source *src,
 	int rc;
 
 	if (src->has_crc && !src->read && !w->no_copy_range) {
-		rc = copy_range(w, src, w->cursor, &done, d);
+		/* the kernel writes next: what is buffered goes first */
+		rc = w->out ? out_done(w, seqout_flush(w->out), 0, d) : 0;
+		if (!rc)
+			rc = copy_range(w, src, w->cursor, &done, d);
 		if (rc <= 0)
 			return rc;
 	}

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/seqout.h"
 #include "diag/diag.h"
 
 #define EXTRA_FB	0x4246u		/* "FB": torch's alignment padding */
@@ -450,7 +451,7 @@ int ptz_writer_finish(struct ptz_writer *w, struct diag *d)
 {
 	uint64_t cd_off = w->cursor;
 	unsigned char *p;
-	int rc;
+	int rc, rc2;
 
 	if (w->err)
 		return diag_errno(d, w->err, "archive writer failed earlier");
@@ -471,6 +472,11 @@ int ptz_writer_finish(struct ptz_writer *w, struct diag *d)
 	rc = flush(w, d);
 	if (rc == 0 && w->has_base)
 		rc = ptz_base_end(w, d);
+	rc2 = seqout_close(w->out);
+	w->out = NULL;
+	if (rc == 0 && rc2)
+		rc = diag_errno(d, rc2, "cannot write the archive: %s",
+				strerror(-rc2));
 	if (rc < 0)
 		return w->err = rc;
 	w->finished = true;
@@ -479,6 +485,7 @@ int ptz_writer_finish(struct ptz_writer *w, struct diag *d)
 
 void ptz_writer_release(struct ptz_writer *w)
 {
+	seqout_close(w->out);	/* a failed write's: its error is said */
 	free(w->buf);
 	free(w->cmp);
 	free(w->xbuf);

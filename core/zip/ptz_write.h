@@ -95,6 +95,9 @@ struct ptz_writer {
 				   clone; 0: it does not */
 	unsigned char *buf;	/* staging buffer; buf[0] is at cursor-buf_len */
 	size_t buf_len;
+	/* without a base, what reaches fd goes through this, in order
+	   (util/seqout.h; opened at the first write, closed by finish) */
+	struct seqout *out;
 	struct ptz_wentry *ents;
 	uint32_t nents;
 	uint32_t ents_cap;

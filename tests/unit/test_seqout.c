@@ -185,3 +185,30 @@ Test(seqout, write_error_is_returned)
 	free(buf);
 	assert_no_leaks();
 }
+
+/* A descriptor open for reading only: nothing is written through another
+ * one (the direct descriptor is only ever a second way of writing). */
+Test(seqout, read_only_fd_writes_nothing)
+{
+	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	unsigned char *buf = calloc(1, 8u << 20);
+	char path[256];
+	int fd = scratch(dir, path, sizeof(path)), ro = open(path, O_RDONLY);
+	struct seqout *s;
+	struct stat st;
+	int rc, rc2;
+
+	cr_assert(buf && ro >= 0);
+	cr_assert_eq(seqout_open(&s, ro, 0), 0);
+	cr_assert(!direct_fd_of(path), "a writable descriptor was opened");
+	rc = seqout_put(s, buf, 8u << 20);
+	rc2 = seqout_close(s);
+	cr_assert_eq(rc ? rc : rc2, -EBADF);
+	cr_assert(!fstat(fd, &st) && st.st_size == 0, "%lld bytes written",
+		  (long long)st.st_size);
+	close(ro);
+	close(fd);
+	unlink(path);
+	free(buf);
+	assert_no_leaks();
+}
