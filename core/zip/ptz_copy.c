@@ -242,7 +242,7 @@ int ptz_copy_data(struct ptz_writer *w, const struct ptz_source *src,
 		if (rc <= 0)
 			return rc;
 	}
-	/* pread/pwrite through the staging buffer, in 1 MiB chunks. */
+	/* read through user space, 1 MiB at a time (copy_slow()) */
 	rc = copy_slow(w, src, w->cursor, &done, w->buf, &crc, d);
 	if (!rc && !src->has_crc)
 		e->crc32 = crc;

@@ -47,7 +47,7 @@ import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ckpt_gen import gpt2_state, make, many_state  # noqa: E402
-from benchlib import mounted, run_main, vm  # noqa: E402
+from benchlib import drop_caches, mounted, run_main, vm  # noqa: E402
 
 ARG = sys.argv[1] if len(sys.argv) > 1 else "build"
 PTFS = os.path.abspath(ARG if os.path.isfile(ARG) else os.path.join(ARG, "ptfs"))
@@ -261,12 +261,6 @@ def best_read(runs):
     if ok:
         return max(ok, key=lambda r: r.mbs)
     return runs[0] if runs else None
-
-
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
 
 
 def can_drop():

@@ -35,6 +35,9 @@ import threading
 import time
 import zlib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import drop_caches, mounted  # noqa: E402
+
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 WORK = sys.argv[2] if len(sys.argv) > 2 else "/tmp/ptfs-bench"
 PTFS = os.path.join(BUILD, "ptfs")
@@ -79,6 +82,17 @@ def runs_of(files):
     return out
 
 
+def on_threads(work, threads):
+    """Seconds for @threads threads running @work until each returns."""
+    t = time.perf_counter()
+    ts = [threading.Thread(target=work) for _ in range(threads)]
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join()
+    return time.perf_counter() - t
+
+
 def pread_pass(runs, threads):
     q = queue.Queue()
     for r in runs:
@@ -107,13 +121,7 @@ def pread_pass(runs, threads):
         except Exception as e:  # noqa: BLE001 - reported below
             err.append(e)
 
-    t = time.perf_counter()
-    ts = [threading.Thread(target=work) for _ in range(threads)]
-    for th in ts:
-        th.start()
-    for th in ts:
-        th.join()
-    dt = time.perf_counter() - t
+    dt = on_threads(work, threads)
     for fd in fds.values():
         os.close(fd)
     if err:
@@ -141,13 +149,7 @@ def mmap_pass(runs, threads):
         except Exception as e:  # noqa: BLE001
             err.append(e)
 
-    t = time.perf_counter()
-    ts = [threading.Thread(target=work) for _ in range(threads)]
-    for th in ts:
-        th.start()
-    for th in ts:
-        th.join()
-    dt = time.perf_counter() - t
+    dt = on_threads(work, threads)
     for m in maps.values():
         try:
             m.close()
@@ -156,17 +158,6 @@ def mmap_pass(runs, threads):
     if err:
         raise err[0]
     return dt
-
-
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-
-
-def mounted(mnt):
-    with open("/proc/self/mounts") as f:
-        return any(ln.split()[1] == mnt for ln in f)
 
 
 def main():
