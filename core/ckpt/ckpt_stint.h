@@ -7,6 +7,7 @@
 #define PT_CKPT_CKPT_STINT_H
 
 #include "ckpt_int.h"
+#include "util/sbuf.h"
 
 #define CKPT_ST_META	"__metadata__"
 
@@ -57,6 +58,29 @@ struct st_flat {
 int ckpt_st_flatten(struct ckpt *c, const struct ckpt_write_opts *o,
 		    struct st_flat *f, struct diag *d);
 void ckpt_st_flat_release(struct st_flat *f);
+
+/* A safetensors file laid out, not yet written (ckpt_stwrite.c). */
+struct st_layout {
+	struct st_ent **order;	/* its tensors, in header order; each
+				   entry's begin and end set */
+	uint32_t n;
+	struct sbuf hdr;	/* the header, padded (its length: the
+				   8 bytes before it) */
+	uint64_t base;		/* 8 + hdr.n: where the data starts */
+	uint64_t total;		/* bytes of tensor data */
+};
+
+/*
+ * ckpt_stwrite.c: the file ckpt_st_write_part() would write of @f's kept
+ * entries with @pick[i] set (all: NULL), its __metadata__ the members
+ * @meta (NULL: the checkpoint's, as ckpt_st_write() has it), into @L:
+ * what a computed file (ckpt_hfimage.c) serves.  0 or -errno with @d set
+ * (@L empty).  Release @L with ckpt_st_layout_release().
+ */
+int ckpt_st_layout(struct ckpt *c, struct st_flat *f, const uint8_t *pick,
+		   const char *meta, const struct ckpt_write_opts *o,
+		   struct st_layout *L, struct diag *d);
+void ckpt_st_layout_release(struct st_layout *L);
 
 /*
  * ckpt_stwrite.c: ckpt_write() of a safetensors file into @fd (with

@@ -63,10 +63,8 @@ struct stw {
 	struct st_flat f;
 	const char *meta;	/* __metadata__'s members as given (a
 				   folder's shard), or NULL */
-	struct st_ent **order;	/* the tensors written, in header order */
-	uint32_t n;
-	uint64_t base;		/* 8 + N: where the data starts */
-	uint64_t total;		/* bytes of tensor data */
+	struct st_layout L;	/* the tensors in header order, the header */
+	uint32_t nwritten;	/* tensors written (L.n, after release) */
 	struct ckpt_write_stats st;
 };
 
@@ -190,11 +188,12 @@ static void header_shape(struct sbuf *b, const struct ckpt_tensor *t)
 static int header(struct stw *w, struct sbuf *b)
 {
 	uint64_t pos = 0;
+	uint32_t n = w->L.n;
 
 	sb_add(b, "{", 1);
 	metadata(w, b);
-	for (uint32_t i = 0; i < w->n; i++) {
-		struct st_ent *e = w->order[i];
+	for (uint32_t i = 0; i < n; i++) {
+		struct st_ent *e = w->L.order[i];
 		const struct ckpt_tensor *t = e->t;
 
 		e->begin = pos;
@@ -204,7 +203,7 @@ static int header(struct stw *w, struct sbuf *b)
 		header_shape(b, t);
 		sb_printf(b, "],\"data_offsets\":[%llu,%llu]}%s",
 			  (unsigned long long)e->begin,
-			  (unsigned long long)e->end, i + 1 < w->n ? "," : "");
+			  (unsigned long long)e->end, i + 1 < n ? "," : "");
 	}
 	if (b->n > 1 && b->p[b->n - 1] == ',')
 		b->n--;		/* metadata and no tensor */
@@ -217,8 +216,8 @@ static int header(struct stw *w, struct sbuf *b)
 		return diag_unsupported(w->d, DIAG_NO_OFFSET, "a header of "
 					"%zu bytes, over safetensors' limit "
 					"of %u", b->n, ST_HEADER_MAX);
-	w->base = 8 + b->n;
-	w->total = pos;
+	w->L.base = 8 + b->n;
+	w->L.total = pos;
 	return 0;
 }
 
@@ -302,8 +301,9 @@ static int put_tensor(struct stw *w, const struct st_ent *e, uint64_t at)
  * a safetensors checkpoint whose header comes out byte for byte the same,
  * every tensor under its own name over its own storage?
  */
-static int same_places(struct stw *w, const struct sbuf *hdr, bool *same)
+static int same_places(struct stw *w, bool *same)
 {
+	const struct sbuf *hdr = &w->L.hdr;
 	struct ckpt *c = w->c;
 	char *old;
 	int rc;
@@ -312,8 +312,8 @@ static int same_places(struct stw *w, const struct sbuf *hdr, bool *same)
 	if (c->format != CKPT_SAFETENSORS || hdr->n != c->hdr_len ||
 	    w->f.aliases)
 		return 0;
-	for (uint32_t i = 0; i < w->n; i++) {
-		const struct st_ent *e = w->order[i];
+	for (uint32_t i = 0; i < w->L.n; i++) {
+		const struct st_ent *e = w->L.order[i];
 		const struct ckpt_storage *s = e->t->storage;
 
 		if (ckpt_node_rekeyed(e->node) || e->t->fresh || s->fresh ||
@@ -335,7 +335,7 @@ static int patch_staged(struct stw *w, const struct st_ent *e)
 {
 	const struct ckpt_storage *s = e->t->storage;
 	const uint64_t *bits = ckpt_dirty_bits(s);
-	uint64_t chunk = UINT64_C(1) << CKPT_DIRTY_SHIFT, at = w->base + e->begin;
+	uint64_t chunk = UINT64_C(1) << CKPT_DIRTY_SHIFT, at = w->L.base + e->begin;
 	int rc = 0;
 
 	if (s->fd == w->c->fd)
@@ -359,8 +359,9 @@ static int patch_staged(struct stw *w, const struct st_ent *e)
 	return 0;
 }
 
-static int write_all(struct stw *w, const struct sbuf *hdr, bool cloned)
+static int write_all(struct stw *w, bool cloned)
 {
+	const struct sbuf *hdr = &w->L.hdr;
 	unsigned char len[8];
 	uint64_t done = 0;
 	int rc2, rc = 0;
@@ -378,46 +379,72 @@ static int write_all(struct stw *w, const struct sbuf *hdr, bool cloned)
 		else
 			w->st.written += 8 + hdr->n;
 	}
-	for (uint32_t i = 0; i < w->n && !rc; i++) {
-		const struct st_ent *e = w->order[i];
+	for (uint32_t i = 0; i < w->L.n && !rc; i++) {
+		const struct st_ent *e = w->L.order[i];
 
 		rc = cloned ? patch_staged(w, e) :
-		     put_tensor(w, e, w->base + e->begin);
+		     put_tensor(w, e, w->L.base + e->begin);
 		done += ckpt_tensor_nbytes(e->t);
 		if (!rc && w->o->progress)
-			w->o->progress(w->o->progress_arg, done, w->total);
+			w->o->progress(w->o->progress_arg, done, w->L.total);
 	}
 	rc2 = seqout_close(w->out);
 	w->out = NULL;
 	if (!rc && rc2)
 		rc = diag_errno(w->d, rc2, "cannot write: %s", strerror(-rc2));
 	/* a clone may hold bytes after the data (ptverify names them) */
-	if (!rc && ftruncate(w->fd, (off_t)(w->base + w->total)))
+	if (!rc && ftruncate(w->fd, (off_t)(w->L.base + w->L.total)))
 		rc = diag_errno(w->d, -errno, "cannot set the file's size: %s",
 				strerror(errno));
 	return rc;
 }
 
 /* The kept entries of w->f with @pick set (all: NULL) in header order,
- * the header, then the file.  0 or -errno. */
-static int write_flat(struct stw *w, const uint8_t *pick, bool clone)
+ * and the header: w->L.  0 or -errno with w->d set. */
+static int lay_out(struct stw *w, const uint8_t *pick)
 {
-	struct sbuf hdr = { 0 };
-	bool cloned = false;
-	int rc = 0;
+	struct st_layout *L = &w->L;
 
-	w->order = malloc((w->f.n + 1) * sizeof(*w->order));
-	if (!w->order)
+	L->order = malloc((w->f.n + 1) * sizeof(*L->order));
+	if (!L->order)
 		return diag_nomem(w->d);
 	for (uint32_t i = 0; i < w->f.n; i++)
 		if (w->f.e[i].kept == i && (!pick || pick[i]))
-			w->order[w->n++] = &w->f.e[i];
-	qsort(w->order, w->n, sizeof(*w->order), canonical);
-	rc = header(w, &hdr);
-	for (uint32_t i = 0; !rc && i < w->n; i++)
-		note_view(w, w->order[i]);
+			L->order[L->n++] = &w->f.e[i];
+	qsort(L->order, L->n, sizeof(*L->order), canonical);
+	return header(w, &L->hdr);
+}
+
+void ckpt_st_layout_release(struct st_layout *L)
+{
+	free(L->hdr.p);
+	free(L->order);
+	*L = (struct st_layout){ 0 };
+}
+
+int ckpt_st_layout(struct ckpt *c, struct st_flat *f, const uint8_t *pick,
+		   const char *meta, const struct ckpt_write_opts *o,
+		   struct st_layout *L, struct diag *d)
+{
+	struct stw w = { .c = c, .o = o, .d = d, .f = *f, .meta = meta };
+	int rc = lay_out(&w, pick);
+
+	if (rc)
+		ckpt_st_layout_release(&w.L);
+	*L = w.L;
+	return rc;
+}
+
+/* Lay out, then write the file.  0 or -errno. */
+static int write_flat(struct stw *w, const uint8_t *pick, bool clone)
+{
+	bool cloned = false;
+	int rc = lay_out(w, pick);
+
+	for (uint32_t i = 0; !rc && i < w->L.n; i++)
+		note_view(w, w->L.order[i]);
 	if (!rc && clone)
-		rc = same_places(w, &hdr, &clone);
+		rc = same_places(w, &clone);
 	if (!rc && clone) {
 		rc = ckpt_clone_file(w->fd, w->c->fd);
 		cloned = !rc;
@@ -426,12 +453,11 @@ static int write_flat(struct stw *w, const uint8_t *pick, bool clone)
 					 strerror(-rc)) : 0;
 	}
 	if (!rc)
-		rc = write_all(w, &hdr, cloned);
-	w->st.size = w->base + w->total;
+		rc = write_all(w, cloned);
+	w->st.size = w->L.base + w->L.total;
 	w->st.cloned = cloned;
-	free(hdr.p);
-	free(w->order);
-	w->order = NULL;
+	w->nwritten = w->L.n;
+	ckpt_st_layout_release(&w->L);
 	return rc;
 }
 
@@ -445,8 +471,8 @@ int ckpt_st_write(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	if (!rc)
 		rc = write_flat(&w, NULL, clone);
 	if (!rc && o->stats) {
-		w.st.records = w.st.storages = w.n;
-		w.st.tensors = w.n;
+		w.st.records = w.st.storages = w.nwritten;
+		w.st.tensors = w.nwritten;
 		w.st.aliases = w.f.aliases;
 		w.st.dropped_values = w.f.dropped;
 		*o->stats = w.st;
@@ -467,7 +493,7 @@ int ckpt_st_write_part(struct ckpt *c, int fd, struct st_flat *f,
 	st->views += w.st.views;
 	st->written += w.st.written;
 	st->copied += w.st.copied;
-	st->tensors += w.n;
+	st->tensors += w.nwritten;
 	st->size = w.st.size;
 	return rc;
 }
