@@ -150,13 +150,31 @@ static int holdable(struct st_flat *f, const struct ckpt_tensor *t,
 static int add(struct st_flat *f, struct ckpt_node *n, struct ckpt_tensor *t,
 	       const struct sbuf *path)
 {
+	struct diag *d = f->d, why;
 	struct st_ent *e;
-	int rc = holdable(f, t, path->p);
+	int rc;
 
+	/* drop_tensors: the reason goes to note(), not to the caller */
+	diag_init(&why, NULL);
+	if (f->drop_tensors)
+		f->d = &why;
+	rc = holdable(f, t, path->p);
 	if (!rc && !f->out)
 		rc = ckpt_st_name_ok(path->p, path->n, f->d);
+	f->d = d;
+	if (rc && f->drop_tensors && rc != -ENOMEM) {
+		const char *m = why.msg;
+
+		f->dropped++;
+		if (!strncmp(m, path->p, path->n) && !strncmp(m + path->n,
+							      ": ", 2))
+			m += path->n + 2;	/* the key is note()'s */
+		if (f->note)
+			f->note(f->note_arg, path->p, m);
+		return 0;
+	}
 	if (rc)
-		return rc;
+		return rc == -ENOMEM ? diag_nomem(d) : rc;
 	if (f->n == f->cap) {
 		uint32_t cap = f->cap ? 2 * f->cap : 64;
 

@@ -27,6 +27,8 @@ struct st_ent {
 struct st_flat {
 	/* in */
 	bool drop;		/* leave python values out, don't refuse */
+	bool drop_tensors;	/* ... and tensors it cannot hold, or
+				   cannot name (note() says why) */
 	void (*note)(void *arg, const char *key, const char *what);
 	void *note_arg;
 	const uint8_t *part;	/* ckpt_write_opts.part: root slots kept */

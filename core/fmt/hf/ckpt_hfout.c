@@ -50,7 +50,7 @@
  */
 #include "ckpt/ckpt_member.h"
 #include "ckpt/ckpt_newdir.h"
-#include "ckpt/ckpt_stint.h"
+#include "ckpt_hfcut.h"
 #include "source/source.h"
 
 #include <errno.h>
@@ -64,19 +64,6 @@
 #include "util/io.h"
 #include "util/sbuf.h"
 
-#define HF_INDEX	"model.safetensors.index.json"
-#define HF_ONE		"model.safetensors"
-
-struct hfo {
-	struct ckpt *c;
-	const struct ckpt_write_opts *o;
-	struct diag *d;
-	struct st_flat f;
-	uint32_t *shard;	/* by flat entry: its shard (aliases too) */
-	uint32_t nshards;
-	uint64_t total;		/* total_size */
-	uint64_t params;	/* total_parameters */
-};
 
 static int by_seq(const void *a, const void *b)
 {
@@ -97,7 +84,7 @@ static uint64_t cut_size(const uint32_t *users, const struct st_ent *e)
 
 /* Each kept entry's shard, as split_state_dict_into_shards_factory()
  * cuts them; aliases are told of. */
-static int plan(struct hfo *h)
+static int plan(struct hf_cut *h)
 {
 	uint64_t max = h->o->max_shard, cur = 0;
 	uint32_t open = UINT32_MAX;	/* the shard being filled */
@@ -157,7 +144,7 @@ static int plan(struct hfo *h)
 }
 
 /* Shard @k's file name into @buf. */
-static const char *shard_name(const struct hfo *h, uint32_t k, char *buf,
+const char *hf_shard_name(const struct hf_cut *h, uint32_t k, char *buf,
 			      size_t size)
 {
 	if (h->nshards == 1)
@@ -170,7 +157,7 @@ static const char *shard_name(const struct hfo *h, uint32_t k, char *buf,
 /* The index, as json.dumps(index, indent=2, sort_keys=True) writes it:
  * the flat map is sorted by name (bytes), as sort_keys sorts str keys of
  * UTF-8 names (by code point). */
-static int index_text(struct hfo *h, struct sbuf *b)
+int hf_index_text(const struct hf_cut *h, struct sbuf *b)
 {
 	char buf[64];
 	bool first = true;
@@ -185,7 +172,7 @@ static int index_text(struct hfo *h, struct sbuf *b)
 		first = false;
 		sb_json_ascii(b, h->f.e[i].name, h->f.e[i].len);
 		sb_puts(b, ": \"");
-		sb_puts(b, shard_name(h, h->shard[i], buf, sizeof(buf)));
+		sb_puts(b, hf_shard_name(h, h->shard[i], buf, sizeof(buf)));
 		sb_puts(b, "\"");
 	}
 	sb_puts(b, first ? "}\n}\n" : "\n  }\n}\n");
@@ -193,7 +180,7 @@ static int index_text(struct hfo *h, struct sbuf *b)
 }
 
 /* Is @name one of the files written (a shard, the index)? */
-static bool ours(const struct hfo *h, const char *name)
+bool hf_cut_ours(const struct hf_cut *h, const char *name)
 {
 	char buf[64];
 
@@ -202,13 +189,13 @@ static bool ours(const struct hfo *h, const char *name)
 	if (ckpt_hf_index_name(name))
 		return true;
 	for (uint32_t k = 0; k < h->nshards; k++)
-		if (!strcmp(name, shard_name(h, k, buf, sizeof(buf))))
+		if (!strcmp(name, hf_shard_name(h, k, buf, sizeof(buf))))
 			return true;
 	return false;
 }
 
 /* @m's bytes, or o->rewrite's for it, into a new file of @nd. */
-static int copy_other(struct hfo *h, struct newdir *nd,
+static int copy_other(struct hf_cut *h, struct newdir *nd,
 		      const struct src_member *m, uint64_t *size)
 {
 	struct sbuf b = { 0 };
@@ -242,7 +229,7 @@ static int copy_other(struct hfo *h, struct newdir *nd,
 
 /* A folder's other files, copied byte for byte (mode as the umask has
  * it for a new file, as save_pretrained's config.json is made). */
-static int copy_others(struct hfo *h, struct newdir *nd,
+static int copy_others(struct hf_cut *h, struct newdir *nd,
 		       struct ckpt_hf_stats *st)
 {
 	uint32_t n = 0;
@@ -257,7 +244,7 @@ static int copy_others(struct hfo *h, struct newdir *nd,
 
 		if (!m)
 			continue;	/* not a regular file beneath the root */
-		if (ours(h, m->leaf) || strchr(m->name, '/')) {
+		if (hf_cut_ours(h, m->leaf) || strchr(m->name, '/')) {
 			if (h->o->note)
 				h->o->note(h->o->note_arg, m->name, "a file of "
 					   "the folder the output writes "
@@ -273,7 +260,7 @@ static int copy_others(struct hfo *h, struct newdir *nd,
 	return 0;
 }
 
-static int write_shards(struct hfo *h, int dfd, struct ckpt_hf_stats *st)
+static int write_shards(struct hf_cut *h, int dfd, struct ckpt_hf_stats *st)
 {
 	struct ckpt_write_opts o = *h->o;
 	struct ckpt_write_stats ws = { 0 };
@@ -284,7 +271,7 @@ static int write_shards(struct hfo *h, int dfd, struct ckpt_hf_stats *st)
 
 	o.progress = NULL;	/* told per shard, below */
 	for (uint32_t k = 0; k < h->nshards && !rc; k++) {
-		const char *name = shard_name(h, k, buf, sizeof(buf));
+		const char *name = hf_shard_name(h, k, buf, sizeof(buf));
 		int fd = openat(dfd, name, O_RDWR | O_CREAT | O_EXCL |
 				O_NOFOLLOW | O_CLOEXEC, 0666);
 
@@ -312,29 +299,47 @@ static int write_shards(struct hfo *h, int dfd, struct ckpt_hf_stats *st)
 	return rc;
 }
 
+int hf_cut_make(struct hf_cut *h)
+{
+	int rc;
+
+	h->f.tie_first_seen = true;
+	rc = ckpt_st_flatten(h->c, h->o, &h->f, h->d);
+	if (!rc && !h->f.n)
+		rc = diag_unsupported(h->d, DIAG_NO_OFFSET, "no tensors to "
+				      "write: a Hugging Face folder holds "
+				      "at least one");
+	if (!rc)
+		rc = plan(h);
+	if (rc)
+		hf_cut_release(h);
+	return rc;
+}
+
+void hf_cut_release(struct hf_cut *h)
+{
+	free(h->shard);
+	h->shard = NULL;
+	h->nshards = 0;
+	ckpt_st_flat_release(&h->f);
+}
+
 int ckpt_hf_write(struct ckpt *c, const char *out,
 		  const struct ckpt_write_opts *o, struct ckpt_hf_stats *st,
 		  struct diag *d)
 {
-	struct hfo h = { .c = c, .o = o, .d = d };
+	struct hf_cut h = { .c = c, .o = o, .d = d };
 	struct newdir nd = { .dfd = -1 };
 	struct sbuf idx = { 0 };
 	int rc;
 
-	h.f.tie_first_seen = true;
 	*st = (struct ckpt_hf_stats){ 0 };
-	rc = ckpt_st_flatten(c, o, &h.f, d);
-	if (!rc && !h.f.n)
-		rc = diag_unsupported(d, DIAG_NO_OFFSET, "no tensors to "
-				      "write: a Hugging Face folder holds "
-				      "at least one");
-	if (!rc)
-		rc = plan(&h);
+	rc = hf_cut_make(&h);
 	if (!rc)
 		rc = newdir_begin(&nd, out, "a Hugging Face folder output", d);
 	if (!rc)
 		rc = write_shards(&h, nd.dfd, st);
-	if (!rc && h.nshards > 1 && !(rc = index_text(&h, &idx))) {
+	if (!rc && h.nshards > 1 && !(rc = hf_index_text(&h, &idx))) {
 		rc = newdir_put(&nd, HF_INDEX, idx.p, idx.n, 0666, d);
 		st->size += idx.n;
 	}
@@ -350,7 +355,6 @@ int ckpt_hf_write(struct ckpt *c, const char *out,
 		st->total_size = h.total;
 	}
 	free(idx.p);
-	free(h.shard);
-	ckpt_st_flat_release(&h.f);
+	hf_cut_release(&h);
 	return rc;
 }
