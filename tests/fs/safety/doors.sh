@@ -32,7 +32,9 @@
 #                     (useradd) reads: a 0600 shard (refused, a 0644 one
 #                     read), a 0600 file under .ptfs/files/, shadow.txt ->
 #                     /etc/shadow, the tensors of 0600 .distcp files behind
-#                     a 0644 .metadata: all refused, none listed as
+#                     a 0644 .metadata, .ptfs/as/model.safetensors of
+#                     either (it holds the 0600 file's bytes) and the same
+#                     files under .ptfs/as/: all refused, none listed as
 #                     readable by others; a 0600 .pt as the baseline
 #   hf_cache          repo/snapshots/REV/* each a symlink to
 #                     ../../blobs/SHA256: ptls lists, ptfs mounts, bytes as
@@ -441,6 +443,17 @@ if pyv save c6/hf/A.bin a >/dev/null && pyv save c6/hf/B.bin b >/dev/null &&
 		denied "shadow.txt -> /etc/shadow" "$F/shadow.txt" /etc/shadow
 		ocheck .ptfs/files/shadow.txt "$F/shadow.txt"
 		check "$L: a link to /etc/shadow" "$U2: $(cat "$WORK/c6.why")"
+		# .ptfs/as/: one file of every shard's bytes, and the
+		# folder's files again
+		A=$m/.ptfs/as
+		denied ".ptfs/as/model.safetensors (a 0600 shard's tensor in it)" \
+			"$A/model.safetensors"
+		ocheck .ptfs/as/model.safetensors "$A/model.safetensors"
+		denied ".ptfs/as/secret.txt (0600)" "$A/secret.txt" "$d/hf/secret.txt"
+		denied ".ptfs/as/shadow.txt -> /etc/shadow" "$A/shadow.txt" /etc/shadow
+		as2 cat "$A/readme.txt" 2>&1 | cmp -s - "$d/hf/readme.txt" ||
+			note "$U2 cannot read .ptfs/as/readme.txt (0644)"
+		check "$L: .ptfs/as/ of a folder with a 0600 shard" "$U2 refused model.safetensors, secret.txt, shadow.txt; reads readme.txt"
 		stop_daemon "$m"
 	else
 		fail "$L: HF folder" "no mount: $(head -n 1 "$WORK/c6a.err")"
@@ -451,6 +464,10 @@ if pyv save c6/hf/A.bin a >/dev/null && pyv save c6/hf/B.bin b >/dev/null &&
 		denied "model/w of a 0600 .distcp" "$m/model/w"
 		ocheck model/w "$m/model/w"
 		check "$L: 0600 .distcp behind a 0644 .metadata" "$U2 lists the tree; model/w: $(cat "$WORK/c6.why")"
+		denied ".ptfs/as/model.safetensors of a 0600 .distcp" \
+			"$m/.ptfs/as/model.safetensors"
+		ocheck .ptfs/as/model.safetensors "$m/.ptfs/as/model.safetensors"
+		check "$L: .ptfs/as/ of 0600 .distcp files" "$U2: $(cat "$WORK/c6.why")"
 		stop_daemon "$m"
 	else
 		fail "$L: DCP directory" "no mount: $(head -n 1 "$WORK/c6d.err")"
