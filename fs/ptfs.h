@@ -41,6 +41,8 @@ enum ptfs_kind {
 	PTFS_FILE,		/* .ptfs/files/<name>: one of them, read-only */
 	PTFS_META,		/* .ptfs/<format>/: a flat format's metadata */
 	PTFS_METAV,		/* .ptfs/<format>/KEY: one entry's value */
+	PTFS_AS,		/* .ptfs/as/: the model as safetensors files */
+	PTFS_ASFILE,		/* .ptfs/as/<file>: one of them (computed) */
 };
 
 /* The control files under .ptfs/ of a writable mount (ptfs_ctl.c). */
@@ -114,6 +116,13 @@ struct ptfs_inval {
 	struct fuse_session *se;
 };
 
+/* .ptfs/as/ (ptfs_as.c), under the lock. */
+struct ptfs_as {
+	struct ptfs_img *img;	/* the image as of gen, or NULL: not made */
+	uint64_t gen;
+	uint64_t max_shard;	/* -o shards=SIZE; 0: one file */
+};
+
 struct ptfs {
 	struct ckpt *c;
 	struct ovl *ovl;	/* staged edits */
@@ -125,6 +134,8 @@ struct ptfs {
 	 * with pread/pwrite, so readers run in parallel.
 	 */
 	pthread_rwlock_t lock;
+	uint64_t gen;		/* changes (write locks) so far; atomic */
+	struct ptfs_as as;
 	struct ptfs_inval inval;
 	/* the inode a write is going through (under the lock): its pages
 	   stay cached, the other views of the storage are dropped */

@@ -41,7 +41,16 @@ static inline void ptfs_rdlock(struct ptfs *fs)
 	pthread_rwlock_rdlock(&fs->lock);
 }
 
+/* For a change: counted (fs->gen), so what is computed from the model
+ * (.ptfs/as/) is computed again. */
 static inline void ptfs_wrlock(struct ptfs *fs)
+{
+	pthread_rwlock_wrlock(&fs->lock);
+	__atomic_add_fetch(&fs->gen, 1, __ATOMIC_RELEASE);
+}
+
+/* For what changes no byte a reader sees (an open, a row made a node). */
+static inline void ptfs_wrlock_keep(struct ptfs *fs)
 {
 	pthread_rwlock_wrlock(&fs->lock);
 }
@@ -234,6 +243,35 @@ char *ptfs_discard_look(const char *ckpt, const struct ovl_opts *oo);
 /* Just mounted: the edits an earlier mount staged, resumed (writable) or
  * shown (read-only), on stderr; nothing when there are none. */
 void ptfs_say_staged(struct ptfs *fs);
+
+/* ---- ptfs_as.c: .ptfs/as/, the model as safetensors files ---- */
+
+/* Is @ino one of .ptfs/as/ (the folder or a file in it)?  Its folder's. */
+bool ptfs_as_ino(fuse_ino_t ino);
+fuse_ino_t ptfs_as_dir_ino(void);
+/* Before a request for @ino takes the lock: when @ino is of .ptfs/as/
+ * and the model changed, make its image again.  0 or -errno with @d. */
+int ptfs_as_ready(struct ptfs *fs, fuse_ino_t ino, struct diag *d);
+/* ptfs_ino_get(), ptfs_lookup() in .ptfs/as/, and its readdir entry @i
+ * (1, 0 past the last, -1 none there), under the lock. */
+int ptfs_as_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out);
+fuse_ino_t ptfs_as_lookup(const struct ptfs *fs, const char *name);
+int ptfs_as_dirent(const struct ptfs *fs, uint64_t i, const char **name,
+		   fuse_ino_t *ino);
+/* File @k's size, and in *@acc who may read it (NULL: anyone the
+ * checkpoint's mode lets). */
+uint64_t ptfs_as_size(const struct ptfs *fs, uint32_t k,
+		      const struct src_access **acc);
+/* Open file @k (under the write lock, read-only): 0 or -EACCES. */
+int ptfs_as_open(struct ptfs *fs, uint32_t k, struct fuse_file_info *fi);
+/* The release of an open file of .ptfs/as/: true when @ino was one. */
+bool ptfs_as_release(struct ptfs *fs, fuse_ino_t ino,
+		     struct fuse_file_info *fi);
+/* A read of file @k (under the read lock). */
+void ptfs_as_read(fuse_req_t req, struct ptfs *fs, uint32_t k, size_t size,
+		  off_t off, struct fuse_file_info *fi);
+/* At exit. */
+void ptfs_as_release_all(struct ptfs *fs);
 
 /* ---- ptfs_inval.c ---- */
 

@@ -529,6 +529,9 @@ void ptfs_op_release(fuse_req_t req, fuse_ino_t ino,
 	struct ptfs_ino i;
 	struct diag d;
 
+	/* a reader of .ptfs/as/ holds the image it opened */
+	if (ptfs_as_release(fs, ino, fi))
+		return (void)fuse_reply_err(req, 0);
 	/* a metadata file's writer (ptfs_meta.c): set at its flush */
 	if (fi->fh && fi->fh != PTFS_FH_WRITER && meta_file(fs, ino)) {
 		ptfs_meta_release(fi);

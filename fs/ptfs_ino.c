@@ -23,6 +23,7 @@
  *                            its file k (ptfs_files.c)
  *   M = F + 1 + nfiles       .ptfs/<format>/ of a flat format, and M + 1 + i
  *                            its metadata entry i (ptfs_meta.c)
+ *   2^43 ...                 .ptfs/as/ and its files (ptfs_as.c)
  *   2^41 + node->id          KEY.npy of tensor node KEY
  *   2^42 + node->id          KEY.txt of tensor node KEY
  *
@@ -64,6 +65,7 @@ bool ptfs_ino_is_dir(const struct ptfs *fs, fuse_ino_t ino)
 	case PTFS_STORAGES:
 	case PTFS_FILES:
 	case PTFS_META:
+	case PTFS_AS:
 		return true;
 	case PTFS_NODE:
 		return ckpt_node_is_dir(i.node);
@@ -165,6 +167,8 @@ int ptfs_ino_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out)
 		node_at(c, ino - 2, out);
 		return 0;
 	}
+	if (ptfs_as_ino(ino))
+		return ptfs_as_get(fs, ino, out);
 	if (ino >= VIEW_NPY) {
 		fuse_ino_t id = ino & (VIEW_NPY - 1);
 
@@ -393,10 +397,20 @@ static int stat_ino(struct ptfs *fs, fuse_ino_t ino, struct stat *st,
 		break;
 	case PTFS_PLUMB:
 		st->st_mode = S_IFDIR | perm_dir(fs, false);
-		st->st_nlink = 3 + fs->has_files + fs->has_meta;
+		st->st_nlink = 4 + fs->has_files + fs->has_meta;
 		break;
+	case PTFS_ASFILE: {
+		const struct src_access *acc;
+
+		st->st_mode = S_IFREG | perm_r(fs);
+		st->st_size = ptfs_as_size(fs, i.index, &acc);
+		if (acc)
+			access_of(acc, st);
+		break;
+	}
 	case PTFS_FILES:
 	case PTFS_META:
+	case PTFS_AS:
 		st->st_mode = S_IFDIR | perm_dir(fs, false);
 		st->st_nlink = 2;
 		break;
@@ -531,7 +545,17 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 		return 1;
 	case PTFS_META:
 		return ptfs_meta_dirent(fs, i, name, ino);
+	case PTFS_AS:
+		return ptfs_as_dirent(fs, i, name, ino);
 	case PTFS_PLUMB:
+		/* as/ last, after every other entry's place */
+		if (i == fs->nrecs + 2 + PTFS_NCTL) {
+			*name = "as";
+			*ino = ptfs_as_dir_ino();
+			return 1;
+		}
+		if (i > fs->nrecs + 2 + PTFS_NCTL)
+			return 0;
 		/* a sharded folder: storages/, files/ (it is read-only) */
 		if (fs->has_files && i == fs->nrecs + 1) {
 			*name = "files";
@@ -547,13 +571,13 @@ int ptfs_dirent(const struct ptfs *fs, fuse_ino_t dir, uint64_t i,
 		}
 		if (i > fs->nrecs && i - fs->nrecs - 1 < PTFS_NCTL) {
 			if (!fs->ovl || fs->readonly)
-				return fs->has_meta ? -1 : 0;
+				return -1;
 			*name = ptfs_ctl_files[i - fs->nrecs - 1].name;
 			*ino = ptfs_ctl_ino(fs, (int)(i - fs->nrecs - 1));
 			return 1;
 		}
 		if (i > fs->nrecs)
-			return 0;
+			return -1;
 		*name = i ? fs->recs[i - 1].name : "storages";
 		*ino = i ? fs->plumb + 2 + fs->nstor + (i - 1) :
 		       fs->plumb + 1;
@@ -629,9 +653,13 @@ fuse_ino_t ptfs_lookup(const struct ptfs *fs, fuse_ino_t parent,
 		return ptfs_files_lookup(fs, name);
 	case PTFS_META:
 		return ptfs_meta_lookup(fs, name);
+	case PTFS_AS:
+		return ptfs_as_lookup(fs, name);
 	case PTFS_PLUMB:
 		if (!strcmp(name, "storages"))
 			return fs->plumb + 1;
+		if (!strcmp(name, "as"))
+			return ptfs_as_dir_ino();
 		if (fs->has_files && !strcmp(name, "files"))
 			return ptfs_files_ino(fs, 0);
 		if (fs->has_meta && !strcmp(name, ptfs_meta_dir(fs)))

@@ -14,6 +14,8 @@
  *   -o inplace           write back into the checkpoint itself (same-size
  *                        edits of tensor bytes only; else refused)
  *   -o views             list KEY.npy and KEY.txt beside each tensor
+ *   -o shards=SIZE       .ptfs/as/ as a sharded folder of SIZE-byte
+ *                        shards, not one model.safetensors
  *   -o nonempty          mount over a directory with files in it, or
  *                        over another file system's mount (never over
  *                        a ptfs mount)
@@ -68,6 +70,7 @@ struct opts {
 	char *cache;
 	unsigned conns;
 	char *dequant;		/* -o dequant=TYPE */
+	char *shards;		/* -o shards=SIZE */
 	int show_help;
 	int show_version;
 };
@@ -88,6 +91,7 @@ static const struct fuse_opt opt_spec[] = {
 	{ "cache=%s", offsetof(struct opts, cache), 0 },
 	{ "connections=%u", offsetof(struct opts, conns), 0 },
 	{ "dequant=%s", offsetof(struct opts, dequant), 0 },
+	{ "shards=%s", offsetof(struct opts, shards), 0 },
 	/* seen, and kept for the kernel */
 	{ "ro", offsetof(struct opts, ro), 1 },
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
@@ -154,6 +158,10 @@ static void usage(const char *prog)
 	       "    -o views               list the KEY.npy and KEY.txt views "
 	       "(always there\n"
 	       "                           by name) beside each tensor\n"
+	       "    -o shards=SIZE         .ptfs/as/ as a sharded folder of "
+	       "shards of at most\n"
+	       "                           SIZE (5GB = 5*10^9, 2GiB), not one "
+	       "model.safetensors\n"
 	       "    -o ro                  read-only: no edits\n"
 	       "    -o dequant=TYPE        a read-only view with scaled float8 "
 	       "weights as\n"
@@ -509,6 +517,11 @@ int main(int argc, char **argv)
 			"other: in place writes the checkpoint itself\n");
 		goto out_args;
 	}
+	if (o.shards && !util_parse_shard_size(o.shards, &fs.as.max_shard)) {
+		fprintf(stderr, "ptfs: -o shards=%s: not a size such as 5GB, "
+			"500MB or 2GiB\n", o.shards);
+		goto out_args;
+	}
 	diag_init(&d, o.ckpt);
 	/* rows: what is only listed costs no node (ckpt.h, "Rows"); a long
 	   list of python scalars is one value file (docs/editing.md) */
@@ -635,6 +648,7 @@ int main(int argc, char **argv)
 out_close:
 	free(dropped);
 	ptfs_ctl_release_all(&fs);
+	ptfs_as_release_all(&fs);
 	ptfs_ino_release(&fs);
 	ovl_close(fs.ovl);
 	cvt_made_free(made);	/* before the model it reads */
@@ -647,6 +661,7 @@ out_args:
 	free(o.endpoint);
 	free(o.cache);
 	free(o.dequant);
+	free(o.shards);
 	fuse_opt_free_args(&args);
 	return rc;
 }

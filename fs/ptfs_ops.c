@@ -112,7 +112,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ptfs *fs = ptfs_fs(req);
 	struct fuse_entry_param e;
+	struct diag d;
+	int rc;
 
+	diag_init(&d, fs->c->path);
+	if ((rc = ptfs_as_ready(fs, parent, &d)))
+		return ptfs_reply_err(req, rc, &d);
 	ptfs_rdlock(fs);
 	/* ino 0 with a timeout: the kernel caches the miss too */
 	ptfs_fill_entry(fs, ptfs_lookup(fs, parent, name), &e);
@@ -131,6 +136,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 
 	(void)fi;
 	diag_init(&d, fs->c->path);
+	if ((rc = ptfs_as_ready(fs, ino, &d)))
+		return ptfs_reply_err(req, rc, &d);
 	ptfs_rdlock(fs);
 	rc = ptfs_stat(fs, ino, &st);
 	if (rc == -EAGAIN) {	/* a row's text view: make it a node */
@@ -172,8 +179,13 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct ptfs *fs = ptfs_fs(req);
+	struct diag d;
 	bool dir;
+	int rc;
 
+	diag_init(&d, fs->c->path);
+	if ((rc = ptfs_as_ready(fs, ino, &d)))
+		return ptfs_reply_err(req, rc, &d);
 	ptfs_rdlock(fs);
 	dir = ptfs_ino_is_dir(fs, ino);
 	ptfs_unlock(fs);
@@ -203,6 +215,14 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 
 	if (size > READDIR_MAX)
 		size = READDIR_MAX;
+	if (ptfs_as_ino(ino)) {
+		struct diag d;
+		int rc;
+
+		diag_init(&d, fs->c->path);
+		if ((rc = ptfs_as_ready(fs, ino, &d)))
+			return ptfs_reply_err(req, rc, &d);
+	}
 	buf = malloc(size);
 	if (!buf)
 		return ptfs_reply_err(req, -ENOMEM, NULL);
@@ -297,7 +317,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int rc;
 
 	diag_init(&d, fs->c->path);
-	ptfs_wrlock(fs);
+	if ((rc = ptfs_as_ready(fs, ino, &d)))
+		return ptfs_reply_err(req, rc, &d);
+	/* a reader's open changes nothing (.ptfs/as/ need not be made
+	   again) */
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
+		ptfs_wrlock(fs);
+	else
+		ptfs_wrlock_keep(fs);
 	/* the mode is all it needs: a text view is not measured here */
 	rc = ptfs_stat_entry(fs, ino, &st) || ptfs_ino_get(fs, ino, &i) ?
 	     -ENOENT :
@@ -356,6 +383,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return ptfs_reply_err(req, rc, NULL);
 	if (i.kind == PTFS_METAV && (rc = ptfs_meta_open(fs, i.index, fi)))
 		return ptfs_reply_err(req, rc, NULL);
+	if (i.kind == PTFS_ASFILE) {
+		ptfs_wrlock_keep(fs);
+		rc = ptfs_ino_get(fs, ino, &i) || i.kind != PTFS_ASFILE ?
+		     -ENOENT : ptfs_as_open(fs, i.index, fi);
+		ptfs_unlock(fs);
+		if (rc)
+			return ptfs_reply_err(req, rc, NULL);
+	}
 	fuse_reply_open(req, fi);
 }
 

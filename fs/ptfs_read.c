@@ -261,6 +261,8 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	    !fs->readonly)
 		return ptfs_ctl_read(req, fs, PTFS_CTL_PROGRESS, size, off, fi);
 	diag_init(&d, fs->c->path);
+	if ((rc = ptfs_as_ready(fs, ino, &d)))
+		return ptfs_reply_err(req, rc, &d);
 	ptfs_rdlock(fs);
 	if (ptfs_ino_get(fs, ino, &i)) {
 		ptfs_reply_err(req, -ENOENT, NULL);
@@ -311,6 +313,9 @@ void ptfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		break;
 	case PTFS_CTL:
 		ptfs_ctl_read(req, fs, i.ctl, size, off, fi);
+		break;
+	case PTFS_ASFILE:
+		ptfs_as_read(req, fs, i.index, size, off, fi);
 		break;
 	case PTFS_METAV: {
 		char *b = malloc(size ? size : 1);

@@ -7,14 +7,13 @@
  */
 #include "ptrepack_st.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "cli.h"
+#include "util/units.h"
 #include "json_out.h"
 #include "ptrepack_in.h"
 
@@ -98,26 +97,8 @@ int st_opt_fmt_args(struct st_opt *s, int *argc, char **argv)
 
 int st_opt_shard_size(struct st_opt *s, const char *arg)
 {
-	static const struct { const char *unit; double mul; } units[] = {
-		{ "TiB", 1099511627776.0 }, { "GiB", 1073741824.0 },
-		{ "MiB", 1048576.0 }, { "KiB", 1024.0 }, { "TB", 1e12 },
-		{ "GB", 1e9 }, { "MB", 1e6 }, { "KB", 1e3 }, { "", 1.0 },
-	};
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(arg, &end);
-	while (*end == ' ')
-		end++;
-	for (size_t i = 0; end > arg && !errno && arg[0] >= '0' &&
-	     arg[0] <= '9' && i < sizeof(units) / sizeof(*units); i++)
-		if (!strcasecmp(end, units[i].unit) && v * units[i].mul >= 1 &&
-		    v * units[i].mul < 1.8e19) {
-			/* int(value * multiplier), as the hub rounds */
-			s->max_shard = (uint64_t)(v * units[i].mul);
-			return 0;
-		}
+	if (util_parse_shard_size(arg, &s->max_shard))
+		return 0;
 	return cli_usage("--max-shard-size %s: not a size such as 5GB, 500MB "
 			 "or 2GiB", arg);
 }

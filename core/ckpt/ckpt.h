@@ -23,6 +23,7 @@
 #include "ckpt_write.h"		/* write-back, save, in place, patch */
 #include "fmt/hf/ckpt_hf.h"		/* Hugging Face sharded folders */
 #include "fmt/dcp/ckpt_dcpapi.h"	/* DCP directories */
+#include "ckpt_image.h"		/* computed safetensors files */
 #include "ckpt_member.h"	/* member files: freshness, access */
 #include "ckpt_format.h"	/* the table of formats */
 

@@ -83,6 +83,15 @@ bool ckpt_node_access(const struct ckpt *c, const struct ckpt_node *n,
 	return true;
 }
 
+bool ckpt_all_access(const struct ckpt *c, struct src_access *a)
+{
+	if (!access_init(c, a))
+		return false;
+	for (uint32_t i = 0; i < c->nstorages; i++)
+		each_member(c, c->storages[i], NULL, narrow_one, a);
+	return true;
+}
+
 int ckpt_folder_files(struct ckpt *c, uint32_t *n)
 {
 	const struct ckpt_fmt *m = ckpt_fmt(c);

@@ -36,6 +36,9 @@ bool ckpt_storage_access(const struct ckpt *c, const struct ckpt_storage *s,
 			 struct src_access *a);
 bool ckpt_node_access(const struct ckpt *c, const struct ckpt_node *n,
 		      struct src_access *a);
+/* ... of every storage's bytes at once (a file read from them all, as
+ * .ptfs/as/ is): the narrowest.  Rows must be nodes (ckpt_materialize()). */
+bool ckpt_all_access(const struct ckpt *c, struct src_access *a);
 
 /* Does the checkpoint have a folder's other files (.ptfs/files/: an HF
  * folder's, a DCP directory's)?  Opens them through the source, once

@@ -12,4 +12,10 @@
  * "i" and "B".  False for anything else, a sign, or an overflow. */
 bool util_parse_size(const char *s, uint64_t *out);
 
+/* A shard size as huggingface_hub's parse_size_to_int() reads one (and
+ * so ptrepack --max-shard-size and ptfs -o shards=): a number, then KB,
+ * MB, GB, TB (powers of 1000) or KiB ... TiB (of 1024), any case, or
+ * none (bytes); at least 1.  False for anything else. */
+bool util_parse_shard_size(const char *s, uint64_t *out);
+
 #endif
