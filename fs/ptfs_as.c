@@ -9,7 +9,8 @@
  *   A + 1 + k           file k of the image (model.safetensors, or the
  *                       shards of -o shards=SIZE and their index; README)
  *   A + 1 + 2^20 + j    the folder's other file j (fs->files[j]), unless
- *                       the image has a file of its name
+ *                       the image owns its name (ckpt_image_owns(): its
+ *                       own files, any index)
  *
  * The image follows the model: every change takes the write lock, which
  * counts it (fs->gen, ptfs_wrlock()), and the next request for a file
@@ -133,15 +134,10 @@ int ptfs_as_ready(struct ptfs *fs, fuse_ino_t ino, struct diag *d)
 	return rc;
 }
 
-/* Is side file @j hidden by a file of the image of its name? */
+/* Is side file @j left out (a file of the image's name, an index)? */
 static bool hidden(const struct ptfs *fs, uint32_t j)
 {
-	const struct ckpt_image *im = fs->as.img->im;
-
-	for (uint32_t k = 0; k < ckpt_image_nfiles(im); k++)
-		if (!strcmp(ckpt_image_name(im, k), fs->files[j].m->leaf))
-			return true;
-	return false;
+	return ckpt_image_owns(fs->as.img->im, fs->files[j].m->leaf);
 }
 
 int ptfs_as_get(const struct ptfs *fs, fuse_ino_t ino, struct ptfs_ino *out)

@@ -58,6 +58,11 @@ uint32_t ckpt_image_nfiles(const struct ckpt_image *im);
 const char *ckpt_image_name(const struct ckpt_image *im, uint32_t k);
 uint64_t ckpt_image_size(const struct ckpt_image *im, uint32_t k);
 
+/* Is @name a file the image holds itself, or one it must not show beside
+ * its files (any Hugging Face index: it would name other shards)?  The
+ * folder's other files of such a name are left out. */
+bool ckpt_image_owns(const struct ckpt_image *im, const char *name);
+
 /* Does @b show the same files, of the same sizes and headers, as @a (an
  * image made again after an edit that moved nothing)? */
 bool ckpt_image_same(const struct ckpt_image *a, const struct ckpt_image *b);

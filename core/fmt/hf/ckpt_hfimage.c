@@ -285,6 +285,17 @@ bool ckpt_image_same(const struct ckpt_image *a, const struct ckpt_image *b)
 	return true;
 }
 
+bool ckpt_image_owns(const struct ckpt_image *im, const char *name)
+{
+	/* an index is the image's own or none: another names other shards */
+	if (ckpt_hf_index_name(name))
+		return true;
+	for (uint32_t k = 0; k < im->nfiles; k++)
+		if (!strcmp(im->files[k].name, name))
+			return true;
+	return false;
+}
+
 /* The tensor of file @f holding data byte @x (entries with no bytes have
  * begin == end and hold none). */
 static const struct st_ent *tensor_at(const struct img_file *f, uint64_t x)
