@@ -440,7 +440,9 @@ static void sync_common(fuse_req_t req, fuse_ino_t ino, bool flush)
 	uint8_t kind = 0;
 	int rc = 0;
 
-	if (!fs->ovl || fs->readonly)
+	/* .ptfs/as/ is read-only: its close changes nothing (and would
+	   count as a change under the write lock) */
+	if (!fs->ovl || fs->readonly || ptfs_as_ino(ino))
 		return ptfs_reply_err(req, 0, NULL);
 	diag_init(&d, fs->c->path);
 	if (flush)

@@ -201,6 +201,16 @@ mount_compare() {
 			[ $_bad -le 3 ] && note "$_p: $(cmp "$RM/$_p" "$LM/$_p" 2>&1 | head -n 1)"
 		fi
 	done <"$WORK/out/$1.local.tree"
+	# .ptfs/as/ (not listed): the computed safetensors file, read through
+	# the block cache, byte for byte the local mount's
+	if [ -f "$LM/.ptfs/as/model.safetensors" ]; then
+		_n=$((_n + 1))
+		cmp -s "$RM/.ptfs/as/model.safetensors" \
+			"$LM/.ptfs/as/model.safetensors" ||
+			note ".ptfs/as/model.safetensors: $(cmp \
+				"$RM/.ptfs/as/model.safetensors" \
+				"$LM/.ptfs/as/model.safetensors" 2>&1 | head -n 1)"
+	fi
 	[ "$_n" -gt 0 ] || note "no file compared"
 	_w=$(cp "$S/econ.json" "$RM/new_file" 2>&1)
 	case $_w in
