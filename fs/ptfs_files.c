@@ -1,6 +1,8 @@
 /*
- * ptfs_files.c - the files of a Hugging Face sharded folder that are not
- * shards (config.json, tokenizer files, the index itself, README.md ...),
+ * ptfs_files.c - the files of a checkpoint's folder that are not the
+ * checkpoint (a Hugging Face folder's config.json, tokenizer files, the
+ * index itself, README.md ...; what a DCP directory holds beside
+ * .metadata and its .distcp files), as the descriptor lists them,
  * shown read-only under .ptfs/files/ (docs/design.md): no key can be
  * called ".ptfs" (a leading dot is escaped, names.md), so they never
  * collide with a tensor.  The core's source opened each once, at the open

@@ -117,11 +117,13 @@ struct ckpt_part {
 	uint32_t nkeys;		/* keys of it the tree shows */
 };
 
-/* A folder's index over its parts (ckpt_folder()). */
+/* A folder's index over its parts (ckpt_folder()).  Its other files
+ * are the descriptor's open_folder_files (ckpt_folder_files()), which a
+ * DCP directory has too, without an index over parts. */
 struct ckpt_folder {
 	const char *index;	/* the index's file name in the folder */
 	uint32_t nentries;	/* its entries (weight_map) */
-	uint32_t nfiles;	/* other files in the folder */
+	uint32_t nfiles;	/* other files in the folder, as listed */
 };
 
 /* A record shown under .ptfs/records/ (ckpt_records()). */
@@ -245,10 +247,13 @@ struct ckpt_fmt {
 	int (*members)(const struct ckpt *c, const struct ckpt_storage *s,
 		       const struct ckpt_node *n, ckpt_member_fn fn,
 		       void *arg);
-	/* its folder's other files (shown under .ptfs/files/; how many:
-	   folder's nfiles): opened through the source once, when the mount
-	   asks (a tool needs their names only; 0 or -ENOMEM), then file
-	   @i's member (UINT32_MAX: not shown) */
+	/* the regular files of its folder that are not the checkpoint
+	   (config.json, tokenizer files: shown under .ptfs/files/, copied
+	   beside ptrepack's folder output), an HF folder's or a DCP
+	   directory's: opened through the source once, when asked (a tool
+	   that lists needs their names only), how many (>= 0) or -ENOMEM;
+	   then file @i's member (UINT32_MAX: not shown, no regular file
+	   beneath the folder).  NULL: it has none */
 	int (*open_folder_files)(struct ckpt *c);
 	uint32_t (*folder_file)(const struct ckpt *c, uint32_t i);
 	/* ... file @i's name and size, shown by the mount or not */
@@ -299,8 +304,8 @@ void ckpt_part_at(const struct ckpt *c, uint32_t k, struct ckpt_part *p);
 uint32_t ckpt_nfindings(const struct ckpt *c);
 const char *ckpt_finding(const struct ckpt *c, uint32_t i, uint64_t *off,
 			 char *buf, size_t size);
-/* A folder's other file @i (< ckpt_folder()'s nfiles): its name and size,
- * whether the mount shows it or not (a link out of the folder). */
+/* A folder's other file @i (< ckpt_folder_files()'s count): its name and
+ * size, whether the mount shows it or not (the source refused it). */
 void ckpt_folder_entry(const struct ckpt *c, uint32_t i, const char **name,
 		       uint64_t *size);
 /* Why @c must not be mounted (one line in @buf), or NULL. */

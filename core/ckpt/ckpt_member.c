@@ -1,7 +1,8 @@
 /*
  * ckpt_member.c - what the member files of a checkpoint of many files
  * give the layers above: which files hold a storage's bytes (is each still
- * the file opened? who may read it?), and the folder's other files.
+ * the file opened? who may read it?), and the folder's other files (an HF
+ * folder's, a DCP directory's: config.json, tokenizer files).
  *
  * The source (source/source.h) opened every member and pinned its
  * identity, owner and mode; this file maps the model onto members:
@@ -94,16 +95,15 @@ bool ckpt_all_access(const struct ckpt *c, struct src_access *a)
 int ckpt_folder_files(struct ckpt *c, uint32_t *n)
 {
 	const struct ckpt_fmt *m = ckpt_fmt(c);
-	struct ckpt_folder f;
 	int rc;
 
 	*n = 0;
-	if (!ckpt_folder(c, &f))
+	if (!m->open_folder_files)
 		return 0;
-	rc = m->open_folder_files ? m->open_folder_files(c) : 0;
-	if (rc)
+	rc = m->open_folder_files(c);
+	if (rc < 0)
 		return rc;
-	*n = f.nfiles;
+	*n = (uint32_t)rc;
 	return 1;
 }
 

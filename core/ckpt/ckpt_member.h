@@ -40,9 +40,10 @@ bool ckpt_node_access(const struct ckpt *c, const struct ckpt_node *n,
  * .ptfs/as/ is): the narrowest.  Rows must be nodes (ckpt_materialize()). */
 bool ckpt_all_access(const struct ckpt *c, struct src_access *a);
 
-/* Does the format show its folder's other files (.ptfs/files/)?  Opens
- * them through the source, once (only the mount needs them open), and
- * *@n gets how many there are: 1, 0 (no such folder), or -ENOMEM. */
+/* Does the checkpoint have a folder's other files (.ptfs/files/: an HF
+ * folder's, a DCP directory's)?  Opens them through the source, once
+ * (only the mount and the writers need them open), and *@n gets how many
+ * there are: 1, 0 (a checkpoint of one file), or -ENOMEM. */
 int ckpt_folder_files(struct ckpt *c, uint32_t *n);
 /* Other file @i, or NULL: not shown (no regular file beneath the
  * folder).  Its name is ->leaf, its bytes ->fd's. */

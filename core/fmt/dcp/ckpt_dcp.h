@@ -62,6 +62,14 @@ struct dcp_key {
 	uint32_t node0, nnodes;		/* the node ids it made */
 };
 
+/* A file of the directory that is not the checkpoint (config.json ...:
+ * ckpt_dcp_files.c). */
+struct dcp_other {
+	const char *name;	/* in the directory (arena) */
+	uint64_t size;		/* when listed */
+	uint32_t member;	/* in c->src, or UINT32_MAX: not shown */
+};
+
 /* A finding of a lenient open (CKPT_OPEN_LENIENT), for ptverify. */
 struct dcp_finding {
 	const char *check;	/* "coverage", "item", "file", "chunk" */
@@ -97,6 +105,9 @@ struct ckpt_dcp {
 	struct dcp_finding *findings;
 	uint32_t nfindings, findings_cap;
 	struct dcp_tpls *tpls;	/* the item archives seen (ckpt_dcp_item.c) */
+	struct dcp_other *others;	/* by name, listed on first ask */
+	uint32_t nothers, nopened;	/* ... and opened through c->src */
+	bool others_listed;
 	pthread_mutex_t lock;	/* ckpt_dcp_resolve() */
 };
 
@@ -285,6 +296,21 @@ int dcp_where(struct ckpt *c, const struct ckpt_tensor *t, uint64_t pos,
  */
 int ckpt_dcp_open(struct ckpt *c, const char *meta, unsigned flags,
 		  struct diag *d);
+
+/* ckpt_dcp_files.c: is @name a metadata file, ".metadata" or a rank's
+ * "__R.metadata"? */
+bool ckpt_dcp_meta_name(const char *name);
+
+/*
+ * ckpt_dcp_files.c, the descriptor's folder files (ckpt_format.h): the
+ * directory's other regular files listed and opened through c->src on
+ * the first call, how many (or -ENOMEM); file @i's member (UINT32_MAX:
+ * not shown); its name and size.
+ */
+int ckpt_dcp_open_files(struct ckpt *c);
+uint32_t ckpt_dcp_file_member(const struct ckpt *c, uint32_t i);
+void ckpt_dcp_file_entry(const struct ckpt *c, uint32_t i, const char **name,
+			 uint64_t *size);
 
 /* ckpt_dcp_read.c: free what c->dcp holds (files, docs). */
 void ckpt_dcp_release(struct ckpt *c);

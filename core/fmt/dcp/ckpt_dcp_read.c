@@ -329,6 +329,7 @@ void ckpt_dcp_release(struct ckpt *c)
 	free(p->tens);
 	free(p->docs);
 	free(p->findings);
+	free(p->others);
 	pthread_mutex_destroy(&p->lock);
 	c->dcp = NULL;
 }

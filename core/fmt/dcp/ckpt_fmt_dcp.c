@@ -8,6 +8,8 @@
  *   write-back the .distcp files whose chunks changed, anew, with the
  *              same items in the same places, and .metadata with the keys
  *              where the tree has them (ckpt_dcp_wb.c)
+ *   files      the directory's other files (config.json ...), shown under
+ *              .ptfs/files/ (ckpt_dcp_files.c); no index over parts
  *
  * So it takes same-size edits of a tensor's bytes (through its file or
  * its .npy view, in place or a whole .npy of the same dtype and shape),
@@ -31,15 +33,7 @@
 /* Is @name a DCP metadata file: ".metadata", or a rank's "__R.metadata"? */
 static bool bid_name(const char *name)
 {
-	size_t i = 2;
-
-	if (!strcmp(name, ".metadata"))
-		return true;
-	if (strncmp(name, "__", 2))
-		return false;
-	while (name[i] >= '0' && name[i] <= '9')
-		i++;
-	return i > 2 && !strcmp(name + i, ".metadata");
+	return ckpt_dcp_meta_name(name);
 }
 
 /* one .metadata, or one per rank (a save without collectives) */
@@ -208,5 +202,8 @@ const struct ckpt_fmt ckpt_fmt_dcp = {
 	.pieced_where = dcp_where, .pieced_read = ckpt_dcp_read,
 	.close = ckpt_dcp_release, .many_dir = many_dir,
 	.many_file = many_file, .members = members,
+	.open_folder_files = ckpt_dcp_open_files,
+	.folder_file = ckpt_dcp_file_member,
+	.folder_entry = ckpt_dcp_file_entry,
 	.readonly_why = readonly_why, .save = save,
 };

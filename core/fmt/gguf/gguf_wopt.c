@@ -223,24 +223,24 @@ static int options(struct gw_head *h, const struct ckpt_write_opts *o,
 	return rc;
 }
 
-/* config.json's bytes: a folder's own, else the one beside c->path (in
- * it, for a directory).  *@fd -1: there is none; *@close_it: ours. */
+/* config.json's bytes: a folder's own (an HF folder's, a DCP
+ * directory's), else the one beside c->path.  *@fd -1: there is none;
+ * *@close_it: ours. */
 static int config_fd(struct ckpt *c, int *fd, uint64_t *size, bool *close_it)
 {
 	const char *slash = c->path ? strrchr(c->path, '/') : NULL;
-	struct ckpt_folder f;
 	struct diag quiet;
 	struct stat st;
 	uint32_t n = 0;
 	char *path;
 	bool dir;
 	size_t k;
+	int rc;
 
 	*fd = -1;
 	*close_it = false;
-	if (ckpt_folder(c, &f)) {
-		int rc = ckpt_folder_files(c, &n);
-
+	rc = ckpt_folder_files(c, &n);
+	if (rc) {
 		for (uint32_t i = 0; rc >= 0 && i < n; i++) {
 			const struct src_member *m = ckpt_folder_file(c, i);
 

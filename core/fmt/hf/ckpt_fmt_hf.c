@@ -252,7 +252,7 @@ static int open_folder_files(struct ckpt *c)
 		hf->files[hf->nopened].member = k < 0 ? UINT32_MAX :
 						    (uint32_t)k;
 	}
-	return 0;
+	return (int)hf->nfiles;
 }
 
 static uint32_t folder_file(const struct ckpt *c, uint32_t i)

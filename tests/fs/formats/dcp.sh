@@ -46,6 +46,11 @@
 # an output that is a file or a directory not empty) with one line and
 # nothing made or changed;
 #
+# and the directory's other files (withcfg/, -k files): config.json and
+# generation_config.json, a link out of the directory, a fifo and a linked
+# directory beside .metadata: .ptfs/files/ of a mount and `ptrepack
+# --format hf` show and copy exactly what they would of an HF folder;
+#
 # and two keys over one item (twokeys/, -k overlap: model.w2 given
 # model.w's item): ptfs and ptls refuse it with one line naming the
 # .distcp, the bytes and both keys, ptverify exits 1 naming both, nothing
@@ -286,6 +291,41 @@ keep" ] || [ "$(ls "$WORK/one/full")" != keep ]; then
 	*)	fail "todcp refuses $f -> $o/" "exit $r: $msg" ;;
 	esac
 done
+fi
+
+# ------------------------------------------------------ the directory's other files
+# withcfg/: config.json and generation_config.json beside .metadata, as a
+# training script saves them; here also linked.json -> a file outside the
+# directory, a fifo and a link to a directory.  Mounted, .ptfs/files/
+# shows exactly what an HF folder's would (the config files and the link,
+# read through with its target's owner and mode; neither the fifo nor the
+# directory, nor .metadata and the .distcp), and `ptrepack --format hf`
+# copies the same beside its shards, neither hanging on the fifo.
+if want files; then
+mkdir -p "$WORK/wc" && rm -rf "$WORK/wc/withcfg" "$WORK/wc/hf" &&
+	cp -a "$out/withcfg" "$WORK/wc/" || exit 1
+d=$WORK/wc/withcfg
+printf '{"outside": 1}\n' >"$WORK/wc/outside.json" &&
+	chmod 0640 "$WORK/wc/outside.json" &&
+	ln -s ../outside.json "$d/linked.json" && ln -s .. "$d/up" &&
+	mkfifo "$d/special_tokens_map.json" || exit 1
+mnt=$WORK/mnt/withcfg
+if ! start_daemon "$d" "$mnt" "$WORK/wc.err" -o ro; then
+	fail "withcfg: .ptfs/files/" "not mounted: $(head -n 1 "$WORK/wc.err")"
+elif ! o=$(run_limited 120 "$ptrepack" --format hf "$d" "$WORK/wc/hf/" 2>&1); then
+	fail "withcfg: .ptfs/files/" "ptrepack --format hf: exit $?: $o"
+	stop_daemon "$mnt"
+else
+	fs_pyrun wc.rep files "$in_/mnt/withcfg" "$in_/wc/withcfg" \
+		"$in_/wc/outside.json" "$in_/wc/hf"
+	r=$?
+	stop_daemon "$mnt"
+	if [ $r = 0 ]; then
+		pass "withcfg: .ptfs/files/" "$(grep "^ok$TAB" "$WORK/wc.rep" | cut -f2)"
+	else
+		fail "withcfg: .ptfs/files/" "$(head -n 1 "$WORK/wc.rep.err")" "$WORK/wc.rep.err"
+	fi
+fi
 fi
 
 # ------------------------------------------------------ two keys over one item

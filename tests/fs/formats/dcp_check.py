@@ -22,6 +22,8 @@ their mounts.
                 and broken copies (evil/ pastend/ overlap/ hole/ missing/
                 escape/ zstd/ crc/; twokeys/: model.w and model.w2
                 saved, then .metadata giving model.w2 model.w's item);
+                withcfg/: config.json and generation_config.json
+                beside .metadata;
                 topt/: src.pt (torch.save of a state
                 dict for `ptrepack src.pt DIR/`: every dtype, views, tied
                 weights, a Parameter, int keys, lists of tensors, an
@@ -44,6 +46,13 @@ their mounts.
                 With DIR under torch 2.x also against
                 torch.distributed.checkpoint.load into empty tensors of
                 the right shapes (a second route, besides the JSON).
+  files MNT DIR OUTSIDE HF
+                withcfg/ (DIR, with linked.json -> OUTSIDE, a fifo and a
+                link to a directory added) mounted at MNT: .ptfs/files/
+                holds exactly its config files and linked.json (no
+                .metadata, .distcp, fifo or directory), each with DIR's
+                bytes, linked.json with OUTSIDE's owner and no wider mode;
+                HF (ptrepack --format hf DIR HF/) holds the same copies.
   pt JSON NAME FILE [DIR]
                 FILE, what `ptrepack DIR FILE` wrote (one .pt), loaded
                 by torch.load: every tensor's dtype, shape and SHA-256 and
@@ -341,6 +350,7 @@ def gen(out, marker=None):
         expected[name] = e
     # the same state dict as rows/: DCP's own reader needs a .metadata
     expected["nocoll"] = expected["rows"]
+    gen_withcfg(out)
     broken(out, marker)
     gen_topt(out)
     with open(os.path.join(out, "expected.json"), "w") as f:
@@ -349,6 +359,62 @@ def gen(out, marker=None):
     print("ok\t5 DCP directories (1, 1, 3, 4 and 3 ranks), %d entries, "
           "torch %s"
           % (n, torch.__version__))
+
+
+# what a training script saves beside .metadata (withcfg/)
+CFG_FILES = {
+    "config.json": b'{\n  "architectures": ["LlamaForCausalLM"],\n'
+                   b'  "hidden_size": 4,\n  "model_type": "llama"\n}\n',
+    "generation_config.json": b'{"bos_token_id": 1, "eos_token_id": 2}\n',
+}
+
+
+def gen_withcfg(out):
+    """withcfg/: a DCP directory with config files beside .metadata."""
+    import torch.distributed.checkpoint as dcp
+    d = os.path.join(out, "withcfg")
+    dcp.save({"model": {"embed.weight": sample(torch.float32, (8, 4), 60),
+                        "norm.weight": sample(torch.bfloat16, (4,), 61)}},
+             storage_writer=dcp.FileSystemWriter(d))
+    for name, text in CFG_FILES.items():
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(text)
+
+
+def files(mnt, d, outside, hf):
+    """withcfg/ mounted at MNT (dcp.sh added linked.json -> OUTSIDE, a
+    fifo and a link to a directory), and HF, what `ptrepack --format hf`
+    made of it: its other files under .ptfs/files/ and beside the shards,
+    as an HF folder's are."""
+    shown = os.path.join(mnt, ".ptfs", "files")
+    want = sorted(list(CFG_FILES) + ["linked.json"])
+    names = sorted(os.listdir(shown))
+    if names != want:
+        fail(".ptfs/files/ lists %s, not %s (no .metadata, .distcp, fifo "
+             "or directory)" % (names, want))
+    for n in want:
+        src = open(os.path.join(d, n), "rb").read()     # a link: followed
+        if n in CFG_FILES and src != CFG_FILES[n]:
+            fail("%s: the fixture's %s changed" % (d, n))
+        if open(os.path.join(shown, n), "rb").read() != src:
+            fail(".ptfs/files/%s: other bytes than %s/%s" % (n, d, n))
+        if open(os.path.join(hf, n), "rb").read() != src:
+            fail("%s/%s: ptrepack's folder has other bytes" % (hf, n))
+    # a link out of the directory: its target's owner, never wider
+    st, o = os.stat(os.path.join(shown, "linked.json")), os.stat(outside)
+    if (st.st_uid, st.st_gid) != (o.st_uid, o.st_gid) or \
+            st.st_mode & 0o777 & ~o.st_mode:
+        fail(".ptfs/files/linked.json: owner %d:%d mode %o, its target "
+             "%d:%d %o" % (st.st_uid, st.st_gid, st.st_mode & 0o7777,
+                           o.st_uid, o.st_gid, o.st_mode & 0o7777))
+    for n in ("special_tokens_map.json", "up", ".metadata"):
+        if os.path.lexists(os.path.join(shown, n)):
+            fail(".ptfs/files/%s: shown" % n)
+        if os.path.lexists(os.path.join(hf, n)):
+            fail("%s/%s: copied by ptrepack" % (hf, n))
+    print("ok\t.ptfs/files/ holds %s, the bytes of the directory's and of "
+          "ptrepack's folder; the fifo and the linked directory left out"
+          % ", ".join(want))
 
 
 def topt_state():
@@ -634,6 +700,9 @@ if __name__ == "__main__":
         pt(*sys.argv[2:])
     elif sys.argv[1] == "todcp":
         todcp(*sys.argv[2:])
+    elif sys.argv[1] == "files":
+        files(*sys.argv[2:])
     else:
         fail("usage: dcp_check.py gen OUT [MARKER] | check JSON NAME MNT [DIR] | "
-             "pt JSON NAME FILE [DIR] | todcp SRC DIR BACK [REF]")
+             "pt JSON NAME FILE [DIR] | todcp SRC DIR BACK [REF] | "
+             "files MNT DIR OUTSIDE HF")
