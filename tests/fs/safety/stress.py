@@ -20,7 +20,10 @@ renames while they read.  Plain Python (no torch, no numpy).
                while readers open them by whatever name they have, and
                read through descriptors opened before the rename.  After
                each round (a barrier), one process checks every byte of
-               every tensor after dropping the page cache.
+               every tensor after dropping the page cache.  Meanwhile a
+               thread reads .ptfs/as/model.safetensors whole, over and
+               over (ESTALE allowed: a rename made another layout), and
+               after each round it must hold every tensor's bytes.
   check CKPT   after write-back: the archive's records hold exactly the
                final state (zipfile), under the final names
   verify MOUNT every tensor through the mount equals the state after
@@ -31,6 +34,7 @@ renames while they read.  Plain Python (no torch, no numpy).
 Prints one line, "ok ..." or "FAIL ...", exit 0 or 1.
 """
 import io
+import json
 import mmap
 import multiprocessing as mp
 import os
@@ -240,6 +244,47 @@ def rename_loop(mnt, stop, errors):
         k += 1
 
 
+AS = os.path.join(".ptfs", "as", "model.safetensors")
+
+
+def as_tensors(mnt):
+    """{tensor index: bytes} of .ptfs/as/model.safetensors, read whole"""
+    with open(os.path.join(mnt, AS), "rb") as f:
+        b = f.read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    out = {}
+    for k, v in h.items():
+        if k == "__metadata__":
+            continue
+        base = k[4:] if k.startswith("sub.") else k
+        base = base[:-6] if base.endswith(".moved") else base
+        a, e = v["data_offsets"]
+        out[ALL.index(base)] = b[8 + n + a:8 + n + e]
+    if len(b) != 8 + n + sum(len(x) for x in out.values()):
+        raise ValueError("%s: %d bytes, its header says otherwise"
+                         % (AS, len(b)))
+    return out
+
+
+def as_loop(mnt, stop, errors):
+    """read .ptfs/as/ over and over while everything changes: each read
+    whole, or ESTALE when a rename made another layout under it"""
+    n = 0
+    while not stop.is_set():
+        try:
+            got = as_tensors(mnt)
+            if sorted(got) != list(range(len(ALL))):
+                errors.append("%s holds %s" % (AS, sorted(got)))
+            n += 1
+        except OSError as e:
+            if e.errno != 116:      # ESTALE
+                errors.append("%s: %s" % (AS, e))
+        except ValueError as e:
+            errors.append(str(e))
+    return n
+
+
 def proc_main(mnt, pid, nprocs, threads, rounds, barrier, q):
     """one process: THREADS writers and THREADS readers per round"""
     nw = nprocs * threads
@@ -256,11 +301,14 @@ def proc_main(mnt, pid, nprocs, threads, rounds, barrier, q):
                   for r in readers]
             wt = [threading.Thread(target=w.write_round, args=(rnd,))
                   for w in writers]
-            ren = None
+            ren = asr = None
             if pid == 0:
                 ren = threading.Thread(target=rename_loop,
                                        args=(mnt, stop, errors))
                 ren.start()
+                asr = threading.Thread(target=as_loop,
+                                       args=(mnt, stop, errors))
+                asr.start()
             for t in rt + wt:
                 t.start()
             for t in wt:
@@ -272,6 +320,7 @@ def proc_main(mnt, pid, nprocs, threads, rounds, barrier, q):
                 t.join()
             if ren:
                 ren.join()
+                asr.join()
             barrier.wait()
             if pid == 0:            # the whole state, page cache dropped
                 for t in range(len(ALL)):
@@ -284,6 +333,12 @@ def proc_main(mnt, pid, nprocs, threads, rounds, barrier, q):
                     if got != expected(t, rnd):
                         errors.append("after round %d: %s differs" %
                                       (rnd, ALL[t]))
+                # .ptfs/as/, made again from the edited model
+                got = as_tensors(mnt)
+                for t in range(len(ALL)):
+                    if got.get(t) != expected(t, rnd):
+                        errors.append("after round %d: %s of %s differs" %
+                                      (rnd, ALL[t], AS))
             barrier.wait()
     except Exception:
         errors.append(traceback.format_exc().strip().splitlines()[-1])
