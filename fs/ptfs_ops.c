@@ -82,6 +82,16 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	conn->max_write = PTFS_REQUEST;
 	conn->max_readahead = PTFS_REQUEST;
+	/*
+	 * Readahead and mmap faults are background requests, at most 12 in
+	 * flight by default (FUSE_DEFAULT_MAX_BACKGROUND), and past the
+	 * congestion threshold (9) the kernel skips asynchronous readahead:
+	 * 8 loader threads keep that queue full (docs/design.md, "Many
+	 * readers").  The kernel takes any value from root and clamps an
+	 * unprivileged mount to max_user_bgreq / max_user_congthresh.
+	 */
+	conn->max_background = PTFS_BACKGROUND;
+	conn->congestion_threshold = PTFS_BACKGROUND * 3 / 4;
 	conn->time_gran = 1;
 	/* nothing changes behind the kernel's back: it sees every edit, and
 	   views of an edited storage are invalidated explicitly */
