@@ -42,6 +42,7 @@
 #include "util/io.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fuse_opt.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -263,6 +264,10 @@ static int serve(struct ptfs *fs, struct fuse_args *args,
 			goto out_unmount;
 		fuse_loop_cfg_set_clone_fd(cfg, co->clone_fd);
 		fuse_loop_cfg_set_max_threads(cfg, co->max_threads);
+		/* UINT_MAX: not given (libfuse's default keeps every thread) */
+		if (co->max_idle_threads != UINT_MAX)
+			fuse_loop_cfg_set_idle_threads(cfg,
+						       co->max_idle_threads);
 		rc = fuse_session_loop_mt(se, cfg);
 		fuse_loop_cfg_destroy(cfg);
 	}
