@@ -24,10 +24,8 @@
 struct diag;
 struct ctl_handle;
 
-/* Largest read request, and the readahead window (see op_init). */
+/* Largest read request, and the readahead window (ptfs_tune.c). */
 #define PTFS_REQUEST	(252u * 4096)
-/* Background requests (readahead, mmap faults) in flight (see op_init). */
-#define PTFS_BACKGROUND	64u
 
 /* What an inode number stands for (see ptfs_ino.c for the numbering). */
 enum ptfs_kind {
