@@ -33,8 +33,8 @@ int ptfs_xattr_each(const struct ptfs *fs, fuse_ino_t ino, ptfs_xattr_fn *fn,
 /* What op_init asks of the kernel for reads: request size, splice, the
  * background queue. */
 void ptfs_tune_conn(struct fuse_conn_info *conn);
-/* Once mounted, before the loop: the mount's readahead (root only;
- * best effort, nothing fails). */
+/* Once mounted, before the loop: the mount's readahead (root only) and
+ * the checkpoint descriptors' (best effort; nothing fails). */
 void ptfs_tune_mount(const struct ptfs *fs, const char *mountpoint);
 
 /* ---- ptfs_ops.c: the operations table and the shared reply path ---- */

@@ -2,13 +2,16 @@
  * ptfs_tune.c - what the mount asks of the kernel for many readers at
  * once (a loader's threads, mmap faults, O_DIRECT reads; issue 43): the
  * size of a read request, spliced replies, the queue of background
- * requests, the mount's readahead.  Each
- * setting, and what it measured, is in docs/design.md ("Many readers");
- * the figures are in docs/benchmarks.md (tests/bench/bench_parallel.py).
+ * requests, the mount's readahead and the checkpoint descriptors'.  What
+ * each does and measured is in docs/design.md ("Many readers"), the
+ * figures in docs/benchmarks.md (tests/bench/bench_parallel.py).
  */
 #define _XOPEN_SOURCE 700	/* realpath */
 #include "ptfs.h"
 
+#include "source/source.h"
+
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,8 +87,24 @@ static void raise_readahead(const char *mountpoint)
 	free(real);
 }
 
+/*
+ * Every read of the mount is a request of at most PTFS_REQUEST bytes, and
+ * all the threads share one descriptor per file, whose readahead state
+ * (file->f_ra) sees their requests interleaved.  POSIX_FADV_SEQUENTIAL
+ * doubles that descriptor's window, so a cold reader's next requests find
+ * their pages already coming.  Best effort: a remote checkpoint's
+ * stand-in may refuse it.
+ */
+static void advise_sequential(const struct ckpt *c)
+{
+	(void)posix_fadvise(c->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	for (uint32_t i = 0; c->src && i < src_count(c->src); i++)
+		(void)posix_fadvise(src_at(c->src, i)->fd, 0, 0,
+				    POSIX_FADV_SEQUENTIAL);
+}
+
 void ptfs_tune_mount(const struct ptfs *fs, const char *mountpoint)
 {
 	raise_readahead(mountpoint);
-	(void)fs;
+	advise_sequential(fs->c);
 }
