@@ -21,7 +21,7 @@
 
 void ptfs_tune_conn(struct fuse_conn_info *conn)
 {
-	/* a spliced reply is 2.4x a copied one from cached pages */
+	/* from cached pages a spliced reply is 1.7-2.4x a copied one */
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
 	if (conn->capable & FUSE_CAP_SPLICE_MOVE)
@@ -55,7 +55,7 @@ void ptfs_tune_conn(struct fuse_conn_info *conn)
  * the bdi's read_ahead_kb to PTFS_REQUEST (root only; best effort).  The
  * device comes from mountinfo: a stat() of the mount point would wait for
  * the loop that is not running yet.  More (4 or 8 MiB) helps one cold
- * reader and costs eight a third.
+ * reader and costs eight up to a third.
  */
 static void raise_readahead(const char *mountpoint)
 {
