@@ -7,7 +7,7 @@ show it neither deadlocks nor fails.
 
     /usr/bin/python3 tests/bench/bench_parallel.py [BUILD] [WORKDIR]
         [-o MOUNTOPTS] [--only pread8,mmap8,...] [--temps warm,hot,cold]
-        [--reps 3,2] [--repeat-mmap N] [--timeout S]
+        [--reps 3,2] [--repeat-mmap N] [--timeout S] [--against BUILD]
 
 Generates (once, cached in WORKDIR, default /tmp/ptfs-bench) par.safetensors:
 32 float32 tensors of 4096 x 2048 (1 GiB of random bytes).  Mounts it
@@ -31,7 +31,9 @@ hot, the file's pages cached and the mount's dropped before each pass,
 so every read is a request the daemon answers from the cache (what the
 daemon's settings change); cold, `echo 3 > drop_caches` before each
 pass (needs root; skipped otherwise).  Best of --reps passes per side
-(3 warm, 2 cold; one number for all).  Prints MB/s and mount / file.
+(3 warm, 2 cold; one number for all).  Prints MB/s and mount / file;
+with --against BUILD a second mount, by BUILD/ptfs, is read in the same
+alternation ("other"): before and after a change in one run.
 The goal (issue 43): at 8 threads at least 0.9x the file's throughput,
 warm and cold.  The machine is shared: run it idle.
 
@@ -291,7 +293,8 @@ TEMPS = {"warm": "the page cache holds the file and the mount's pages",
          "cold": "drop_caches before each pass"}
 
 
-def table(args, total, raw, via, dog):
+def table(args, total, raw, mounts, dog):
+    """@mounts: [(label, runs through it)]; the file's runs are @raw."""
     temps = args.temps.split(",")
     if os.geteuid() != 0 and "cold" in temps:
         temps.remove("cold")       # drop_caches needs root
@@ -306,13 +309,18 @@ def table(args, total, raw, via, dog):
     print("%d runs, %.2f GB, mount -o ro%s; MB/s, best of %s passes" % (
         len(raw), total / 1e9, "," + args.o if args.o else "",
         ", ".join("%d %s" % (nreps[t], t) for t in temps)))
-    print("%-9s" % "" + "".join("   %10s %10s %7s" % (
-        "file " + t, "mount " + t, "ratio") for t in temps), flush=True)
+    if len(mounts) > 1:
+        print("mount: %s; %s: %s" % (args.build, mounts[1][0],
+                                     args.against))
+    print("%-9s" % "" + "".join(
+        "   %10s" % ("file " + t) + "".join(
+            " %10s %7s" % (label + " " + t, "ratio") for label, _ in mounts)
+        for t in temps), flush=True)
+    sides = [("file", raw)] + mounts
     for name, fn, k in pats:
         cells = []
         for temp in temps:
-            ds = {"file": [], "mount": []}
-            sides = [("file", raw), ("mount", via)]
+            ds = {w: [] for w, _ in sides}
             if temp != "cold":
                 for _, runs in sides:
                     pread_pass(runs, 8)      # fill the caches
@@ -320,19 +328,22 @@ def table(args, total, raw, via, dog):
                 for which, runs in sides[::1 if rep % 2 == 0 else -1]:
                     if temp == "cold":
                         drop_caches()
-                    elif temp == "hot" and which == "mount":
-                        drop_mount_pages(via)
+                    elif temp == "hot" and which != "file":
+                        drop_mount_pages(runs)
                     dog.arm("%s %s %s" % (name, temp, which))
                     ds[which].append(fn(runs, k, crcs))
                     dog.disarm()
             f = total / 1e6 / min(ds["file"])
-            m = total / 1e6 / min(ds["mount"])
-            cells.append("   %10.0f %10.0f %6.2fx" % (f, m, m / f))
+            cells.append("   %10.0f" % f)
+            for label, _ in mounts:
+                m = total / 1e6 / min(ds[label])
+                cells.append(" %10.0f %6.2fx" % (m, m / f))
         print("%-9s%s" % (name, "".join(cells)), flush=True)
     return 0
 
 
-def repeat_mmap(args, total, raw, via, dog):
+def repeat_mmap(args, total, raw, mounts, dog):
+    via = mounts[0][1]
     crcs = file_crcs(raw)
     root = os.geteuid() == 0
     times = []
@@ -374,7 +385,8 @@ def main():
     ap.add_argument("build", nargs="?", default="build")
     ap.add_argument("work", nargs="?", default="/tmp/ptfs-bench")
     ap.add_argument("-o", default="", help="more mount options")
-    ap.add_argument("--only", default="", help="patterns, comma-separated: pread8,mmap8")
+    ap.add_argument("--only", default="",
+                    help="patterns, comma-separated: pread8,mmap8")
     ap.add_argument("--temps", default="warm,cold",
                     help="warm, hot, cold: " + "; ".join(
                         "%s: %s" % kv for kv in TEMPS.items()))
@@ -383,6 +395,9 @@ def main():
                     "best taken (3,2)")
     ap.add_argument("--repeat-mmap", type=int, default=0, metavar="N")
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--against", metavar="BUILD",
+                    help="also mount with BUILD/ptfs, passes alternating "
+                    "(before and after a change, in one run)")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     src = os.path.join(args.work, "par.safetensors")
@@ -390,32 +405,49 @@ def main():
         generate(src)
     ts = tensors(src)
     total = sum(n for _, _, n in ts)
-    mnt = tempfile.mkdtemp(prefix="ptfs-bench-par-")
-    err = open(os.path.join(args.work, "par.stderr"), "w")
-    d = subprocess.Popen([os.path.join(args.build, "ptfs"), "-f", "-o",
-                          "ro" + ("," + args.o if args.o else ""), src, mnt],
+    builds = [("mount", args.build)]
+    if args.against:
+        builds.append(("other", args.against))
+    mounts, daemons, dog = [], [], None
+    rc = 1
+    try:
+        for label, build in builds:
+            mnt = tempfile.mkdtemp(prefix="ptfs-bench-par-")
+            daemons.append((mnt, mount(build, args.o, src, mnt,
+                                       args.work, label)))
+            mounts.append((label, runs_of([(os.path.join(mnt, k), 0, n)
+                                           for k, _, n in ts])))
+        mnt = daemons[0][0]
+        dog = Watchdog(args.timeout, fusectl_dir(mnt), mnt)
+        raw = runs_of([(src, off, n) for _, off, n in ts])
+        rc = (repeat_mmap if args.repeat_mmap else table)(args, total, raw,
+                                                          mounts, dog)
+    finally:
+        for mnt, d in daemons:
+            subprocess.run(["fusermount3", "-u", mnt],
+                           stderr=subprocess.DEVNULL)
+            try:
+                d.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(d.pid, signal.SIGKILL)
+            os.rmdir(mnt)
+    sys.exit(rc)
+
+
+def mount(build, opts, src, mnt, work, label):
+    """BUILD/ptfs -f -o ro,OPTS SRC MNT, mounted; its stderr in WORK."""
+    err = open(os.path.join(work, "par-%s.stderr" % label), "w")
+    d = subprocess.Popen([os.path.join(build, "ptfs"), "-f", "-o",
+                          "ro" + ("," + opts if opts else ""), src, mnt],
                          stdout=subprocess.DEVNULL, stderr=err,
                          start_new_session=True)
     t = time.perf_counter()
     while not mounted(mnt):
         if d.poll() is not None or time.perf_counter() - t > 60:
+            os.rmdir(mnt)
             sys.exit("ptfs did not mount %s (see %s)" % (src, err.name))
         time.sleep(0.01)
-    rc = 1
-    try:
-        dog = Watchdog(args.timeout, fusectl_dir(mnt), mnt)
-        raw = runs_of([(src, off, n) for _, off, n in ts])
-        via = runs_of([(os.path.join(mnt, k), 0, n) for k, _, n in ts])
-        rc = (repeat_mmap if args.repeat_mmap else table)(args, total, raw,
-                                                          via, dog)
-    finally:
-        subprocess.run(["fusermount3", "-u", mnt], stderr=subprocess.DEVNULL)
-        try:
-            d.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(d.pid, signal.SIGKILL)
-        os.rmdir(mnt)
-    sys.exit(rc)
+    return d
 
 
 if __name__ == "__main__":
