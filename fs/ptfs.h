@@ -24,7 +24,7 @@
 struct diag;
 struct ctl_handle;
 
-/* Largest read request, and the readahead window (see op_init). */
+/* Largest read request, and the readahead window (ptfs_tune.c). */
 #define PTFS_REQUEST	(252u * 4096)
 
 /* What an inode number stands for (see ptfs_ino.c for the numbering). */

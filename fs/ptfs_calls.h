@@ -1,8 +1,9 @@
 /*
  * ptfs_calls.h - what the FUSE driver's files call across besides the inode
  * table: the text views, xattrs, the operations table and its reply path,
- * reads, edits, which mount a path is in, the CLI, the control files under
- * .ptfs/, status and invalidation.  Part of ptfs.h, which includes it.
+ * reads and their tuning, edits, which mount a path is in, the CLI, the
+ * control files under .ptfs/, status and invalidation.  Part of ptfs.h,
+ * which includes it.
  */
 #ifndef PT_FS_PTFS_CALLS_H
 #define PT_FS_PTFS_CALLS_H
@@ -26,6 +27,15 @@ typedef int ptfs_xattr_fn(const char *name, const char *value, void *arg);
  */
 int ptfs_xattr_each(const struct ptfs *fs, fuse_ino_t ino, ptfs_xattr_fn *fn,
 		    void *arg);
+
+/* ---- ptfs_tune.c: settings for many readers at once ---- */
+
+/* What op_init asks of the kernel for reads: request size, splice, the
+ * background queue. */
+void ptfs_tune_conn(struct fuse_conn_info *conn);
+/* Once mounted, before the loop: the mount's readahead (root only) and
+ * the checkpoint descriptors' (best effort; nothing fails). */
+void ptfs_tune_mount(const struct ptfs *fs, const char *mountpoint);
 
 /* ---- ptfs_ops.c: the operations table and the shared reply path ---- */
 

@@ -44,6 +44,7 @@
 #include "util/io.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fuse_opt.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -192,43 +193,6 @@ static void usage(const char *prog)
 	fuse_lowlevel_help();
 }
 
-/*
- * The kernel caps a FUSE mount's readahead at the bdi default (128 KiB)
- * whatever INIT asks for, so reads arrive in 128-256 KiB requests.  Raise
- * the bdi's read_ahead_kb to PTFS_REQUEST (root only; best effort).  The device
- * comes from mountinfo: a stat() of the mount point would wait for the
- * loop that is not running yet.
- */
-static void raise_readahead(const char *mountpoint)
-{
-	char line[4096], path[128], *real = realpath(mountpoint, NULL);
-	unsigned maj, min;
-	FILE *f;
-
-	if (!real)
-		return;
-	f = fopen("/proc/self/mountinfo", "r");
-	while (f && fgets(line, sizeof(line), f)) {
-		char mnt[4096];
-
-		/* id parent maj:min root mountpoint ... */
-		if (sscanf(line, "%*s %*s %u:%u %*s %4095s", &maj, &min, mnt) != 3
-		    || strcmp(mnt, real))
-			continue;
-		snprintf(path, sizeof(path),
-			 "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
-		FILE *ra = fopen(path, "w");
-
-		if (ra) {
-			fprintf(ra, "%u\n", PTFS_REQUEST / 1024);
-			fclose(ra);
-		}
-	}
-	if (f)
-		fclose(f);
-	free(real);
-}
-
 /* Daemonized, stderr is /dev/null: failures go to syslog instead. */
 static void log_syslog(enum fuse_log_level level, const char *fmt,
 		       va_list ap)
@@ -256,7 +220,7 @@ static int serve(struct ptfs *fs, struct fuse_args *args,
 	}
 	ptfs_mount_log(false);
 	ptfs_mount_said();
-	raise_readahead(co->mountpoint);
+	ptfs_tune_mount(fs, co->mountpoint);
 	fuse_daemonize(co->foreground);
 	if (!co->foreground) {
 		openlog("ptfs", LOG_PID, LOG_DAEMON);
@@ -271,6 +235,10 @@ static int serve(struct ptfs *fs, struct fuse_args *args,
 			goto out_unmount;
 		fuse_loop_cfg_set_clone_fd(cfg, co->clone_fd);
 		fuse_loop_cfg_set_max_threads(cfg, co->max_threads);
+		/* UINT_MAX: not given (libfuse's default keeps every thread) */
+		if (co->max_idle_threads != UINT_MAX)
+			fuse_loop_cfg_set_idle_threads(cfg,
+						       co->max_idle_threads);
 		rc = fuse_session_loop_mt(se, cfg);
 		fuse_loop_cfg_destroy(cfg);
 	}

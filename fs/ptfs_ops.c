@@ -68,20 +68,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* skipping OPEN only pays off where nothing is opened for writing */
 	fs->no_open = fs->readonly &&
 		      (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
-	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
-		conn->want |= FUSE_CAP_SPLICE_WRITE;
-	if (conn->capable & FUSE_CAP_SPLICE_MOVE)
-		conn->want |= FUSE_CAP_SPLICE_MOVE;
-	/*
-	 * Requests of 252 pages (1008 KiB; max_write also sets the kernel's
-	 * max_pages).  Not 256: libfuse 3.14 splices a reply only through a
-	 * pipe of data + 16-byte header + 3 pages, which must fit
-	 * pipe-max-size (1 MiB; F_SETPIPE_SZ beyond it is refused here even as
-	 * root).  A bigger reply falls back to malloc + pread + writev, at
-	 * half the throughput.
-	 */
-	conn->max_write = PTFS_REQUEST;
-	conn->max_readahead = PTFS_REQUEST;
+	ptfs_tune_conn(conn);
 	conn->time_gran = 1;
 	/* nothing changes behind the kernel's back: it sees every edit, and
 	   views of an edited storage are invalidated explicitly */

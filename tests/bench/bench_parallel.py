@@ -2,26 +2,53 @@
 """bench_parallel.py - many readers at once, as model loaders read
 (issue 43): the tensors of a mounted checkpoint read through the mount
 against the same bytes read from the checkpoint file at the tensors'
-offsets, cold and warm, in the same run.
+offsets, cold and warm, in the same run; and the mmap case repeated to
+show it neither deadlocks nor fails.
 
     /usr/bin/python3 tests/bench/bench_parallel.py [BUILD] [WORKDIR]
+        [-o MOUNTOPTS] [--only pread8,mmap8,...] [--temps warm,hot,cold]
+        [--reps 3,2] [--repeat-mmap N] [--timeout S] [--against BUILD]
 
 Generates (once, cached in WORKDIR, default /tmp/ptfs-bench) par.safetensors:
 32 float32 tensors of 4096 x 2048 (1 GiB of random bytes).  Mounts it
-with BUILD/ptfs -f and, for each pattern, reads every tensor once:
+with BUILD/ptfs -f -o ro[,MOUNTOPTS] and, for each pattern, reads every
+tensor once:
 
   pread T    T threads (1, 4, 8, 16) taking 16 MiB preads from one queue
              (vLLM's prefetch: 8 threads x 16 MiB)
   mmap 8     8 threads over mmap'd tensors, each 16 MiB run faulted in
              by a CRC-32 of it (safetensors' and torch's mmap loads)
+  direct 8   8 threads, O_DIRECT descriptors, aligned 16 MiB preads into
+             page-aligned buffers, each run's CRC-32 checked against the
+             file's (fastsafetensors' pattern); the page cache is not
+             used, so warm means the checkpoint's cache behind the mount
 
 Each through the mount (m/NAME at 0..) and from the file itself (at each
-tensor's data offset).  Warm: the page cache holds the file (and the
-mount's pages) before; best of 3.  Cold: `echo 3 > drop_caches` before
-each pass (needs root; skipped otherwise), best of 2.  Prints MB/s and
-mount / file.  The goal (issue 43): at 8 threads at least 0.9x the
-file's throughput, warm and cold.  The machine is shared: run it idle.
+tensor's data offset); file and mount passes alternate, so a neighbour's
+load falls on both.  Temperatures (--temps, default warm,cold): warm,
+the page cache holds the file and the mount's pages (no request at all);
+hot, the file's pages cached and the mount's dropped before each pass,
+so every read is a request the daemon answers from the cache (what the
+daemon's settings change); cold, `echo 3 > drop_caches` before each
+pass (needs root; skipped otherwise).  Best of --reps passes per side
+(3 warm, 2 cold; one number for all).  Prints MB/s and mount / file;
+with --against BUILD a second mount, by BUILD/ptfs, is read in the same
+alternation ("other"): before and after a change in one run.
+The goal (issue 43): at 8 threads at least 0.9x the file's throughput,
+warm and cold.  The machine is shared: run it idle.
+
+--repeat-mmap N runs, instead of the table, the mmap 8 case N times
+through the mount, checking every run's CRC-32: the mount's pages are
+dropped (POSIX_FADV_DONTNEED) before each pass so every fault is a
+request, every other pass also madvise(MADV_WILLNEED)s each run first
+(the readahead that, with mmap and parallel loading, deadlocked
+hf-mount's queue), and every tenth drops all caches (root).  A pass that
+does not end within --timeout seconds (default 120) is reported as a
+deadlock, with the connection's waiting requests, and the connection is
+aborted (readers stuck in it may die of SIGBUS); the exit status is
+non-zero on a deadlock or any error.
 """
+import argparse
 import json
 import mmap
 import os
@@ -38,11 +65,9 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import drop_caches, mounted  # noqa: E402
 
-BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
-WORK = sys.argv[2] if len(sys.argv) > 2 else "/tmp/ptfs-bench"
-PTFS = os.path.join(BUILD, "ptfs")
 N, ROWS, COLS = 32, 4096, 2048
 CHUNK = 16 << 20
+FUSECTL = "/sys/fs/fuse/connections"
 
 
 def generate(path):
@@ -82,6 +107,46 @@ def runs_of(files):
     return out
 
 
+class Watchdog:
+    """Ends the benchmark when a pass outlives @timeout seconds: a
+    deadlocked FUSE queue is reported (with the connection's waiting
+    requests) and the connection aborted, so the readers stuck in it get
+    an error instead of hanging the run."""
+
+    def __init__(self, timeout, conn, mnt):
+        self.timeout, self.conn, self.timer = timeout, conn, None
+        self.mnt = mnt
+
+    def arm(self, what):
+        self.timer = threading.Timer(self.timeout, self.fire, (what,))
+        self.timer.daemon = True
+        self.timer.start()
+
+    def disarm(self):
+        self.timer.cancel()
+
+    def fire(self, what):
+        """Report first: the aborted connection's faults are SIGBUS."""
+        waiting = "?"
+        try:
+            with open(os.path.join(self.conn, "waiting")) as f:
+                waiting = f.read().strip()
+        except (OSError, TypeError):
+            pass
+        print("DEADLOCK: %s did not end in %g s (%s requests waiting); "
+              "aborting the connection" % (what, self.timeout, waiting),
+              flush=True)
+        subprocess.run(["fusermount3", "-u", "-z", self.mnt],
+                       stderr=subprocess.DEVNULL)
+        try:
+            with open(os.path.join(self.conn, "abort"), "w") as f:
+                f.write("1")
+            os.rmdir(self.mnt)
+        except (OSError, TypeError):
+            pass
+        os._exit(1)
+
+
 def on_threads(work, threads):
     """Seconds for @threads threads running @work until each returns."""
     t = time.perf_counter()
@@ -93,132 +158,296 @@ def on_threads(work, threads):
     return time.perf_counter() - t
 
 
-def pread_pass(runs, threads):
-    q = queue.Queue()
+def from_queue(runs, threads, setup, step):
+    """Run step(state, run) over @runs from @threads threads, each with
+    its own state = setup(); seconds, re-raising the first error."""
+    q, err = queue.Queue(), []
     for r in runs:
         q.put(r)
-    fds, lock, err = {}, threading.Lock(), []
-
-    def fd_of(p):
-        with lock:
-            if p not in fds:
-                fds[p] = os.open(p, os.O_RDONLY)
-            return fds[p]
 
     def work():
-        buf = bytearray(CHUNK)
-        mv = memoryview(buf)
         try:
+            st = setup()
             while True:
                 try:
-                    p, off, n = q.get_nowait()
+                    r = q.get_nowait()
                 except queue.Empty:
                     return
-                got = os.preadv(fd_of(p), [mv[:n]], off)
-                if got != n:
-                    raise OSError("%s: %d of %d bytes at %d" % (p, got, n,
-                                                                off))
+                step(st, r)
         except Exception as e:  # noqa: BLE001 - reported below
             err.append(e)
 
     dt = on_threads(work, threads)
-    for fd in fds.values():
-        os.close(fd)
     if err:
         raise err[0]
     return dt
 
 
-def mmap_pass(runs, threads):
-    maps, q, err = {}, queue.Queue(), []
-    for p, off, n in runs:
+class Fds:
+    """One descriptor per path, shared by the threads (as loaders do)."""
+
+    def __init__(self, flags=0):
+        self.fds, self.lock, self.flags = {}, threading.Lock(), flags
+
+    def of(self, p):
+        with self.lock:
+            if p not in self.fds:
+                self.fds[p] = os.open(p, os.O_RDONLY | self.flags)
+            return self.fds[p]
+
+    def close(self):
+        for fd in self.fds.values():
+            os.close(fd)
+
+
+def pread_pass(runs, threads, crcs=None):
+    fds = Fds()
+
+    def step(mv, r):
+        p, off, n = r
+        got = os.preadv(fds.of(p), [mv[:n]], off)
+        if got != n:
+            raise OSError("%s: %d of %d bytes at %d" % (p, got, n, off))
+
+    try:
+        return from_queue(runs, threads,
+                          lambda: memoryview(bytearray(CHUNK)), step)
+    finally:
+        fds.close()
+
+
+def direct_pass(runs, threads, crcs):
+    """O_DIRECT: page-aligned buffers (anonymous maps), each run read from
+    the page below it to the page above (a tensor in the file itself
+    starts where the header ends); its CRC-32 must be the file's (@crcs,
+    by run index)."""
+    fds = Fds(os.O_DIRECT)
+    index = {r: i for i, r in enumerate(runs)}
+
+    def step(buf, r):
+        p, off, n = r
+        a = off & ~4095
+        span = (off + n - a + 4095) & ~4095
+        with memoryview(buf) as mv:
+            got = os.preadv(fds.of(p), [mv[:span]], a)
+            if got < off + n - a:
+                raise OSError("%s: O_DIRECT: %d of %d bytes at %d" % (
+                    p, got, span, a))
+            if zlib.crc32(mv[off - a:off - a + n]) != crcs[index[r]]:
+                raise OSError("%s: O_DIRECT: wrong bytes at %d" % (p, off))
+
+    try:
+        return from_queue(runs, threads,
+                          lambda: mmap.mmap(-1, CHUNK + 8192), step)
+    finally:
+        fds.close()
+
+
+def mmap_pass(runs, threads, crcs=None, willneed=False):
+    """Fault each run in by a CRC-32 of it; with @crcs, check it."""
+    maps = {}
+    for p, _, _ in runs:
         if p not in maps:
             fd = os.open(p, os.O_RDONLY)
             maps[p] = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
             os.close(fd)
-        q.put((p, off, n))
+    index = {r: i for i, r in enumerate(runs)}
 
-    def work():
-        try:
-            while True:
-                try:
-                    p, off, n = q.get_nowait()
-                except queue.Empty:
-                    return
-                zlib.crc32(memoryview(maps[p])[off:off + n])
-        except Exception as e:  # noqa: BLE001
-            err.append(e)
+    def step(_, r):
+        p, off, n = r
+        m = maps[p]
+        if willneed:
+            m.madvise(mmap.MADV_WILLNEED, off, n)
+        with memoryview(m) as mv, mv[off:off + n] as run:
+            c = zlib.crc32(run)
+        if crcs and c != crcs[index[r]]:
+            raise OSError("%s: mmap: wrong bytes at %d" % (p, off))
 
-    dt = on_threads(work, threads)
-    for m in maps.values():
-        try:
+    try:
+        return from_queue(runs, threads, lambda: None, step)
+    finally:
+        for m in maps.values():
             m.close()
-        except BufferError:
-            pass
-    if err:
-        raise err[0]
-    return dt
+
+
+def file_crcs(runs):
+    """CRC-32 of each run, read from the file itself."""
+    out = []
+    with open(runs[0][0], "rb") as f:
+        for _, off, n in runs:
+            f.seek(off)
+            out.append(zlib.crc32(f.read(n)))
+    return out
+
+
+def drop_mount_pages(via):
+    for p in sorted({p for p, _, _ in via}):
+        fd = os.open(p, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+
+
+TEMPS = {"warm": "the page cache holds the file and the mount's pages",
+         "hot": "the file's pages cached, the mount's dropped: every read "
+                "is a request the daemon answers from the cache",
+         "cold": "drop_caches before each pass"}
+
+
+def table(args, total, raw, mounts, dog):
+    """@mounts: [(label, runs through it)]; the file's runs are @raw."""
+    temps = args.temps.split(",")
+    if os.geteuid() != 0 and "cold" in temps:
+        temps.remove("cold")       # drop_caches needs root
+    reps = [int(x) for x in args.reps.split(",")]
+    nreps = dict(zip(temps, reps + reps[-1:] * 3))
+    pats = [("pread %d" % k, pread_pass, k) for k in (1, 4, 8, 16)]
+    pats += [("mmap 8", mmap_pass, 8), ("direct 8", direct_pass, 8)]
+    if args.only:
+        want = args.only.replace(" ", "").split(",")
+        pats = [p for p in pats if p[0].replace(" ", "") in want]
+    crcs = file_crcs(raw) if any(p[1] is direct_pass for p in pats) else None
+    print("%d runs, %.2f GB, mount -o ro%s; MB/s, best of %s passes" % (
+        len(raw), total / 1e9, "," + args.o if args.o else "",
+        ", ".join("%d %s" % (nreps[t], t) for t in temps)))
+    if len(mounts) > 1:
+        print("mount: %s; %s: %s" % (args.build, mounts[1][0],
+                                     args.against))
+    print("%-9s" % "" + "".join(
+        "   %10s" % ("file " + t) + "".join(
+            " %10s %7s" % (label + " " + t, "ratio") for label, _ in mounts)
+        for t in temps), flush=True)
+    sides = [("file", raw)] + mounts
+    for name, fn, k in pats:
+        cells = []
+        for temp in temps:
+            ds = {w: [] for w, _ in sides}
+            if temp != "cold":
+                for _, runs in sides:
+                    pread_pass(runs, 8)      # fill the caches
+            for rep in range(nreps[temp]):
+                for which, runs in sides[::1 if rep % 2 == 0 else -1]:
+                    if temp == "cold":
+                        drop_caches()
+                    elif temp == "hot" and which != "file":
+                        drop_mount_pages(runs)
+                    dog.arm("%s %s %s" % (name, temp, which))
+                    ds[which].append(fn(runs, k, crcs))
+                    dog.disarm()
+            f = total / 1e6 / min(ds["file"])
+            cells.append("   %10.0f" % f)
+            for label, _ in mounts:
+                m = total / 1e6 / min(ds[label])
+                cells.append(" %10.0f %6.2fx" % (m, m / f))
+        print("%-9s%s" % (name, "".join(cells)), flush=True)
+    return 0
+
+
+def repeat_mmap(args, total, raw, mounts, dog):
+    via = mounts[0][1]
+    crcs = file_crcs(raw)
+    root = os.geteuid() == 0
+    times = []
+    for i in range(args.repeat_mmap):
+        if root and i % 10 == 9:
+            drop_caches()
+        drop_mount_pages(via)
+        willneed = i % 2 == 1
+        dog.arm("mmap 8 pass %d of %d%s" % (
+            i + 1, args.repeat_mmap, " (MADV_WILLNEED)" if willneed else ""))
+        try:
+            times.append(mmap_pass(via, 8, crcs, willneed))
+        except Exception as e:  # noqa: BLE001 - the report
+            print("ERROR: mmap 8 pass %d: %s" % (i + 1, e))
+            return 1
+        finally:
+            dog.disarm()
+    print("mmap 8, %d passes of %.2f GB through the mount (half with "
+          "MADV_WILLNEED, every tenth cold): no deadlock, no error, every "
+          "CRC-32 the file's; MB/s min %.0f, median %.0f, max %.0f" % (
+              len(times), total / 1e9, total / 1e6 / max(times),
+              total / 1e6 / sorted(times)[len(times) // 2],
+              total / 1e6 / min(times)))
+    return 0
+
+
+def fusectl_dir(mnt):
+    """The mount's directory under /sys/fs/fuse/connections, or None."""
+    if not os.path.isdir(os.path.join(FUSECTL, ".")) or \
+            not os.listdir(FUSECTL):
+        subprocess.run(["mount", "-t", "fusectl", "none", FUSECTL],
+                       stderr=subprocess.DEVNULL)
+    d = os.path.join(FUSECTL, str(os.stat(mnt).st_dev))
+    return d if os.path.isdir(d) else None
 
 
 def main():
-    os.makedirs(WORK, exist_ok=True)
-    src = os.path.join(WORK, "par.safetensors")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("build", nargs="?", default="build")
+    ap.add_argument("work", nargs="?", default="/tmp/ptfs-bench")
+    ap.add_argument("-o", default="", help="more mount options")
+    ap.add_argument("--only", default="",
+                    help="patterns, comma-separated: pread8,mmap8")
+    ap.add_argument("--temps", default="warm,cold",
+                    help="warm, hot, cold: " + "; ".join(
+                        "%s: %s" % kv for kv in TEMPS.items()))
+    ap.add_argument("--reps", default="3,2", metavar="N,...",
+                    help="passes of each side for each of --temps, the "
+                    "best taken (3,2)")
+    ap.add_argument("--repeat-mmap", type=int, default=0, metavar="N")
+    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--against", metavar="BUILD",
+                    help="also mount with BUILD/ptfs, passes alternating "
+                    "(before and after a change, in one run)")
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    src = os.path.join(args.work, "par.safetensors")
     if not os.path.exists(src):
         generate(src)
     ts = tensors(src)
     total = sum(n for _, _, n in ts)
-    mnt = tempfile.mkdtemp(prefix="ptfs-bench-par-")
-    err = open(os.path.join(WORK, "par.stderr"), "w")
-    d = subprocess.Popen([PTFS, "-f", "-o", "ro", src, mnt],
+    builds = [("mount", args.build)]
+    if args.against:
+        builds.append(("other", args.against))
+    mounts, daemons, dog = [], [], None
+    rc = 1
+    try:
+        for label, build in builds:
+            mnt = tempfile.mkdtemp(prefix="ptfs-bench-par-")
+            daemons.append((mnt, mount(build, args.o, src, mnt,
+                                       args.work, label)))
+            mounts.append((label, runs_of([(os.path.join(mnt, k), 0, n)
+                                           for k, _, n in ts])))
+        mnt = daemons[0][0]
+        dog = Watchdog(args.timeout, fusectl_dir(mnt), mnt)
+        raw = runs_of([(src, off, n) for _, off, n in ts])
+        rc = (repeat_mmap if args.repeat_mmap else table)(args, total, raw,
+                                                          mounts, dog)
+    finally:
+        for mnt, d in daemons:
+            subprocess.run(["fusermount3", "-u", mnt],
+                           stderr=subprocess.DEVNULL)
+            try:
+                d.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(d.pid, signal.SIGKILL)
+            os.rmdir(mnt)
+    sys.exit(rc)
+
+
+def mount(build, opts, src, mnt, work, label):
+    """BUILD/ptfs -f -o ro,OPTS SRC MNT, mounted; its stderr in WORK."""
+    err = open(os.path.join(work, "par-%s.stderr" % label), "w")
+    d = subprocess.Popen([os.path.join(build, "ptfs"), "-f", "-o",
+                          "ro" + ("," + opts if opts else ""), src, mnt],
                          stdout=subprocess.DEVNULL, stderr=err,
                          start_new_session=True)
     t = time.perf_counter()
     while not mounted(mnt):
         if d.poll() is not None or time.perf_counter() - t > 60:
+            os.rmdir(mnt)
             sys.exit("ptfs did not mount %s (see %s)" % (src, err.name))
         time.sleep(0.01)
-    try:
-        cold = os.geteuid() == 0
-        raw = runs_of([(src, off, n) for _, off, n in ts])
-        via = runs_of([(os.path.join(mnt, k), 0, n) for k, _, n in ts])
-        pats = [("pread %d" % k, pread_pass, k) for k in (1, 4, 8, 16)]
-        pats.append(("mmap 8", mmap_pass, 8))
-        print("%d tensors, %.2f GB; MB/s, warm best of 3%s" % (
-            len(ts), total / 1e9, ", cold best of 2" if cold else
-            " (not root: no cold passes)"))
-        print("%-9s %10s %10s %7s   %10s %10s %7s" % (
-            "", "file warm", "mount warm", "ratio", "file cold",
-            "mount cold", "ratio"))
-        for name, fn, k in pats:
-            row = []
-            for temp, reps in (("warm", 3), ("cold", 2)):
-                if temp == "cold" and not cold:
-                    row += [None, None]
-                    continue
-                best = {}
-                for which, runs in (("file", raw), ("mount", via)):
-                    if temp == "warm":
-                        fn(runs, 8)      # fill the caches
-                    ds = []
-                    for _ in range(reps):
-                        if temp == "cold":
-                            drop_caches()
-                        ds.append(fn(runs, k))
-                    best[which] = total / 1e6 / min(ds)
-                row += [best["file"], best["mount"]]
-            cells = []
-            for i in (0, 2):
-                f, m = row[i], row[i + 1]
-                cells += (["%10.0f" % f, "%10.0f" % m, "%6.2fx" % (m / f)]
-                          if f else ["%10s" % "-", "%10s" % "-", "%7s" % "-"])
-            print("%-9s %s %s %s   %s %s %s" % ((name,) + tuple(cells)))
-    finally:
-        subprocess.run(["fusermount3", "-u", mnt], stderr=subprocess.DEVNULL)
-        try:
-            d.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(d.pid, signal.SIGKILL)
-        os.rmdir(mnt)
+    return d
 
 
 if __name__ == "__main__":

@@ -38,5 +38,9 @@ fi
 /usr/bin/python3 tests/bench/bench_ranks.py build
 # a GGUF from a safetensors folder, against gguf-py's writer: torch 2.x root
 /usr/bin/python3 tests/bench/bench_gguf.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
-# many readers at once, as loaders read (issue 43)
-/usr/bin/python3 tests/bench/bench_parallel.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
+# many readers at once, as loaders read (issue 43); the mmap case 100
+# times in a row: no deadlock, no wrong byte
+/usr/bin/python3 tests/bench/bench_parallel.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}" \
+	--temps warm,hot,cold
+/usr/bin/python3 tests/bench/bench_parallel.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}" \
+	--repeat-mmap 100
