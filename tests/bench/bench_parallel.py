@@ -22,10 +22,15 @@ tensor once:
              page-aligned buffers, each run's CRC-32 checked against the
              file's (fastsafetensors' pattern); the page cache is not
              used, so warm means the checkpoint's cache behind the mount
+  safe_open  safetensors.safe_open(FILE, "pt") and get_tensor() of every
+             tensor, in the torch 2.x root (scripts/torch2-root.sh; the
+             row is left out without it or without root)
 
-Each through the mount (m/NAME at 0..) and from the file itself (at each
-tensor's data offset); file and mount passes alternate, so a neighbour's
-load falls on both.  Temperatures (--temps, default warm,cold): warm,
+Each from the file itself (at each tensor's data offset), through the
+mount's tensor files (m/NAME at 0.., "mount") and through the mount's
+computed safetensors file (m/.ptfs/as/model.safetensors at its own
+offsets, "as": what loaders open); the passes alternate, so a
+neighbour's load falls on all.  Temperatures (--temps, default warm,cold): warm,
 the page cache holds the file and the mount's pages (no request at all);
 hot, the file's pages cached and the mount's dropped before each pass,
 so every read is a request the daemon answers from the cache (what the
@@ -38,7 +43,8 @@ The goal (issue 43): at 8 threads at least 0.9x the file's throughput,
 warm and cold.  The machine is shared: run it idle.
 
 --repeat-mmap N runs, instead of the table, the mmap 8 case N times
-through the mount, checking every run's CRC-32: the mount's pages are
+through the mount's tensor files and N times through its .ptfs/as/
+file, checking every run's CRC-32: the mount's pages are
 dropped (POSIX_FADV_DONTNEED) before each pass so every fault is a
 request, every other pass also madvise(MADV_WILLNEED)s each run first
 (the readahead that, with mmap and parallel loading, deadlocked
@@ -270,6 +276,40 @@ def mmap_pass(runs, threads, crcs=None, willneed=False):
             m.close()
 
 
+def torch2_root():
+    """The torch 2.x root with safetensors, or None."""
+    root = os.environ.get("PT_TORCH2_ROOT", "/var/cache/ptfs/torch2-root")
+    if os.geteuid() != 0 or not os.path.isdir(os.path.join(
+            root, "usr/lib/python3/dist-packages/safetensors")):
+        return None
+    return root
+
+
+SAFE_OPEN = """
+import sys, time
+from safetensors import safe_open
+t = time.perf_counter()
+with safe_open(sys.argv[1], "pt") as f:
+    for k in f.keys():
+        x = f.get_tensor(k)
+        del x
+print(time.perf_counter() - t)
+"""
+
+
+def safe_open_pass(runs, threads, crcs=None, root=None):
+    """safe_open of the one file @runs read, every tensor: seconds (the
+    interpreter's start not counted), or None for the tensor files."""
+    p = runs[0][0]
+    if any(r[0] != p for r in runs) or not p.startswith(root + "/"):
+        return None
+    out = subprocess.run(["chroot", root, "python3", "-c", SAFE_OPEN,
+                          p[len(root):]], capture_output=True, text=True)
+    if out.returncode:
+        raise OSError("safe_open %s: %s" % (p, out.stderr.strip()[-300:]))
+    return float(out.stdout.split()[-1])
+
+
 def file_crcs(runs):
     """CRC-32 of each run, read from the file itself."""
     out = []
@@ -302,6 +342,9 @@ def table(args, total, raw, mounts, dog):
     nreps = dict(zip(temps, reps + reps[-1:] * 3))
     pats = [("pread %d" % k, pread_pass, k) for k in (1, 4, 8, 16)]
     pats += [("mmap 8", mmap_pass, 8), ("direct 8", direct_pass, 8)]
+    if args.root:
+        pats.append(("safe_open", lambda runs, k, crcs: safe_open_pass(
+            runs, k, crcs, args.root), 1))
     if args.only:
         want = args.only.replace(" ", "").split(",")
         pats = [p for p in pats if p[0].replace(" ", "") in want]
@@ -309,9 +352,8 @@ def table(args, total, raw, mounts, dog):
     print("%d runs, %.2f GB, mount -o ro%s; MB/s, best of %s passes" % (
         len(raw), total / 1e9, "," + args.o if args.o else "",
         ", ".join("%d %s" % (nreps[t], t) for t in temps)))
-    if len(mounts) > 1:
-        print("mount: %s; %s: %s" % (args.build, mounts[1][0],
-                                     args.against))
+    if args.against:
+        print("mount, as: %s; other: %s" % (args.build, args.against))
     print("%-9s" % "" + "".join(
         "   %10s" % ("file " + t) + "".join(
             " %10s %7s" % (label + " " + t, "ratio") for label, _ in mounts)
@@ -331,11 +373,16 @@ def table(args, total, raw, mounts, dog):
                     elif temp == "hot" and which != "file":
                         drop_mount_pages(runs)
                     dog.arm("%s %s %s" % (name, temp, which))
-                    ds[which].append(fn(runs, k, crcs))
+                    dt = fn(runs, k, crcs)
                     dog.disarm()
+                    if dt is not None:      # (safe_open of tensor files)
+                        ds[which].append(dt)
             f = total / 1e6 / min(ds["file"])
             cells.append("   %10.0f" % f)
             for label, _ in mounts:
+                if not ds[label]:
+                    cells.append(" %10s %7s" % ("-", ""))
+                    continue
                 m = total / 1e6 / min(ds[label])
                 cells.append(" %10.0f %6.2fx" % (m, m / f))
         print("%-9s%s" % (name, "".join(cells)), flush=True)
@@ -343,8 +390,16 @@ def table(args, total, raw, mounts, dog):
 
 
 def repeat_mmap(args, total, raw, mounts, dog):
-    via = mounts[0][1]
+    """--repeat-mmap N through the tensor files, then through .ptfs/as/"""
     crcs = file_crcs(raw)
+    for label, via in mounts:
+        if label != "other" and repeat_mmap_via(args, total, via, crcs,
+                                                dog, label):
+            return 1
+    return 0
+
+
+def repeat_mmap_via(args, total, via, crcs, dog, label):
     root = os.geteuid() == 0
     times = []
     for i in range(args.repeat_mmap):
@@ -352,19 +407,22 @@ def repeat_mmap(args, total, raw, mounts, dog):
             drop_caches()
         drop_mount_pages(via)
         willneed = i % 2 == 1
-        dog.arm("mmap 8 pass %d of %d%s" % (
-            i + 1, args.repeat_mmap, " (MADV_WILLNEED)" if willneed else ""))
+        dog.arm("mmap 8 pass %d of %d through %s%s" % (
+            i + 1, args.repeat_mmap, label,
+            " (MADV_WILLNEED)" if willneed else ""))
         try:
             times.append(mmap_pass(via, 8, crcs, willneed))
         except Exception as e:  # noqa: BLE001 - the report
-            print("ERROR: mmap 8 pass %d: %s" % (i + 1, e))
+            print("ERROR: mmap 8 pass %d through %s: %s" % (i + 1, label, e))
             return 1
         finally:
             dog.disarm()
-    print("mmap 8, %d passes of %.2f GB through the mount (half with "
+    print("mmap 8, %d passes of %.2f GB through the %s (half with "
           "MADV_WILLNEED, every tenth cold): no deadlock, no error, every "
           "CRC-32 the file's; MB/s min %.0f, median %.0f, max %.0f" % (
-              len(times), total / 1e9, total / 1e6 / max(times),
+              len(times), total / 1e9, {"mount": "mount's tensor files",
+                                        "as": "mount's .ptfs/as/ file"}[label],
+              total / 1e6 / max(times),
               total / 1e6 / sorted(times)[len(times) // 2],
               total / 1e6 / min(times)))
     return 0
@@ -398,11 +456,24 @@ def main():
     ap.add_argument("--against", metavar="BUILD",
                     help="also mount with BUILD/ptfs, passes alternating "
                     "(before and after a change, in one run)")
+    ap.add_argument("--no-as", action="store_true",
+                    help="leave out the mount's .ptfs/as/ file")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     src = os.path.join(args.work, "par.safetensors")
     if not os.path.exists(src):
         generate(src)
+    args.root = None if args.repeat_mmap else torch2_root()
+    bound = None
+    if args.root:
+        # the file and the mounts where the root's python sees them
+        bound = tempfile.mkdtemp(prefix="ptfs-bench-par-",
+                                 dir=os.path.join(args.root, "tmp"))
+        if subprocess.run(["mount", "--bind", args.work, bound]).returncode:
+            os.rmdir(bound)
+            bound = args.root = None
+        else:
+            src = os.path.join(bound, "par.safetensors")
     ts = tensors(src)
     total = sum(n for _, _, n in ts)
     builds = [("mount", args.build)]
@@ -412,11 +483,16 @@ def main():
     rc = 1
     try:
         for label, build in builds:
-            mnt = tempfile.mkdtemp(prefix="ptfs-bench-par-")
+            mnt = tempfile.mkdtemp(prefix="ptfs-bench-par-", dir=(
+                os.path.join(args.root, "tmp") if args.root else None))
             daemons.append((mnt, mount(build, args.o, src, mnt,
                                        args.work, label)))
             mounts.append((label, runs_of([(os.path.join(mnt, k), 0, n)
                                            for k, _, n in ts])))
+            vf = os.path.join(mnt, ".ptfs", "as", "model.safetensors")
+            if not args.no_as and label == "mount":
+                mounts.append(("as", runs_of([(vf, off, n) for _, off, n in
+                                              tensors(vf)])))
         mnt = daemons[0][0]
         dog = Watchdog(args.timeout, fusectl_dir(mnt), mnt)
         raw = runs_of([(src, off, n) for _, off, n in ts])
@@ -431,6 +507,9 @@ def main():
             except subprocess.TimeoutExpired:
                 os.killpg(d.pid, signal.SIGKILL)
             os.rmdir(mnt)
+        if bound:
+            subprocess.run(["umount", bound])
+            os.rmdir(bound)
     sys.exit(rc)
 
 
