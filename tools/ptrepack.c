@@ -290,7 +290,7 @@ int main(int argc, char **argv)
 	struct cli_progress pr;
 	bool verbose = false, json = false, quiet = false, no_crc = false;
 	struct in_roots roots = { 0 };
-	struct cvt_opt cv = { .tmpfd = -1, .dec_fd = -1 };
+	struct cvt_opt cv = { .dec_fd = -1 };
 	struct qnt_opt qo = { .tmpfd = -1 };
 	/* static: the writer options it holds (malloc'd) stay reachable to
 	   the end, whichever return ends main */
@@ -456,7 +456,7 @@ int main(int argc, char **argv)
 	if (!rc)
 		rc = cvt_opt_decode(&cv, c, &o, near, &d);
 	if (!rc && cv.to)
-		rc = cvt_opt_run(&cv, c, near, &d);
+		rc = cvt_opt_run(&cv, c, &d);
 	qo.verbose = verbose;
 	if (!rc && qnt_opt_on(&qo))
 		rc = qnt_opt_run(&qo, c, near, &o, &d);
