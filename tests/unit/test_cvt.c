@@ -202,6 +202,46 @@ Test(cvt_elems, torch1_flavour_changes_only_bfloat16_nan_from_wide_types)
 	cr_assert_eq(ha, hb);
 }
 
+/*
+ * The float32 -> bfloat16 fast path (vectors, then a tail) against the
+ * general loop, which big-endian storages take: 2^24 + 3 patterns spread
+ * over all of float32 (every high half, low halves varied: ties, NaNs,
+ * infinities, the largest finite values), at an odd address.
+ */
+Test(cvt_elems, bfloat16_fast_path_is_the_general_loop)
+{
+	size_t n = (1u << 24) + 3;
+	unsigned char *le = malloc(4 * n + 1), *be = malloc(4 * n);
+	unsigned char *a = malloc(2 * n + 1), *b = malloc(2 * n);
+
+	cr_assert(le && be && a && b);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t lo[] = { 0, 0x8000, 0x7fff, 0x8001, 0xffff, 1 };
+		uint32_t f = (uint32_t)(i >> 3 << 16 | i << 8) ^
+			     lo[i % 6] ^ (uint32_t)(i >> 24);
+
+		for (int k = 0; k < 4; k++) {
+			le[1 + 4 * i + k] = (unsigned char)(f >> 8 * k);
+			be[4 * i + 3 - k] = (unsigned char)(f >> 8 * k);
+		}
+	}
+	for (int fl = 0; fl < 2; fl++) {
+		enum cvt_flavour f = fl ? CVT_TORCH1 : CVT_TORCH2;
+
+		cvt_elems(dt("float32"), dt("bfloat16"), false, f, le + 1,
+			  a + 1, n);
+		cvt_elems(dt("float32"), dt("bfloat16"), true, f, be, b, n);
+		for (size_t i = 0; i < n; i++)
+			cr_assert(a[1 + 2 * i] == b[2 * i + 1] &&
+				  a[2 + 2 * i] == b[2 * i], "element %zu",
+				  i);
+	}
+	free(le);
+	free(be);
+	free(a);
+	free(b);
+}
+
 /* Big-endian storages convert to the same values, big-endian. */
 Test(cvt_elems, big_endian_is_little_endian_swapped)
 {
