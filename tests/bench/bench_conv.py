@@ -18,16 +18,23 @@ rounded) in five layouts:
                    made in the root's /tmp, then moved here)
 
 Then, page cache warm (every input read once first), a sync before each
-run so that no run pays for another's writes, best of RUNS (3):
+run so that no run pays for another's writes, best of RUNS (3), each
+row's contenders run in turn (cp, cp+sync, ptrepack, cp, ...) so that a
+load that comes and goes meets them alike:
 
-  cp         cp -r IN OUT: the baseline, per input
+  cp         cp -r IN OUT: the baseline, per row
   cp+sync    the same, then sync of every copied file: as durable as
              ptrepack's output, which it fsyncs before its rename
+  dd direct  f32.pt by dd oflag=direct bs=4M conv=fsync, once beside
+             cp: what writing that many bytes durably costs the disk
+             itself (the floor of any output as large as its input)
   ptrepack   DCP -> one .pt / .safetensors, HF folder (both) -> one .pt
              / .safetensors, --dtype bf16 .pt -> .pt and safetensors ->
              safetensors
 
-and for each, seconds, MB/s of input, the ratio to cp's and to cp+sync's
+With PT_BENCH_BEFORE=BUILD_DIR, that build's ptrepack runs every row
+too, interleaved with this one's (a before/after in one run).  For each,
+seconds, MB/s of input, the ratio to cp's and to cp+sync's
 throughput on the same input, and peak RSS (GNU time's %M).  Goals:
 ptrepack at least 0.5x cp, and at most 64 MiB where the writers stream.
 Each output is checked once against its input (ptdiff -q; for --dtype,
@@ -184,71 +191,85 @@ def rm(path):
         os.unlink(path)
 
 
-def best(argv, out):
-    runs = []
+def interleaved(contenders, out):
+    """{name: (best seconds, peak RSS)} of @contenders [(name, argv)], run
+    in turn RUNS times (a load that comes and goes hits them alike)"""
+    runs = {name: [] for name, _ in contenders}
     for _ in range(RUNS):
-        rm(out)
-        subprocess.run(["sync"])        # no run pays for another's writes
-        runs.append(timed_call(argv, "bench_conv"))
-    return min(r[0] for r in runs), max(r[1] for r in runs)
-
-
-def cp_pair(src, out):
-    """cp -r, and cp -r then sync of every file copied"""
-    plain = best(["cp", "-r", src, out], out)
-    sync = best(["sh", "-c", 'cp -r "$1" "$2" && '
-                 'find "$2" -type f -exec sync {} +', "sh", src, out], out)
+        for name, argv in contenders:
+            rm(out)
+            subprocess.run(["sync"])    # no run pays for another's writes
+            runs[name].append(timed_call(argv, "bench_conv"))
     rm(out)
-    return plain, sync
+    return {n: (min(r[0] for r in v), max(r[1] for r in v))
+            for n, v in runs.items()}
+
+
+def cp_argv(src, out, sync):
+    if not sync:
+        return ["cp", "-r", src, out]
+    return ["sh", "-c", 'cp -r "$1" "$2" && find "$2" -type f -exec sync {} +',
+            "sh", src, out]
 
 
 def main():
     rep, ptdiff, ptls = (os.path.join(BUILD, n) for n in
                          ("ptrepack", "ptdiff", "ptls"))
+    old = os.environ.get("PT_BENCH_BEFORE")
     have_dcp = generate()
     out = os.path.join(WORK, "out")
     inputs = ["dcp"] if have_dcp else []
     inputs += ["hf_st", "hf_bin", "f32.pt", "f32.safetensors"]
-    rows = []       # (what, input, argv, check)
+    rows = []       # (what, input, output extension, options, ptdiff it)
     for src in inputs[:-2]:
         for ext in ("pt", "safetensors"):
-            rows.append(("%s/ -> one .%s" % (src, ext), src, ext,
-                         ["-q"], True))
+            rows.append(("%s/ -> one .%s" % (src, ext), src, ext, ["-q"],
+                         True))
     rows.append(("--dtype bf16 .pt -> .pt", "f32.pt", "pt",
                  ["-q", "--dtype", "bfloat16"], False))
     rows.append(("--dtype bf16 .safetensors -> .safetensors",
                  "f32.safetensors", "safetensors",
                  ["-q", "--dtype", "bfloat16"], False))
-    size, base = {}, {}
     for src in inputs:
-        path = os.path.join(WORK, src)
-        warm(path)
-        size[src] = nbytes(path)
-        base[src] = cp_pair(path, out)
+        warm(os.path.join(WORK, src))
+    pt = os.path.join(WORK, "f32.pt")
+    floor = interleaved([("cp", cp_argv(pt, out, False)),
+                         ("dd", ["dd", "if=" + pt, "of=" + out, "bs=4M",
+                                 "oflag=direct", "conv=fsync",
+                                 "status=none"])], out)
     res, bad = [], []
     for what, src, ext, opts, same in rows:
         path, o = os.path.join(WORK, src), out + "." + ext
-        res.append(best([rep] + opts + [path, o], o))
+        who = [("cp", cp_argv(path, o, False)),
+               ("cp+sync", cp_argv(path, o, True))]
+        if old:
+            who.append(("before", [os.path.join(old, "ptrepack")] + opts +
+                        [path, o]))
+        who.append(("ptrepack", [rep] + opts + [path, o]))
+        res.append((what, nbytes(path), interleaved(who, o)))
+        subprocess.run([rep] + opts + [path, o], check=True)
         chk = [ptdiff, "-q", path, o] if same else [ptls, o]
         if subprocess.run(chk, stdout=subprocess.DEVNULL).returncode:
             bad.append(what)
         rm(o)
     print("# %d float32 [%d, %d] weights and [%d] biases, warm cache, "
-          "best of %d; MB/s of input" % (NL, ROWS, COLS, COLS, RUNS))
-    print("| conversion | input MB | s | MB/s | x cp | x cp+sync | "
-          "peak RSS |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for src in inputs:
-        for name, (t, m) in zip(("cp", "cp+sync"), base[src]):
-            print("| `%s` of %s | %.0f | %.2f | %.0f | %.2f | %.2f | "
-                  "%.1f MiB |" % (name, src, size[src] / MB, t,
-                                  size[src] / MB / t, base[src][0][0] / t,
-                                  base[src][1][0] / t, m / 2**20))
-    for (what, src, _, _, _), (t, m) in zip(rows, res):
-        print("| ptrepack %s | %.0f | %.2f | %.0f | %.2f | %.2f | "
-              "%.1f MiB |" % (what, size[src] / MB, t, size[src] / MB / t,
-                              base[src][0][0] / t, base[src][1][0] / t,
-                              m / 2**20))
+          "best of %d, each row's contenders in turn; MB/s of input"
+          % (NL, ROWS, COLS, COLS, RUNS))
+    print("# the disk: dd oflag=direct conv=fsync of f32.pt %.2f s "
+          "(%.2fx cp's %.2f s)" % (floor["dd"][0], floor["cp"][0] /
+                                   floor["dd"][0], floor["cp"][0]))
+    print("| conversion | MB in | cp | cp+sync |%s ptrepack | MB/s | x cp "
+          "| x cp+sync | peak RSS |" % (" before (x cp) |" if old else ""))
+    print("| --- | ---: | ---: | ---: |%s ---: | ---: | ---: | ---: | ---: |"
+          % (" ---: |" if old else ""))
+    for what, n, r in res:
+        cp, cs, (t, m) = r["cp"][0], r["cp+sync"][0], r["ptrepack"]
+        print("| %s | %.0f | %.2f s | %.2f s |%s %.2f s | %.0f | %.2f | "
+              "%.2f | %.1f MiB |" % (
+                  what, n / MB, cp, cs,
+                  " %.2f s (%.2f) |" % (r["before"][0], cp / r["before"][0])
+                  if old else "", t, n / MB / t, cp / t, cs / t,
+                  m / 2**20))
     if not have_dcp:
         print("# no DCP rows: no torch 2.x root at %s" % TORCH2_ROOT)
     print("# outputs: %s" % ("checked" if not bad else
