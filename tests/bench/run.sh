@@ -40,3 +40,6 @@ fi
 /usr/bin/python3 tests/bench/bench_gguf.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
 # many readers at once, as loaders read (issue 43)
 /usr/bin/python3 tests/bench/bench_parallel.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}"
+# many files into one and --dtype bf16 against cp of the same bytes (issue
+# 43); its DCP input needs the torch 2.x root
+/usr/bin/python3 tests/bench/bench_conv.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}/conv"
