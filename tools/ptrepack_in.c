@@ -174,10 +174,13 @@ static void *crc_thread(void *arg)
 bool in_crc_worth(const struct ckpt *c)
 {
 	const char *env = getenv("PT_CRC_OVERLAP_BYTES");	/* tests */
-	uint64_t n = c->ntensors ? c->ntensors : 1;
+	uint64_t n = c->ntensors ? c->ntensors : 1, bytes = 0;
 	uint64_t min = env ? strtoull(env, NULL, 10) : IN_CRC_PER_TENSOR;
 
-	return !c->remote && in_size(c) / n >= min;
+	/* the storages, not in_size(): a DCP directory's is its .metadata */
+	for (uint32_t k = 0; k < c->nstorages; k++)
+		bytes += c->storages[k]->nbytes;
+	return !c->remote && bytes / n >= min;
 }
 
 int in_crc_start(struct in_crc *k, const char *path)
