@@ -290,7 +290,9 @@ int main(int argc, char **argv)
 	struct cli_progress pr;
 	bool verbose = false, json = false, quiet = false, no_crc = false;
 	struct in_roots roots = { 0 };
-	struct cvt_opt cv = { .tmpfd = -1, .dec_fd = -1 };
+	struct in_crc crc = { 0 };
+	bool overlap;
+	struct cvt_opt cv = { .dec_fd = -1 };
 	struct qnt_opt qo = { .tmpfd = -1 };
 	/* static: the writer options it holds (malloc'd) stay reachable to
 	   the end, whichever return ends main */
@@ -300,7 +302,7 @@ int main(int argc, char **argv)
 	const char *out, *near;
 	FILE *sf;
 	struct ckpt *c;
-	struct diag d;
+	struct diag d, d2;
 	struct stat sb;
 	char *end;
 	unsigned long a;
@@ -418,9 +420,15 @@ int main(int argc, char **argv)
 	}
 	rc = in_roots_find(c, argv + optind + 2, argc - optind - 2, &roots, &o,
 			   &d);
-	if (!rc && !no_crc)
-		rc = in_check_crc(c, &d);
+	/* one file out: the CRCs checked while it is written, on a second
+	   opening of IN, before it replaces OUT (ptrepack_in.h) */
+	overlap = !rc && !no_crc && how == CLI_OUT_FILE &&
+		  !st_opt_newdir(&so, out) && in_crc_worth(c) &&
+		  !in_crc_start(&crc, argv[optind]);
+	if (!rc && !no_crc && !overlap)
+		rc = in_check_crc(c, true, &d);
 	if (rc) {
+		in_crc_release(&crc);
 		if (json && !quiet)
 			cli_json_error(how == CLI_OUT_STDOUT ? stderr :
 				       stdout, &d, NULL, NULL);
@@ -434,6 +442,7 @@ int main(int argc, char **argv)
 	so.quiet = quiet;
 	so.in = cli_name(argv[optind]);
 	if (st_opt_apply(&so, out, c, &o)) {
+		in_crc_release(&crc);
 		in_roots_release(&roots);
 		ckpt_close(c);
 		free(target);
@@ -456,7 +465,7 @@ int main(int argc, char **argv)
 	if (!rc)
 		rc = cvt_opt_decode(&cv, c, &o, near, &d);
 	if (!rc && cv.to)
-		rc = cvt_opt_run(&cv, c, near, &d);
+		rc = cvt_opt_run(&cv, c, &d);
 	qo.verbose = verbose;
 	if (!rc && qnt_opt_on(&qo))
 		rc = qnt_opt_run(&qo, c, near, &o, &d);
@@ -475,9 +484,12 @@ int main(int argc, char **argv)
 	} else if (!rc && o.to == CKPT_OUT_HF) {
 		rc = ckpt_hf_write(c, out, &o, &hs, &d);
 	} else if (!rc) {
-		rc = ckpt_save(c, target ? target : out, &o, &sb, NULL, NULL,
-			       &d);
+		rc = ckpt_save(c, target ? target : out, &o, &sb,
+			       overlap ? in_crc_before : NULL, &crc, &d);
 	}
+	/* a damaged record may be why the write failed: it is said first */
+	if (rc && overlap && in_crc_join(&crc, &d2))
+		d = d2;
 	cli_progress_end(&pr);
 	free(target);
 	if (rc) {
@@ -486,6 +498,7 @@ int main(int argc, char **argv)
 		cli_diag(&d);
 		cvt_opt_release(&cv);
 		qnt_opt_release(&qo);
+		in_crc_release(&crc);
 		in_roots_release(&roots);
 		ckpt_close(c);
 		return CLI_ERROR;
@@ -525,6 +538,7 @@ int main(int argc, char **argv)
 			       (hs.shards ? hs.shards : 1) : 0);
 	cvt_opt_release(&cv);
 	qnt_opt_release(&qo);
+	in_crc_release(&crc);
 	in_roots_release(&roots);
 	ckpt_close(c);
 	return cli_finish(CLI_OK);

@@ -46,7 +46,7 @@ int cvt_opt_parse(struct cvt_opt *o, int ch, const char *arg)
 
 int cvt_opt_check(struct cvt_opt *o, uint8_t clone_pct)
 {
-	o->tmpfd = -1;
+	o->conv = NULL;
 	o->dec_fd = -1;
 	if (!o->to && o->only)
 		return cli_usage("--only needs --dtype");
@@ -56,8 +56,7 @@ int cvt_opt_check(struct cvt_opt *o, uint8_t clone_pct)
 	return 0;
 }
 
-int cvt_opt_run(struct cvt_opt *o, struct ckpt *c, const char *out,
-		struct diag *d)
+int cvt_opt_run(struct cvt_opt *o, struct ckpt *c, struct diag *d)
 {
 	const struct ckpt_dtype **plan;
 	uint32_t n = 0;
@@ -78,8 +77,7 @@ int cvt_opt_run(struct cvt_opt *o, struct ckpt *c, const char *out,
 		rc = diag_set(d, -EINVAL, DIAG_NO_OFFSET, "--only %s: no "
 			      "floating tensor to convert matches", o->only);
 	if (!rc)
-		rc = cvt_ckpt(c, o->to, plan, o->fl, out, &o->tmpfd, &o->st,
-			      d);
+		rc = cvt_ckpt(c, o->to, plan, o->fl, &o->conv, &o->st, d);
 	free(plan);
 	return rc;
 }
@@ -118,10 +116,9 @@ void cvt_opt_report(const struct cvt_opt *o)
 
 void cvt_opt_release(struct cvt_opt *o)
 {
-	if (o->tmpfd >= 0)
-		close(o->tmpfd);
+	cvt_conv_free(o->conv);
 	if (o->dec_fd >= 0)
 		close(o->dec_fd);
-	o->tmpfd = -1;
+	o->conv = NULL;
 	o->dec_fd = -1;
 }

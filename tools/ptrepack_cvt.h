@@ -14,7 +14,7 @@ struct cvt_opt {
 	const struct ckpt_dtype *to;	/* --dtype, or NULL */
 	const char *only;		/* --only GLOB, or NULL */
 	enum cvt_flavour fl;		/* --torch */
-	int tmpfd;			/* the converted storages, or -1 */
+	struct cvt_conv *conv;		/* the converted storages, or NULL */
 	struct cvt_stats st;
 	int dec_fd;			/* the decoded coded tensors, or -1 */
 	struct cvt_stats dec;
@@ -26,10 +26,9 @@ int cvt_opt_parse(struct cvt_opt *o, int ch, const char *arg);
 /* Options that do not go together; 0 or CLI_ERROR (said why). */
 int cvt_opt_check(struct cvt_opt *o, uint8_t clone_pct);
 
-/* Convert @c's tensors as asked, the temporary file beside @out.
+/* Convert @c's tensors as asked (as they are written).
    0 or -errno with @d set. */
-int cvt_opt_run(struct cvt_opt *o, struct ckpt *c, const char *out,
-		struct diag *d);
+int cvt_opt_run(struct cvt_opt *o, struct ckpt *c, struct diag *d);
 
 /* One line on stdout: what was converted. */
 /* Coded tensors (a GGUF file's Q8_0 tensors) written by a writer other
@@ -41,7 +40,8 @@ int cvt_opt_decode(struct cvt_opt *o, struct ckpt *c,
 
 void cvt_opt_report(const struct cvt_opt *o);
 
-/* Close the temporary file.  A zeroed struct is fine. */
+/* Free the conversion (before ckpt_close()) and close the decoded
+   tensors' temporary file.  A zeroed struct is fine. */
 void cvt_opt_release(struct cvt_opt *o);
 
 #endif

@@ -14,11 +14,13 @@
 #include "ptrepack_in.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "cli_io.h"
 #include "diag/diag.h"
 #include "zip/ptz.h"
 
@@ -110,7 +112,7 @@ static int check_records(struct ckpt *c, struct cli_progress *p,
 	return 0;
 }
 
-int in_check_crc(struct ckpt *c, struct diag *d)
+int in_check_crc(struct ckpt *c, bool progress, struct diag *d)
 {
 	struct crc_seen s = { .d = d };
 	struct cli_progress pr = { 0 };
@@ -120,6 +122,7 @@ int in_check_crc(struct ckpt *c, struct diag *d)
 
 	/* a terminal hears of a long check, as of the write after it */
 	cli_progress_start(&pr, "checking CRCs", in_size(c));
+	pr.on = pr.on && progress;
 	rc = check_records(c, &pr, d);
 	for (uint32_t k = 0; !rc && ckpt_folder(c, &f) &&
 	     k < ckpt_nparts(c); k++) {
@@ -154,4 +157,65 @@ uint64_t in_size(const struct ckpt *c)
 			n += p.c->file_size;
 	}
 	return n;
+}
+
+/* The thread: the input opened again, its own model, checked. */
+static void *crc_thread(void *arg)
+{
+	struct in_crc *k = arg;
+
+	diag_init(&k->d, k->path);
+	k->rc = cli_open(k->path, &k->c, &k->d);
+	if (!k->rc)
+		k->rc = in_check_crc(k->c, false, &k->d);
+	return NULL;
+}
+
+bool in_crc_worth(const struct ckpt *c)
+{
+	const char *env = getenv("PT_CRC_OVERLAP_BYTES");	/* tests */
+	uint64_t n = c->ntensors ? c->ntensors : 1, bytes = 0;
+	uint64_t min = env ? strtoull(env, NULL, 10) : IN_CRC_PER_TENSOR;
+
+	/* the storages, not in_size(): a DCP directory's is its .metadata */
+	for (uint32_t k = 0; k < c->nstorages; k++)
+		bytes += c->storages[k]->nbytes;
+	return !c->remote && bytes / n >= min;
+}
+
+int in_crc_start(struct in_crc *k, const char *path)
+{
+	memset(k, 0, sizeof(*k));
+	k->path = path;
+	if (pthread_create(&k->th, NULL, crc_thread, k))
+		return -EAGAIN;
+	k->started = true;
+	return 0;
+}
+
+int in_crc_join(struct in_crc *k, struct diag *d)
+{
+	if (k->started) {
+		pthread_join(k->th, NULL);
+		k->started = false;
+		k->joined = true;
+	}
+	if (k->joined && k->rc)
+		*d = k->d;	/* its path is k->c's, open until release */
+	return k->joined ? k->rc : 0;
+}
+
+int in_crc_before(void *arg, const struct stat *st, struct diag *d)
+{
+	(void)st;
+	return in_crc_join(arg, d);
+}
+
+void in_crc_release(struct in_crc *k)
+{
+	struct diag quiet;
+
+	in_crc_join(k, &quiet);
+	ckpt_close(k->c);
+	k->c = NULL;
 }

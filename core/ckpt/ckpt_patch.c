@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 
+#include "util/io.h"
 #include "zip/ptz_write.h"
 
 struct ckpt_dirty {
@@ -114,19 +114,7 @@ int ckpt_clone_file(int out, int from)
 
 uint32_t ckpt_shares_blocks(int fd)
 {
-	struct statfs sf;
-
-	if (fstatfs(fd, &sf))
-		return 0;
-	switch ((unsigned long)sf.f_type) {
-	case 0x58465342:	/* XFS (with reflink=1, the default) */
-	case 0x9123683e:	/* btrfs */
-		return sf.f_bsize > 0 && sf.f_bsize <= (1 << 20) &&
-		       !(sf.f_bsize & (sf.f_bsize - 1)) ?
-		       (uint32_t)sf.f_bsize : 4096;
-	default:
-		return 0;
-	}
+	return io_shares_blocks(fd);
 }
 
 void ckpt_patch_source(struct ckpt *c, struct ptz_entry *e,

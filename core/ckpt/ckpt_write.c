@@ -576,16 +576,22 @@ int ckpt_write_into(struct ckpt *c, int fd, const struct ckpt_write_opts *o,
 	clone = clone && same && align == orig;
 again:
 	rc = ptz_writer_init(&w.zw, fd, align, d);
-	/* against the original: what it has already is copied in runs, or
-	   left in place in a clone */
+	/* against the original: what it has already is left in place in a
+	   clone, or copied in runs where the copies can share blocks;
+	   elsewhere (ext4) those copies would go through the page cache,
+	   and everything is written in order through seqout instead */
 	if (!rc && c->format == CKPT_ZIP) {
 		bool cloned = clone && !(rc = ckpt_clone_file(fd, c->fd));
+		uint32_t share = ckpt_shares_blocks(fd);
 
-		rc = rc < 0 ? diag_errno(d, rc, "cannot clone the checkpoint "
-					 "into the new file: %s",
-					 strerror(-rc)) :
-		     ptz_writer_base(&w.zw, c->fd, cloned, d);
-		w.zw.share_align = ckpt_shares_blocks(fd);
+		if (rc < 0)
+			rc = diag_errno(d, rc, "cannot clone the checkpoint "
+					"into the new file: %s", strerror(-rc));
+		else if (cloned || share)
+			rc = ptz_writer_base(&w.zw, c->fd, cloned, d);
+		else
+			rc = 0;
+		w.zw.share_align = share;
 	}
 	if (!rc)
 		rc = same ? write_same(&w) : write_new(&w);

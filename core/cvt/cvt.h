@@ -7,6 +7,7 @@
  *   cvt.c         elements: one run of elements from one dtype to another
  *   cvt_ckpt.c    checkpoints: storages re-typed in the model, so that the
  *                 writer emits new records and a new data.pkl
+ *   cvt_stream.c  their new bytes made as the writer reads them
  *   cvt_coded.c   coded tensors (a GGUF Q8_0 tensor) decoded into a dtype
  *
  * torch converts every pair through float32 (c10's Half, BFloat16 and
@@ -25,6 +26,7 @@
 #include "ckpt/ckpt.h"
 
 struct diag;
+struct cvt_conv;
 
 /* Which torch's NaN patterns to produce: they differ in one place. */
 enum cvt_flavour {
@@ -122,17 +124,20 @@ int cvt_select(struct ckpt *c, const struct ckpt_dtype *to, const char *glob,
 	       const struct ckpt_dtype ***plan, struct diag *d);
 
 /*
- * Convert the storages of @plan to @to: all of them into one temporary
- * file beside @near (the output path, so that it is on the output's file
- * system; unlinked at once), then re-typed with their tensors.  *@tmpfd
- * gets that file (caller closes it after ckpt_write(); -1 when nothing
- * was converted).  @st, if not NULL, is filled in.  0 or -errno with @d
- * set; after a failure @c must not be written.
+ * Convert the storages of @plan to @to (cvt_stream.c): each is re-typed
+ * with its tensors now, with no bytes anywhere, and its new bytes are
+ * made as they are read (c->made): by ckpt_write() and every other
+ * writer, which stream them.  *@conv holds what that needs (NULL when
+ * nothing was converted): free it with cvt_conv_free() after the write
+ * and before ckpt_close().  @st, if not NULL, is filled in.  0 or -errno
+ * with @d set; after a failure @c must not be written.
  */
 int cvt_ckpt(struct ckpt *c, const struct ckpt_dtype *to,
 	     const struct ckpt_dtype *const *plan, enum cvt_flavour fl,
-	     const char *near, int *tmpfd, struct cvt_stats *st,
-	     struct diag *d);
+	     struct cvt_conv **conv, struct cvt_stats *st, struct diag *d);
+
+/* Free @v (NULL: nothing); @c's converted storages can no longer be read. */
+void cvt_conv_free(struct cvt_conv *v);
 
 /* Storage @s is now @n elements of @to at @off of @fd (converted there):
  * the storage half of a re-type, its tensors the caller's. */

@@ -3,10 +3,11 @@
  * model: a storage is converted as a whole, so every tensor viewing it
  * (tied weights, views, a Parameter and its inner tensor) keeps viewing
  * one storage, now of the new dtype, at the same offsets and strides in
- * elements.  The bytes stream through a bounded buffer into a file beside
- * the output; ckpt_write() then copies them and, because the storages are
- * re-typed (ckpt_storage.retyped), writes a new data.pkl with their new
- * storage classes and rebuild calls (ckpt_retype.c).
+ * elements.  cvt_stream.c makes the new bytes as the writer reads them
+ * (the mount writes them into a file, cvt_storage_write()); because the
+ * storages are re-typed (ckpt_storage.retyped), ckpt_write() writes a new
+ * data.pkl with their new storage classes and rebuild calls
+ * (ckpt_retype.c).
  */
 #include "cvt/cvt.h"
 
@@ -356,54 +357,4 @@ int cvt_tmpfile(const char *near, struct diag *d)
 		unlink(tmp);
 	free(tmp);
 	return fd;
-}
-
-int cvt_ckpt(struct ckpt *c, const struct ckpt_dtype *to,
-	     const struct ckpt_dtype *const *plan, enum cvt_flavour fl,
-	     const char *near, int *tmpfd, struct cvt_stats *st,
-	     struct diag *d)
-{
-	struct cvt_stats none;
-	uint64_t off = 0;
-	int fd, rc = 0;
-	bool any = false;
-
-	*tmpfd = -1;
-	st = st ? st : &none;
-	memset(st, 0, sizeof(*st));
-	for (uint32_t k = 0; k < c->nstorages; k++)
-		any |= plan[k] != NULL;
-	if (!any)
-		return 0;
-	fd = cvt_tmpfile(near, d);
-	if (fd < 0)
-		return fd;
-	for (uint32_t k = 0; k < c->nstorages && !rc; k++) {
-		struct ckpt_storage *s = c->storages[k];
-
-		if (!plan[k])
-			continue;
-		rc = cvt_storage_write(c, s, plan[k], to, fl, fd, off, d);
-		if (rc)
-			break;
-		st->storages++;
-		st->bytes_in += s->nbytes;
-		retype_storage(s, plan[k], to, fd, off);
-		st->bytes_out += s->nbytes;
-		off += s->nbytes;
-	}
-	for (uint32_t i = 0; i < c->ntensors && !rc; i++) {
-		struct ckpt_tensor *t = c->tensors[i];
-
-		if (t->storage && plan[t->storage->index]) {
-			retype_tensor(t, to);
-			st->tensors += t->shown;
-		}
-	}
-	if (rc) {
-		close(fd);
-		return rc;
-	}
-	*tmpfd = fd;
-	return 0;
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 /*
@@ -244,6 +245,23 @@ int io_fsync_dir_of(const char *path)
 		close(fd);
 	free(dir);
 	return rc;
+}
+
+uint32_t io_shares_blocks(int fd)
+{
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf))
+		return 0;
+	switch ((unsigned long)sf.f_type) {
+	case 0x58465342:	/* XFS (with reflink=1, the default) */
+	case 0x9123683e:	/* btrfs */
+		return sf.f_bsize > 0 && sf.f_bsize <= (1 << 20) &&
+		       !(sf.f_bsize & (sf.f_bsize - 1)) ?
+		       (uint32_t)sf.f_bsize : 4096;
+	default:
+		return 0;
+	}
 }
 
 char *io_beside(const char *path, const char *suffix)

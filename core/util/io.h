@@ -70,6 +70,13 @@ int io_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 int io_copy_range(int in, uint64_t in_off, int out, uint64_t out_off,
 		  uint64_t len);
 
+/*
+ * The block size at which the file system of @fd shares extents between
+ * files (XFS, btrfs: copy_file_range clones whole blocks there), or 0
+ * (ext4, tmpfs, ...: a kernel copy is a copy through the page cache).
+ */
+uint32_t io_shares_blocks(int fd);
+
 /* fsync the directory holding @path (so a rename in it is durable). */
 int io_fsync_dir_of(const char *path);
 

@@ -48,6 +48,8 @@ struct obuf {
 struct seqout {
 	int fd, dfd;		/* dfd: O_DIRECT, or fd itself */
 	size_t align;		/* of dfd's offsets, lengths and memory */
+	uint32_t share;		/* io_shares_blocks() of fd's file system */
+	dev_t dev;		/* fd's */
 	struct obuf b[NBUF];
 	unsigned fill;
 	pthread_mutex_t mu;
@@ -175,11 +177,14 @@ static void place(struct seqout *s, uint64_t pos)
 int seqout_open(struct seqout **sp, int fd, uint64_t pos)
 {
 	struct seqout *s = calloc(1, sizeof(*s));
+	struct stat st;
 
 	*sp = NULL;
 	if (!s)
 		return -ENOMEM;
 	s->fd = fd;
+	s->share = io_shares_blocks(fd);
+	s->dev = fstat(fd, &st) ? 0 : st.st_dev;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	direct_open(s);
@@ -300,11 +305,49 @@ int seqout_flush(struct seqout *s)
 	return drain(s);
 }
 
+bool seqout_kernel_copies(const struct seqout *s, int in, uint64_t in_off)
+{
+	uint64_t at = seqout_pos(s);
+	struct stat st;
+
+	if (io_backed(in))	/* the kernel cannot read a stand-in */
+		return false;
+	if (s->align == 1)	/* no direct twin: the kernel's copy saves
+				   one through user space */
+		return true;
+	/* a clone only of whole blocks at the same place in both files */
+	return s->share && in_off % s->share == at % s->share &&
+	       !fstat(in, &st) && st.st_dev == s->dev;
+}
+
+/* @n bytes at @in_off of @in read straight into the buffers. */
+static int copy_through(struct seqout *s, int in, uint64_t in_off,
+			uint64_t n)
+{
+	int rc = 0;
+
+	while (n && !rc) {
+		size_t room;
+		void *to = seqout_room(s, &room);
+
+		room = room < n ? room : (size_t)n;
+		rc = io_pread_full(in, to, room, in_off);
+		if (!rc)
+			rc = seqout_commit(s, room);
+		in_off += room;
+		n -= room;
+	}
+	return rc;
+}
+
 int seqout_copy(struct seqout *s, int in, uint64_t in_off, uint64_t n)
 {
 	uint64_t at = seqout_pos(s);
-	int rc = drain(s);
+	int rc;
 
+	if (!seqout_kernel_copies(s, in, in_off))
+		return copy_through(s, in, in_off, n);
+	rc = drain(s);
 	if (!rc)
 		rc = io_copy_range(in, in_off, s->fd, at, n);
 	if (!rc)

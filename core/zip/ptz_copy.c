@@ -192,7 +192,7 @@ static int copy_range(struct ptz_writer *w, const struct ptz_source *src,
 
 /*
  * Copy @src to @at through @buf (PTZ_WBUF bytes), from *@done on; the
- * CRC-32 of what was copied goes to *@crc.
+ * CRC-32 of what was copied goes to *@crc (NULL: not wanted).
  */
 static int copy_slow(struct ptz_writer *w, const struct ptz_source *src,
 		     uint64_t at, uint64_t *done, unsigned char *buf,
@@ -217,7 +217,8 @@ static int copy_slow(struct ptz_writer *w, const struct ptz_source *src,
 			     read_src(src->fd, to, n, src->off + *done, d);
 		if (rc)
 			return rc;
-		*crc = libdeflate_crc32(*crc, to, n);
+		if (crc)
+			*crc = libdeflate_crc32(*crc, to, n);
 		rc = seq ? out_done(w, seqout_commit(w->out, n), n, d) :
 		     ptz_out_write(w, to, n, at + *done, d);
 		if (rc)
@@ -227,14 +228,40 @@ static int copy_slow(struct ptz_writer *w, const struct ptz_source *src,
 	return 0;
 }
 
+/*
+ * Whether @src goes to @at by copy_file_range: against a base, or in a
+ * dry run, always; in order, where seqout would copy in the kernel too
+ * (seqout_kernel_copies(): on ext4 a kernel copy goes through the page
+ * cache and the fsync, the direct writes are twice as fast).
+ */
+static int kernel_copy(struct ptz_writer *w, const struct ptz_source *src,
+		       uint64_t at, bool *yes, struct diag *d)
+{
+	int rc;
+
+	*yes = false;
+	if (!src->has_crc || src->read || w->no_copy_range)
+		return 0;
+	*yes = true;
+	if (w->has_base || w->dry)
+		return 0;
+	rc = out_at(w, at, d);
+	if (!rc)
+		*yes = seqout_kernel_copies(w->out, src->fd, src->off);
+	return rc;
+}
+
 int ptz_copy_data(struct ptz_writer *w, const struct ptz_source *src,
 		  struct ptz_wentry *e, struct diag *d)
 {
 	uint32_t crc = 0;
 	uint64_t done = 0;
-	int rc;
+	bool kernel;
+	int rc = kernel_copy(w, src, w->cursor, &kernel, d);
 
-	if (src->has_crc && !src->read && !w->no_copy_range) {
+	if (rc)
+		return rc;
+	if (kernel) {
 		/* the kernel writes next: what is buffered goes first */
 		rc = w->out ? out_done(w, seqout_flush(w->out), 0, d) : 0;
 		if (!rc)
@@ -243,7 +270,8 @@ int ptz_copy_data(struct ptz_writer *w, const struct ptz_source *src,
 			return rc;
 	}
 	/* read through user space, 1 MiB at a time (copy_slow()) */
-	rc = copy_slow(w, src, w->cursor, &done, w->buf, &crc, d);
+	rc = copy_slow(w, src, w->cursor, &done, w->buf,
+		       src->has_crc ? NULL : &crc, d);
 	if (!rc && !src->has_crc)
 		e->crc32 = crc;
 	return rc;
@@ -297,7 +325,6 @@ static int settle(struct ptz_writer *w, uint64_t to, struct diag *d)
 		.fd = w->base_fd, .off = w->run, .len = to - w->run,
 	};
 	uint64_t done = 0;
-	uint32_t crc = 0;
 	int rc = 0;
 
 	if (w->cloned || to <= w->run) {
@@ -309,7 +336,7 @@ static int settle(struct ptz_writer *w, uint64_t to, struct diag *d)
 	if (rc > 0 || (!rc && done < src.len)) {
 		if (!w->xbuf && !(w->xbuf = malloc(PTZ_WBUF)))
 			return diag_nomem(d);
-		rc = copy_slow(w, &src, w->run, &done, w->xbuf, &crc, d);
+		rc = copy_slow(w, &src, w->run, &done, w->xbuf, NULL, d);
 	}
 	if (!rc)
 		w->run = to;

@@ -44,3 +44,6 @@ fi
 	--temps warm,hot,cold
 /usr/bin/python3 tests/bench/bench_parallel.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}" \
 	--repeat-mmap 100
+# many files into one and --dtype bf16 against cp of the same bytes (issue
+# 43); its DCP input needs the torch 2.x root
+/usr/bin/python3 tests/bench/bench_conv.py build "${PT_BENCH_DIR:-/tmp/ptfs-bench}/conv"

@@ -91,6 +91,22 @@ for o in "" --repickle "--dtype float16" --clone=100 "--format safetensors --dro
 		ok "damaged CRC ($o): one line, nothing written" ||
 		bad "damaged CRC ($o): $(cat "$tmp/err"), $(ls "$tmp/o.pt" 2>&1)"
 done
+# the same, checked while OUT is written (ptrepack_in.h): OUT and its
+# directory as they were
+export PT_CRC_OVERLAP_BYTES=0
+for o in "" "--dtype float16" "--format safetensors --drop-values"; do
+	rm -f "$tmp/o.pt"
+	before=$(ls -a "$tmp")
+	expect 2 "record 'sample/data/0': CRC-32 of the data is [0-9a-f]*, the archive says [0-9a-f]*: damaged, nothing written" -- $o "$tmp/flip.pt" "$tmp/o.pt"
+	[ "$(wc -l <"$tmp/err")" = 1 ] && [ "$(ls -a "$tmp")" = "$before" ] &&
+		ok "damaged CRC, checked while writing ($o): one line, nothing left" ||
+		bad "damaged CRC, checked while writing ($o): $(cat "$tmp/err"), $(ls -a "$tmp")"
+done
+expect 0 "" -- "$sample" "$tmp/o.pt"
+cmp -s "$sample" "$tmp/o.pt" &&
+	ok "checked while writing: an intact file, byte for byte" ||
+	bad "checked while writing: the repack of an intact file differs"
+unset PT_CRC_OVERLAP_BYTES
 expect 0 "" -- --no-crc "$tmp/flip.pt" "$tmp/o.pt"
 "$ptverify" "$tmp/o.pt" | grep -q "record 'sample/data/0': CRC-32 of the data" &&
 	ok "--no-crc copies the damage as it is, still visible" ||

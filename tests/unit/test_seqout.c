@@ -5,12 +5,14 @@
  * copies from another file, on a file system that takes O_DIRECT (the
  * test directory) and on one that does not (/dev/shm, tmpfs), read back
  * byte for byte.  Also: a direct descriptor is used where statx says
- * direct I/O works, and a write error in the writer thread is what
- * seqout_close() returns.
+ * direct I/O works, a copy is read through the buffers where it goes
+ * direct and through the kernel where it cannot, and a write error in the
+ * writer thread is what seqout_close() returns.
  */
 #define _GNU_SOURCE
 #include "test_util.h"
 
+#include "util/io.h"
 #include "util/seqout.h"
 
 #include <dirent.h>
@@ -211,4 +213,54 @@ Test(seqout, read_only_fd_writes_nothing)
 	unlink(path);
 	free(buf);
 	assert_no_leaks();
+}
+
+/*
+ * Where the output is written direct and its file system cannot clone
+ * the blocks (ext4), seqout_copy() reads them into its buffers: a kernel
+ * copy would go through the page cache and the fsync after.  Without a
+ * direct descriptor (tmpfs) the kernel copies.  A source that ends early
+ * is -ENODATA either way.
+ */
+static void copy_choice(const char *dir, bool direct)
+{
+	char path[256], spath[256];
+	int fd = scratch(dir, path, sizeof(path));
+	int src = scratch(dir, spath, sizeof(spath));
+	unsigned char data[100] = { 1 };
+	struct seqout *s;
+
+	cr_assert_eq(pwrite(src, data, sizeof(data), 0), (ssize_t)sizeof(data));
+	cr_assert_eq(seqout_open(&s, fd, 0), 0);
+	cr_assert_eq(seqout_kernel_copies(s, src, 0), !direct, "%s", dir);
+	cr_assert_eq(seqout_copy(s, src, 50, 100), -ENODATA);
+	seqout_close(s);
+	close(fd);
+	close(src);
+	unlink(path);
+	unlink(spath);
+	assert_no_leaks();
+}
+
+Test(seqout, copy_reads_what_the_kernel_would_cache)
+{
+	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char path[256];
+	int fd = scratch(dir, path, sizeof(path));
+	bool direct = dio_capable(fd) && !io_shares_blocks(fd);
+
+	close(fd);
+	unlink(path);
+	if (!direct)
+		cr_skip_test("%s: no direct I/O, or blocks it can clone", dir);
+	copy_choice(dir, true);
+}
+
+Test(seqout, copy_in_the_kernel_without_direct_io)
+{
+	struct stat st;
+
+	if (stat("/dev/shm", &st))
+		cr_skip_test("no /dev/shm");
+	copy_choice("/dev/shm", false);
 }
