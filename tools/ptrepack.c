@@ -424,7 +424,7 @@ int main(int argc, char **argv)
 	   opening of IN, before it replaces OUT (ptrepack_in.h) */
 	overlap = !rc && !no_crc && how == CLI_OUT_FILE &&
 		  !st_opt_newdir(&so, out) && in_crc_worth(c) &&
-		  !in_crc_start(&crc, argv[optind]);
+		  !in_crc_start(&crc, c, argv[optind]);
 	if (!rc && !no_crc && !overlap)
 		rc = in_check_crc(c, true, &d);
 	if (rc) {

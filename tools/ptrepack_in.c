@@ -18,10 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "cli_io.h"
 #include "diag/diag.h"
+#include "source/ident.h"
+#include "source/source.h"
 #include "zip/ptz.h"
 
 int in_roots_find(struct ckpt *c, char **paths, int n, struct in_roots *r,
@@ -183,14 +186,47 @@ bool in_crc_worth(const struct ckpt *c)
 	return !c->remote && bytes / n >= min;
 }
 
-int in_crc_start(struct in_crc *k, const char *path)
+int in_crc_start(struct in_crc *k, const struct ckpt *first,
+		 const char *path)
 {
 	memset(k, 0, sizeof(*k));
 	k->path = path;
+	k->first = first;
 	if (pthread_create(&k->th, NULL, crc_thread, k))
 		return -EAGAIN;
 	k->started = true;
 	return 0;
+}
+
+/* Are the files of @b (the second opening) those of @a, unchanged?  Each
+ * member of @b against @a's of the same name; a single file, its fd. */
+static int same_files(const struct ckpt *a, const struct ckpt *b,
+		      struct diag *d)
+{
+	struct src_ident id;
+	struct stat st;
+	int rc = 0;
+
+	if (!a->src || !b->src) {
+		if (fstat(b->fd, &st))
+			return diag_errno(d, -errno, "cannot stat: %s",
+					  strerror(errno));
+		src_ident_of(&st, &id);
+		return src_ident_check(a->fd, &id, d);
+	}
+	for (uint32_t i = 0; !rc && i < src_count(b->src); i++) {
+		const struct src_member *m = src_at(b->src, i);
+
+		for (uint32_t j = 0; j < src_count(a->src); j++) {
+			const struct src_member *n = src_at(a->src, j);
+
+			if (!strcmp(m->name, n->name)) {
+				rc = src_ident_check(n->fd, &m->id, d);
+				break;
+			}
+		}
+	}
+	return rc;
 }
 
 int in_crc_join(struct in_crc *k, struct diag *d)
@@ -199,6 +235,11 @@ int in_crc_join(struct in_crc *k, struct diag *d)
 		pthread_join(k->th, NULL);
 		k->started = false;
 		k->joined = true;
+		/* the CRCs checked must be those of the files read */
+		if (!k->rc && k->first) {
+			diag_init(&k->d, k->path);
+			k->rc = same_files(k->first, k->c, &k->d);
+		}
 	}
 	if (k->joined && k->rc)
 		*d = k->d;	/* its path is k->c's, open until release */

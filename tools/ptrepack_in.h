@@ -57,6 +57,7 @@ int in_check_crc(struct ckpt *c, bool progress, struct diag *d);
 
 struct in_crc {
 	const char *path;	/* borrowed */
+	const struct ckpt *first;	/* the opening written from */
 	struct ckpt *c;		/* the second opening */
 	struct diag d;		/* what the check found */
 	int rc;
@@ -65,10 +66,14 @@ struct in_crc {
 };
 
 bool in_crc_worth(const struct ckpt *c);
-/* Start checking @path (as cli_open() opens it): 0, or -EAGAIN when no
- * thread could start (then check first, with in_check_crc()). */
-int in_crc_start(struct in_crc *k, const char *path);
-/* Wait for the check: 0, or its -errno with *@d its diagnostic. */
+/* Start checking @path (as cli_open() opens it; @first is its opening
+ * the output is written from): 0, or -EAGAIN when no thread could start
+ * (then check first, with in_check_crc()). */
+int in_crc_start(struct in_crc *k, const struct ckpt *first,
+		 const char *path);
+/* Wait for the check: 0, or its -errno with *@d its diagnostic; -ESTALE
+ * when the second opening found other files than the first (one was
+ * replaced between them: its CRCs say nothing of what was written). */
 int in_crc_join(struct in_crc *k, struct diag *d);
 /* in_crc_join() as ckpt_save()'s @before (@arg the struct in_crc). */
 int in_crc_before(void *arg, const struct stat *st, struct diag *d);
