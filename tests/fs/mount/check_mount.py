@@ -35,10 +35,12 @@ import ast
 import collections
 import math
 import errno
+import json
 import mmap
 import os
 import signal
 import stat
+import struct
 import sys
 import traceback
 import warnings
@@ -667,6 +669,35 @@ class MountCheck:
                 self.check_xattr_value(rel, "user.type", want)
 
     # ---------------------------------------------------------------- .ptfs
+    def check_as(self, asd):
+        """.ptfs/as/: README, and model.safetensors (when the checkpoint
+        is a dict of tensors) read whole: a JSON header whose offsets tile
+        the data to the file's end"""
+        try:
+            have = os.listdir(asd)
+            with open(os.path.join(asd, "README"), "rb") as f:
+                if not f.read():
+                    self.err(".ptfs/as/README is empty")
+            if "model.safetensors" not in have:
+                return
+            with open(os.path.join(asd, "model.safetensors"), "rb") as f:
+                b = f.read()
+            n = struct.unpack("<Q", b[:8])[0]
+            h = json.loads(b[8:8 + n])
+            spans = sorted(tuple(v["data_offsets"]) for k, v in h.items()
+                           if k != "__metadata__")
+            at = 0
+            for a, e in spans:
+                if a != at:
+                    self.err(".ptfs/as/model.safetensors: a tensor at %d, "
+                             "the one before ends at %d" % (a, at))
+                at = e
+            if len(b) != 8 + n + at:
+                self.err(".ptfs/as/model.safetensors: %d bytes, its header "
+                         "says %d" % (len(b), 8 + n + at))
+        except (OSError, ValueError, KeyError) as ex:
+            self.err(".ptfs/as: %s" % ex)
+
     def check_plumbing(self):
         pl = os.path.join(self.mnt, ".ptfs")
         try:
@@ -678,10 +709,11 @@ class MountCheck:
             recs = self.arch.other_records()
         else:
             recs = {"data.pkl": None}
-        want = {"storages"} | set(recs)
+        want = {"storages", "as"} | set(recs)
         if names != want:
             self.err(".ptfs holds %s, expected %s"
                      % (sorted(names), sorted(want)))
+        self.check_as(os.path.join(pl, "as"))
         for name, rec in sorted(recs.items()):
             p = os.path.join(pl, name)
             if not os.path.isfile(p):

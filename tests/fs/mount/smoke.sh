@@ -62,7 +62,7 @@ check "ls model" "block.0.bias block.0.weight block.1.bias block.1.weight embed.
 	"$(ls "$m/model" | tr '\n' ' ' | sed 's/ $//')"
 check "ls optimizer/state" "0 1 2 3 4" \
 	"$(ls "$m/optimizer/state" | tr '\n' ' ' | sed 's/ $//')"
-check "ls .ptfs" "data.pkl storages version" \
+check "ls .ptfs" "as data.pkl storages version" \
 	"$(ls "$m/.ptfs" | tr '\n' ' ' | sed 's/ $//')"
 check "ls .ptfs/storages" 20 "$(ls "$m/.ptfs/storages" | wc -l)"
 check "file types" "directory regular file regular file directory" \

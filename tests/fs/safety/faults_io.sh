@@ -5,7 +5,9 @@
 # what faults.sh (kill -9, full disk, read-only directory) does not cover.
 #
 #  write-back (`ptfs umount`) with EIO on the temporary archive's 1st and
-#  3rd write, its fsync, and copy_file_range, and ENOSPC on its 2nd write:
+#  2nd write (its writer writes in 4 MiB runs: the direct part, then the
+#  tail), its fsync, and copy_file_range (where the writer copies in the
+#  kernel: XFS, btrfs, tmpfs), and ENOSPC on its 2nd write:
 #    each fails with one line naming the error, the checkpoint stays byte
 #    for byte the original, no temporary file is left, the mount stays with
 #    every edit; once the fault is gone `ptfs umount` writes it all
@@ -143,10 +145,18 @@ fi
 # ------------------------------------------------ faults during write-back
 if want writeback; then
 echo "# write-back with I/O errors"
-for rule in "write .ptfs-new. 1 EIO" "write .ptfs-new. 3 EIO" \
+for rule in "write .ptfs-new. 1 EIO" "write .ptfs-new. 2 EIO" \
 	    "write .ptfs-new. 2 ENOSPC" "sync .ptfs-new. 1 EIO" \
 	    "copy .ptfs-new. 1 EIO"; do
 	L="write-back, $rule"
+	# the writer copies a record in the kernel (copy_file_range) only
+	# where blocks can be shared or there is no direct I/O; elsewhere
+	# (ext4) records go through its buffers: the write rules cover that
+	case $rule:$(stat -f -c %T "$D") in
+	copy*:xfs|copy*:btrfs|copy*:tmpfs|write*|sync*) ;;
+	*) skip "$L" "$(stat -f -c %T "$D") copies records through the writer's own writes, no copy_file_range"
+	   continue ;;
+	esac
 	arm "$rule"
 	run_limited 120 "$PTFS" umount "$MNT" >"$WORK/u.out" 2>"$WORK/u.err"
 	rc=$?
