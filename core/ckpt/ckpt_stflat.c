@@ -8,7 +8,8 @@
  * objects (or, when asked, left out and reported), quantized, meta and
  * sparse tensors, dtypes with no safetensors name (complex128, complex32,
  * qint8...), conjugate or negative bits, names that are not UTF-8, and a
- * name flattened twice.
+ * name flattened twice, and a model whose shared containers would give
+ * more than 16 names per node (a billion laughs through the memo).
  *
  * Tied weights follow safetensors.torch.save_model (torch.py,
  * _remove_duplicate_names): of the names of one storage seen through the
@@ -30,6 +31,10 @@
 
 #include "pickle/pkl_int.h"
 #include "util/sbuf.h"
+
+/* Names a flat map may have per node of the model (shared containers
+ * give each of their places its names) before it is refused. */
+#define ST_SHARED_MAX	16u
 
 int ckpt_st_name_ok(const char *key, size_t len, struct diag *d)
 {
@@ -223,6 +228,16 @@ static int walk(struct st_flat *f, const struct ckpt_node *dir,
 
 		if (!k || k->dead || (!depth && f->part && !f->part[i]))
 			continue;
+		/* a container the pickle's memo shares is walked at each of
+		   its places: 40 lists of two references to the one before
+		   are 2^40 names (a billion laughs) */
+		if (++f->visits > f->budget)
+			return diag_unsupported(f->d, DIAG_NO_OFFSET, "%s: "
+						"containers shared so often "
+						"that their names outnumber "
+						"the model's nodes %u times: "
+						"not flattened", path->p,
+						ST_SHARED_MAX);
 		rc = key_of(f, k, index, path);
 		if (k->step == CKPT_S_INDEX)
 			index++;
@@ -374,6 +389,8 @@ int ckpt_st_flatten(struct ckpt *c, const struct ckpt_write_opts *o,
 	f->root_keys = o->root_keys;
 	f->nroots = o->nroots;
 	f->d = d;
+	f->visits = 0;
+	f->budget = (uint64_t)ST_SHARED_MAX * c->nnodes + 65536;
 	if (!f->out && c->byteorder && !strcmp(c->byteorder, "big"))
 		return diag_unsupported(d, DIAG_NO_OFFSET, "a big-endian "
 					"checkpoint: safetensors files are "

@@ -45,6 +45,7 @@ struct st_flat {
 	/* out: every name, sorted by name (bytes) */
 	struct st_ent *e;
 	uint32_t n, cap;
+	uint64_t visits, budget;	/* nodes walked, and at most */
 	uint32_t aliases;	/* entries that are not kept */
 	uint32_t dropped;	/* values left out */
 	struct arena arena;

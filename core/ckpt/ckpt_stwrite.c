@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "util/io.h"
@@ -435,6 +436,22 @@ int ckpt_st_layout(struct ckpt *c, struct st_flat *f, const uint8_t *pick,
 	return rc;
 }
 
+/* Room for the file where it is written?  A 16-byte storage seen as 2^40
+ * elements is 4 TB of output: refused at once, not at the disk's end. */
+static int room_for(struct stw *w)
+{
+	uint64_t need = w->L.base + w->L.total;
+	struct statvfs sv;
+
+	if (fstatvfs(w->fd, &sv) || !sv.f_frsize ||
+	    need / sv.f_frsize < sv.f_bavail)
+		return 0;
+	return diag_errno(w->d, -ENOSPC, "the output needs %llu bytes, "
+			  "its file system has %llu free",
+			  (unsigned long long)need, (unsigned long long)
+			  sv.f_bavail * sv.f_frsize);
+}
+
 /* Lay out, then write the file.  0 or -errno. */
 static int write_flat(struct stw *w, const uint8_t *pick, bool clone)
 {
@@ -452,6 +469,8 @@ static int write_flat(struct stw *w, const uint8_t *pick, bool clone)
 					 "checkpoint into the new file: %s",
 					 strerror(-rc)) : 0;
 	}
+	if (!rc && !cloned)
+		rc = room_for(w);
 	if (!rc)
 		rc = write_all(w, cloned);
 	w->st.size = w->L.base + w->L.total;

@@ -18,7 +18,9 @@
 #   the other tools    beside PTLS, when they are built: ptls --tree,
 #                      ptdump, ptverify, ptdiff FILE FILE and ptrepack
 #                      -q FILE DIR/ (into a new DCP directory, removed
-#                      after; no temporary left) end within 60 s of CPU
+#                      after; no temporary left) and ptrepack
+#                      --drop-values FILE out.safetensors (the flat map
+#                      .ptfs/as/ serves) end within 60 s of CPU
 #                      time with status 0, 1 or 2 (2: one line on stderr)
 #                      and no sanitizer report
 #   an edit            mkdir in a new mount, then `ptfs umount`: either
@@ -152,8 +154,9 @@ fi
 # ------------------------------------------------------- the other tools
 if want tools; then
 bin=$(dirname "$PTLS")
-echo "# ptls --tree, ptdump, ptverify, ptdiff, ptrepack into DCP on every file"
-for tool in "ptls --tree" ptdump ptverify ptdiff "ptrepack -q"; do
+echo "# ptls --tree, ptdump, ptverify, ptdiff, ptrepack into DCP and into safetensors on every file"
+for tool in "ptls --tree" ptdump ptverify ptdiff "ptrepack -q" \
+    "ptrepack --drop-values"; do
 	set -- $tool
 	[ -x "$bin/$1" ] || { skip "$tool" "no $bin/$1"; continue; }
 	: >"$WORK/details"
@@ -166,6 +169,13 @@ for tool in "ptls --tree" ptdump ptverify ptdiff "ptrepack -q"; do
 		[ "$1:$name" = ptdiff:expand_stride0_4tb ] && continue
 		if [ "$1" = ptdiff ]; then
 			run_cpu_limited 60 "$bin/ptdiff" "$f" "$f" >/dev/null 2>"$WORK/err"
+		elif [ "$tool" = "ptrepack --drop-values" ]; then
+			# one safetensors file (the flat map .ptfs/as/ serves)
+			run_cpu_limited 60 "$bin/ptrepack" -q --drop-values "$f" \
+				"$WORK/out.safetensors" >/dev/null 2>"$WORK/err"
+			rc=$?
+			rm -f "$WORK/out.safetensors"
+			(exit $rc)
 		elif [ "$1" = ptrepack ]; then
 			# a new DCP directory: streamed, bounded, or one line
 			rm -rf "$WORK/dcp"
