@@ -262,8 +262,9 @@ def mmap_pass(runs, threads, crcs=None, willneed=False):
     def step(_, r):
         p, off, n = r
         m = maps[p]
-        if willneed:
-            m.madvise(mmap.MADV_WILLNEED, off, n)
+        if willneed:    # from the page it starts in (.ptfs/as/'s
+            a = off & ~(mmap.PAGESIZE - 1)      # tensors follow its header)
+            m.madvise(mmap.MADV_WILLNEED, a, n + off - a)
         with memoryview(m) as mv, mv[off:off + n] as run:
             c = zlib.crc32(run)
         if crcs and c != crcs[index[r]]:
