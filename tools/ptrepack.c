@@ -33,6 +33,7 @@
 #include "ptrepack_st.h"
 #include "diag/diag.h"
 #include "json_out.h"
+#include "util/tmpreg.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -309,6 +310,7 @@ int main(int argc, char **argv)
 	int ch, rc, sfd;
 
 	cli_init(argv[0], "[OPTIONS] IN OUT [KEYPATH...]");
+	tmpreg_on_signals();	/* ^C leaves no .OUT.ptfs-new. behind */
 	if (cli_remote_args(&argc, argv) || st_opt_fmt_args(&so, &argc, argv))
 		return CLI_ERROR;
 	while ((ch = getopt_long(argc, argv, "PdC::A:nvqjhV", lopts,

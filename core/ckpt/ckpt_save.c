@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "util/io.h"
+#include "util/tmpreg.h"
 
 /*
  * Where ckpt_save() writes: @target, or the file a symbolic link @target
@@ -118,6 +119,7 @@ int ckpt_save(struct ckpt *c, const char *target,
 				"it", strerror(-fd));
 		goto out_free;
 	}
+	tmpreg_add(tmp);	/* a signal removes it (ptrepack's ^C) */
 	rc = ckpt_write_into(c, fd, o, true, d);
 	if (!rc && ((like && !geteuid() &&
 		     fchown(fd, like->st_uid, like->st_gid)) ||
@@ -138,6 +140,7 @@ int ckpt_save(struct ckpt *c, const char *target,
 	close(fd);
 	if (rc)
 		unlink(tmp);
+	tmpreg_del(tmp);
 out_free:
 	free(tmp);
 	free(real);

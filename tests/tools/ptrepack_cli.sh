@@ -297,5 +297,41 @@ EOF
 	done
 fi
 
+# SIGTERM or SIGHUP (and ^C: SIGINT, which sh ignores in a background job)
+# while OUT is written: its temporary is removed, OUT
+# not made.  The fault injector stops ptrepack at its first write to the
+# temporary (tests/fs/lib/faultinj.c, STOP), so the signal comes mid-write.
+if ${CC:-cc} -shared -fPIC -O2 -o "$tmp/inj.so" "$here/../fs/lib/faultinj.c" \
+    -ldl -lpthread 2>/dev/null; then
+	for sig in TERM HUP; do
+		rm -f "$tmp/sig.safetensors"
+		echo "write .ptfs-new. 1 STOP" >"$tmp/faults"
+		ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+		PTFS_FAULTS="$tmp/faults" LD_PRELOAD="$tmp/inj.so" \
+			"$ptrepack" -q --drop-values "$sample" "$tmp/sig.safetensors" \
+			2>/dev/null &
+		pid=$!
+		n=0
+		while [ "$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' /proc/$pid/status 2>/dev/null)" != T ] &&
+		    [ $n -lt 200 ]; do
+			sleep 0.05; n=$((n + 1))
+		done
+		had=$(ls -a "$tmp" | grep -c '^\.sig\.safetensors\.ptfs-new\.')
+		kill -$sig $pid; kill -CONT $pid
+		wait $pid
+		rc=$?
+		left=$(ls -a "$tmp" | grep '^\.sig\.safetensors')
+		if [ "$had" = 1 ] && [ -z "$left" ] && [ ! -e "$tmp/sig.safetensors" ] &&
+		    [ $rc -gt 128 ]; then
+			ok "SIG$sig mid-write: exit $rc, the temporary removed, no OUT"
+		else
+			bad "SIG$sig mid-write: exit $rc, temporary seen $had, left: ${left:-none}"
+		fi
+		rm -f "$tmp"/.sig.safetensors.ptfs-new.*
+	done
+else
+	echo "skip: SIGTERM mid-write: no cc for the fault injector"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
