@@ -118,6 +118,16 @@ static int add_text(struct ckpt_image *im, const char *name, struct sbuf *b,
 	return 0;
 }
 
+/* Every file made so far, gone (their slots stay allocated). */
+static void drop_files(struct ckpt_image *im)
+{
+	for (uint32_t k = 0; k < im->nfiles; k++) {
+		free(im->files[k].mem);
+		free(im->files[k].order);
+	}
+	im->nfiles = 0;
+}
+
 static int make_one(struct ckpt *c, struct ckpt_image *im, struct diag *d)
 {
 	struct st_layout L;
@@ -218,10 +228,7 @@ int ckpt_image_make(struct ckpt *c, uint64_t max_shard,
 		return diag_nomem(d);
 	}
 	if (rc) {
-		/* nothing to serve but the reason */
-		for (uint32_t k = 0; k < im->nfiles; k++)
-			free(im->files[k].mem);
-		im->nfiles = 0;
+		drop_files(im);	/* nothing to serve but the reason */
 		diag_line(&why, line, sizeof(line));
 	}
 	rc = readme(c, im, rc ? line : NULL, d);
@@ -239,10 +246,7 @@ void ckpt_image_free(struct ckpt_image *im)
 {
 	if (!im)
 		return;
-	for (uint32_t k = 0; k < im->nfiles; k++) {
-		free(im->files[k].mem);
-		free(im->files[k].order);
-	}
+	drop_files(im);
 	free(im->files);
 	free(im->left.p);
 	ckpt_st_flat_release(&im->f);
