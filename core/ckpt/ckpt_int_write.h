@@ -105,11 +105,6 @@ int ckpt_write_in_place(struct ckpt *c, int fd, bool dry, const uint32_t *crc,
  */
 int ckpt_clone_file(int out, int from);
 /*
- * The block size at which the file system of @fd shares extents between
- * files (XFS, btrfs: copy_file_range clones whole blocks there), or 0.
- */
-uint32_t ckpt_shares_blocks(int fd);
-/*
  * Say in @src that its bytes are record @e's in the checkpoint (the
  * record itself, @s NULL) or those of storage @s's record but where the
  * overlay changed them (its dirty map), when that is so: a stored record

@@ -29,7 +29,6 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 
-#include "util/io.h"
 #include "zip/ptz_write.h"
 
 struct ckpt_dirty {
@@ -110,11 +109,6 @@ int ckpt_clone_file(int out, int from)
 	default:
 		return -errno;
 	}
-}
-
-uint32_t ckpt_shares_blocks(int fd)
-{
-	return io_shares_blocks(fd);
 }
 
 void ckpt_patch_source(struct ckpt *c, struct ptz_entry *e,

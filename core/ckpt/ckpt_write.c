@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "pickle/pkl_int.h"
+#include "util/io.h"
 #include "zip/ptz_write.h"
 
 #define SMALL_MAX	(UINT64_C(1) << 30)	/* deflated other records we
@@ -582,7 +583,7 @@ again:
 	   and everything is written in order through seqout instead */
 	if (!rc && c->format == CKPT_ZIP) {
 		bool cloned = clone && !(rc = ckpt_clone_file(fd, c->fd));
-		uint32_t share = ckpt_shares_blocks(fd);
+		uint32_t share = io_shares_blocks(fd);
 
 		if (rc < 0)
 			rc = diag_errno(d, rc, "cannot clone the checkpoint "
