@@ -229,6 +229,7 @@ static bool from_checkpoint(const struct ptfs_ino *i)
 	case PTFS_STORAGE:
 	case PTFS_RECORD:
 	case PTFS_VIEW:
+	case PTFS_ASFILE:	/* .ptfs/as/: made of the storages */
 		return true;
 	default:
 		return false;
