@@ -17,18 +17,14 @@ void diag_init(struct diag *d, const char *path)
 	d->off = DIAG_NO_OFFSET;
 }
 
-int diag_set_(struct diag *d, const char *file, int line, int err,
-	      uint64_t off, const char *fmt, ...)
+static int vset(struct diag *d, const char *file, int line, int err,
+		uint64_t off, const char *fmt, va_list ap)
 {
-	va_list ap;
-
 	if (!d || d->err)
 		return err;
 	d->err = err;
 	d->off = off;
-	va_start(ap, fmt);
 	vsnprintf(d->msg, sizeof(d->msg), fmt, ap);
-	va_end(ap);
 	/* one line, whatever a hostile file's names and records hold */
 	for (char *p = d->msg; *p; p++)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
@@ -41,6 +37,31 @@ int diag_set_(struct diag *d, const char *file, int line, int err,
 	(void)line;
 #endif
 	return err;
+}
+
+int diag_set_(struct diag *d, const char *file, int line, int err,
+	      uint64_t off, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	err = vset(d, file, line, err, off, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+int diag_unsafe_(struct diag *d, const char *file, int line, uint64_t off,
+		 const char *fmt, ...)
+{
+	bool first = d && !d->err;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vset(d, file, line, -EILSEQ, off, fmt, ap);
+	va_end(ap);
+	if (first)
+		d->unsafe = true;
+	return -EILSEQ;
 }
 
 bool diag_failed(const struct diag *d)

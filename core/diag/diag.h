@@ -21,6 +21,11 @@ struct diag {
 	const char *path;	/* borrowed; file the offsets refer to */
 	uint64_t off;		/* DIAG_NO_OFFSET when the message has none */
 	int err;		/* negative errno, 0 while nothing failed */
+	bool unsafe;		/* the failure is a danger, not only damage:
+				   torch.load would read the file otherwise
+				   than ptfs, or run what it holds
+				   (diag_unsafe()); ptls --check and ptverify
+				   count it as unsafe (exit 1) */
 	char msg[256];
 #ifndef NDEBUG
 	const char *src_file;	/* where in our code it was raised */
@@ -43,6 +48,18 @@ int diag_set_(struct diag *d, const char *file, int line, int err,
 /* A valid input that we do not handle: -ENOTSUP. */
 #define diag_unsupported(d, off, ...) \
 	diag_set((d), -ENOTSUP, (off), __VA_ARGS__)
+/*
+ * Input that torch.load would read otherwise than ptfs (an ambiguous
+ * archive: two end records, a name listed twice, a pickle in front of a
+ * zip): -EILSEQ, and d->unsafe set, so that the one line is counted as a
+ * danger and not as mere damage.  The message says what torch would load
+ * and why the file is ambiguous.
+ */
+int diag_unsafe_(struct diag *d, const char *file, int line, uint64_t off,
+		 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+#define diag_unsafe(d, off, ...) \
+	diag_unsafe_((d), __FILE__, __LINE__, (off), __VA_ARGS__)
+
 /* A system call failed with -@err. */
 #define diag_errno(d, err, ...) \
 	diag_set((d), (err), DIAG_NO_OFFSET, __VA_ARGS__)
