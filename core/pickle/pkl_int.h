@@ -163,7 +163,12 @@ struct pkl_parser {
 	   releases a GLOBAL, so the same node is the same function */
 	struct pkl_value *g_rebuild, *g_odict;
 	bool lane;			/* pkl_lane() may run */
+	bool scan;			/* PKL_SCAN */
 };
+
+/* PKL_SCAN: note what opcode p->op did to @v at p->off.  0 or -ENOMEM. */
+int pkl_note(struct pkl_parser *p, const char *what,
+	     const struct pkl_value *v);
 
 /* Bottom of the current frame. */
 static inline size_t pkl_frame_base(const struct pkl_parser *p)
