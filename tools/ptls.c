@@ -348,6 +348,37 @@ static void text_globals(const struct ckpt *all, const struct ckpt_node *top)
 		       all->path, all->path, others == 1 ? "it" : "them");
 }
 
+/* The JSON of a file that could not be opened: the error, and with
+ * --check what torch.load would run in it ("unsafe_globals"). */
+static void json_unopened(const struct ckpt *c, const struct diag *d)
+{
+	char *tail = NULL;
+	size_t len = 0;
+	FILE *f = c && c->nglobals ? open_memstream(&tail, &len) : NULL;
+
+	for (uint32_t i = 0; f && i < c->nglobals; i++) {
+		char text[8192];
+
+		fmt_global_text(c, i, "", text, sizeof(text));
+		fputs(i ? ",{\"module\":" : ",\"unsafe_globals\":"
+		      "[{\"module\":", f);
+		json_cstr(f, c->globals[i].module);
+		fputs(",\"name\":", f);
+		json_cstr(f, c->globals[i].name);
+		fputs(",\"pickle\":", f);
+		json_cstr(f, c->globals[i].pickle);
+		fputs(",\"offset\":", f);
+		json_u64(f, c->globals[i].off);
+		fputs(",\"message\":", f);
+		json_cstr(f, text);
+		fputs(i + 1 == c->nglobals ? "}]" : "}", f);
+	}
+	if (f)
+		fclose(f);
+	cli_json_error(stdout, d, NULL, tail);
+	free(tail);
+}
+
 /* The findings of a checkpoint that could not be opened (its own,
  * its shards' named in theirs). */
 static void text_unsafe(const struct ckpt *c)
@@ -679,7 +710,7 @@ int main(int argc, char **argv)
 				  (o.check ? CKPT_OPEN_KEEP : 0), &c, &d)) {
 			cli_diag(&d);
 			if (o.json && !o.quiet)
-				cli_json_error(stdout, &d, NULL, NULL);
+				json_unopened(c, &d);
 			/* unreadable, but what torch.load would run in it
 			   before it failed is still named: unsafe */
 			rc = c && c->nglobals ? CLI_FOUND : CLI_ERROR;
