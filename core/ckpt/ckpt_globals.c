@@ -15,6 +15,12 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Findings kept per checkpoint: a pickle of a million distinct globals
+ * is unsafe well before its last one, and each is looked for among
+ * those kept. */
+#define CKPT_MAX_UNSAFE		1000u
+#define CKPT_MAX_UNSAFE_S	"1000"
+
 static const char *const allowed[] = {
 	"collections.OrderedDict",
 	"collections.Counter",
@@ -107,6 +113,14 @@ int ckpt_unsafe_add(struct ckpt *c, int kind, const char *pickle,
 {
 	struct ckpt_global *ng, *g;
 
+	if (c->nglobals > CKPT_MAX_UNSAFE)
+		return 0;
+	if (c->nglobals == CKPT_MAX_UNSAFE) {	/* one last, that says so */
+		kind = CKPT_U_OPCODE;
+		module = name = NULL;
+		why = "more findings than ptfs lists (" CKPT_MAX_UNSAFE_S
+		      "): the first are above";
+	}
 	for (uint32_t i = 0; i < c->nglobals; i++) {
 		g = &c->globals[i];
 		if (g->kind == kind && same(g->module, module) &&

@@ -41,6 +41,7 @@
 
 struct scan {
 	struct ckpt *c;
+	const struct pkl_doc *doc;
 	const char *pickle;
 	ckpt_allow_fn allowed;
 	int rc;
@@ -175,13 +176,33 @@ static void call(struct scan *s, const struct pkl_value *v)
 	}
 }
 
+/* A computed global: named by what computes it when its note was
+ * kept, else by what it is. */
+static void computed(struct scan *s, const struct pkl_value *g)
+{
+	const struct pkl_value *by = NULL;
+	char why[WHY_MAX], what[160];
+
+	for (uint32_t i = 0; i < s->doc->nnotes && i < PKL_MAX_NOTES; i++)
+		if (s->doc->notes[i].off == g->off &&
+		    s->doc->notes[i].what == pkl_note_computed)
+			by = s->doc->notes[i].v;
+	snprintf(why, sizeof(why), "STACK_GLOBAL of %s: what torch.load "
+		 "imports is known only once that ran", by ? shown(by, what,
+		 sizeof(what)) : "values that are no str");
+	add(s, CKPT_U_COMPUTED, g, g->u.global.module, g->u.global.name,
+	    why);
+}
+
 static void node(const struct pkl_value *v, void *arg)
 {
 	struct scan *s = arg;
 
 	switch (v->kind) {
-	case PKL_GLOBAL:	/* computed ones: by their note */
-		if (v->how != PKL_G_COMPUTED && !allowed(s, v))
+	case PKL_GLOBAL:
+		if (v->how == PKL_G_COMPUTED)
+			computed(s, v);
+		else if (!allowed(s, v))
 			add(s, CKPT_U_GLOBAL, v, v->u.global.module,
 			    v->u.global.name, NULL);
 		break;
@@ -196,63 +217,33 @@ static void node(const struct pkl_value *v, void *arg)
 	}
 }
 
-static void note(struct scan *s, const struct pkl_note *n,
-		 const struct pkl_value *g)
+/* What else a PKL_SCAN parse noted (BUILD on a global). */
+static void note(struct scan *s, const struct pkl_note *n)
 {
 	char why[WHY_MAX], what[160];
 
-	if (g && g->kind == PKL_GLOBAL && g->how == PKL_G_COMPUTED) {
-		snprintf(why, sizeof(why), "STACK_GLOBAL of %s: what "
-			 "torch.load imports is known only once that ran",
-			 shown(n->v, what, sizeof(what)));
-		add(s, CKPT_U_COMPUTED, g, g->u.global.module,
-		    g->u.global.name, why);
+	if (n->what == pkl_note_computed)	/* with its global */
 		return;
-	}
 	snprintf(why, sizeof(why), "%s (%s)", n->what,
 		 shown(n->v, what, sizeof(what)));
 	add(s, CKPT_U_OPCODE, &(struct pkl_value){ .off = n->off }, NULL, NULL,
 	    why);
 }
 
-/* The computed global a STACK_GLOBAL note made: the node made at its
- * offset. */
-struct at_off {
-	uint64_t off;
-	const struct pkl_value *g;
-};
-
-static void find_global(const struct pkl_value *v, void *arg)
-{
-	struct at_off *a = arg;
-
-	if (!a->g && v->kind == PKL_GLOBAL && v->how == PKL_G_COMPUTED &&
-	    v->off == a->off)
-		a->g = v;
-}
-
 int ckpt_scan_doc(struct ckpt *c, const struct pkl_doc *doc,
 		  const char *pickle, ckpt_allow_fn allowed_fn)
 {
-	struct scan s = { c, pickle, allowed_fn ? allowed_fn :
+	struct scan s = { c, doc, pickle, allowed_fn ? allowed_fn :
 			  ckpt_global_allowed, 0 };
 
 	pkl_doc_each(pkl_doc_all(doc), node, &s);
-	for (uint32_t i = 0; i < doc->nnotes && i < PKL_MAX_NOTES; i++) {
-		struct at_off a = { doc->notes[i].off, NULL };
-
-		pkl_doc_each(doc, find_global, &a);
-		note(&s, &doc->notes[i], a.g);
-	}
-	if (doc->nnotes > PKL_MAX_NOTES && !s.rc) {
-		char why[WHY_MAX];
-
-		snprintf(why, sizeof(why), "%u more opcodes the model does "
-			 "not show", doc->nnotes - PKL_MAX_NOTES);
+	for (uint32_t i = 0; i < doc->nnotes && i < PKL_MAX_NOTES; i++)
+		note(&s, &doc->notes[i]);
+	if (doc->nnotes > PKL_MAX_NOTES)
 		add(&s, CKPT_U_OPCODE, &(struct pkl_value){
 			.off = doc->notes[PKL_MAX_NOTES - 1].off }, NULL,
-		    NULL, why);
-	}
+		    NULL, "more opcodes the model does not show than ptfs "
+		    "lists, after this one");
 	return s.rc;
 }
 

@@ -237,6 +237,9 @@ struct pkl_note {
 };
 #define PKL_MAX_NOTES	256u	/* more are counted, not kept */
 
+/* A STACK_GLOBAL's note (.what): .v is the value that computes it. */
+extern const char pkl_note_computed[];
+
 struct pkl_doc {
 	struct pkl_value *root;	/* what STOP returned */
 	uint64_t end;		/* offset just past STOP */

@@ -110,6 +110,8 @@ int pkl_op_global(struct pkl_parser *p)
 	return pkl_push(p, v);
 }
 
+const char pkl_note_computed[] = "global name computed at load time";
+
 /* A STACK_GLOBAL operand torch.load takes as a str: a unicode string,
  * or a protocol 0-2 string, which torch's encoding ('utf-8') decodes. */
 static bool is_name(const struct pkl_value *v)
@@ -138,8 +140,7 @@ static struct pkl_value *computed_global(struct pkl_parser *p,
 	if (v)
 		v->how = PKL_G_COMPUTED;
 	/* the value that computes it: the module's unless that is literal */
-	if (v && pkl_note(p, "global name computed at load time",
-			  lm ? s : m) < 0)
+	if (v && pkl_note(p, pkl_note_computed, lm ? s : m) < 0)
 		return NULL;
 	return v;
 }
