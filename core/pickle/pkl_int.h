@@ -318,4 +318,11 @@ int pkl_text_unicode(const unsigned char *s, size_t n, char **out,
  */
 bool pkl_utf8_valid(const unsigned char *s, size_t n);
 
+/*
+ * Mark PKL_STRING @v (STRING, BINSTRING, SHORT_BINSTRING) PKL_S_UTF8 if
+ * its bytes decode as torch.load's encoding="utf-8" decodes them: UTF-8
+ * without surrogates ("strict").
+ */
+void pkl_string_mark(struct pkl_value *v);
+
 #endif

@@ -4,7 +4,7 @@
  * unpickler (Modules/_pickle.c, what torch.load runs) decodes them: the
  * numbers in pkl_textnum.c, here STRING's quoted repr as
  * PyBytes_DecodeEscape() and UNICODE as raw-unicode-escape (turned into
- * UTF-8).  Also the UTF-8 check the binary unicode opcodes use.
+ * UTF-8).  Also the UTF-8 checks of the binary string opcodes.
  * tests/unit/pkl_text_cases.py holds all of it to a CPython.
  */
 #ifndef PT_INTERNAL
@@ -181,7 +181,8 @@ out_free:
 	return rc;
 }
 
-bool pkl_utf8_valid(const unsigned char *s, size_t n)
+/* UTF-8, surrogates encoded as they are allowed if @pass. */
+static bool utf8_ok(const unsigned char *s, size_t n, bool pass)
 {
 	size_t k = 0;
 
@@ -200,11 +201,22 @@ bool pkl_utf8_valid(const unsigned char *s, size_t n)
 		uint32_t cp;
 		size_t len = utf8_get(s + k, n - k, &cp);
 
-		if (!len)
+		if (!len || (!pass && cp >= 0xd800 && cp <= 0xdfff))
 			return false;
 		k += len;
 	}
 	return true;
+}
+
+bool pkl_utf8_valid(const unsigned char *s, size_t n)
+{
+	return utf8_ok(s, n, true);
+}
+
+void pkl_string_mark(struct pkl_value *v)
+{
+	if (utf8_ok((const unsigned char *)v->u.s.p, v->u.s.n, false))
+		v->how |= PKL_S_UTF8;
 }
 
 /* INT and LONG (load_int, load_long): ints, big ints, INT's bools. */
@@ -271,7 +283,10 @@ int pkl_op_text_str(struct pkl_parser *p, bool is_unicode)
 		return diag_nomem(p->d);
 	if (rc < 0)
 		return diag_corrupt(p->d, p->off, "%s", why);
-	return pkl_push_owned(p, is_unicode ? PKL_STR : PKL_STRING, out, nout);
+	rc = pkl_push_owned(p, is_unicode ? PKL_STR : PKL_STRING, out, nout);
+	if (!rc && !is_unicode)
+		pkl_string_mark(PKL_TOP(p, 0));
+	return rc;
 }
 
 /*
