@@ -45,7 +45,8 @@ enum pkl_kind {
 	PKL_FLOAT,	/* .f */
 	PKL_STR,	/* .s: UTF-8 (unicode opcodes) */
 	PKL_BYTES,	/* .s: BINBYTES, SHORT_BINBYTES, BYTEARRAY8 */
-	PKL_STRING,	/* .s: protocol 0-2 STRING/BINSTRING (py2 str) */
+	PKL_STRING,	/* .s: protocol 0-2 STRING/BINSTRING (py2 str);
+			   .how: PKL_S_UTF8 */
 	PKL_TUPLE,	/* .items */
 	PKL_LIST,	/* .items */
 	PKL_DICT,	/* .items holds key, value, key, value, ... */
@@ -174,6 +175,21 @@ static inline void pkl_call_set_args(struct pkl_value *v,
 static inline bool pkl_shared(const struct pkl_value *v)
 {
 	return v->refs & PKL_R_AGAIN;
+}
+
+/*
+ * A PKL_STRING's .how: PKL_S_UTF8 when its bytes are UTF-8 without
+ * surrogates, so that torch.load, which unpickles with encoding="utf-8",
+ * makes a str of it (one STACK_GLOBAL takes as a name, say); without it,
+ * torch.load fails there with a UnicodeDecodeError.
+ */
+#define PKL_S_UTF8	1u
+
+/* Is @v a str once torch.load has read it? */
+static inline bool pkl_loads_as_str(const struct pkl_value *v)
+{
+	return v->kind == PKL_STR ||
+	       (v->kind == PKL_STRING && (v->how & PKL_S_UTF8));
 }
 
 /*

@@ -338,6 +338,7 @@ static int op_counted(struct pkl_parser *p, size_t lb, int kind)
 {
 	const unsigned char *a = arg(p, lb), *s;
 	uint64_t k;
+	int rc;
 
 	if (!a)
 		return p->rc;
@@ -350,7 +351,10 @@ static int op_counted(struct pkl_parser *p, size_t lb, int kind)
 		return p->rc;
 	if (kind == PKL_STR && !pkl_utf8_valid(s, (size_t)k))
 		return diag_corrupt(p->d, p->off, "%s is not UTF-8", p->name);
-	return pkl_push_copy(p, kind, s, (size_t)k);
+	rc = pkl_push_copy(p, kind, s, (size_t)k);
+	if (!rc && kind == PKL_STRING)
+		pkl_string_mark(PKL_TOP(p, 0));
+	return rc;
 }
 
 /* LONG4: a signed 4-byte length, then the bytes (at most PKL_MAX_LONG). */
