@@ -116,9 +116,7 @@ const char pkl_note_computed[] = "global name computed at load time";
  * or a protocol 0-2 string, which torch's encoding ('utf-8') decodes. */
 static bool is_name(const struct pkl_value *v)
 {
-	return v->kind == PKL_STR ||
-	       (v->kind == PKL_STRING && good_name((const unsigned char *)
-						   v->u.s.p, v->u.s.n));
+	return pkl_loads_as_str(v);
 }
 
 /* PKL_SCAN: a STACK_GLOBAL of other values: a global whose name torch
