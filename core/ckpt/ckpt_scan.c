@@ -120,12 +120,17 @@ static bool is_text(const struct pkl_value *v, const char *s)
 }
 
 /* torch's persistent ids: ('storage', cls, key, location, numel[, view])
- * in every format, ('module', cls, file, source) in a legacy stream. */
+ * in every format, ('module', cls, file, source) in a legacy stream, a
+ * key (str) in a tar-era one. */
 static void persid(struct scan *s, const struct pkl_value *v)
 {
 	const struct pkl_value *id = pkl_call_args(v), *k;
 	char why[WHY_MAX], what[160];
 
+	/* a tar-era pickle's ids are its keys: looked up, never called */
+	if (id && (id->kind == PKL_STR || id->kind == PKL_STRING ||
+		   id->kind == PKL_INT))
+		return;
 	if (!id || id->kind != PKL_TUPLE || !id->u.items.n ||
 	    (!is_text(id->u.items.v[0], "storage") &&
 	     !is_text(id->u.items.v[0], "module"))) {
