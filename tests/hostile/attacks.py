@@ -1004,12 +1004,15 @@ classic("setitems_on_list",
         "SETITEMS applied to a list, and a storage whose record is "
         "shorter than its element count (the shapes of the weights_only "
         "unpickler's memory corruption)",
-        "CVE-2026-24747 (GHSA advisory of pytorch, fixed in 2.10)", "-", "",
+        "CVE-2026-24747 (GHSA-63cw-57p8-fm3p, pytorch#163105, fixed in "
+        "2.10)", "-", "",
         lambda p: p.op(b"](").i(0).i(1).op(b"u"))
 p = P().op(b"}").s("w").tensor(numel=1 << 20, shape=(1 << 20,)).op(b"s")
 case("storage_numel_past_record",
-     "a storage claiming 2^20 floats over a 16-byte record",
-     "CVE-2026-24747", "-", "", tzip(p.stop()))
+     "a storage claiming 2^20 floats over a 16-byte record (torch 2.10+ "
+     "refuses it; 1.13 loads it, weights_only=True too, the bytes past "
+     "the record read from its heap)",
+     "CVE-2026-24747 (GHSA-63cw-57p8-fm3p)", "-", "", tzip(p.stop()))
 
 
 def cases():
