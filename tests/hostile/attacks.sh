@@ -282,7 +282,8 @@ named() {
 		_ifs=$IFS
 		IFS='|'
 		for _a in $_g; do
-			grep -qF "# unsafe global $_a (" "$R/$1.check.out" && _ok=1
+			# "NAME (offset ...)" or "NAME in data.pkl (...)"
+			grep -qF "# unsafe global $_a " "$R/$1.check.out" && _ok=1
 		done
 		IFS=$_ifs
 		[ -n "$_ok" ] || _miss="$_miss $_g"
