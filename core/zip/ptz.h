@@ -40,10 +40,12 @@ struct ptz_entry {
 	uint64_t data_off;	/* offset of the data; 0 until located */
 	uint32_t crc32;		/* from the central directory */
 	uint32_t slack;		/* bytes between the record's least size
-				   (local header, name, data) and the next
+				   (local header and data) and the next
 				   record or the central directory: room for
-				   the local extra field and a descriptor;
-				   UINT32_MAX: at least that (ptz_limit()) */
+				   the local name (miniz reads by its length,
+				   which may not be the central directory's),
+				   extra field and a descriptor; UINT32_MAX:
+				   at least that (ptz_limit()) */
 	uint16_t name_len;
 	uint16_t method;	/* PTZ_STORED or PTZ_DEFLATED */
 	uint16_t flags;		/* general purpose bit flag */
@@ -58,8 +60,7 @@ struct ptz_entry {
  */
 static inline uint64_t ptz_limit(const struct ptz_entry *e)
 {
-	return e->header_off + PTZ_LOCAL_LEN + e->name_len + e->csize +
-	       e->slack;
+	return e->header_off + PTZ_LOCAL_LEN + e->csize + e->slack;
 }
 
 struct ptz_reader {

@@ -175,14 +175,13 @@ static int read_entry(const struct ptz_reader *z, const struct cd_rec *r,
 		return diag_corrupt(d, r->off + CD_USIZE, "deflated record '%s' claims %" PRIu64 " bytes from %" PRIu64 ", more than deflate can give",
 				    e->name, e->usize, e->csize);
 	/*
-	 * The local header, a name as long as this one and the data must
-	 * fit before the central directory; ptz_entry_locate() checks the
-	 * real local name and extra lengths later.
+	 * The local header and the data must fit before the central
+	 * directory; ptz_entry_locate() checks the local name and extra
+	 * lengths later (miniz reads by those, not by this name's).
 	 */
 	room = z->cdir_off;
-	if (e->header_off > room ||
-	    room - e->header_off < PTZ_LOCAL_LEN + (uint64_t)e->name_len ||
-	    room - e->header_off - PTZ_LOCAL_LEN - e->name_len < e->csize)
+	if (e->header_off > room || room - e->header_off < PTZ_LOCAL_LEN ||
+	    room - e->header_off - PTZ_LOCAL_LEN < e->csize)
 		return diag_corrupt(d, r->off + CD_HEADER_OFF, "record '%s' (local header at 0x%" PRIx64 ", %" PRIu64 " bytes of data) runs past the central directory at 0x%" PRIx64,
 				    e->name, e->header_off, e->csize, room);
 	return 0;
@@ -353,9 +352,10 @@ static int check_overlaps(struct ptz_reader *z, struct ptz_entry **v,
 		/*
 		 * read_entry() checked header_off + need <= cdir_off, so the
 		 * sum cannot overflow and only a next record can be hit.
+		 * The local name need not be as long as this one: miniz reads
+		 * the data after the local header's own name.
 		 */
-		uint64_t need = PTZ_LOCAL_LEN + (uint64_t)e->name_len +
-				e->csize;
+		uint64_t need = PTZ_LOCAL_LEN + e->csize;
 		uint64_t limit = i + 1 < n ? v[i + 1]->header_off :
 				 z->cdir_off;
 
