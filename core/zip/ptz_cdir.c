@@ -451,7 +451,7 @@ static int set_prefix(struct ptz_reader *z, struct diag *d)
 	return 0;
 }
 
-int ptz_cdir_read(struct ptz_reader *z, struct diag *d)
+int ptz_cdir_read(struct ptz_reader *z, struct ptz_scan *s, struct diag *d)
 {
 	size_t n = z->nentries;
 	size_t size = (size_t)z->cdir_size;
@@ -486,6 +486,9 @@ int ptz_cdir_read(struct ptz_reader *z, struct diag *d)
 	util_populate(z->entries, n * sizeof(*z->entries));
 	util_populate(z->by_name, n * sizeof(*z->by_name));
 	rc = parse_all(z, &w, cd_pos, d);
+	if (rc < 0)
+		goto out_free_cd_pos;
+	rc = ptz_amb_check(z, s, d);
 	if (rc < 0)
 		goto out_free_cd_pos;
 	for (size_t i = 0; i < n; i++)

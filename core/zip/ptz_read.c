@@ -73,6 +73,7 @@ int ptz_reader_open(struct ptz_reader *z, int fd, const char *path,
 int ptz_reader_open_at(struct ptz_reader *z, int fd, const char *path,
 		       uint64_t base, uint64_t size, struct diag *d)
 {
+	struct ptz_scan s;
 	struct stat st;
 	int rc;
 
@@ -92,10 +93,11 @@ int ptz_reader_open_at(struct ptz_reader *z, int fd, const char *path,
 				    (uint64_t)st.st_size);
 	z->base = base;
 	z->file_size = size;
-	rc = ptz_eocd_read(z, d);
+	ptz_scan_init(&s);
+	rc = ptz_eocd_read(z, &s, d);
 	if (rc < 0)
 		goto out_release;
-	rc = ptz_cdir_read(z, d);
+	rc = ptz_cdir_read(z, &s, d);
 	if (rc < 0)
 		goto out_release;
 	return 0;

@@ -66,6 +66,26 @@ static void h_close(struct h *h)
 	close(h->fd);
 }
 
+/*
+ * @b must be refused as unsafe, in one line holding @what, at @off;
+ * frees b->p.
+ */
+static void unsafe(struct buf *b, const char *what, uint64_t off)
+{
+	struct h h;
+	int rc = h_open(&h, b);
+
+	cr_expect_eq(rc, -EILSEQ, "rc %d: %s", rc, h.line);
+	cr_expect(h.d.unsafe, "not counted as unsafe: %s", h.line);
+	cr_expect(strstr(h.d.msg, what), "'%s' not in: %s", what, h.line);
+	cr_expect_null(strchr(h.line, '\n'));
+	cr_expect_eq(h.d.off, off, "offset 0x%llx, want 0x%llx: %s",
+		     (unsigned long long)h.d.off, (unsigned long long)off,
+		     h.line);
+	h_close(&h);
+	free(b->p);
+}
+
 /* @b must open, and its record @rel hold @len bytes @want; frees b->p. */
 static void reads(struct buf *b, const char *rel, const void *want,
 		  size_t len)
@@ -93,6 +113,185 @@ static void plain(struct buf *b, struct zinfo *in, const struct zent *e,
 	struct zopt o = { .torch = false };
 
 	zb_build(b, e, n, &o, in);
+}
+
+/* ---- end records ---- */
+
+/*
+ * Two checkpoints' records and one central directory holding first the
+ * entries of @a, then of @bb (two each); the end record names @a's and
+ * has a comment of @clen bytes, which the caller fills.
+ */
+static void two_dirs(struct buf *b, struct zinfo *in, size_t clen)
+{
+	static char comment[64];
+	const struct zent e[4] = {
+		{ "archive/data.pkl", "first", 5, false },
+		{ "archive/version", ver, 2, false },
+		{ "archive/data.pkl", "other", 5, false },
+		{ "archive/version", ver, 2, false },
+	};
+	struct zopt o = { .comment = clen ? comment : NULL,
+			  .comment_len = clen };
+
+	memset(comment, 'c', sizeof(comment));
+	zb_build(b, e, 4, &o, in);
+	put_le16(b->p + in->eocd_off + 8, 2);
+	put_le16(b->p + in->eocd_off + 10, 2);
+	put_le32(b->p + in->eocd_off + 12, in->cd[2] - in->cd[0]);
+}
+
+/* An end record of 2 entries naming the second directory, at @p. */
+static void second_eocd(unsigned char *p, const struct zinfo *in)
+{
+	memset(p, 0, PTZ_EOCD_LEN);
+	put_le32(p, PTZ_SIG_EOCD);
+	put_le16(p + 8, 2);
+	put_le16(p + 10, 2);
+	put_le32(p + 12, in->cd_off + in->cd_size - in->cd[2]);
+	put_le32(p + 16, in->cd[2]);
+}
+
+Test(ptz_amb, refuses_an_end_record_inside_the_comment)
+{
+	struct buf b;
+	struct zinfo in;
+	char want[300];
+
+	/* the comment: an end record, then 8 bytes (issue 44's layout) */
+	two_dirs(&b, &in, PTZ_EOCD_LEN + 8);
+	second_eocd(b.p + in.eocd_off + PTZ_EOCD_LEN, &in);
+	snprintf(want, sizeof(want), "two end of central directory records: torch reads the last, at 0x%zx (central directory at 0x%zx, 2 records); the zip format, whose comment ends the file, gives this one (central directory at 0x%zx, 2 records)",
+		 in.eocd_off + PTZ_EOCD_LEN, in.cd[2], in.cd[0]);
+	unsafe(&b, want, in.eocd_off);
+	/* without the 8 bytes both end records end the file */
+	two_dirs(&b, &in, PTZ_EOCD_LEN);
+	second_eocd(b.p + in.eocd_off + PTZ_EOCD_LEN, &in);
+	unsafe(&b, "other zip readers may take this one", in.eocd_off);
+	assert_no_leaks();
+}
+
+Test(ptz_amb, refuses_an_end_record_after_the_end_record)
+{
+	struct buf b;
+	struct zinfo in;
+
+	two_dirs(&b, &in, 0);
+	second_eocd(zb_put(&b, PTZ_EOCD_LEN), &in);
+	zb_put_bytes(&b, "junk1234", 8);
+	unsafe(&b, "torch reads the last", in.eocd_off);
+	assert_no_leaks();
+}
+
+Test(ptz_amb, refuses_classic_values_other_than_the_zip64_ones)
+{
+	struct zopt o = { .torch = true };
+	struct buf b;
+	struct zinfo in;
+
+	/* torch reads the ZIP64 record; Go's archive/zip the classic one */
+	zb_build(&b, std_ents, NSTD, &o, &in);
+	put_le16(b.p + in.eocd_off + 8, 1);
+	put_le16(b.p + in.eocd_off + 10, 1);
+	put_le32(b.p + in.eocd_off + 16, 12345);
+	unsafe(&b, "the classic end record says central directory at 0x3039 (1 records), the zip64 one, which torch reads,",
+	       in.eocd_off);
+	/* 0xffff and 0xffffffff say "see the ZIP64 record" */
+	o.eocd_sentinels = true;
+	zb_build(&b, std_ents, NSTD, &o, &in);
+	reads(&b, "data/0", f, sizeof(f));
+	assert_no_leaks();
+}
+
+Test(ptz_amb, refuses_a_zip64_locator_pointing_at_no_record)
+{
+	struct zopt o = { .torch = true };
+	struct buf b;
+	struct zinfo in;
+
+	/* miniz then reads the classic values, here the right ones */
+	zb_build(&b, std_ents, NSTD, &o, &in);
+	put_le64(b.p + in.loc_off + 8, in.cd_off);
+	unsafe(&b, "where no zip64 end record is: torch ignores it and reads the classic end record",
+	       in.loc_off);
+	assert_no_leaks();
+}
+
+Test(ptz_amb, refuses_a_zip64_record_away_from_its_locator)
+{
+	struct zopt o = { .torch = true };
+	struct buf b, c = { 0 };
+	struct zinfo in;
+	unsigned char *p;
+	char want[300];
+
+	/* records, directory, the ZIP64 record the locator names, another
+	   right before the locator (where zipfile reads it) */
+	zb_build(&b, std_ents, NSTD, &o, &in);
+	zb_put_bytes(&c, b.p, in.loc_off);
+	p = zb_put(&c, PTZ_EOCD64_LEN);
+	memcpy(p, b.p + in.z64_off, PTZ_EOCD64_LEN);
+	put_le64(p + 32, 2);
+	zb_put_bytes(&c, b.p + in.loc_off, b.len - in.loc_off);
+	snprintf(want, sizeof(want), "zip64 end record at 0x%zx is not right before its locator at 0x%zx: torch reads it where the locator points",
+		 in.z64_off, in.loc_off + PTZ_EOCD64_LEN);
+	free(b.p);
+	unsafe(&c, want, in.z64_off);
+	assert_no_leaks();
+}
+
+Test(ptz_amb, refuses_a_directory_not_right_before_the_end_records)
+{
+	struct zopt o = { .torch = true };
+	struct buf b, c = { 0 };
+	struct zinfo in;
+
+	/* zipfile takes the 16 bytes before as the directory's last */
+	plain(&b, &in, std_ents, NSTD);
+	zb_put_bytes(&c, b.p, in.eocd_off);
+	memset(zb_put(&c, 16), 'g', 16);
+	zb_put_bytes(&c, b.p + in.eocd_off, b.len - in.eocd_off);
+	free(b.p);
+	unsafe(&c, "does not end where the end records start", in.eocd_off);
+	/* the same between the directory and the ZIP64 record */
+	zb_build(&b, std_ents, NSTD, &o, &in);
+	c = (struct buf){ 0 };
+	zb_put_bytes(&c, b.p, in.z64_off);
+	memset(zb_put(&c, 16), 'g', 16);
+	zb_put_bytes(&c, b.p + in.z64_off, b.len - in.z64_off);
+	put_le64(c.p + in.loc_off + 16 + 8, in.z64_off + 16);
+	free(b.p);
+	unsafe(&c, "every record moved by +16", in.z64_off);
+	assert_no_leaks();
+}
+
+Test(ptz_amb, finds_the_end_record_as_far_back_as_miniz_looks)
+{
+	/* 4096 + 16 x 4093 bytes: trailing bytes up to that are fine */
+	const size_t room = 69584 - PTZ_EOCD_LEN;
+	struct buf b;
+	struct zinfo in;
+	struct h h;
+
+	plain(&b, &in, std_ents, NSTD);
+	memset(zb_put(&b, room), 'j', room);
+	reads(&b, "data/0", f, sizeof(f));
+	plain(&b, &in, std_ents, NSTD);
+	memset(zb_put(&b, room + 1), 'j', room + 1);
+	cr_expect_eq(h_open(&h, &b), -EILSEQ, "%s", h.line);
+	cr_expect(strstr(h.line, "no end of central directory record"), "%s",
+		  h.line);
+	h_close(&h);
+	free(b.p);
+	/* a comment cut short does not matter to miniz either */
+	{
+		struct zopt o = { .comment = "a comment" };
+
+		zb_build(&b, std_ents, NSTD, &o, &in);
+		b.len -= 3;
+		reads(&b, "data/0", f, sizeof(f));
+	}
+	assert_no_leaks();
 }
 
 /* ---- local headers: miniz reads by the central directory ---- */
