@@ -93,10 +93,12 @@ static inline uint32_t ptz_cd_index(const struct ptz_reader *z,
 
 /*
  * Read the end records and central directory of the zip archive in @fd
- * (@path for messages).  Checks: signatures, counts, every record and the
- * central directory inside the file, records not overlapping one another or
- * the central directory, names unique ignoring ASCII case (torch looks names
- * up that way), stored records with csize == usize, no encryption.
+ * (@path for messages) as torch's miniz reads them.  Checks: signatures,
+ * counts, every record and the central directory inside the file, records
+ * not overlapping one another or the central directory, stored records
+ * with csize == usize, no encryption.  An archive that torch reads
+ * otherwise than other zip readers (names equal ignoring ASCII case, two
+ * end records, ... : ptz_amb.c) is refused with diag_unsafe() (d->unsafe).
  * Returns 0, or -errno with @d set.  Release with ptz_reader_release().
  */
 int ptz_reader_open(struct ptz_reader *z, int fd, const char *path,

@@ -295,6 +295,8 @@ void ptz_scan_init(struct ptz_scan *s)
 	s->eocd2_off = PTZ_NONE;
 	s->loc_off = PTZ_NONE;
 	s->z64_off = PTZ_NONE;
+	s->nul_name = UINT32_MAX;
+	s->dir_data = UINT32_MAX;
 }
 
 int ptz_eocd_read(struct ptz_reader *z, struct ptz_scan *s, struct diag *d)

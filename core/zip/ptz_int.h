@@ -106,7 +106,20 @@ struct ptz_scan {
 	uint64_t classic[4];		/* the classic record's entries on
 					   this disk, total, directory size
 					   and offset, as written */
+	/* the central directory (ptz_cdir.c) */
+	const uint32_t *cd_pos;		/* each entry's position in it */
+	uint64_t cd_tail;		/* bytes after the counted entries */
+	uint32_t nul_name;		/* first name holding a NUL byte
+					   (UINT32_MAX: none) */
+	uint32_t dir_data;		/* first record miniz reads nothing of
+					   though it holds bytes (likewise) */
+	int dir_why;			/* why: PTZ_DIR_SLASH, ... */
+	uint32_t dir_attr;		/* its external attributes */
 };
+
+#define PTZ_DIR_SLASH	1	/* its name ends in '/' */
+#define PTZ_DIR_ATTR	2	/* external attributes: the DOS directory bit */
+#define PTZ_DIR_ZERO	3	/* ZIP64 sizes: no compressed bytes for data */
 
 /* A scan that has seen nothing yet. */
 void ptz_scan_init(struct ptz_scan *s);
@@ -121,13 +134,15 @@ int ptz_eocd_read(struct ptz_reader *z, struct ptz_scan *s, struct diag *d);
 /*
  * Read and check the central directory located by ptz_eocd_read(): fills
  * z->entries, z->names, z->by_name, z->prefix; calls ptz_amb_check()
- * once it is parsed.  On failure the caller releases what was filled in.
+ * once it is read, before the checks of each record.  On failure the
+ * caller releases what was filled in.
  */
 int ptz_cdir_read(struct ptz_reader *z, struct ptz_scan *s, struct diag *d);
 
 /*
  * Refuse, with diag_unsafe(), an archive that torch reads otherwise than
- * other zip readers (ptz_amb.c): what @s noted of its end records.
+ * other zip readers (ptz_amb.c): what @s noted, names equal ignoring case
+ * (z->by_name sorted).
  */
 int ptz_amb_check(const struct ptz_reader *z, const struct ptz_scan *s,
 		  struct diag *d);

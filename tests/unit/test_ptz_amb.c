@@ -115,6 +115,15 @@ static void plain(struct buf *b, struct zinfo *in, const struct zent *e,
 	zb_build(b, e, n, &o, in);
 }
 
+/* plain() with the external attributes @attrs. */
+static void plain_attrs(struct buf *b, struct zinfo *in, const struct zent *e,
+			size_t n, const uint32_t *attrs)
+{
+	struct zopt o = { .attrs = attrs };
+
+	zb_build(b, e, n, &o, in);
+}
+
 /* ---- end records ---- */
 
 /*
@@ -291,6 +300,138 @@ Test(ptz_amb, finds_the_end_record_as_far_back_as_miniz_looks)
 		b.len -= 3;
 		reads(&b, "data/0", f, sizeof(f));
 	}
+	assert_no_leaks();
+}
+
+/* ---- the central directory ---- */
+
+Test(ptz_amb, refuses_entries_past_the_end_record_count)
+{
+	struct buf b;
+	struct zinfo in;
+
+	/* miniz reads the 2 counted; zipfile reads on to the third */
+	plain(&b, &in, std_ents, NSTD);
+	put_le16(b.p + in.eocd_off + 8, 2);
+	put_le16(b.p + in.eocd_off + 10, 2);
+	unsafe(&b, "central directory holds more records than the 2 its end record counts",
+	       in.cd[2]);
+	assert_no_leaks();
+}
+
+/*
+ * @n records named @names[i] holding "<i>", then "archive/version":
+ * torch must be said to load record @pick.
+ */
+static void dup_case(const char *const *names, size_t n, size_t pick,
+		     const char *what)
+{
+	struct zent e[10];
+	char data[9][2];
+	struct buf b;
+	struct zinfo in;
+	char want[300];
+
+	cr_assert_leq(n, 9);
+	for (size_t i = 0; i < n; i++) {
+		data[i][0] = (char)('0' + i);
+		e[i] = (struct zent){ names[i], data[i], 1, false };
+	}
+	e[n] = (struct zent){ "archive/version", ver, 2, false };
+	plain(&b, &in, e, n + 1);
+	snprintf(want, sizeof(want), what, in.hdr[pick]);
+	unsafe(&b, want, in.cd[pick]);
+}
+
+Test(ptz_amb, names_the_record_torch_loads_of_a_name_listed_twice)
+{
+	static const char *const d[] = {
+		"archive/data.pkl", "archive/data.pkl", "archive/data.pkl",
+		"archive/data.pkl", "archive/data.pkl",
+	};
+	/* measured: torch 1.13 and 2.x load the first of 2, the last of 3
+	   and 4, the fourth of 5 (miniz's heap sort is not stable) */
+	static const size_t pick[6] = { 0, 0, 0, 2, 3, 3 };
+
+	for (size_t n = 2; n <= 5; n++)
+		dup_case(d, n, pick[n], "torch loads the one at 0x%zx, Python's zipfile the last");
+	assert_no_leaks();
+}
+
+Test(ptz_amb, names_the_record_torch_loads_of_names_differing_in_case)
+{
+	static const char *const a[] = { "archive/data.pkl", "archive/DATA.PKL" };
+	static const char *const b[] = { "archive/DATA.PKL", "archive/data.pkl" };
+	static const char *const c[] = { "archive/Data.pkl", "archive/data.pkl",
+					 "archive/DATA.pkl" };
+
+	/* measured with torch 1.13 and 2.x */
+	dup_case(a, 2, 0, "loads 'archive/data.pkl' at 0x%zx for either");
+	dup_case(b, 2, 0, "loads 'archive/DATA.PKL' at 0x%zx for either");
+	dup_case(c, 3, 2, "loads 'archive/DATA.pkl' at 0x%zx for either");
+	assert_no_leaks();
+}
+
+Test(ptz_amb, names_the_record_torch_loads_among_other_names)
+{
+	static const char *const d[] = {
+		"archive/data.pkl", "archive/data/0", "archive/data/1",
+		"archive/data/2", "archive/data/3", "archive/data/4",
+		"archive/data/5", "archive/data.pkl",
+	};
+
+	/* measured: the first */
+	dup_case(d, 8, 0, "torch loads the one at 0x%zx");
+	assert_no_leaks();
+}
+
+Test(ptz_amb, refuses_a_name_going_on_after_a_nul)
+{
+	struct buf b;
+	struct zinfo in;
+
+	/* "archive/data.pkl\0x": torch never finds it, zipfile reads it
+	   as "archive/data.pkl" */
+	const struct zent e[3] = {
+		{ "archive/data.pkl", "plain", 5, false },
+		{ "archive/data.pklXx", "nul", 3, false },
+		{ "archive/version", ver, 2, false },
+	};
+
+	plain(&b, &in, e, 3);
+	b.p[in.cd[1] + PTZ_CDIR_LEN + 16] = 0;
+	unsafe(&b, "record name 'archive/data.pkl' goes on after a NUL byte: torch never reads that record",
+	       in.cd[1] + PTZ_CDIR_LEN);
+	assert_no_leaks();
+}
+
+Test(ptz_amb, refuses_a_record_torch_takes_for_a_directory)
+{
+	static const uint32_t dir1[NSTD] = { 0, 0x10, 0 };
+	struct zent e[NSTD];
+	struct zopt o = { .cd_zip64 = true };
+	struct buf b;
+	struct zinfo in;
+
+	/* measured: torch loads the tensor's storage unwritten (zeros, or
+	   what the memory held) */
+	plain_attrs(&b, &in, std_ents, NSTD, dir1);
+	unsafe(&b, "record 'archive/data/0' holds 16 bytes, but its external attributes 0x00000010 mark a DOS directory: torch reads none of them",
+	       in.cd[1]);
+	memcpy(e, std_ents, sizeof(e));
+	e[1].name = "archive/data/0/";
+	plain(&b, &in, e, NSTD);
+	unsafe(&b, "but its name ends in '/': torch takes it for a directory",
+	       in.cd[1]);
+	/* ZIP64 sizes: 16 bytes in none compressed (torch 2.x refuses) */
+	zb_build(&b, std_ents, NSTD, &o, &in);
+	put_le64(b.p + in.cd[1] + PTZ_CDIR_LEN + 14 + 4 + 8, 0);
+	unsafe(&b, "claims 16 bytes in no compressed ones (zip64 sizes): torch 1.13 reads none of them",
+	       in.cd[1]);
+	/* an empty one is a directory to every reader */
+	e[1] = (struct zent){ "archive/sub/", "", 0, false };
+	plain_attrs(&b, &in, e, NSTD, dir1);
+	reads(&b, "data.pkl", pkl, sizeof(pkl) - 1);
 	assert_no_leaks();
 }
 
