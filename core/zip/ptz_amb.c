@@ -25,6 +25,7 @@
  *                                            | cuts the name at the NUL
  *   a record miniz takes for a directory     | none of its bytes: the buffer
  *   (name ending in '/', DOS attribute 0x10) | torch allocated, unwritten
+ *   a zip after a pickle (no "PK\3\4" first) | the pickle, as a legacy file
  */
 #define PTZ_BUILD 1
 #include "zip/ptz_int.h"
@@ -37,6 +38,7 @@
 #include <string.h>
 
 #include "diag/diag.h"
+#include "util/le.h"
 
 #define ZIPFILE_Z64	56u	/* zipfile's ZIP64 end record: 56 bytes before
 				   the locator (no extensible data) */
@@ -244,6 +246,7 @@ static int check_ends(const struct ptz_reader *z, const struct ptz_scan *s,
 int ptz_amb_check(const struct ptz_reader *z, const struct ptz_scan *s,
 		  struct diag *d)
 {
+	unsigned char sig[4];
 	int rc;
 
 	if ((rc = check_ends(z, s, d)))
@@ -251,6 +254,14 @@ int ptz_amb_check(const struct ptz_reader *z, const struct ptz_scan *s,
 	if (s->cd_tail)
 		return diag_unsafe(d, z->cdir_off + z->cdir_size - s->cd_tail, "central directory holds more records than the %" PRIu32 " its end record counts (%" PRIu64 " bytes more): torch reads only the counted ones, Python's zipfile all",
 				   z->nentries, s->cd_tail);
+	if (!z->nentries)
+		return 0;
+	/* torch.load reads a zip only if it starts with a local header */
+	rc = ptz_pread(z, sig, sizeof(sig), 0, d);
+	if (rc < 0)
+		return rc;
+	if (le32(sig) != PTZ_SIG_LOCAL)
+		return diag_unsafe(d, 0, "the archive does not start with a local header (\"PK\\3\\4\"): torch.load reads such a file as a legacy pickle stream, not as this zip, which other zip readers find from its end");
 	if (s->nul_name != UINT32_MAX) {
 		const struct ptz_entry *e = &z->entries[s->nul_name];
 

@@ -142,7 +142,7 @@ int ptz_cdir_read(struct ptz_reader *z, struct ptz_scan *s, struct diag *d);
 /*
  * Refuse, with diag_unsafe(), an archive that torch reads otherwise than
  * other zip readers (ptz_amb.c): what @s noted, names equal ignoring case
- * (z->by_name sorted).
+ * (z->by_name sorted), a first record that is no local header.
  */
 int ptz_amb_check(const struct ptz_reader *z, const struct ptz_scan *s,
 		  struct diag *d);

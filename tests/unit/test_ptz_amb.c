@@ -435,6 +435,54 @@ Test(ptz_amb, refuses_a_record_torch_takes_for_a_directory)
 	assert_no_leaks();
 }
 
+/* ---- what comes before the records ---- */
+
+/* torch < 1.6's stream: the magic number, protocol 1001, system info,
+   the object ({"who": "legacy"}) and no storage keys */
+static const char legacy[] =
+	"\x80\x02\x8a\x0al\xfc\x9c\x46\xf9\x20j\xa8P\x19."
+	"\x80\x02M\xe9\x03."
+	"\x80\x02}q\x00(X\x10\x00\x00\x00protocol_versionq\x01M\xe9\x03"
+	"X\x0d\x00\x00\x00little_endianq\x02\x88X\x0a\x00\x00\x00type_sizes"
+	"q\x03}q\x04(X\x05\x00\x00\x00shortq\x05K\x02X\x03\x00\x00\x00intq"
+	"\x06K\x04X\x04\x00\x00\x00longq\x07K\x08uu."
+	"\x80\x02}q\x00X\x03\x00\x00\x00whoq\x01X\x06\x00\x00\x00legacyq\x02s."
+	"\x80\x02]q\x00.";
+
+Test(ptz_amb, refuses_a_zip_after_a_pickle)
+{
+	struct zopt o = { .head = legacy, .head_len = sizeof(legacy) - 1 };
+	struct buf b;
+	struct zinfo in;
+	struct ckpt *c;
+	const char *path;
+
+	/* torch.load takes it for a legacy file: it reads the pickle */
+	zb_build(&b, std_ents, NSTD, &o, &in);
+	path = write_tmp(b.p, b.len);
+	c = open_ok(path);
+	cr_expect_eq(c->format, CKPT_LEGACY);
+	cr_expect_eq(c->zip.nentries, 0);
+	ckpt_close(c);
+	unlink(path);
+	unsafe(&b, "the archive does not start with a local header", 0);
+	assert_no_leaks();
+}
+
+Test(ptz_amb, reads_a_zip_after_junk_that_starts_with_a_local_header)
+{
+	/* torch.load looks at the first 4 bytes only, then reads by the
+	   central directory (ptverify names the bytes as a gap) */
+	static const char junk[34] = "PK\3\4";
+	struct zopt o = { .head = junk, .head_len = sizeof(junk) };
+	struct buf b;
+	struct zinfo in;
+
+	zb_build(&b, std_ents, NSTD, &o, &in);
+	reads(&b, "data/0", f, sizeof(f));
+	assert_no_leaks();
+}
+
 /* ---- local headers: miniz reads by the central directory ---- */
 
 Test(ptz_amb, reads_by_the_central_directory_what_the_local_header_names_otherwise)
