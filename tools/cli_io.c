@@ -143,9 +143,10 @@ int cli_open_with(const char *arg, unsigned flags, struct ckpt **out,
 
 	diag_init(d, cli_name(arg));
 	rc = in ? spool_stdin(d) : 0;
+	*out = NULL;
 	if (!rc)
 		rc = ckpt_open_with(in ? stdin_path : arg, flags, out, d);
-	if (!rc)
+	if (*out)	/* CKPT_OPEN_KEEP: a failed one too */
 		(*out)->path = cli_name(arg);
 	return rc;
 }

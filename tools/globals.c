@@ -107,19 +107,46 @@ static const struct ckpt_node *holder(const struct ckpt *c, uint64_t off)
 
 const struct ckpt_node *fmt_global_holder(const struct ckpt *c, uint32_t i)
 {
-	return i < c->nglobals ? holder(c, c->globals[i].off) : NULL;
+	const struct ckpt_global *g = i < c->nglobals ? &c->globals[i] : NULL;
+
+	/* the model's pickle only, and only once it was made */
+	if (!g || !c->root || !c->doc ||
+	    strcmp(g->pickle, c->pkl_label ? c->pkl_label : "data.pkl"))
+		return NULL;
+	return holder(c, g->off);
 }
 
 void fmt_global_text(const struct ckpt *c, uint32_t i, const char *where,
 		     char *buf, size_t size)
 {
-	const struct ckpt_node *h = fmt_global_holder(c, i);
+	const struct ckpt_global *g = &c->globals[i];
+	const struct ckpt_node *h = g->kind == CKPT_U_GLOBAL ||
+				    g->kind == CKPT_U_CALL ?
+				    fmt_global_holder(c, i) : NULL;
 	char *p = h ? ckpt_node_path(h) : NULL;
 	int n;
 
-	n = snprintf(buf, size, "unsafe global %s.%s%s: a plain torch.load "
-		     "would import it, and weights_only=True refuses the file",
-		     c->globals[i].module, c->globals[i].name, where);
+	switch (g->kind) {
+	case CKPT_U_GLOBAL:
+		n = snprintf(buf, size, "unsafe global %s.%s in %s%s: a plain "
+			     "torch.load would import it, and weights_only="
+			     "True refuses the file", g->module, g->name,
+			     g->pickle, where);
+		break;
+	case CKPT_U_COMPUTED:
+		n = snprintf(buf, size, "unsafe global name computed at load "
+			     "time in %s%s: %s", g->pickle, where, g->why);
+		break;
+	case CKPT_U_ARCHIVE:
+		n = snprintf(buf, size, "unsafe archive%s: %s", where, g->why);
+		break;
+	default:
+		n = snprintf(buf, size, "unsafe %s in %s%s: %s",
+			     g->kind == CKPT_U_CALL ? "call" :
+			     g->kind == CKPT_U_PERSID ? "persistent id" :
+			     "opcode", g->pickle, where, g->why);
+		break;
+	}
 	if (p && n >= 0 && (size_t)n < size)
 		snprintf(buf + n, size - (size_t)n, "; held by %s",
 			 p[0] ? p : ". (the root)");

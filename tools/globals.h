@@ -16,10 +16,17 @@ struct ckpt_node;
 const struct ckpt_node *fmt_global_holder(const struct ckpt *c, uint32_t i);
 
 /*
- * "unsafe global MOD.NAME@where: a plain torch.load would import it, and
- * weights_only=True refuses the file; held by KEY" into @buf (@where: ""
- * or where it is, " (offset 0x36)"; the holder left out when none is
- * found).
+ * What @c's finding @i (c->globals, ckpt_scan.c) is, in the one wording
+ * of every tool, into @buf:
+ *
+ *   unsafe global MOD.NAME in PICKLE@where: a plain torch.load would
+ *     import it, and weights_only=True refuses the file; held by KEY
+ *   unsafe global name computed at load time in PICKLE@where: WHY
+ *   unsafe call|persistent id|opcode in PICKLE@where: WHY[; held by KEY]
+ *   unsafe archive@where: WHY
+ *
+ * @where: "" or where it is, " (offset 0x36)"; the holder is left out
+ * when none is found.
  */
 void fmt_global_text(const struct ckpt *c, uint32_t i, const char *where,
 		     char *buf, size_t size);

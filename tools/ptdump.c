@@ -14,6 +14,7 @@
 #include "source/source.h"
 #include "ckpt_fmt.h"
 #include "cli.h"
+#include "globals.h"
 #include "cli_io.h"
 #include "diag/diag.h"
 #include "json_out.h"
@@ -281,10 +282,20 @@ static void storages_text(struct ckpt *c)
 			printf("  data at 0x%" PRIx64, s->data_off);
 		putchar('\n');
 	}
-	for (uint32_t i = 0; i < c->nglobals; i++)
-		printf("# unsafe global %s.%s at @%" PRIu64 ": torch.load "
-		       "would import it\n", c->globals[i].module,
-		       c->globals[i].name, pkl_pos(c, c->globals[i].off));
+	for (uint32_t i = 0; i < c->nglobals; i++) {
+		char where[64], text[8192];
+
+		/* data.pkl's at their place in it, as the dump shows them */
+		if (!strcmp(c->globals[i].pickle, c->pkl_label ?
+			    c->pkl_label : "data.pkl"))
+			snprintf(where, sizeof(where), " (at @%" PRIu64 ")",
+				 pkl_pos(c, c->globals[i].off));
+		else
+			snprintf(where, sizeof(where), " (offset 0x%" PRIx64
+				 ")", c->globals[i].off);
+		fmt_global_text(c, i, where, text, sizeof(text));
+		printf("# %s\n", text);
+	}
 }
 
 static void header_text(const struct ckpt *c)
@@ -426,6 +437,10 @@ static void dump_json(struct ckpt *c)
 		jw_cstr(w, c->globals[i].module);
 		jw_lit(w, ",\"name\":");
 		jw_cstr(w, c->globals[i].name);
+		jw_lit(w, ",\"pickle\":");
+		jw_cstr(w, c->globals[i].pickle);
+		jw_lit(w, ",\"why\":");
+		jw_cstr(w, c->globals[i].why);
 		jw_printf(w, ",\"pickle_offset\":%" PRIu64 "}",
 			pkl_pos(c, c->globals[i].off));
 	}

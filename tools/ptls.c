@@ -348,6 +348,52 @@ static void text_globals(const struct ckpt *all, const struct ckpt_node *top)
 		       all->path, all->path, others == 1 ? "it" : "them");
 }
 
+/* The JSON of a file that could not be opened: the error, and with
+ * --check what torch.load would run in it ("unsafe_globals"). */
+static void json_unopened(const struct ckpt *c, const struct diag *d)
+{
+	char *tail = NULL;
+	size_t len = 0;
+	FILE *f = c && c->nglobals ? open_memstream(&tail, &len) : NULL;
+
+	for (uint32_t i = 0; f && i < c->nglobals; i++) {
+		char text[8192];
+
+		fmt_global_text(c, i, "", text, sizeof(text));
+		fputs(i ? ",{\"module\":" : ",\"unsafe_globals\":"
+		      "[{\"module\":", f);
+		json_cstr(f, c->globals[i].module);
+		fputs(",\"name\":", f);
+		json_cstr(f, c->globals[i].name);
+		fputs(",\"pickle\":", f);
+		json_cstr(f, c->globals[i].pickle);
+		fputs(",\"offset\":", f);
+		json_u64(f, c->globals[i].off);
+		fputs(",\"message\":", f);
+		json_cstr(f, text);
+		fputs(i + 1 == c->nglobals ? "}]" : "}", f);
+	}
+	if (f)
+		fclose(f);
+	cli_json_error(stdout, d, NULL, tail);
+	free(tail);
+}
+
+/* The findings of a checkpoint that could not be opened (its own,
+ * its shards' named in theirs). */
+static void text_unsafe(const struct ckpt *c)
+{
+	for (uint32_t i = 0; c && i < c->nglobals; i++) {
+		char where[64], text[8192];
+
+		snprintf(where, sizeof(where), " (offset 0x%" PRIx64 ")",
+			 c->globals[i].off);
+		fmt_global_text(c, i, c->globals[i].off == DIAG_NO_OFFSET ?
+				"" : where, text, sizeof(text));
+		printf("# %s\n", text);
+	}
+}
+
 static void text_list(const struct ckpt *c, const struct opts *o)
 {
 	struct widths w = { 0 };
@@ -492,6 +538,10 @@ static void json_list(const struct ckpt *c, const struct opts *o)
 		jw_cstr(w, c->globals[i].module);
 		jw_lit(w, ",\"name\":");
 		jw_cstr(w, c->globals[i].name);
+		jw_lit(w, ",\"pickle\":");
+		jw_cstr(w, c->globals[i].pickle);
+		jw_lit(w, ",\"why\":");
+		jw_cstr(w, c->globals[i].why);
 		jw_printf(w, ",\"offset\":%" PRIu64 ",\"path\":",
 			c->globals[i].off);
 		holder = fmt_global_holder(c, i);
@@ -656,12 +706,19 @@ int main(int argc, char **argv)
 		while (i + 1 + np < argc && !is_file(argv[i + 1 + np]))
 			np++;
 		/* --stats reads tensors: those want nodes */
-		if (cli_open_with(argv[i], o.stats ? 0 : CKPT_OPEN_ROWS, &c,
-				  &d)) {
+		if (cli_open_with(argv[i], (o.stats ? 0 : CKPT_OPEN_ROWS) |
+				  (o.check ? CKPT_OPEN_KEEP : 0), &c, &d)) {
 			cli_diag(&d);
 			if (o.json && !o.quiet)
-				cli_json_error(stdout, &d, NULL, NULL);
-			status = CLI_ERROR;
+				json_unopened(c, &d);
+			/* unreadable, but what torch.load would run in it
+			   before it failed is still named: unsafe */
+			rc = c && c->nglobals ? CLI_FOUND : CLI_ERROR;
+			if (!o.json && !o.quiet)
+				text_unsafe(c);
+			ckpt_close(c);
+			if (rc == CLI_ERROR || status == CLI_OK)
+				status = rc;
 			i += 1 + np;
 			continue;
 		}

@@ -174,6 +174,39 @@ static void check_file(struct ver *v)
 }
 
 /*
+ * A file that could not be opened: unreadable (exit 2), unless torch.load
+ * would run something in it before it failed too, or would read it
+ * otherwise than ptfs (an unsafe refusal): then those are its problems
+ * (exit 1), and the refusal is said on stderr as well.
+ */
+static int unopened(struct ver *v, const struct diag *d)
+{
+	const struct ckpt *c = v->c;
+
+	if (!c || !c->nglobals) {
+		if (v->o->json && !v->o->quiet)
+			cli_json_error(stdout, d, NULL, ",\"problems\":[]");
+		cli_diag(d);
+		return CLI_ERROR;
+	}
+	cli_diag(d);
+	if (v->o->json) {
+		fputs("{\"file\":", stdout);
+		json_cstr(stdout, c->path);
+		fputs(",\"problems\":[", stdout);
+	}
+	for (uint32_t i = 0; i < c->nglobals; i++) {
+		char text[8192];
+
+		fmt_global_text(c, i, "", text, sizeof(text));
+		problem(v, "global", c->globals[i].off, "%s", text);
+	}
+	if (v->o->json)
+		printf("],\"status\":\"unsafe\"}\n");
+	return CLI_FOUND;
+}
+
+/*
  * A folder of parts (a sharded one): what its index and its parts
  * disagree on (the findings, named by the index, offsets in it), then
  * each part's own checks, on the part opened afresh as ptverify PART
@@ -227,11 +260,12 @@ static int verify(const char *path, const struct vopts *o)
 	struct diag d;
 
 	/* a DCP directory's chunk and file problems are findings here */
-	if (cli_open_with(path, CKPT_OPEN_LENIENT, &v.c, &d)) {
-		if (o->json && !o->quiet)
-			cli_json_error(stdout, &d, NULL, ",\"problems\":[]");
-		cli_diag(&d);
-		return CLI_ERROR;
+	if (cli_open_with(path, CKPT_OPEN_LENIENT | CKPT_OPEN_KEEP, &v.c,
+			  &d)) {
+		int rc = unopened(&v, &d);
+
+		ckpt_close(v.c);
+		return rc;
 	}
 	path = v.c->path;
 	if (o->json) {

@@ -3,7 +3,8 @@
  * torch-format.md section 6).  A global outside it is what a plain
  * torch.load would import and run, so ptls reports each one.  Python 2 names
  * (__builtin__) map to Python 3 ones as pickle's fix_imports does.  The
- * model keeps the list of those it met (ckpt_global_add()).
+ * model keeps the list of what it met (ckpt_unsafe_add(), from
+ * ckpt_scan.c).
  */
 #include "ckpt_int.h"
 
@@ -13,6 +14,12 @@
 #include <string.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Findings kept per checkpoint: a pickle of a million distinct globals
+ * is unsafe well before its last one, and each is looked for among
+ * those kept. */
+#define CKPT_MAX_UNSAFE		1000u
+#define CKPT_MAX_UNSAFE_S	"1000"
 
 static const char *const allowed[] = {
 	"collections.OrderedDict",
@@ -83,21 +90,72 @@ bool ckpt_global_allowed(const char *module, const char *name)
 	return false;
 }
 
-int ckpt_global_add(struct ckpt *c, const struct pkl_value *g)
+bool ckpt_global_any(const char *module, const char *name)
 {
-	struct ckpt_global *ng;
+	(void)module;
+	(void)name;
+	return true;
+}
 
-	for (uint32_t i = 0; i < c->nglobals; i++)
-		if (!strcmp(c->globals[i].module, g->u.global.module) &&
-		    !strcmp(c->globals[i].name, g->u.global.name))
+static const char *dup(struct ckpt *c, const char *s)
+{
+	return arena_strndup(&c->arena, s ? s : "", s ? strlen(s) : 0);
+}
+
+static bool same(const char *a, const char *b)
+{
+	return !strcmp(a ? a : "", b ? b : "");
+}
+
+int ckpt_unsafe_add(struct ckpt *c, int kind, const char *pickle,
+		    uint64_t off, const char *module, const char *name,
+		    const char *why)
+{
+	struct ckpt_global *ng, *g;
+
+	if (c->nglobals > CKPT_MAX_UNSAFE)
+		return 0;
+	if (c->nglobals == CKPT_MAX_UNSAFE) {	/* one last, that says so */
+		kind = CKPT_U_OPCODE;
+		module = name = NULL;
+		why = "more findings than ptfs lists (" CKPT_MAX_UNSAFE_S
+		      "): the first are above";
+	}
+	for (uint32_t i = 0; i < c->nglobals; i++) {
+		g = &c->globals[i];
+		if (g->kind == kind && same(g->module, module) &&
+		    same(g->name, name) && same(g->pickle, pickle) &&
+		    same(g->why, why))
 			return 0;
+	}
 	ng = realloc(c->globals, (c->nglobals + 1) * sizeof(*ng));
 	if (!ng)
 		return -ENOMEM;
 	c->globals = ng;
-	ng[c->nglobals].module = g->u.global.module;
-	ng[c->nglobals].name = g->u.global.name;
-	ng[c->nglobals].off = g->off;
+	g = &ng[c->nglobals];
+	*g = (struct ckpt_global){
+		.module = dup(c, module), .name = dup(c, name), .off = off,
+		.pickle = dup(c, pickle), .why = why ? dup(c, why) : NULL,
+		.kind = (uint8_t)kind,
+	};
+	if (!g->module || !g->name || !g->pickle || (why && !g->why))
+		return -ENOMEM;
 	c->nglobals++;
+	return 0;
+}
+
+int ckpt_unsafe_take(struct ckpt *c, const struct ckpt *from,
+		     const char *file)
+{
+	for (uint32_t i = 0; from && i < from->nglobals; i++) {
+		const struct ckpt_global *g = &from->globals[i];
+		char pickle[512];
+
+		snprintf(pickle, sizeof(pickle), "%s%s%s", file,
+			 g->pickle[0] ? ": " : "", g->pickle);
+		if (ckpt_unsafe_add(c, g->kind, pickle, g->off, g->module,
+				    g->name, g->why))
+			return -ENOMEM;
+	}
 	return 0;
 }

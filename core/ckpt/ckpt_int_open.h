@@ -51,8 +51,42 @@ char *ckpt_key_name(struct ckpt *c, const struct pkl_value *key);
 int ckpt_open_embedded(int fd, const char *path, uint64_t base, uint64_t len,
 		       struct ckpt **out, struct diag *d);
 
-/* ckpt_globals.c: add global @g to c->globals (once each): 0 or -ENOMEM. */
-int ckpt_global_add(struct ckpt *c, const struct pkl_value *g);
+/* ckpt_globals.c: add what torch.load would run to c->globals (once
+ * each: kind, pickle, module, name and why alike are one): 0 or -ENOMEM.
+ * The strings are copied. */
+int ckpt_unsafe_add(struct ckpt *c, int kind, const char *pickle,
+		    uint64_t off, const char *module, const char *name,
+		    const char *why);
+
+/*
+ * ckpt_scan.c: what the pickle @doc (called @pickle in messages) makes
+ * torch.load run, into c->globals: every global @allowed refuses (NULL:
+ * ckpt_global_allowed()), every global whose name is computed, every
+ * known callable given what it is not meant for, every persistent id
+ * that is not torch's, and what a PKL_SCAN parse noted.  0 or -ENOMEM.
+ */
+typedef bool (*ckpt_allow_fn)(const char *module, const char *name);
+/* TorchScript's pickles are read by torch.jit.load's C++ unpickler,
+ * which knows its own few globals and imports no Python: any is. */
+bool ckpt_global_any(const char *module, const char *name);
+int ckpt_scan_doc(struct ckpt *c, const struct pkl_doc *doc,
+		  const char *pickle, ckpt_allow_fn allowed);
+
+/*
+ * After a parse of @pickle (@buf[0..@len) at @base) failed with @d set:
+ * parse it again for the scan (PKL_SCAN) and report what came before
+ * the failure (ckpt_scan_doc()).  Returns @d's error, unchanged.
+ */
+int ckpt_scan_failed(struct ckpt *c, const unsigned char *buf, size_t len,
+		     uint64_t base, const char *pickle, ckpt_allow_fn allowed,
+		     struct diag *d);
+
+/* The pickle of the @len bytes at @base of @src, parsed for the scan
+ * alone (as ckpt_scan_failed() does): a stored record that failed, or
+ * one the model does not read.  Returns @d's error (0 when none). */
+int ckpt_scan_src(struct ckpt *c, const struct pkl_src *src, uint64_t base,
+		  uint64_t len, const char *pickle, ckpt_allow_fn allowed,
+		  struct diag *d);
 
 /* The checkpoint whose file and locks serve @s: @c, or its shard's. */
 static inline struct ckpt *ckpt_storage_owner(struct ckpt *c,

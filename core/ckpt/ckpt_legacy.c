@@ -39,6 +39,48 @@ static bool is_magic(const struct pkl_value *v)
 	return n == sizeof(magic) && !memcmp(v->u.s.p, magic, n);
 }
 
+/* The five pickles, as findings name them. */
+static const char *const names[5] = {
+	"pickle 1 of the legacy stream (magic number)",
+	"pickle 2 of the legacy stream (protocol version)",
+	"pickle 3 of the legacy stream (sys_info)",
+	"pickle 4 of the legacy stream (the object)",
+	"pickle 5 of the legacy stream (storage keys)",
+};
+
+/*
+ * torch.load unpickles all five, one after another: what each would run
+ * is a finding (ckpt_scan.c), the object's when the model is built.
+ * After a failure, the pickles are read again for the scan alone, as
+ * far as they go.
+ */
+static int scan_pickles(struct ckpt *c, struct pkl_doc **docs, int rc,
+			struct diag *d)
+{
+	uint64_t pos = 0;
+
+	for (int i = 0; !rc && i < 5; i++)
+		if (i != 3 && ckpt_scan_doc(c, docs[i], names[i], NULL))
+			return diag_nomem(d);
+	for (int i = 0; rc && i < 5 && pos < c->pkl_len; i++) {
+		struct pkl_doc *doc = NULL;
+		struct diag tmp;
+		bool failed;
+
+		diag_init(&tmp, d->path);
+		pkl_parse_with(c->pkl + pos, c->pkl_len - pos, pos, PKL_SCAN,
+			       &doc, &tmp);
+		if (doc && ckpt_scan_doc(c, doc, names[i], NULL))
+			diag_nomem(d);
+		failed = !doc || doc->failed;
+		pos = doc ? doc->end : pos;
+		pkl_doc_free(doc);
+		if (failed)
+			break;
+	}
+	return rc;
+}
+
 /* Parse the five pickles from c->pkl; 0, or -errno with @d set. */
 static int parse_pickles(struct ckpt *c, struct pkl_doc **docs,
 			 struct diag *d)
@@ -53,10 +95,13 @@ static int parse_pickles(struct ckpt *c, struct pkl_doc **docs,
 		if (rc)
 			return rc;
 		pos = docs[i]->end;	/* absolute: base_off was pos */
+		/* torch stops here too */
+		if (!i && !is_magic(docs[0]->root))
+			return diag_corrupt(d, 0, "not a torch.save file: the "
+					    "first pickle is not torch's magic "
+					    "number (torch.load unpickles it, "
+					    "then stops)");
 	}
-	if (!is_magic(docs[0]->root))
-		return diag_corrupt(d, 0, "not a torch.save file: the first "
-				    "pickle is not torch's magic number");
 	if (docs[1]->root->kind != PKL_INT || docs[1]->root->u.i != 1001)
 		return diag_unsupported(d, docs[0]->end, "legacy protocol "
 					"version is not 1001");
@@ -171,9 +216,10 @@ int ckpt_legacy_open(struct ckpt *c, struct diag *d)
 	uint64_t end;
 	int rc;
 
-	rc = read_pickles(c, docs, d);
+	rc = scan_pickles(c, docs, read_pickles(c, docs, d), d);
 	if (rc)
 		goto out;
+	c->pkl_label = names[3];
 	if (!sys_little_endian(docs[2]->root)) {
 		rc = diag_unsupported(d, docs[0]->end + docs[1]->end,
 				      "big-endian legacy file");

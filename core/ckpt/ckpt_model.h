@@ -41,10 +41,34 @@ struct ckpt_meta {
 	bool added;		/* not in the file: added through the mount */
 };
 
-/* A global the pickle imports that torch's weights-only loader refuses. */
+/*
+ * What torch.load would import or run beyond the weights-only allowlist,
+ * found by reading every pickle it would unpickle (ckpt_scan.c): what
+ * ptls --check and ptverify report.
+ */
+enum ckpt_unsafe_kind {
+	CKPT_U_GLOBAL,		/* module.name outside the allowlist */
+	CKPT_U_COMPUTED,	/* a global whose name is computed at load
+				   time (module, name: "?" where not
+				   literal) */
+	CKPT_U_CALL,		/* a known callable used against its
+				   purpose, or a call of a computed value */
+	CKPT_U_PERSID,		/* a persistent id that is not torch's */
+	CKPT_U_OPCODE,		/* an opcode whose effect the model does
+				   not show (BUILD on a global) */
+	CKPT_U_ARCHIVE,		/* the file is one torch reads otherwise
+				   (a diag_unsafe() refusal: why) */
+};
+
 struct ckpt_global {
-	const char *module, *name;	/* borrowed from the pickle */
-	uint64_t off;		/* offset of the GLOBAL opcode in data.pkl */
+	const char *module, *name;	/* c->arena; "" for CALL, PERSID,
+					   OPCODE and ARCHIVE */
+	uint64_t off;		/* of the opcode, as pickle offsets go: in
+				   the file for a stored record */
+	const char *pickle;	/* which pickle ("data.pkl", "pickle 3 of
+				   the legacy stream (sys_info)") */
+	const char *why;	/* what is wrong; NULL for GLOBAL */
+	uint8_t kind;		/* enum ckpt_unsafe_kind */
 };
 
 enum ckpt_format {
@@ -119,6 +143,7 @@ struct ckpt {
 				   (NULL after: re-read them by offset) */
 	size_t pkl_len;
 	struct pkl_doc *doc;
+	const char *pkl_label;	/* doc's name in findings; NULL: data.pkl */
 	struct pkl_doc *doc2;	/* TorchScript: constants.pkl, or NULL */
 	struct ckpt_storage **storages;
 	uint32_t nstorages;
@@ -194,6 +219,13 @@ int ckpt_open(const char *path, struct ckpt **out, struct diag *d);
 					   may be rows (ckpt_is_row()) */
 #define CKPT_OPEN_LISTS		8u	/* a long list of python scalars is
 					   one value (ckpt_scalar_list()) */
+#define CKPT_OPEN_KEEP		16u	/* on failure *out is still set: the
+					   checkpoint as far as it opened,
+					   for c->path and what torch.load
+					   would run (c->globals, with the
+					   refusal itself when it is unsafe:
+					   diag_unsafe()) and nothing else;
+					   the caller closes it */
 
 /* ckpt_open() with @flags (CKPT_OPEN_*). */
 int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
@@ -328,6 +360,12 @@ char *ckpt_repr(const struct pkl_value *v, size_t max, size_t *len);
 const char *ckpt_float_repr(double f, char *buf, size_t size);
 
 /* ---- globals (ckpt_globals.c) ---- */
+
+/* Add @from's findings (from->globals) to @c's, each pickle named
+ * "@file: PICKLE" (a shard's, found as the folder opened it).  0 or
+ * -ENOMEM. */
+int ckpt_unsafe_take(struct ckpt *c, const struct ckpt *from,
+		     const char *file);
 
 /* True if torch's weights-only loader (2.x default) allows module.name. */
 bool ckpt_global_allowed(const char *module, const char *name);

@@ -192,17 +192,71 @@ static int parse_pkl(struct ckpt *c, unsigned flags, struct diag *d)
 	if (rc)
 		return rc;
 	c->pkl_off = e->data_off;
-	if (e->method == PTZ_STORED)
-		return pkl_parse_src(&src, c->pkl_off, e->usize, flags,
-				     &c->doc, d);
+	if (e->method == PTZ_STORED) {
+		rc = pkl_parse_src(&src, c->pkl_off, e->usize, flags,
+				   &c->doc, d);
+		/* what torch.load met before the failure, scanned */
+		return rc ? ckpt_scan_src(c, &src, c->pkl_off, e->usize,
+					  "data.pkl", NULL, d) : 0;
+	}
 	rc = ptz_entry_read(&c->zip, e, PKL_MAX_BYTES - 1, &c->pkl, &len,
 			    d);
-	if (!rc)
-		rc = pkl_parse_with(c->pkl, len, c->pkl_off, flags, &c->doc,
-				    d);
+	if (!rc && (rc = pkl_parse_with(c->pkl, len, c->pkl_off, flags,
+					&c->doc, d)))
+		ckpt_scan_failed(c, c->pkl, len, c->pkl_off, "data.pkl", NULL,
+				 d);
 	free(c->pkl);
 	c->pkl = NULL;
 	return rc;
+}
+
+static bool ends_with(const char *s, const char *sfx)
+{
+	size_t n = strlen(s), k = strlen(sfx);
+
+	return n >= k && !strcasecmp(s + n - k, sfx);
+}
+
+/*
+ * The archive's other pickles (constants.pkl, TorchScript's debug
+ * pickles under code/, any extra .pkl): torch.load reads only some, a
+ * tool may read any, so each is scanned for what it would run
+ * (ckpt_scan.c).  One that is no pickle, or cannot be read, is passed
+ * over: it is not the checkpoint's.
+ */
+static int scan_records(struct ckpt *c, struct diag *d)
+{
+	struct pkl_src src = { .read = zip_read, .ctx = &c->zip };
+	struct ptz_reader *z = &c->zip;
+	ckpt_allow_fn allow = c->format == CKPT_TORCHSCRIPT ?
+			      ckpt_global_any : NULL;
+
+	for (uint32_t i = 0; i < z->nentries; i++) {
+		struct ptz_entry *e = &z->entries[i];
+		const char *rel = e->name + z->prefix_len + 1;
+		unsigned char *buf = NULL;
+		struct diag tmp;
+		size_t len;
+
+		if (e == c->pkl_rec || (!ends_with(rel, ".pkl") &&
+					!ends_with(rel, ".debug_pkl")))
+			continue;
+		diag_init(&tmp, d->path);
+		if (ptz_entry_fits(z, e, PKL_MAX_BYTES - 1, &tmp))
+			continue;
+		if (e->method == PTZ_STORED) {
+			if (ckpt_scan_src(c, &src, e->data_off, e->usize, rel,
+					  allow, d))
+				return d->err;
+			continue;
+		}
+		if (!ptz_entry_read(z, e, PKL_MAX_BYTES - 1, &buf, &len, &tmp))
+			ckpt_scan_failed(c, buf, len, 0, rel, allow, d);
+		free(buf);
+		if (diag_failed(d))
+			return d->err;
+	}
+	return 0;
 }
 
 /*
@@ -217,6 +271,8 @@ static int open_zip(struct ckpt *c, uint64_t base, bool fold, struct diag *d)
 				d);
 	if (!rc)
 		rc = zip_records(c, d);
+	if (!rc)
+		rc = scan_records(c, d);
 	if (!rc && c->format == CKPT_TORCHSCRIPT) {
 		c->rows = false;
 		return ckpt_script_open(c, d);

@@ -61,6 +61,9 @@ struct code {
 	struct code_file *f;
 	uint32_t n;
 	uint64_t bytes;		/* read so far */
+	const struct ptz_entry *setstate;	/* the first source with a
+						   __setstate__, of n */
+	uint32_t nsetstate;
 };
 
 static int by_path(const void *a, const void *b)
@@ -109,6 +112,51 @@ char *ckpt_synth_name(struct ckpt *c, const char *s, size_t len)
 	return name;
 }
 
+/*
+ * Does source @text define a __setstate__?  torch.load hands an archive
+ * with constants.pkl to torch.jit.load (before torch 2.6 even with
+ * weights_only=True: CVE-2025-32434), which calls the __setstate__ of
+ * every object of such a class it restores: the archive's own code runs.
+ */
+static bool has_setstate(const unsigned char *text, size_t len)
+{
+	static const char def[] = "def __setstate__(";
+	const char *p = (const char *)text, *end = p + len;
+
+	while (p && p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *q = p, *eol = nl ? nl : end;
+
+		while (q < eol && (*q == ' ' || *q == '\t'))
+			q++;
+		if ((size_t)(eol - q) >= sizeof(def) - 1 &&
+		    !memcmp(q, def, sizeof(def) - 1))
+			return true;
+		p = nl ? nl + 1 : NULL;
+	}
+	return false;
+}
+
+/* The finding of the sources that define a __setstate__: one for the
+ * archive, naming the first. */
+static int note_setstate(struct code *k)
+{
+	char why[512];
+
+	if (!k->setstate)
+		return 0;
+	snprintf(why, sizeof(why), "%u TorchScript __setstate__ method%s "
+		 "(code/%.200s%s): torch.load hands the archive to "
+		 "torch.jit.load, which runs %s as it loads (before torch 2.6 "
+		 "even with weights_only=True, CVE-2025-32434)", k->nsetstate,
+		 k->nsetstate == 1 ? "" : "s", k->setstate->name +
+		 k->c->zip.prefix_len + 1 + 5, k->nsetstate == 1 ? "" :
+		 " and others", k->nsetstate == 1 ? "it" : "them");
+	return ckpt_unsafe_add(k->c, CKPT_U_CALL, "code/",
+			       k->setstate->header_off, NULL, NULL, why) ?
+	       diag_nomem(k->d) : 0;
+}
+
 /* A source file: a bytes value holding the record, inflated. */
 static int code_file(struct code *k, struct ptz_entry *e,
 		     struct ckpt_node **out)
@@ -128,6 +176,8 @@ static int code_file(struct code *k, struct ptz_entry *e,
 	rc = ptz_entry_read(&c->zip, e, CODE_MAX_FILE, &text, &len, k->d);
 	if (rc)
 		return rc;
+	if (has_setstate(text, len) && !k->nsetstate++)
+		k->setstate = e;
 	k->bytes += len;
 	n = ckpt_node_synth(c->b, CKPT_N_VALUE, "bytes");
 	if (!n) {
@@ -229,6 +279,8 @@ static int code_tree(struct ckpt *c, struct ckpt_node **out, struct diag *d)
 	}
 	qsort(k.f, k.n, sizeof(*k.f), by_path);
 	rc = code_dir(&k, 0, k.n, 0, 0, out);
+	if (!rc)
+		rc = note_setstate(&k);
 	free(k.f);
 	return rc;
 }

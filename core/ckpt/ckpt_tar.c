@@ -58,9 +58,21 @@ struct tar {
 
 /* ---- small pickles inside a member ---- */
 
+/* The name of the member that holds file offset @pos, for findings. */
+static const char *member_at(const struct tar *t, uint64_t pos)
+{
+	for (int k = 0; k < M_N; k++)
+		if (t->m[k].found && pos >= t->m[k].off &&
+		    pos < t->m[k].off + t->m[k].size)
+			return ckpt_tar_names[k];
+	return "tar";
+}
+
 /*
  * Parse the pickle at *@pos, which must end before @end; *@pos moves past
- * it.  Reads a little first and more when it is cut short.
+ * it.  Reads a little first and more when it is cut short.  torch.load
+ * unpickles each of them: what one would run is a finding
+ * (ckpt_scan.c), even when it cannot be read to its end.
  */
 static int small_pickle(struct tar *t, uint64_t *pos, uint64_t end,
 			struct pkl_doc **doc)
@@ -87,6 +99,13 @@ static int small_pickle(struct tar *t, uint64_t *pos, uint64_t end,
 			diag_init(&tmp, t->d->path);
 			rc = pkl_parse(buf, want, *pos, doc,
 				       want < have ? &tmp : t->d);
+			if (!rc && ckpt_scan_doc(t->c, *doc, member_at(t, *pos),
+						 NULL))
+				rc = diag_nomem(t->d);
+			else if (rc && diag_failed(t->d))
+				ckpt_scan_failed(t->c, buf, want, *pos,
+						 member_at(t, *pos), NULL,
+						 t->d);
 		}
 		free(buf);
 		if (!rc) {
@@ -496,8 +515,11 @@ static int main_pickle(struct tar *t)
 	c->pkl_len = m->size;
 	c->pkl_off = m->off;
 	rc = io_pread_diag(t->c->fd, c->pkl, m->size, m->off, NULL, t->d);
-	if (!rc)
-		rc = pkl_parse(c->pkl, c->pkl_len, m->off, &c->doc, t->d);
+	c->pkl_label = ckpt_tar_names[M_PICKLE];
+	if (!rc && (rc = pkl_parse(c->pkl, c->pkl_len, m->off, &c->doc,
+				   t->d)))
+		return ckpt_scan_failed(c, c->pkl, c->pkl_len, m->off,
+					c->pkl_label, NULL, t->d);
 	if (rc)
 		return rc;
 	t->stensor = calloc(c->nstorages + 1, sizeof(*t->stensor));

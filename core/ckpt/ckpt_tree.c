@@ -670,17 +670,6 @@ done:
 	return 0;
 }
 
-static void note_global(const struct pkl_value *g, void *arg)
-{
-	struct ckpt_build *b = arg;
-
-	if (diag_failed(b->d) ||
-	    ckpt_global_allowed(g->u.global.module, g->u.global.name))
-		return;
-	if (ckpt_global_add(b->c, g))
-		diag_nomem(b->d);
-}
-
 int ckpt_build_begin(struct ckpt *c, struct diag *d)
 {
 	struct ckpt_build *b = c->b;
@@ -753,11 +742,10 @@ int ckpt_build_model(struct ckpt *c, struct diag *d)
 		return rc;
 	b = c->b;
 	b->d = d;
-	/* a TorchScript archive imports nothing: its classes are in code/ */
-	if (!b->script)
-		pkl_doc_each_global(c->doc, note_global, b);
-	if (diag_failed(d))
-		return d->err;
+	/* what torch.load runs, first: the model may refuse the pickle */
+	if (ckpt_scan_doc(c, c->doc, c->pkl_label ? c->pkl_label :
+			  "data.pkl", b->script ? ckpt_global_any : NULL))
+		return diag_nomem(d);
 	rc = build(b, NULL, c->doc->root, 0, &c->root);
 	if (rc)
 		return rc;

@@ -85,6 +85,12 @@ static const struct ckpt_fmt *sniff(struct ckpt *c, struct diag *d)
 				    "page?)"), NULL;
 	if (ckpt_foreign(h, (size_t)n, what, sizeof(what)))
 		return diag_corrupt(d, 0, "%s", what), NULL;
+	/* torch.load unpickles any file that is no zip or tar: one that
+	   starts as a pickle does is read as torch reads it (a bare
+	   pickle, a stub in front of something else) */
+	if ((h[0] && strchr("(c]})NISVXKJMUTGFCBi", h[0])) || h[0] == 0x8c ||
+	    h[0] == 0x95)
+		return &ckpt_fmt_legacy;
 	return diag_corrupt(d, 0, "not a PyTorch checkpoint (starts with "
 			    "%02x %02x %02x %02x)", h[0], n > 1 ? h[1] : 0,
 			    n > 2 ? h[2] : 0, n > 3 ? h[3] : 0), NULL;
@@ -182,6 +188,24 @@ static int open_path(const char *path, struct stat *st, struct diag *d)
 	return src_open_path(path, st, d);
 }
 
+/* The end of an open: @c in *@out, or closed when @rc failed and
+ * CKPT_OPEN_KEEP was not asked for; an unsafe refusal is one of its
+ * findings. */
+static int opened(struct ckpt *c, int rc, unsigned flags, struct ckpt **out,
+		  struct diag *d)
+{
+	if (rc && d->unsafe &&
+	    ckpt_unsafe_add(c, CKPT_U_ARCHIVE, "", d->off, NULL, NULL,
+			    d->msg))
+		rc = diag_nomem(d);
+	if (rc && !(flags & CKPT_OPEN_KEEP)) {
+		ckpt_close(c);
+		return rc;
+	}
+	*out = c;
+	return rc;
+}
+
 int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
 		   struct diag *d)
 {
@@ -207,14 +231,9 @@ int ckpt_open_with(const char *path, unsigned flags, struct ckpt **out,
 	/* never blocks: a fifo or device is refused before any open */
 	c->fd = open_path(path, &st, d);
 	rc = c->fd < 0 ? c->fd : open_as(c, &st, flags, d);
-	if (rc) {
-		if (c->fd < 0)
-			c->fd = -1;
-		ckpt_close(c);
-		return rc;
-	}
-	*out = c;
-	return 0;
+	if (rc && c->fd < 0)
+		c->fd = -1;
+	return opened(c, rc, flags, out, d);
 }
 
 int ckpt_open_member(const struct src_member *m, unsigned flags,
@@ -234,11 +253,6 @@ int ckpt_open_member(const struct src_member *m, unsigned flags,
 	rc = c->fd < 0 || fstat(c->fd, &st) ?
 	     diag_errno(d, -errno, "%s", strerror(errno)) :
 	     open_as(c, &st, flags, d);
-	if (rc) {
-		ckpt_close(c);
-		return rc;
-	}
-	*out = c;
-	return 0;
+	return opened(c, rc, flags, out, d);
 }
 

@@ -45,7 +45,8 @@ enum pkl_kind {
 	PKL_FLOAT,	/* .f */
 	PKL_STR,	/* .s: UTF-8 (unicode opcodes) */
 	PKL_BYTES,	/* .s: BINBYTES, SHORT_BINBYTES, BYTEARRAY8 */
-	PKL_STRING,	/* .s: protocol 0-2 STRING/BINSTRING (py2 str) */
+	PKL_STRING,	/* .s: protocol 0-2 STRING/BINSTRING (py2 str);
+			   .how: PKL_S_UTF8 */
 	PKL_TUPLE,	/* .items */
 	PKL_LIST,	/* .items */
 	PKL_DICT,	/* .items holds key, value, key, value, ... */
@@ -59,6 +60,13 @@ enum pkl_kind {
 	PKL_FOLDED,	/* .fold: a PKL_CALL of torch.save's plain tensor
 			   rebuild, its arguments folded (PKL_FOLD) */
 };
+
+/* A PKL_GLOBAL's .how: its module and name as written, or computed. */
+#define PKL_G_COMPUTED	1	/* STACK_GLOBAL of values other than two
+				   strings (a call's result, say): what
+				   torch.load imports is known only once
+				   it runs; module and name are "?" where
+				   they were not literal (PKL_SCAN only) */
 
 /* How a PKL_CALL came about (the argument layout differs). */
 enum pkl_call_how {
@@ -91,7 +99,8 @@ extern struct pkl_call_ext pkl_no_ext;
 /* 32 bytes: a state dict's graph holds three a tensor, an object's many. */
 struct pkl_value {
 	uint8_t kind;		/* enum pkl_kind */
-	uint8_t how;		/* enum pkl_call_how, for PKL_CALL */
+	uint8_t how;		/* enum pkl_call_how, for PKL_CALL;
+				   PKL_G_*, for PKL_GLOBAL */
 	uint8_t refs;		/* PKL_R_*, set by the parser */
 	bool has_x;		/* PKL_CALL/PERSID: u.call.ax is .x */
 	uint32_t id;		/* creation order, unique within the doc */
@@ -169,6 +178,21 @@ static inline bool pkl_shared(const struct pkl_value *v)
 }
 
 /*
+ * A PKL_STRING's .how: PKL_S_UTF8 when its bytes are UTF-8 without
+ * surrogates, so that torch.load, which unpickles with encoding="utf-8",
+ * makes a str of it (one STACK_GLOBAL takes as a name, say); without it,
+ * torch.load fails there with a UnicodeDecodeError.
+ */
+#define PKL_S_UTF8	1u
+
+/* Is @v a str once torch.load has read it? */
+static inline bool pkl_loads_as_str(const struct pkl_value *v)
+{
+	return v->kind == PKL_STR ||
+	       (v->kind == PKL_STRING && (v->how & PKL_S_UTF8));
+}
+
+/*
  * What is left of a folded call (see PKL_FOLD below):
  *
  *   _rebuild_tensor_v2(PERSID(('storage', cls, key, loc, numel)),
@@ -217,6 +241,21 @@ struct pkl_fold_view {
 const struct pkl_value *pkl_unfolded(const struct pkl_value *v,
 				     struct pkl_fold_view *fv);
 
+/*
+ * What a PKL_SCAN parse passed over instead of refusing: an opcode whose
+ * effect at load time the graph does not show (BUILD on a value that is
+ * no call sets that object's attributes, say).
+ */
+struct pkl_note {
+	uint64_t off;			/* of the opcode */
+	const char *what;		/* static text */
+	const struct pkl_value *v;	/* the value it acted on, or NULL */
+};
+#define PKL_MAX_NOTES	256u	/* more are counted, not kept */
+
+/* A STACK_GLOBAL's note (.what): .v is the value that computes it. */
+extern const char pkl_note_computed[];
+
 struct pkl_doc {
 	struct pkl_value *root;	/* what STOP returned */
 	uint64_t end;		/* offset just past STOP */
@@ -233,6 +272,13 @@ struct pkl_doc {
 	struct pkl_value **free_arrays[7];	/* by length, 1..6 */
 	uint32_t nfolded, nlane;
 	struct pkl_doc *whole;
+	/* PKL_SCAN: the notes (nnotes may pass PKL_MAX_NOTES: only the
+	   first are kept), and whether the pickle failed at failed_at
+	   (then root is NULL and the graph is what came before) */
+	struct pkl_note *notes;
+	uint32_t nnotes;
+	bool failed;
+	uint64_t failed_at;
 };
 
 /*
@@ -260,6 +306,16 @@ int pkl_parse(const unsigned char *buf, size_t len, uint64_t base_off,
  * tests compare the two).
  */
 #define PKL_FOLD_SLOW	2u
+
+/*
+ * For a safety scan (core/ckpt/ckpt_scan.c), never for a model: a
+ * STACK_GLOBAL of other values than two str gives a PKL_G_COMPUTED
+ * global, a BUILD on a value that is no call is noted (doc->notes) and
+ * passed over, and a pickle that fails still gives its document (*out
+ * set, doc->failed, the error in @d): what torch.load met, and may have
+ * run, before the point where it fails too.
+ */
+#define PKL_SCAN	4u
 
 int pkl_parse_with(const unsigned char *buf, size_t len, uint64_t base_off,
 		   unsigned flags, struct pkl_doc **out, struct diag *d);
@@ -312,6 +368,11 @@ void pkl_doc_free(struct pkl_doc *doc);
 void pkl_doc_each_global(const struct pkl_doc *doc,
 			 void (*fn)(const struct pkl_value *g, void *arg),
 			 void *arg);
+
+/* Call @fn for every node of @doc that holds a value, in the order they
+ * were made. */
+void pkl_doc_each(const struct pkl_doc *doc,
+		  void (*fn)(const struct pkl_value *v, void *arg), void *arg);
 
 /* True if @v is PKL_GLOBAL module.name (e.g. "torch._utils", "..."). */
 bool pkl_is_global(const struct pkl_value *v, const char *module,

@@ -163,7 +163,12 @@ struct pkl_parser {
 	   releases a GLOBAL, so the same node is the same function */
 	struct pkl_value *g_rebuild, *g_odict;
 	bool lane;			/* pkl_lane() may run */
+	bool scan;			/* PKL_SCAN */
 };
+
+/* PKL_SCAN: note what opcode p->op did to @v at p->off.  0 or -ENOMEM. */
+int pkl_note(struct pkl_parser *p, const char *what,
+	     const struct pkl_value *v);
 
 /* Bottom of the current frame. */
 static inline size_t pkl_frame_base(const struct pkl_parser *p)
@@ -259,24 +264,52 @@ int pkl_op_text_str(struct pkl_parser *p, bool is_unicode);
 int pkl_op_text_memo(struct pkl_parser *p, bool put);
 
 /*
- * Protocol 0 text arguments.  Each returns 0, -EILSEQ with *@why set to a
- * short reason, or -ENOMEM.  Out buffers are malloc'd, NUL-terminated, and
+ * Protocol 0 text arguments, each @s[0..@n) a line without its newline,
+ * read as CPython's C unpickler (Modules/_pickle.c) reads it.  Each
+ * returns 0, -EILSEQ with *@why set to a short reason where CPython
+ * raises, or -ENOMEM.  Out buffers are malloc'd, NUL-terminated, and
  * owned by the caller.
  */
 
-/*
- * A decimal integer (INT, LONG, GET, PUT): *@big is NULL and *@i the value
- * when it fits int64, else *@big holds minimal little-endian two's
- * complement bytes (*@nbig of them).  Python's limit of 4300 digits holds.
- */
-int pkl_text_int(const unsigned char *s, size_t n, int64_t *i,
-		 unsigned char **big, size_t *nbig, const char **why);
+/* How a line is an integer: _pickle.c's load_int, load_long, load_get. */
+enum pkl_text_how {
+	PKL_TEXT_INT,	/* INT: C strtol(s, &end, 0) when that takes the
+			   whole line (so "010" is 8, two characters it reads
+			   as 0 or 1 are False and True), else as LONG */
+	PKL_TEXT_LONG,	/* LONG: a last 'L' dropped, then
+			   PyLong_FromString(s, NULL, 0) */
+	PKL_TEXT_KEY,	/* GET, PUT: PyLong_FromString(s, NULL, 10) */
+};
 
-/* FLOAT's argument, a Python float repr. */
+struct pkl_text_int {
+	int kind;		/* PKL_INT, PKL_BOOL or PKL_BIGINT */
+	int64_t i;		/* PKL_INT, PKL_BOOL */
+	unsigned char *big;	/* PKL_BIGINT: minimal little-endian two's
+				   complement, caller owns */
+	size_t nbig;
+};
+
+/*
+ * An integer argument read @how (enum pkl_text_how), in *@out.  A NUL
+ * ends the text; Python's limit of 4300 decimal digits holds, and ptfs's
+ * of PKL_MAX_LONG bytes (hex, octal and binary ones have no other).
+ * (pkl_textnum.c)
+ */
+int pkl_text_int(const unsigned char *s, size_t n, int how,
+		 struct pkl_text_int *out, const char **why);
+
+/*
+ * FLOAT's argument: PyOS_string_to_double() with the end at the NUL or
+ * the newline (no whitespace, no underscores, inf and nan spelt as
+ * Python does, overflow refused).  (pkl_textnum.c)
+ */
 int pkl_text_float(const unsigned char *s, size_t n, double *f,
 		   const char **why);
 
-/* STRING's argument: a quoted Python bytes repr with backslash escapes. */
+/*
+ * STRING's argument: a quoted Python 2 str repr, PyBytes_DecodeEscape()
+ * of what is between the quotes.
+ */
 int pkl_text_string(const unsigned char *s, size_t n, char **out,
 		    size_t *nout, const char **why);
 
@@ -289,5 +322,12 @@ int pkl_text_unicode(const unsigned char *s, size_t n, char **out,
  * Python's "surrogatepass" does for pickled str.
  */
 bool pkl_utf8_valid(const unsigned char *s, size_t n);
+
+/*
+ * Mark PKL_STRING @v (STRING, BINSTRING, SHORT_BINSTRING) PKL_S_UTF8 if
+ * its bytes decode as torch.load's encoding="utf-8" decodes them: UTF-8
+ * without surrogates ("strict").
+ */
+void pkl_string_mark(struct pkl_value *v);
 
 #endif

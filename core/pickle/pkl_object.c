@@ -110,6 +110,39 @@ int pkl_op_global(struct pkl_parser *p)
 	return pkl_push(p, v);
 }
 
+const char pkl_note_computed[] = "global name computed at load time";
+
+/* A STACK_GLOBAL operand torch.load takes as a str: a unicode string,
+ * or a protocol 0-2 string, which torch's encoding ('utf-8') decodes. */
+static bool is_name(const struct pkl_value *v)
+{
+	return pkl_loads_as_str(v);
+}
+
+/* PKL_SCAN: a STACK_GLOBAL of other values: a global whose name torch
+ * knows only once it has run what made them. */
+static struct pkl_value *computed_global(struct pkl_parser *p,
+					 const struct pkl_value *m,
+					 const struct pkl_value *s)
+{
+	bool lm = is_name(m) && good_name((const unsigned char *)m->u.s.p,
+					  m->u.s.n);
+	bool ls = is_name(s) && good_name((const unsigned char *)s->u.s.p,
+					  s->u.s.n);
+	struct pkl_value *v;
+
+	v = mk_global(p, lm ? (const unsigned char *)m->u.s.p :
+			  (const unsigned char *)"?", lm ? m->u.s.n : 1,
+		      ls ? (const unsigned char *)s->u.s.p :
+			  (const unsigned char *)"?", ls ? s->u.s.n : 1);
+	if (v)
+		v->how = PKL_G_COMPUTED;
+	/* the value that computes it: the module's unless that is literal */
+	if (v && pkl_note(p, pkl_note_computed, lm ? s : m) < 0)
+		return NULL;
+	return v;
+}
+
 int pkl_op_stack_global(struct pkl_parser *p)
 {
 	struct pkl_value *m, *s, *v;
@@ -119,13 +152,16 @@ int pkl_op_stack_global(struct pkl_parser *p)
 		return rc;
 	m = PKL_TOP(p, 1);
 	s = PKL_TOP(p, 0);
-	if (m->kind != PKL_STR || s->kind != PKL_STR)
+	if (is_name(m) && is_name(s))
+		v = mk_global(p, (const unsigned char *)m->u.s.p, m->u.s.n,
+			      (const unsigned char *)s->u.s.p, s->u.s.n);
+	else if (p->scan)
+		v = computed_global(p, m, s);
+	else
 		return diag_corrupt(p->d, p->off, "STACK_GLOBAL needs two "
-				    "str, not %s and %s",
-				    pkl_kind_name(m->kind),
+				    "str, not %s and %s (a name computed at "
+				    "load time)", pkl_kind_name(m->kind),
 				    pkl_kind_name(s->kind));
-	v = mk_global(p, (const unsigned char *)m->u.s.p, m->u.s.n,
-		      (const unsigned char *)s->u.s.p, s->u.s.n);
 	if (!v)
 		return p->rc;
 	p->n -= 2;
@@ -325,6 +361,13 @@ int pkl_op_build(struct pkl_parser *p)
 	t = PKL_TOP(p, 1);
 	if (t->kind == PKL_FOLDED)
 		return refold(p);
+	if (t->kind != PKL_CALL && p->scan) {
+		/* torch.load would set the attributes of @t itself */
+		rc = pkl_note(p, "BUILD on a value that is no object made "
+			      "here: it sets that value's attributes", t);
+		p->n--;
+		return rc;
+	}
 	if (t->kind != PKL_CALL)
 		return diag_corrupt(p->d, p->off, "BUILD on a %s",
 				    pkl_kind_name(t->kind));

@@ -338,6 +338,7 @@ static int op_counted(struct pkl_parser *p, size_t lb, int kind)
 {
 	const unsigned char *a = arg(p, lb), *s;
 	uint64_t k;
+	int rc;
 
 	if (!a)
 		return p->rc;
@@ -350,7 +351,10 @@ static int op_counted(struct pkl_parser *p, size_t lb, int kind)
 		return p->rc;
 	if (kind == PKL_STR && !pkl_utf8_valid(s, (size_t)k))
 		return diag_corrupt(p->d, p->off, "%s is not UTF-8", p->name);
-	return pkl_push_copy(p, kind, s, (size_t)k);
+	rc = pkl_push_copy(p, kind, s, (size_t)k);
+	if (!rc && kind == PKL_STRING)
+		pkl_string_mark(PKL_TOP(p, 0));
+	return rc;
 }
 
 /* LONG4: a signed 4-byte length, then the bytes (at most PKL_MAX_LONG). */
@@ -700,6 +704,7 @@ static int parse(const unsigned char *buf, uint64_t len, uint64_t base_off,
 		.look = window < LOOKAHEAD ? window : LOOKAHEAD,
 		.fold = flags & PKL_FOLD,
 		.lane = (flags & PKL_FOLD) && !(flags & PKL_FOLD_SLOW),
+		.scan = flags & PKL_SCAN,
 	};
 	int rc;
 
@@ -721,11 +726,39 @@ static int parse(const unsigned char *buf, uint64_t len, uint64_t base_off,
 	free(p.stack);
 	free(p.marks);
 	pkl_memo_release(&p.memo);
+	if (rc < 0 && p.scan && !p.refold) {
+		/* what came before the failure is what torch.load met */
+		p.doc->root = NULL;
+		p.doc->failed = true;
+		p.doc->failed_at = d && d->off != DIAG_NO_OFFSET ? d->off :
+				   p.off;
+		*out = p.doc;
+		return rc;
+	}
 	if (rc < 0) {
 		pkl_doc_free(p.doc);
 		return p.refold ? 1 : rc;
 	}
 	*out = p.doc;
+	return 0;
+}
+
+int pkl_note(struct pkl_parser *p, const char *what,
+	     const struct pkl_value *v)
+{
+	struct pkl_doc *doc = p->doc;
+
+	if (doc->nnotes < PKL_MAX_NOTES) {
+		if (!doc->notes) {
+			doc->notes = malloc(PKL_MAX_NOTES *
+					    sizeof(*doc->notes));
+			if (!doc->notes)
+				return diag_nomem(p->d);
+		}
+		doc->notes[doc->nnotes] = (struct pkl_note){ p->off, what, v };
+	}
+	if (doc->nnotes < UINT32_MAX)
+		doc->nnotes++;
 	return 0;
 }
 

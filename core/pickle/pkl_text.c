@@ -1,10 +1,11 @@
 /*
  * pkl_text.c - the protocol 0 opcodes whose argument is a text line (INT,
- * LONG, FLOAT, STRING, UNICODE, GET, PUT), decoded the way Python 3's
- * pickle.py reads them: int() for integers (with CPython's 4300-digit
- * limit), float() for floats, codecs.escape_decode for STRING's quoted repr
- * and raw-unicode-escape for UNICODE (turned into UTF-8 here).  Also the
- * UTF-8 check the binary unicode opcodes use.
+ * LONG, FLOAT, STRING, UNICODE, GET, PUT), decoded the way CPython's C
+ * unpickler (Modules/_pickle.c, what torch.load runs) decodes them: the
+ * numbers in pkl_textnum.c, here STRING's quoted repr as
+ * PyBytes_DecodeEscape() and UNICODE as raw-unicode-escape (turned into
+ * UTF-8).  Also the UTF-8 checks of the binary string opcodes.
+ * tests/unit/pkl_text_cases.py holds all of it to a CPython.
  */
 #ifndef PT_INTERNAL
 #define PT_INTERNAL 1
@@ -18,135 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DIGITS	4300	/* sys.int_info.default_max_str_digits */
-/* Each chunk of 9 digits adds less than one 32-bit limb. */
-#define MAX_LIMBS	(MAX_DIGITS / 9 + 2)
-#define MAX_FLOAT_TEXT	400
-
-static bool is_space(unsigned char c)
-{
-	return c == ' ' || (c >= '\t' && c <= '\r');
-}
-
-static void trim(const unsigned char **s, size_t *n)
-{
-	while (*n && is_space((*s)[*n - 1]))
-		(*n)--;
-	while (*n && is_space(**s)) {
-		(*s)++;
-		(*n)--;
-	}
-}
-
 static int bad(const char **why, const char *reason)
 {
 	*why = reason;
 	return -EILSEQ;
-}
-
-/* Decimal digits @s[0..@n) (already checked) to two's complement bytes. */
-static int decimal_to_bytes(const unsigned char *s, size_t n, bool neg,
-			    unsigned char **big, size_t *nbig)
-{
-	uint32_t limb[MAX_LIMBS];
-	size_t nl = 0, nb, k = 0;
-	unsigned char *b;
-
-	while (k < n) {
-		size_t chunk = (n - k) % 9 ? (n - k) % 9 : 9;
-		uint64_t carry = 0, mul = 1;
-
-		for (size_t j = 0; j < chunk; j++) {
-			carry = carry * 10 + (uint64_t)(s[k + j] - '0');
-			mul *= 10;
-		}
-		k += chunk;
-		for (size_t j = 0; j < nl; j++) {
-			uint64_t t = (uint64_t)limb[j] * mul + carry;
-
-			limb[j] = (uint32_t)t;
-			carry = t >> 32;
-		}
-		if (carry)
-			limb[nl++] = (uint32_t)carry;
-	}
-	nb = 4 * nl + 1;
-	b = malloc(nb + 1);
-	if (!b)
-		return -ENOMEM;
-	for (size_t j = 0; j < nb - 1; j++)
-		b[j] = (unsigned char)(limb[j / 4] >> (8 * (j % 4)));
-	b[nb - 1] = 0;
-	if (neg) {
-		unsigned carry = 1;
-
-		for (size_t j = 0; j < nb; j++) {
-			carry += (unsigned char)~b[j];
-			b[j] = (unsigned char)carry;
-			carry >>= 8;
-		}
-	}
-	while (nb > 1 && ((b[nb - 1] == 0 && !(b[nb - 2] & 0x80)) ||
-			  (b[nb - 1] == 0xff && (b[nb - 2] & 0x80))))
-		nb--;
-	b[nb] = 0;
-	*big = b;
-	*nbig = nb;
-	return 0;
-}
-
-int pkl_text_int(const unsigned char *s, size_t n, int64_t *i,
-		 unsigned char **big, size_t *nbig, const char **why)
-{
-	uint64_t mag = 0, lim;
-	bool neg = false;
-
-	*big = NULL;
-	*nbig = 0;
-	trim(&s, &n);
-	if (n && (*s == '+' || *s == '-')) {
-		neg = *s == '-';
-		s++;
-		n--;
-	}
-	if (!n)
-		return bad(why, "no digits");
-	if (n > MAX_DIGITS)
-		return bad(why, "more than 4300 digits");
-	for (size_t k = 0; k < n; k++)
-		if (s[k] < '0' || s[k] > '9')
-			return bad(why, "not a decimal integer");
-	lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-	for (size_t k = 0; k < n; k++) {
-		unsigned dgt = s[k] - '0';
-
-		if (mag > (lim - dgt) / 10)
-			return decimal_to_bytes(s, n, neg, big, nbig);
-		mag = mag * 10 + dgt;
-	}
-	/* Negate in unsigned arithmetic: -2^63 has no positive twin. */
-	mag = neg ? 0 - mag : mag;
-	memcpy(i, &mag, sizeof(*i));
-	return 0;
-}
-
-int pkl_text_float(const unsigned char *s, size_t n, double *f,
-		   const char **why)
-{
-	char tmp[MAX_FLOAT_TEXT + 1], *end;
-
-	trim(&s, &n);
-	if (!n)
-		return bad(why, "empty float");
-	/* strtod needs a NUL; Python's repr of a double is far shorter. */
-	if (n > MAX_FLOAT_TEXT)
-		return bad(why, "float text too long");
-	memcpy(tmp, s, n);
-	tmp[n] = 0;
-	*f = strtod(tmp, &end);
-	if (end != tmp + n)
-		return bad(why, "not a float");
-	return 0;
 }
 
 static int hexval(unsigned char c)
@@ -305,7 +181,8 @@ out_free:
 	return rc;
 }
 
-bool pkl_utf8_valid(const unsigned char *s, size_t n)
+/* UTF-8, surrogates encoded as they are allowed if @pass. */
+static bool utf8_ok(const unsigned char *s, size_t n, bool pass)
 {
 	size_t k = 0;
 
@@ -324,37 +201,44 @@ bool pkl_utf8_valid(const unsigned char *s, size_t n)
 		uint32_t cp;
 		size_t len = utf8_get(s + k, n - k, &cp);
 
-		if (!len)
+		if (!len || (!pass && cp >= 0xd800 && cp <= 0xdfff))
 			return false;
 		k += len;
 	}
 	return true;
 }
 
-/* INT and LONG's decimal text (Python int()); LONG may end in 'L'. */
+bool pkl_utf8_valid(const unsigned char *s, size_t n)
+{
+	return utf8_ok(s, n, true);
+}
+
+void pkl_string_mark(struct pkl_value *v)
+{
+	if (utf8_ok((const unsigned char *)v->u.s.p, v->u.s.n, false))
+		v->how |= PKL_S_UTF8;
+}
+
+/* INT and LONG (load_int, load_long): ints, big ints, INT's bools. */
 int pkl_op_text_int(struct pkl_parser *p, bool is_long)
 {
+	struct pkl_text_int v;
 	const unsigned char *s;
-	unsigned char *big;
 	const char *why;
-	size_t n, nbig;
-	int64_t i;
+	size_t n;
 	int rc = pkl_line(p, &s, &n);
 
 	if (rc < 0)
 		return rc;
-	if (!is_long && n == 2 && s[0] == '0' && (s[1] == '0' || s[1] == '1'))
-		return pkl_push_scalar(p, PKL_BOOL, s[1] == '1');
-	if (is_long && n && s[n - 1] == 'L')
-		n--;
-	rc = pkl_text_int(s, n, &i, &big, &nbig, &why);
+	rc = pkl_text_int(s, n, is_long ? PKL_TEXT_LONG : PKL_TEXT_INT, &v,
+			  &why);
 	if (rc == -ENOMEM)
 		return diag_nomem(p->d);
 	if (rc < 0)
 		return diag_corrupt(p->d, p->off, "%s: %s", p->name, why);
-	if (big)
-		return pkl_push_owned(p, PKL_BIGINT, (char *)big, nbig);
-	return pkl_push_scalar(p, PKL_INT, i);
+	if (v.kind == PKL_BIGINT)
+		return pkl_push_owned(p, PKL_BIGINT, (char *)v.big, v.nbig);
+	return pkl_push_scalar(p, v.kind, v.i);
 }
 
 int pkl_op_float(struct pkl_parser *p)
@@ -368,7 +252,10 @@ int pkl_op_float(struct pkl_parser *p)
 
 	if (rc < 0)
 		return rc;
-	if (pkl_text_float(s, n, &f, &why) < 0)
+	rc = pkl_text_float(s, n, &f, &why);
+	if (rc == -ENOMEM)
+		return diag_nomem(p->d);
+	if (rc < 0)
 		return diag_corrupt(p->d, p->off, "FLOAT: %s", why);
 	v = pkl_mkpush(p, PKL_FLOAT);
 	if (!v)
@@ -396,31 +283,43 @@ int pkl_op_text_str(struct pkl_parser *p, bool is_unicode)
 		return diag_nomem(p->d);
 	if (rc < 0)
 		return diag_corrupt(p->d, p->off, "%s", why);
-	return pkl_push_owned(p, is_unicode ? PKL_STR : PKL_STRING, out, nout);
+	rc = pkl_push_owned(p, is_unicode ? PKL_STR : PKL_STRING, out, nout);
+	if (!rc && !is_unicode)
+		pkl_string_mark(PKL_TOP(p, 0));
+	return rc;
 }
 
-/* GET and PUT: decimal memo key as a text line. */
+/*
+ * GET and PUT (load_get, load_put): the memo key as Python reads it, so
+ * that "PUT 10" and "GET 1_0" are one entry.  A key past 32 bits is
+ * ptfs's refusal (CPython's memo would need more than 32 GiB for it).
+ */
 int pkl_op_text_memo(struct pkl_parser *p, bool put)
 {
+	struct pkl_text_int v;
 	const unsigned char *s;
-	unsigned char *big;
 	const char *why;
-	size_t n, nbig;
-	bool huge;
-	int64_t i;
+	size_t n;
+	bool neg;
 	int rc = pkl_line(p, &s, &n);
 
 	if (rc < 0)
 		return rc;
-	rc = pkl_text_int(s, n, &i, &big, &nbig, &why);
-	huge = big != NULL;
-	free(big);
+	rc = pkl_text_int(s, n, PKL_TEXT_KEY, &v, &why);
 	if (rc == -ENOMEM)
 		return diag_nomem(p->d);
 	if (rc < 0)
 		return diag_corrupt(p->d, p->off, "%s: %s", p->name, why);
-	if (huge || i < 0 || i > UINT32_MAX)
+	neg = v.kind == PKL_BIGINT ? v.big[v.nbig - 1] & 0x80 : v.i < 0;
+	free(v.big);
+	if (neg && put)
+		return diag_corrupt(p->d, p->off, "negative PUT argument");
+	if (neg)	/* CPython looks it up, as a size_t: never there */
+		return diag_corrupt(p->d, p->off, "GET of a negative memo "
+				    "key");
+	if (v.kind == PKL_BIGINT || v.i > UINT32_MAX)
 		return diag_corrupt(p->d, p->off, "%s memo key out of range",
 				    p->name);
-	return put ? pkl_op_put(p, (uint64_t)i) : pkl_op_get(p, (uint64_t)i);
+	return put ? pkl_op_put(p, (uint64_t)v.i)
+		   : pkl_op_get(p, (uint64_t)v.i);
 }

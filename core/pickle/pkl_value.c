@@ -152,6 +152,7 @@ void pkl_doc_free(struct pkl_doc *doc)
 	}
 	arena_release(&doc->arena);
 	pkl_doc_free(doc->whole);
+	free(doc->notes);
 	free(doc);
 }
 
@@ -218,9 +219,8 @@ const char *pkl_kind_name(int kind)
 	return names[kind];
 }
 
-void pkl_doc_each_global(const struct pkl_doc *doc,
-			 void (*fn)(const struct pkl_value *g, void *arg),
-			 void *arg)
+void pkl_doc_each(const struct pkl_doc *doc,
+		  void (*fn)(const struct pkl_value *v, void *arg), void *arg)
 {
 	const struct pkl_chunk *c, *prev = NULL;
 
@@ -231,10 +231,31 @@ void pkl_doc_each_global(const struct pkl_doc *doc,
 		if (!c)
 			return;
 		for (uint32_t i = 0; i < c->n; i++)
-			if (c->v[i].kind == PKL_GLOBAL)
-				fn(&c->v[i], arg);
+			fn(&c->v[i], arg);
 		if (c == doc->chunks)
 			return;
 		prev = c;
 	}
+}
+
+struct each_global {
+	void (*fn)(const struct pkl_value *g, void *arg);
+	void *arg;
+};
+
+static void if_global(const struct pkl_value *v, void *arg)
+{
+	const struct each_global *e = arg;
+
+	if (v->kind == PKL_GLOBAL)
+		e->fn(v, e->arg);
+}
+
+void pkl_doc_each_global(const struct pkl_doc *doc,
+			 void (*fn)(const struct pkl_value *g, void *arg),
+			 void *arg)
+{
+	struct each_global e = { fn, arg };
+
+	pkl_doc_each(doc, if_global, &e);
 }

@@ -17,16 +17,22 @@ from:
     (header length, JSON header, data; tests/fs/formats/st_check.py writes the
     same way);
   - text views with the 4-byte prefix fuzz_text.c reads;
-  - Hugging Face indexes as transformers writes them, and odd ones.
+  - Hugging Face indexes as transformers writes them, and odd ones;
+  - the hostile files of tests/hostile/attacks.py (two end records, names
+    listed twice, local headers that lie, pickles in front of zips,
+    legacy and tar-era streams with payloads, computed globals and
+    odd memo keys) for zip and ckpt, and every pickle in them for pickle.
 Plain Python (zipfile, struct).  Seeds are copies made in a build
 directory, never committed.
 """
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import struct
 import sys
+import tarfile
 import zipfile
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -151,6 +157,52 @@ put("hfindex", (json.dumps({"metadata": {"total_size": 4096}, "weight_map": wm},
 put("hfindex", json.dumps({"weight_map": wm, "metadata": {
     "total_parameters": 7, "x": [1.5, None, True, {"y": "\u00e9"}]}}).encode())
 put("hfindex", b'{"weight_map": {"a": "../x.bin", "b\\u0000": "s/t.bin"}}')
+
+
+# the hostile shapes of tests/hostile/attacks.py (issue 44): every file
+# for zip (the archives) and ckpt, and every pickle in them for pickle
+# (data.pkl and the other records, legacy streams and bare pickles, the
+# tar-era members, DCP .metadata), each read as the bytes attacks.py
+# wrote, not as a zip reader would pick them
+def attack_pickles(name, data):
+    if name.endswith(".metadata") or data[:1] in (b"\x80", b"(", b"c", b"}"):
+        yield data
+    if data[:2] == b"PK":
+        p = 0
+        while True:     # each local record's data, by its local header
+            p = data.find(b"PK\x03\x04", p)
+            if p < 0 or p + 30 > len(data):
+                break
+            csize, _, nlen, xlen = struct.unpack_from("<IIHH", data, p + 18)
+            start = p + 30 + nlen + xlen
+            rec = data[start:start + csize]
+            if rec[:1] == b"\x80" and data[p + 8] == 0:
+                yield rec
+            p += 4
+    elif len(data) > 262 and data[257:262] == b"ustar":
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data)) as t:
+                for m in t.getmembers():
+                    if m.isfile():
+                        yield t.extractfile(m).read()
+        except tarfile.TarError:
+            pass
+
+
+spec = importlib.util.spec_from_file_location(
+    "attacks", os.path.join(here, "../hostile/attacks.py"))
+attacks = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(attacks)
+for _, _, members in attacks.cases():
+    for rel, data in members.items():
+        if data[:2] == b"PK" and len(data) <= ZIP_MAX:
+            put("zip", data)
+        if len(data) <= ZIP_MAX and not rel.endswith(".json"):
+            put("ckpt", data)
+        for pkl in attack_pickles(rel, data):
+            if len(pkl) <= PKL_MAX:
+                put("pickle", pkl)
+
 # a target's own seeds (tests/fuzz/seeds_TARGET.py)
 for n in sorted(os.listdir(here)):
     if n.startswith("seeds_") and n.endswith(".py"):

@@ -132,7 +132,7 @@ while IFS="$TAB" read -r name expect detail; do
 		ptls_run --check "$f"
 		missing=
 		for g in $detail; do
-			grep -q "^# unsafe global $g (" "$WORK/out" ||
+			grep -q "^# unsafe global $g in " "$WORK/out" ||
 				missing="$missing $g"
 		done
 		if [ "$RC" -eq 1 ] && [ -z "$missing" ]; then

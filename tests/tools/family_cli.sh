@@ -206,7 +206,7 @@ run ptls -H "$t" big
 grep -q "  12 MiB  cpu" "$tmp/o" && ok "-H in the flat list" ||
 	bad "-H: $(cat "$tmp/o")"
 run ptls "$t"
-grep -q "^# unsafe global argparse.Namespace (offset 0x[0-9a-f]*): a plain torch.load would import it, and weights_only=True refuses the file; held by cfg$" "$tmp/o" &&
+grep -q "^# unsafe global argparse.Namespace in data.pkl (offset 0x[0-9a-f]*): a plain torch.load would import it, and weights_only=True refuses the file; held by cfg$" "$tmp/o" &&
 	ok "unsafe global named by its key (cfg)" ||
 	bad "global by key: $(grep unsafe "$tmp/o")"
 run ptls --json "$t"

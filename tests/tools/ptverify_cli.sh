@@ -104,7 +104,7 @@ v=$("$ptverify" "$tmp/evilkey.pt" | grep "unsafe global" |
 l=$("$ptls" "$tmp/evilkey.pt" | grep "unsafe global" |
 	sed 's/^# //; s/ (offset 0x[0-9a-f]*)//')
 case $v in
-"unsafe global posix.system: "*"; held by x")
+"unsafe global posix.system in data.pkl: "*"; held by x")
 	if [ "$v" = "$l" ]; then
 		ok "unsafe global: the key named, in ptls's words: $v"
 	else

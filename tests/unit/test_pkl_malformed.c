@@ -177,9 +177,9 @@ Test(pkl_malformed, refuses_get_of_unset_memo)
 	expect_corrupt(LIT("Nq\x01h\x02."), 3, "BINGET of unset memo key 2");
 	expect_corrupt(LIT("Nr\xff\xff\xff\xffj\xfe\xff\xff\xff."), 6,
 		       "unset memo key 4294967294");
-	expect_corrupt(LIT("g-1\n."), 0, "GET memo key out of range");
+	expect_corrupt(LIT("g-1\n."), 0, "GET of a negative memo key");
 	expect_corrupt(LIT("Np4294967296\n."), 1, "PUT memo key out of range");
-	expect_corrupt(LIT("gx\n."), 0, "GET: not a decimal integer");
+	expect_corrupt(LIT("gx\n."), 0, "GET: not an integer");
 	assert_no_leaks();
 }
 
@@ -378,11 +378,11 @@ Test(pkl_malformed, refuses_bad_unicode)
 
 Test(pkl_malformed, refuses_bad_text_arguments)
 {
-	expect_corrupt(LIT("Iabc\n."), 0, "INT: not a decimal integer");
-	expect_corrupt(LIT("I\n."), 0, "INT: no digits");
-	expect_corrupt(LIT("I1L\n."), 0, "INT: not a decimal integer");
-	expect_corrupt(LIT("Lx\n."), 0, "LONG: not a decimal integer");
-	expect_corrupt(LIT("F\n."), 0, "FLOAT: empty float");
+	expect_corrupt(LIT("Iabc\n."), 0, "INT: not an integer");
+	expect_corrupt(LIT("I\n."), 0, "INT: empty argument");
+	expect_corrupt(LIT("I1L\n."), 0, "INT: not an integer");
+	expect_corrupt(LIT("Lx\n."), 0, "LONG: not an integer");
+	expect_corrupt(LIT("F\n."), 0, "FLOAT: empty argument");
 	expect_corrupt(LIT("F1.5x\n."), 0, "FLOAT: not a float");
 	expect_corrupt(LIT("S'abc\n."), 0, "STRING argument is not quoted");
 	expect_corrupt(LIT("Sabc\n."), 0, "STRING argument is not quoted");

@@ -81,16 +81,6 @@ static bool meta_global_ok(const char *m, const char *n)
 	return !strcmp(m, "torch.serialization") && !strcmp(n, "_get_layout");
 }
 
-static void note_meta_global(const struct pkl_value *g, void *arg)
-{
-	struct dcp_walk *w = arg;
-
-	if (!diag_failed(w->d) &&
-	    !meta_global_ok(g->u.global.module, g->u.global.name) &&
-	    ckpt_global_add(w->c, g))
-		diag_nomem(w->d);
-}
-
 int ckpt_dcp_problem(struct ckpt *c, struct diag *d, const char *check,
 		     const char *path, uint64_t off, int err,
 		     const char *fmt, ...)
@@ -144,7 +134,6 @@ static int read_meta(struct ckpt *c, int fd, const char *name,
 		     struct pkl_doc **doc, const struct pkl_value **rs,
 		     struct diag *d)
 {
-	struct dcp_walk w = { c, d };
 	struct stat st;
 	unsigned char *buf;
 	const struct pkl_value *root;
@@ -160,17 +149,22 @@ static int read_meta(struct ckpt *c, int fd, const char *name,
 	if (!buf)
 		return diag_nomem(d);
 	rc = io_pread_full(fd, buf, st.st_size, 0);
+	if (rc) {
+		free(buf);
+		return diag_errno(d, rc, "%s: cannot read: %s", name,
+				  strerror(-rc));
+	}
+	/* torch reads .metadata with a plain pickle.load: what it would
+	   run is reported even when the model cannot use the file */
+	rc = pkl_parse(buf, st.st_size, 0, doc, d);
 	if (rc)
-		rc = diag_errno(d, rc, "%s: cannot read: %s", name,
-				strerror(-rc));
-	if (!rc)
-		rc = pkl_parse(buf, st.st_size, 0, doc, d);
+		ckpt_scan_failed(c, buf, st.st_size, 0, name, meta_global_ok,
+				 d);
+	else if (ckpt_scan_doc(c, *doc, name, meta_global_ok))
+		rc = diag_nomem(d);
 	free(buf);
 	if (rc)
 		return dcp_in_file(d, name, rc);
-	pkl_doc_each_global(*doc, note_meta_global, &w);
-	if (diag_failed(d))
-		return d->err;
 	root = (*doc)->root;
 	*rs = dcp_state(root);
 	if (!dcp_is_obj(root, DCP_M_META, NULL, "Metadata") || !*rs)

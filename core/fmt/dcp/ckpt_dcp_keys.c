@@ -21,17 +21,6 @@ struct occ {
 	const struct pkl_value *v;
 };
 
-/* A value's global: the weights-only allowlist applies, as in a file. */
-static void note_value_global(const struct pkl_value *g, void *arg)
-{
-	struct dcp_walk *w = arg;
-
-	if (!diag_failed(w->d) &&
-	    !ckpt_global_allowed(g->u.global.module, g->u.global.name) &&
-	    ckpt_global_add(w->c, g))
-		diag_nomem(w->d);
-}
-
 /* A value's item: its torch.save archive's pickle, built as a tree. */
 static int value(struct dcp_open *o, uint32_t r, const char *fqn,
 		 uint64_t at, struct ckpt_node **out)
@@ -39,13 +28,13 @@ static int value(struct dcp_open *o, uint32_t r, const char *fqn,
 	struct ckpt *c = o->c;
 	struct ckpt_dcp *p = o->p;
 	uint32_t k = dcp_tab_get(&o->items[r], fqn, strlen(fqn), NULL, 0);
-	struct dcp_walk w = { c, o->d };
 	struct ptz_reader z = { 0 };
 	struct pkl_doc *doc = NULL;
 	struct ptz_entry *e;
 	struct dcp_item *it;
 	struct dcp_file *f;
 	unsigned char *buf = NULL;
+	char what[440];
 	uint32_t s0 = c->nstorages;
 	size_t len;
 	int rc;
@@ -69,8 +58,18 @@ static int value(struct dcp_open *o, uint32_t r, const char *fqn,
 		rc = ptz_entry_read(&z, e, VALUE_PKL_MAX, &buf, &len, o->d);
 	if (rc && o->d->off != DIAG_NO_OFFSET)
 		o->d->off += it->off;
-	if (!rc)
+	/* DCP's planner torch.loads the item: the weights-only allowlist
+	   applies, as in a file */
+	snprintf(what, sizeof(what), "%.200s: data.pkl of the item of '%.200s'",
+		 f->name, fqn);
+	if (!rc) {
 		rc = pkl_parse(buf, len, it->off + e->data_off, &doc, o->d);
+		if (rc)
+			ckpt_scan_failed(c, buf, len, it->off + e->data_off,
+					 what, NULL, o->d);
+		else if (ckpt_scan_doc(c, doc, what, NULL))
+			rc = diag_nomem(o->d);
+	}
 	free(buf);
 	if (!rc && ckpt_push((void ***)&p->docs, &p->ndocs, &p->docs_cap,
 			     doc)) {
@@ -80,7 +79,6 @@ static int value(struct dcp_open *o, uint32_t r, const char *fqn,
 	if (!rc) {
 		char prefix[24];
 
-		pkl_doc_each_global(doc, note_value_global, &w);
 		snprintf(prefix, sizeof(prefix), "v%u/", k);
 		c->b->key_prefix = prefix;
 		rc = diag_failed(o->d) ? o->d->err :

@@ -101,10 +101,17 @@ static int shard_open(struct ckpt *c, const struct hfix *ix, uint32_t i,
 				    src_at(c->src, src_alias(c->src, k))->name,
 				    sh->name);
 	diag_init(&ds, sh->name);
-	rc = c->open_part(m, 0, &sh->c, &ds);	/* the table's door */
-	if (rc)
-		return diag_set(d, rc, DIAG_NO_OFFSET, "shard %s",
-				diag_line(&ds, line, sizeof(line)));
+	rc = c->open_part(m, CKPT_OPEN_KEEP, &sh->c, &ds); /* the door */
+	if (rc) {	/* what torch.load would run is the folder's, too */
+		if (ckpt_unsafe_take(c, sh->c, sh->name))
+			rc = diag_nomem(&ds);
+		ckpt_close(sh->c);
+		sh->c = NULL;
+		diag_set(d, rc, DIAG_NO_OFFSET, "shard %s",
+			 diag_line(&ds, line, sizeof(line)));
+		d->unsafe |= ds.unsafe;
+		return rc;
+	}
 	if (sh->c->format != CKPT_ZIP && sh->c->format != CKPT_LEGACY &&
 	    sh->c->format != CKPT_SAFETENSORS)
 		return diag_unsupported(d, DIAG_NO_OFFSET, "shard %s is one of "

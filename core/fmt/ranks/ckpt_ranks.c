@@ -157,7 +157,8 @@ static void keep_own_globals(struct ckpt *p)
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < p->nglobals; i++)
-		if (!sharded_global(p->globals[i].module))
+		if (p->globals[i].kind != CKPT_U_GLOBAL ||
+		    !sharded_global(p->globals[i].module))
 			p->globals[n++] = p->globals[i];
 	p->nglobals = n;
 }
@@ -176,11 +177,18 @@ static int open_rank(struct ckpt *c, uint32_t r, unsigned flags,
 		return k;
 	diag_init(&dr, src_at(c->src, (uint32_t)k)->path);
 	rk->member[r] = (uint32_t)k;
-	k = c->open_part(src_at(c->src, (uint32_t)k), flags, &rk->parts[r],
-			 &dr);
-	if (k)
-		return diag_set(d, k, DIAG_NO_OFFSET, "rank %u: %s", r,
-				diag_line(&dr, line, sizeof(line)));
+	k = c->open_part(src_at(c->src, (uint32_t)k), flags | CKPT_OPEN_KEEP,
+			 &rk->parts[r], &dr);
+	if (k) {	/* what torch.load would run is the folder's, too */
+		if (ckpt_unsafe_take(c, rk->parts[r], name))
+			k = diag_nomem(&dr);
+		ckpt_close(rk->parts[r]);
+		rk->parts[r] = NULL;
+		diag_set(d, k, DIAG_NO_OFFSET, "rank %u: %s", r,
+			 diag_line(&dr, line, sizeof(line)));
+		d->unsafe |= dr.unsafe;
+		return k;
+	}
 	if (rk->parts[r]->format != CKPT_ZIP || !rk->parts[r]->root ||
 	    rk->parts[r]->root->kind != CKPT_N_DIR)
 		return diag_unsupported(d, DIAG_NO_OFFSET, "%s is not a "
