@@ -78,6 +78,9 @@ struct ptz_reader {
 	uint32_t nentries;
 	struct ptz_entry *entries;	/* in central directory order */
 	struct ptz_entry **by_name;	/* sorted, case-insensitive */
+	uint32_t nnames;	/* entries by_name holds: nentries, but
+				   opened as torch (ptz_reader_open_torch())
+				   one of each name equal ignoring case */
 	char *prefix;		/* the common top folder, without '/';
 				   NULL when the first name has no '/' */
 	size_t prefix_len;
@@ -113,6 +116,17 @@ int ptz_reader_open(struct ptz_reader *z, int fd, const char *path,
  */
 int ptz_reader_open_at(struct ptz_reader *z, int fd, const char *path,
 		       uint64_t base, uint64_t size, struct diag *d);
+
+/*
+ * ptz_reader_open_at(), but reading the archive as torch (miniz) reads it
+ * where ptz_reader_open_at() refuses it as unsafe (ptz_amb.c): the end
+ * records and central directory torch takes, and of names equal ignoring
+ * case only the record torch's lookup finds (ptz_find() finds that one).
+ * For what torch would run of a refused file (ptls --check); the other
+ * checks stay.  Returns 0, or -errno with @d set.
+ */
+int ptz_reader_open_torch(struct ptz_reader *z, int fd, const char *path,
+			  uint64_t base, uint64_t size, struct diag *d);
 
 /* Free what the reader holds (not @fd).  A zeroed reader is safe. */
 void ptz_reader_release(struct ptz_reader *z);

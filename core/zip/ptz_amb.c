@@ -81,21 +81,15 @@ static void mz_sift(const struct ptz_entry *e, uint32_t *ix, uint64_t root,
 	}
 }
 
-/*
- * The central directory index (in z->entries) miniz's lookup of @key's
- * name returns, into *@out; false when not worked out (too many records,
- * no memory).
- */
-static bool mz_find(const struct ptz_reader *z, const struct ptz_entry *key,
-		    uint32_t *out)
+/* miniz's index of @z: its central directory heap-sorted by name, or
+   NULL (too many records, no memory).  Caller frees. */
+static uint32_t *mz_index(const struct ptz_reader *z)
 {
 	const struct ptz_entry *e = z->entries;
 	uint32_t n = z->nentries, *ix;
-	int64_t lo = 0, hi = (int64_t)n - 1;
-	bool found = false;
 
-	if (n > MZ_SORT_MAX || !(ix = malloc((size_t)n * sizeof(*ix))))
-		return false;
+	if (n > MZ_SORT_MAX || !(ix = malloc((size_t)n * sizeof(*ix) + 1)))
+		return NULL;
 	for (uint32_t i = 0; i < n; i++)
 		ix[i] = i;
 	for (uint32_t start = n >= 2 ? (n - 2) >> 1 : 0; n >= 2; start--) {
@@ -110,24 +104,30 @@ static bool mz_find(const struct ptz_reader *z, const struct ptz_entry *key,
 		ix[0] = t;
 		mz_sift(e, ix, 0, end);
 	}
+	return ix;
+}
+
+/* The central directory index (in z->entries) of the record miniz's
+   lookup of @key's name finds in @ix. */
+static uint32_t mz_search(const struct ptz_reader *z, const uint32_t *ix,
+			  const struct ptz_entry *key)
+{
+	int64_t lo = 0, hi = (int64_t)z->nentries - 1;
+
 	while (lo <= hi) {
 		int64_t mid = lo + ((hi - lo) >> 1);
-		const struct ptz_entry *m = &e[ix[mid]];
+		const struct ptz_entry *m = &z->entries[ix[mid]];
 		int c = ptz_name_cmp(m->name, m->name_len, key->name,
 				     key->name_len);
 
-		if (!c) {
-			*out = ix[mid];
-			found = true;
-			break;
-		}
+		if (!c)
+			return ix[mid];
 		if (c < 0)
 			lo = mid + 1;
 		else
 			hi = mid - 1;
 	}
-	free(ix);
-	return found;
+	return ptz_cd_index(z, key);	/* not reached: @key is in @ix */
 }
 
 /* Where the central directory entry of z->entries[@i] is. */
@@ -140,7 +140,7 @@ static uint64_t cd_at(const struct ptz_reader *z, const struct ptz_scan *s,
 /*
  * Names equal ignoring ASCII case (z->by_name is sorted so): torch looks
  * every name up ignoring case, so it loads one record for all of them,
- * the one mz_find() gives; Python's zipfile keeps the last of names that
+ * the one mz_search() finds; Python's zipfile keeps the last of names that
  * are equal, and tells apart those that differ in case.
  */
 static int check_dups(const struct ptz_reader *z, const struct ptz_scan *s,
@@ -148,8 +148,8 @@ static int check_dups(const struct ptz_reader *z, const struct ptz_scan *s,
 {
 	struct ptz_entry *const *v = z->by_name;
 	const struct ptz_entry *a, *b, *t;
-	uint32_t n = z->nentries, i = 0, k, pick;
-	bool same = true;
+	uint32_t n = z->nentries, i = 0, k, pick, *ix;
+	bool same = true, known;
 
 	while (i + 1 < n && ptz_name_cmp(v[i]->name, v[i]->name_len,
 					 v[i + 1]->name, v[i + 1]->name_len))
@@ -166,7 +166,11 @@ static int check_dups(const struct ptz_reader *z, const struct ptz_scan *s,
 			same = false;
 			b = v[k];
 		}
-	if (!mz_find(z, a, &pick))
+	ix = mz_index(z);
+	known = ix != NULL;
+	pick = known ? mz_search(z, ix, a) : 0;
+	free(ix);
+	if (!known)
 		return diag_unsafe(d, cd_at(z, s, ptz_cd_index(z, b)), "duplicate record name '%.100s' (%u records, equal ignoring case as torch looks names up): too many records (%" PRIu32 ") to work out which one torch loads",
 				   a->name, k - i, n);
 	t = &z->entries[pick];
@@ -243,12 +247,45 @@ static int check_ends(const struct ptz_reader *z, const struct ptz_scan *s,
 	return 0;
 }
 
-int ptz_amb_check(const struct ptz_reader *z, const struct ptz_scan *s,
+/*
+ * Opened as torch reads it (ptz_reader_open_torch()): keep in z->by_name,
+ * of each run of names equal ignoring case, only the record torch's
+ * lookup finds, so that ptz_find() finds it.
+ */
+static int keep_torch_picks(struct ptz_reader *z, const struct ptz_scan *s,
+			    struct diag *d)
+{
+	struct ptz_entry **v = z->by_name;
+	uint32_t n = z->nentries, o = 0, *ix = NULL;
+
+	for (uint32_t i = 0, k; i < n; i = k) {
+		for (k = i + 1; k < n && !ptz_name_cmp(v[i]->name,
+						       v[i]->name_len,
+						       v[k]->name,
+						       v[k]->name_len); k++)
+			;
+		if (k - i == 1) {
+			v[o++] = v[i];
+			continue;
+		}
+		if (!ix && !(ix = mz_index(z)))
+			return diag_unsupported(d, cd_at(z, s, ptz_cd_index(z, v[i])), "duplicate record name '%.100s' in %" PRIu32 " records, too many to work out which one torch loads",
+						v[i]->name, n);
+		v[o++] = &z->entries[mz_search(z, ix, v[i])];
+	}
+	free(ix);
+	z->nnames = o;
+	return 0;
+}
+
+int ptz_amb_check(struct ptz_reader *z, const struct ptz_scan *s,
 		  struct diag *d)
 {
 	unsigned char sig[4];
 	int rc;
 
+	if (s->as_torch)
+		return keep_torch_picks(z, s, d);
 	if ((rc = check_ends(z, s, d)))
 		return rc;
 	if (s->cd_tail)

@@ -538,6 +538,7 @@ int ptz_cdir_read(struct ptz_reader *z, struct ptz_scan *s, struct diag *d)
 		goto out_free_cd_pos;
 	for (size_t i = 0; i < n; i++)
 		z->by_name[i] = &z->entries[i];
+	z->nnames = (uint32_t)n;
 	if (sort_names(z->by_name, (uint32_t)n)) {
 		rc = diag_nomem(d);
 		goto out_free_cd_pos;

@@ -91,6 +91,8 @@ static inline int ptz_name_cmp(const char *a, size_t na, const char *b,
  * reported as corrupt, not as ambiguous.
  */
 struct ptz_scan {
+	bool as_torch;			/* ptz_reader_open_torch(): no
+					   refusal, torch's picks kept */
 	/* another end record before the one miniz takes, naming another
 	   central directory (ptz_eocd.c) */
 	uint64_t eocd2_off;		/* PTZ_NONE: none */
@@ -142,9 +144,11 @@ int ptz_cdir_read(struct ptz_reader *z, struct ptz_scan *s, struct diag *d);
 /*
  * Refuse, with diag_unsafe(), an archive that torch reads otherwise than
  * other zip readers (ptz_amb.c): what @s noted, names equal ignoring case
- * (z->by_name sorted), a first record that is no local header.
+ * (z->by_name sorted), a first record that is no local header.  With
+ * s->as_torch, refuse nothing but keep in z->by_name, of names equal
+ * ignoring case, the record torch's lookup finds (z->nnames).
  */
-int ptz_amb_check(const struct ptz_reader *z, const struct ptz_scan *s,
+int ptz_amb_check(struct ptz_reader *z, const struct ptz_scan *s,
 		  struct diag *d);
 
 /* Bytes of the central directory ptz_cdir_read() reads at a time (an
