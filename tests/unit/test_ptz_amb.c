@@ -590,3 +590,53 @@ Test(ptz_amb, opened_as_torch_finds_the_records_torch_loads)
 	free(b.p);
 	assert_no_leaks();
 }
+
+/* a data.pkl that imports posix.system, and one that imports nothing
+   (no NUL in either: two_dirs_of() takes strings) */
+static const char evil[] = "\x80\x02" "cposix\nsystem\n.";
+static const char benign[] = "\x80\x02}.";
+
+/* Open @b as ptls --check does: refused as unsafe; whether a finding
+   names posix.system. */
+static bool refused_naming_system(const struct buf *b)
+{
+	const char *path = write_tmp(b->p, b->len);
+	struct ckpt *c = NULL;
+	bool named = false, archive = false;
+	struct diag d;
+
+	diag_init(&d, path);
+	cr_assert_eq(ckpt_open_with(path, CKPT_OPEN_KEEP, &c, &d), -EILSEQ);
+	cr_assert(d.unsafe, "%s", d.msg);
+	cr_assert_not_null(c);
+	for (uint32_t i = 0; i < c->nglobals; i++) {
+		const struct ckpt_global *g = &c->globals[i];
+
+		named |= g->kind == CKPT_U_GLOBAL &&
+			 !strcmp(g->module, "posix") &&
+			 !strcmp(g->name, "system");
+		archive |= g->kind == CKPT_U_ARCHIVE;
+	}
+	cr_expect(archive, "the refusal is no finding");
+	ckpt_close(c);
+	unlink(path);
+	return named;
+}
+
+Test(ptz_amb, names_what_torch_runs_of_a_refused_archive)
+{
+	struct buf b;
+	struct zinfo in;
+
+	/* torch reads the inner directory's data.pkl: what it runs is
+	   named beside the refusal, what it never reads is not */
+	two_dirs_of(&b, &in, PTZ_EOCD_LEN + 8, benign, evil);
+	second_eocd(b.p + in.eocd_off + PTZ_EOCD_LEN, &in);
+	cr_expect(refused_naming_system(&b));
+	free(b.p);
+	two_dirs_of(&b, &in, PTZ_EOCD_LEN + 8, evil, benign);
+	second_eocd(b.p + in.eocd_off + PTZ_EOCD_LEN, &in);
+	cr_expect(!refused_naming_system(&b));
+	free(b.p);
+	assert_no_leaks();
+}
