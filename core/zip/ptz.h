@@ -40,10 +40,12 @@ struct ptz_entry {
 	uint64_t data_off;	/* offset of the data; 0 until located */
 	uint32_t crc32;		/* from the central directory */
 	uint32_t slack;		/* bytes between the record's least size
-				   (local header, name, data) and the next
+				   (local header and data) and the next
 				   record or the central directory: room for
-				   the local extra field and a descriptor;
-				   UINT32_MAX: at least that (ptz_limit()) */
+				   the local name (miniz reads by its length,
+				   which may not be the central directory's),
+				   extra field and a descriptor; UINT32_MAX:
+				   at least that (ptz_limit()) */
 	uint16_t name_len;
 	uint16_t method;	/* PTZ_STORED or PTZ_DEFLATED */
 	uint16_t flags;		/* general purpose bit flag */
@@ -58,8 +60,7 @@ struct ptz_entry {
  */
 static inline uint64_t ptz_limit(const struct ptz_entry *e)
 {
-	return e->header_off + PTZ_LOCAL_LEN + e->name_len + e->csize +
-	       e->slack;
+	return e->header_off + PTZ_LOCAL_LEN + e->csize + e->slack;
 }
 
 struct ptz_reader {
@@ -77,6 +78,9 @@ struct ptz_reader {
 	uint32_t nentries;
 	struct ptz_entry *entries;	/* in central directory order */
 	struct ptz_entry **by_name;	/* sorted, case-insensitive */
+	uint32_t nnames;	/* entries by_name holds: nentries, but
+				   opened as torch (ptz_reader_open_torch())
+				   one of each name equal ignoring case */
 	char *prefix;		/* the common top folder, without '/';
 				   NULL when the first name has no '/' */
 	size_t prefix_len;
@@ -92,10 +96,12 @@ static inline uint32_t ptz_cd_index(const struct ptz_reader *z,
 
 /*
  * Read the end records and central directory of the zip archive in @fd
- * (@path for messages).  Checks: signatures, counts, every record and the
- * central directory inside the file, records not overlapping one another or
- * the central directory, names unique ignoring ASCII case (torch looks names
- * up that way), stored records with csize == usize, no encryption.
+ * (@path for messages) as torch's miniz reads them.  Checks: signatures,
+ * counts, every record and the central directory inside the file, records
+ * not overlapping one another or the central directory, stored records
+ * with csize == usize, no encryption.  An archive that torch reads
+ * otherwise than other zip readers (names equal ignoring ASCII case, two
+ * end records, ... : ptz_amb.c) is refused with diag_unsafe() (d->unsafe).
  * Returns 0, or -errno with @d set.  Release with ptz_reader_release().
  */
 int ptz_reader_open(struct ptz_reader *z, int fd, const char *path,
@@ -110,6 +116,17 @@ int ptz_reader_open(struct ptz_reader *z, int fd, const char *path,
  */
 int ptz_reader_open_at(struct ptz_reader *z, int fd, const char *path,
 		       uint64_t base, uint64_t size, struct diag *d);
+
+/*
+ * ptz_reader_open_at(), but reading the archive as torch (miniz) reads it
+ * where ptz_reader_open_at() refuses it as unsafe (ptz_amb.c): the end
+ * records and central directory torch takes, and of names equal ignoring
+ * case only the record torch's lookup finds (ptz_find() finds that one).
+ * For what torch would run of a refused file (ptls --check); the other
+ * checks stay.  Returns 0, or -errno with @d set.
+ */
+int ptz_reader_open_torch(struct ptz_reader *z, int fd, const char *path,
+			  uint64_t base, uint64_t size, struct diag *d);
 
 /* Free what the reader holds (not @fd).  A zeroed reader is safe. */
 void ptz_reader_release(struct ptz_reader *z);

@@ -2,9 +2,12 @@
  * ptz_cdir.c - read the central directory (APPNOTE 4.3.12) through a
  * window and turn it into the reader's index: one ptz_entry per record
  * with its sizes and local header offset (ZIP64 extra field, 4.5.3, where
- * the 32-bit fields say 0xffffffff), every name in one block, the
- * records' spaces checked not to overlap, and the names sorted ignoring
- * ASCII case, the order torch's miniz looks names up in.
+ * the 32-bit fields say 0xffffffff), every name in one block, the names
+ * sorted ignoring ASCII case, the order torch's miniz looks names up in,
+ * and the records' spaces checked not to overlap.  What miniz reads
+ * otherwise than other readers (a name with a NUL, a record it takes for
+ * a directory, entries past the count) is noted for ptz_amb.c, which
+ * judges it before the checks of each record.
  */
 #define PTZ_BUILD 1
 #include "zip/ptz_int.h"
@@ -53,6 +56,7 @@
 #define CD_NAME_LEN	28
 #define CD_EXTRA_LEN	30
 #define CD_COMMENT_LEN	32
+#define CD_EXT_ATTR	38
 #define CD_HEADER_OFF	42
 
 /*
@@ -70,7 +74,8 @@
  */
 #define EXTRA_HDR	4
 
-#define SENTINEL32	0xffffffffu
+#define SENTINEL32	PTZ_SENTINEL32
+#define DOS_DIR		0x10u	/* external attributes: a directory */
 
 /* One central directory entry while it is parsed. */
 struct cd_rec {
@@ -130,18 +135,22 @@ static int read_zip64_extra(const struct cd_rec *r, struct ptz_entry *e,
 			    name);
 }
 
-#define PTZ_DEFLATE_RATIO	1032u	/* deflate's greatest expansion */
 
 /*
- * Decode the entry @r into @e (name already set) and check what can be
- * checked of one record alone.
+ * Decode the entry @r, the @i-th, into @e (name already set), and note
+ * in @s what miniz reads of it otherwise than other readers: nothing at
+ * all of a record it takes for a directory (a name ending in '/', the DOS
+ * directory attribute) or of one with no compressed bytes, since
+ * mz_zip_reader_extract_to_mem() returns at once for those.  torch then
+ * gets the buffer it allocated, unwritten (issue 44).  With classic
+ * sizes the second does not arise: miniz refuses such a record at open.
  */
-static int read_entry(const struct ptz_reader *z, const struct cd_rec *r,
-		      struct ptz_entry *e, struct diag *d)
+static int read_entry(const struct cd_rec *r, uint32_t i, struct ptz_entry *e,
+		      struct ptz_scan *s, struct diag *d)
 {
 	const unsigned char *p = r->p;
-	uint64_t room;
-	int rc;
+	uint32_t attr = le32(p + CD_EXT_ATTR);
+	int rc, why = 0;
 
 	e->flags = le16(p + CD_FLAGS);
 	e->method = le16(p + CD_METHOD);
@@ -149,20 +158,49 @@ static int read_entry(const struct ptz_reader *z, const struct cd_rec *r,
 	e->csize = le32(p + CD_CSIZE);
 	e->usize = le32(p + CD_USIZE);
 	e->header_off = le32(p + CD_HEADER_OFF);
-	if (e->flags & (PTZ_FLAG_ENCRYPTED | PTZ_FLAG_STRONG))
-		return diag_unsupported(d, r->off + CD_FLAGS, "record '%s' is encrypted (flags 0x%04x)",
-					e->name, e->flags);
-	if (e->method != PTZ_STORED && e->method != PTZ_DEFLATED)
-		return diag_unsupported(d, r->off + CD_METHOD, "record '%s' uses compression method %u (only 0, stored, and 8, deflate, are supported)",
-					e->name, e->method);
 	if (e->usize == SENTINEL32 || e->csize == SENTINEL32 ||
 	    e->header_off == SENTINEL32) {
 		rc = read_zip64_extra(r, e, e->name, d);
 		if (rc < 0)
 			return rc;
 	}
+	if (memchr(p + PTZ_CDIR_LEN, 0, r->name_len) &&
+	    s->nul_name == UINT32_MAX)
+		s->nul_name = i;
+	if (p[PTZ_CDIR_LEN + r->name_len - 1] == '/')
+		why = PTZ_DIR_SLASH;
+	else if (attr & DOS_DIR)
+		why = PTZ_DIR_ATTR;
+	else if (!e->csize && (le32(p + CD_CSIZE) == SENTINEL32 ||
+			       le32(p + CD_USIZE) == SENTINEL32))
+		why = PTZ_DIR_ZERO;
+	if (why && e->usize && s->dir_data == UINT32_MAX) {
+		s->dir_data = i;
+		s->dir_why = why;
+		s->dir_attr = attr;
+	}
+	return 0;
+}
+
+#define PTZ_DEFLATE_RATIO	1032u	/* deflate's greatest expansion */
+
+/*
+ * Check what can be checked of the record @e alone, whose central
+ * directory entry is at @off.
+ */
+static int check_entry(const struct ptz_reader *z, const struct ptz_entry *e,
+		       uint64_t off, struct diag *d)
+{
+	uint64_t room;
+
+	if (e->flags & (PTZ_FLAG_ENCRYPTED | PTZ_FLAG_STRONG))
+		return diag_unsupported(d, off + CD_FLAGS, "record '%s' is encrypted (flags 0x%04x)",
+					e->name, e->flags);
+	if (e->method != PTZ_STORED && e->method != PTZ_DEFLATED)
+		return diag_unsupported(d, off + CD_METHOD, "record '%s' uses compression method %u (only 0, stored, and 8, deflate, are supported)",
+					e->name, e->method);
 	if (e->method == PTZ_STORED && e->csize != e->usize)
-		return diag_corrupt(d, r->off + CD_CSIZE, "stored record '%s' has compressed size %" PRIu64 " but size %" PRIu64,
+		return diag_corrupt(d, off + CD_CSIZE, "stored record '%s' has compressed size %" PRIu64 " but size %" PRIu64,
 				    e->name, e->csize, e->usize);
 	/*
 	 * Deflate turns one 258-byte match into at least 2 bits, so no
@@ -172,18 +210,17 @@ static int read_entry(const struct ptz_reader *z, const struct cd_rec *r,
 	 */
 	if (e->method == PTZ_DEFLATED &&
 	    e->usize / PTZ_DEFLATE_RATIO > e->csize + 1)
-		return diag_corrupt(d, r->off + CD_USIZE, "deflated record '%s' claims %" PRIu64 " bytes from %" PRIu64 ", more than deflate can give",
+		return diag_corrupt(d, off + CD_USIZE, "deflated record '%s' claims %" PRIu64 " bytes from %" PRIu64 ", more than deflate can give",
 				    e->name, e->usize, e->csize);
 	/*
-	 * The local header, a name as long as this one and the data must
-	 * fit before the central directory; ptz_entry_locate() checks the
-	 * real local name and extra lengths later.
+	 * The local header and the data must fit before the central
+	 * directory; ptz_entry_locate() checks the local name and extra
+	 * lengths later (miniz reads by those, not by this name's).
 	 */
 	room = z->cdir_off;
-	if (e->header_off > room ||
-	    room - e->header_off < PTZ_LOCAL_LEN + (uint64_t)e->name_len ||
-	    room - e->header_off - PTZ_LOCAL_LEN - e->name_len < e->csize)
-		return diag_corrupt(d, r->off + CD_HEADER_OFF, "record '%s' (local header at 0x%" PRIx64 ", %" PRIu64 " bytes of data) runs past the central directory at 0x%" PRIx64,
+	if (e->header_off > room || room - e->header_off < PTZ_LOCAL_LEN ||
+	    room - e->header_off - PTZ_LOCAL_LEN < e->csize)
+		return diag_corrupt(d, off + CD_HEADER_OFF, "record '%s' (local header at 0x%" PRIx64 ", %" PRIu64 " bytes of data) runs past the central directory at 0x%" PRIx64,
 				    e->name, e->header_off, e->csize, room);
 	return 0;
 }
@@ -274,14 +311,17 @@ static int split_entry(const struct ptz_reader *z, struct cdir_win *w,
 	if (rc)
 		return rc;
 	r->p = w->buf + (pos - w->start);
-	if (memchr(r->p + PTZ_CDIR_LEN, 0, r->name_len))
-		return diag_corrupt(d, r->off + PTZ_CDIR_LEN, "record name contains a NUL byte");
 	return 0;
 }
 
-/* Parse every entry of the central directory, read through @w. */
+/*
+ * Parse every entry of the central directory, read through @w.  Bytes
+ * after the last entry the end record counts are corrupt, unless they are
+ * more entries: miniz stops at the count, Python's zipfile reads on
+ * (s->cd_tail).
+ */
 static int parse_all(struct ptz_reader *z, struct cdir_win *w,
-		     uint32_t *cd_pos, struct diag *d)
+		     uint32_t *cd_pos, struct ptz_scan *s, struct diag *d)
 {
 	char *names = z->names;
 	uint64_t pos = 0;
@@ -300,16 +340,25 @@ static int parse_all(struct ptz_reader *z, struct cdir_win *w,
 		e->name = names;
 		e->name_len = r.name_len;
 		names += r.name_len + 1;
-		rc = read_entry(z, &r, e, d);
+		rc = read_entry(&r, i, e, s, d);
 		if (rc < 0)
 			return rc;
 		cd_pos[i] = (uint32_t)pos;
 		pos += PTZ_CDIR_LEN + r.name_len + r.extra_len + r.comment_len;
 	}
-	if (pos != z->cdir_size)
-		return diag_corrupt(d, z->cdir_off + pos, "central directory has %" PRIu64 " bytes after its %" PRIu32 " records (the end record's count is wrong)",
-				    z->cdir_size - pos, z->nentries);
-	return 0;
+	if (pos == z->cdir_size)
+		return 0;
+	if (z->cdir_size - pos >= 4) {
+		rc = win_need(z, w, pos, 4, d);
+		if (rc < 0)
+			return rc;
+		if (le32(w->buf + (pos - w->start)) == PTZ_SIG_CDIR) {
+			s->cd_tail = z->cdir_size - pos;
+			return 0;
+		}
+	}
+	return diag_corrupt(d, z->cdir_off + pos, "central directory has %" PRIu64 " bytes after its %" PRIu32 " records (the end record's count is wrong)",
+			    z->cdir_size - pos, z->nentries);
 }
 
 static int cmp_offset(const void *a, const void *b)
@@ -351,11 +400,12 @@ static int check_overlaps(struct ptz_reader *z, struct ptz_entry **v,
 	for (uint32_t i = 0; i < n; i++) {
 		struct ptz_entry *e = v[i];
 		/*
-		 * read_entry() checked header_off + need <= cdir_off, so the
-		 * sum cannot overflow and only a next record can be hit.
+		 * check_entry() checked header_off + need <= cdir_off, so
+		 * the sum cannot overflow and only a next record can be hit.
+		 * The local name need not be as long as this one: miniz reads
+		 * the data after the local header's own name.
 		 */
-		uint64_t need = PTZ_LOCAL_LEN + (uint64_t)e->name_len +
-				e->csize;
+		uint64_t need = PTZ_LOCAL_LEN + e->csize;
 		uint64_t limit = i + 1 < n ? v[i + 1]->header_off :
 				 z->cdir_off;
 
@@ -409,25 +459,6 @@ static int sort_names(struct ptz_entry **v, uint32_t n)
 	return 0;
 }
 
-/* Sort @v by name ignoring case and refuse names that are then equal. */
-static int check_names(struct ptz_reader *z, struct ptz_entry **v,
-		       const uint32_t *cd_pos, struct diag *d)
-{
-	uint32_t n = z->nentries;
-
-	if (sort_names(v, n))
-		return diag_nomem(d);
-	for (uint32_t i = 1; i < n; i++) {
-		const struct ptz_entry *e = v[i];
-
-		if (!ptz_name_cmp(v[i - 1]->name, v[i - 1]->name_len, e->name,
-				  e->name_len))
-			return diag_corrupt(d, z->cdir_off + cd_pos[ptz_cd_index(z, e)], "duplicate record name '%s' (names are compared ignoring case)",
-					    e->name);
-	}
-	return 0;
-}
-
 /* The folder of the first record's name; torch names every record in it. */
 static int set_prefix(struct ptz_reader *z, struct diag *d)
 {
@@ -451,11 +482,27 @@ static int set_prefix(struct ptz_reader *z, struct diag *d)
 	return 0;
 }
 
-int ptz_cdir_read(struct ptz_reader *z, struct diag *d)
+/* The checks of each record, then of their spaces (@v: scratch). */
+static int check_all(struct ptz_reader *z, const uint32_t *cd_pos,
+		     struct ptz_entry **v, struct diag *d)
+{
+	int rc;
+
+	for (uint32_t i = 0; i < z->nentries; i++) {
+		rc = check_entry(z, &z->entries[i], z->cdir_off + cd_pos[i], d);
+		if (rc < 0)
+			return rc;
+		v[i] = &z->entries[i];
+	}
+	return check_overlaps(z, v, d);
+}
+
+int ptz_cdir_read(struct ptz_reader *z, struct ptz_scan *s, struct diag *d)
 {
 	size_t n = z->nentries;
 	size_t size = (size_t)z->cdir_size;
 	struct cdir_win w = { 0 };
+	struct ptz_entry **v = NULL;
 	uint32_t *cd_pos;
 	int rc;
 
@@ -476,7 +523,8 @@ int ptz_cdir_read(struct ptz_reader *z, struct diag *d)
 	z->entries = calloc(n, sizeof(*z->entries));
 	z->by_name = malloc(n * sizeof(*z->by_name));
 	z->names = malloc(size);
-	if (!z->entries || !z->by_name || !z->names) {
+	v = malloc(n * sizeof(*v));
+	if (!z->entries || !z->by_name || !z->names || !v) {
 		rc = diag_nomem(d);
 		goto out_free_cd_pos;
 	}
@@ -485,19 +533,27 @@ int ptz_cdir_read(struct ptz_reader *z, struct diag *d)
 	util_populate(cd_pos, n * sizeof(*cd_pos));
 	util_populate(z->entries, n * sizeof(*z->entries));
 	util_populate(z->by_name, n * sizeof(*z->by_name));
-	rc = parse_all(z, &w, cd_pos, d);
+	rc = parse_all(z, &w, cd_pos, s, d);
 	if (rc < 0)
 		goto out_free_cd_pos;
 	for (size_t i = 0; i < n; i++)
 		z->by_name[i] = &z->entries[i];
-	rc = check_overlaps(z, z->by_name, d);
+	z->nnames = (uint32_t)n;
+	if (sort_names(z->by_name, (uint32_t)n)) {
+		rc = diag_nomem(d);
+		goto out_free_cd_pos;
+	}
+	s->cd_pos = cd_pos;
+	rc = ptz_amb_check(z, s, d);
+	s->cd_pos = NULL;
 	if (rc < 0)
 		goto out_free_cd_pos;
-	rc = check_names(z, z->by_name, cd_pos, d);
+	rc = check_all(z, cd_pos, v, d);
 	if (rc < 0)
 		goto out_free_cd_pos;
 	rc = set_prefix(z, d);
 out_free_cd_pos:
+	free(v);
 	free(cd_pos);
 out_free_buf:
 	free(w.buf);

@@ -1,10 +1,13 @@
 /*
- * ptz_eocd.c - find the central directory through the end records: the
- * classic end of central directory record (APPNOTE 4.3.16), found by a
- * backwards scan past an archive comment of up to 64 KiB, and, when a ZIP64
- * locator (4.3.15) sits right before it, the ZIP64 end record (4.3.14).
- * torch.save always writes all three; other zip tools often only the first.
- * Like torch's miniz, the ZIP64 record wins whenever the locator is present.
+ * ptz_eocd.c - find the central directory through the end records as
+ * torch's miniz (2.1.0 in torch 1.x, 3.0.2 in torch 2.x) finds it: the
+ * classic end of central directory record (APPNOTE 4.3.16) is the last
+ * "PK\5\6" with 22 bytes after it in the file's last 69584 bytes, whatever
+ * its comment length says, and, when a ZIP64 locator (4.3.15) sits right
+ * before it, the ZIP64 end record (4.3.14) it points to wins, wherever it
+ * is.  torch.save always writes all three; other zip tools often only the
+ * first.  What other readers would take instead (an earlier end record, a
+ * ZIP64 record not before its locator) is noted for ptz_amb.c.
  */
 #define PTZ_BUILD 1
 #include "zip/ptz_int.h"
@@ -87,7 +90,8 @@ struct ptz_end {
 	uint64_t n_total;
 	uint64_t cd_size;
 	uint64_t cd_off;
-	uint64_t end_off;	/* first byte of the end records */
+	uint64_t end_off;	/* where the central directory must end: the
+				   locator, or the classic record */
 	uint64_t rec_off;	/* the record the values come from */
 };
 
@@ -122,66 +126,100 @@ static int no_eocd(const struct ptz_reader *z, const unsigned char *tail,
 }
 
 /*
- * Scan @tail (the last @len bytes of the file) backwards for the classic
- * end record.  A candidate whose comment ends exactly at the end of the
- * file wins; failing that, the last one whose comment fits (miniz allows
- * trailing bytes).  A signature inside the comment itself thus loses to
- * the real record.  Returns the candidate's index or -1.
+ * miniz scans the file backwards in 4 KiB blocks that overlap by 3 bytes
+ * and gives up once it has looked 64 KiB + 22 bytes back: its last block
+ * starts 4096 + 16 x 4093 = 69584 bytes before the end.
+ */
+#define MZ_EOCD_SCAN	69584u
+
+/*
+ * The end record miniz takes: the last "PK\5\6" of @tail (the last @len
+ * bytes of the file) with at least 22 bytes after it.  Its comment length
+ * is not looked at, so trailing bytes are allowed and a record inside
+ * another's comment wins.  Returns its index or -1.
  */
 static long find_eocd(const unsigned char *tail, size_t len)
 {
-	long loose = -1;
-
 	if (len < PTZ_EOCD_LEN)
 		return -1;
-	for (size_t p = len - PTZ_EOCD_LEN + 1; p-- > 0;) {
-		size_t room = len - p - PTZ_EOCD_LEN;
-		uint16_t clen;
-
-		if (le32(tail + p) != PTZ_SIG_EOCD)
-			continue;
-		clen = le16(tail + p + EOCD_COMMENT);
-		if (clen == room)
+	for (size_t p = len - PTZ_EOCD_LEN + 1; p-- > 0;)
+		if (le32(tail + p) == PTZ_SIG_EOCD)
 			return (long)p;
-		if (clen < room && loose < 0)
-			loose = (long)p;
+	return -1;
+}
+
+/*
+ * Note in @s the last end record before the one at @p (both in @tail, the
+ * file's bytes from @tail_off) that other readers could take: its comment
+ * fits in the file, it names another central directory, and that one lies
+ * before it (or is in a ZIP64 record).  Where only it ends the file with
+ * its comment, it is what the zip format's own rule picks.
+ */
+static void find_other(const unsigned char *tail, size_t len, size_t p,
+		       uint64_t tail_off, struct ptz_scan *s)
+{
+	bool exact = le16(tail + p + EOCD_COMMENT) == len - p - PTZ_EOCD_LEN;
+
+	for (size_t q = p; q-- > 0;) {
+		const unsigned char *r = tail + q;
+		size_t room = len - q - PTZ_EOCD_LEN;
+		uint64_t at = tail_off + q;
+		uint32_t cd_off, cd_size;
+
+		if (le32(r) != PTZ_SIG_EOCD || le16(r + EOCD_COMMENT) > room ||
+		    !memcmp(r + EOCD_DISK, tail + p + EOCD_DISK, 16))
+			continue;
+		cd_off = le32(r + EOCD_CD_OFF);
+		cd_size = le32(r + EOCD_CD_SIZE);
+		if (cd_off != PTZ_SENTINEL32 && cd_size != PTZ_SENTINEL32 &&
+		    (cd_off > at || cd_size > at - cd_off))
+			continue;
+		s->eocd2_off = at;
+		s->eocd2_cd_off = cd_off;
+		s->eocd2_n = le16(r + EOCD_N_TOTAL);
+		s->eocd2_exact = !exact && le16(r + EOCD_COMMENT) == room;
+		return;
 	}
-	return loose;
 }
 
 /*
  * Read the ZIP64 locator at @loc_off and the ZIP64 end record it points
- * to into @end.
+ * to into @end, as miniz does: the record may be anywhere in the file,
+ * and where the locator points at none, the classic values are read
+ * (s->z64_missing).
  */
 static int read_zip64(struct ptz_reader *z, uint64_t loc_off,
 		      const unsigned char *loc, struct ptz_end *end,
-		      struct diag *d)
+		      struct ptz_scan *s, struct diag *d)
 {
 	unsigned char rec[PTZ_EOCD64_LEN];
 	uint64_t off = le64(loc + LOC64_OFF);
 	uint64_t recsize;
-	uint32_t sig;
 	int rc;
 
-	if (le32(loc + LOC64_DISK) != 0 || le32(loc + LOC64_NDISKS) > 1)
-		return diag_unsupported(d, loc_off, "multi-disk zip archives are not supported (zip64 locator: disk %" PRIu32 " of %" PRIu32 ")",
-					le32(loc + LOC64_DISK),
-					le32(loc + LOC64_NDISKS));
-	/* The record must end before the locator: no wrap, no overlap. */
-	if (off > loc_off || loc_off - off < PTZ_EOCD64_LEN)
-		return diag_corrupt(d, loc_off + LOC64_OFF, "zip64 end record offset 0x%" PRIx64 " is not before its locator at 0x%" PRIx64,
-				    off, loc_off);
+	s->loc_off = loc_off;
+	s->z64_off = off;
+	if (le32(loc + LOC64_DISK) != 0)
+		return diag_unsupported(d, loc_off, "multi-disk zip archives are not supported (zip64 locator: disk %" PRIu32 ")",
+					le32(loc + LOC64_DISK));
+	/* the locator is at 76 or later: the subtraction cannot wrap */
+	if (off > z->file_size - PTZ_EOCD64_LEN)
+		return diag_corrupt(d, loc_off + LOC64_OFF, "zip64 end record offset 0x%" PRIx64 " runs past the end of the file",
+				    off);
 	rc = ptz_pread(z, rec, sizeof(rec), off, d);
 	if (rc < 0)
 		return rc;
-	sig = le32(rec);
-	if (sig != PTZ_SIG_EOCD64)
-		return diag_corrupt(d, off, "bad zip64 end of central directory signature 0x%08" PRIx32,
-				    sig);
+	if (le32(rec) != PTZ_SIG_EOCD64) {
+		s->z64_missing = true;
+		return 0;
+	}
+	if (le32(loc + LOC64_NDISKS) != 1)
+		return diag_unsupported(d, loc_off + LOC64_NDISKS, "multi-disk zip archives are not supported (zip64 locator: %" PRIu32 " disks; torch reads only 1)",
+					le32(loc + LOC64_NDISKS));
 	recsize = le64(rec + EOCD64_RECSIZE);
-	if (recsize < PTZ_EOCD64_LEN - 12 || recsize > loc_off - off - 12)
-		return diag_corrupt(d, off + EOCD64_RECSIZE, "bad zip64 end record size %" PRIu64 " (44 to %" PRIu64 " bytes fit)",
-				    recsize, loc_off - off - 12);
+	if (recsize < PTZ_EOCD64_LEN - 12)
+		return diag_corrupt(d, off + EOCD64_RECSIZE, "bad zip64 end record size %" PRIu64 " (at least 44)",
+				    recsize);
 	if (le32(rec + EOCD64_DISK) != 0 || le32(rec + EOCD64_CD_DISK) != 0)
 		return diag_unsupported(d, off + EOCD64_DISK, "multi-disk zip archives are not supported (zip64 end record: disk %" PRIu32 ", central directory on disk %" PRIu32 ")",
 					le32(rec + EOCD64_DISK),
@@ -190,8 +228,11 @@ static int read_zip64(struct ptz_reader *z, uint64_t loc_off,
 	end->n_total = le64(rec + EOCD64_N_TOTAL);
 	end->cd_size = le64(rec + EOCD64_CD_SIZE);
 	end->cd_off = le64(rec + EOCD64_CD_OFF);
-	end->end_off = off;
 	end->rec_off = off;
+	/* between the directory's start and the locator, the record is
+	   where the end records start; elsewhere ptz_amb.c refuses it */
+	if (off >= end->cd_off && off < loc_off)
+		end->end_off = off;
 	z->zip64 = 1;
 	return 0;
 }
@@ -208,7 +249,6 @@ static int read_classic(const unsigned char *rec, uint64_t off,
 	end->n_total = le16(rec + EOCD_N_TOTAL);
 	end->cd_size = le32(rec + EOCD_CD_SIZE);
 	end->cd_off = le32(rec + EOCD_CD_OFF);
-	end->end_off = off;
 	end->rec_off = off;
 	return 0;
 }
@@ -249,13 +289,23 @@ static int check_end(struct ptz_reader *z, const struct ptz_end *end,
 	return 0;
 }
 
-int ptz_eocd_read(struct ptz_reader *z, struct diag *d)
+void ptz_scan_init(struct ptz_scan *s)
 {
-	size_t max = PTZ_EOCD_LEN + PTZ_COMMENT_MAX;
-	size_t len = z->file_size < max ? (size_t)z->file_size : max;
+	memset(s, 0, sizeof(*s));
+	s->eocd2_off = PTZ_NONE;
+	s->loc_off = PTZ_NONE;
+	s->z64_off = PTZ_NONE;
+	s->nul_name = UINT32_MAX;
+	s->dir_data = UINT32_MAX;
+}
+
+int ptz_eocd_read(struct ptz_reader *z, struct ptz_scan *s, struct diag *d)
+{
+	size_t len = z->file_size < MZ_EOCD_SCAN ? (size_t)z->file_size :
+		     MZ_EOCD_SCAN;
 	unsigned char loc[PTZ_LOC64_LEN];
 	struct ptz_end end = { 0 };
-	unsigned char *tail;
+	unsigned char *tail, *rec;
 	uint64_t tail_off = z->file_size - len;
 	long p;
 	int rc;
@@ -276,22 +326,31 @@ int ptz_eocd_read(struct ptz_reader *z, struct diag *d)
 		rc = no_eocd(z, tail, len, d);
 		goto out_free_tail;
 	}
+	rec = tail + p;
 	z->eocd_off = tail_off + (uint64_t)p;
 	z->zip64 = 0;
-	if (z->eocd_off >= PTZ_LOC64_LEN) {
+	s->classic[0] = le16(rec + EOCD_N_DISK);
+	s->classic[1] = le16(rec + EOCD_N_TOTAL);
+	s->classic[2] = le32(rec + EOCD_CD_SIZE);
+	s->classic[3] = le32(rec + EOCD_CD_OFF);
+	find_other(tail, len, (size_t)p, tail_off, s);
+	/* where miniz looks for a locator: room for it and a ZIP64 record */
+	end.end_off = z->eocd_off;
+	if (z->eocd_off >= PTZ_LOC64_LEN + PTZ_EOCD64_LEN) {
 		uint64_t loc_off = z->eocd_off - PTZ_LOC64_LEN;
 
 		rc = ptz_pread(z, loc, sizeof(loc), loc_off, d);
 		if (rc < 0)
 			goto out_free_tail;
 		if (le32(loc) == PTZ_SIG_LOC64) {
-			rc = read_zip64(z, loc_off, loc, &end, d);
+			end.end_off = loc_off;
+			rc = read_zip64(z, loc_off, loc, &end, s, d);
 			if (rc < 0)
 				goto out_free_tail;
 		}
 	}
 	if (!z->zip64) {
-		rc = read_classic(tail + p, z->eocd_off, &end, d);
+		rc = read_classic(rec, z->eocd_off, &end, d);
 		if (rc < 0)
 			goto out_free_tail;
 	}

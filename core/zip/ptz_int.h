@@ -1,7 +1,8 @@
 /*
- * ptz_int.h - what the three parts of the zip reader share: record sizes and
+ * ptz_int.h - what the parts of the zip reader share: record sizes and
  * signatures (APPNOTE 6.3.x sections 4.3.7, 4.3.12, 4.3.14-16), the ASCII
- * case fold torch's miniz uses for names, and the one pread helper.
+ * case fold torch's miniz uses for names, what the open notes of records
+ * that readers disagree on (struct ptz_scan), and the one pread helper.
  *
  * Internal: the files of core/zip define PTZ_BUILD before including it, and
  * tests define PT_INTERNAL (like libarchive's *_private.h headers).
@@ -13,6 +14,7 @@
 #error "ptz_int.h is internal to core/zip and its tests"
 #endif
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -34,6 +36,7 @@ struct diag;
 #define PTZ_COMMENT_MAX	0xffffu	/* archive comment: a u16 length */
 
 #define PTZ_EXTRA_ZIP64	0x0001u	/* ZIP64 extended information extra field */
+#define PTZ_SENTINEL32	0xffffffffu	/* a 32-bit field: see the ZIP64 one */
 
 #define PTZ_FLAG_ENCRYPTED	0x0001u	/* bit 0: traditional encryption */
 #define PTZ_FLAG_STRONG		0x0040u	/* bit 6: strong encryption */
@@ -78,18 +81,75 @@ static inline int ptz_name_cmp(const char *a, size_t na, const char *b,
 	return na < nb ? -1 : na > nb;
 }
 
+#define PTZ_NONE	UINT64_MAX	/* no such record in struct ptz_scan */
+
 /*
- * Find the end records: sets z->eocd_off, z->zip64, z->nentries,
- * z->cdir_off and z->cdir_size, all checked against z->file_size.
+ * What the open saw that torch's miniz reads one way and other zip
+ * readers another.  ptz_eocd_read() and ptz_cdir_read() read the archive
+ * as miniz does and note these here; ptz_amb_check() judges them once the
+ * central directory is read, so that a file torch cannot open at all is
+ * reported as corrupt, not as ambiguous.
  */
-int ptz_eocd_read(struct ptz_reader *z, struct diag *d);
+struct ptz_scan {
+	bool as_torch;			/* ptz_reader_open_torch(): no
+					   refusal, torch's picks kept */
+	/* another end record before the one miniz takes, naming another
+	   central directory (ptz_eocd.c) */
+	uint64_t eocd2_off;		/* PTZ_NONE: none */
+	uint64_t eocd2_cd_off;
+	uint32_t eocd2_n;
+	bool eocd2_exact;		/* its comment ends the file, the
+					   one miniz takes does not */
+	/* the ZIP64 locator and where it points (PTZ_NONE: no locator) */
+	uint64_t loc_off;
+	uint64_t z64_off;
+	bool z64_missing;		/* no ZIP64 end record there: miniz
+					   reads the classic values */
+	uint64_t classic[4];		/* the classic record's entries on
+					   this disk, total, directory size
+					   and offset, as written */
+	/* the central directory (ptz_cdir.c) */
+	const uint32_t *cd_pos;		/* each entry's position in it */
+	uint64_t cd_tail;		/* bytes after the counted entries */
+	uint32_t nul_name;		/* first name holding a NUL byte
+					   (UINT32_MAX: none) */
+	uint32_t dir_data;		/* first record miniz reads nothing of
+					   though it holds bytes (likewise) */
+	int dir_why;			/* why: PTZ_DIR_SLASH, ... */
+	uint32_t dir_attr;		/* its external attributes */
+};
+
+#define PTZ_DIR_SLASH	1	/* its name ends in '/' */
+#define PTZ_DIR_ATTR	2	/* external attributes: the DOS directory bit */
+#define PTZ_DIR_ZERO	3	/* ZIP64 sizes: no compressed bytes for data */
+
+/* A scan that has seen nothing yet. */
+void ptz_scan_init(struct ptz_scan *s);
+
+/*
+ * Find the end records as miniz does: sets z->eocd_off, z->zip64,
+ * z->nentries, z->cdir_off and z->cdir_size, all checked against
+ * z->file_size, and notes in @s what other readers would take instead.
+ */
+int ptz_eocd_read(struct ptz_reader *z, struct ptz_scan *s, struct diag *d);
 
 /*
  * Read and check the central directory located by ptz_eocd_read(): fills
- * z->entries, z->names, z->by_name, z->prefix.  On failure the caller
- * releases what was filled in.
+ * z->entries, z->names, z->by_name, z->prefix; calls ptz_amb_check()
+ * once it is read, before the checks of each record.  On failure the
+ * caller releases what was filled in.
  */
-int ptz_cdir_read(struct ptz_reader *z, struct diag *d);
+int ptz_cdir_read(struct ptz_reader *z, struct ptz_scan *s, struct diag *d);
+
+/*
+ * Refuse, with diag_unsafe(), an archive that torch reads otherwise than
+ * other zip readers (ptz_amb.c): what @s noted, names equal ignoring case
+ * (z->by_name sorted), a first record that is no local header.  With
+ * s->as_torch, refuse nothing but keep in z->by_name, of names equal
+ * ignoring case, the record torch's lookup finds (z->nnames).
+ */
+int ptz_amb_check(struct ptz_reader *z, const struct ptz_scan *s,
+		  struct diag *d);
 
 /* Bytes of the central directory ptz_cdir_read() reads at a time (an
  * entry longer than that is read whole); tests make it small. */

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <libdeflate.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -70,9 +71,11 @@ int ptz_reader_open(struct ptz_reader *z, int fd, const char *path,
 	return ptz_reader_open_at(z, fd, path, 0, (uint64_t)st.st_size, d);
 }
 
-int ptz_reader_open_at(struct ptz_reader *z, int fd, const char *path,
-		       uint64_t base, uint64_t size, struct diag *d)
+/* ptz_reader_open_at(), @torch: ptz_reader_open_torch(). */
+static int open_at(struct ptz_reader *z, int fd, const char *path,
+		   uint64_t base, uint64_t size, bool torch, struct diag *d)
 {
+	struct ptz_scan s;
 	struct stat st;
 	int rc;
 
@@ -92,10 +95,12 @@ int ptz_reader_open_at(struct ptz_reader *z, int fd, const char *path,
 				    (uint64_t)st.st_size);
 	z->base = base;
 	z->file_size = size;
-	rc = ptz_eocd_read(z, d);
+	ptz_scan_init(&s);
+	s.as_torch = torch;
+	rc = ptz_eocd_read(z, &s, d);
 	if (rc < 0)
 		goto out_release;
-	rc = ptz_cdir_read(z, d);
+	rc = ptz_cdir_read(z, &s, d);
 	if (rc < 0)
 		goto out_release;
 	return 0;
@@ -104,6 +109,18 @@ out_release:
 	z->fd = fd;
 	z->path = path;
 	return rc;
+}
+
+int ptz_reader_open_at(struct ptz_reader *z, int fd, const char *path,
+		       uint64_t base, uint64_t size, struct diag *d)
+{
+	return open_at(z, fd, path, base, size, false, d);
+}
+
+int ptz_reader_open_torch(struct ptz_reader *z, int fd, const char *path,
+			  uint64_t base, uint64_t size, struct diag *d)
+{
+	return open_at(z, fd, path, base, size, true, d);
 }
 
 void ptz_reader_release(struct ptz_reader *z)
@@ -145,12 +162,13 @@ static int key_cmp(const struct ptz_entry *e, const struct key *k)
 
 /*
  * Binary search of z->by_name.  Names are unique ignoring case (checked at
- * open), so the one match ignoring case is also the exact match if any.
+ * open, or made so by ptz_reader_open_torch()), so the one match ignoring
+ * case is also the exact match if any.
  */
 static struct ptz_entry *find_key(const struct ptz_reader *z,
 					const struct key *k)
 {
-	size_t lo = 0, hi = z->nentries;
+	size_t lo = 0, hi = z->nnames;
 
 	if (k->n[0] + k->n[1] + k->n[2] > UINT16_MAX)
 		return NULL;
@@ -172,7 +190,7 @@ struct ptz_entry *ptz_find(const struct ptz_reader *z, const char *name)
 {
 	struct key k = { { name, "", "" }, { 0, 0, 0 } };
 
-	if (!name || !z->nentries)
+	if (!name || !z->nnames)
 		return NULL;
 	k.n[0] = strlen(name);
 	return find_key(z, &k);
@@ -182,7 +200,7 @@ struct ptz_entry *ptz_find_rel(const struct ptz_reader *z, const char *rel)
 {
 	struct key k = { { "", "", rel }, { 0, 0, 0 } };
 
-	if (!rel || !z->nentries)
+	if (!rel || !z->nnames)
 		return NULL;
 	if (z->prefix) {
 		k.s[0] = z->prefix;

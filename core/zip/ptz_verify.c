@@ -27,6 +27,11 @@
 
 #define ALIGN_MIN	64u		/* torch's; mmap users expect it */
 #define SIG_DESC	0x08074b50u	/* "PK\7\8" */
+#define LH_FLAGS	6		/* the local header's fields */
+#define LH_METHOD	8
+#define LH_CRC		14
+#define LH_CSIZE	18
+#define LH_USIZE	22
 #define LH_NAME_LEN	26
 #define FLAG_DESC	0x0008u		/* bit 3: a descriptor follows */
 
@@ -69,9 +74,14 @@ static bool is_storage_rec(const struct ptz_reader *z,
 
 /* ---- each record ---- */
 
-/* The local header's name must be the central directory's. */
-static void check_local_name(const struct ptz_verify *v,
-			     const struct ptz_entry *e)
+/*
+ * The local header must say what the central directory says: torch
+ * (miniz) reads by the central directory, a streaming reader (unzip -,
+ * bsdtar from a pipe, ZipInputStream) by the local headers, and Python's
+ * zipfile refuses a local name that differs.  CRC-32 and sizes only when
+ * no descriptor holds them (flag bit 3) and they are not in a ZIP64 extra.
+ */
+static void check_local(const struct ptz_verify *v, const struct ptz_entry *e)
 {
 	unsigned char lh[PTZ_LOCAL_LEN];
 	uint16_t n;
@@ -79,6 +89,22 @@ static void check_local_name(const struct ptz_verify *v,
 
 	if (!get(v->z, lh, sizeof(lh), e->header_off))
 		return;		/* ptz_entry_locate() read it already */
+	if (le16(lh + LH_METHOD) != e->method)
+		problem(v, "record", e->header_off, "local header of '%s' "
+			"says compression method %u, the central directory %u "
+			"(which torch reads)", e->name, le16(lh + LH_METHOD),
+			e->method);
+	else if (!(le16(lh + LH_FLAGS) & FLAG_DESC) &&
+		 le32(lh + LH_CSIZE) != PTZ_SENTINEL32 &&
+		 le32(lh + LH_USIZE) != PTZ_SENTINEL32 &&
+		 (le32(lh + LH_CRC) != e->crc32 ||
+		  le32(lh + LH_CSIZE) != e->csize ||
+		  le32(lh + LH_USIZE) != e->usize))
+		problem(v, "record", e->header_off, "local header of '%s' "
+			"says CRC-32 %08" PRIx32 " and %" PRIu32 " bytes, the "
+			"central directory (which torch reads) %08" PRIx32
+			" and %" PRIu64, e->name, le32(lh + LH_CRC),
+			le32(lh + LH_USIZE), e->crc32, e->usize);
 	n = le16(lh + LH_NAME_LEN);
 	if (n != e->name_len) {
 		problem(v, "record", e->header_off, "local header of '%s' "
@@ -96,22 +122,45 @@ static void check_local_name(const struct ptz_verify *v,
 	free(name);
 }
 
-/* The data descriptor after the data (flag bit 3) must carry the CRC. */
+/*
+ * The data descriptor after the data (flag bit 3) must carry the CRC-32
+ * and, where its size shows their width (with or without its signature,
+ * up to the next record), the sizes: a streaming reader goes by it.
+ */
 static void check_descriptor(const struct ptz_verify *v,
 			     const struct ptz_entry *e)
 {
-	unsigned char dd[8];
-	uint64_t at = e->data_off + e->csize;
+	unsigned char dd[24];
+	uint64_t at = e->data_off + e->csize, room, cs, us;
+	size_t sig;
 	uint32_t crc;
 
 	if (!(e->flags & FLAG_DESC) || !e->csize || at + 8 > ptz_limit(e) ||
-	    !get(v->z, dd, sizeof(dd), at))
+	    !get(v->z, dd, 8, at))
 		return;
-	crc = le32(dd) == SIG_DESC ? le32(dd + 4) : le32(dd);
-	if (crc != e->crc32)
+	sig = le32(dd) == SIG_DESC ? 4 : 0;
+	crc = le32(dd + sig);
+	if (crc != e->crc32) {
 		problem(v, "descriptor", at, "data descriptor of '%s' says "
 			"CRC-32 %08" PRIx32 ", the central directory %08" PRIx32,
 			e->name, crc, e->crc32);
+		return;
+	}
+	room = ptz_limit(e) - at;
+	if (room == sig + 12 && get(v->z, dd, room, at)) {
+		cs = le32(dd + sig + 4);
+		us = le32(dd + sig + 8);
+	} else if (room == sig + 20 && get(v->z, dd, room, at)) {
+		cs = le64(dd + sig + 4);
+		us = le64(dd + sig + 12);
+	} else {
+		return;
+	}
+	if (cs != e->csize || us != e->usize)
+		problem(v, "descriptor", at, "data descriptor of '%s' says %"
+			PRIu64 " bytes (%" PRIu64 " compressed), the central "
+			"directory %" PRIu64 " (%" PRIu64 ")", e->name, us, cs,
+			e->usize, e->csize);
 }
 
 static void check_crc(const struct ptz_verify *v, struct ptz_entry *e)
@@ -156,7 +205,7 @@ static void check_record(const struct ptz_verify *v, struct ptz_entry *e)
 		problem_diag(v, "record", &d);
 		return;
 	}
-	check_local_name(v, e);
+	check_local(v, e);
 	if (e->method != PTZ_STORED && is_storage_rec(z, e))
 		problem(v, "deflated", e->header_off, "record '%s' is "
 			"compressed: torch.load(mmap=True) reads its raw bytes "

@@ -208,34 +208,43 @@ Test(ptz_read, finds_eocd_before_longest_comment)
 	struct zinfo in;
 	struct h h;
 
-	/* "PK\5\6" all over the comment, none with a length that fits. */
-	for (size_t i = 0; i < 0xffff; i++)
-		comment[i] = i % 24 < 4 ? "PK\5\6"[i % 24] : '\377';
+	memset(comment, 'c', 0xffff);
 	zb_build(&b, std_ents, NSTD, &o, &in);
 	cr_assert_eq(h_open(&h, b.p, b.len), 0, "%s", h.line);
 	cr_assert_eq(h.z.eocd_off, in.eocd_off);
 	cr_assert_eq(h.z.nentries, NSTD);
 	h_close(&h);
 	free(b.p);
+	/*
+	 * "PK\5\6" all over the comment: like miniz (and torch), the last
+	 * one with 22 bytes after it is the end record, here one that
+	 * says disk 0xffff
+	 */
+	for (size_t i = 0; i < 0xffff; i++)
+		comment[i] = i % 24 < 4 ? "PK\5\6"[i % 24] : '\377';
+	zb_build(&b, std_ents, NSTD, &o, &in);
+	cr_expect_eq(open_fails(&b, -ENOTSUP, "multi-disk"),
+		     in.eocd_off + 22 + (0xffff - 22) / 24 * 24 + 4);
+	free(b.p);
 	free(comment);
 	assert_no_leaks();
 }
 
-Test(ptz_read, skips_fake_eocd_inside_comment)
+Test(ptz_read, takes_an_end_record_inside_the_comment_as_miniz)
 {
 	unsigned char fake[26] = "xx";
 	struct zopt o = { .comment = (const char *)fake, .comment_len = 26 };
 	struct buf b;
 	struct zinfo in;
-	struct h h;
 
+	/* miniz reads the last "PK\5\6" with 22 bytes after it, whatever
+	   the comment lengths say: torch refuses this one too */
 	put_le32(fake + 2, PTZ_SIG_EOCD);
 	put_le16(fake + 2 + 10, 7);
 	fake[24] = fake[25] = 'y';
 	zb_build(&b, std_ents, NSTD, &o, &in);
-	cr_assert_eq(h_open(&h, b.p, b.len), 0, "%s", h.line);
-	cr_assert_eq(h.z.eocd_off, in.eocd_off);
-	h_close(&h);
+	cr_expect_eq(open_fails(&b, -EILSEQ, "0 entries on this disk but 7"),
+		     in.eocd_off + 22 + 2 + 8);
 	free(b.p);
 	assert_no_leaks();
 }
@@ -291,24 +300,6 @@ Test(ptz_read, uses_zip64_record_behind_sentinels)
 	assert_no_leaks();
 }
 
-Test(ptz_read, zip64_record_wins_over_classic_values)
-{
-	struct buf b;
-	struct zinfo in;
-	struct h h;
-
-	std_torch(&b, &in);
-	put_le16(b.p + in.eocd_off + 8, 1);
-	put_le16(b.p + in.eocd_off + 10, 1);
-	put_le32(b.p + in.eocd_off + 16, 12345);
-	cr_assert_eq(h_open(&h, b.p, b.len), 0, "%s", h.line);
-	cr_assert_eq(h.z.nentries, NSTD);
-	cr_assert_eq(h.z.cdir_off, in.cd_off);
-	h_close(&h);
-	free(b.p);
-	assert_no_leaks();
-}
-
 /*
  * A record with more than 4 GiB after its data before the central
  * directory (a sparse file here): the entry keeps that room as 32 bits,
@@ -331,6 +322,7 @@ Test(ptz_read, keeps_room_past_4_gib_clamped)
 	ntail = b.len - in.cd_off;
 	put_le64(b.p + in.z64_off + 48, in.cd_off + gap);
 	put_le64(b.p + in.loc_off + 8, in.z64_off + gap);
+	put_le32(b.p + in.eocd_off + 16, 0xffffffff);	/* as torch clamps */
 	h.fd = tmp_fd();
 	h.size = b.len + gap;
 	pwrite_all(h.fd, b.p, in.cd_off, 0);
@@ -529,8 +521,13 @@ Test(ptz_read, finds_every_name_in_any_record_order)
 	for (int i = 0; i < N; i++)
 		ents[i] = (struct zent){ v[i], "x", 1, false };
 	zb_build(&b, ents, N, &o, &in);
-	cr_expect_eq(open_fails(&b, -EILSEQ, "duplicate record name"),
-		     in.cd[N - 1]);
+	{
+		/* test_ptz_amb.c: which one torch loads */
+		uint64_t off = open_fails(&b, -EILSEQ, "duplicate record name 'a/data/0' ignoring case ('A/DATA/0' too)");
+
+		cr_expect(off == in.cd[0] || off == in.cd[N - 1],
+			  "offset 0x%llx", (unsigned long long)off);
+	}
 	free(b.p);
 	assert_no_leaks();
 }
@@ -669,8 +666,12 @@ static void open_and_read_all(struct h *h)
 	ptz_reader_release(&h->z);
 }
 
-/* Every proper prefix of @b must fail, naming a truncated download. */
-static void truncate_every_length(const struct buf *b)
+/*
+ * Every proper prefix of @b must fail, naming a truncated download, but
+ * those that only cut the comment of the end record at @eocd: miniz (and
+ * torch) read those.
+ */
+static void truncate_every_length(const struct buf *b, size_t eocd)
 {
 	struct h h;
 
@@ -679,6 +680,12 @@ static void truncate_every_length(const struct buf *b)
 	for (size_t len = b->len; len-- > 0;) {
 		cr_assert_eq(ftruncate(h.fd, (off_t)len), 0);
 		h.size = len;
+		if (len >= eocd + 22) {
+			cr_assert_eq(h_reopen(&h), 0, "length %zu: %s", len,
+				     h.line);
+			ptz_reader_release(&h.z);
+			continue;
+		}
 		cr_assert_eq(h_reopen(&h), -EILSEQ, "length %zu: %s", len,
 			     h.line);
 		cr_assert(strstr(h.line, "truncated download"),
@@ -693,10 +700,10 @@ Test(ptz_malformed, rejects_every_truncation)
 	struct zinfo in;
 
 	std_torch(&b, &in);
-	truncate_every_length(&b);
+	truncate_every_length(&b, in.eocd_off);
 	free(b.p);
 	std_plain(&b, &in);
-	truncate_every_length(&b);
+	truncate_every_length(&b, in.eocd_off);
 	free(b.p);
 	assert_no_leaks();
 }
@@ -826,13 +833,14 @@ Test(ptz_malformed, rejects_out_of_range_offsets)
 	      -EILSEQ, "is past the end records", in.z64_off + 48);
 	BREAK(true, put_le64(b.p + in.z64_off + 40, UINT64_MAX),
 	      -EILSEQ, "runs past", in.z64_off + 40);
+	/* miniz takes the classic values where the locator points at no
+	   ZIP64 record, and refuses one past the end (test_ptz_amb.c) */
 	BREAK(true, put_le64(b.p + in.loc_off + 8, in.loc_off - 55),
-	      -EILSEQ, "not before its locator", in.loc_off + 8);
+	      -EILSEQ, "where no zip64 end record is", in.loc_off);
 	BREAK(true, put_le64(b.p + in.loc_off + 8, UINT64_MAX),
-	      -EILSEQ, "not before its locator", in.loc_off + 8);
+	      -EILSEQ, "runs past the end of the file", in.loc_off + 8);
 	BREAK(true, put_le64(b.p + in.loc_off + 8, in.cd_off),
-	      -EILSEQ, "bad zip64 end of central directory signature 0x02014b50",
-	      in.cd_off);
+	      -EILSEQ, "where no zip64 end record is", in.loc_off);
 	BREAK(false, put_le32(b.p + in.cd[3] + 42, in.cd_off),
 	      -EILSEQ, "runs past the central directory", in.cd[3] + 42);
 	BREAK(false, put_le32(b.p + in.cd[3] + 42, 0xfffffff0),
@@ -850,6 +858,10 @@ Test(ptz_malformed, rejects_lying_entry_counts)
 {
 	BREAK(false, put_le16(b.p + in.eocd_off + 8, 3);
 	      put_le16(b.p + in.eocd_off + 10, 3),
+	      -EILSEQ, "more records than the 3 its end record counts",
+	      in.cd[3]);
+	BREAK(false, put_le16(b.p + in.eocd_off + 8, 3);
+	      put_le16(b.p + in.eocd_off + 10, 3); b.p[in.cd[3]] = 'X',
 	      -EILSEQ, "bytes after its 3 records", in.cd[3]);
 	BREAK(false, put_le16(b.p + in.eocd_off + 8, 5);
 	      put_le16(b.p + in.eocd_off + 10, 5),
@@ -877,7 +889,10 @@ Test(ptz_malformed, rejects_multi_disk_archives)
 	BREAK(true, put_le32(b.p + in.z64_off + 20, 2),
 	      -ENOTSUP, "multi-disk", in.z64_off + 16);
 	BREAK(true, put_le32(b.p + in.loc_off + 16, 2),
-	      -ENOTSUP, "multi-disk", in.loc_off);
+	      -ENOTSUP, "multi-disk", in.loc_off + 16);
+	/* miniz reads only archives of 1 disk */
+	BREAK(true, put_le32(b.p + in.loc_off + 16, 0),
+	      -ENOTSUP, "0 disks; torch reads only 1", in.loc_off + 16);
 	assert_no_leaks();
 }
 
@@ -885,8 +900,6 @@ Test(ptz_malformed, rejects_bad_zip64_record_size)
 {
 	BREAK(true, put_le64(b.p + in.z64_off + 4, 43),
 	      -EILSEQ, "bad zip64 end record size 43", in.z64_off + 4);
-	BREAK(true, put_le64(b.p + in.z64_off + 4, 45),
-	      -EILSEQ, "bad zip64 end record size 45", in.z64_off + 4);
 	assert_no_leaks();
 }
 
@@ -905,41 +918,6 @@ Test(ptz_malformed, rejects_overlapping_records)
 	BREAK(false, put_le32(b.p + in.cd[3] + 42, in.hdr[0]),
 	      -EILSEQ, "record 'archive/data.pkl' overlaps 'archive/version'",
 	      in.hdr[0]);
-	assert_no_leaks();
-}
-
-Test(ptz_malformed, rejects_duplicate_names_differing_in_case)
-{
-	static const char *const names[] = { "x/DATA.PKL", "x/data/0",
-					     "x/data.pkl" };
-	struct zent ents[3];
-	struct zopt o = { .torch = true };
-	struct buf b;
-	struct zinfo in;
-
-	for (size_t i = 0; i < 3; i++)
-		ents[i] = (struct zent){ names[i], "x", 1, false };
-	zb_build(&b, ents, 3, &o, &in);
-	cr_expect_eq(open_fails(&b, -EILSEQ, "duplicate record name 'x/data.pkl' (names are compared ignoring case)"),
-		     in.cd[2]);
-	free(b.p);
-	assert_no_leaks();
-}
-
-Test(ptz_malformed, rejects_exact_duplicate_names)
-{
-	static const char *const names[] = { "a/x", "a/y", "a/x" };
-	struct zent ents[3];
-	struct zopt o = { .torch = true };
-	struct buf b;
-	struct zinfo in;
-
-	for (size_t i = 0; i < 3; i++)
-		ents[i] = (struct zent){ names[i], "x", 1, false };
-	zb_build(&b, ents, 3, &o, &in);
-	cr_expect_eq(open_fails(&b, -EILSEQ, "duplicate record name 'a/x'"),
-		     in.cd[2]);
-	free(b.p);
 	assert_no_leaks();
 }
 

@@ -5,9 +5,10 @@
  * deflated one; after a record's bytes are patched in a copy, its new
  * CRC-32 written into the local header (a 0 there beside a descriptor
  * stays 0), the data descriptor and the central directory, the other
- * records untouched, and a broken central directory refused; a descriptor
- * and a local name that disagree with the central directory, bytes
- * between records and after the end, reported once each by name.
+ * records untouched, and a broken central directory refused; descriptors
+ * and local headers that disagree with the central directory (name,
+ * method, CRC-32, sizes), bytes between records and after the end,
+ * reported once each by name.
  */
 #include "test_util.h"
 
@@ -254,6 +255,52 @@ Test(ptz_verify, names_a_descriptor_and_a_local_name_that_disagree)
 	cr_assert_str_eq(f.msg[1], "local header names 'archive/Version', "
 			 "the central directory 'archive/version'");
 	cr_assert_eq(f.off[1], a.info.hdr[3]);
+	arch_close(&a);
+	assert_no_leaks();
+}
+
+/*
+ * torch reads a record by its central directory entry, a streaming reader
+ * by its local header and descriptor: each value where they disagree is
+ * named (the local name's check is above).
+ */
+Test(ptz_verify, names_local_headers_and_descriptors_torch_does_not_read)
+{
+	size_t at;
+	struct found f;
+	struct arch a;
+
+	/* the plain layout: CRC-32 and sizes in the local headers */
+	arch_open(&a, false);
+	a.b.p[a.info.hdr[0] + 8] = 8;			/* method */
+	put_le32(a.b.p + a.info.hdr[2] + 22, 7);	/* size */
+	put_le32(a.b.p + a.info.hdr[3] + 14, 0xc0ffee);	/* CRC-32 */
+	cr_assert_eq(pwrite(a.fd, a.b.p, a.b.len, 0), (ssize_t)a.b.len);
+	verify(&a, &f);
+	cr_assert_eq(f.n, 4, "%d problems: %s", f.n, f.msg[0]);
+	cr_assert_str_eq(f.msg[0], "local header of 'archive/data.pkl' says "
+			 "compression method 8, the central directory 0 "
+			 "(which torch reads)");
+	cr_assert_eq(f.off[0], a.info.hdr[0]);
+	cr_assert_str_eq(f.check[1], "alignment");	/* the plain layout's */
+	cr_assert(strstr(f.msg[2], "local header of 'archive/code.txt' says "
+			 "CRC-32 ") && strstr(f.msg[2], " and 7 bytes"), "%s",
+		  f.msg[2]);
+	cr_assert(strstr(f.msg[3], "says CRC-32 00c0ffee and 2 bytes, the "
+			 "central directory (which torch reads) "), "%s",
+		  f.msg[3]);
+	arch_close(&a);
+	/* torch's layout: sizes in the descriptor, here one that lies */
+	arch_open(&a, true);
+	at = a.info.data[2] + a.info.csize[2];
+	put_le32(a.b.p + at + 12, 9);
+	cr_assert_eq(pwrite(a.fd, a.b.p, a.b.len, 0), (ssize_t)a.b.len);
+	verify(&a, &f);
+	cr_assert_eq(f.n, 1, "%d problems: %s", f.n, f.msg[0]);
+	cr_assert_str_eq(f.check[0], "descriptor");
+	cr_assert(strstr(f.msg[0], "data descriptor of 'archive/code.txt' "
+			 "says 9 bytes ("), "%s", f.msg[0]);
+	cr_assert_eq(f.off[0], at);
 	arch_close(&a);
 	assert_no_leaks();
 }

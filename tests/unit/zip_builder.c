@@ -41,9 +41,12 @@ void zb_build(struct buf *b, const struct zent *ents, size_t n,
 	cr_assert(n <= ZMAX && c);
 	memset(b, 0, sizeof(*b));
 	memset(info, 0, sizeof(*info));
+	zb_put_bytes(b, o->head, o->head_len);
 	for (size_t i = 0; i < n; i++) {
 		const struct zent *e = &ents[i];
-		size_t nl = strlen(e->name), pad = 0, el = 0, cs = e->len;
+		const char *ln = o->lnames && o->lnames[i] ? o->lnames[i] :
+				 e->name;
+		size_t nl = strlen(ln), pad = 0, el = 0, cs = e->len;
 
 		crc[i] = libdeflate_crc32(0, e->data, e->len);
 		cdata[i] = malloc(e->len + 64);
@@ -70,7 +73,7 @@ void zb_build(struct buf *b, const struct zent *ents, size_t n,
 		}
 		put_le16(p + 26, nl);
 		put_le16(p + 28, el);
-		zb_put_bytes(b, e->name, nl);
+		zb_put_bytes(b, ln, nl);
 		if (o->torch) {
 			p = zb_put(b, el);
 			p[0] = 'F';
@@ -104,6 +107,7 @@ void zb_build(struct buf *b, const struct zent *ents, size_t n,
 		put_le32(p + 24, o->cd_zip64 ? 0xffffffff : e->len);
 		put_le16(p + 28, nl);
 		put_le16(p + 30, o->cd_zip64 ? 28 : 0);
+		put_le32(p + 38, o->attrs ? o->attrs[i] : 0);
 		put_le32(p + 42, o->cd_zip64 ? 0xffffffff : info->hdr[i]);
 		zb_put_bytes(b, e->name, nl);
 		if (o->cd_zip64) {

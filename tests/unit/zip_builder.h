@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct buf {
 	unsigned char *p;
@@ -29,6 +30,13 @@ struct zopt {
 	bool cd_zip64;		/* CD sizes and offset in a ZIP64 extra */
 	const char *comment;
 	size_t comment_len;
+	const void *head;	/* bytes before the first record (offsets
+				   count from the start of them) */
+	size_t head_len;
+	/* per record, or NULL: the local header's name (NULL: the name),
+	   the central directory's external attributes (0x10: directory) */
+	const char *const *lnames;
+	const uint32_t *attrs;
 };
 
 #define ZMAX 512
