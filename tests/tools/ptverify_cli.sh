@@ -88,7 +88,7 @@ evil 1 unsafe global posix.system
 overlap 1 run past the next record
 badorder 2 byteorder record 'middle' is neither
 version11 2 is not a number from 1 to 10
-duplicate 2 duplicate record name 'sample/data/0'
+duplicate 1 duplicate record name 'sample/data/0'
 outside 2 runs past the central directory
 prefix 2 is outside the top folder
 short 2 record sample/data/0 has 508 bytes, but storage '0' is 128 x float32 = 512 bytes
@@ -117,7 +117,7 @@ expect 0 "" -- --no-crc "$tmp/flipcrc.pt"
 expect 1 "^$tmp/nocrc.pt: 22 problems$" -- "$tmp/nocrc.pt"
 
 # ---- JSON
-"$ptverify" --json "$tmp/flipcrc.pt" "$sample" "$tmp/duplicate.pt" >"$tmp/j" 2>/dev/null
+"$ptverify" --json "$tmp/flipcrc.pt" "$sample" "$tmp/version11.pt" >"$tmp/j" 2>/dev/null
 st=$?
 [ $st = 2 ] && ok "--json: the worst status wins (2)" || bad "--json exit $st"
 if python3 - "$tmp/j" <<'EOF'
@@ -126,7 +126,7 @@ docs = [json.loads(l) for l in open(sys.argv[1])]
 assert [d["status"] for d in docs] == ["problems", "ok", "unreadable"], docs
 p = docs[0]["problems"][0]
 assert p["check"] == "crc" and p["offset"] == 0x7a1, p
-assert "duplicate record name" in docs[2]["error"]
+assert "is not a number from 1 to 10" in docs[2]["error"]
 assert docs[1]["records"] == 22 and docs[1]["bytes_checked"] == 4503
 EOF
 then ok "--json: one object per file with status, problems and counts"
